@@ -1,0 +1,4 @@
+# man/local.mk -- one page for hearth(1) and one per subcommand.
+
+dist_man_MANS += \
+	man/hearth.1

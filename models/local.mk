@@ -1,0 +1,1 @@
+# models/local.mk -- see the top-level Makefile.am.

@@ -1,0 +1,1 @@
+# opencl/local.mk -- see the top-level Makefile.am.

@@ -1,0 +1,1 @@
+# simd/local.mk -- see the top-level Makefile.am.

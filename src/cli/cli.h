@@ -1,0 +1,62 @@
+/*
+ * cli.h -- what the subcommands of the hearth program share: their entry
+ * points (cmd_<name>, one file each) and the option-parsing and error
+ * helpers in options.c.
+ *
+ * Exit statuses are the same for every command: 0 success, 1 failure (bad
+ * model, I/O error, ...), 2 usage error, 130 interrupted by SIGINT.
+ */
+#ifndef HEARTH_CLI_H
+#define HEARTH_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "hearth.h"
+
+enum {
+    CLI_EXIT_OK = 0,
+    CLI_EXIT_FAILURE = 1,
+    CLI_EXIT_USAGE = 2,
+    CLI_EXIT_INTERRUPTED = 130
+};
+
+#define HEARTH_COMMAND(name, summary) int cmd_##name(int argc, char **argv);
+#include "commands.def"
+#undef HEARTH_COMMAND
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CLI_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define CLI_PRINTF(fmt, args)
+#endif
+
+/* "hearth: COMMAND: message" on stderr plus a pointer to --help; returns
+ * CLI_EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
+
+/* "hearth: COMMAND: message" on stderr; returns CLI_EXIT_FAILURE. */
+int cli_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
+
+/* Report a failed library call: the last error message, or the status text
+ * when there is none.  Returns CLI_EXIT_FAILURE. */
+int cli_fail(const char *cmd, hearth_status status);
+
+/* Parse an option argument; on error print a usage error naming the option
+ * and return false. */
+bool cli_parse_long(const char *cmd, const char *opt, const char *arg,
+                    long min, long max, long *out);
+bool cli_parse_int(const char *cmd, const char *opt, const char *arg,
+                   int min, int max, int *out);
+bool cli_parse_u64(const char *cmd, const char *opt, const char *arg, uint64_t *out);
+bool cli_parse_float(const char *cmd, const char *opt, const char *arg,
+                     double min, double max, float *out);
+
+/* Read a whole file (or stdin for "-") into a NUL-terminated buffer.
+ * Returns NULL after printing an error. */
+char *cli_read_file(const char *cmd, const char *path, size_t *len_out);
+
+/* Whether the program was asked for verbose output (hearth -v ...). */
+extern int cli_verbose;
+
+#endif /* HEARTH_CLI_H */

@@ -1,0 +1,10 @@
+# src/cli/local.mk -- the hearth program: one file per subcommand.
+
+bin_PROGRAMS += src/hearth
+
+src_hearth_SOURCES = \
+	src/cli/cli.h \
+	src/cli/commands.def \
+	src/cli/main.c \
+	src/cli/options.c
+src_hearth_LDADD = src/libhearth.la -lm

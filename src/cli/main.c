@@ -1,0 +1,114 @@
+/*
+ * main.c -- the hearth program: global options and dispatch to the
+ * subcommand named by the first argument.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "hearth.h"
+
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+};
+
+static const struct command commands[] = {
+#define HEARTH_COMMAND(name, summary) {#name, cmd_##name, summary},
+#include "commands.def"
+#undef HEARTH_COMMAND
+    {NULL, NULL, NULL}
+};
+
+static void print_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: hearth [--version [-v]] [--help] COMMAND [ARGS...]\n"
+            "\n"
+            "hearth runs GGUF language models on the CPU.  Commands:\n\n");
+    for (const struct command *c = commands; c->name; c++)
+        fprintf(out, "  %-12s %s\n", c->name, c->summary);
+    fprintf(out,
+            "\n"
+            "'hearth COMMAND --help' summarises a command's options;\n"
+            "'man hearth-COMMAND' documents them.\n");
+}
+
+static void print_version(bool verbose)
+{
+    printf("hearth %s (library %s)\n", PACKAGE_VERSION, hearth_version());
+    if (verbose) {
+        printf("features:");
+#ifdef _OPENMP
+        printf(" openmp");
+#endif
+#ifdef HAVE_OPENBLAS
+        printf(" openblas");
+#endif
+#ifdef HAVE_PCRE2
+        printf(" pcre2");
+#endif
+#ifdef HAVE_CURL
+        printf(" curl");
+#endif
+#ifdef HAVE_OPENCL
+        printf(" opencl");
+#endif
+        printf("\n");
+    }
+}
+
+int cli_verbose = 0;
+
+int main(int argc, char **argv)
+{
+    bool want_version = false;
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
+            want_version = true;
+        } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+            cli_verbose++;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            print_usage(stdout);
+            return CLI_EXIT_OK;
+        } else {
+            fprintf(stderr, "hearth: unknown option '%s'\n", a);
+            print_usage(stderr);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (want_version) {
+        print_version(cli_verbose > 0);
+        return CLI_EXIT_OK;
+    }
+    if (i >= argc) {
+        print_usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    const char *name = argv[i];
+    if (strcmp(name, "help") == 0) {
+        if (i + 1 >= argc) {
+            print_usage(stdout);
+            return CLI_EXIT_OK;
+        }
+        char page[128];
+        snprintf(page, sizeof page, "hearth-%s", argv[i + 1]);
+        execlp("man", "man", page, (char *)NULL);
+        fprintf(stderr, "hearth: cannot run man for %s\n", page);
+        return CLI_EXIT_FAILURE;
+    }
+    for (const struct command *c = commands; c->name; c++) {
+        if (strcmp(c->name, name) == 0) {
+            fflush(stdout);
+            return c->run(argc - i, argv + i);
+        }
+    }
+    fprintf(stderr, "hearth: '%s' is not a hearth command; see 'hearth --help'\n", name);
+    return CLI_EXIT_USAGE;
+}

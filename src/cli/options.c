@@ -1,0 +1,150 @@
+/*
+ * options.c -- option-argument parsing and error reporting shared by every
+ * subcommand, so that all of them word their errors the same way.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void vreport(const char *cmd, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "hearth: %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(cmd, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "Try 'hearth %s --help' for more information.\n", cmd);
+    return CLI_EXIT_USAGE;
+}
+
+int cli_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(cmd, fmt, ap);
+    va_end(ap);
+    return CLI_EXIT_FAILURE;
+}
+
+int cli_fail(const char *cmd, hearth_status status)
+{
+    const char *msg = hearth_last_error();
+    if (!msg || !*msg) msg = hearth_strerror(status);
+    return cli_error(cmd, "%s", msg);
+}
+
+bool cli_parse_long(const char *cmd, const char *opt, const char *arg,
+                    long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (end == arg || *end != '\0') {
+        cli_usage_error(cmd, "%s: expected an integer, got '%s'", opt, arg);
+        return false;
+    }
+    if (errno == ERANGE || v < min || v > max) {
+        cli_usage_error(cmd, "%s: %s is out of range (%ld..%ld)", opt, arg, min, max);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_parse_int(const char *cmd, const char *opt, const char *arg,
+                   int min, int max, int *out)
+{
+    long v;
+    if (!cli_parse_long(cmd, opt, arg, min, max, &v)) return false;
+    *out = (int)v;
+    return true;
+}
+
+bool cli_parse_u64(const char *cmd, const char *opt, const char *arg, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (arg[0] == '-') {
+        cli_usage_error(cmd, "%s: expected a non-negative integer, got '%s'", opt, arg);
+        return false;
+    }
+    unsigned long long v = strtoull(arg, &end, 0);
+    if (end == arg || *end != '\0' || errno == ERANGE) {
+        cli_usage_error(cmd, "%s: expected a non-negative integer, got '%s'", opt, arg);
+        return false;
+    }
+    *out = (uint64_t)v;
+    return true;
+}
+
+bool cli_parse_float(const char *cmd, const char *opt, const char *arg,
+                     double min, double max, float *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (end == arg || *end != '\0' || isnan(v)) {
+        cli_usage_error(cmd, "%s: expected a number, got '%s'", opt, arg);
+        return false;
+    }
+    if (errno == ERANGE || v < min || v > max) {
+        cli_usage_error(cmd, "%s: %s is out of range (%g..%g)", opt, arg, min, max);
+        return false;
+    }
+    *out = (float)v;
+    return true;
+}
+
+char *cli_read_file(const char *cmd, const char *path, size_t *len_out)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
+        cli_error(cmd, "cannot open '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+        if (len + 1 < cap) {
+            if (ferror(f)) {
+                cli_error(cmd, "cannot read '%s': %s", path, strerror(errno));
+                free(buf);
+                buf = NULL;
+            }
+            break;
+        }
+        char *bigger = realloc(buf, cap * 2);
+        if (!bigger) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = bigger;
+        cap *= 2;
+    }
+    if (f != stdin) fclose(f);
+    if (!buf) {
+        cli_error(cmd, "cannot read '%s': out of memory", path);
+        return NULL;
+    }
+    buf[len] = '\0';
+    if (len_out) *len_out = len;
+    return buf;
+}

@@ -1,0 +1,274 @@
+/*
+ * hearth.h -- the public interface of libhearth, a CPU-first LLM inference
+ * engine for GGUF models.
+ *
+ * This is the only installed header.  Every object is an opaque handle,
+ * every name starts with hearth_, and every fallible call returns a
+ * hearth_status.  When a call fails, hearth_last_error() gives a message
+ * naming what was wrong (the file, the byte offset, the parameter); the
+ * message belongs to the calling thread and stays valid until that thread's
+ * next failing call.  The library never prints, exits or aborts.
+ */
+#ifndef HEARTH_H
+#define HEARTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HEARTH_VERSION_MAJOR 0
+#define HEARTH_VERSION_MINOR 1
+#define HEARTH_VERSION_PATCH 0
+
+/* The library's version as "MAJOR.MINOR.PATCH". */
+const char *hearth_version(void);
+
+/* ------------------------------------------------------------------------
+ * Status codes and errors
+ * ------------------------------------------------------------------------ */
+
+typedef enum hearth_status {
+    HEARTH_OK = 0,
+    HEARTH_E_INVALID = 1,     /* an argument is out of its documented range */
+    HEARTH_E_NOMEM = 2,       /* memory allocation failed */
+    HEARTH_E_IO = 3,          /* reading or writing a file failed */
+    HEARTH_E_FORMAT = 4,      /* malformed input: file, text, JSON, template */
+    HEARTH_E_UNSUPPORTED = 5, /* valid input this build cannot handle */
+    HEARTH_E_NOT_FOUND = 6,   /* a key, tensor, token or file does not exist */
+    HEARTH_E_RANGE = 7,       /* a limit was reached (context full, ...) */
+    HEARTH_E_TEMPLATE = 8,    /* a chat template raised an exception */
+    HEARTH_E_BACKEND = 9,     /* a compute backend (OpenCL) failed */
+    HEARTH_E_NETWORK = 10,    /* a download failed */
+    HEARTH_E_INTERRUPTED = 11,/* the caller asked to stop */
+    HEARTH_E_INTERNAL = 12    /* a bug in hearth: please report it */
+} hearth_status;
+
+/* A short, static description of a status code ("malformed input"). */
+const char *hearth_strerror(hearth_status status);
+
+/* The detailed message of the calling thread's last failure ("" if none). */
+const char *hearth_last_error(void);
+
+/* ------------------------------------------------------------------------
+ * Tensor types
+ *
+ * The values are those of the GGUF format, so a type read from a file can be
+ * used directly.  Every type known to the format is listed so that any valid
+ * file can be read and inspected; hearth_type_can_compute() tells which ones
+ * the engine can run.
+ * ------------------------------------------------------------------------ */
+
+typedef enum hearth_type {
+    HEARTH_TYPE_F32 = 0,
+    HEARTH_TYPE_F16 = 1,
+    HEARTH_TYPE_Q4_0 = 2,
+    HEARTH_TYPE_Q4_1 = 3,
+    HEARTH_TYPE_Q5_0 = 6,
+    HEARTH_TYPE_Q5_1 = 7,
+    HEARTH_TYPE_Q8_0 = 8,
+    HEARTH_TYPE_Q8_1 = 9,
+    HEARTH_TYPE_Q2_K = 10,
+    HEARTH_TYPE_Q3_K = 11,
+    HEARTH_TYPE_Q4_K = 12,
+    HEARTH_TYPE_Q5_K = 13,
+    HEARTH_TYPE_Q6_K = 14,
+    HEARTH_TYPE_Q8_K = 15,
+    HEARTH_TYPE_IQ2_XXS = 16,
+    HEARTH_TYPE_IQ2_XS = 17,
+    HEARTH_TYPE_IQ3_XXS = 18,
+    HEARTH_TYPE_IQ1_S = 19,
+    HEARTH_TYPE_IQ4_NL = 20,
+    HEARTH_TYPE_IQ3_S = 21,
+    HEARTH_TYPE_IQ2_S = 22,
+    HEARTH_TYPE_IQ4_XS = 23,
+    HEARTH_TYPE_I8 = 24,
+    HEARTH_TYPE_I16 = 25,
+    HEARTH_TYPE_I32 = 26,
+    HEARTH_TYPE_I64 = 27,
+    HEARTH_TYPE_F64 = 28,
+    HEARTH_TYPE_IQ1_M = 29,
+    HEARTH_TYPE_BF16 = 30,
+    HEARTH_TYPE_TQ1_0 = 34,
+    HEARTH_TYPE_TQ2_0 = 35,
+    HEARTH_TYPE_COUNT = 36    /* one past the largest value */
+} hearth_type;
+
+/* "Q4_K", "F16", ...; NULL for a value that is not a known type. */
+const char *hearth_type_name(hearth_type type);
+/* The type with that name (case-insensitive), or HEARTH_E_NOT_FOUND. */
+hearth_status hearth_type_from_name(const char *name, hearth_type *out);
+/* Elements per block (1 for plain types, 32 or 256 for quantized ones);
+ * 0 for an unknown type. */
+int64_t hearth_type_block_elems(hearth_type type);
+/* Bytes per block; 0 for an unknown type. */
+size_t hearth_type_block_bytes(hearth_type type);
+/* Bytes of a row of n elements, or 0 when n is not a multiple of the block
+ * size or the type is unknown. */
+size_t hearth_type_row_bytes(hearth_type type, int64_t n);
+/* Whether hearth can dequantize and compute with this type. */
+bool hearth_type_can_compute(hearth_type type);
+
+/* ------------------------------------------------------------------------
+ * GGUF files
+ *
+ * A reader maps the file read-only and checks all of it before returning:
+ * afterwards every accessor is safe.  Strings inside the file are not
+ * NUL-terminated; they are returned as pointer + length, except keys and the
+ * values returned by hearth_gguf_get_str(), which are NUL-terminated copies.
+ * ------------------------------------------------------------------------ */
+
+typedef struct hearth_gguf hearth_gguf;
+
+typedef enum hearth_gguf_type {
+    HEARTH_GGUF_UINT8 = 0,
+    HEARTH_GGUF_INT8 = 1,
+    HEARTH_GGUF_UINT16 = 2,
+    HEARTH_GGUF_INT16 = 3,
+    HEARTH_GGUF_UINT32 = 4,
+    HEARTH_GGUF_INT32 = 5,
+    HEARTH_GGUF_FLOAT32 = 6,
+    HEARTH_GGUF_BOOL = 7,
+    HEARTH_GGUF_STRING = 8,
+    HEARTH_GGUF_ARRAY = 9,
+    HEARTH_GGUF_UINT64 = 10,
+    HEARTH_GGUF_INT64 = 11,
+    HEARTH_GGUF_FLOAT64 = 12
+} hearth_gguf_type;
+
+/* "uint32", "string", "array", ...; NULL for an unknown value. */
+const char *hearth_gguf_type_name(hearth_gguf_type type);
+
+/* One metadata value.  For numbers the field matching the type is set
+ * (unsigned types in u, signed in i, floats in f, bools in b).  For arrays,
+ * arr.elem_type and arr.n describe the elements, read them with
+ * hearth_gguf_array_get(). */
+typedef struct hearth_gguf_value {
+    hearth_gguf_type type;
+    union {
+        uint64_t u;
+        int64_t i;
+        double f;
+        bool b;
+        struct { const char *ptr; uint64_t len; } str;
+        struct { hearth_gguf_type elem_type; uint64_t n; const void *priv; } arr;
+    } v;
+} hearth_gguf_value;
+
+typedef struct hearth_gguf_tensor {
+    const char *name;      /* NUL-terminated */
+    hearth_type type;
+    uint32_t n_dims;       /* 1..4 */
+    int64_t ne[4];         /* elements per dimension, ne[0] innermost; unused = 1 */
+    uint64_t offset;       /* from the start of the data section */
+    size_t bytes;          /* size of the data */
+    const void *data;      /* the data, inside the mapping */
+} hearth_gguf_tensor;
+
+/* Open and validate a GGUF file (v2 or v3). */
+hearth_status hearth_gguf_open(const char *path, hearth_gguf **out);
+/* The same for a file already in memory (not copied: it must outlive the
+ * handle).  name is used in error messages. */
+hearth_status hearth_gguf_open_memory(const void *data, size_t size,
+                                      const char *name, hearth_gguf **out);
+void hearth_gguf_close(hearth_gguf *gguf);
+
+uint32_t hearth_gguf_version(const hearth_gguf *gguf);
+uint32_t hearth_gguf_alignment(const hearth_gguf *gguf);
+uint64_t hearth_gguf_data_offset(const hearth_gguf *gguf);
+uint64_t hearth_gguf_file_size(const hearth_gguf *gguf);
+const char *hearth_gguf_path(const hearth_gguf *gguf);
+
+/* Metadata by index (0 .. n_kv-1) or by key. */
+int64_t hearth_gguf_n_kv(const hearth_gguf *gguf);
+const char *hearth_gguf_kv_key(const hearth_gguf *gguf, int64_t index);
+hearth_status hearth_gguf_kv_value(const hearth_gguf *gguf, int64_t index,
+                                   hearth_gguf_value *out);
+/* Index of key, or -1 when missing. */
+int64_t hearth_gguf_find_key(const hearth_gguf *gguf, const char *key);
+/* Element j of an array value (which may itself be an array). */
+hearth_status hearth_gguf_array_get(const hearth_gguf *gguf,
+                                    const hearth_gguf_value *array, uint64_t j,
+                                    hearth_gguf_value *out);
+
+/* Typed accessors.  Each returns HEARTH_E_NOT_FOUND when the key is missing
+ * (out untouched), HEARTH_E_FORMAT when the value has another type or does
+ * not fit (any integer type is accepted when the value fits, any float type
+ * for f32/f64). */
+hearth_status hearth_gguf_get_u32(const hearth_gguf *gguf, const char *key, uint32_t *out);
+hearth_status hearth_gguf_get_i32(const hearth_gguf *gguf, const char *key, int32_t *out);
+hearth_status hearth_gguf_get_u64(const hearth_gguf *gguf, const char *key, uint64_t *out);
+hearth_status hearth_gguf_get_i64(const hearth_gguf *gguf, const char *key, int64_t *out);
+hearth_status hearth_gguf_get_f32(const hearth_gguf *gguf, const char *key, float *out);
+hearth_status hearth_gguf_get_f64(const hearth_gguf *gguf, const char *key, double *out);
+hearth_status hearth_gguf_get_bool(const hearth_gguf *gguf, const char *key, bool *out);
+/* A NUL-terminated copy owned by the handle. */
+hearth_status hearth_gguf_get_str(const hearth_gguf *gguf, const char *key, const char **out);
+/* An array value; its elements through hearth_gguf_array_get(). */
+hearth_status hearth_gguf_get_array(const hearth_gguf *gguf, const char *key,
+                                    hearth_gguf_value *out);
+
+/* Tensors by index (0 .. n_tensors-1) or name (NULL when missing). */
+int64_t hearth_gguf_n_tensors(const hearth_gguf *gguf);
+const hearth_gguf_tensor *hearth_gguf_tensor_at(const hearth_gguf *gguf, int64_t index);
+const hearth_gguf_tensor *hearth_gguf_find_tensor(const hearth_gguf *gguf, const char *name);
+
+/* Writer: collects metadata and tensors, then writes a GGUF v3 file.
+ * Tensor data is not copied; it must stay valid until the file is written. */
+typedef struct hearth_gguf_writer hearth_gguf_writer;
+
+hearth_status hearth_gguf_writer_new(hearth_gguf_writer **out);
+void hearth_gguf_writer_free(hearth_gguf_writer *writer);
+/* Metadata; setting an existing key replaces its value. */
+hearth_status hearth_gguf_writer_set_u8(hearth_gguf_writer *w, const char *key, uint8_t value);
+hearth_status hearth_gguf_writer_set_i8(hearth_gguf_writer *w, const char *key, int8_t value);
+hearth_status hearth_gguf_writer_set_u16(hearth_gguf_writer *w, const char *key, uint16_t value);
+hearth_status hearth_gguf_writer_set_i16(hearth_gguf_writer *w, const char *key, int16_t value);
+hearth_status hearth_gguf_writer_set_u32(hearth_gguf_writer *w, const char *key, uint32_t value);
+hearth_status hearth_gguf_writer_set_i32(hearth_gguf_writer *w, const char *key, int32_t value);
+hearth_status hearth_gguf_writer_set_u64(hearth_gguf_writer *w, const char *key, uint64_t value);
+hearth_status hearth_gguf_writer_set_i64(hearth_gguf_writer *w, const char *key, int64_t value);
+hearth_status hearth_gguf_writer_set_f32(hearth_gguf_writer *w, const char *key, float value);
+hearth_status hearth_gguf_writer_set_f64(hearth_gguf_writer *w, const char *key, double value);
+hearth_status hearth_gguf_writer_set_bool(hearth_gguf_writer *w, const char *key, bool value);
+hearth_status hearth_gguf_writer_set_str(hearth_gguf_writer *w, const char *key, const char *value);
+/* An array of n numbers or bools of elem_type, packed as in the file. */
+hearth_status hearth_gguf_writer_set_array(hearth_gguf_writer *w, const char *key,
+                                           hearth_gguf_type elem_type,
+                                           const void *data, uint64_t n);
+hearth_status hearth_gguf_writer_set_str_array(hearth_gguf_writer *w, const char *key,
+                                               const char *const *strs, uint64_t n);
+/* Copy one metadata entry (any type, nested arrays included) from a reader. */
+hearth_status hearth_gguf_writer_copy_kv(hearth_gguf_writer *w, const hearth_gguf *src,
+                                         int64_t index);
+hearth_status hearth_gguf_writer_set_alignment(hearth_gguf_writer *w, uint32_t alignment);
+/* ne[0] is the innermost dimension; bytes must equal the size implied by
+ * type and shape. */
+hearth_status hearth_gguf_writer_add_tensor(hearth_gguf_writer *w, const char *name,
+                                            hearth_type type, uint32_t n_dims,
+                                            const int64_t *ne, const void *data,
+                                            size_t bytes);
+hearth_status hearth_gguf_writer_write(hearth_gguf_writer *w, const char *path);
+
+/* == tokenizer ========================================================== */
+
+/* == chat templates ===================================================== */
+
+/* == streaming text ===================================================== */
+
+/* == sampling =========================================================== */
+
+/* == model and inference context ========================================= */
+
+/* == downloads ========================================================== */
+
+/* == compute devices ==================================================== */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HEARTH_H */

@@ -1,0 +1,37 @@
+# src/local.mk -- libhearth.
+#
+# All library code is built once into the convenience library
+# libhearth-core.la.  The installed libhearth.la wraps it and exports only
+# the hearth_ names of hearth.h; the unit tests link the convenience
+# library so they can reach internal functions.
+
+noinst_LTLIBRARIES += src/libhearth-core.la
+lib_LTLIBRARIES += src/libhearth.la
+include_HEADERS += src/hearth.h
+EXTRA_DIST += src/hearth.pc.in
+
+src_libhearth_core_la_SOURCES = \
+	src/error.c \
+	src/fp16.h \
+	src/internal.h \
+	src/quant.h \
+	src/types.c
+
+src_libhearth_core_la_LIBADD = \
+	$(OPENBLAS_LIBS) \
+	$(PCRE2_LIBS) \
+	$(CURL_LIBS) \
+	$(JSON_LIBS) \
+	$(OPENCL_LIBS) \
+	-lm
+src_libhearth_core_la_CFLAGS = $(AM_CFLAGS) \
+	$(OPENBLAS_CFLAGS) \
+	$(PCRE2_CFLAGS) \
+	$(CURL_CFLAGS) \
+	$(JSON_CFLAGS) \
+	$(OPENCL_CFLAGS)
+
+src_libhearth_la_SOURCES =
+src_libhearth_la_LIBADD = src/libhearth-core.la
+src_libhearth_la_LDFLAGS = $(AM_LDFLAGS) -version-info $(HEARTH_LT_VERSION) \
+	-export-symbols-regex '^hearth_' -no-undefined

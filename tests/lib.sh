@@ -1,0 +1,52 @@
+# lib.sh -- helpers for the end-to-end shell tests of the hearth program.
+# Sourced by tests/cli-*.sh; $HEARTH, $HEARTH_TEST_DATA and $HEARTH_SRCDIR
+# come from the test environment set up in tests/local.mk.
+
+set -u
+
+: "${HEARTH:=./src/hearth}"
+tests_failed=0
+tmpdir=$(mktemp -d "${TMPDIR:-/tmp}/hearth-test.XXXXXX")
+trap 'rm -rf "$tmpdir"' EXIT
+
+fail() {
+    echo "FAIL: $*" >&2
+    tests_failed=$((tests_failed + 1))
+}
+
+pass() {
+    echo "ok: $*"
+}
+
+# require_data FILE...: skip the whole script (exit 77) when shared data is
+# missing, unless CI is set, in which case that is a failure.
+require_data() {
+    for f in "$@"; do
+        if [ ! -e "$HEARTH_TEST_DATA/$f" ]; then
+            if [ -n "${CI:-}" ]; then
+                echo "FAIL: shared test data $HEARTH_TEST_DATA/$f is missing and CI is set" >&2
+                exit 1
+            fi
+            echo "SKIP: shared test data $HEARTH_TEST_DATA/$f is missing" >&2
+            exit 77
+        fi
+    done
+}
+
+# expect_status WANT DESCRIPTION -- COMMAND...: run COMMAND, check its exit status.
+expect_status() {
+    want=$1; desc=$2; shift 3
+    "$@" >"$tmpdir/out" 2>"$tmpdir/err"
+    got=$?
+    if [ "$got" -eq "$want" ]; then pass "$desc"; else
+        fail "$desc: exit status $got, expected $want"; sed 's/^/  stderr: /' "$tmpdir/err" >&2
+    fi
+}
+
+finish() {
+    if [ "$tests_failed" -ne 0 ]; then
+        echo "$tests_failed check(s) failed" >&2
+        exit 1
+    fi
+    exit 0
+}

@@ -1,0 +1,42 @@
+# tests/local.mk -- Check unit tests, end-to-end tests of the hearth
+# program, and fuzz targets.
+#
+# Tests read the shared models and vocabularies from $HEARTH_TEST_DATA
+# (default: ../shared beside the source tree).  With CI set in the
+# environment, missing data fails a test instead of skipping it.
+
+AM_TESTS_ENVIRONMENT = \
+	HEARTH_TEST_DATA="$${HEARTH_TEST_DATA:-$(HEARTH_DEFAULT_TEST_DATA)}"; \
+	export HEARTH_TEST_DATA; \
+	HEARTH="$(abs_top_builddir)/src/hearth"; export HEARTH; \
+	HEARTH_SRCDIR="$(abs_top_srcdir)"; export HEARTH_SRCDIR; \
+	CK_DEFAULT_TIMEOUT="$${CK_DEFAULT_TIMEOUT:-600}"; export CK_DEFAULT_TIMEOUT;
+
+AM_DISTCHECK_CONFIGURE_FLAGS = HEARTH_TEST_DATA="$(HEARTH_DEFAULT_TEST_DATA)"
+
+TEST_EXTENSIONS = .sh
+SH_LOG_COMPILER = $(SHELL)
+
+noinst_HEADERS += tests/testutil.h
+EXTRA_DIST += tests/lib.sh
+
+# Unit tests: one Check program per module.
+TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+TEST_LIBS = src/libhearth-core.la $(CHECK_LIBS)
+
+if HAVE_CHECK
+check_PROGRAMS += \
+	tests/test-types
+TESTS += \
+	tests/test-types
+endif
+
+tests_test_types_SOURCES = tests/test-types.c tests/testutil.c
+tests_test_types_CFLAGS = $(TEST_CFLAGS)
+tests_test_types_LDADD = $(TEST_LIBS)
+
+# End-to-end tests of the hearth program.
+TESTS += \
+	tests/cli-basics.sh
+EXTRA_DIST += \
+	tests/cli-basics.sh

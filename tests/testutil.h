@@ -1,0 +1,49 @@
+/*
+ * testutil.h -- helpers shared by the Check unit tests: where the shared
+ * test data lives, reading files, random data, error measures.
+ */
+#ifndef HEARTH_TESTUTIL_H
+#define HEARTH_TESTUTIL_H
+
+#include <check.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The shared data directory ($HEARTH_TEST_DATA), or NULL when it is
+ * missing.  The result is a static buffer. */
+const char *test_data_dir(void);
+
+/* Path of a file under the shared data directory, e.g.
+ * test_data_path("models/stories260K.gguf").  Returns NULL when the data
+ * directory or the file is missing.  The result is a static buffer that the
+ * next call overwrites. */
+const char *test_data_path(const char *relative);
+
+/* Whether tests that need shared data should run.  Without the data this
+ * prints a note and returns false -- unless CI is set in the environment,
+ * in which case missing data is a failure (the calling test fails). */
+bool test_require_data(void);
+
+/* Read a whole file into a NUL-terminated malloc'ed buffer (length in
+ * *len_out); fails the test when it cannot. */
+char *test_read_file(const char *path, size_t *len_out);
+
+/* Deterministic pseudo-random numbers (xoshiro-style, seeded explicitly) so
+ * every failure can be reproduced. */
+typedef struct { uint64_t s[4]; } test_rng;
+void test_rng_seed(test_rng *rng, uint64_t seed);
+uint64_t test_rng_next(test_rng *rng);
+/* Uniform in [0, 1). */
+double test_rng_uniform(test_rng *rng);
+/* Standard normal. */
+double test_rng_normal(test_rng *rng);
+
+/* Root-mean-square of a - b, and of a. */
+double test_rmse(const float *a, const float *b, size_t n);
+double test_rms(const float *a, size_t n);
+
+/* Run a Check suite and return the exit status for the test driver. */
+int test_run_suite(Suite *suite);
+
+#endif /* HEARTH_TESTUTIL_H */
