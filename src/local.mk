@@ -15,7 +15,15 @@ src_libhearth_core_la_SOURCES = \
 	src/fp16.h \
 	src/internal.h \
 	src/quant.h \
-	src/types.c
+	src/types.c \
+	src/json.c \
+	src/json.h \
+	src/textbuf.c \
+	src/textbuf.h \
+	src/unichar.c \
+	src/unichar.h \
+	src/value.c \
+	src/value.h
 
 src_libhearth_core_la_LIBADD = \
 	$(OPENBLAS_LIBS) \
