@@ -16,6 +16,16 @@ src_libhearth_core_la_SOURCES = \
 	src/internal.h \
 	src/quant.h \
 	src/types.c \
+	src/chat_builtin.c \
+	src/chat_builtin.h \
+	src/chat_template.c \
+	src/jinja.h \
+	src/jinja_eval.c \
+	src/jinja_filters.c \
+	src/jinja_lexer.c \
+	src/jinja_methods.c \
+	src/jinja_parser.c \
+	src/jinja_text.c \
 	src/json.c \
 	src/json.h \
 	src/textbuf.c \
