@@ -6,5 +6,6 @@ src_hearth_SOURCES = \
 	src/cli/cli.h \
 	src/cli/commands.def \
 	src/cli/main.c \
-	src/cli/options.c
+	src/cli/options.c \
+	src/cli/template.c
 src_hearth_LDADD = src/libhearth.la -lm
