@@ -238,15 +238,10 @@ hearth_status jtext_split(struct jrender *r, const struct vstring *s, const stru
                 i = j;
             }
             if (i >= len) break;
-            size_t start = i, end = i;
+            size_t start = i;
             if (maxsplit >= 0 && splits >= maxsplit) {
-                /* the rest, without its trailing whitespace */
-                size_t k = i;
-                while (k < len) {
-                    uint32_t cp = next_cp(d, len, &k);
-                    if (!uni_isspace(cp)) end = k;
-                }
-                st = push_piece(r, *out, d + start, end - start);
+                /* the rest, as it is (trailing whitespace included) */
+                st = push_piece(r, *out, d + start, len - start);
                 break;
             }
             while (i < len) {
@@ -272,13 +267,8 @@ hearth_status jtext_split(struct jrender *r, const struct vstring *s, const stru
             if (end == 0) break;
             size_t start = end;
             if (maxsplit >= 0 && splits >= maxsplit) {
-                size_t k = 0;
-                while (k < end) {
-                    size_t j = k;
-                    if (!uni_isspace(next_cp(d, len, &j))) break;
-                    k = j;
-                }
-                st = push_piece(r, *out, d + k, end - k);
+                /* the rest, leading whitespace included */
+                st = push_piece(r, *out, d, end);
                 break;
             }
             while (start > 0) {

@@ -412,7 +412,7 @@ static hearth_status write_string(const char *s, size_t len, bool ensure_ascii, 
         else if (c == '\t') esc = "\\t";
         else if (c == '\b') esc = "\\b";
         else if (c == '\f') esc = "\\f";
-        else if (c < 0x20) {
+        else if (c < 0x20 || (c == 0x7f && ensure_ascii)) {
             snprintf(buf, sizeof buf, "\\u%04x", c);
             esc = buf;
         } else if (c >= 0x80 && ensure_ascii) {
