@@ -12,6 +12,9 @@ EXTRA_DIST += src/hearth.pc.in
 
 src_libhearth_core_la_SOURCES = \
 	src/error.c \
+	src/gguf.c \
+	src/gguf.h \
+	src/gguf_write.c \
 	src/fp16.h \
 	src/internal.h \
 	src/quant.c \
