@@ -1044,9 +1044,13 @@ void q8k_quantize_row(const float *src, block_q8_K *dst, int64_t n)
         }
         float amax = 0.0f;
         for (int j = 0; j < QK_K; j++) amax = HEARTH_MAX(amax, fabsf(x[j]));
+        /* amax / 127 may round up so that 127 d exceeds amax: near FLT_MAX
+         * that top level would dequantize to infinity, so step d down. */
+        float d = amax / 127.0f;
+        if (isinf(ldexpf(d * 127.0f, e))) d = nextafterf(d, 0.0f);
         /* d may go subnormal (and lose bits) for subnormal input: quantize
          * against the value actually stored. */
-        y->d = ldexpf(amax / 127.0f, e);
+        y->d = ldexpf(d, e);
         const float dn = ldexpf(y->d, -e);
         if (!(dn >= TINY_SCALE)) continue;
         const float inv = 1.0f / dn;
