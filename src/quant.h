@@ -143,10 +143,11 @@ _Static_assert(sizeof(block_q8_K) == 292, "block_q8_K layout");
  *     would exceed the largest half (65504) is stored as 65504, and values
  *     beyond what the block can then represent are clipped to its extreme
  *     levels.  A finite input never yields a non-finite output.
- *   - Values too small for a half scale (a block whose scale falls below
- *     the smallest half subnormal, 2^-24) quantize to zero.  Subnormal input
- *     is otherwise handled like any other value (the search works on the
- *     block scaled by a power of two, which is exact).
+ *   - Blocks too small for a half scale lose precision gradually once
+ *     their scale enters the half subnormals (below 2^-14) and quantize to
+ *     zero once it rounds to zero (below 2^-25); Q8_K's float scale reaches
+ *     down to float subnormals.  Subnormal input is otherwise ordinary: the
+ *     search works on the block scaled by a power of two, which is exact.
  */
 
 /* Plain float types: one value per "block". */
