@@ -127,7 +127,7 @@ _Static_assert(sizeof(block_q8_K) == 292, "block_q8_K layout");
  * sum (x - dequantized)^2, refining candidates by alternating "round to the
  * nearest level" with "refit the scale to those levels", and for the
  * K-quants they then search the packed sub-block scales and refit the
- * super-block scales.  Q8_0 and Q8_1 use the plain rule every tool shares:
+ * super-block scales.  Q8_0 and Q8_1 use the common plain rule:
  * d = max|x| / 127 rounded to half, q = round(x / d) computed as x times the
  * float inverse of the unrounded d, rounding halves away from zero.
  *
@@ -136,10 +136,11 @@ _Static_assert(sizeof(block_q8_K) == 292, "block_q8_K layout");
  *     rounding to nearest even: beyond the type's range it becomes +-inf,
  *     NaN stays NaN.
  *   - A block of any other type holding a NaN or an infinity is "poisoned":
- *     its scales (and mins) are stored as NaN and its quants as the level
- *     of zero, so the whole block dequantizes to NaN.  Other blocks of the
+ *     its scales (and mins) are stored as NaN and its quant bits as 0, so
+ *     the whole block dequantizes to NaN.  Other blocks of the
  *     row are not affected.  (For Q8_K the float d is NaN and the bsums 0.)
- *   - Finite values too large for the format saturate: a scale or min that
+ *   - In the block types, finite values too large for the format saturate:
+ *     a scale or min that
  *     would exceed the largest half (65504) is stored as 65504, and values
  *     beyond what the block can then represent are clipped to its extreme
  *     levels.  A finite input never yields a non-finite output.
