@@ -137,13 +137,13 @@ _Static_assert(sizeof(block_q8_K) == 292, "block_q8_K layout");
  *     NaN stays NaN.
  *   - A block of any other type holding a NaN or an infinity is "poisoned":
  *     its scales (and mins) are stored as NaN and its quant bits as 0, so
- *     the whole block dequantizes to NaN.  Other blocks of the
- *     row are not affected.  (For Q8_K the float d is NaN and the bsums 0.)
+ *     the whole block dequantizes to NaN.  Other blocks of the row are not
+ *     affected.  (For Q8_K the float d is NaN and the bsums 0.)
  *   - In the block types, finite values too large for the format saturate:
- *     a scale or min that
- *     would exceed the largest half (65504) is stored as 65504, and values
- *     beyond what the block can then represent are clipped to its extreme
- *     levels.  A finite input never yields a non-finite output.
+ *     a scale or min that would exceed the largest half (65504) is stored
+ *     as 65504, and values beyond what the block can then represent are
+ *     clipped to its extreme levels.  A finite input never yields a
+ *     non-finite output.
  *   - Blocks too small for a half scale lose precision gradually once
  *     their scale enters the half subnormals (below 2^-14) and quantize to
  *     zero once it rounds to zero (below 2^-25); Q8_K's float scale reaches
