@@ -17,6 +17,7 @@ src_libhearth_core_la_SOURCES = \
 	src/gguf_write.c \
 	src/fp16.h \
 	src/internal.h \
+	src/quant.c \
 	src/quant.h \
 	src/types.c
 

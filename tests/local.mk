@@ -28,15 +28,21 @@ TEST_LIBS = src/libhearth-core.la $(CHECK_LIBS)
 if HAVE_CHECK
 check_PROGRAMS += \
 	tests/test-gguf \
+	tests/test-quant \
 	tests/test-types
 TESTS += \
 	tests/test-gguf \
+	tests/test-quant \
 	tests/test-types
 endif
 
 tests_test_gguf_SOURCES = tests/test-gguf.c tests/testutil.c
 tests_test_gguf_CFLAGS = $(TEST_CFLAGS)
 tests_test_gguf_LDADD = $(TEST_LIBS)
+
+tests_test_quant_SOURCES = tests/test-quant.c tests/testutil.c
+tests_test_quant_CFLAGS = $(TEST_CFLAGS)
+tests_test_quant_LDADD = $(TEST_LIBS)
 
 tests_test_types_SOURCES = tests/test-types.c tests/testutil.c
 tests_test_types_CFLAGS = $(TEST_CFLAGS)
