@@ -27,14 +27,20 @@ TEST_LIBS = src/libhearth-core.la $(CHECK_LIBS)
 
 if HAVE_CHECK
 check_PROGRAMS += \
+	tests/test-engine \
 	tests/test-gguf \
 	tests/test-quant \
 	tests/test-types
 TESTS += \
+	tests/test-engine \
 	tests/test-gguf \
 	tests/test-quant \
 	tests/test-types
 endif
+
+tests_test_engine_SOURCES = tests/test-engine.c tests/testutil.c
+tests_test_engine_CFLAGS = $(TEST_CFLAGS)
+tests_test_engine_LDADD = $(TEST_LIBS)
 
 tests_test_gguf_SOURCES = tests/test-gguf.c tests/testutil.c
 tests_test_gguf_CFLAGS = $(TEST_CFLAGS)

@@ -16,6 +16,8 @@
 
 #include "cli.h"
 
+static void vreport(const char *cmd, const char *fmt, va_list ap) CLI_PRINTF(2, 0);
+
 static void vreport(const char *cmd, const char *fmt, va_list ap)
 {
     fprintf(stderr, "hearth: %s: ", cmd);
