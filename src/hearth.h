@@ -266,11 +266,25 @@ hearth_status hearth_gguf_writer_write(hearth_gguf_writer *w, const char *path);
 typedef struct hearth_model hearth_model;
 typedef struct hearth_context hearth_context;
 
-/* Load a model from a GGUF file.  The file is memory-mapped and its
- * weights are used in place.  Unsupported architectures, missing tensors
- * and malformed hyperparameters are reported with the file and the key or
- * tensor at fault. */
-hearth_status hearth_model_load(const char *path, hearth_model **out);
+typedef struct hearth_model_params {
+    int32_t n_gpu_layers;   /* transformer layers to offload to an OpenCL
+                             * device, counted from the last; more than the
+                             * model has also offloads the output layer;
+                             * 0 (default): none */
+    int32_t device;         /* index in the list hearth_devices() gives */
+    bool gpu_fallback;      /* when offload fails, run on the CPU instead of
+                             * failing (the reason is kept in
+                             * hearth_last_error()) */
+} hearth_model_params;
+
+void hearth_model_default_params(hearth_model_params *params);
+
+/* Load a model from a GGUF file; params may be NULL for the defaults.  The
+ * file is memory-mapped and its weights are used in place.  Unsupported
+ * architectures, missing tensors and malformed hyperparameters are
+ * reported with the file and the key or tensor at fault. */
+hearth_status hearth_model_load(const char *path, const hearth_model_params *params,
+                                hearth_model **out);
 void hearth_model_free(hearth_model *model);
 
 const char *hearth_model_arch(const hearth_model *model);      /* "llama" */

@@ -72,11 +72,26 @@ static const char *dominant_type(const hearth_gguf *g)
     return hearth_type_name((hearth_type)best) ? hearth_type_name((hearth_type)best) : "?";
 }
 
-hearth_status hearth_model_load(const char *path, hearth_model **out)
+void hearth_model_default_params(hearth_model_params *params)
+{
+    memset(params, 0, sizeof *params);
+}
+
+hearth_status hearth_model_load(const char *path, const hearth_model_params *params,
+                                hearth_model **out)
 {
     if (!path || !out) return hearth_error(HEARTH_E_INVALID, "hearth_model_load: NULL argument");
+    hearth_model_params p;
+    if (params) p = *params;
+    else hearth_model_default_params(&p);
+    if (p.n_gpu_layers < 0)
+        return hearth_error(HEARTH_E_INVALID, "GPU layer count %d is negative", p.n_gpu_layers);
+    if (p.n_gpu_layers > 0 && !p.gpu_fallback)
+        return hearth_error(HEARTH_E_UNSUPPORTED, "offloading layers needs OpenCL support, which "
+                            "this build of hearth does not have");
     hearth_model *m = hearth_calloc(1, sizeof *m, "a model");
     if (!m) return HEARTH_E_NOMEM;
+    m->params = p;
     hearth_status st = hearth_gguf_open(path, &m->gguf);
     if (st) {
         free(m);
@@ -114,9 +129,9 @@ hearth_status hearth_model_load(const char *path, hearth_model **out)
         m->n_params += n;
         m->weight_bytes += t->bytes;
     }
-    char params[32];
-    format_params(m->n_params, params, sizeof params);
-    snprintf(m->desc, sizeof m->desc, "%s %s %s", m->arch->name, params, dominant_type(m->gguf));
+    char size[32];
+    format_params(m->n_params, size, sizeof size);
+    snprintf(m->desc, sizeof m->desc, "%s %s %s", m->arch->name, size, dominant_type(m->gguf));
     *out = m;
     return HEARTH_OK;
 }

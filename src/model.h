@@ -68,6 +68,7 @@ struct arch {
 };
 
 struct hearth_model {
+    hearth_model_params params;
     hearth_gguf *gguf;
     const struct arch *arch;
     struct hparams hp;
