@@ -57,6 +57,27 @@ hearth_status hearth_template_builtin(const char *name, hearth_template **out)
     return wrap(jt, out);
 }
 
+hearth_status hearth_template_from_gguf(const hearth_gguf *gguf, hearth_template **out)
+{
+    if (!gguf || !out) return hearth_error(HEARTH_E_INVALID, "hearth_template_from_gguf: NULL argument");
+    *out = NULL;
+    static const char key[] = "tokenizer.chat_template";
+    int64_t index = hearth_gguf_find_key(gguf, key);
+    if (index < 0)
+        return hearth_error(HEARTH_E_NOT_FOUND, "%s has no chat template (no %s)", hearth_gguf_path(gguf), key);
+    hearth_gguf_value v;
+    hearth_status st = hearth_gguf_kv_value(gguf, index, &v);
+    if (st != HEARTH_OK) return st;
+    if (v.type != HEARTH_GGUF_STRING)
+        return hearth_error(HEARTH_E_FORMAT, "%s: %s is a %s, not a string", hearth_gguf_path(gguf), key,
+                            hearth_gguf_type_name(v.type));
+    /* the text as stored, NUL bytes and all */
+    if (v.v.str.len > SIZE_MAX) return hearth_error(HEARTH_E_RANGE, "%s: %s is too long", hearth_gguf_path(gguf), key);
+    st = hearth_template_parse(v.v.str.ptr, (size_t)v.v.str.len, out);
+    if (st != HEARTH_OK) hearth_error_prefix("%s: %s", hearth_gguf_path(gguf), key);
+    return st;
+}
+
 void hearth_template_free(hearth_template *tmpl)
 {
     if (!tmpl) return;

@@ -285,6 +285,11 @@ hearth_status hearth_template_builtin(const char *name, hearth_template **out);
 /* The names hearth_template_builtin() accepts, NULL-terminated. */
 const char *const *hearth_template_builtin_names(void);
 
+/* The template a model ships in its metadata key tokenizer.chat_template.
+ * HEARTH_E_NOT_FOUND when the file has none; parse errors as
+ * hearth_template_parse(), prefixed with the file's name. */
+hearth_status hearth_template_from_gguf(const hearth_gguf *gguf, hearth_template **out);
+
 void hearth_template_free(hearth_template *tmpl);
 
 /* What a template sees besides the messages.  All-zero fields give the

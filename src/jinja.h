@@ -23,9 +23,10 @@
  *                         included
  *   JINJA_MAX_CALL_DEPTH  nested macro calls
  *   JINJA_MAX_ITERATIONS  loop iterations in one rendering
- *   JINJA_MAX_WORK        work units in one rendering (one per evaluated
- *                         node, plus one per list element or 64 bytes of
- *                         text a filter or operator builds)
+ *   JINJA_MAX_WORK        work units in one rendering: one per evaluated
+ *                         node, one per list element built and one per
+ *                         JINJA_WORK_BYTES bytes of text built, so that
+ *                         the budget bounds time and memory alike
  *   JINJA_MAX_OUTPUT      size of the output and of any string built
  *   JINJA_MAX_LIST        elements of a list a template builds (range(),
  *                         repetition, concatenation)
@@ -46,7 +47,8 @@
 #define JINJA_MAX_EVAL_DEPTH 400
 #define JINJA_MAX_CALL_DEPTH 40
 #define JINJA_MAX_ITERATIONS 1000000
-#define JINJA_MAX_WORK 50000000
+#define JINJA_MAX_WORK 20000000
+#define JINJA_WORK_BYTES 8
 #define JINJA_MAX_OUTPUT (64u << 20)
 #define JINJA_MAX_LIST 1000000
 
@@ -256,11 +258,14 @@ hearth_status jrender_iterate(struct jrender *r, value v, value *out);
 hearth_status jrender_binop(struct jrender *r, int op, value a, value b, value *out);
 const struct jinja_clock *jrender_clock(struct jrender *r);
 
-/* A new string value holding tb's text (tb is emptied); checks the size
- * limit. */
-hearth_status jinja_string_from(textbuf *tb, value *out);
-/* Python str() of v as a new string value (strings are returned as is). */
-hearth_status jinja_to_string(value v, value *out);
+/* New strings: the work they cost is charged (one unit per
+ * JINJA_WORK_BYTES bytes), so that no template can copy without end.
+ * jrender_new_string copies len bytes; jinja_string_from takes tb's text
+ * (checking the size limit); jinja_to_string is Python's str() (strings
+ * are returned as they are, at no cost). */
+hearth_status jrender_new_string(struct jrender *r, const char *s, size_t len, value *out);
+hearth_status jinja_string_from(struct jrender *r, textbuf *tb, value *out);
+hearth_status jinja_to_string(struct jrender *r, value v, value *out);
 /* Raise the error of using an undefined value. */
 hearth_status jinja_undefined_error(value v);
 
@@ -269,9 +274,9 @@ hearth_status jinja_new_function(const char *name, jinja_fn fn, value self, valu
 
 /* Text helpers (jinja_text.c). */
 enum jcase { JCASE_UPPER, JCASE_LOWER, JCASE_TITLE, JCASE_CAPITALIZE, JCASE_JINJA_TITLE };
-hearth_status jtext_case(const struct vstring *s, enum jcase how, value *out);
+hearth_status jtext_case(struct jrender *r, const struct vstring *s, enum jcase how, value *out);
 /* Strip characters (NULL: whitespace) from the left, right or both ends. */
-hearth_status jtext_strip(const struct vstring *s, const struct vstring *chars, bool left,
+hearth_status jtext_strip(struct jrender *r, const struct vstring *s, const struct vstring *chars, bool left,
                           bool right, value *out);
 /* Python str.split(sep, maxsplit) (sep NULL: runs of whitespace);
  * from_right for rsplit. */
@@ -291,7 +296,7 @@ hearth_status jtext_percent_format(struct jrender *r, const struct vstring *fmt,
 hearth_status jtext_str_format(struct jrender *r, const struct vstring *fmt,
                                const struct jargs *args, value *out);
 /* strftime with the C locale's names, for strftime_now(). */
-hearth_status jtext_strftime(const struct vstring *fmt, const struct jinja_clock *clock,
+hearth_status jtext_strftime(struct jrender *r, const struct vstring *fmt, const struct jinja_clock *clock,
                              value *out);
 
 #endif /* HEARTH_JINJA_H */

@@ -373,15 +373,15 @@ static hearth_status get_slice(struct jrender *r, value obj, const value *bounds
         const struct vstring *s = obj.u.s;
         int64_t start, step, count;
         hearth_status st = slice_range((int64_t)s->n_chars, bounds, &start, &step, &count);
-        if (st == HEARTH_OK) st = jrender_charge(r, s->len / 64 + (size_t)count / 16);
+        if (st == HEARTH_OK) st = jrender_charge(r, (size_t)count / JINJA_WORK_BYTES);
         if (st != HEARTH_OK) return st;
         if (s->n_chars == s->len) {   /* ASCII: characters are bytes */
-            if (step == 1) return value_new_string(s->data + start, (size_t)count, out);
+            if (step == 1) return jrender_new_string(r, s->data + start, (size_t)count, out);
             textbuf tb;
             textbuf_init(&tb, JINJA_MAX_OUTPUT, "a string slice");
             for (int64_t k = 0; k < count && st == HEARTH_OK; k++)
                 st = textbuf_append_char(&tb, s->data[start + k * step]);
-            if (st == HEARTH_OK) st = jinja_string_from(&tb, out);
+            if (st == HEARTH_OK) st = jinja_string_from(r, &tb, out);
             textbuf_free(&tb);
             return st;
         }
@@ -399,7 +399,7 @@ static hearth_status get_slice(struct jrender *r, value obj, const value *bounds
             st = textbuf_append(&tb, s->data + offs[ch], offs[ch + 1] - offs[ch]);
         }
         free(offs);
-        if (st == HEARTH_OK) st = jinja_string_from(&tb, out);
+        if (st == HEARTH_OK) st = jinja_string_from(r, &tb, out);
         textbuf_free(&tb);
         return st;
     }
@@ -546,7 +546,7 @@ static hearth_status capture(struct jrender *r, const struct jnode_list *body, v
     r->out = &tb;
     hearth_status st = exec_body(r, body);
     r->out = saved;
-    if (st == HEARTH_OK) st = jinja_string_from(&tb, out);
+    if (st == HEARTH_OK) st = jinja_string_from(r, &tb, out);
     textbuf_free(&tb);
     return st;
 }
@@ -690,14 +690,20 @@ hearth_status jrender_apply_test(struct jrender *r, const char *name, value v,
 
 /* ---- strings ----------------------------------------------------------- */
 
-hearth_status jinja_string_from(textbuf *tb, value *out)
+hearth_status jrender_new_string(struct jrender *r, const char *s, size_t len, value *out)
+{
+    hearth_status st = jrender_charge(r, len / JINJA_WORK_BYTES);
+    return st == HEARTH_OK ? value_new_string(s, len, out) : st;
+}
+
+hearth_status jinja_string_from(struct jrender *r, textbuf *tb, value *out)
 {
     if (tb->len > JINJA_MAX_OUTPUT)
         return hearth_error(HEARTH_E_RANGE, "string longer than %u bytes", JINJA_MAX_OUTPUT);
-    return value_new_string(tb->data ? tb->data : "", tb->len, out);
+    return jrender_new_string(r, tb->data ? tb->data : "", tb->len, out);
 }
 
-hearth_status jinja_to_string(value v, value *out)
+hearth_status jinja_to_string(struct jrender *r, value v, value *out)
 {
     if (v.kind == VALUE_STRING) {
         *out = value_ref(v);
@@ -706,7 +712,7 @@ hearth_status jinja_to_string(value v, value *out)
     textbuf tb;
     textbuf_init(&tb, JINJA_MAX_OUTPUT, "a string");
     hearth_status st = value_str(v, &tb);
-    if (st == HEARTH_OK) st = jinja_string_from(&tb, out);
+    if (st == HEARTH_OK) st = jinja_string_from(r, &tb, out);
     textbuf_free(&tb);
     return st;
 }
@@ -787,12 +793,12 @@ static hearth_status repeat(struct jrender *r, value seq, int64_t count, value *
         size_t len = seq.u.s->len, total;
         if (hearth_mul_overflow(len, (size_t)count, &total) || total > JINJA_MAX_OUTPUT)
             return hearth_error(HEARTH_E_RANGE, "repeated string longer than %u bytes", JINJA_MAX_OUTPUT);
-        hearth_status st = jrender_charge(r, total / 64 + 1);
+        hearth_status st = jrender_charge(r, total / JINJA_WORK_BYTES + 1);
         if (st != HEARTH_OK) return st;
         textbuf tb;
         textbuf_init(&tb, JINJA_MAX_OUTPUT, "a repeated string");
         for (int64_t i = 0; i < count && st == HEARTH_OK; i++) st = textbuf_append(&tb, seq.u.s->data, len);
-        if (st == HEARTH_OK) st = jinja_string_from(&tb, out);
+        if (st == HEARTH_OK) st = jinja_string_from(r, &tb, out);
         textbuf_free(&tb);
         return st;
     }
@@ -897,7 +903,7 @@ hearth_status jrender_binop(struct jrender *r, int op, value a, value b, value *
     }
     if (op == JOP_ADD) {
         if (a.kind == VALUE_STRING && b.kind == VALUE_STRING) {
-            hearth_status st = jrender_charge(r, (a.u.s->len + b.u.s->len) / 64);
+            hearth_status st = jrender_charge(r, (a.u.s->len + b.u.s->len) / JINJA_WORK_BYTES);
             if (st != HEARTH_OK) return st;
             if (a.u.s->len + b.u.s->len > JINJA_MAX_OUTPUT)
                 return hearth_error(HEARTH_E_RANGE, "string longer than %u bytes", JINJA_MAX_OUTPUT);
@@ -1095,8 +1101,7 @@ static hearth_status eval_concat(struct jrender *r, const struct jnode *n, value
         st = value_str(v, &tb);
         value_unref(v);
     }
-    if (st == HEARTH_OK) st = jrender_charge(r, tb.len / 64);
-    if (st == HEARTH_OK) st = jinja_string_from(&tb, out);
+    if (st == HEARTH_OK) st = jinja_string_from(r, &tb, out);
     textbuf_free(&tb);
     return st;
 }

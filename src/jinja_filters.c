@@ -65,9 +65,9 @@ static hearth_status arg_string(const char *fn, const char *param, const value *
 }
 
 /* str(self) for the filters that work on text. */
-static hearth_status self_text(value self, value *out)
+static hearth_status self_text(struct jrender *r, value self, value *out)
 {
-    return jinja_to_string(self, out);
+    return jinja_to_string(r, self, out);
 }
 
 /* Look up a dotted attribute path ("a.b.0") item-first, as Jinja's
@@ -115,7 +115,7 @@ static hearth_status sort_key(struct jrender *r, value item, const struct vstrin
     if (st != HEARTH_OK) return st;
     if (!case_sensitive && v.kind == VALUE_STRING) {
         value lower;
-        st = jtext_case(v.u.s, JCASE_LOWER, &lower);
+        st = jtext_case(r, v.u.s, JCASE_LOWER, &lower);
         value_unref(v);
         if (st != HEARTH_OK) return st;
         v = lower;
@@ -126,22 +126,22 @@ static hearth_status sort_key(struct jrender *r, value item, const struct vstrin
 
 /* ---- text filters ------------------------------------------------------ */
 
-static hearth_status case_filter(const char *fn, value self, const struct jargs *args,
+static hearth_status case_filter(struct jrender *r, const char *fn, value self, const struct jargs *args,
                                  enum jcase how, value *out)
 {
     hearth_status st = no_args(fn, args);
     value s;
-    if (st == HEARTH_OK) st = self_text(self, &s);
+    if (st == HEARTH_OK) st = self_text(r, self, &s);
     if (st != HEARTH_OK) return st;
-    st = jtext_case(s.u.s, how, out);
+    st = jtext_case(r, s.u.s, how, out);
     value_unref(s);
     return st;
 }
 
-FILTER(upper) { (void)r; return case_filter("upper", self, args, JCASE_UPPER, out); }
-FILTER(lower) { (void)r; return case_filter("lower", self, args, JCASE_LOWER, out); }
-FILTER(capitalize) { (void)r; return case_filter("capitalize", self, args, JCASE_CAPITALIZE, out); }
-FILTER(title) { (void)r; return case_filter("title", self, args, JCASE_JINJA_TITLE, out); }
+FILTER(upper) { return case_filter(r, "upper", self, args, JCASE_UPPER, out); }
+FILTER(lower) { return case_filter(r, "lower", self, args, JCASE_LOWER, out); }
+FILTER(capitalize) { return case_filter(r, "capitalize", self, args, JCASE_CAPITALIZE, out); }
+FILTER(title) { return case_filter(r, "title", self, args, JCASE_JINJA_TITLE, out); }
 
 FILTER(trim)
 {
@@ -151,9 +151,9 @@ FILTER(trim)
     const struct vstring *chars = NULL;
     if (st == HEARTH_OK && a[0] && a[0]->kind != VALUE_NULL) st = arg_string("trim", "chars", a[0], &chars);
     value s;
-    if (st == HEARTH_OK) st = self_text(self, &s);
+    if (st == HEARTH_OK) st = self_text(r, self, &s);
     if (st != HEARTH_OK) return st;
-    st = jtext_strip(s.u.s, chars, true, true, out);
+    st = jtext_strip(r, s.u.s, chars, true, true, out);
     value_unref(s);
     return st;
 }
@@ -169,7 +169,7 @@ FILTER(replace)
     if (st == HEARTH_OK) st = arg_string("replace", "new", a[1], &new_text);
     if (st == HEARTH_OK) st = arg_int("replace", "count", a[2], -1, &count);
     value s;
-    if (st == HEARTH_OK) st = self_text(self, &s);
+    if (st == HEARTH_OK) st = self_text(r, self, &s);
     if (st != HEARTH_OK) return st;
     st = jtext_replace(r, s.u.s, old, new_text, count, out);
     value_unref(s);
@@ -180,14 +180,14 @@ FILTER(string)
 {
     (void)r;
     hearth_status st = no_args("string", args);
-    return st == HEARTH_OK ? self_text(self, out) : st;
+    return st == HEARTH_OK ? self_text(r, self, out) : st;
 }
 
 FILTER(escape)
 {
     hearth_status st = no_args("escape", args);
     value s;
-    if (st == HEARTH_OK) st = self_text(self, &s);
+    if (st == HEARTH_OK) st = self_text(r, self, &s);
     if (st != HEARTH_OK) return st;
     textbuf tb;
     textbuf_init(&tb, JINJA_MAX_OUTPUT, "an escaped string");
@@ -203,8 +203,7 @@ FILTER(escape)
         }
     }
     value_unref(s);
-    if (st == HEARTH_OK) st = jrender_charge(r, tb.len / 64);
-    if (st == HEARTH_OK) st = jinja_string_from(&tb, out);
+    if (st == HEARTH_OK) st = jinja_string_from(r, &tb, out);
     textbuf_free(&tb);
     return st;
 }
@@ -226,7 +225,7 @@ FILTER(indent)
     }
     bool first = arg_bool(a[1], false), blank = arg_bool(a[2], false);
     value s = value_undefined(), lines = value_undefined();
-    if (st == HEARTH_OK) st = self_text(self, &s);
+    if (st == HEARTH_OK) st = self_text(r, self, &s);
     /* Jinja adds a newline before splitting, so a trailing newline keeps
      * an (unindented) empty last line */
     if (st == HEARTH_OK) {
@@ -255,7 +254,7 @@ FILTER(indent)
     value_unref(s);
     value_unref(lines);
     textbuf_free(&pad);
-    if (st == HEARTH_OK) st = jinja_string_from(&tb, out);
+    if (st == HEARTH_OK) st = jinja_string_from(r, &tb, out);
     textbuf_free(&tb);
     return st;
 }
@@ -268,7 +267,7 @@ FILTER(center)
     hearth_status st = jargs_bind("center", args, names, a);
     if (st == HEARTH_OK) st = arg_int("center", "width", a[0], 80, &width);
     value s;
-    if (st == HEARTH_OK) st = self_text(self, &s);
+    if (st == HEARTH_OK) st = self_text(r, self, &s);
     if (st != HEARTH_OK) return st;
     if (width > JINJA_MAX_OUTPUT) width = JINJA_MAX_OUTPUT;
     int64_t chars = (int64_t)s.u.s->n_chars;
@@ -280,12 +279,12 @@ FILTER(center)
     int64_t marg = width - chars, left = marg / 2 + (marg & width & 1);
     textbuf tb;
     textbuf_init(&tb, JINJA_MAX_OUTPUT, "a centred string");
-    st = jrender_charge(r, (size_t)width / 64);
+    st = jrender_charge(r, (size_t)width / JINJA_WORK_BYTES);
     for (int64_t i = 0; st == HEARTH_OK && i < left; i++) st = textbuf_append_char(&tb, ' ');
     if (st == HEARTH_OK) st = textbuf_append(&tb, s.u.s->data, s.u.s->len);
     for (int64_t i = 0; st == HEARTH_OK && i < marg - left; i++) st = textbuf_append_char(&tb, ' ');
     value_unref(s);
-    if (st == HEARTH_OK) st = jinja_string_from(&tb, out);
+    if (st == HEARTH_OK) st = jinja_string_from(r, &tb, out);
     textbuf_free(&tb);
     return st;
 }
@@ -295,7 +294,7 @@ FILTER(wordcount)
     (void)r;
     hearth_status st = no_args("wordcount", args);
     value s;
-    if (st == HEARTH_OK) st = self_text(self, &s);
+    if (st == HEARTH_OK) st = self_text(r, self, &s);
     if (st != HEARTH_OK) return st;
     int64_t words = 0;
     bool in_word = false;
@@ -327,7 +326,7 @@ FILTER(truncate)
     if (st == HEARTH_OK && a[2]) st = arg_string("truncate", "end", a[2], &end);
     if (st == HEARTH_OK) st = arg_int("truncate", "leeway", a[3], 5, &leeway);
     value s;
-    if (st == HEARTH_OK) st = self_text(self, &s);
+    if (st == HEARTH_OK) st = self_text(r, self, &s);
     if (st != HEARTH_OK) return st;
     const char *end_text = end ? end->data : "...";
     size_t end_len = end ? end->len : 3, end_chars = end ? end->n_chars : 3;
@@ -351,7 +350,7 @@ FILTER(truncate)
     st = textbuf_append(&tb, s.u.s->data, cut);
     if (st == HEARTH_OK) st = textbuf_append(&tb, end_text, end_len);
     value_unref(s);
-    if (st == HEARTH_OK) st = jinja_string_from(&tb, out);
+    if (st == HEARTH_OK) st = jinja_string_from(r, &tb, out);
     textbuf_free(&tb);
     return st;
 }
@@ -359,7 +358,7 @@ FILTER(truncate)
 FILTER(format)
 {
     value s;
-    hearth_status st = self_text(self, &s);
+    hearth_status st = self_text(r, self, &s);
     if (st != HEARTH_OK) return st;
     value fmt_args;
     if (args->n_kw) {
@@ -449,8 +448,7 @@ FILTER(tojson)
     textbuf tb;
     textbuf_init(&tb, JINJA_MAX_OUTPUT, "tojson output");
     st = json_write(self, &fmt, &tb);
-    if (st == HEARTH_OK) st = jrender_charge(r, tb.len / 64);
-    if (st == HEARTH_OK) st = jinja_string_from(&tb, out);
+    if (st == HEARTH_OK) st = jinja_string_from(r, &tb, out);
     textbuf_free(&tb);
     return st;
 }
@@ -695,7 +693,7 @@ FILTER(safe)
 {
     (void)r;
     hearth_status st = no_args("safe", args);
-    return st == HEARTH_OK ? self_text(self, out) : st;
+    return st == HEARTH_OK ? self_text(r, self, out) : st;
 }
 
 /* ---- sequences --------------------------------------------------------------- */
@@ -761,7 +759,7 @@ FILTER(reverse)
             const struct vstring *c = value_list_at(items, i - 1).u.s;
             st = textbuf_append(&tb, c->data, c->len);
         }
-        if (st == HEARTH_OK) st = jinja_string_from(&tb, out);
+        if (st == HEARTH_OK) st = jinja_string_from(r, &tb, out);
         textbuf_free(&tb);
     } else {
         st = value_new_list(n, out);
@@ -784,7 +782,7 @@ FILTER(join)
         if (a[1]->kind == VALUE_STRING) attribute = a[1]->u.s;
         else st = hearth_error(HEARTH_E_TEMPLATE, "join: attribute must be a string");
     }
-    if (st == HEARTH_OK) st = a[0] ? jinja_to_string(*a[0], &sep) : value_new_string("", 0, &sep);
+    if (st == HEARTH_OK) st = a[0] ? jinja_to_string(r, *a[0], &sep) : value_new_string("", 0, &sep);
     if (st == HEARTH_OK) st = jrender_iterate(r, self, &items);
     textbuf tb;
     textbuf_init(&tb, JINJA_MAX_OUTPUT, "a joined string");
@@ -802,8 +800,8 @@ FILTER(join)
             st = value_str(item, &tb);
         }
     }
-    if (st == HEARTH_OK) st = jrender_charge(r, value_list_len(items) + tb.len / 64);
-    if (st == HEARTH_OK) st = jinja_string_from(&tb, out);
+    if (st == HEARTH_OK) st = jrender_charge(r, value_list_len(items));
+    if (st == HEARTH_OK) st = jinja_string_from(r, &tb, out);
     textbuf_free(&tb);
     value_unref(sep);
     value_unref(items);
@@ -1194,8 +1192,7 @@ FILTER(pprint)
     textbuf tb;
     textbuf_init(&tb, JINJA_MAX_OUTPUT, "pprint output");
     st = value_repr(self, &tb);
-    if (st == HEARTH_OK) st = jrender_charge(r, tb.len / 64);
-    if (st == HEARTH_OK) st = jinja_string_from(&tb, out);
+    if (st == HEARTH_OK) st = jinja_string_from(r, &tb, out);
     textbuf_free(&tb);
     return st;
 }
@@ -1240,12 +1237,12 @@ TEST(sequence)
 TEST(callable) { (void)r; return test_result("callable", args, self.kind == VALUE_OBJECT, out); }
 TEST(escaped) { (void)r; return test_result("escaped", args, false, out); }
 
-static hearth_status text_case_test(value self, const struct jargs *args, const char *name, bool upper,
+static hearth_status text_case_test(struct jrender *r, value self, const struct jargs *args, const char *name, bool upper,
                                     value *out)
 {
     hearth_status st = no_args(name, args);
     value s;
-    if (st == HEARTH_OK) st = jinja_to_string(self, &s);
+    if (st == HEARTH_OK) st = jinja_to_string(r, self, &s);
     if (st != HEARTH_OK) return st;
     /* Python: at least one cased character, and all cased ones in that case */
     bool cased = false, ok = true;
@@ -1267,8 +1264,8 @@ static hearth_status text_case_test(value self, const struct jargs *args, const 
     return HEARTH_OK;
 }
 
-TEST(lower) { (void)r; return text_case_test(self, args, "lower", false, out); }
-TEST(upper) { (void)r; return text_case_test(self, args, "upper", true, out); }
+TEST(lower) { return text_case_test(r, self, args, "lower", false, out); }
+TEST(upper) { return text_case_test(r, self, args, "upper", true, out); }
 
 static hearth_status one_arg(const char *name, const struct jargs *args, const value **arg)
 {

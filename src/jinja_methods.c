@@ -56,7 +56,7 @@ static hearth_status optional_int(const char *fn, const value *v, int64_t dflt, 
 
 /* ---- str ----------------------------------------------------------------- */
 
-static hearth_status strip_method(const char *fn, value self, const struct jargs *args, bool left,
+static hearth_status strip_method(struct jrender *r, const char *fn, value self, const struct jargs *args, bool left,
                                   bool right, value *out)
 {
     static const char *const names[] = {"chars", NULL};
@@ -65,12 +65,12 @@ static hearth_status strip_method(const char *fn, value self, const struct jargs
     hearth_status st = jargs_bind(fn, args, names, a);
     if (st == HEARTH_OK) st = optional_string(fn, a[0], &chars);
     if (st != HEARTH_OK) return st;
-    return jtext_strip(self.u.s, chars, left, right, out);
+    return jtext_strip(r, self.u.s, chars, left, right, out);
 }
 
-METHOD(strip) { (void)r; return strip_method("strip", self, args, true, true, out); }
-METHOD(lstrip) { (void)r; return strip_method("lstrip", self, args, true, false, out); }
-METHOD(rstrip) { (void)r; return strip_method("rstrip", self, args, false, true, out); }
+METHOD(strip) { return strip_method(r, "strip", self, args, true, true, out); }
+METHOD(lstrip) { return strip_method(r, "lstrip", self, args, true, false, out); }
+METHOD(rstrip) { return strip_method(r, "rstrip", self, args, false, true, out); }
 
 static hearth_status split_method(struct jrender *r, const char *fn, value self,
                                   const struct jargs *args, bool from_right, value *out)
@@ -159,17 +159,17 @@ static hearth_status affix_method(const char *fn, value self, const struct jargs
 METHOD(startswith) { (void)r; return affix_method("startswith", self, args, false, out); }
 METHOD(endswith) { (void)r; return affix_method("endswith", self, args, true, out); }
 
-static hearth_status case_method(const char *fn, value self, const struct jargs *args,
+static hearth_status case_method(struct jrender *r, const char *fn, value self, const struct jargs *args,
                                  enum jcase how, value *out)
 {
     hearth_status st = no_args(fn, args);
-    return st == HEARTH_OK ? jtext_case(self.u.s, how, out) : st;
+    return st == HEARTH_OK ? jtext_case(r, self.u.s, how, out) : st;
 }
 
-METHOD(upper) { (void)r; return case_method("upper", self, args, JCASE_UPPER, out); }
-METHOD(lower) { (void)r; return case_method("lower", self, args, JCASE_LOWER, out); }
-METHOD(title) { (void)r; return case_method("title", self, args, JCASE_TITLE, out); }
-METHOD(capitalize) { (void)r; return case_method("capitalize", self, args, JCASE_CAPITALIZE, out); }
+METHOD(upper) { return case_method(r, "upper", self, args, JCASE_UPPER, out); }
+METHOD(lower) { return case_method(r, "lower", self, args, JCASE_LOWER, out); }
+METHOD(title) { return case_method(r, "title", self, args, JCASE_TITLE, out); }
+METHOD(capitalize) { return case_method(r, "capitalize", self, args, JCASE_CAPITALIZE, out); }
 
 METHOD(replace)
 {
@@ -269,8 +269,8 @@ METHOD(join)
         if (i) st = textbuf_append(&tb, self.u.s->data, self.u.s->len);
         if (st == HEARTH_OK) st = textbuf_append(&tb, item.u.s->data, item.u.s->len);
     }
-    if (st == HEARTH_OK) st = jrender_charge(r, value_list_len(items) + tb.len / 64);
-    if (st == HEARTH_OK) st = jinja_string_from(&tb, out);
+    if (st == HEARTH_OK) st = jrender_charge(r, value_list_len(items));
+    if (st == HEARTH_OK) st = jinja_string_from(r, &tb, out);
     textbuf_free(&tb);
     value_unref(items);
     return st;
@@ -360,7 +360,7 @@ static hearth_status justify(struct jrender *r, const char *fn, value self, cons
     if (how == '<') left = 0;
     else if (how == '>' || how == '0') left = pad;
     else left = pad / 2 + (pad & width & 1);
-    st = jrender_charge(r, (size_t)width / 64);
+    st = jrender_charge(r, (size_t)width / JINJA_WORK_BYTES);
     textbuf tb;
     textbuf_init(&tb, JINJA_MAX_OUTPUT, "a padded string");
     size_t body = 0;
@@ -372,7 +372,7 @@ static hearth_status justify(struct jrender *r, const char *fn, value self, cons
         st = how == '0' ? textbuf_append_char(&tb, '0') : textbuf_append(&tb, fill, fill_len);
     if (st == HEARTH_OK) st = textbuf_append(&tb, s->data + body, s->len - body);
     for (int64_t i = left; st == HEARTH_OK && i < pad; i++) st = textbuf_append(&tb, fill, fill_len);
-    if (st == HEARTH_OK) st = jinja_string_from(&tb, out);
+    if (st == HEARTH_OK) st = jinja_string_from(r, &tb, out);
     textbuf_free(&tb);
     return st;
 }
@@ -387,7 +387,7 @@ METHOD(zfill)
     return justify(r, "zfill", self, args, '0', out);
 }
 
-static hearth_status remove_affix(const char *fn, value self, const struct jargs *args, bool suffix,
+static hearth_status remove_affix(struct jrender *r, const char *fn, value self, const struct jargs *args, bool suffix,
                                   value *out)
 {
     static const char *const names[] = {"affix", NULL};
@@ -401,13 +401,13 @@ static hearth_status remove_affix(const char *fn, value self, const struct jargs
         *out = value_ref(self);
         return HEARTH_OK;
     }
-    return value_new_string(s->data + (suffix ? 0 : affix->len), s->len - affix->len, out);
+    return jrender_new_string(r, s->data + (suffix ? 0 : affix->len), s->len - affix->len, out);
 }
 
-METHOD(removeprefix) { (void)r; return remove_affix("removeprefix", self, args, false, out); }
-METHOD(removesuffix) { (void)r; return remove_affix("removesuffix", self, args, true, out); }
+METHOD(removeprefix) { return remove_affix(r, "removeprefix", self, args, false, out); }
+METHOD(removesuffix) { return remove_affix(r, "removesuffix", self, args, true, out); }
 
-static hearth_status partition(const char *fn, value self, const struct jargs *args, bool from_right,
+static hearth_status partition(struct jrender *r, const char *fn, value self, const struct jargs *args, bool from_right,
                                value *out)
 {
     static const char *const names[] = {"sep", NULL};
@@ -438,9 +438,9 @@ static hearth_status partition(const char *fn, value self, const struct jargs *a
         s1 = value_new_string("", 0, &parts[1]);
         s2 = from_right ? (parts[2] = value_ref(self), HEARTH_OK) : value_new_string("", 0, &parts[2]);
     } else {
-        s0 = value_new_string(s->data, at, &parts[0]);
+        s0 = jrender_new_string(r, s->data, at, &parts[0]);
         s1 = (parts[1] = value_ref(*a[0]), HEARTH_OK);
-        s2 = value_new_string(s->data + at + sep->len, s->len - at - sep->len, &parts[2]);
+        s2 = jrender_new_string(r, s->data + at + sep->len, s->len - at - sep->len, &parts[2]);
     }
     hearth_status made[3] = {s0, s1, s2};
     for (int i = 0; i < 3; i++) {
@@ -455,8 +455,8 @@ static hearth_status partition(const char *fn, value self, const struct jargs *a
     return st;
 }
 
-METHOD(partition) { (void)r; return partition("partition", self, args, false, out); }
-METHOD(rpartition) { (void)r; return partition("rpartition", self, args, true, out); }
+METHOD(partition) { return partition(r, "partition", self, args, false, out); }
+METHOD(rpartition) { return partition(r, "rpartition", self, args, true, out); }
 
 /* ---- dict ----------------------------------------------------------------- */
 
@@ -629,7 +629,7 @@ METHOD(raise_exception)
     (void)r;
     (void)self;
     value msg;
-    hearth_status st = args->n_pos >= 1 ? jinja_to_string(args->pos[0], &msg) : value_new_cstring("raise_exception() called", &msg);
+    hearth_status st = args->n_pos >= 1 ? jinja_to_string(r, args->pos[0], &msg) : value_new_cstring("raise_exception() called", &msg);
     if (st != HEARTH_OK) return st;
     st = hearth_error(HEARTH_E_TEMPLATE, "%s", msg.u.s->data);
     value_unref(msg);
@@ -645,7 +645,7 @@ METHOD(strftime_now)
     hearth_status st = jargs_bind("strftime_now", args, names, a);
     if (st == HEARTH_OK) st = want_string("strftime_now", a[0], &fmt);
     if (st != HEARTH_OK) return st;
-    return jtext_strftime(fmt, jrender_clock(r), out);
+    return jtext_strftime(r, fmt, jrender_clock(r), out);
 }
 
 /* ---- tables ---------------------------------------------------------------- */

@@ -42,9 +42,9 @@ static bool is_cased(uint32_t cp)
     return uni_isupper(cp) || uni_islower(cp);
 }
 
-static hearth_status finish(textbuf *tb, hearth_status st, value *out)
+static hearth_status finish(struct jrender *r, textbuf *tb, hearth_status st, value *out)
 {
-    if (st == HEARTH_OK) st = jinja_string_from(tb, out);
+    if (st == HEARTH_OK) st = jinja_string_from(r, tb, out);
     textbuf_free(tb);
     return st;
 }
@@ -65,7 +65,7 @@ static hearth_status append_upper(textbuf *tb, uint32_t cp)
     return st;
 }
 
-hearth_status jtext_case(const struct vstring *s, enum jcase how, value *out)
+hearth_status jtext_case(struct jrender *r, const struct vstring *s, enum jcase how, value *out)
 {
     textbuf tb;
     textbuf_init(&tb, JINJA_MAX_OUTPUT, "a string");
@@ -110,7 +110,7 @@ hearth_status jtext_case(const struct vstring *s, enum jcase how, value *out)
         }
         first = false;
     }
-    return finish(&tb, st, out);
+    return finish(r, &tb, st, out);
 }
 
 /* ---- strip, split, replace --------------------------------------------- */
@@ -124,7 +124,7 @@ static bool in_chars(const struct vstring *chars, uint32_t cp)
     return false;
 }
 
-hearth_status jtext_strip(const struct vstring *s, const struct vstring *chars, bool left,
+hearth_status jtext_strip(struct jrender *r, const struct vstring *s, const struct vstring *chars, bool left,
                           bool right, value *out)
 {
     size_t start = 0, end = s->len;
@@ -144,7 +144,7 @@ hearth_status jtext_strip(const struct vstring *s, const struct vstring *chars, 
             end = i;
         }
     }
-    return value_new_string(s->data + start, end - start, out);
+    return jrender_new_string(r, s->data + start, end - start, out);
 }
 
 static size_t find_bytes(const char *hay, size_t hay_len, size_t from, const char *needle, size_t n)
@@ -169,10 +169,10 @@ static size_t rfind_bytes(const char *hay, size_t hay_len, size_t before, const 
 static hearth_status push_piece(struct jrender *r, value list, const char *s, size_t len)
 {
     value v;
-    hearth_status st = jrender_charge(r, 1 + len / 64);
+    hearth_status st = jrender_charge(r, 1);
     if (st == HEARTH_OK && value_list_len(list) >= JINJA_MAX_LIST)
         st = hearth_error(HEARTH_E_RANGE, "list longer than %d items", JINJA_MAX_LIST);
-    if (st == HEARTH_OK) st = value_new_string(s, len, &v);
+    if (st == HEARTH_OK) st = jrender_new_string(r, s, len, &v);
     if (st == HEARTH_OK) st = value_list_push(list, v);
     return st;
 }
@@ -360,8 +360,7 @@ hearth_status jtext_replace(struct jrender *r, const struct vstring *s, const st
             done++;
         }
     }
-    if (st == HEARTH_OK) st = jrender_charge(r, tb.len / 64);
-    return finish(&tb, st, out);
+    return finish(r, &tb, st, out);
 }
 
 /* ---- number formatting --------------------------------------------------- */
@@ -619,8 +618,7 @@ hearth_status jtext_percent_format(struct jrender *r, const struct vstring *fmt,
     }
     if (st == HEARTH_OK && !used_mapping && args.kind != VALUE_DICT && next < n_items)
         st = hearth_error(HEARTH_E_TEMPLATE, "not all arguments converted during string formatting");
-    if (st == HEARTH_OK) st = jrender_charge(r, tb.len / 64);
-    return finish(&tb, st, out);
+    return finish(r, &tb, st, out);
 }
 
 /* ---- str.format ------------------------------------------------------------ */
@@ -913,7 +911,7 @@ hearth_status jtext_str_format(struct jrender *r, const struct vstring *fmt,
             textbuf_init(&conv, JINJA_MAX_OUTPUT, "a formatted value");
             st = conversion == 's' ? value_str(v, &conv) : value_repr(v, &conv);
             value_unref(v);
-            if (st == HEARTH_OK) st = jinja_string_from(&conv, &v);
+            if (st == HEARTH_OK) st = jinja_string_from(r, &conv, &v);
             textbuf_free(&conv);
             if (st != HEARTH_OK) break;
         } else if (conversion) {
@@ -927,8 +925,7 @@ hearth_status jtext_str_format(struct jrender *r, const struct vstring *fmt,
         value_unref(v);
         i = close + 1;
     }
-    if (st == HEARTH_OK) st = jrender_charge(r, tb.len / 64);
-    return finish(&tb, st, out);
+    return finish(r, &tb, st, out);
 }
 
 /* ---- strftime ------------------------------------------------------------ */
@@ -965,7 +962,7 @@ static hearth_status put_num(textbuf *tb, int v, int width, bool no_pad, char pa
     return st;
 }
 
-hearth_status jtext_strftime(const struct vstring *fmt, const struct jinja_clock *c, value *out)
+hearth_status jtext_strftime(struct jrender *r, const struct vstring *fmt, const struct jinja_clock *c, value *out)
 {
     textbuf tb;
     textbuf_init(&tb, JINJA_MAX_OUTPUT, "a formatted date");
@@ -1021,5 +1018,5 @@ hearth_status jtext_strftime(const struct vstring *fmt, const struct jinja_clock
         }
         i += 1 + (size_t)no_pad;
     }
-    return finish(&tb, st, out);
+    return finish(r, &tb, st, out);
 }

@@ -1,15 +1,18 @@
 #!/bin/sh
-# fuzz-replay.sh -- replays the fuzz targets' seed inputs (the shared models
-# and vocabularies) and the crash reproducers kept under tests/fuzz/, so
-# every past finding stays fixed.
+# fuzz-replay.sh -- replays the fuzz targets' seed inputs (the shared models,
+# vocabularies and chat templates) and the crash reproducers kept under
+# tests/fuzz/, so every past finding stays fixed.
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
-require_data models/stories260K.gguf
+require_data models/stories260K.gguf chat/conversations.json
 
 bin="${HEARTH_BUILDDIR:-.}/tests/fuzz"
-for target in gguf; do
+for target in gguf template; do
     replay="$bin/replay-$target"
     [ -x "$replay" ] || { fail "missing $replay"; continue; }
-    set -- "$HEARTH_TEST_DATA"/models/*.gguf "$HEARTH_TEST_DATA"/vocab/*.gguf
+    case $target in
+    gguf) set -- "$HEARTH_TEST_DATA"/models/*.gguf "$HEARTH_TEST_DATA"/vocab/*.gguf ;;
+    template) set -- "$HEARTH_TEST_DATA"/chat/*.jinja "$HEARTH_TEST_DATA"/chat/*.json ;;
+    esac
     for f in "$HEARTH_SRCDIR"/tests/fuzz/regressions-$target/*; do
         [ -f "$f" ] && set -- "$@" "$f"
     done

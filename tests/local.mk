@@ -27,13 +27,19 @@ TEST_LIBS = src/libhearth-core.la $(CHECK_LIBS)
 
 if HAVE_CHECK
 check_PROGRAMS += \
+	tests/test-chat-template \
 	tests/test-engine \
 	tests/test-gguf \
+	tests/test-jinja \
+	tests/test-json \
 	tests/test-quant \
 	tests/test-types
 TESTS += \
+	tests/test-chat-template \
 	tests/test-engine \
 	tests/test-gguf \
+	tests/test-jinja \
+	tests/test-json \
 	tests/test-quant \
 	tests/test-types
 endif
@@ -54,28 +60,48 @@ tests_test_types_SOURCES = tests/test-types.c tests/testutil.c
 tests_test_types_CFLAGS = $(TEST_CFLAGS)
 tests_test_types_LDADD = $(TEST_LIBS)
 
+tests_test_json_SOURCES = tests/test-json.c tests/testutil.c
+tests_test_json_CFLAGS = $(TEST_CFLAGS)
+tests_test_json_LDADD = $(TEST_LIBS)
+
+tests_test_jinja_SOURCES = tests/test-jinja.c tests/testutil.c
+tests_test_jinja_CFLAGS = $(TEST_CFLAGS)
+tests_test_jinja_LDADD = $(TEST_LIBS)
+
+tests_test_chat_template_SOURCES = tests/test-chat-template.c tests/testutil.c
+tests_test_chat_template_CFLAGS = $(TEST_CFLAGS)
+tests_test_chat_template_LDADD = $(TEST_LIBS)
+
 # End-to-end tests of the hearth program.
 TESTS += \
 	tests/cli-basics.sh \
-	tests/cli-inspect.sh
+	tests/cli-inspect.sh \
+	tests/cli-template.sh
 EXTRA_DIST += \
 	tests/cli-basics.sh \
-	tests/cli-inspect.sh
+	tests/cli-inspect.sh \
+	tests/cli-template.sh
 
 # Fuzz targets.  With --enable-fuzzing (clang) each is a libFuzzer program,
 # tests/fuzz/fuzz-<target>; every build also links it with a replay driver,
 # tests/fuzz/replay-<target>, that make check runs over the seed inputs and
 # the crash reproducers in tests/fuzz/regressions-<target>/.
-FUZZ_TARGETS = gguf
-EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/regressions-gguf/.keep
+FUZZ_TARGETS = gguf template
+EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/regressions-gguf/.keep \
+	tests/fuzz/regressions-template/.keep
 TESTS += tests/fuzz-replay.sh
-check_PROGRAMS += tests/fuzz/replay-gguf
+check_PROGRAMS += tests/fuzz/replay-gguf tests/fuzz/replay-template
 tests_fuzz_replay_gguf_SOURCES = tests/fuzz/fuzz-gguf.c tests/fuzz/replay.c
 tests_fuzz_replay_gguf_LDADD = src/libhearth-core.la
+tests_fuzz_replay_template_SOURCES = tests/fuzz/fuzz-template.c tests/fuzz/replay.c
+tests_fuzz_replay_template_LDADD = src/libhearth-core.la
 
 if ENABLE_FUZZING
-noinst_PROGRAMS += tests/fuzz/fuzz-gguf
+noinst_PROGRAMS += tests/fuzz/fuzz-gguf tests/fuzz/fuzz-template
 tests_fuzz_fuzz_gguf_SOURCES = tests/fuzz/fuzz-gguf.c
 tests_fuzz_fuzz_gguf_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_gguf_LDADD = src/libhearth-core.la
+tests_fuzz_fuzz_template_SOURCES = tests/fuzz/fuzz-template.c
+tests_fuzz_fuzz_template_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_template_LDADD = src/libhearth-core.la
 endif

@@ -44,6 +44,60 @@ static void usage(FILE *out)
 
 static const char default_messages[] = "[{\"role\": \"user\", \"content\": \"Hello!\"}]";
 
+/* The text of the token whose id is the value of key (bos or eos), NULL
+ * when the model names none.  Returns false after printing an error. */
+static bool token_text(const char *model, const hearth_gguf *g, const char *key, char **out)
+{
+    *out = NULL;
+    uint32_t id;
+    hearth_status st = hearth_gguf_get_u32(g, key, &id);
+    if (st == HEARTH_E_NOT_FOUND) return true;
+    if (st != HEARTH_OK) {
+        cli_fail(cmd, st);
+        return false;
+    }
+    hearth_gguf_value tokens, piece;
+    st = hearth_gguf_get_array(g, "tokenizer.ggml.tokens", &tokens);
+    if (st != HEARTH_OK) {
+        cli_error(cmd, "%s: %s is %u but there is no token list (tokenizer.ggml.tokens)", model, key, id);
+        return false;
+    }
+    if (tokens.v.arr.elem_type != HEARTH_GGUF_STRING || id >= tokens.v.arr.n) {
+        cli_error(cmd, "%s: %s is %u, which is not in the token list of %llu strings", model, key, id,
+                  (unsigned long long)tokens.v.arr.n);
+        return false;
+    }
+    st = hearth_gguf_array_get(g, &tokens, id, &piece);
+    if (st != HEARTH_OK) {
+        cli_fail(cmd, st);
+        return false;
+    }
+    *out = malloc((size_t)piece.v.str.len + 1);
+    if (!*out) {
+        cli_error(cmd, "out of memory");
+        return false;
+    }
+    memcpy(*out, piece.v.str.ptr, (size_t)piece.v.str.len);
+    (*out)[piece.v.str.len] = '\0';
+    return true;
+}
+
+/* A model's template and its BOS and EOS token texts. */
+static int load_model(const char *model, hearth_template **tmpl, char **bos, char **eos)
+{
+    hearth_gguf *g;
+    hearth_status st = hearth_gguf_open(model, &g);
+    if (st != HEARTH_OK) return cli_fail(cmd, st);
+    int rc = CLI_EXIT_OK;
+    st = hearth_template_from_gguf(g, tmpl);
+    if (st != HEARTH_OK) rc = cli_fail(cmd, st);
+    if (rc == CLI_EXIT_OK && (!token_text(model, g, "tokenizer.ggml.bos_token_id", bos) ||
+                              !token_text(model, g, "tokenizer.ggml.eos_token_id", eos)))
+        rc = CLI_EXIT_FAILURE;
+    hearth_gguf_close(g);
+    return rc;
+}
+
 /* A built-in template by name, else a file of template text. */
 static int load_template(const char *spec, hearth_template **out)
 {
@@ -106,21 +160,16 @@ int cmd_template(int argc, char **argv)
     }
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
     if (!model == !chat_template) return cli_usage_error(cmd, "give one of -m MODEL or --chat-template NAME|FILE");
-    (void)bos_given;
-    (void)eos_given;
 
     hearth_template *tmpl = NULL;
-    int rc = CLI_EXIT_OK;
-    if (model) {
-        rc = cli_error(cmd, "%s: reading templates from models is not available in this build", model);
-    } else {
-        rc = load_template(chat_template, &tmpl);
-    }
-    if (rc != CLI_EXIT_OK) return rc;
+    char *model_bos = NULL, *model_eos = NULL;
+    int rc = model ? load_model(model, &tmpl, &model_bos, &model_eos) : load_template(chat_template, &tmpl);
+    if (!bos_given) opts.bos_token = model_bos;
+    if (!eos_given) opts.eos_token = model_eos;
 
     char *messages = NULL, *tools = NULL;
     size_t messages_len = sizeof default_messages - 1;
-    if (messages_path) {
+    if (rc == CLI_EXIT_OK && messages_path) {
         messages = cli_read_file(cmd, messages_path, &messages_len);
         if (!messages) rc = CLI_EXIT_FAILURE;
     }
@@ -144,6 +193,8 @@ int cmd_template(int argc, char **argv)
     }
     free(messages);
     free(tools);
+    free(model_bos);
+    free(model_eos);
     hearth_template_free(tmpl);
     return rc;
 }
