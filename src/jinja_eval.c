@@ -907,8 +907,9 @@ hearth_status jrender_binop(struct jrender *r, int op, value a, value b, value *
             if (st != HEARTH_OK) return st;
             if (a.u.s->len + b.u.s->len > JINJA_MAX_OUTPUT)
                 return hearth_error(HEARTH_E_RANGE, "string longer than %u bytes", JINJA_MAX_OUTPUT);
-            struct vstring *s = vstring_new(a.u.s->data, a.u.s->len + b.u.s->len);
+            struct vstring *s = vstring_alloc(a.u.s->len + b.u.s->len);
             if (!s) return HEARTH_E_NOMEM;
+            memcpy(s->data, a.u.s->data, a.u.s->len);
             memcpy(s->data + a.u.s->len, b.u.s->data, b.u.s->len);
             s->n_chars = a.u.s->n_chars + b.u.s->n_chars;
             *out = value_from_vstring(s);

@@ -229,12 +229,13 @@ FILTER(indent)
     /* Jinja adds a newline before splitting, so a trailing newline keeps
      * an (unindented) empty last line */
     if (st == HEARTH_OK) {
-        struct vstring *nl = vstring_new(s.u.s->data, s.u.s->len + 1);
+        struct vstring *nl = vstring_alloc(s.u.s->len + 1);
         if (!nl) {
             st = HEARTH_E_NOMEM;
         } else {
+            memcpy(nl->data, s.u.s->data, s.u.s->len);
             nl->data[s.u.s->len] = '\n';
-            nl->n_chars++;
+            nl->n_chars = s.u.s->n_chars + 1;
             st = jtext_splitlines(r, nl, false, &lines);
             value_unref(value_from_vstring(nl));
         }

@@ -91,7 +91,7 @@ void value_free_static(value v)
 
 /* ---- strings ----------------------------------------------------------- */
 
-struct vstring *vstring_new(const char *s, size_t len)
+struct vstring *vstring_alloc(size_t len)
 {
     size_t bytes;
     if (hearth_add_overflow(sizeof(struct vstring) + 1, len, &bytes)) {
@@ -102,9 +102,17 @@ struct vstring *vstring_new(const char *s, size_t len)
     if (!str) return NULL;
     str->refs = 1;
     str->len = len;
-    str->n_chars = utf8_count(s, len);
-    if (len) memcpy(str->data, s, len);
+    str->n_chars = 0;
     str->data[len] = '\0';
+    return str;
+}
+
+struct vstring *vstring_new(const char *s, size_t len)
+{
+    struct vstring *str = vstring_alloc(len);
+    if (!str) return NULL;
+    if (len) memcpy(str->data, s, len);
+    str->n_chars = utf8_count(s, len);
     return str;
 }
 

@@ -125,6 +125,9 @@ void value_unref(value v);
 
 /* Strings.  s must be valid UTF-8. */
 struct vstring *vstring_new(const char *s, size_t len);
+/* A string of len bytes for the caller to fill in (and then to set
+ * n_chars), NUL-terminated. */
+struct vstring *vstring_alloc(size_t len);
 hearth_status value_new_string(const char *s, size_t len, value *out);
 hearth_status value_new_cstring(const char *s, value *out);
 /* Wrap a vstring (consumed). */

@@ -525,9 +525,9 @@ START_TEST(test_value_depth_limit)
     while (st == HEARTH_OK && depth < VALUE_MAX_DEPTH + 10) {
         value list;
         ck_assert_int_eq(value_new_list(1, &list), HEARTH_OK);
-        st = value_list_push(list, v);
+        st = value_list_push(list, v);   /* consumes v, also when it fails */
         if (st != HEARTH_OK) {
-            value_unref(list);
+            v = list;
             break;
         }
         v = list;
