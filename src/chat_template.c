@@ -191,7 +191,7 @@ static hearth_status set_string(value globals, const char *key, const char *text
     if (!text) text = "";
     size_t len = strlen(text);
     if (utf8_validate(text, len) != len) return hearth_error(HEARTH_E_INVALID, "%s is not valid UTF-8", what);
-    value v;
+    value v = value_undefined();
     hearth_status st = value_new_string(text, len, &v);
     if (st == HEARTH_OK) st = value_dict_set(globals, key, strlen(key), v);
     return st;
@@ -204,7 +204,7 @@ static hearth_status render(const hearth_template *tmpl, value messages,
     static const hearth_chat_options defaults = {false, NULL, NULL, NULL, NULL, NULL};
     if (!options) options = &defaults;
     struct jinja_clock clock;
-    value globals;
+    value globals = value_undefined();
     hearth_status st = options->date ? parse_date(options->date, &clock) : clock_now(&clock);
     if (st != HEARTH_OK) {
         value_unref(messages);
@@ -216,7 +216,7 @@ static hearth_status render(const hearth_template *tmpl, value messages,
         return st;
     }
     if (options->extra_json) {
-        value extra;
+        value extra = value_undefined();
         st = json_parse(options->extra_json, strlen(options->extra_json), "extra variables", &extra);
         if (st == HEARTH_OK) {
             if (extra.kind != VALUE_DICT)
@@ -234,7 +234,7 @@ static hearth_status render(const hearth_template *tmpl, value messages,
     if (st == HEARTH_OK) st = set_string(globals, "bos_token", options->bos_token, "bos_token");
     if (st == HEARTH_OK) st = set_string(globals, "eos_token", options->eos_token, "eos_token");
     if (st == HEARTH_OK && options->tools_json) {
-        value tools;
+        value tools = value_undefined();
         st = json_parse(options->tools_json, strlen(options->tools_json), "tools", &tools);
         if (st == HEARTH_OK && tools.kind != VALUE_LIST && tools.kind != VALUE_NULL) {
             st = hearth_error(HEARTH_E_INVALID, "tools: expected a JSON array, got %s", value_type_name(tools));
@@ -272,7 +272,7 @@ hearth_status hearth_template_render(const hearth_template *tmpl, const char *me
     if (!tmpl || !out || (!messages_json && messages_len))
         return hearth_error(HEARTH_E_INVALID, "hearth_template_render: NULL argument");
     *out = NULL;
-    value messages;
+    value messages = value_undefined();
     hearth_status st = json_parse(messages_json ? messages_json : "", messages_len, "messages", &messages);
     if (st != HEARTH_OK) return st;
     if (messages.kind != VALUE_LIST) {
@@ -298,11 +298,11 @@ hearth_status hearth_template_render_messages(const hearth_template *tmpl,
     if (!tmpl || !out || (!messages && n))
         return hearth_error(HEARTH_E_INVALID, "hearth_template_render_messages: NULL argument");
     *out = NULL;
-    value list;
+    value list = value_undefined();
     hearth_status st = value_new_list(n, &list);
     if (st != HEARTH_OK) return st;
     for (size_t i = 0; st == HEARTH_OK && i < n; i++) {
-        value msg;
+        value msg = value_undefined();
         st = value_new_dict(&msg);
         if (st != HEARTH_OK) break;
         if (!messages[i].role || !messages[i].content)

@@ -227,7 +227,7 @@ static hearth_status loop_cycle(struct jrender *r, value self, const struct jarg
 static hearth_status loop_changed(struct jrender *r, value self, const struct jargs *args, value *out)
 {
     struct jloop *l = (struct jloop *)self.u.obj;
-    value now;
+    value now = value_undefined();
     hearth_status st = value_new_list(args->n_pos, &now);
     for (size_t i = 0; st == HEARTH_OK && i < args->n_pos; i++)
         st = value_list_push(now, value_ref(args->pos[i]));
@@ -568,7 +568,7 @@ static hearth_status call_macro(struct jrender *r, struct jfunc *f, const struct
         return HEARTH_E_NOMEM;
     }
     const char *what = f->kind == FN_MACRO ? f->name : "caller";
-    value varargs, kwargs;
+    value varargs = value_undefined(), kwargs = value_undefined();
     hearth_status st = value_new_list(0, &varargs);
     if (st != HEARTH_OK) {
         value_unref(caller);
@@ -619,7 +619,7 @@ static hearth_status call_macro(struct jrender *r, struct jfunc *f, const struct
     for (size_t i = 0; st == HEARTH_OK && i < params->len; i++) {
         if (bound[i]) continue;
         const char *pname = params->items[i]->name;
-        value v;
+        value v = value_undefined();
         if (i >= first_default) st = eval(r, defaults->items[i - first_default], &v);
         else v = value_undefined_because("parameter '%s' of '%s' was not given", pname, what);
         if (st == HEARTH_OK) st = value_vars_set(scope->vars, pname, strlen(pname), v);
@@ -680,7 +680,7 @@ hearth_status jrender_apply_filter(struct jrender *r, const char *name, value v,
 hearth_status jrender_apply_test(struct jrender *r, const char *name, value v,
                                  const value *extra, size_t n_extra, bool *out)
 {
-    value res;
+    value res = value_undefined();
     hearth_status st = apply_named(r, true, name, v, extra, n_extra, &res);
     if (st != HEARTH_OK) return st;
     *out = value_truthy(res);
@@ -1041,7 +1041,7 @@ static hearth_status eval_list(struct jrender *r, const struct jnode *n, value *
     if (st != HEARTH_OK) return st;
     out->u.list->is_tuple = n->kind == JN_TUPLE;
     for (size_t i = 0; st == HEARTH_OK && i < n->list.len; i++) {
-        value v;
+        value v = value_undefined();
         st = eval(r, n->list.items[i], &v);
         if (st == HEARTH_OK) st = value_list_push(*out, v);
     }
@@ -1054,7 +1054,7 @@ static hearth_status eval_dict(struct jrender *r, const struct jnode *n, value *
     hearth_status st = value_new_dict(out);
     if (st != HEARTH_OK) return st;
     for (size_t i = 0; st == HEARTH_OK && i < n->list.len; i++) {
-        value k, v;
+        value k = value_undefined(), v = value_undefined();
         st = eval(r, n->list.items[i], &k);
         if (st != HEARTH_OK) break;
         if (k.kind != VALUE_STRING) {
@@ -1073,11 +1073,12 @@ static hearth_status eval_dict(struct jrender *r, const struct jnode *n, value *
 
 static hearth_status eval_compare(struct jrender *r, const struct jnode *n, value *out)
 {
-    value left;
+    value left = value_undefined();
     hearth_status st = eval(r, n->a, &left);
+    if (st != HEARTH_OK) return st;
     bool result = true;
     for (size_t i = 0; st == HEARTH_OK && i < n->list.len; i++) {
-        value right;
+        value right = value_undefined();
         st = eval(r, n->list.items[i], &right);
         if (st != HEARTH_OK) break;
         st = compare_op(n->cmp_ops[i], left, right, &result);
@@ -1096,7 +1097,7 @@ static hearth_status eval_concat(struct jrender *r, const struct jnode *n, value
     textbuf_init(&tb, JINJA_MAX_OUTPUT, "a concatenated string");
     hearth_status st = HEARTH_OK;
     for (size_t i = 0; st == HEARTH_OK && i < n->list.len; i++) {
-        value v;
+        value v = value_undefined();
         st = eval(r, n->list.items[i], &v);
         if (st != HEARTH_OK) break;
         st = value_str(v, &tb);
@@ -1109,7 +1110,7 @@ static hearth_status eval_concat(struct jrender *r, const struct jnode *n, value
 
 static hearth_status eval_getitem(struct jrender *r, const struct jnode *n, value *out)
 {
-    value obj;
+    value obj = value_undefined();
     hearth_status st = eval(r, n->a, &obj);
     if (st != HEARTH_OK) return st;
     if (n->b->kind == JN_SLICE) {
@@ -1125,7 +1126,7 @@ static hearth_status eval_getitem(struct jrender *r, const struct jnode *n, valu
         if (st == HEARTH_OK) st = locate(r, sl, get_slice(r, obj, bounds, out));
         for (int k = 0; k < 3; k++) value_unref(b[k]);
     } else {
-        value key;
+        value key = value_undefined();
         st = eval(r, n->b, &key);
         if (st == HEARTH_OK) {
             st = jrender_getitem(r, obj, key, out);
@@ -1138,7 +1139,7 @@ static hearth_status eval_getitem(struct jrender *r, const struct jnode *n, valu
 
 static hearth_status eval_call(struct jrender *r, const struct jnode *n, value caller, value *out)
 {
-    value callee;
+    value callee = value_undefined();
     hearth_status st = eval(r, n->a, &callee);
     if (st != HEARTH_OK) {
         value_unref(caller);
@@ -1158,7 +1159,7 @@ static hearth_status eval_call(struct jrender *r, const struct jnode *n, value c
 
 static hearth_status eval_filter(struct jrender *r, const struct jnode *n, value *out)
 {
-    value operand;
+    value operand = value_undefined();
     hearth_status st;
     if (n->a) {
         st = eval(r, n->a, &operand);
@@ -1199,7 +1200,7 @@ static hearth_status eval_name(struct jrender *r, const struct jnode *n, value *
 static hearth_status eval_inner(struct jrender *r, const struct jnode *n, value *out)
 {
     hearth_status st;
-    value a, b;
+    value a = value_undefined(), b = value_undefined();
     switch (n->kind) {
     case JN_CONST:
         *out = value_ref(n->constant);
@@ -1316,7 +1317,7 @@ static hearth_status bind_targets(struct jrender *r, const struct jnode_list *ta
                           n > targets->len ? "too many" : "not enough", targets->len, n);
     }
     for (size_t i = 0; st == HEARTH_OK && i < targets->len; i++) {
-        value item;
+        value item = value_undefined();
         if (v.kind == VALUE_LIST) {
             item = value_ref(value_list_at(v, i));
         } else {
@@ -1359,7 +1360,7 @@ hearth_status jrender_iterate(struct jrender *r, value v, value *out)
             uint32_t cp;
             size_t n = utf8_decode(s->data + i, s->len - i, &cp);
             if (n == 0) n = 1;
-            value c;
+            value c = value_undefined();
             st = value_new_string(s->data + i, n, &c);
             if (st == HEARTH_OK) st = value_list_push(*out, c);
             if (st != HEARTH_OK) value_unref(*out);
@@ -1389,7 +1390,7 @@ static hearth_status in_new_scope(struct jrender *r, const struct jnode_list *bo
 
 static hearth_status exec_for(struct jrender *r, const struct jnode *n)
 {
-    value iterable, items;
+    value iterable = value_undefined(), items = value_undefined();
     hearth_status st = eval(r, n->a, &iterable);
     if (st != HEARTH_OK) return st;
     st = locate(r, n->a, jrender_iterate(r, iterable, &items));
@@ -1493,7 +1494,7 @@ static hearth_status exec(struct jrender *r, const struct jnode *n);
 static hearth_status exec_inner(struct jrender *r, const struct jnode *n)
 {
     hearth_status st;
-    value v;
+    value v = value_undefined();
     switch (n->kind) {
     case JN_TEXT:
         return emit(r, n->constant);
@@ -1560,7 +1561,7 @@ static hearth_status exec_inner(struct jrender *r, const struct jnode *n)
     }
     case JN_CALL_BLOCK: {
         struct jfunc *f;
-        value caller;
+        value caller = value_undefined();
         st = new_func(FN_CALLER, "caller", &caller, &f);
         if (st != HEARTH_OK) return st;
         f->node = n;

@@ -81,7 +81,7 @@ static hearth_status get_path(struct jrender *r, value item, const struct vstrin
         while (end < path->len && path->data[end] != '.') end++;
         bool digits = end > i;
         for (size_t k = i; k < end; k++) digits = digits && path->data[k] >= '0' && path->data[k] <= '9';
-        value key, next;
+        value key = value_undefined(), next = value_undefined();
         hearth_status st;
         if (digits && end - i < 18) {
             int64_t n = 0;
@@ -110,11 +110,11 @@ static hearth_status get_path(struct jrender *r, value item, const struct vstrin
 static hearth_status sort_key(struct jrender *r, value item, const struct vstring *attribute,
                               bool case_sensitive, value *out)
 {
-    value v;
+    value v = value_undefined();
     hearth_status st = attribute ? get_path(r, item, attribute, &v) : (v = value_ref(item), HEARTH_OK);
     if (st != HEARTH_OK) return st;
     if (!case_sensitive && v.kind == VALUE_STRING) {
-        value lower;
+        value lower = value_undefined();
         st = jtext_case(r, v.u.s, JCASE_LOWER, &lower);
         value_unref(v);
         if (st != HEARTH_OK) return st;
@@ -130,7 +130,7 @@ static hearth_status case_filter(struct jrender *r, const char *fn, value self, 
                                  enum jcase how, value *out)
 {
     hearth_status st = no_args(fn, args);
-    value s;
+    value s = value_undefined();
     if (st == HEARTH_OK) st = self_text(r, self, &s);
     if (st != HEARTH_OK) return st;
     st = jtext_case(r, s.u.s, how, out);
@@ -150,7 +150,7 @@ FILTER(trim)
     hearth_status st = jargs_bind("trim", args, names, a);
     const struct vstring *chars = NULL;
     if (st == HEARTH_OK && a[0] && a[0]->kind != VALUE_NULL) st = arg_string("trim", "chars", a[0], &chars);
-    value s;
+    value s = value_undefined();
     if (st == HEARTH_OK) st = self_text(r, self, &s);
     if (st != HEARTH_OK) return st;
     st = jtext_strip(r, s.u.s, chars, true, true, out);
@@ -168,7 +168,7 @@ FILTER(replace)
     if (st == HEARTH_OK) st = arg_string("replace", "old", a[0], &old);
     if (st == HEARTH_OK) st = arg_string("replace", "new", a[1], &new_text);
     if (st == HEARTH_OK) st = arg_int("replace", "count", a[2], -1, &count);
-    value s;
+    value s = value_undefined();
     if (st == HEARTH_OK) st = self_text(r, self, &s);
     if (st != HEARTH_OK) return st;
     st = jtext_replace(r, s.u.s, old, new_text, count, out);
@@ -186,7 +186,7 @@ FILTER(string)
 FILTER(escape)
 {
     hearth_status st = no_args("escape", args);
-    value s;
+    value s = value_undefined();
     if (st == HEARTH_OK) st = self_text(r, self, &s);
     if (st != HEARTH_OK) return st;
     textbuf tb;
@@ -267,7 +267,7 @@ FILTER(center)
     int64_t width;
     hearth_status st = jargs_bind("center", args, names, a);
     if (st == HEARTH_OK) st = arg_int("center", "width", a[0], 80, &width);
-    value s;
+    value s = value_undefined();
     if (st == HEARTH_OK) st = self_text(r, self, &s);
     if (st != HEARTH_OK) return st;
     if (width > JINJA_MAX_OUTPUT) width = JINJA_MAX_OUTPUT;
@@ -294,7 +294,7 @@ FILTER(wordcount)
 {
     (void)r;
     hearth_status st = no_args("wordcount", args);
-    value s;
+    value s = value_undefined();
     if (st == HEARTH_OK) st = self_text(r, self, &s);
     if (st != HEARTH_OK) return st;
     int64_t words = 0;
@@ -326,7 +326,7 @@ FILTER(truncate)
     if (st == HEARTH_OK) st = arg_int("truncate", "length", a[0], 255, &length);
     if (st == HEARTH_OK && a[2]) st = arg_string("truncate", "end", a[2], &end);
     if (st == HEARTH_OK) st = arg_int("truncate", "leeway", a[3], 5, &leeway);
-    value s;
+    value s = value_undefined();
     if (st == HEARTH_OK) st = self_text(r, self, &s);
     if (st != HEARTH_OK) return st;
     const char *end_text = end ? end->data : "...";
@@ -358,10 +358,10 @@ FILTER(truncate)
 
 FILTER(format)
 {
-    value s;
+    value s = value_undefined();
     hearth_status st = self_text(r, self, &s);
     if (st != HEARTH_OK) return st;
-    value fmt_args;
+    value fmt_args = value_undefined();
     if (args->n_kw) {
         if (args->n_pos) {
             value_unref(s);
@@ -703,7 +703,7 @@ FILTER(list)
 {
     *out = value_undefined();
     hearth_status st = no_args("list", args);
-    value items;
+    value items = value_undefined();
     if (st == HEARTH_OK) st = jrender_iterate(r, self, &items);
     if (st != HEARTH_OK) return st;
     if (self.kind == VALUE_LIST) {
@@ -722,7 +722,7 @@ FILTER(list)
 FILTER(first)
 {
     hearth_status st = no_args("first", args);
-    value items;
+    value items = value_undefined();
     if (st == HEARTH_OK) st = jrender_iterate(r, self, &items);
     if (st != HEARTH_OK) return st;
     *out = value_list_len(items) ? value_ref(value_list_at(items, 0))
@@ -734,7 +734,7 @@ FILTER(first)
 FILTER(last)
 {
     hearth_status st = no_args("last", args);
-    value items;
+    value items = value_undefined();
     if (st == HEARTH_OK) st = jrender_iterate(r, self, &items);
     if (st != HEARTH_OK) return st;
     size_t n = value_list_len(items);
@@ -749,7 +749,7 @@ FILTER(reverse)
     *out = value_undefined();
     hearth_status st = no_args("reverse", args);
     if (st != HEARTH_OK) return st;
-    value items;
+    value items = value_undefined();
     st = jrender_iterate(r, self, &items);
     if (st != HEARTH_OK) return st;
     size_t n = value_list_len(items);
@@ -791,7 +791,7 @@ FILTER(join)
         if (i) st = textbuf_append(&tb, sep.u.s->data, sep.u.s->len);
         value item = value_list_at(items, i);
         if (st == HEARTH_OK && attribute) {
-            value v;
+            value v = value_undefined();
             st = get_path(r, item, attribute, &v);
             if (st == HEARTH_OK) {
                 st = value_str(v, &tb);
@@ -908,7 +908,7 @@ FILTER(sort)
     if (st == HEARTH_OK) st = optional_attribute("sort", a[2], &attribute);
     if (st == HEARTH_OK && attribute && memchr(attribute->data, ',', attribute->len))
         st = hearth_error(HEARTH_E_UNSUPPORTED, "sort: several attributes are not supported");
-    value items;
+    value items = value_undefined();
     if (st == HEARTH_OK) st = jrender_iterate(r, self, &items);
     if (st != HEARTH_OK) return st;
     st = sort_values(r, items, attribute, arg_bool(a[1], false), arg_bool(a[0], false), out);
@@ -931,12 +931,12 @@ FILTER(dictsort)
         else if (strcmp(b->data, "key")) return hearth_error(HEARTH_E_TEMPLATE, "You can only sort by either \"key\" or \"value\"");
     }
     if (self.kind != VALUE_DICT) return hearth_error(HEARTH_E_TEMPLATE, "dictsort: expected a dict, got %s", value_type_name(self));
-    value pairs;
+    value pairs = value_undefined();
     jinja_fn items = jinja_find_method(self, "items");
     struct jargs none = {NULL, 0, NULL, NULL, 0};
     st = items(r, self, &none, &pairs);
     if (st != HEARTH_OK) return st;
-    value path;
+    value path = value_undefined();
     st = value_new_string(by ? "1" : "0", 1, &path);
     if (st == HEARTH_OK) {
         st = sort_values(r, pairs, path.u.s, arg_bool(a[0], false), arg_bool(a[2], false), out);
@@ -960,7 +960,7 @@ FILTER(unique)
     st = value_new_list(0, out);
     if (st == HEARTH_OK) st = value_new_list(0, &seen);
     for (size_t i = 0; st == HEARTH_OK && i < value_list_len(items); i++) {
-        value key;
+        value key = value_undefined();
         st = sort_key(r, value_list_at(items, i), attribute, arg_bool(a[0], false), &key);
         if (st != HEARTH_OK) break;
         bool dup = false;
@@ -988,13 +988,13 @@ static hearth_status min_max(struct jrender *r, const char *fn, value self, cons
     const struct vstring *attribute;
     hearth_status st = jargs_bind(fn, args, names, a);
     if (st == HEARTH_OK) st = optional_attribute(fn, a[1], &attribute);
-    value items;
+    value items = value_undefined();
     if (st == HEARTH_OK) st = jrender_iterate(r, self, &items);
     if (st != HEARTH_OK) return st;
     size_t n = value_list_len(items), best = 0;
     value best_key = value_undefined();
     for (size_t i = 0; st == HEARTH_OK && i < n; i++) {
-        value key;
+        value key = value_undefined();
         st = sort_key(r, value_list_at(items, i), attribute, arg_bool(a[0], false), &key);
         if (st != HEARTH_OK) break;
         int c = 0;
@@ -1025,12 +1025,12 @@ FILTER(sum)
     const struct vstring *attribute;
     hearth_status st = jargs_bind("sum", args, names, a);
     if (st == HEARTH_OK) st = optional_attribute("sum", a[0], &attribute);
-    value items;
+    value items = value_undefined();
     if (st == HEARTH_OK) st = jrender_iterate(r, self, &items);
     if (st != HEARTH_OK) return st;
     value total = a[1] ? value_ref(*a[1]) : value_int(0);
     for (size_t i = 0; st == HEARTH_OK && i < value_list_len(items); i++) {
-        value v, next;
+        value v = value_undefined(), next = value_undefined();
         if (attribute) st = get_path(r, value_list_at(items, i), attribute, &v);
         else v = value_ref(value_list_at(items, i));
         if (st != HEARTH_OK) break;
@@ -1059,7 +1059,7 @@ FILTER(batch)
     hearth_status st = jargs_bind("batch", args, names, a);
     if (st == HEARTH_OK) st = arg_int("batch", "linecount", a[0], 0, &count);
     if (st == HEARTH_OK && count <= 0) st = hearth_error(HEARTH_E_TEMPLATE, "batch: linecount must be positive");
-    value items;
+    value items = value_undefined();
     if (st == HEARTH_OK) st = jrender_iterate(r, self, &items);
     if (st != HEARTH_OK) return st;
     size_t n = value_list_len(items);
@@ -1107,7 +1107,7 @@ FILTER(attr)
 /* map(attribute=..., default=...) or map('filter', args...) */
 FILTER(map)
 {
-    value items;
+    value items = value_undefined();
     hearth_status st = jrender_iterate(r, self, &items);
     if (st != HEARTH_OK) return st;
     const struct vstring *attribute = NULL;
@@ -1161,7 +1161,7 @@ static hearth_status select_items(struct jrender *r, const char *fn, value self,
         st = arg_string(fn, "attribute", &args->pos[at++], &attribute);
     }
     if (st == HEARTH_OK && at < args->n_pos) st = arg_string(fn, "test", &args->pos[at++], &test);
-    value items;
+    value items = value_undefined();
     if (st == HEARTH_OK) st = jrender_iterate(r, self, &items);
     if (st != HEARTH_OK) return st;
     st = value_new_list(0, out);
@@ -1242,7 +1242,7 @@ static hearth_status text_case_test(struct jrender *r, value self, const struct 
                                     value *out)
 {
     hearth_status st = no_args(name, args);
-    value s;
+    value s = value_undefined();
     if (st == HEARTH_OK) st = jinja_to_string(r, self, &s);
     if (st != HEARTH_OK) return st;
     /* Python: at least one cased character, and all cased ones in that case */

@@ -254,7 +254,7 @@ METHOD(join)
     const value *a[1];
     hearth_status st = jargs_bind("join", args, names, a);
     if (st == HEARTH_OK && !a[0]) st = hearth_error(HEARTH_E_TEMPLATE, "join() takes exactly one argument");
-    value items;
+    value items = value_undefined();
     if (st == HEARTH_OK) st = jrender_iterate(r, *a[0], &items);
     if (st != HEARTH_OK) return st;
     textbuf tb;
@@ -469,7 +469,7 @@ METHOD(items)
     if (st == HEARTH_OK) st = value_new_list(d->len, out);
     if (st != HEARTH_OK) return st;
     for (size_t i = 0; st == HEARTH_OK && i < d->len; i++) {
-        value pair;
+        value pair = value_undefined();
         st = value_new_list(2, &pair);
         if (st != HEARTH_OK) break;
         pair.u.list->is_tuple = true;
@@ -628,7 +628,7 @@ METHOD(raise_exception)
 {
     (void)r;
     (void)self;
-    value msg;
+    value msg = value_undefined();
     hearth_status st = args->n_pos >= 1 ? jinja_to_string(r, args->pos[0], &msg) : value_new_cstring("raise_exception() called", &msg);
     if (st != HEARTH_OK) return st;
     st = hearth_error(HEARTH_E_TEMPLATE, "%s", msg.u.s->data);

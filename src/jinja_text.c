@@ -168,7 +168,7 @@ static size_t rfind_bytes(const char *hay, size_t hay_len, size_t before, const 
 
 static hearth_status push_piece(struct jrender *r, value list, const char *s, size_t len)
 {
-    value v;
+    value v = value_undefined();
     hearth_status st = jrender_charge(r, 1);
     if (st == HEARTH_OK && value_list_len(list) >= JINJA_MAX_LIST)
         st = hearth_error(HEARTH_E_RANGE, "list longer than %d items", JINJA_MAX_LIST);
@@ -767,7 +767,7 @@ static hearth_status resolve_field(struct jrender *r, const char *f, size_t len,
 {
     size_t i = 0;
     while (i < len && f[i] != '.' && f[i] != '[') i++;
-    value cur;
+    value cur = value_undefined();
     if (i == 0) {
         if (*auto_index >= args->n_pos)
             return hearth_error(HEARTH_E_TEMPLATE, "Replacement index %zu out of range for positional args tuple",
@@ -793,7 +793,7 @@ static hearth_status resolve_field(struct jrender *r, const char *f, size_t len,
     }
     hearth_status st = HEARTH_OK;
     while (st == HEARTH_OK && i < len) {
-        value next;
+        value next = value_undefined();
         if (f[i] == '.') {
             size_t start = ++i;
             while (i < len && is_ident_char(f[i])) i++;
@@ -807,7 +807,7 @@ static hearth_status resolve_field(struct jrender *r, const char *f, size_t len,
             }
             bool digits = i > start;
             for (size_t k = start; k < i; k++) digits = digits && f[k] >= '0' && f[k] <= '9';
-            value key;
+            value key = value_undefined();
             if (digits) {
                 int64_t n = 0;
                 for (size_t k = start; k < i && n < 1000000000; k++) n = n * 10 + (f[k] - '0');
@@ -903,7 +903,7 @@ hearth_status jtext_str_format(struct jrender *r, const struct vstring *fmt,
                 break;
             }
         }
-        value v;
+        value v = value_undefined();
         st = resolve_field(r, field, name_end, args, &auto_index, &v);
         if (st != HEARTH_OK) break;
         if (conversion == 'r' || conversion == 'a' || conversion == 's') {

@@ -259,7 +259,7 @@ static hearth_status read_array(struct reader *r, int depth, value *out)
         return HEARTH_OK;
     }
     for (;;) {
-        value item;
+        value item = value_undefined();
         st = read_value(r, depth + 1, &item);
         if (st == HEARTH_OK) st = value_list_push(*out, item);
         if (st != HEARTH_OK) break;
@@ -310,7 +310,7 @@ static hearth_status read_object(struct reader *r, int depth, value *out)
         }
         r->pos++;
         skip_space(r);
-        value val;
+        value val = value_undefined();
         st = read_value(r, depth + 1, &val);
         if (st == HEARTH_OK) st = value_dict_set_vstring(*out, key, val);
         value_unref(value_from_vstring(key));
@@ -379,7 +379,7 @@ hearth_status json_parse(const char *text, size_t len, const char *what, value *
         return fail_at(&r, 0, "the text starts with a byte order mark, which JSON does not allow");
     skip_space(&r);
     if (r.pos >= len) return fail_at(&r, r.pos, "empty text, expected a JSON value");
-    value v;
+    value v = value_undefined();
     hearth_status st = read_value(&r, 0, &v);
     if (st != HEARTH_OK) return st;
     skip_space(&r);

@@ -372,6 +372,8 @@ static const struct error_case error_cases[] = {
      "line 3, column 10: 'foo' is undefined"},
     {"attribute of a missing key", "{{ x.nokey.deeper }}", "{\"x\": {}}", HEARTH_E_TEMPLATE,
      "'dict object' has no attribute 'nokey'"},
+    {"failing left operand of a comparison", "{% if messages[0].nope.deeper == 'system' %}x{% endif %}", "{}", HEARTH_E_TEMPLATE,
+     "'dict object' has no attribute 'nope'"},
     {"type error", "{{ 'a' + 1 }}", "{}", HEARTH_E_TEMPLATE,
      "can only concatenate str (not \"int\") to str"},
     {"division by zero", "{{ 1 / 0 }}", "{}", HEARTH_E_TEMPLATE,
