@@ -14,6 +14,11 @@
  *                     stripping, splitting, %-formatting, str.format,
  *                     strftime)
  *
+ * Strings marked safe by the safe and escape filters (Jinja's Markup) keep
+ * that mark through +, which escapes the other operand as Python's Markup
+ * does; every other operation gives plain strings (autoescaping is off for
+ * chat templates, as in transformers).
+ *
  * Limits that keep hostile templates from crashing or hanging the process
  * (each is an error, never a truncated result):
  *   JINJA_MAX_SOURCE      template text size
@@ -295,6 +300,9 @@ hearth_status jtext_percent_format(struct jrender *r, const struct vstring *fmt,
 /* Python str.format(*args, **kwargs). */
 hearth_status jtext_str_format(struct jrender *r, const struct vstring *fmt,
                                const struct jargs *args, value *out);
+/* Append s with HTML's special characters escaped as Jinja's escape()
+ * does (& < > " '). */
+hearth_status jtext_html_escape(textbuf *tb, const char *s, size_t len);
 /* strftime with the C locale's names, for strftime_now(). */
 hearth_status jtext_strftime(struct jrender *r, const struct vstring *fmt, const struct jinja_clock *clock,
                              value *out);

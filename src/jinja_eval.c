@@ -902,6 +902,20 @@ hearth_status jrender_binop(struct jrender *r, int op, value a, value b, value *
         }
     }
     if (op == JOP_ADD) {
+        if (a.kind == VALUE_STRING && b.kind == VALUE_STRING && (a.u.s->markup || b.u.s->markup)) {
+            /* Markup + str escapes the str (and str + Markup likewise) */
+            textbuf tb;
+            textbuf_init(&tb, JINJA_MAX_OUTPUT, "a concatenated string");
+            hearth_status st = a.u.s->markup ? textbuf_append(&tb, a.u.s->data, a.u.s->len)
+                                             : jtext_html_escape(&tb, a.u.s->data, a.u.s->len);
+            if (st == HEARTH_OK)
+                st = b.u.s->markup ? textbuf_append(&tb, b.u.s->data, b.u.s->len)
+                                   : jtext_html_escape(&tb, b.u.s->data, b.u.s->len);
+            if (st == HEARTH_OK) st = jinja_string_from(r, &tb, out);
+            if (st == HEARTH_OK) out->u.s->markup = true;
+            textbuf_free(&tb);
+            return st;
+        }
         if (a.kind == VALUE_STRING && b.kind == VALUE_STRING) {
             hearth_status st = jrender_charge(r, (a.u.s->len + b.u.s->len) / JINJA_WORK_BYTES);
             if (st != HEARTH_OK) return st;

@@ -183,30 +183,32 @@ FILTER(string)
     return st == HEARTH_OK ? self_text(r, self, out) : st;
 }
 
-FILTER(escape)
+/* escape (e) leaves strings already marked safe alone; forceescape
+ * escapes them too.  Both give safe strings. */
+static hearth_status escape_filter(struct jrender *r, const char *fn, value self, const struct jargs *args,
+                                   bool force, value *out)
 {
-    hearth_status st = no_args("escape", args);
+    hearth_status st = no_args(fn, args);
+    if (st != HEARTH_OK) return st;
+    if (!force && self.kind == VALUE_STRING && self.u.s->markup) {
+        *out = value_ref(self);
+        return HEARTH_OK;
+    }
     value s = value_undefined();
-    if (st == HEARTH_OK) st = self_text(r, self, &s);
+    st = self_text(r, self, &s);
     if (st != HEARTH_OK) return st;
     textbuf tb;
     textbuf_init(&tb, JINJA_MAX_OUTPUT, "an escaped string");
-    for (size_t i = 0; st == HEARTH_OK && i < s.u.s->len; i++) {
-        char c = s.u.s->data[i];
-        switch (c) {
-        case '&': st = textbuf_append_str(&tb, "&amp;"); break;
-        case '<': st = textbuf_append_str(&tb, "&lt;"); break;
-        case '>': st = textbuf_append_str(&tb, "&gt;"); break;
-        case '"': st = textbuf_append_str(&tb, "&#34;"); break;
-        case '\'': st = textbuf_append_str(&tb, "&#39;"); break;
-        default: st = textbuf_append_char(&tb, c); break;
-        }
-    }
+    st = jtext_html_escape(&tb, s.u.s->data, s.u.s->len);
     value_unref(s);
     if (st == HEARTH_OK) st = jinja_string_from(r, &tb, out);
+    if (st == HEARTH_OK) out->u.s->markup = true;   /* a new string: ours to mark */
     textbuf_free(&tb);
     return st;
 }
+
+FILTER(escape) { return escape_filter(r, "escape", self, args, false, out); }
+FILTER(forceescape) { return escape_filter(r, "forceescape", self, args, true, out); }
 
 FILTER(indent)
 {
@@ -692,9 +694,19 @@ FILTER(round)
 
 FILTER(safe)
 {
-    (void)r;
     hearth_status st = no_args("safe", args);
-    return st == HEARTH_OK ? self_text(r, self, out) : st;
+    if (st != HEARTH_OK) return st;
+    if (self.kind == VALUE_STRING && self.u.s->markup) {
+        *out = value_ref(self);
+        return HEARTH_OK;
+    }
+    value s = value_undefined();
+    st = self_text(r, self, &s);
+    /* a marked copy: the text itself may be shared */
+    if (st == HEARTH_OK) st = jrender_new_string(r, s.u.s->data, s.u.s->len, out);
+    if (st == HEARTH_OK) out->u.s->markup = true;
+    value_unref(s);
+    return st;
 }
 
 /* ---- sequences --------------------------------------------------------------- */
@@ -1104,9 +1116,11 @@ FILTER(attr)
     return jrender_getattr(r, self, name->data, name->len, out);
 }
 
-/* map(attribute=..., default=...) or map('filter', args...) */
+/* map(attribute=..., default=...) or map('filter', args...); like Jinja's
+ * generator, a false value (none, empty) maps to nothing. */
 FILTER(map)
 {
+    if (!value_truthy(self)) return value_new_list(0, out);
     value items = value_undefined();
     hearth_status st = jrender_iterate(r, self, &items);
     if (st != HEARTH_OK) return st;
@@ -1147,11 +1161,13 @@ FILTER(map)
 }
 
 /* select/reject/selectattr/rejectattr: keep the items (or their attribute)
- * for which the test (default: truthiness) is `keep`. */
+ * for which the test (default: truthiness) is `keep`.  Like Jinja's
+ * generators, a false value (none, empty) selects nothing. */
 static hearth_status select_items(struct jrender *r, const char *fn, value self,
                                   const struct jargs *args, bool by_attr, bool keep, value *out)
 {
     *out = value_undefined();
+    if (!value_truthy(self)) return value_new_list(0, out);
     if (args->n_kw) return hearth_error(HEARTH_E_TEMPLATE, "%s() takes no keyword arguments", fn);
     size_t at = 0;
     const struct vstring *attribute = NULL, *test = NULL;
@@ -1438,7 +1454,7 @@ static const struct named_fn filters[] = {
     {"capitalize", filter_capitalize}, {"center", filter_center}, {"count", filter_length},
     {"d", filter_default}, {"default", filter_default}, {"dictsort", filter_dictsort},
     {"e", filter_escape}, {"escape", filter_escape}, {"first", filter_first},
-    {"float", filter_float}, {"forceescape", filter_escape}, {"format", filter_format},
+    {"float", filter_float}, {"forceescape", filter_forceescape}, {"format", filter_format},
     {"indent", filter_indent}, {"int", filter_int}, {"items", filter_items},
     {"join", filter_join}, {"last", filter_last}, {"length", filter_length},
     {"list", filter_list}, {"lower", filter_lower}, {"map", filter_map},

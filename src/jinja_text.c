@@ -363,6 +363,28 @@ hearth_status jtext_replace(struct jrender *r, const struct vstring *s, const st
     return finish(r, &tb, st, out);
 }
 
+hearth_status jtext_html_escape(textbuf *tb, const char *s, size_t len)
+{
+    hearth_status st = HEARTH_OK;
+    size_t run = 0;
+    for (size_t i = 0; st == HEARTH_OK && i < len; i++) {
+        const char *esc;
+        switch (s[i]) {
+        case '&': esc = "&amp;"; break;
+        case '<': esc = "&lt;"; break;
+        case '>': esc = "&gt;"; break;
+        case '"': esc = "&#34;"; break;
+        case '\'': esc = "&#39;"; break;
+        default: continue;
+        }
+        st = textbuf_append(tb, s + run, i - run);
+        if (st == HEARTH_OK) st = textbuf_append_str(tb, esc);
+        run = i + 1;
+    }
+    if (st == HEARTH_OK) st = textbuf_append(tb, s + run, len - run);
+    return st;
+}
+
 /* ---- number formatting --------------------------------------------------- */
 
 /* The two helpers below hand printf a format built at run time from

@@ -103,6 +103,7 @@ struct vstring *vstring_alloc(size_t len)
     str->refs = 1;
     str->len = len;
     str->n_chars = 0;
+    str->markup = false;
     str->data[len] = '\0';
     return str;
 }

@@ -50,6 +50,7 @@ struct vstring {
     size_t refs;
     size_t len;       /* bytes, without the terminating NUL */
     size_t n_chars;   /* code points */
+    bool markup;      /* templates: marked safe (Jinja's Markup), see jinja.h */
     char data[];
 };
 
