@@ -10,9 +10,9 @@
  * Every failure must be a status with a message, never a crash, a hang or
  * a leak.
  *
- * Run (see configure --enable-fuzzing), seeded with the shared templates:
- *   mkdir corpus && cp ../shared/chat/*.jinja ../shared/chat/*.json corpus/
- *   tests/fuzz/fuzz-template -timeout=10 -max_len=65536 corpus
+ * Run (see configure --enable-fuzzing) with a corpus directory seeded with
+ * copies of the shared chat templates and conversations (../shared/chat):
+ *   tests/fuzz/fuzz-template -timeout=10 -max_len=8192 corpus
  */
 #include "internal.h"
 
