@@ -267,8 +267,11 @@ hearth_status hearth_gguf_writer_write(hearth_gguf_writer *w, const char *path);
  *
  * Rendering is bounded so that hostile templates cannot crash or hang the
  * process: nesting of 100 levels when parsing and 400 when evaluating, 40
- * nested macro calls, one million loop iterations, 50 million units of
- * work, 64 MiB of output; reaching a limit is an error (HEARTH_E_RANGE). */
+ * nested macro calls, one million loop iterations, 20 million units of
+ * work (one per evaluated expression, list element built or 8 bytes of
+ * text built), 64 MiB of output; reaching a limit is an error
+ * (HEARTH_E_RANGE).  At those limits rendering uses up to about 200 KiB of
+ * the calling thread's stack. */
 
 typedef struct hearth_template hearth_template;
 
