@@ -8,7 +8,9 @@
  *   jinja_lexer.c     template text -> tokens (whitespace control included)
  *   jinja_parser.c    tokens -> syntax tree (struct jnode)
  *   jinja_eval.c      syntax tree -> output text (scopes, loops, macros)
- *   jinja_filters.c   the filters and tests
+ *   jinja_ops.c       the operators (arithmetic, concatenation, comparison)
+ *   jinja_filters.c   the filters
+ *   jinja_tests.c     the tests
  *   jinja_methods.c   string/dict/list methods and global functions
  *   jinja_text.c      text helpers shared by filters and methods (case,
  *                     stripping, splitting, %-formatting, str.format,
@@ -232,7 +234,7 @@ typedef hearth_status (*jinja_fn)(struct jrender *r, value self, const struct ja
 
 /* Filters (jinja_filters.c): the operand is `self`. */
 jinja_fn jinja_find_filter(const char *name);
-/* Tests: the result is a bool value. */
+/* Tests (jinja_tests.c): the result is a bool value. */
 jinja_fn jinja_find_test(const char *name);
 /* Methods (jinja_methods.c) of a value, by name: NULL when the value has no
  * such method.  Dicts have items, keys, values and get; strings the str
@@ -259,8 +261,10 @@ hearth_status jrender_getitem(struct jrender *r, value obj, value key, value *ou
 /* The items a for loop over v walks (list items, dict keys, string
  * characters; nothing for undefined) as a list. */
 hearth_status jrender_iterate(struct jrender *r, value v, value *out);
-/* a op b with Python semantics (op: enum jbinop). */
+/* a op b with Python semantics (op: enum jbinop), and the comparison
+ * a op b (op: enum jcmp) (jinja_ops.c). */
 hearth_status jrender_binop(struct jrender *r, int op, value a, value b, value *out);
+hearth_status jrender_compare(int op, value a, value b, bool *out);
 const struct jinja_clock *jrender_clock(struct jrender *r);
 
 /* New strings: the work they cost is charged (one unit per

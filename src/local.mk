@@ -36,7 +36,9 @@ src_libhearth_core_la_SOURCES = \
 	src/jinja_filters.c \
 	src/jinja_lexer.c \
 	src/jinja_methods.c \
+	src/jinja_ops.c \
 	src/jinja_parser.c \
+	src/jinja_tests.c \
 	src/jinja_text.c \
 	src/json.c \
 	src/json.h \
