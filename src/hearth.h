@@ -293,6 +293,7 @@ const char *const *hearth_template_builtin_names(void);
  * hearth_template_parse(), prefixed with the file's name. */
 hearth_status hearth_template_from_gguf(const hearth_gguf *gguf, hearth_template **out);
 
+/* Free a template (NULL is allowed). */
 void hearth_template_free(hearth_template *tmpl);
 
 /* What a template sees besides the messages.  All-zero fields give the
@@ -328,7 +329,9 @@ typedef struct hearth_chat_options {
  * offset), HEARTH_E_INVALID for messages that are not an array of objects
  * or an invalid option, HEARTH_E_TEMPLATE when the template raises an
  * exception or fails at run time (with its line and column), HEARTH_E_RANGE
- * when a limit is reached. */
+ * when a limit is reached (integers beyond 64 bits included),
+ * HEARTH_E_UNSUPPORTED when it uses one of the few Jinja features hearth
+ * lacks (such as dict keys that are not strings). */
 hearth_status hearth_template_render(const hearth_template *tmpl, const char *messages_json,
                                      size_t messages_len, const hearth_chat_options *options,
                                      char **out, size_t *out_len);
