@@ -18,7 +18,17 @@ src_libhearth_core_la_SOURCES = \
 	src/fp16.h \
 	src/internal.h \
 	src/quant.h \
-	src/types.c
+	src/text_stream.c \
+	src/tokenizer.c \
+	src/tokenizer.h \
+	src/tokenizer_bpe.c \
+	src/tokenizer_pretok.c \
+	src/tokenizer_special.c \
+	src/tokenizer_spm.c \
+	src/tokenizer_vocab.c \
+	src/types.c \
+	src/utf8.c \
+	src/utf8.h
 
 src_libhearth_core_la_LIBADD = \
 	$(OPENBLAS_LIBS) \

@@ -7,5 +7,6 @@ src_hearth_SOURCES = \
 	src/cli/commands.def \
 	src/cli/inspect.c \
 	src/cli/main.c \
-	src/cli/options.c
+	src/cli/options.c \
+	src/cli/tokenize.c
 src_hearth_LDADD = src/libhearth.la -lm
