@@ -28,15 +28,27 @@ TEST_LIBS = src/libhearth-core.la $(CHECK_LIBS)
 if HAVE_CHECK
 check_PROGRAMS += \
 	tests/test-gguf \
+	tests/test-text-stream \
+	tests/test-tokenizer \
 	tests/test-types
 TESTS += \
 	tests/test-gguf \
+	tests/test-text-stream \
+	tests/test-tokenizer \
 	tests/test-types
 endif
 
 tests_test_gguf_SOURCES = tests/test-gguf.c tests/testutil.c
 tests_test_gguf_CFLAGS = $(TEST_CFLAGS)
 tests_test_gguf_LDADD = $(TEST_LIBS)
+
+tests_test_text_stream_SOURCES = tests/test-text-stream.c tests/testutil.c
+tests_test_text_stream_CFLAGS = $(TEST_CFLAGS)
+tests_test_text_stream_LDADD = $(TEST_LIBS)
+
+tests_test_tokenizer_SOURCES = tests/test-tokenizer.c tests/testutil.c
+tests_test_tokenizer_CFLAGS = $(TEST_CFLAGS)
+tests_test_tokenizer_LDADD = $(TEST_LIBS)
 
 tests_test_types_SOURCES = tests/test-types.c tests/testutil.c
 tests_test_types_CFLAGS = $(TEST_CFLAGS)
@@ -45,10 +57,12 @@ tests_test_types_LDADD = $(TEST_LIBS)
 # End-to-end tests of the hearth program.
 TESTS += \
 	tests/cli-basics.sh \
-	tests/cli-inspect.sh
+	tests/cli-inspect.sh \
+	tests/cli-tokenize.sh
 EXTRA_DIST += \
 	tests/cli-basics.sh \
-	tests/cli-inspect.sh
+	tests/cli-inspect.sh \
+	tests/cli-tokenize.sh
 
 # Fuzz targets.  With --enable-fuzzing (clang) each is a libFuzzer program,
 # tests/fuzz/fuzz-<target>; every build also links it with a replay driver,
