@@ -68,16 +68,29 @@ EXTRA_DIST += \
 # tests/fuzz/fuzz-<target>; every build also links it with a replay driver,
 # tests/fuzz/replay-<target>, that make check runs over the seed inputs and
 # the crash reproducers in tests/fuzz/regressions-<target>/.
-FUZZ_TARGETS = gguf
-EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/regressions-gguf/.keep
+FUZZ_TARGETS = gguf tokenizer
+EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/regressions-gguf/.keep \
+	tests/fuzz/regressions-tokenizer/.keep
 TESTS += tests/fuzz-replay.sh
-check_PROGRAMS += tests/fuzz/replay-gguf
+check_PROGRAMS += tests/fuzz/replay-gguf tests/fuzz/replay-tokenizer
 tests_fuzz_replay_gguf_SOURCES = tests/fuzz/fuzz-gguf.c tests/fuzz/replay.c
 tests_fuzz_replay_gguf_LDADD = src/libhearth-core.la
+
+# The tokenizer target reads the shared vocabularies from $HEARTH_TEST_DATA,
+# or else from the test data directory configure chose.
+FUZZ_DATA_CPPFLAGS = $(AM_CPPFLAGS) -DHEARTH_FUZZ_DATA='"$(HEARTH_DEFAULT_TEST_DATA)"'
+tests_fuzz_replay_tokenizer_SOURCES = tests/fuzz/fuzz-tokenizer.c tests/fuzz/replay.c
+tests_fuzz_replay_tokenizer_CPPFLAGS = $(FUZZ_DATA_CPPFLAGS)
+tests_fuzz_replay_tokenizer_LDADD = src/libhearth-core.la
 
 if ENABLE_FUZZING
 noinst_PROGRAMS += tests/fuzz/fuzz-gguf
 tests_fuzz_fuzz_gguf_SOURCES = tests/fuzz/fuzz-gguf.c
 tests_fuzz_fuzz_gguf_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_gguf_LDADD = src/libhearth-core.la
+noinst_PROGRAMS += tests/fuzz/fuzz-tokenizer
+tests_fuzz_fuzz_tokenizer_SOURCES = tests/fuzz/fuzz-tokenizer.c
+tests_fuzz_fuzz_tokenizer_CPPFLAGS = $(FUZZ_DATA_CPPFLAGS)
+tests_fuzz_fuzz_tokenizer_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_tokenizer_LDADD = src/libhearth-core.la
 endif
