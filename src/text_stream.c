@@ -50,9 +50,11 @@ struct hearth_text_stream {
     size_t cap_out;
 };
 
+/* Grow *buf to hold need bytes; it is always allocated afterwards, so
+ * that pointer arithmetic on it is defined even for empty text. */
 static hearth_status reserve(char **buf, size_t *cap, size_t need, const char *what)
 {
-    if (need <= *cap) return HEARTH_OK;
+    if (need <= *cap && *buf) return HEARTH_OK;
     size_t n = HEARTH_MAX(need, *cap * 2);
     if (n < 64) n = 64;
     char *p = hearth_realloc(*buf, n, what);
