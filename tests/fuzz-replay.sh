@@ -14,7 +14,8 @@ for target in gguf tokenizer; do
     case $target in
     tokenizer)
         set -- "$HEARTH_TEST_DATA"/vocab/tokenizer-tests.inp "$HEARTH_TEST_DATA"/text/*.txt \
-            "$HEARTH_TEST_DATA"/chat/*.jinja ;;
+            "$HEARTH_TEST_DATA"/chat/*.jinja "$HEARTH_TEST_DATA"/vocab/*.gguf \
+            "$HEARTH_TEST_DATA"/models/stories260K.gguf ;;
     *)
         set -- "$HEARTH_TEST_DATA"/models/*.gguf "$HEARTH_TEST_DATA"/vocab/*.gguf ;;
     esac

@@ -5,7 +5,9 @@
  * hearth_text_stream with a stop string, under every shared vocabulary.
  *
  * The first byte of the input picks the vocabulary and the flags; the
- * rest is the text.  Besides crashes, hangs and out-of-bounds reads, the
+ * rest is the text.  An input that starts with the GGUF magic is instead
+ * a vocabulary file: it is loaded from memory and, when accepted, used to
+ * tokenize, decode and stream a few fixed texts.  Besides crashes, hangs and out-of-bounds reads, the
  * target aborts when a property fails: every id is in the vocabulary,
  * plain text decodes back to itself where the vocabulary can spell it,
  * the stream gives only valid UTF-8 and never any part of a stop string.
@@ -117,6 +119,35 @@ static void stream(const hearth_vocab *v, const hearth_token *ids, size_t n, con
     hearth_text_stream_free(s);
 }
 
+static void check_text(const hearth_vocab *v, const char *text, size_t len, unsigned control);
+
+/* A vocabulary file from the input: whatever its metadata says, loading
+ * either fails cleanly or gives a vocabulary that works. */
+static void fuzz_vocab_file(const uint8_t *data, size_t size)
+{
+    static const char *const texts[] = {
+        "Hello world", " <s>\n\t  a\xC3\xA9\xE2\x96\x81 <|im_start|>x", "\xF0\x9F\xA6\x99\xFF 12345", "",
+    };
+    hearth_gguf *g;
+    if (hearth_gguf_open_memory(data, size, "fuzz.gguf", &g) != HEARTH_OK) return;
+    hearth_vocab_options o = {true};
+    hearth_vocab *v;
+    if (hearth_vocab_load(g, &o, &v) == HEARTH_OK) {
+        hearth_gguf_close(g); /* the vocabulary must not refer to the file */
+        for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+            for (unsigned control = 0; control < 0x20; control += 4)
+                check_text(v, texts[i], strlen(texts[i]), control);
+        for (int32_t id = 0; id < hearth_vocab_n_tokens(v) && id < 4096; id++) {
+            size_t len;
+            if (!hearth_token_piece(v, id, HEARTH_DECODE_SPECIAL, &len)) fail("no piece", size);
+            (void)hearth_vocab_is_eog(v, id);
+        }
+        hearth_vocab_free(v);
+    } else {
+        hearth_gguf_close(g);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -126,16 +157,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         load_vocabs();
         loaded = true;
     }
+    if (size >= 4 && memcmp(data, "GGUF", 4) == 0) {
+        fuzz_vocab_file(data, size);
+        return 0;
+    }
     if (size < 1 || size > MAX_INPUT) return 0;
-    unsigned control = data[0];
-    const hearth_vocab *v = vocabs[control % N_VOCABS];
+    check_text(vocabs[data[0] % N_VOCABS], (const char *)data + 1, size - 1, data[0]);
+    return 0;
+}
+
+static void check_text(const hearth_vocab *v, const char *text, size_t len, unsigned control)
+{
+    size_t size = len + 1;
     unsigned flags = 0;
     if (control & 0x04) flags |= HEARTH_TOKENIZE_ADD_SPECIAL;
     if (control & 0x08) flags |= HEARTH_TOKENIZE_PARSE_SPECIAL;
     unsigned decode = (control & 0x10) ? HEARTH_DECODE_SPECIAL : 0;
-    const char *text = (const char *)data + 1;
-    size_t len = size - 1;
-
     size_t n = 0, cap = len + 8;
     hearth_token *ids = malloc(cap * sizeof *ids);
     if (!ids) abort();
@@ -160,14 +197,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (hearth_detokenize(v, ids, n, decode, back, back_len, &back_len) != HEARTH_OK)
         fail("detokenize failed", size);
     /* Plain text comes back as it was: byte-level BPE spells every byte,
-     * and the SentencePiece vocabulary has every byte token -- but writes
-     * U+2581 as a space. */
+     * and the shared SentencePiece vocabulary has every byte token -- but
+     * writes U+2581 as a space. */
+    bool shared = false;
+    for (size_t i = 0; i < N_VOCABS; i++) shared |= v == vocabs[i];
     bool spm = hearth_vocab_get_kind(v) == HEARTH_VOCAB_SPM;
     bool plain = !(flags & HEARTH_TOKENIZE_PARSE_SPECIAL) && !(flags & HEARTH_TOKENIZE_ADD_SPECIAL);
     bool has_spm_space = false;
     for (size_t i = 0; i + 3 <= len && !has_spm_space; i++)
         has_spm_space = memcmp(text + i, "\xE2\x96\x81", 3) == 0;
-    if (plain && !(spm && has_spm_space) && (back_len != len || memcmp(back, text, len) != 0))
+    if (shared && plain && !(spm && has_spm_space) && (back_len != len || memcmp(back, text, len) != 0))
         fail("plain text does not decode to itself", size);
     free(back);
 
@@ -183,5 +222,4 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     stream(v, ids, n, text, len, stop_ptr, decode);
     stream(v, NULL, 0, text, len, stop_ptr, decode);
     free(ids);
-    return 0;
 }
