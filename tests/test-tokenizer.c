@@ -660,6 +660,40 @@ START_TEST(test_hostile_text)
 }
 END_TEST
 
+START_TEST(test_concurrent_use)
+{
+    if (!test_require_data()) return;
+    /* One vocabulary, many threads: every call keeps its own scratch
+     * space, so each thread gets the tokens a lone call gets. */
+    hearth_vocab *vocabs[2] = {load_shared("vocab/vocab-qwen3.gguf"),
+                               load_shared("vocab/ggml-vocab-llama-spm.gguf")};
+    size_t len;
+    char *text = test_read_file(test_data_path("text/GPL-3.txt"), &len);
+    for (int k = 0; k < 2; k++) {
+        size_t n_ref;
+        hearth_token *ref = tokenize(vocabs[k], text, len, HEARTH_TOKENIZE_ADD_SPECIAL, &n_ref);
+        int mismatches = 0;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(4) reduction(+ : mismatches)
+#endif
+        for (int i = 0; i < 8; i++) {
+            size_t cap = len + 16, n;
+            hearth_token *ids = malloc(cap * sizeof *ids);
+            if (!ids || hearth_tokenize(vocabs[k], text, len, HEARTH_TOKENIZE_ADD_SPECIAL, ids, cap,
+                                        &n) != HEARTH_OK ||
+                n != n_ref || memcmp(ids, ref, n * sizeof *ids) != 0)
+                mismatches++;
+            free(ids);
+        }
+        ck_assert_int_eq(mismatches, 0);
+        free(ref);
+    }
+    free(text);
+    hearth_vocab_free(vocabs[0]);
+    hearth_vocab_free(vocabs[1]);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tokenizer");
@@ -670,6 +704,7 @@ int main(void)
     tcase_add_test(tc, test_parse_special);
     tcase_add_test(tc, test_pieces_and_leading_space);
     tcase_add_test(tc, test_hostile_text);
+    tcase_add_test(tc, test_concurrent_use);
     suite_add_tcase(s, tc);
     tc = tcase_create("built");
     tcase_add_test(tc, test_bpe_merge_order);
