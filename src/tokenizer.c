@@ -104,7 +104,6 @@ void tok_scratch_free(tok_scratch *s)
     free(s->heap.items);
     free(s->buf);
     pretok_state_free(s->pretok);
-    bpe_cache_free(s->cache);
     memset(s, 0, sizeof *s);
 }
 

@@ -137,7 +137,6 @@ typedef struct tok_scratch {
     char *buf;          /* escaped or byte-mapped text */
     size_t cap_buf;
     struct pretok_state *pretok; /* tokenizer_pretok.c */
-    struct bpe_cache *cache;     /* tokenizer_bpe.c */
 } tok_scratch;
 
 hearth_status tok_scratch_symbols(tok_scratch *s, size_t n);
@@ -175,7 +174,6 @@ void bpe_free_merges(hearth_vocab *v);
 /* Encode one fragment of raw text: pre-tokenize, then merge each word. */
 hearth_status bpe_encode(const hearth_vocab *v, const char *text, size_t len, tok_scratch *s,
                          tok_vec *out);
-void bpe_cache_free(struct bpe_cache *cache);
 
 /* ---- pre-tokenizers (tokenizer_pretok.c) ---- */
 

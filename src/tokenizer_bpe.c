@@ -245,8 +245,3 @@ hearth_status bpe_encode(const hearth_vocab *v, const char *text, size_t len, to
     struct word_ctx ctx = {v, s, out};
     return pretok_split(v->pretok, text, len, s, encode_word, &ctx);
 }
-
-void bpe_cache_free(struct bpe_cache *cache)
-{
-    (void)cache;
-}
