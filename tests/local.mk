@@ -70,7 +70,7 @@ EXTRA_DIST += \
 # the crash reproducers in tests/fuzz/regressions-<target>/.
 FUZZ_TARGETS = gguf tokenizer
 EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/regressions-gguf/.keep \
-	tests/fuzz/regressions-tokenizer/.keep
+	tests/fuzz/regressions-tokenizer
 TESTS += tests/fuzz-replay.sh
 check_PROGRAMS += tests/fuzz/replay-gguf tests/fuzz/replay-tokenizer
 tests_fuzz_replay_gguf_SOURCES = tests/fuzz/fuzz-gguf.c tests/fuzz/replay.c
