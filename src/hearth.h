@@ -362,7 +362,10 @@ hearth_token hearth_vocab_find(const hearth_vocab *vocab, const char *text, size
  * number the whole text needs to *n_tokens.  When that is more than
  * capacity, the call returns HEARTH_E_RANGE and the caller may retry with
  * a buffer of *n_tokens ids (a capacity of len + 8 almost always
- * suffices).  tokens may be NULL when capacity is 0. */
+ * suffices).  tokens may be NULL when capacity is 0.  With
+ * HEARTH_TOKENIZE_PARSE_SPECIAL the longest special token starting at a
+ * position wins, and SentencePiece puts its space in front of the text
+ * after each special token as at the start. */
 hearth_status hearth_tokenize(const hearth_vocab *vocab, const char *text, size_t len,
                               unsigned flags, hearth_token *tokens, size_t capacity,
                               size_t *n_tokens);
