@@ -45,6 +45,32 @@ static void usage(FILE *out)
             "                            is unknown\n");
 }
 
+/* Bytes of the well-formed UTF-8 character at p[0..n), or 0 (the
+ * Unicode Standard's table 3-7: second-byte ranges exclude overlong
+ * forms, surrogates and code points above U+10FFFF). */
+static size_t whole_character(const unsigned char *p, size_t n)
+{
+    unsigned char b = p[0], lo = 0x80, hi = 0xBF;
+    size_t len;
+    if (b >= 0xC2 && b <= 0xDF) {
+        len = 2;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+        len = 3;
+        if (b == 0xE0) lo = 0xA0;
+        if (b == 0xED) hi = 0x9F;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        len = 4;
+        if (b == 0xF0) lo = 0x90;
+        if (b == 0xF4) hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (n < len || p[1] < lo || p[1] > hi) return 0;
+    for (size_t k = 2; k < len; k++)
+        if (p[k] < 0x80 || p[k] > 0xBF) return 0;
+    return len;
+}
+
 /* The piece in double quotes, escaped so that whitespace, control bytes
  * and bytes that are not whole UTF-8 characters are visible. */
 static void print_piece(const char *p, size_t n)
@@ -52,25 +78,18 @@ static void print_piece(const char *p, size_t n)
     putchar('"');
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)p[i];
+        size_t len;
         if (c == '\n') fputs("\\n", stdout);
         else if (c == '\t') fputs("\\t", stdout);
         else if (c == '\r') fputs("\\r", stdout);
         else if (c == '"' || c == '\\') printf("\\%c", c);
         else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
         else if (c < 0x80) putchar(c);
-        else {
-            /* a multi-byte character goes out as it is when it is whole */
-            size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-            bool whole = len > 1 && c >= 0xC2 && c <= 0xF4 && i + len <= n;
-            for (size_t k = 1; whole && k < len; k++)
-                whole = ((unsigned char)p[i + k] & 0xC0) == 0x80;
-            if (whole) {
-                fwrite(p + i, 1, len, stdout);
-                i += len;
-                continue;
-            }
-            printf("\\x%02x", c);
-        }
+        else if ((len = whole_character((const unsigned char *)p + i, n - i)) > 0) {
+            fwrite(p + i, 1, len, stdout);
+            i += len;
+            continue;
+        } else printf("\\x%02x", c);
         i++;
     }
     putchar('"');
