@@ -15,6 +15,9 @@ src_libhearth_core_la_SOURCES = \
 	src/fp16.h \
 	src/internal.h \
 	src/quant.h \
+	src/rng.h \
+	src/sampler.c \
+	src/sampler.h \
 	src/types.c
 
 src_libhearth_core_la_LIBADD = \

@@ -26,10 +26,16 @@ TEST_LIBS = src/libhearth-core.la $(CHECK_LIBS)
 
 if HAVE_CHECK
 check_PROGRAMS += \
+	tests/test-sampler \
 	tests/test-types
 TESTS += \
+	tests/test-sampler \
 	tests/test-types
 endif
+
+tests_test_sampler_SOURCES = tests/test-sampler.c tests/testutil.c
+tests_test_sampler_CFLAGS = $(TEST_CFLAGS)
+tests_test_sampler_LDADD = $(TEST_LIBS)
 
 tests_test_types_SOURCES = tests/test-types.c tests/testutil.c
 tests_test_types_CFLAGS = $(TEST_CFLAGS)
