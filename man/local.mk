@@ -1,4 +1,5 @@
 # man/local.mk -- one page for hearth(1) and one per subcommand.
 
 dist_man_MANS += \
-	man/hearth.1
+	man/hearth.1 \
+	man/hearth-sampling.7

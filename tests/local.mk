@@ -26,12 +26,21 @@ TEST_LIBS = src/libhearth-core.la $(CHECK_LIBS)
 
 if HAVE_CHECK
 check_PROGRAMS += \
+	tests/test-cli-sampling \
 	tests/test-sampler \
 	tests/test-types
 TESTS += \
+	tests/test-cli-sampling \
 	tests/test-sampler \
 	tests/test-types
 endif
+
+# The command-line helpers are tested by linking their sources directly.
+tests_test_cli_sampling_SOURCES = tests/test-cli-sampling.c tests/testutil.c \
+	src/cli/sampling_options.c src/cli/options.c
+tests_test_cli_sampling_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/cli
+tests_test_cli_sampling_CFLAGS = $(TEST_CFLAGS)
+tests_test_cli_sampling_LDADD = $(TEST_LIBS) -lm
 
 tests_test_sampler_SOURCES = tests/test-sampler.c tests/testutil.c
 tests_test_sampler_CFLAGS = $(TEST_CFLAGS)

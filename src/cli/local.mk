@@ -6,5 +6,7 @@ src_hearth_SOURCES = \
 	src/cli/cli.h \
 	src/cli/commands.def \
 	src/cli/main.c \
-	src/cli/options.c
+	src/cli/options.c \
+	src/cli/sampling_options.c \
+	src/cli/sampling_options.h
 src_hearth_LDADD = src/libhearth.la -lm
