@@ -2,4 +2,5 @@
 
 dist_man_MANS += \
 	man/hearth.1 \
+	man/hearth-pull.1 \
 	man/hearth-sampling.7

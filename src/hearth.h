@@ -367,6 +367,72 @@ void hearth_sampler_reset(hearth_sampler *sampler);
 
 /* == downloads ========================================================== */
 
+/*
+ * Model files are fetched over HTTP(S) into a cache and reused from there.
+ * The cache directory is $XDG_CACHE_HOME/hearth, or ~/.cache/hearth when
+ * XDG_CACHE_HOME is unset; files land at
+ *
+ *   CACHE/hf/OWNER/REPO/FILE    for a file of a Hugging Face repository
+ *   CACHE/url/HASH/NAME         for a URL: HASH is the first 16 hex digits
+ *                               of the URL's SHA-256, NAME its last segment
+ *
+ * A file already at its place is used without any network access.  A
+ * download is written to PLACE.part, resumed from there with an HTTP Range
+ * request after an interruption (a server that ignores the range sends the
+ * whole file again, which replaces the partial one), checked against the
+ * SHA-256 the server announces when it announces one, and renamed to its
+ * place only when complete and correct.  The digest is taken from an
+ * X-Linked-ETag header, a Repr-Digest or Digest header with a sha-256
+ * value, or, for repository files, an ETag of exactly 64 hex digits.
+ *
+ * The library prints nothing: progress is reported through a callback.
+ * Builds without libcurl return HEARTH_E_UNSUPPORTED from every download
+ * call.  Paths returned are allocated with malloc(); release them with
+ * free().
+ */
+
+/* Progress of a download: bytes_done of bytes_total (0 when the server did
+ * not tell), resumed bytes included.  Called about once a second and after
+ * data arrives.  Returning false cancels the download with
+ * HEARTH_E_INTERRUPTED; the partial file is kept for a later resume. */
+typedef bool (*hearth_progress_fn)(void *user, uint64_t bytes_done, uint64_t bytes_total);
+
+typedef struct hearth_download_options {
+    const char *cache_dir;           /* NULL: the default above */
+    const char *hf_endpoint;         /* NULL: $HEARTH_HF_ENDPOINT, or
+                                        https://huggingface.co */
+    hearth_progress_fn progress;     /* NULL: none */
+    void *progress_user;
+    int connect_timeout_s;           /* 0: 30 seconds */
+    int stall_timeout_s;             /* give up when no data arrives for
+                                        this long; 0: 60 seconds */
+} hearth_download_options;
+
+/* Fill opts with the defaults (every field 0 or NULL). */
+void hearth_download_options_default(hearth_download_options *opts);
+
+/* Whether this build can download (it was built with libcurl). */
+bool hearth_download_supported(void);
+
+/* The cache directory that opts (NULL: the defaults) select; not created. */
+hearth_status hearth_cache_dir(const hearth_download_options *opts, char **dir_out);
+
+/* Fetch FILE of the Hugging Face repository OWNER/REPO, spec being
+ * "OWNER/REPO:FILE", from {endpoint}/{OWNER}/{REPO}/resolve/main/{FILE},
+ * unless it is in the cache already.  FILE may name a file in a folder of
+ * the repository ("q4/model.gguf").  Without ":FILE", the repository's file
+ * list picks its Q4_K_M GGUF file, else its only GGUF file.  Names are
+ * checked so that nothing can be written outside the cache:
+ * HEARTH_E_INVALID names the offending part.  HTTP errors name the status
+ * and the URL (HEARTH_E_NOT_FOUND for 404, HEARTH_E_NETWORK otherwise).
+ * *path_out: the local file. */
+hearth_status hearth_download_hf(const char *spec, const hearth_download_options *opts,
+                                 char **path_out);
+
+/* The same for any http:// or https:// URL. */
+hearth_status hearth_download_url(const char *url, const hearth_download_options *opts,
+                                  char **path_out);
+
 /* == compute devices ==================================================== */
 
 #ifdef __cplusplus

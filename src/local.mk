@@ -11,6 +11,9 @@ include_HEADERS += src/hearth.h
 EXTRA_DIST += src/hearth.pc.in
 
 src_libhearth_core_la_SOURCES = \
+	src/download.c \
+	src/download.h \
+	src/download_names.c \
 	src/error.c \
 	src/fp16.h \
 	src/internal.h \
@@ -18,6 +21,8 @@ src_libhearth_core_la_SOURCES = \
 	src/rng.h \
 	src/sampler.c \
 	src/sampler.h \
+	src/sha256.c \
+	src/sha256.h \
 	src/types.c
 
 src_libhearth_core_la_LIBADD = \

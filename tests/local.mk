@@ -27,11 +27,15 @@ TEST_LIBS = src/libhearth-core.la $(CHECK_LIBS)
 if HAVE_CHECK
 check_PROGRAMS += \
 	tests/test-cli-sampling \
+	tests/test-download \
 	tests/test-sampler \
+	tests/test-sha256 \
 	tests/test-types
 TESTS += \
 	tests/test-cli-sampling \
+	tests/test-download \
 	tests/test-sampler \
+	tests/test-sha256 \
 	tests/test-types
 endif
 
@@ -42,9 +46,17 @@ tests_test_cli_sampling_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/cli
 tests_test_cli_sampling_CFLAGS = $(TEST_CFLAGS)
 tests_test_cli_sampling_LDADD = $(TEST_LIBS) -lm
 
+tests_test_download_SOURCES = tests/test-download.c tests/testutil.c
+tests_test_download_CFLAGS = $(TEST_CFLAGS)
+tests_test_download_LDADD = $(TEST_LIBS)
+
 tests_test_sampler_SOURCES = tests/test-sampler.c tests/testutil.c
 tests_test_sampler_CFLAGS = $(TEST_CFLAGS)
 tests_test_sampler_LDADD = $(TEST_LIBS)
+
+tests_test_sha256_SOURCES = tests/test-sha256.c tests/testutil.c
+tests_test_sha256_CFLAGS = $(TEST_CFLAGS)
+tests_test_sha256_LDADD = $(TEST_LIBS)
 
 tests_test_types_SOURCES = tests/test-types.c tests/testutil.c
 tests_test_types_CFLAGS = $(TEST_CFLAGS)
@@ -52,6 +64,9 @@ tests_test_types_LDADD = $(TEST_LIBS)
 
 # End-to-end tests of the hearth program.
 TESTS += \
-	tests/cli-basics.sh
+	tests/cli-basics.sh \
+	tests/cli-pull.sh
 EXTRA_DIST += \
-	tests/cli-basics.sh
+	tests/cli-basics.sh \
+	tests/cli-pull.sh \
+	tests/http-server.py

@@ -6,7 +6,10 @@ src_hearth_SOURCES = \
 	src/cli/cli.h \
 	src/cli/commands.def \
 	src/cli/main.c \
+	src/cli/model_options.c \
+	src/cli/model_options.h \
 	src/cli/options.c \
+	src/cli/pull.c \
 	src/cli/sampling_options.c \
 	src/cli/sampling_options.h
 src_hearth_LDADD = src/libhearth.la -lm
