@@ -26,7 +26,6 @@
 #define DEFAULT_CONNECT_TIMEOUT_S 30
 #define DEFAULT_STALL_TIMEOUT_S 60
 #define MAX_REDIRECTS 10
-#define LISTING_MAX_BYTES (16u << 20)
 
 void hearth_download_options_default(hearth_download_options *opts)
 {
@@ -131,7 +130,7 @@ struct transfer {
     bool have_linked_digest, have_etag_digest;
 
     /* the body */
-    int fd;                     /* the .part file, or -1 to collect in memory */
+    int fd;                     /* the .part file */
     uint64_t offset;            /* bytes already there when the body began */
     uint64_t received;
     uint64_t total;             /* expected size of the whole file, 0 unknown */
@@ -141,8 +140,6 @@ struct transfer {
     bool stop_bad_range;
     bool cancelled;
     int write_errno;
-    char *memory;               /* for listings */
-    size_t memory_len;
 };
 
 static hearth_status write_all(int fd, const void *data, size_t len, int *err)
@@ -220,7 +217,6 @@ static bool begin_body(struct transfer *t)
         t->stop_wrong_status = true;
         return false;
     }
-    if (t->fd < 0) return true;
     if (t->status == 206) {
         if (!t->have_range || t->range_first != t->offset) {
             t->stop_bad_range = true;
@@ -248,24 +244,8 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *user)
     struct transfer *t = user;
     size_t len = size * nmemb;
     if (!t->body_started && !begin_body(t)) return 0;
-    if (t->fd >= 0) {
-        if (write_all(t->fd, data, len, &t->write_errno) != HEARTH_OK) return 0;
-        sha256_update(&t->hash, data, len);
-    } else {
-        if (t->memory_len + len > LISTING_MAX_BYTES) {
-            t->write_errno = EFBIG;
-            return 0;
-        }
-        char *grown = realloc(t->memory, t->memory_len + len + 1);
-        if (!grown) {
-            t->write_errno = ENOMEM;
-            return 0;
-        }
-        t->memory = grown;
-        memcpy(t->memory + t->memory_len, data, len);
-        t->memory_len += len;
-        t->memory[t->memory_len] = '\0';
-    }
+    if (write_all(t->fd, data, len, &t->write_errno) != HEARTH_OK) return 0;
+    sha256_update(&t->hash, data, len);
     t->received += len;
     return len;
 }
@@ -278,7 +258,7 @@ static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_of
     (void)ultotal;
     (void)ulnow;
     struct transfer *t = user;
-    if (!t->opts->progress || t->fd < 0) return 0;
+    if (!t->opts->progress) return 0;
     if (!t->opts->progress(t->opts->progress_user, t->offset + t->received, t->total)) {
         t->cancelled = true;
         return 1;
@@ -543,41 +523,14 @@ static hearth_status fetch_to_file(const char *url, const char *path, bool trust
     return st;
 }
 
-/* GET a small document (a listing) into memory. */
-static hearth_status fetch_to_memory(const char *url, const hearth_download_options *opts,
-                                     char **body, size_t *len)
+/* The file of the repository to fetch when the spec names none: that
+ * needs the repository listing, a JSON document, which this version does
+ * not read; download_choose_gguf() holds the rule it will apply. */
+static hearth_status choose_repository_file(const hf_spec *spec)
 {
-    struct transfer t = {.url = url, .opts = opts, .fd = -1};
-    hearth_status st = perform(&t);
-    if (st) {
-        free(t.memory);
-        return st;
-    }
-    if (!t.memory) {
-        t.memory = hearth_strdup("", "a response body");
-        if (!t.memory) return HEARTH_E_NOMEM;
-    }
-    *body = t.memory;
-    *len = t.memory_len;
-    return HEARTH_OK;
-}
-
-/* The file of the repository to fetch when the spec names none. */
-static hearth_status choose_repository_file(const char *endpoint, hf_spec *spec,
-                                            const hearth_download_options *opts)
-{
-    char *url = NULL, *body = NULL;
-    size_t len = 0;
-    hearth_status st = download_hf_api_url(endpoint, spec, &url);
-    if (st) return st;
-    st = fetch_to_memory(url, opts, &body, &len);
-    free(url);
-    if (st) return st;
-    free(body);
-    (void)len;
     return hearth_error(HEARTH_E_UNSUPPORTED,
-                        "%s/%s: choosing a file from the repository listing is not supported by "
-                        "this version; name the file as %s/%s:FILE",
+                        "%s/%s: name the file to download, as %s/%s:FILE (choosing one from the "
+                        "repository's file list is not supported yet)",
                         spec->owner, spec->repo, spec->owner, spec->repo);
 }
 
@@ -595,9 +548,9 @@ hearth_status hearth_download_hf(const char *spec_text, const hearth_download_op
     }
     hearth_status st = hf_spec_parse(spec_text, &spec);
     if (st) return st;
+    if (!spec.file && (st = choose_repository_file(&spec))) goto done;
     if ((st = download_endpoint(opts->hf_endpoint, &endpoint))) goto done;
     if ((st = download_cache_dir(opts->cache_dir, &cache))) goto done;
-    if (!spec.file && (st = choose_repository_file(endpoint, &spec, opts))) goto done;
     if ((st = download_hf_cache_path(cache, &spec, &path))) goto done;
     if (!is_regular_file(path)) {
         if ((st = download_hf_file_url(endpoint, &spec, &url))) goto done;

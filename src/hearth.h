@@ -420,8 +420,9 @@ hearth_status hearth_cache_dir(const hearth_download_options *opts, char **dir_o
 /* Fetch FILE of the Hugging Face repository OWNER/REPO, spec being
  * "OWNER/REPO:FILE", from {endpoint}/{OWNER}/{REPO}/resolve/main/{FILE},
  * unless it is in the cache already.  FILE may name a file in a folder of
- * the repository ("q4/model.gguf").  Without ":FILE", the repository's file
- * list picks its Q4_K_M GGUF file, else its only GGUF file.  Names are
+ * the repository ("q4/model.gguf").  A spec without ":FILE" is refused
+ * with HEARTH_E_UNSUPPORTED: this version cannot choose from the
+ * repository's file list.  Names are
  * checked so that nothing can be written outside the cache:
  * HEARTH_E_INVALID names the offending part.  HTTP errors name the status
  * and the URL (HEARTH_E_NOT_FOUND for 404, HEARTH_E_NETWORK otherwise).

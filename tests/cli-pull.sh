@@ -193,6 +193,8 @@ for spec in '../x:y.gguf' 'a/..:y.gguf' 'a/b:../../../escaped.gguf' 'a/b:/tmp/es
     'a/b:x/../../escaped.gguf' 'a/b:.hidden'; do
     expect_status 2 "rejected spec $spec" -- "$HEARTH" pull -hf "$spec"
 done
+expect_status 1 "a repository without a file name" -- "$HEARTH" pull -hf test/models
+stderr_has "name the file to download, as test/models:FILE" "the file name is asked for"
 [ -s "$tmpdir/requests" ] && fail "a rejected spec made a request" || pass "rejected specs make no request"
 if find "$tmpdir" -name 'escaped*' | grep -q .; then fail "a file escaped the cache"; else
     pass "nothing escaped the cache"; fi

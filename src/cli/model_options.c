@@ -63,7 +63,7 @@ int cli_model_option(const char *cmd, struct cli_model_source *src, int opt, con
 int cli_model_check(const char *cmd, const struct cli_model_source *src, bool required)
 {
     if (required && !source_flag(src))
-        return cli_usage_error(cmd, "no model given: use -m PATH, -hf OWNER/REPO[:FILE] or --url URL");
+        return cli_usage_error(cmd, "no model given: use -m PATH, -hf OWNER/REPO:FILE or --url URL");
     return CLI_EXIT_OK;
 }
 
