@@ -62,7 +62,9 @@ void hearth_error_prefix(const char *fmt, ...)
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, last_error, sizeof old);
-    snprintf(last_error, sizeof last_error, "%s: %s", prefix, old);
+    /* prefix first, then as much of the old message as still fits */
+    size_t used = (size_t)snprintf(last_error, sizeof last_error, "%s: ", prefix);
+    if (used < sizeof last_error) strncat(last_error, old, sizeof last_error - used - 1);
 }
 
 void *hearth_malloc(size_t bytes, const char *what)

@@ -365,6 +365,85 @@ void hearth_sampler_reset(hearth_sampler *sampler);
 
 /* == model and inference context ========================================= */
 
+typedef struct hearth_model hearth_model;
+typedef struct hearth_context hearth_context;
+
+typedef struct hearth_model_params {
+    int32_t n_gpu_layers;   /* transformer layers to offload to an OpenCL
+                             * device, counted from the last; more than the
+                             * model has also offloads the output layer;
+                             * 0 (default): none */
+    int32_t device;         /* index in the list hearth_devices() gives */
+    bool gpu_fallback;      /* when offload fails, run on the CPU instead of
+                             * failing (the reason is kept in
+                             * hearth_last_error()) */
+} hearth_model_params;
+
+void hearth_model_default_params(hearth_model_params *params);
+
+/* Load a model from a GGUF file; params may be NULL for the defaults.  The
+ * file is memory-mapped and its weights are used in place.  Unsupported
+ * architectures, missing tensors and malformed hyperparameters are
+ * reported with the file and the key or tensor at fault. */
+hearth_status hearth_model_load(const char *path, const hearth_model_params *params,
+                                hearth_model **out);
+void hearth_model_free(hearth_model *model);
+
+const char *hearth_model_arch(const hearth_model *model);      /* "llama" */
+const char *hearth_model_desc(const hearth_model *model);      /* "llama 1.1B Q4_0" */
+int32_t hearth_model_n_vocab(const hearth_model *model);
+int32_t hearth_model_n_ctx_train(const hearth_model *model);
+int32_t hearth_model_n_layer(const hearth_model *model);
+int32_t hearth_model_n_embd(const hearth_model *model);
+uint64_t hearth_model_n_params(const hearth_model *model);
+uint64_t hearth_model_size_bytes(const hearth_model *model);   /* bytes of tensor data */
+/* The model's GGUF file, for metadata the model API does not cover. */
+const hearth_gguf *hearth_model_gguf(const hearth_model *model);
+
+typedef struct hearth_context_params {
+    int32_t n_ctx;          /* positions of context; 0: the model's training
+                             * context, at most 4096 */
+    int32_t n_batch;        /* most tokens per forward pass; 0: 512 */
+    int32_t n_threads;      /* 0: one per available processor */
+    hearth_type cache_type; /* KV cache: HEARTH_TYPE_F32, F16 (default) or Q8_0 */
+} hearth_context_params;
+
+void hearth_context_default_params(hearth_context_params *params);
+
+/* A context holds one sequence: its KV cache and working buffers.  It
+ * keeps a pointer to the model, which must outlive it.  A context is used
+ * by one thread at a time; it runs its own work on n_threads threads. */
+hearth_status hearth_context_new(const hearth_model *model, const hearth_context_params *params,
+                                 hearth_context **out);
+void hearth_context_free(hearth_context *ctx);
+
+int32_t hearth_context_n_ctx(const hearth_context *ctx);
+int32_t hearth_context_n_batch(const hearth_context *ctx);
+int32_t hearth_context_n_threads(const hearth_context *ctx);
+hearth_type hearth_context_cache_type(const hearth_context *ctx);
+/* Bytes of KV cache allocated for all n_ctx positions. */
+size_t hearth_context_kv_bytes(const hearth_context *ctx);
+/* Tokens the sequence holds so far (the next token's position). */
+int32_t hearth_context_n_past(const hearth_context *ctx);
+/* Forget every position from n_past on (0 empties the sequence). */
+hearth_status hearth_context_rewind(hearth_context *ctx, int32_t n_past);
+
+/* Append n_tokens tokens to the sequence and run them through the model,
+ * in batches of at most n_batch.  Logits are computed for the last
+ * n_logits of these tokens (0 .. n_tokens) and read with
+ * hearth_context_logits().  Fails with HEARTH_E_RANGE, changing nothing,
+ * when the tokens do not fit in the context. */
+hearth_status hearth_eval(hearth_context *ctx, const int32_t *tokens, int32_t n_tokens,
+                          int32_t n_logits);
+
+/* Logits (n_vocab floats) of the i-th of the n_logits tokens of the last
+ * hearth_eval(); NULL when i is out of range. */
+const float *hearth_context_logits(const hearth_context *ctx, int32_t i);
+
+/* A function polled between layers; when it returns true, hearth_eval()
+ * stops with HEARTH_E_INTERRUPTED (positions evaluated so far are kept). */
+void hearth_context_set_abort(hearth_context *ctx, bool (*should_abort)(void *data), void *data);
+
 /* == downloads ========================================================== */
 
 /*

@@ -10,6 +10,7 @@ AM_TESTS_ENVIRONMENT = \
 	export HEARTH_TEST_DATA; \
 	HEARTH="$(abs_top_builddir)/src/hearth"; export HEARTH; \
 	HEARTH_SRCDIR="$(abs_top_srcdir)"; export HEARTH_SRCDIR; \
+	HEARTH_BUILDDIR="$(abs_top_builddir)"; export HEARTH_BUILDDIR; \
 	CK_DEFAULT_TIMEOUT="$${CK_DEFAULT_TIMEOUT:-600}"; export CK_DEFAULT_TIMEOUT;
 
 AM_DISTCHECK_CONFIGURE_FLAGS = HEARTH_TEST_DATA="$(HEARTH_DEFAULT_TEST_DATA)"
@@ -28,12 +29,18 @@ if HAVE_CHECK
 check_PROGRAMS += \
 	tests/test-cli-sampling \
 	tests/test-download \
+	tests/test-engine \
+	tests/test-gguf \
+	tests/test-quant \
 	tests/test-sampler \
 	tests/test-sha256 \
 	tests/test-types
 TESTS += \
 	tests/test-cli-sampling \
 	tests/test-download \
+	tests/test-engine \
+	tests/test-gguf \
+	tests/test-quant \
 	tests/test-sampler \
 	tests/test-sha256 \
 	tests/test-types
@@ -50,6 +57,18 @@ tests_test_download_SOURCES = tests/test-download.c tests/testutil.c
 tests_test_download_CFLAGS = $(TEST_CFLAGS)
 tests_test_download_LDADD = $(TEST_LIBS)
 
+tests_test_engine_SOURCES = tests/test-engine.c tests/testutil.c
+tests_test_engine_CFLAGS = $(TEST_CFLAGS)
+tests_test_engine_LDADD = $(TEST_LIBS)
+
+tests_test_gguf_SOURCES = tests/test-gguf.c tests/testutil.c
+tests_test_gguf_CFLAGS = $(TEST_CFLAGS)
+tests_test_gguf_LDADD = $(TEST_LIBS)
+
+tests_test_quant_SOURCES = tests/test-quant.c tests/testutil.c
+tests_test_quant_CFLAGS = $(TEST_CFLAGS)
+tests_test_quant_LDADD = $(TEST_LIBS)
+
 tests_test_sampler_SOURCES = tests/test-sampler.c tests/testutil.c
 tests_test_sampler_CFLAGS = $(TEST_CFLAGS)
 tests_test_sampler_LDADD = $(TEST_LIBS)
@@ -65,8 +84,28 @@ tests_test_types_LDADD = $(TEST_LIBS)
 # End-to-end tests of the hearth program.
 TESTS += \
 	tests/cli-basics.sh \
+	tests/cli-inspect.sh \
 	tests/cli-pull.sh
 EXTRA_DIST += \
 	tests/cli-basics.sh \
+	tests/cli-inspect.sh \
 	tests/cli-pull.sh \
 	tests/http-server.py
+
+# Fuzz targets.  With --enable-fuzzing (clang) each is a libFuzzer program,
+# tests/fuzz/fuzz-<target>; every build also links it with a replay driver,
+# tests/fuzz/replay-<target>, that make check runs over the seed inputs and
+# the crash reproducers in tests/fuzz/regressions-<target>/.
+FUZZ_TARGETS = gguf
+EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/regressions-gguf/.keep
+TESTS += tests/fuzz-replay.sh
+check_PROGRAMS += tests/fuzz/replay-gguf
+tests_fuzz_replay_gguf_SOURCES = tests/fuzz/fuzz-gguf.c tests/fuzz/replay.c
+tests_fuzz_replay_gguf_LDADD = src/libhearth-core.la
+
+if ENABLE_FUZZING
+noinst_PROGRAMS += tests/fuzz/fuzz-gguf
+tests_fuzz_fuzz_gguf_SOURCES = tests/fuzz/fuzz-gguf.c
+tests_fuzz_fuzz_gguf_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_gguf_LDADD = src/libhearth-core.la
+endif

@@ -35,6 +35,12 @@ enum {
  * CLI_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
 
+/* After getopt_long() returned '?' or ':' (option strings start with ':'
+ * so that a missing argument is told apart): name the offending option in
+ * a usage error.  main() turns off getopt's own messages (opterr = 0) so
+ * all errors are worded alike.  Returns CLI_EXIT_USAGE. */
+int cli_option_error(const char *cmd, int getopt_result, char **argv);
+
 /* "hearth: COMMAND: message" on stderr; returns CLI_EXIT_FAILURE. */
 int cli_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
 

@@ -5,6 +5,7 @@ bin_PROGRAMS += src/hearth
 src_hearth_SOURCES = \
 	src/cli/cli.h \
 	src/cli/commands.def \
+	src/cli/inspect.c \
 	src/cli/main.c \
 	src/cli/model_options.c \
 	src/cli/model_options.h \

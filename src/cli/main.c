@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -103,6 +104,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "hearth: cannot run man for %s\n", page);
         return CLI_EXIT_FAILURE;
     }
+    opterr = 0; /* commands report option errors through cli_option_error() */
     for (const struct command *c = commands; c->name; c++) {
         if (strcmp(c->name, name) == 0) {
             fflush(stdout);

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -14,6 +15,8 @@
 #include <string.h>
 
 #include "cli.h"
+
+static void vreport(const char *cmd, const char *fmt, va_list ap) CLI_PRINTF(2, 0);
 
 static void vreport(const char *cmd, const char *fmt, va_list ap)
 {
@@ -30,6 +33,16 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, "Try 'hearth %s --help' for more information.\n", cmd);
     return CLI_EXIT_USAGE;
+}
+
+int cli_option_error(const char *cmd, int getopt_result, char **argv)
+{
+    const char *arg = optind > 0 ? argv[optind - 1] : "?";
+    if (getopt_result == ':')
+        return cli_usage_error(cmd, "option '%s' needs an argument", arg);
+    if (optopt && !(arg[0] == '-' && arg[1] == '-'))
+        return cli_usage_error(cmd, "unknown option '-%c'", optopt);
+    return cli_usage_error(cmd, "unknown option '%s'", arg);
 }
 
 int cli_error(const char *cmd, const char *fmt, ...)

@@ -1,0 +1,390 @@
+/*
+ * inspect.c -- `hearth inspect FILE`: a GGUF file's metadata, tensor table
+ * and model summary, as text or JSON.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "hearth.h"
+
+#define CMD "inspect"
+/* Arrays longer than this, and strings longer than STRING_PREVIEW bytes,
+ * are abbreviated unless --full is given. */
+#define ARRAY_PREVIEW 8
+#define STRING_PREVIEW 64
+
+struct inspect_opts {
+    bool json;
+    bool full;
+};
+
+/* ---- model summary ------------------------------------------------------ */
+
+struct summary {
+    const char *arch;
+    const char *name;
+    uint64_t n_params;
+    uint64_t tensor_bytes;
+    int64_t context_length;
+    int64_t n_layers;
+    int64_t n_heads;
+    int64_t n_kv_heads;
+    int64_t head_dim_k;
+    int64_t head_dim_v;
+    int64_t n_embd;
+    int64_t n_vocab;
+    uint64_t kv_bytes_per_token; /* F16 cache */
+};
+
+/* An integer under "ARCH.suffix"; -1 when missing.  Per-layer arrays (some
+ * models vary head counts by layer) give their largest element. */
+static int64_t arch_int(const hearth_gguf *g, const char *arch, const char *suffix)
+{
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    int64_t v;
+    if (hearth_gguf_get_i64(g, key, &v) == HEARTH_OK) return v;
+    hearth_gguf_value arr;
+    if (hearth_gguf_get_array(g, key, &arr) == HEARTH_OK) {
+        int64_t best = -1;
+        for (uint64_t j = 0; j < arr.v.arr.n; j++) {
+            hearth_gguf_value e;
+            if (hearth_gguf_array_get(g, &arr, j, &e) != HEARTH_OK) break;
+            int64_t x = e.type == HEARTH_GGUF_UINT8 || e.type == HEARTH_GGUF_UINT16 ||
+                                e.type == HEARTH_GGUF_UINT32 || e.type == HEARTH_GGUF_UINT64
+                            ? (int64_t)e.v.u
+                            : e.v.i;
+            if (x > best) best = x;
+        }
+        return best;
+    }
+    return -1;
+}
+
+static void summarise(const hearth_gguf *g, struct summary *s)
+{
+    memset(s, 0, sizeof *s);
+    if (hearth_gguf_get_str(g, "general.architecture", &s->arch) != HEARTH_OK) s->arch = NULL;
+    if (hearth_gguf_get_str(g, "general.name", &s->name) != HEARTH_OK) s->name = NULL;
+    for (int64_t i = 0; i < hearth_gguf_n_tensors(g); i++) {
+        const hearth_gguf_tensor *t = hearth_gguf_tensor_at(g, i);
+        uint64_t n = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++) n *= (uint64_t)t->ne[d];
+        s->n_params += n;
+        s->tensor_bytes += t->bytes;
+    }
+    s->context_length = s->n_layers = s->n_heads = s->n_kv_heads = -1;
+    s->head_dim_k = s->head_dim_v = s->n_embd = s->n_vocab = -1;
+    if (s->arch) {
+        s->context_length = arch_int(g, s->arch, "context_length");
+        s->n_layers = arch_int(g, s->arch, "block_count");
+        s->n_embd = arch_int(g, s->arch, "embedding_length");
+        s->n_heads = arch_int(g, s->arch, "attention.head_count");
+        s->n_kv_heads = arch_int(g, s->arch, "attention.head_count_kv");
+        if (s->n_kv_heads < 0) s->n_kv_heads = s->n_heads;
+        s->head_dim_k = arch_int(g, s->arch, "attention.key_length");
+        s->head_dim_v = arch_int(g, s->arch, "attention.value_length");
+        if (s->head_dim_k < 0 && s->n_heads > 0 && s->n_embd > 0)
+            s->head_dim_k = s->n_embd / s->n_heads;
+        if (s->head_dim_v < 0) s->head_dim_v = s->head_dim_k;
+        s->n_vocab = arch_int(g, s->arch, "vocab_size");
+    }
+    hearth_gguf_value tokens;
+    if (hearth_gguf_get_array(g, "tokenizer.ggml.tokens", &tokens) == HEARTH_OK)
+        s->n_vocab = (int64_t)tokens.v.arr.n;
+    if (s->n_vocab < 0) {
+        const hearth_gguf_tensor *emb = hearth_gguf_find_tensor(g, "token_embd.weight");
+        if (emb) s->n_vocab = emb->ne[1];
+    }
+    if (s->n_layers > 0 && s->n_kv_heads > 0 && s->head_dim_k > 0 && s->head_dim_v > 0)
+        s->kv_bytes_per_token = (uint64_t)s->n_layers * (uint64_t)s->n_kv_heads *
+                                (uint64_t)(s->head_dim_k + s->head_dim_v) * 2u;
+}
+
+/* ---- value printing ------------------------------------------------------ */
+
+/* Text mode: printable with control characters escaped, abbreviated. */
+static void print_text_string(const char *p, uint64_t len, bool full)
+{
+    uint64_t shown = full || len <= STRING_PREVIEW ? len : STRING_PREVIEW;
+    putchar('"');
+    for (uint64_t i = 0; i < shown; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c == '\n') fputs("\\n", stdout);
+        else if (c == '\t') fputs("\\t", stdout);
+        else if (c == '\r') fputs("\\r", stdout);
+        else if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
+        else putchar(c);
+    }
+    putchar('"');
+    if (shown < len) printf("... (%" PRIu64 " bytes)", len);
+}
+
+static void print_json_string(const char *p, uint64_t len)
+{
+    putchar('"');
+    for (uint64_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)p[i];
+        switch (c) {
+        case '"': fputs("\\\"", stdout); break;
+        case '\\': fputs("\\\\", stdout); break;
+        case '\n': fputs("\\n", stdout); break;
+        case '\r': fputs("\\r", stdout); break;
+        case '\t': fputs("\\t", stdout); break;
+        case '\b': fputs("\\b", stdout); break;
+        case '\f': fputs("\\f", stdout); break;
+        default:
+            if (c < 0x20) printf("\\u%04x", c);
+            else putchar(c);
+        }
+    }
+    putchar('"');
+}
+
+static void print_value(const hearth_gguf *g, const hearth_gguf_value *v, const struct inspect_opts *o,
+                        int depth);
+
+static void print_number(const hearth_gguf_value *v, bool json)
+{
+    switch (v->type) {
+    case HEARTH_GGUF_UINT8: case HEARTH_GGUF_UINT16: case HEARTH_GGUF_UINT32:
+    case HEARTH_GGUF_UINT64:
+        printf("%" PRIu64, v->v.u);
+        break;
+    case HEARTH_GGUF_INT8: case HEARTH_GGUF_INT16: case HEARTH_GGUF_INT32: case HEARTH_GGUF_INT64:
+        printf("%" PRId64, v->v.i);
+        break;
+    case HEARTH_GGUF_FLOAT32: case HEARTH_GGUF_FLOAT64:
+        if (json && (v->v.f != v->v.f || v->v.f - v->v.f != 0)) printf("null"); /* NaN/inf */
+        else printf("%.9g", v->v.f);
+        break;
+    case HEARTH_GGUF_BOOL:
+        printf("%s", v->v.b ? "true" : "false");
+        break;
+    default:
+        break;
+    }
+}
+
+static void print_array(const hearth_gguf *g, const hearth_gguf_value *v, const struct inspect_opts *o,
+                        int depth)
+{
+    uint64_t n = v->v.arr.n;
+    uint64_t shown = o->full || n <= ARRAY_PREVIEW ? n : ARRAY_PREVIEW;
+    const char *et = hearth_gguf_type_name(v->v.arr.elem_type);
+    if (o->json) {
+        printf("{\"array_of\": \"%s\", \"length\": %" PRIu64 ", \"values\": [", et, n);
+    } else {
+        printf("[%s x %" PRIu64 "] [", et, n);
+    }
+    for (uint64_t j = 0; j < shown; j++) {
+        hearth_gguf_value e;
+        if (hearth_gguf_array_get(g, v, j, &e) != HEARTH_OK) break;
+        if (j) printf(", ");
+        print_value(g, &e, o, depth + 1);
+    }
+    if (o->json) {
+        printf("]%s}", shown < n ? ", \"truncated\": true" : "");
+    } else {
+        if (shown < n) printf(", ... (%" PRIu64 " more)", n - shown);
+        printf("]");
+    }
+}
+
+static void print_value(const hearth_gguf *g, const hearth_gguf_value *v, const struct inspect_opts *o,
+                        int depth)
+{
+    if (v->type == HEARTH_GGUF_STRING) {
+        if (o->json) print_json_string(v->v.str.ptr, v->v.str.len);
+        else print_text_string(v->v.str.ptr, v->v.str.len, o->full);
+    } else if (v->type == HEARTH_GGUF_ARRAY) {
+        print_array(g, v, o, depth);
+    } else {
+        print_number(v, o->json);
+    }
+}
+
+static void format_shape(const hearth_gguf_tensor *t, char *buf, size_t size, bool json)
+{
+    size_t used = 0;
+    if (json) used += (size_t)snprintf(buf, size, "[");
+    for (uint32_t d = 0; d < t->n_dims && used < size; d++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%" PRId64,
+                                 d ? (json ? ", " : " x ") : "", t->ne[d]);
+    if (json && used < size) snprintf(buf + used, size - used, "]");
+}
+
+/* ---- output ---------------------------------------------------------------- */
+
+static void print_text(const hearth_gguf *g, const struct inspect_opts *o)
+{
+    struct summary s;
+    summarise(g, &s);
+    printf("file: %s (%" PRIu64 " bytes, GGUF v%u, alignment %u, data at byte %" PRIu64 ")\n\n",
+           hearth_gguf_path(g), hearth_gguf_file_size(g), hearth_gguf_version(g),
+           hearth_gguf_alignment(g), hearth_gguf_data_offset(g));
+
+    printf("metadata (%" PRId64 " entries):\n", hearth_gguf_n_kv(g));
+    for (int64_t i = 0; i < hearth_gguf_n_kv(g); i++) {
+        hearth_gguf_value v;
+        hearth_gguf_kv_value(g, i, &v);
+        printf("  %-40s %-8s ", hearth_gguf_kv_key(g, i), hearth_gguf_type_name(v.type));
+        print_value(g, &v, o, 0);
+        putchar('\n');
+    }
+
+    int name_w = 4;
+    for (int64_t i = 0; i < hearth_gguf_n_tensors(g); i++) {
+        int len = (int)strlen(hearth_gguf_tensor_at(g, i)->name);
+        if (len > name_w) name_w = len;
+    }
+    printf("\ntensors (%" PRId64 "):\n", hearth_gguf_n_tensors(g));
+    printf("  %-*s %-8s %-24s %12s\n", name_w, "name", "type", "shape", "bytes");
+    for (int64_t i = 0; i < hearth_gguf_n_tensors(g); i++) {
+        const hearth_gguf_tensor *t = hearth_gguf_tensor_at(g, i);
+        char shape[128];
+        format_shape(t, shape, sizeof shape, false);
+        printf("  %-*s %-8s %-24s %12zu\n", name_w, t->name, hearth_type_name(t->type), shape,
+               t->bytes);
+    }
+
+    printf("\nsummary:\n");
+    printf("  %-22s %s\n", "architecture", s.arch ? s.arch : "(not set)");
+    if (s.name) printf("  %-22s %s\n", "name", s.name);
+    printf("  %-22s %" PRIu64 " (%.2f M)\n", "parameters", s.n_params, s.n_params / 1e6);
+    printf("  %-22s %" PRIu64 " (%.2f MiB)\n", "tensor bytes", s.tensor_bytes,
+           s.tensor_bytes / 1048576.0);
+    if (s.n_params)
+        printf("  %-22s %.4f (%.2f bits)\n", "bytes per weight",
+               (double)s.tensor_bytes / (double)s.n_params,
+               8.0 * (double)s.tensor_bytes / (double)s.n_params);
+#define ROW(label, v) \
+    do { \
+        if ((v) >= 0) printf("  %-22s %" PRId64 "\n", label, (int64_t)(v)); \
+        else printf("  %-22s (not set)\n", label); \
+    } while (0)
+    ROW("context length", s.context_length);
+    ROW("layers", s.n_layers);
+    ROW("embedding length", s.n_embd);
+    ROW("attention heads", s.n_heads);
+    ROW("KV heads", s.n_kv_heads);
+    ROW("head dim", s.head_dim_k);
+    if (s.head_dim_v != s.head_dim_k) ROW("value head dim", s.head_dim_v);
+    ROW("vocab size", s.n_vocab);
+#undef ROW
+    if (s.kv_bytes_per_token)
+        printf("  %-22s %" PRIu64 " bytes (F16 keys and values)\n", "KV cache per token",
+               s.kv_bytes_per_token);
+    else
+        printf("  %-22s (unknown: layer or head metadata missing)\n", "KV cache per token");
+}
+
+static void json_int_field(const char *name, int64_t v, bool comma)
+{
+    printf("    \"%s\": ", name);
+    if (v >= 0) printf("%" PRId64, v);
+    else printf("null");
+    printf("%s\n", comma ? "," : "");
+}
+
+static void print_json(const hearth_gguf *g, const struct inspect_opts *o)
+{
+    struct summary s;
+    summarise(g, &s);
+    printf("{\n  \"file\": ");
+    print_json_string(hearth_gguf_path(g), strlen(hearth_gguf_path(g)));
+    printf(",\n  \"file_bytes\": %" PRIu64 ",\n  \"version\": %u,\n  \"alignment\": %u,\n"
+           "  \"data_offset\": %" PRIu64 ",\n",
+           hearth_gguf_file_size(g), hearth_gguf_version(g), hearth_gguf_alignment(g),
+           hearth_gguf_data_offset(g));
+    printf("  \"metadata\": {");
+    for (int64_t i = 0; i < hearth_gguf_n_kv(g); i++) {
+        hearth_gguf_value v;
+        hearth_gguf_kv_value(g, i, &v);
+        const char *key = hearth_gguf_kv_key(g, i);
+        printf("%s\n    ", i ? "," : "");
+        print_json_string(key, strlen(key));
+        printf(": {\"type\": \"%s\", \"value\": ", hearth_gguf_type_name(v.type));
+        print_value(g, &v, o, 0);
+        printf("}");
+    }
+    printf("\n  },\n  \"tensors\": [");
+    for (int64_t i = 0; i < hearth_gguf_n_tensors(g); i++) {
+        const hearth_gguf_tensor *t = hearth_gguf_tensor_at(g, i);
+        char shape[160];
+        format_shape(t, shape, sizeof shape, true);
+        printf("%s\n    {\"name\": ", i ? "," : "");
+        print_json_string(t->name, strlen(t->name));
+        printf(", \"type\": \"%s\", \"shape\": %s, \"bytes\": %zu, \"offset\": %" PRIu64 "}",
+               hearth_type_name(t->type), shape, t->bytes, t->offset);
+    }
+    printf("\n  ],\n  \"summary\": {\n    \"architecture\": ");
+    if (s.arch) print_json_string(s.arch, strlen(s.arch));
+    else printf("null");
+    printf(",\n    \"name\": ");
+    if (s.name) print_json_string(s.name, strlen(s.name));
+    else printf("null");
+    printf(",\n    \"parameters\": %" PRIu64 ",\n    \"tensor_bytes\": %" PRIu64 ",\n",
+           s.n_params, s.tensor_bytes);
+    printf("    \"bytes_per_weight\": %.6f,\n",
+           s.n_params ? (double)s.tensor_bytes / (double)s.n_params : 0.0);
+    json_int_field("context_length", s.context_length, true);
+    json_int_field("layers", s.n_layers, true);
+    json_int_field("embedding_length", s.n_embd, true);
+    json_int_field("attention_heads", s.n_heads, true);
+    json_int_field("kv_heads", s.n_kv_heads, true);
+    json_int_field("head_dim", s.head_dim_k, true);
+    json_int_field("value_head_dim", s.head_dim_v, true);
+    json_int_field("vocab_size", s.n_vocab, true);
+    json_int_field("kv_cache_bytes_per_token", s.kv_bytes_per_token ? (int64_t)s.kv_bytes_per_token : -1,
+                   false);
+    printf("  }\n}\n");
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: hearth inspect [--json] [--full] FILE\n"
+            "\n"
+            "Show a GGUF file's metadata, tensors and model summary.\n"
+            "  --json   print JSON instead of text\n"
+            "  --full   print long arrays and strings whole\n");
+}
+
+int cmd_inspect(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"full", no_argument, NULL, 'F'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct inspect_opts o = {false, false};
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'j': o.json = true; break;
+        case 'F': o.full = true; break;
+        case 'h': usage(stdout); return CLI_EXIT_OK;
+        default: return cli_option_error(CMD, c, argv);
+        }
+    }
+    if (optind + 1 != argc)
+        return cli_usage_error(CMD, optind >= argc ? "no FILE given" : "one FILE expected");
+
+    hearth_gguf *g;
+    hearth_status st = hearth_gguf_open(argv[optind], &g);
+    if (st) return cli_fail(CMD, st);
+    if (o.json) print_json(g, &o);
+    else print_text(g, &o);
+    hearth_gguf_close(g);
+    if (fflush(stdout) != 0 || ferror(stdout)) return cli_error(CMD, "cannot write to standard output");
+    return CLI_EXIT_OK;
+}
