@@ -163,9 +163,15 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *user)
     struct transfer *t = user;
     size_t len = size * nitems;
     if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
-        /* a new response: only the hub-wide digests carry over */
+        /* a new response: only the hub-wide digests carry over.  The
+         * line is not NUL-terminated: read the code within len. */
         const char *sp = memchr(line, ' ', len);
-        t->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+        long status = 0;
+        for (size_t i = sp ? (size_t)(sp - line) + 1 : len; i < len && status < 1000; i++) {
+            if (line[i] < '0' || line[i] > '9') break;
+            status = status * 10 + (line[i] - '0');
+        }
+        t->status = status;
         t->have_range = t->have_length = t->have_repr_digest = false;
         return len;
     }
@@ -470,6 +476,14 @@ static hearth_status fetch_to_file(const char *url, const char *path, bool trust
             }
         }
         uint64_t size = t.offset + t.received;
+        if (t.total > 0 && size > t.total) {
+            st = hearth_error(HEARTH_E_NETWORK,
+                              "%s: the server sent %llu bytes of a file it said has %llu; the "
+                              "download was discarded",
+                              url, (unsigned long long)size, (unsigned long long)t.total);
+            discard(part, &fd);
+            break;
+        }
         if (t.total > 0 && size != t.total) {
             st = hearth_error(HEARTH_E_NETWORK,
                               "%s: the connection ended after %llu of %llu bytes; run again to "

@@ -483,10 +483,37 @@ static size_t select_top_k(hearth_sampler *s, size_t k)
     return n_heap;
 }
 
-static int compare_ids(const void *a, const void *b)
+/* Heap sort of token ids into increasing order: in place, so that a call
+ * never allocates (the C library's qsort may). */
+static void sort_ids(int32_t *ids, size_t n)
 {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
+    for (size_t start = n / 2; start-- > 0;) {
+        for (size_t i = start;;) {
+            size_t child = 2 * i + 1;
+            if (child >= n) break;
+            if (child + 1 < n && ids[child + 1] > ids[child]) child++;
+            if (ids[child] <= ids[i]) break;
+            int32_t tmp = ids[i];
+            ids[i] = ids[child];
+            ids[child] = tmp;
+            i = child;
+        }
+    }
+    for (size_t end = n; end > 1; end--) {
+        int32_t top = ids[0];
+        ids[0] = ids[end - 1];
+        ids[end - 1] = top;
+        for (size_t i = 0;;) {
+            size_t child = 2 * i + 1;
+            if (child >= end - 1) break;
+            if (child + 1 < end - 1 && ids[child + 1] > ids[child]) child++;
+            if (ids[child] <= ids[i]) break;
+            int32_t tmp = ids[i];
+            ids[i] = ids[child];
+            ids[child] = tmp;
+            i = child;
+        }
+    }
 }
 
 /* Depths of the top-p tally: whole nats of (l - l_max) / T, the last one
@@ -615,7 +642,7 @@ static hearth_status build_distribution(hearth_sampler *s, size_t *n_kept, doubl
             sorted = true;
         }
     }
-    if (sorted) qsort(ids, m, sizeof *ids, compare_ids);
+    if (sorted) sort_ids(ids, m);
 
     double kept_sum = 0.0;
     for (size_t i = 0; i < m; i++) kept_sum += w[ids[i]];

@@ -89,6 +89,22 @@ expect_status 0 "resume a partial download" -- "$HEARTH" pull -q -hf test/models
 same "$cache/hf/test/models/$f" "$models/$f" "the resumed download is the file"
 requested "GET /cdn/$f bytes=300000-" "only the missing bytes were asked for"
 
+# A complete .part file: the server answers 416 for the range after its
+# end, and the file only needs checking and renaming.
+f=micro-llama-Q5_0.gguf
+cp "$models/$f" "$cache/hf/test/models/$f.part"
+expect_status 0 "a complete partial file" -- "$HEARTH" pull -q -hf test/models:$f
+same "$cache/hf/test/models/$f" "$models/$f" "the complete partial file was kept"
+requested "GET /cdn/$f bytes=$(wc -c <"$models/$f" | tr -d ' ')-" "the range after its end was asked for"
+absent "$cache/hf/test/models/$f.part" "and renamed"
+
+# A .part file longer than the file: the download starts over.
+f=micro-llama-Q6_K.gguf
+cat "$models/$f" "$models/$f" >"$cache/hf/test/models/$f.part"
+expect_status 0 "a partial file longer than the file" -- "$HEARTH" pull -q -hf test/models:$f
+same "$cache/hf/test/models/$f" "$models/$f" "the download started over"
+requested "GET /cdn/$f -" "the whole file was asked for after the 416"
+
 # A server that ignores Range sends everything again: the partial file
 # (here deliberately wrong bytes) must be replaced, not appended to.
 mkdir -p "$cache/hf/test/norange"
