@@ -483,36 +483,31 @@ static size_t select_top_k(hearth_sampler *s, size_t k)
     return n_heap;
 }
 
+/* The max-heap sift of sort_ids(). */
+static void sift_down_ids(int32_t *ids, size_t n, size_t i)
+{
+    int32_t item = ids[i];
+    for (;;) {
+        size_t child = 2 * i + 1;
+        if (child >= n) break;
+        if (child + 1 < n && ids[child + 1] > ids[child]) child++;
+        if (ids[child] <= item) break;
+        ids[i] = ids[child];
+        i = child;
+    }
+    ids[i] = item;
+}
+
 /* Heap sort of token ids into increasing order: in place, so that a call
  * never allocates (the C library's qsort may). */
 static void sort_ids(int32_t *ids, size_t n)
 {
-    for (size_t start = n / 2; start-- > 0;) {
-        for (size_t i = start;;) {
-            size_t child = 2 * i + 1;
-            if (child >= n) break;
-            if (child + 1 < n && ids[child + 1] > ids[child]) child++;
-            if (ids[child] <= ids[i]) break;
-            int32_t tmp = ids[i];
-            ids[i] = ids[child];
-            ids[child] = tmp;
-            i = child;
-        }
-    }
+    for (size_t i = n / 2; i-- > 0;) sift_down_ids(ids, n, i);
     for (size_t end = n; end > 1; end--) {
-        int32_t top = ids[0];
+        int32_t largest = ids[0];
         ids[0] = ids[end - 1];
-        ids[end - 1] = top;
-        for (size_t i = 0;;) {
-            size_t child = 2 * i + 1;
-            if (child >= end - 1) break;
-            if (child + 1 < end - 1 && ids[child + 1] > ids[child]) child++;
-            if (ids[child] <= ids[i]) break;
-            int32_t tmp = ids[i];
-            ids[i] = ids[child];
-            ids[child] = tmp;
-            i = child;
-        }
+        ids[end - 1] = largest;
+        sift_down_ids(ids, end - 1, 0);
     }
 }
 
