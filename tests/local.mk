@@ -31,6 +31,7 @@ check_PROGRAMS += \
 	tests/test-download \
 	tests/test-engine \
 	tests/test-gguf \
+	tests/test-kernels \
 	tests/test-quant \
 	tests/test-sampler \
 	tests/test-sha256 \
@@ -40,6 +41,7 @@ TESTS += \
 	tests/test-download \
 	tests/test-engine \
 	tests/test-gguf \
+	tests/test-kernels \
 	tests/test-quant \
 	tests/test-sampler \
 	tests/test-sha256 \
@@ -64,6 +66,10 @@ tests_test_engine_LDADD = $(TEST_LIBS)
 tests_test_gguf_SOURCES = tests/test-gguf.c tests/testutil.c
 tests_test_gguf_CFLAGS = $(TEST_CFLAGS)
 tests_test_gguf_LDADD = $(TEST_LIBS)
+
+tests_test_kernels_SOURCES = tests/test-kernels.c tests/testutil.c
+tests_test_kernels_CFLAGS = $(TEST_CFLAGS)
+tests_test_kernels_LDADD = $(TEST_LIBS)
 
 tests_test_quant_SOURCES = tests/test-quant.c tests/testutil.c
 tests_test_quant_CFLAGS = $(TEST_CFLAGS)
