@@ -1,1 +1,4 @@
-# models/local.mk -- see the top-level Makefile.am.
+# models/local.mk -- one file per architecture family.
+
+src_libhearth_core_la_SOURCES += \
+	models/llama.c

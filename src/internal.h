@@ -29,6 +29,14 @@
 #define HEARTH_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define HEARTH_MAX(a, b) ((a) > (b) ? (a) : (b))
 
+/* Evaluate a hearth_status expression and return it from the enclosing
+ * function when it is not HEARTH_OK. */
+#define HEARTH_TRY(expr) \
+    do { \
+        hearth_status try_status_ = (expr); \
+        if (try_status_ != HEARTH_OK) return try_status_; \
+    } while (0)
+
 /* Record a failure for hearth_last_error() and return status, so that
  * error paths read: return hearth_error(HEARTH_E_FORMAT, "%s: ...", path); */
 hearth_status hearth_error(hearth_status status, const char *fmt, ...) HEARTH_PRINTF(2, 3);

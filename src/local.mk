@@ -11,13 +11,30 @@ include_HEADERS += src/hearth.h
 EXTRA_DIST += src/hearth.pc.in
 
 src_libhearth_core_la_SOURCES = \
+	src/backend.h \
+	src/backend_cpu.c \
+	src/context.c \
+	src/download.c \
+	src/download.h \
+	src/download_names.c \
 	src/error.c \
+	src/forward.h \
 	src/gguf.c \
 	src/gguf.h \
 	src/gguf_write.c \
 	src/fp16.h \
 	src/internal.h \
+	src/kv_cache.c \
+	src/kv_cache.h \
+	src/model.c \
+	src/model.h \
+	src/quant.c \
 	src/quant.h \
+	src/rng.h \
+	src/sampler.c \
+	src/sampler.h \
+	src/sha256.c \
+	src/sha256.h \
 	src/text_stream.c \
 	src/tokenizer.c \
 	src/tokenizer.h \

@@ -115,13 +115,95 @@ _Static_assert(sizeof(block_q5_K) == 176, "block_q5_K layout");
 _Static_assert(sizeof(block_q6_K) == 210, "block_q6_K layout");
 _Static_assert(sizeof(block_q8_K) == 292, "block_q8_K layout");
 
-/* Convert n elements (a multiple of the type's block size) of a row of type
- * to float.  Returns false, doing nothing, for a type that cannot be
- * dequantized (see hearth_type_can_compute). */
+/* --- conversions ----------------------------------------------------------
+ *
+ * Dequantizers compute exactly what the block formats above define, in the
+ * order written there (for the K-quants the sub-block factor first:
+ * (d * scale) * q - (dmin * min)), so that any kernel following the format
+ * gives the same floats.
+ *
+ * The quantizers choose scales by least squares: for every (sub-)block
+ * they search the scale (and min) that minimises the squared error
+ * sum (x - dequantized)^2, refining candidates by alternating "round to the
+ * nearest level" with "refit the scale to those levels", and for the
+ * K-quants they then search the packed sub-block scales and refit the
+ * super-block scales.  Q8_0 and Q8_1 use the common plain rule:
+ * d = max|x| / 127 rounded to half, q = round(x / d) computed as x times the
+ * float inverse of the unrounded d, rounding halves away from zero.
+ *
+ * Input that is not an ordinary float never causes undefined behaviour:
+ *   - F32 is copied.  F16 and BF16 convert each value on its own with IEEE
+ *     rounding to nearest even: beyond the type's range it becomes +-inf,
+ *     NaN stays NaN.
+ *   - A block of any other type holding a NaN or an infinity is "poisoned":
+ *     its scales (and mins) are stored as NaN and its quant bits as 0, so
+ *     the whole block dequantizes to NaN.  Other blocks of the row are not
+ *     affected.  (For Q8_K the float d is NaN and the bsums 0.)
+ *   - In the block types, finite values too large for the format saturate:
+ *     a scale or min that would exceed the largest half (65504) is stored
+ *     as 65504, and values beyond what the block can then represent are
+ *     clipped to its extreme levels.  A finite input never yields a
+ *     non-finite output.
+ *   - Blocks too small for a half scale lose precision gradually once
+ *     their scale enters the half subnormals (below 2^-14) and quantize to
+ *     zero once it rounds to zero (below 2^-25); Q8_K's float scale reaches
+ *     down to float subnormals.  Subnormal input is otherwise ordinary: the
+ *     search works on the block scaled by a power of two, which is exact.
+ */
+
+/* Plain float types: one value per "block". */
+void f32_dequantize_row(const float *src, float *dst, int64_t n);
+void f32_quantize_row(const float *src, float *dst, int64_t n);
+void f16_dequantize_row(const hearth_f16 *src, float *dst, int64_t n);
+void f16_quantize_row(const float *src, hearth_f16 *dst, int64_t n);
+void bf16_dequantize_row(const hearth_bf16 *src, float *dst, int64_t n);
+void bf16_quantize_row(const float *src, hearth_bf16 *dst, int64_t n);
+
+/* Legacy formats; n is a multiple of 32. */
+void q4_0_dequantize_row(const block_q4_0 *src, float *dst, int64_t n);
+void q4_0_quantize_row(const float *src, block_q4_0 *dst, int64_t n);
+void q4_1_dequantize_row(const block_q4_1 *src, float *dst, int64_t n);
+void q4_1_quantize_row(const float *src, block_q4_1 *dst, int64_t n);
+void q5_0_dequantize_row(const block_q5_0 *src, float *dst, int64_t n);
+void q5_0_quantize_row(const float *src, block_q5_0 *dst, int64_t n);
+void q5_1_dequantize_row(const block_q5_1 *src, float *dst, int64_t n);
+void q5_1_quantize_row(const float *src, block_q5_1 *dst, int64_t n);
+void q8_0_dequantize_row(const block_q8_0 *src, float *dst, int64_t n);
+void q8_0_quantize_row(const float *src, block_q8_0 *dst, int64_t n);
+void q8_1_dequantize_row(const block_q8_1 *src, float *dst, int64_t n);
+/* s is computed from the stored (half-rounded) d: s = half(d * sum(q)). */
+void q8_1_quantize_row(const float *src, block_q8_1 *dst, int64_t n);
+
+/* K-quants; n is a multiple of 256. */
+void q2k_dequantize_row(const block_q2_K *src, float *dst, int64_t n);
+void q2k_quantize_row(const float *src, block_q2_K *dst, int64_t n);
+void q3k_dequantize_row(const block_q3_K *src, float *dst, int64_t n);
+void q3k_quantize_row(const float *src, block_q3_K *dst, int64_t n);
+void q4k_dequantize_row(const block_q4_K *src, float *dst, int64_t n);
+void q4k_quantize_row(const float *src, block_q4_K *dst, int64_t n);
+void q5k_dequantize_row(const block_q5_K *src, float *dst, int64_t n);
+void q5k_quantize_row(const float *src, block_q5_K *dst, int64_t n);
+void q6k_dequantize_row(const block_q6_K *src, float *dst, int64_t n);
+void q6k_quantize_row(const float *src, block_q6_K *dst, int64_t n);
+void q8k_dequantize_row(const block_q8_K *src, float *dst, int64_t n);
+/* d = max|x| / 127 (a float), q = round(x / d) in -127..127. */
+void q8k_quantize_row(const float *src, block_q8_K *dst, int64_t n);
+
+/* The 6-bit scales and mins of Q4_K and Q5_K (sub-block j of 8), as
+ * packed in their 12 scale bytes. */
+void q4k_unpack_scales(const uint8_t packed[K_SCALE_SIZE], uint8_t scale[8], uint8_t min[8]);
+/* The 16 signed sub-block scales of Q3_K (-32..31). */
+void q3k_unpack_scales(const uint8_t packed[12], int8_t scale[16]);
+
+/* Convert n elements of a row of type to float.  Returns false, doing
+ * nothing, for a type this cannot dequantize (every type the engine
+ * computes with plus Q8_1 and Q8_K can be), or when n is negative or not a
+ * multiple of the type's block size. */
 bool quant_dequantize_row(hearth_type type, const void *src, float *dst, int64_t n);
 
-/* Quantize n floats (a multiple of the block size) into a row of type with
- * the reference quantizer.  Returns false for a type it cannot produce. */
+/* Quantize n floats into a row of type with the reference quantizer.
+ * Returns false, doing nothing, for a type it cannot produce or an n that
+ * is negative or not a multiple of the block size. */
 bool quant_quantize_row(hearth_type type, const float *src, void *dst, int64_t n);
 
 #endif /* HEARTH_QUANT_H */

@@ -16,6 +16,8 @@
 
 #include "cli.h"
 
+static void vreport(const char *cmd, const char *fmt, va_list ap) CLI_PRINTF(2, 0);
+
 static void vreport(const char *cmd, const char *fmt, va_list ap)
 {
     fprintf(stderr, "hearth: %s: ", cmd);
@@ -94,7 +96,7 @@ bool cli_parse_u64(const char *cmd, const char *opt, const char *arg, uint64_t *
         cli_usage_error(cmd, "%s: expected a non-negative integer, got '%s'", opt, arg);
         return false;
     }
-    unsigned long long v = strtoull(arg, &end, 0);
+    unsigned long long v = strtoull(arg, &end, 10);
     if (end == arg || *end != '\0' || errno == ERANGE) {
         cli_usage_error(cmd, "%s: expected a non-negative integer, got '%s'", opt, arg);
         return false;

@@ -1,0 +1,109 @@
+/*
+ * kv_cache.c -- allocation and element conversion of the key/value cache.
+ */
+#include "kv_cache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant.h"
+
+hearth_status kv_cache_new(hearth_type type, int32_t n_ctx, int32_t n_layer, int32_t n_head_kv,
+                           int32_t head_dim, const bool *on_host, struct kv_cache **out)
+{
+    if (type != HEARTH_TYPE_F32 && type != HEARTH_TYPE_F16 && type != HEARTH_TYPE_Q8_0)
+        return hearth_error(HEARTH_E_INVALID, "KV cache type %s is not supported (f32, f16, q8_0)",
+                            hearth_type_name(type) ? hearth_type_name(type) : "?");
+    if (n_ctx <= 0 || n_layer <= 0 || n_head_kv <= 0 || head_dim <= 0)
+        return hearth_error(HEARTH_E_INVALID, "KV cache: invalid size (context %d, layers %d)",
+                            n_ctx, n_layer);
+    if (hearth_type_row_bytes(type, head_dim) == 0)
+        return hearth_error(HEARTH_E_INVALID, "KV cache type %s needs a head dimension that is a "
+                            "multiple of %lld, the model has %d", hearth_type_name(type),
+                            (long long)hearth_type_block_elems(type), head_dim);
+    struct kv_cache *kv = hearth_calloc(1, sizeof *kv, "the KV cache");
+    if (!kv) return HEARTH_E_NOMEM;
+    kv->type = type;
+    kv->n_ctx = n_ctx;
+    kv->n_layer = n_layer;
+    kv->n_head_kv = n_head_kv;
+    kv->head_dim = head_dim;
+    kv->row_elems = (int64_t)n_head_kv * head_dim;
+    kv->head_bytes = hearth_type_row_bytes(type, head_dim);
+    kv->row_bytes = kv->head_bytes * (size_t)n_head_kv;
+    kv->layers = hearth_calloc((size_t)n_layer, sizeof *kv->layers, "the KV cache layers");
+    if (!kv->layers) {
+        free(kv);
+        return HEARTH_E_NOMEM;
+    }
+    size_t bytes;
+    if (hearth_mul_overflow(kv->row_bytes, (size_t)n_ctx, &bytes)) {
+        kv_cache_free(kv);
+        return hearth_error(HEARTH_E_NOMEM, "KV cache of %d positions is too large", n_ctx);
+    }
+    for (int32_t il = 0; il < n_layer; il++) {
+        if (on_host && !on_host[il]) continue;
+        kv->layers[il].k = hearth_aligned_alloc(64, bytes, "the KV cache");
+        kv->layers[il].v = hearth_aligned_alloc(64, bytes, "the KV cache");
+        if (!kv->layers[il].k || !kv->layers[il].v) {
+            kv_cache_free(kv);
+            return hearth_error(HEARTH_E_NOMEM, "out of memory for a KV cache of %d positions "
+                                "(%zu bytes per layer)", n_ctx, 2 * bytes);
+        }
+    }
+    *out = kv;
+    return HEARTH_OK;
+}
+
+void kv_cache_free(struct kv_cache *kv)
+{
+    if (!kv) return;
+    for (int32_t il = 0; il < kv->n_layer; il++) {
+        hearth_aligned_free(kv->layers[il].k);
+        hearth_aligned_free(kv->layers[il].v);
+    }
+    free(kv->layers);
+    free(kv);
+}
+
+size_t kv_cache_bytes(const struct kv_cache *kv)
+{
+    return 2 * kv->row_bytes * (size_t)kv->n_ctx * (size_t)kv->n_layer;
+}
+
+void kv_cache_store(const struct kv_cache *kv, uint8_t *base, int32_t pos, const float *row)
+{
+    uint8_t *dst = base + (size_t)pos * kv->row_bytes;
+    switch (kv->type) {
+    case HEARTH_TYPE_F32:
+        memcpy(dst, row, (size_t)kv->row_elems * sizeof(float));
+        break;
+    case HEARTH_TYPE_F16: {
+        hearth_f16 *h = (hearth_f16 *)dst;
+        for (int64_t i = 0; i < kv->row_elems; i++) h[i] = hearth_f32_to_f16(row[i]);
+        break;
+    }
+    default:
+        quant_quantize_row(kv->type, row, dst, kv->row_elems);
+        break;
+    }
+}
+
+void kv_cache_load_head(const struct kv_cache *kv, const uint8_t *base, int32_t pos, int32_t h,
+                        float *out)
+{
+    const uint8_t *src = base + (size_t)pos * kv->row_bytes + (size_t)h * kv->head_bytes;
+    switch (kv->type) {
+    case HEARTH_TYPE_F32:
+        memcpy(out, src, (size_t)kv->head_dim * sizeof(float));
+        break;
+    case HEARTH_TYPE_F16: {
+        const hearth_f16 *x = (const hearth_f16 *)src;
+        for (int32_t i = 0; i < kv->head_dim; i++) out[i] = hearth_f16_to_f32(x[i]);
+        break;
+    }
+    default:
+        quant_dequantize_row(kv->type, src, out, kv->head_dim);
+        break;
+    }
+}

@@ -1,0 +1,155 @@
+/*
+ * model.c -- loading a model: open the GGUF file, pick the architecture,
+ * read hyperparameters and bind every weight to its tensor in the mapping
+ * (no copies), then load the tokenizer from the same file.
+ */
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct arch *const architectures[] = {&arch_llama, &arch_qwen2};
+
+hearth_status model_bind(hearth_model *m, struct weight *w, const char *name, int64_t ne0,
+                         int64_t ne1, bool required)
+{
+    const char *path = hearth_gguf_path(m->gguf);
+    const hearth_gguf_tensor *t = hearth_gguf_find_tensor(m->gguf, name);
+    memset(w, 0, sizeof *w);
+    if (!t) {
+        if (!required) return HEARTH_OK;
+        return hearth_error(HEARTH_E_FORMAT, "%s: tensor '%s' is missing (architecture %s)", path,
+                            name, m->arch->name);
+    }
+    bool is_vector = ne1 == 0;
+    bool shape_ok = t->ne[0] == ne0 && t->ne[2] == 1 && t->ne[3] == 1 &&
+                    (is_vector ? t->ne[1] == 1 : (ne1 < 0 || t->ne[1] == ne1));
+    if (!shape_ok) {
+        if (is_vector)
+            return hearth_error(HEARTH_E_FORMAT, "%s: tensor '%s' has shape %lld x %lld, expected a "
+                                "vector of %lld", path, name, (long long)t->ne[0],
+                                (long long)t->ne[1], (long long)ne0);
+        return hearth_error(HEARTH_E_FORMAT, "%s: tensor '%s' has shape %lld x %lld, expected "
+                            "%lld x %lld", path, name, (long long)t->ne[0], (long long)t->ne[1],
+                            (long long)ne0, (long long)ne1);
+    }
+    if (!hearth_type_can_compute(t->type))
+        return hearth_error(HEARTH_E_UNSUPPORTED, "%s: tensor '%s' has type %s, which hearth "
+                            "cannot compute with", path, name, hearth_type_name(t->type));
+    /* Norm weights, biases and frequency factors are read as floats. */
+    if (is_vector && t->type != HEARTH_TYPE_F32)
+        return hearth_error(HEARTH_E_UNSUPPORTED, "%s: vector tensor '%s' has type %s; only F32 "
+                            "is supported for vectors", path, name, hearth_type_name(t->type));
+    w->name = t->name;
+    w->type = t->type;
+    w->n_in = t->ne[0];
+    w->n_out = t->ne[1];
+    w->row_bytes = hearth_type_row_bytes(t->type, t->ne[0]);
+    w->data = t->data;
+    return HEARTH_OK;
+}
+
+/* "1.1B", "494M", "260K" */
+static void format_params(uint64_t n, char *buf, size_t size)
+{
+    if (n >= 1000000000ull) snprintf(buf, size, "%.1fB", n / 1e9);
+    else if (n >= 1000000ull) snprintf(buf, size, "%.0fM", n / 1e6);
+    else snprintf(buf, size, "%.0fK", n / 1e3);
+}
+
+/* The most common weight type among the matrices, by bytes. */
+static const char *dominant_type(const hearth_gguf *g)
+{
+    size_t bytes[HEARTH_TYPE_COUNT] = {0};
+    for (int64_t i = 0; i < hearth_gguf_n_tensors(g); i++) {
+        const hearth_gguf_tensor *t = hearth_gguf_tensor_at(g, i);
+        if (t->n_dims >= 2) bytes[t->type] += t->bytes;
+    }
+    int best = 0;
+    for (int i = 1; i < HEARTH_TYPE_COUNT; i++)
+        if (bytes[i] > bytes[best]) best = i;
+    return hearth_type_name((hearth_type)best) ? hearth_type_name((hearth_type)best) : "?";
+}
+
+void hearth_model_default_params(hearth_model_params *params)
+{
+    memset(params, 0, sizeof *params);
+}
+
+hearth_status hearth_model_load(const char *path, const hearth_model_params *params,
+                                hearth_model **out)
+{
+    if (!path || !out) return hearth_error(HEARTH_E_INVALID, "hearth_model_load: NULL argument");
+    hearth_model_params p;
+    if (params) p = *params;
+    else hearth_model_default_params(&p);
+    if (p.n_gpu_layers < 0)
+        return hearth_error(HEARTH_E_INVALID, "GPU layer count %d is negative", p.n_gpu_layers);
+    if (p.n_gpu_layers > 0 && !p.gpu_fallback)
+        return hearth_error(HEARTH_E_UNSUPPORTED, "offloading layers needs OpenCL support, which "
+                            "this build of hearth does not have");
+    hearth_model *m = hearth_calloc(1, sizeof *m, "a model");
+    if (!m) return HEARTH_E_NOMEM;
+    m->params = p;
+    hearth_status st = hearth_gguf_open(path, &m->gguf);
+    if (st) {
+        free(m);
+        return st;
+    }
+    const char *arch_name;
+    st = hearth_gguf_get_str(m->gguf, "general.architecture", &arch_name);
+    if (st) {
+        hearth_model_free(m);
+        return hearth_error(HEARTH_E_FORMAT, "%s: no general.architecture: not a model file",
+                            path);
+    }
+    for (size_t i = 0; i < HEARTH_ARRAY_LEN(architectures); i++)
+        if (strcmp(architectures[i]->name, arch_name) == 0) m->arch = architectures[i];
+    if (!m->arch) {
+        char list[256] = "";
+        for (size_t i = 0; i < HEARTH_ARRAY_LEN(architectures); i++) {
+            strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+            strncat(list, architectures[i]->name, sizeof list - strlen(list) - 1);
+        }
+        st = hearth_error(HEARTH_E_UNSUPPORTED, "%s: architecture '%s' is not supported "
+                          "(supported: %s)", path, arch_name, list);
+        hearth_model_free(m);
+        return st;
+    }
+    st = m->arch->load(m);
+    if (st) {
+        hearth_model_free(m);
+        return st;
+    }
+    for (int64_t i = 0; i < hearth_gguf_n_tensors(m->gguf); i++) {
+        const hearth_gguf_tensor *t = hearth_gguf_tensor_at(m->gguf, i);
+        uint64_t n = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++) n *= (uint64_t)t->ne[d];
+        m->n_params += n;
+        m->weight_bytes += t->bytes;
+    }
+    char size[32];
+    format_params(m->n_params, size, sizeof size);
+    snprintf(m->desc, sizeof m->desc, "%s %s %s", m->arch->name, size, dominant_type(m->gguf));
+    *out = m;
+    return HEARTH_OK;
+}
+
+void hearth_model_free(hearth_model *m)
+{
+    if (!m) return;
+    free(m->layers);
+    hearth_gguf_close(m->gguf);
+    free(m);
+}
+
+const char *hearth_model_arch(const hearth_model *m) { return m->arch->name; }
+const char *hearth_model_desc(const hearth_model *m) { return m->desc; }
+int32_t hearth_model_n_vocab(const hearth_model *m) { return m->hp.n_vocab; }
+int32_t hearth_model_n_ctx_train(const hearth_model *m) { return m->hp.n_ctx_train; }
+int32_t hearth_model_n_layer(const hearth_model *m) { return m->hp.n_layer; }
+int32_t hearth_model_n_embd(const hearth_model *m) { return m->hp.n_embd; }
+uint64_t hearth_model_n_params(const hearth_model *m) { return m->n_params; }
+uint64_t hearth_model_size_bytes(const hearth_model *m) { return m->weight_bytes; }
+const hearth_gguf *hearth_model_gguf(const hearth_model *m) { return m->gguf; }

@@ -1,0 +1,95 @@
+/*
+ * model.h -- the loaded model: hyperparameters, weights bound to the
+ * tensors of the mapped GGUF file, and the per-architecture hooks in
+ * models/.
+ */
+#ifndef HEARTH_MODEL_H
+#define HEARTH_MODEL_H
+
+#include "internal.h"
+
+struct hearth_backend;
+struct forward;
+
+/* A weight matrix (or vector) as stored in the file: ne[0] = n_in elements
+ * per row, ne[1] = n_out rows.  data points into the mapping; a device
+ * backend keeps its own copy in dev. */
+struct weight {
+    const char *name;
+    hearth_type type;
+    int64_t n_in;        /* elements per row */
+    int64_t n_out;       /* rows */
+    size_t row_bytes;
+    const void *data;
+    void *dev;           /* backend-private copy (OpenCL buffer), or NULL */
+};
+
+enum rope_style {
+    ROPE_NORMAL, /* rotate adjacent pairs (x[2i], x[2i+1]): llama in GGUF */
+    ROPE_NEOX    /* rotate (x[i], x[i + d/2]): qwen2 */
+};
+
+struct rope_params {
+    enum rope_style style;
+    int32_t n_dims;        /* leading dimensions of each head that rotate */
+    float freq_base;       /* theta base */
+    float freq_scale;      /* 1 / linear scaling factor */
+    const float *freq_factors; /* per pair divisors (Llama 3.1 rope_freqs), or NULL */
+};
+
+struct hparams {
+    int32_t n_ctx_train;
+    int32_t n_embd;
+    int32_t n_layer;
+    int32_t n_ff;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t head_dim;      /* per head, keys and values */
+    int32_t n_vocab;
+    float norm_eps;
+    struct rope_params rope;
+};
+
+struct layer {
+    struct weight attn_norm;
+    struct weight wq, wk, wv, wo;
+    struct weight bq, bk, bv;     /* biases (qwen2); data NULL when absent */
+    struct weight ffn_norm;
+    struct weight w_gate, w_up, w_down;
+};
+
+/* What an architecture provides (models/<family>.c). */
+struct arch {
+    const char *name;
+    /* Read hyperparameters and bind the tensors into model. */
+    hearth_status (*load)(hearth_model *model);
+    /* One transformer layer over the batch in f (see src/forward.h). */
+    hearth_status (*layer)(struct forward *f, int il);
+};
+
+struct hearth_model {
+    hearth_model_params params;
+    hearth_gguf *gguf;
+    const struct arch *arch;
+    struct hparams hp;
+    struct weight tok_embd;
+    struct weight output_norm;
+    struct weight output;         /* may alias tok_embd (tied embeddings) */
+    struct weight rope_freqs;     /* data NULL when absent */
+    struct layer *layers;
+    uint64_t n_params;
+    uint64_t weight_bytes;
+    char desc[128];
+};
+
+/* Bind a tensor by name, checking its shape (ne1 = 0: a vector; ne1 < 0:
+ * a matrix with any number of rows).
+ * required = false leaves w->data NULL when the tensor is missing. */
+hearth_status model_bind(hearth_model *m, struct weight *w, const char *name, int64_t ne0,
+                         int64_t ne1, bool required);
+
+/* The architectures hearth runs; NULL-terminated by name. */
+extern const struct arch arch_llama;
+extern const struct arch arch_qwen2;
+
+#endif /* HEARTH_MODEL_H */
