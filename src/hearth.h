@@ -352,10 +352,13 @@ hearth_token hearth_vocab_find(const hearth_vocab *vocab, const char *text, size
 
 /* Flags of hearth_tokenize(). */
 #define HEARTH_TOKENIZE_ADD_SPECIAL 0x1u   /* BOS/EOS as the vocabulary says */
-#define HEARTH_TOKENIZE_PARSE_SPECIAL 0x2u /* match control and user-defined
-                                              tokens' text ("<|im_start|>");
-                                              without it such text is
-                                              ordinary text */
+#define HEARTH_TOKENIZE_PARSE_SPECIAL 0x2u /* match control tokens' text
+                                              ("<|im_start|>"); without it
+                                              such text is ordinary text.
+                                              User-defined tokens (added
+                                              vocabulary pieces) are always
+                                              matched, as the model's own
+                                              tokenizer does */
 
 /* Tokenize text[0..len) (any bytes; invalid UTF-8 is encoded byte by byte
  * where the vocabulary can).  Up to capacity ids go to tokens and the

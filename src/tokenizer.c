@@ -129,13 +129,15 @@ static hearth_status encode_all(const hearth_vocab *v, const char *text, size_t 
         return st;
     bool after_special = true;
     size_t run_start = 0;
-    if (flags & HEARTH_TOKENIZE_PARSE_SPECIAL) {
+    const struct special_trie *trie =
+        (flags & HEARTH_TOKENIZE_PARSE_SPECIAL) ? &v->specials : &v->user_defined;
+    if (trie->n_nodes > 1) {
         size_t i = 0;
         for (;;) {
-            i = special_next_candidate(v, text, len, i);
+            i = special_next_candidate(trie, text, len, i);
             if (i >= len) break;
             size_t match_len = 0;
-            hearth_token special = special_match(v, text + i, len - i, &match_len);
+            hearth_token special = special_match(trie, text + i, len - i, &match_len);
             if (special < 0) {
                 i++;
                 continue;

@@ -46,8 +46,12 @@ struct bpe_merges {
     uint64_t mask;
 };
 
-/* Special tokens for splitting text with HEARTH_TOKENIZE_PARSE_SPECIAL:
- * a byte trie over their texts, children as sibling lists. */
+/* Tokens matched by their text before ordinary tokenization: a byte trie
+ * over their texts, children as sibling lists.  With
+ * HEARTH_TOKENIZE_PARSE_SPECIAL every control, user-defined and unknown
+ * token is matched; without it only the user-defined ones, which are
+ * ordinary vocabulary entries the model's own tokenizer always matches
+ * (added pieces such as runs of spaces), never control tokens. */
 struct special_trie_node {
     int32_t first_child, next_sibling;
     int32_t token; /* token ending here, or -1 */
@@ -85,7 +89,8 @@ struct hearth_vocab {
     struct pretok *pretok;
     char pretok_name[32];
 
-    struct special_trie specials;
+    struct special_trie specials;     /* control, user-defined, unknown */
+    struct special_trie user_defined; /* user-defined only */
 };
 
 /* ---- vocabulary tables (tokenizer_vocab.c) ---- */
@@ -194,8 +199,10 @@ hearth_status special_build(hearth_vocab *v);
 void special_free(hearth_vocab *v);
 /* The longest special token whose text starts text[0..len); its length
  * goes to *match_len.  -1 when none does. */
-hearth_token special_match(const hearth_vocab *v, const char *text, size_t len, size_t *match_len);
+hearth_token special_match(const struct special_trie *t, const char *text, size_t len,
+                           size_t *match_len);
 /* The position of the next byte from which a special token could start. */
-size_t special_next_candidate(const hearth_vocab *v, const char *text, size_t len, size_t from);
+size_t special_next_candidate(const struct special_trie *t, const char *text, size_t len,
+                              size_t from);
 
 #endif /* HEARTH_TOKENIZER_H */

@@ -1,7 +1,8 @@
 /*
  * tokenizer_special.c -- finding special tokens (control, user-defined and
- * unknown tokens such as "<|im_start|>") in text, for tokenizing with
- * HEARTH_TOKENIZE_PARSE_SPECIAL.  Matching is leftmost-longest, as the
+ * unknown tokens such as "<|im_start|>") in text: all of them when
+ * tokenizing with HEARTH_TOKENIZE_PARSE_SPECIAL, the user-defined ones
+ * always.  Matching is leftmost-longest, as the
  * added-token matching of the published tokenizers does: at each position
  * the longest special token that starts there wins.
  */
@@ -55,16 +56,16 @@ static hearth_status trie_insert(struct special_trie *t, const char *text, size_
     return HEARTH_OK;
 }
 
-hearth_status special_build(hearth_vocab *v)
+static hearth_status trie_build(hearth_vocab *v, struct special_trie *t, bool user_defined_only)
 {
-    struct special_trie *t = &v->specials;
     if (trie_new_node(t, 0) < 0) return HEARTH_E_NOMEM;
     for (hearth_token id = 0; id < v->n_tokens; id++) {
         const struct tok_entry *e = &v->tokens[id];
         if (e->text_len == 0) continue;
-        if (e->type != HEARTH_TOKEN_CONTROL && e->type != HEARTH_TOKEN_USER_DEFINED &&
-            e->type != HEARTH_TOKEN_UNKNOWN)
-            continue;
+        bool wanted = e->type == HEARTH_TOKEN_USER_DEFINED ||
+                      (!user_defined_only && (e->type == HEARTH_TOKEN_CONTROL ||
+                                              e->type == HEARTH_TOKEN_UNKNOWN));
+        if (!wanted) continue;
         const char *text = tok_text(v, id);
         hearth_status st = trie_insert(t, text, e->text_len, id);
         if (st) return st;
@@ -73,15 +74,23 @@ hearth_status special_build(hearth_vocab *v)
     return HEARTH_OK;
 }
 
+hearth_status special_build(hearth_vocab *v)
+{
+    HEARTH_TRY(trie_build(v, &v->specials, false));
+    return trie_build(v, &v->user_defined, true);
+}
+
 void special_free(hearth_vocab *v)
 {
     free(v->specials.nodes);
     v->specials.nodes = NULL;
+    free(v->user_defined.nodes);
+    v->user_defined.nodes = NULL;
 }
 
-hearth_token special_match(const hearth_vocab *v, const char *text, size_t len, size_t *match_len)
+hearth_token special_match(const struct special_trie *t, const char *text, size_t len,
+                           size_t *match_len)
 {
-    const struct special_trie *t = &v->specials;
     hearth_token best = -1;
     int32_t node = 0;
     for (size_t i = 0; i < len; i++) {
@@ -95,9 +104,10 @@ hearth_token special_match(const hearth_vocab *v, const char *text, size_t len, 
     return best;
 }
 
-size_t special_next_candidate(const hearth_vocab *v, const char *text, size_t len, size_t from)
+size_t special_next_candidate(const struct special_trie *t, const char *text, size_t len,
+                              size_t from)
 {
-    const bool *first = v->specials.first_byte;
+    const bool *first = t->first_byte;
     while (from < len && !first[(unsigned char)text[from]]) from++;
     return from;
 }

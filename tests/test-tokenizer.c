@@ -564,6 +564,37 @@ START_TEST(test_leftmost_longest_special)
 }
 END_TEST
 
+/* User-defined tokens are vocabulary entries the model's own tokenizer
+ * always matches (added whitespace runs, "<b>" here); control tokens
+ * ("<a>") only with HEARTH_TOKENIZE_PARSE_SPECIAL. */
+START_TEST(test_user_defined_always_matched)
+{
+#ifndef HAVE_PCRE2
+    return; /* byte-level BPE needs PCRE2 */
+#endif
+    static const char *const tokens[] = {"<", "a", ">", "b", "<a>", "<b>"};
+    static const int32_t types[] = {1, 1, 1, 1, 3, 4};
+    static const char *const merges[] = {"a b"};
+    struct synth s = {"gpt2", NULL, tokens, 6, NULL, types, merges, 1, -1};
+    hearth_vocab *v;
+    ck_assert_msg(load_synth(&s, NULL, &v) == HEARTH_OK, "%s", hearth_last_error());
+    size_t n;
+    hearth_token *ids = tokenize(v, "<a><b>", 6, 0, &n);
+    ck_assert_uint_eq(n, 4); /* "<" "a" ">" then the user-defined "<b>" */
+    ck_assert_int_eq(ids[0], 0);
+    ck_assert_int_eq(ids[1], 1);
+    ck_assert_int_eq(ids[2], 2);
+    ck_assert_int_eq(ids[3], 5);
+    free(ids);
+    ids = tokenize(v, "<a><b>", 6, HEARTH_TOKENIZE_PARSE_SPECIAL, &n);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(ids[0], 4);
+    ck_assert_int_eq(ids[1], 5);
+    free(ids);
+    hearth_vocab_free(v);
+}
+END_TEST
+
 START_TEST(test_unknown_pretokenizer)
 {
     static const char *const tokens[] = {"a", "b", "ab"};
@@ -757,6 +788,7 @@ int main(void)
     tcase_add_test(tc, test_bpe_merge_order);
     tcase_add_test(tc, test_spm_scores_and_unknown);
     tcase_add_test(tc, test_leftmost_longest_special);
+    tcase_add_test(tc, test_user_defined_always_matched);
     tcase_add_test(tc, test_unknown_pretokenizer);
     tcase_add_test(tc, test_malformed_vocabularies);
     suite_add_tcase(s, tc);
