@@ -581,6 +581,9 @@ typedef struct hearth_model_params {
     bool gpu_fallback;      /* when offload fails, run on the CPU instead of
                              * failing (the reason is kept in
                              * hearth_last_error()) */
+    bool default_pretokenizer; /* tokenize with the default pre-tokenizer
+                             * when the model names one hearth does not
+                             * know (see hearth_vocab_options) */
 } hearth_model_params;
 
 void hearth_model_default_params(hearth_model_params *params);
@@ -603,6 +606,8 @@ uint64_t hearth_model_n_params(const hearth_model *model);
 uint64_t hearth_model_size_bytes(const hearth_model *model);   /* bytes of tensor data */
 /* The model's GGUF file, for metadata the model API does not cover. */
 const hearth_gguf *hearth_model_gguf(const hearth_model *model);
+/* The model's tokenizer, or NULL when the file has none. */
+const hearth_vocab *hearth_model_vocab(const hearth_model *model);
 
 typedef struct hearth_context_params {
     int32_t n_ctx;          /* positions of context; 0: the model's training
