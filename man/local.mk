@@ -3,4 +3,7 @@
 dist_man_MANS += \
 	man/hearth.1 \
 	man/hearth-inspect.1 \
-	man/hearth-template.1
+	man/hearth-pull.1 \
+	man/hearth-sampling.7 \
+	man/hearth-template.1 \
+	man/hearth-tokenize.1

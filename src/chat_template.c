@@ -14,7 +14,7 @@
 #include "chat_builtin.h"
 #include "jinja.h"
 #include "json.h"
-#include "unichar.h"
+#include "utf8.h"
 
 struct hearth_template {
     struct jinja_template *jinja;

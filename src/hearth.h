@@ -255,6 +255,151 @@ hearth_status hearth_gguf_writer_write(hearth_gguf_writer *w, const char *path);
 
 /* == tokenizer ========================================================== */
 
+/*
+ * A vocabulary is read from the tokenizer.ggml.* metadata of an open GGUF
+ * file (a whole model or a vocabulary-only file).  It copies what it needs,
+ * so the GGUF handle may be closed afterwards, and it never changes once
+ * loaded: every function of this section may be called on one vocabulary
+ * from any number of threads at once.  Two kinds are supported:
+ *
+ *  - tokenizer.ggml.model "llama": SentencePiece BPE, where adjacent pieces
+ *    are merged by descending score, spaces are written U+2581, a space is
+ *    put in front of the text (tokenizer.ggml.add_space_prefix, default
+ *    true) and characters without a piece become byte tokens <0xXX>;
+ *  - tokenizer.ggml.model "gpt2": byte-level BPE, where the text is first
+ *    cut into words by the pre-tokenizer that tokenizer.ggml.pre names,
+ *    each byte is written as a printable character, and adjacent symbols
+ *    are merged in the order of tokenizer.ggml.merges.
+ *
+ * Token ids are int32_t; HEARTH_TOKEN_NONE stands for "no such token".
+ */
+typedef struct hearth_vocab hearth_vocab;
+
+typedef int32_t hearth_token;
+#define HEARTH_TOKEN_NONE ((hearth_token)-1)
+
+typedef enum hearth_vocab_kind {
+    HEARTH_VOCAB_SPM = 1, /* SentencePiece BPE ("llama") */
+    HEARTH_VOCAB_BPE = 2  /* byte-level BPE ("gpt2") */
+} hearth_vocab_kind;
+
+/* Token types, with the values tokenizer.ggml.token_type stores. */
+typedef enum hearth_token_type {
+    HEARTH_TOKEN_UNDEFINED = 0,
+    HEARTH_TOKEN_NORMAL = 1,
+    HEARTH_TOKEN_UNKNOWN = 2,      /* the <unk> token */
+    HEARTH_TOKEN_CONTROL = 3,      /* <s>, <|im_start|>, ...: hidden in output */
+    HEARTH_TOKEN_USER_DEFINED = 4, /* added pieces, shown as their text */
+    HEARTH_TOKEN_UNUSED = 5,
+    HEARTH_TOKEN_BYTE = 6          /* <0xXX> byte-fallback tokens */
+} hearth_token_type;
+
+/* The tokens a vocabulary may designate (hearth_vocab_special()). */
+typedef enum hearth_special_token {
+    HEARTH_SPECIAL_BOS = 0, /* beginning of sequence */
+    HEARTH_SPECIAL_EOS,     /* end of sequence */
+    HEARTH_SPECIAL_EOT,     /* end of turn (<|eot_id|>, <|im_end|>, ...) */
+    HEARTH_SPECIAL_EOM,     /* end of message (<|eom_id|>) */
+    HEARTH_SPECIAL_UNK,     /* unknown */
+    HEARTH_SPECIAL_PAD,     /* padding */
+    HEARTH_SPECIAL_SEP,     /* separator */
+    HEARTH_SPECIAL_COUNT
+} hearth_special_token;
+
+typedef struct hearth_vocab_options {
+    /* When tokenizer.ggml.pre names a pre-tokenizer this build does not
+     * know, use the default one (GPT-2's) instead of failing.  Tokens may
+     * then differ from the model's own tokenizer. */
+    bool force_default_pretokenizer;
+} hearth_vocab_options;
+
+/* Load the vocabulary of gguf; options may be NULL for the defaults.
+ * Fails with HEARTH_E_NOT_FOUND when the file has no tokenizer, with
+ * HEARTH_E_FORMAT when its metadata is inconsistent (naming the key and
+ * the index), and with HEARTH_E_UNSUPPORTED for an unknown tokenizer model
+ * or pre-tokenizer (the message lists the supported ones) or for a
+ * byte-level BPE vocabulary in a build without PCRE2. */
+hearth_status hearth_vocab_load(const hearth_gguf *gguf, const hearth_vocab_options *options,
+                                hearth_vocab **out);
+void hearth_vocab_free(hearth_vocab *vocab);
+
+hearth_vocab_kind hearth_vocab_get_kind(const hearth_vocab *vocab);
+/* The pre-tokenizer in use ("gpt-2", "llama-bpe", "qwen2", ...); "" for
+ * SentencePiece vocabularies. */
+const char *hearth_vocab_pretokenizer(const hearth_vocab *vocab);
+/* The pre-tokenizer names this build accepts, comma-separated (static). */
+const char *hearth_vocab_supported_pretokenizers(void);
+
+int32_t hearth_vocab_n_tokens(const hearth_vocab *vocab);
+/* The id of a designated token, or HEARTH_TOKEN_NONE. */
+hearth_token hearth_vocab_special(const hearth_vocab *vocab, hearth_special_token which);
+/* Whether tokenizing with HEARTH_TOKENIZE_ADD_SPECIAL puts BOS in front
+ * and EOS at the end (tokenizer.ggml.add_bos_token / add_eos_token, or
+ * the vocabulary kind's default). */
+bool hearth_vocab_adds_bos(const hearth_vocab *vocab);
+bool hearth_vocab_adds_eos(const hearth_vocab *vocab);
+/* Whether generating this token ends the generation: EOS, EOT, EOM and
+ * the end-of-turn markers models are known to use. */
+bool hearth_vocab_is_eog(const hearth_vocab *vocab, hearth_token token);
+/* The type of a token; HEARTH_TOKEN_UNDEFINED for an id out of range. */
+hearth_token_type hearth_vocab_token_type(const hearth_vocab *vocab, hearth_token token);
+/* The token's text as the vocabulary stores it (U+2581 for spaces in
+ * SentencePiece, byte-level characters in BPE), not NUL-terminated;
+ * NULL for an id out of range.  Valid as long as the vocabulary. */
+const char *hearth_vocab_token_text(const hearth_vocab *vocab, hearth_token token, size_t *len);
+/* The token whose stored text is exactly text[0..len), or HEARTH_TOKEN_NONE. */
+hearth_token hearth_vocab_find(const hearth_vocab *vocab, const char *text, size_t len);
+
+/* Flags of hearth_tokenize(). */
+#define HEARTH_TOKENIZE_ADD_SPECIAL 0x1u   /* BOS/EOS as the vocabulary says */
+#define HEARTH_TOKENIZE_PARSE_SPECIAL 0x2u /* match control tokens' text
+                                              ("<|im_start|>"); without it
+                                              such text is ordinary text.
+                                              User-defined tokens (added
+                                              vocabulary pieces) are always
+                                              matched, as the model's own
+                                              tokenizer does */
+
+/* Tokenize text[0..len) (any bytes; invalid UTF-8 is encoded byte by byte
+ * where the vocabulary can).  Up to capacity ids go to tokens and the
+ * number the whole text needs to *n_tokens.  When that is more than
+ * capacity, the call returns HEARTH_E_RANGE and the caller may retry with
+ * a buffer of *n_tokens ids (a capacity of len + 8 almost always
+ * suffices).  tokens may be NULL when capacity is 0.  With
+ * HEARTH_TOKENIZE_PARSE_SPECIAL the longest special token starting at a
+ * position wins, and SentencePiece puts its space in front of the text
+ * after each special token as at the start. */
+hearth_status hearth_tokenize(const hearth_vocab *vocab, const char *text, size_t len,
+                              unsigned flags, hearth_token *tokens, size_t capacity,
+                              size_t *n_tokens);
+
+/* Flags of hearth_token_piece(), hearth_detokenize() and text streams. */
+#define HEARTH_DECODE_SPECIAL 0x1u      /* show control and unknown tokens'
+                                           text instead of hiding them */
+#define HEARTH_DECODE_CONTINUATION 0x2u /* the tokens continue earlier text:
+                                           keep the leading space of the first
+                                           piece (SentencePiece removes the
+                                           space it put in front of a text) */
+
+/* The bytes one token stands for (a space for U+2581, the byte of a byte
+ * token or of a byte-level character), not NUL-terminated and not always
+ * whole UTF-8 characters; empty for a hidden control token.  Only the
+ * HEARTH_DECODE_SPECIAL flag matters here.  NULL for an id out of range.
+ * Valid as long as the vocabulary. */
+const char *hearth_token_piece(const hearth_vocab *vocab, hearth_token token, unsigned flags,
+                               size_t *len);
+
+/* The bytes of a token sequence: its pieces concatenated, without the
+ * space SentencePiece puts in front of a text unless
+ * HEARTH_DECODE_CONTINUATION is given.  Up to capacity bytes go to text
+ * (not NUL-terminated) and the total to *len; HEARTH_E_RANGE when it did
+ * not fit, HEARTH_E_INVALID for an id out of range.  The result is the
+ * text's bytes, which need not be valid UTF-8; a hearth_text_stream gives
+ * displayable text. */
+hearth_status hearth_detokenize(const hearth_vocab *vocab, const hearth_token *tokens,
+                                size_t n_tokens, unsigned flags, char *text, size_t capacity,
+                                size_t *len);
+
 /* == chat templates ===================================================== */
 
 /* Models ship their chat template as Jinja text in the GGUF key
@@ -353,7 +498,168 @@ void hearth_free(void *ptr);
 
 /* == streaming text ===================================================== */
 
+/*
+ * A text stream turns generated tokens (or raw bytes) into text a client
+ * can be shown as it arrives:
+ *
+ *  - only whole, valid UTF-8 comes out: a character whose bytes are spread
+ *    over several tokens is held until it is complete, and ill-formed
+ *    bytes become U+FFFD, one per maximal subpart as the Unicode Standard
+ *    (chapter 3, "U+FFFD substitution of maximal subparts") recommends;
+ *  - stop strings: text that could be the start of a stop string is held
+ *    back until it is known not to be one; when a stop string is
+ *    completed, the text before it is returned, the stop string itself and
+ *    anything after it never are, and the stream reports which one it was.
+ *    The stream ends at the first stop string to be completed; of several
+ *    completed by the same byte, the longest (earliest-starting) one wins.
+ *
+ * A stream belongs to one sequence and is not thread-safe; it may be used
+ * from different threads one call at a time.  The vocabulary must outlive
+ * it.  Text returned by a call stays valid until the next call on the
+ * stream.
+ */
+typedef struct hearth_text_stream hearth_text_stream;
+
+typedef struct hearth_text_stream_options {
+    unsigned decode_flags;    /* HEARTH_DECODE_* for tokens pushed; a stream
+                                 of generated tokens after a prompt wants
+                                 HEARTH_DECODE_CONTINUATION */
+    const char *const *stop;  /* stop strings: non-empty, valid UTF-8,
+                                 NUL-terminated; copied */
+    size_t n_stop;
+} hearth_text_stream_options;
+
+/* A stream decoding tokens of vocab; vocab may be NULL for a stream fed
+ * only with hearth_text_stream_push_bytes().  options may be NULL (no stop
+ * strings, flags 0).  HEARTH_E_INVALID for an empty or ill-formed stop
+ * string. */
+hearth_status hearth_text_stream_new(const hearth_vocab *vocab,
+                                     const hearth_text_stream_options *options,
+                                     hearth_text_stream **out);
+void hearth_text_stream_free(hearth_text_stream *stream);
+/* Forget everything pushed, to start a new text with the same options. */
+void hearth_text_stream_reset(hearth_text_stream *stream);
+
+/* Feed one token; *text and *len receive the text that became ready
+ * (possibly none).  After a stop string was found, nothing more comes out.
+ * HEARTH_E_INVALID for an id out of range or a stream without vocabulary. */
+hearth_status hearth_text_stream_push_token(hearth_text_stream *stream, hearth_token token,
+                                            const char **text, size_t *len);
+/* The same for bytes of text. */
+hearth_status hearth_text_stream_push_bytes(hearth_text_stream *stream, const char *bytes,
+                                            size_t n, const char **text, size_t *len);
+/* The end of the text: releases what was held back (an unfinished UTF-8
+ * sequence becomes U+FFFD; a partial stop string is plain text after
+ * all). */
+hearth_status hearth_text_stream_finish(hearth_text_stream *stream, const char **text,
+                                        size_t *len);
+/* The index in options.stop of the stop string that ended the stream, or
+ * -1 while none has. */
+int hearth_text_stream_stop_index(const hearth_text_stream *stream);
+
 /* == sampling =========================================================== */
+
+/*
+ * A sampler turns one row of logits (n_vocab floats) into the next token.
+ * The chain runs in this order:
+ *
+ *   1. penalties over the last repeat_last_n accepted tokens: for each
+ *      distinct token t among them, occurring c times,
+ *        repetition: l = l / repeat_penalty if l > 0, else l * repeat_penalty
+ *        frequency and presence: l = l - c * frequency_penalty - presence_penalty
+ *   2. logit bias: l = l + bias (-INFINITY bans the token)
+ *   3. temperature: p = softmax(l / temperature); temperature 0 is greedy:
+ *      the token with the largest l after steps 1-2 (the lowest id on ties),
+ *      and steps 4-7 are skipped
+ *   4. top-k: keep the k tokens with the largest l (0: keep all)
+ *   5. top-p: keep the smallest prefix of the tokens sorted by decreasing p
+ *      whose mass reaches top_p (at least one token; 1: keep all)
+ *   6. min-p: keep the tokens with p >= min_p * p_max (0: keep all)
+ *   7. draw: with u uniform in [0, 1) and the kept tokens taken in increasing
+ *      id order, the first token whose cumulative weight exceeds u * total.
+ *
+ * Every sort orders by decreasing logit and then by increasing token id, so
+ * ties are broken the same way everywhere.  u comes from xoshiro256**
+ * seeded by splitmix64 from the 64-bit seed (top 53 bits of each output),
+ * and the probabilities are computed in IEEE double precision with hearth's
+ * own exponential, so the same logits, parameters and seed give the same
+ * tokens on every platform.
+ *
+ * A sampler is used by one thread at a time; it allocates its working
+ * buffers when created, not per call.
+ */
+typedef struct hearth_sampler hearth_sampler;
+
+/* An additive bias on one token's logit. */
+typedef struct hearth_logit_bias {
+    int32_t token;
+    float bias;            /* finite and within +-1000, or -INFINITY */
+} hearth_logit_bias;
+
+/* The sampling parameters; hearth_sampler_params_default() fills the
+ * defaults shown.  Out-of-range values are refused with HEARTH_E_INVALID. */
+typedef struct hearth_sampler_params {
+    float temperature;         /* 0.8; 0 (greedy) .. 100 */
+    int32_t top_k;             /* 40; 0 (off) or more */
+    float top_p;               /* 0.95; 0 .. 1 (off) */
+    float min_p;               /* 0.05; 0 (off) .. 1 */
+    float repeat_penalty;      /* 1 (off); above 0 .. 100 */
+    int32_t repeat_last_n;     /* 64; 0 (no penalties) .. 1048576 tokens */
+    float presence_penalty;    /* 0 (off); -100 .. 100 */
+    float frequency_penalty;   /* 0 (off); -100 .. 100 */
+    uint64_t seed;             /* 0; any value */
+    const hearth_logit_bias *logit_bias; /* NULL; entries for one token add up */
+    size_t n_logit_bias;       /* 0 */
+} hearth_sampler_params;
+
+/* Fill params with the defaults above. */
+void hearth_sampler_params_default(hearth_sampler_params *params);
+
+/* Check every parameter; HEARTH_E_INVALID names the first one out of range
+ * and its value.  Token ids of the logit bias are checked against the
+ * vocabulary only by hearth_sampler_new(). */
+hearth_status hearth_sampler_params_check(const hearth_sampler_params *params);
+
+/* Format the sampling tuple -- every parameter and the seed -- as one line
+ * without a newline, e.g. "temp=0.8 top_k=40 top_p=0.95 min_p=0.05
+ * repeat_penalty=1 repeat_last_n=64 presence_penalty=0 frequency_penalty=0
+ * seed=42 logit_bias=none".  Numbers are printed with the fewest digits that
+ * read back to the same float.  Like snprintf: writes at most size bytes
+ * (NUL included) and returns the length the whole line needs. */
+size_t hearth_sampler_params_format(const hearth_sampler_params *params,
+                                    char *buf, size_t size);
+
+/* Create a sampler for a vocabulary of n_vocab tokens (1 .. 2^30).  The
+ * parameters and the logit-bias list are copied. */
+hearth_status hearth_sampler_new(const hearth_sampler_params *params, int32_t n_vocab,
+                                 hearth_sampler **out);
+void hearth_sampler_free(hearth_sampler *sampler);
+
+/* The sampler's parameters (its own copy, logit_bias included). */
+const hearth_sampler_params *hearth_sampler_get_params(const hearth_sampler *sampler);
+int32_t hearth_sampler_n_vocab(const hearth_sampler *sampler);
+
+/* Choose the next token from n_vocab logits (not modified).  A NaN or
+ * +infinite logit is HEARTH_E_INVALID; -INFINITY marks an impossible token.
+ * HEARTH_E_INVALID too when every token is impossible.  The token is not
+ * recorded: pass it to hearth_sampler_accept(). */
+hearth_status hearth_sampler_sample(hearth_sampler *sampler, const float *logits,
+                                    int32_t *token_out);
+
+/* The distribution the next hearth_sampler_sample() call draws from, for the
+ * same logits: probs_out[i] for each of the n_vocab tokens, 0 for the tokens
+ * the chain removed (with temperature 0: 1 for the greedy token).  Does not
+ * advance the random generator. */
+hearth_status hearth_sampler_probs(hearth_sampler *sampler, const float *logits,
+                                   float *probs_out);
+
+/* Record a token of the sequence (a prompt token or a sampled one) for the
+ * penalties; only the last repeat_last_n count. */
+hearth_status hearth_sampler_accept(hearth_sampler *sampler, int32_t token);
+
+/* Forget the accepted tokens and restart the random generator from the
+ * seed: the sampler then behaves exactly like a new one. */
+void hearth_sampler_reset(hearth_sampler *sampler);
 
 /* == model and inference context ========================================= */
 
@@ -369,6 +675,9 @@ typedef struct hearth_model_params {
     bool gpu_fallback;      /* when offload fails, run on the CPU instead of
                              * failing (the reason is kept in
                              * hearth_last_error()) */
+    bool default_pretokenizer; /* tokenize with the default pre-tokenizer
+                             * when the model names one hearth does not
+                             * know (see hearth_vocab_options) */
 } hearth_model_params;
 
 void hearth_model_default_params(hearth_model_params *params);
@@ -391,6 +700,8 @@ uint64_t hearth_model_n_params(const hearth_model *model);
 uint64_t hearth_model_size_bytes(const hearth_model *model);   /* bytes of tensor data */
 /* The model's GGUF file, for metadata the model API does not cover. */
 const hearth_gguf *hearth_model_gguf(const hearth_model *model);
+/* The model's tokenizer, or NULL when the file has none. */
+const hearth_vocab *hearth_model_vocab(const hearth_model *model);
 
 typedef struct hearth_context_params {
     int32_t n_ctx;          /* positions of context; 0: the model's training
@@ -437,6 +748,73 @@ const float *hearth_context_logits(const hearth_context *ctx, int32_t i);
 void hearth_context_set_abort(hearth_context *ctx, bool (*should_abort)(void *data), void *data);
 
 /* == downloads ========================================================== */
+
+/*
+ * Model files are fetched over HTTP(S) into a cache and reused from there.
+ * The cache directory is $XDG_CACHE_HOME/hearth, or ~/.cache/hearth when
+ * XDG_CACHE_HOME is unset; files land at
+ *
+ *   CACHE/hf/OWNER/REPO/FILE    for a file of a Hugging Face repository
+ *   CACHE/url/HASH/NAME         for a URL: HASH is the first 16 hex digits
+ *                               of the URL's SHA-256, NAME its last segment
+ *
+ * A file already at its place is used without any network access.  A
+ * download is written to PLACE.part, resumed from there with an HTTP Range
+ * request after an interruption (a server that ignores the range sends the
+ * whole file again, which replaces the partial one), checked against the
+ * SHA-256 the server announces when it announces one, and renamed to its
+ * place only when complete and correct.  The digest is taken from an
+ * X-Linked-ETag header, a Repr-Digest or Digest header with a sha-256
+ * value, or, for repository files, an ETag of exactly 64 hex digits.
+ *
+ * The library prints nothing: progress is reported through a callback.
+ * Builds without libcurl return HEARTH_E_UNSUPPORTED from every download
+ * call.  Paths returned are allocated with malloc(); release them with
+ * free().
+ */
+
+/* Progress of a download: bytes_done of bytes_total (0 when the server did
+ * not tell), resumed bytes included.  Called about once a second and after
+ * data arrives.  Returning false cancels the download with
+ * HEARTH_E_INTERRUPTED; the partial file is kept for a later resume. */
+typedef bool (*hearth_progress_fn)(void *user, uint64_t bytes_done, uint64_t bytes_total);
+
+typedef struct hearth_download_options {
+    const char *cache_dir;           /* NULL: the default above */
+    const char *hf_endpoint;         /* NULL: $HEARTH_HF_ENDPOINT, or
+                                        https://huggingface.co */
+    hearth_progress_fn progress;     /* NULL: none */
+    void *progress_user;
+    int connect_timeout_s;           /* 0: 30 seconds */
+    int stall_timeout_s;             /* give up when no data arrives for
+                                        this long; 0: 60 seconds */
+} hearth_download_options;
+
+/* Fill opts with the defaults (every field 0 or NULL). */
+void hearth_download_options_default(hearth_download_options *opts);
+
+/* Whether this build can download (it was built with libcurl). */
+bool hearth_download_supported(void);
+
+/* The cache directory that opts (NULL: the defaults) select; not created. */
+hearth_status hearth_cache_dir(const hearth_download_options *opts, char **dir_out);
+
+/* Fetch FILE of the Hugging Face repository OWNER/REPO, spec being
+ * "OWNER/REPO:FILE", from {endpoint}/{OWNER}/{REPO}/resolve/main/{FILE},
+ * unless it is in the cache already.  FILE may name a file in a folder of
+ * the repository ("q4/model.gguf").  A spec without ":FILE" is refused
+ * with HEARTH_E_UNSUPPORTED: this version cannot choose from the
+ * repository's file list.  Names are
+ * checked so that nothing can be written outside the cache:
+ * HEARTH_E_INVALID names the offending part.  HTTP errors name the status
+ * and the URL (HEARTH_E_NOT_FOUND for 404, HEARTH_E_NETWORK otherwise).
+ * *path_out: the local file. */
+hearth_status hearth_download_hf(const char *spec, const hearth_download_options *opts,
+                                 char **path_out);
+
+/* The same for any http:// or https:// URL. */
+hearth_status hearth_download_url(const char *url, const hearth_download_options *opts,
+                                  char **path_out);
 
 /* == compute devices ==================================================== */
 

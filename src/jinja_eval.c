@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "jinja.h"
-#include "unichar.h"
+#include "utf8.h"
 
 struct scope {
     size_t refs;

@@ -18,6 +18,7 @@
 #include "jinja.h"
 #include "json.h"
 #include "unichar.h"
+#include "utf8.h"
 
 #define FILTER(name) \
     static hearth_status filter_##name(struct jrender *r, value self, const struct jargs *args, value *out)

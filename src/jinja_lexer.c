@@ -18,6 +18,7 @@
 
 #include "jinja.h"
 #include "unichar.h"
+#include "utf8.h"
 
 /* ---- arena ------------------------------------------------------------- */
 

@@ -12,6 +12,7 @@
 
 #include "jinja.h"
 #include "unichar.h"
+#include "utf8.h"
 
 #define METHOD(name) \
     static hearth_status method_##name(struct jrender *r, value self, const struct jargs *args, value *out)

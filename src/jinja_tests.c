@@ -9,6 +9,7 @@
 
 #include "jinja.h"
 #include "unichar.h"
+#include "utf8.h"
 
 #define TEST(name) \
     static hearth_status test_##name(struct jrender *r, value self, const struct jargs *args, value *out)

@@ -14,6 +14,7 @@
 
 #include "jinja.h"
 #include "unichar.h"
+#include "utf8.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 

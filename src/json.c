@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "json.h"
-#include "unichar.h"
+#include "utf8.h"
 
 /* ---- reader ------------------------------------------------------------ */
 

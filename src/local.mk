@@ -14,6 +14,9 @@ src_libhearth_core_la_SOURCES = \
 	src/backend.h \
 	src/backend_cpu.c \
 	src/context.c \
+	src/download.c \
+	src/download.h \
+	src/download_names.c \
 	src/error.c \
 	src/forward.h \
 	src/gguf.c \
@@ -27,7 +30,6 @@ src_libhearth_core_la_SOURCES = \
 	src/model.h \
 	src/quant.c \
 	src/quant.h \
-	src/types.c \
 	src/chat_builtin.c \
 	src/chat_builtin.h \
 	src/chat_template.c \
@@ -42,10 +44,26 @@ src_libhearth_core_la_SOURCES = \
 	src/jinja_text.c \
 	src/json.c \
 	src/json.h \
+	src/rng.h \
+	src/sampler.c \
+	src/sampler.h \
+	src/sha256.c \
+	src/sha256.h \
+	src/text_stream.c \
 	src/textbuf.c \
 	src/textbuf.h \
+	src/tokenizer.c \
+	src/tokenizer.h \
+	src/tokenizer_bpe.c \
+	src/tokenizer_pretok.c \
+	src/tokenizer_special.c \
+	src/tokenizer_spm.c \
+	src/tokenizer_vocab.c \
+	src/types.c \
 	src/unichar.c \
 	src/unichar.h \
+	src/utf8.c \
+	src/utf8.h \
 	src/value.c \
 	src/value.h
 

@@ -1,101 +1,10 @@
 /*
- * unichar.c -- UTF-8 coding (RFC 3629) and character properties with
- * Python's str semantics for the scripts listed in unichar.h.
+ * unichar.c -- character properties with Python's str semantics for the
+ * scripts listed in unichar.h.
  */
 #include "internal.h"
 
 #include "unichar.h"
-
-size_t utf8_decode(const char *str, size_t len, uint32_t *cp)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    if (len == 0) return 0;
-    unsigned c = s[0];
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    size_t n;
-    uint32_t v, min;
-    if (c >= 0xc2 && c <= 0xdf) {
-        n = 2; v = c & 0x1f; min = 0x80;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        n = 3; v = c & 0x0f; min = 0x800;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4; v = c & 0x07; min = 0x10000;
-    } else {
-        return 0;   /* continuation byte, 0xc0/0xc1 or 0xf5.. */
-    }
-    if (len < n) return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0;
-        v = (v << 6) | (s[i] & 0x3f);
-    }
-    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;
-    *cp = v;
-    return n;
-}
-
-size_t utf8_encode(uint32_t cp, char out[4])
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xc0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xe0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        out[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    out[0] = (char)(0xf0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    out[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
-size_t utf8_validate(const char *s, size_t len)
-{
-    size_t i = 0;
-    while (i < len) {
-        if ((unsigned char)s[i] < 0x80) {
-            i++;
-            continue;
-        }
-        uint32_t cp;
-        size_t n = utf8_decode(s + i, len - i, &cp);
-        if (n == 0) return i;
-        i += n;
-    }
-    return len;
-}
-
-size_t utf8_count(const char *s, size_t len)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < len; i++)
-        if (((unsigned char)s[i] & 0xc0) != 0x80) n++;
-    return n;
-}
-
-size_t utf8_offset(const char *s, size_t len, size_t index)
-{
-    size_t i = 0;
-    while (i < len) {
-        if (((unsigned char)s[i] & 0xc0) != 0x80) {
-            if (index == 0) return i;
-            index--;
-        }
-        i++;
-    }
-    return len;
-}
 
 bool uni_isspace(uint32_t cp)
 {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "unichar.h"
+#include "utf8.h"
 #include "value.h"
 
 /* ---- reference counting ------------------------------------------------ */

@@ -7,6 +7,12 @@ src_hearth_SOURCES = \
 	src/cli/commands.def \
 	src/cli/inspect.c \
 	src/cli/main.c \
+	src/cli/model_options.c \
+	src/cli/model_options.h \
 	src/cli/options.c \
-	src/cli/template.c
+	src/cli/pull.c \
+	src/cli/sampling_options.c \
+	src/cli/sampling_options.h \
+	src/cli/template.c \
+	src/cli/tokenize.c
 src_hearth_LDADD = src/libhearth.la -lm

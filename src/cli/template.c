@@ -45,7 +45,10 @@ static void usage(FILE *out)
 static const char default_messages[] = "[{\"role\": \"user\", \"content\": \"Hello!\"}]";
 
 /* The text of the token whose id is the value of key (bos or eos), NULL
- * when the model names none.  Returns false after printing an error. */
+ * when the model names none.  Returns false after printing an error.  It
+ * is read straight from the metadata rather than through a loaded
+ * vocabulary, so that templates can be shown for vocabularies this build
+ * cannot tokenize with (an unknown pre-tokenizer, no PCRE2). */
 static bool token_text(const char *model, const hearth_gguf *g, const char *key, char **out)
 {
     *out = NULL;
