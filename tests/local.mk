@@ -117,17 +117,24 @@ tests_test_chat_template_SOURCES = tests/test-chat-template.c tests/testutil.c
 tests_test_chat_template_CFLAGS = $(TEST_CFLAGS)
 tests_test_chat_template_LDADD = $(TEST_LIBS)
 
-# End-to-end tests of the hearth program.
+# End-to-end tests of the hearth program (the longest first, so that a
+# parallel make check starts it early).
 TESTS += \
+	tests/cli-perplexity.sh \
 	tests/cli-basics.sh \
+	tests/cli-chat.sh \
 	tests/cli-inspect.sh \
 	tests/cli-pull.sh \
+	tests/cli-run.sh \
 	tests/cli-template.sh \
 	tests/cli-tokenize.sh
 EXTRA_DIST += \
 	tests/cli-basics.sh \
+	tests/cli-chat.sh \
 	tests/cli-inspect.sh \
+	tests/cli-perplexity.sh \
 	tests/cli-pull.sh \
+	tests/cli-run.sh \
 	tests/cli-template.sh \
 	tests/cli-tokenize.sh \
 	tests/http-server.py
