@@ -12,7 +12,9 @@
  *
  * Run (see configure --enable-fuzzing) with a corpus directory seeded with
  * copies of the shared chat templates and conversations (../shared/chat):
- *   tests/fuzz/fuzz-template -timeout=10 -max_len=8192 corpus
+ *   tests/fuzz/fuzz-template -timeout=60 -max_len=16384 corpus
+ * (a template that runs into the iteration or work limit takes well under
+ * a second normally but tens of seconds with the fuzzing sanitizers).
  */
 #include "internal.h"
 
