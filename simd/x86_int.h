@@ -48,9 +48,13 @@ FORCE_INLINE float half_to_float(hearth_f16 h)
     return _cvtsh_ss(h);
 }
 
+/* A half in all 8 lanes.  Converted as a vector (vcvtph2ps of a
+ * broadcast): the products of two such vectors then cost one vector
+ * multiply per row-token pair, where a compiler that sees two broadcast
+ * floats would multiply in scalar and broadcast the result, two steps. */
 FORCE_INLINE __m256 broadcast_half(hearth_f16 h)
 {
-    return _mm256_set1_ps(_cvtsh_ss(h));
+    return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
 }
 
 /* ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7)), as kernels.h defines. */
