@@ -30,15 +30,9 @@ const char *kernel_path_name(kernel_path path)
     return (unsigned)path < KERNEL_PATH_COUNT ? path_names[path] : NULL;
 }
 
-static bool cpu_has_avx2(const struct cpu_features *f)
-{
-    return f->avx2 && f->fma && f->f16c;
-}
-
-static bool cpu_has_avx512(const struct cpu_features *f)
-{
-    return cpu_has_avx2(f) && f->avx512f && f->avx512bw && f->avx512vl;
-}
+/* What each x86 path needs (the AVX-512 ones build on the AVX2 code). */
+#define CPU_HAS_AVX2(f) ((f)->avx2 && (f)->fma && (f)->f16c)
+#define CPU_HAS_AVX512(f) (CPU_HAS_AVX2(f) && (f)->avx512f && (f)->avx512bw && (f)->avx512vl)
 
 const hearth_kernels *kernel_path_table(kernel_path path, const char **why_not)
 {
@@ -51,7 +45,7 @@ const hearth_kernels *kernel_path_table(kernel_path path, const char **why_not)
         break;
     case KERNEL_PATH_AVX2:
 #ifdef HAVE_KERNELS_AVX2
-        if (cpu_has_avx2(f)) k = hearth_kernels_avx2();
+        if (CPU_HAS_AVX2(f)) k = hearth_kernels_avx2();
         else why = "this CPU (or its operating system) lacks AVX2, FMA or F16C";
 #else
         why = "this build has no AVX2 kernels";
@@ -59,7 +53,7 @@ const hearth_kernels *kernel_path_table(kernel_path path, const char **why_not)
         break;
     case KERNEL_PATH_AVX512:
 #ifdef HAVE_KERNELS_AVX512
-        if (cpu_has_avx512(f)) k = hearth_kernels_avx512();
+        if (CPU_HAS_AVX512(f)) k = hearth_kernels_avx512();
         else why = "this CPU (or its operating system) lacks AVX-512 F, BW or VL";
 #else
         why = "this build has no AVX-512 kernels";
@@ -67,7 +61,7 @@ const hearth_kernels *kernel_path_table(kernel_path path, const char **why_not)
         break;
     case KERNEL_PATH_AVX512VNNI:
 #ifdef HAVE_KERNELS_AVX512VNNI
-        if (cpu_has_avx512(f) && f->avx512vnni) k = hearth_kernels_avx512vnni();
+        if (CPU_HAS_AVX512(f) && f->avx512vnni) k = hearth_kernels_avx512vnni();
         else why = "this CPU (or its operating system) lacks AVX-512 F, BW, VL or VNNI";
 #else
         why = "this build has no AVX-512 VNNI kernels";
