@@ -347,17 +347,11 @@ static bool same_float(float a, float b)
     return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
 }
 
-/* The table of a path, or NULL with a note when it cannot run here. */
+/* The table of a path, or NULL when it cannot run here (main() notes
+ * which paths are skipped and why). */
 static const hearth_kernels *path_or_note(int p)
 {
-    const char *why;
-    const hearth_kernels *k = kernel_path_table((kernel_path)p, &why);
-    if (!k) {
-        static bool noted[KERNEL_PATH_COUNT];
-        if (!noted[p]) fprintf(stderr, "note: kernel path %s skipped: %s\n", kernel_path_name((kernel_path)p), why);
-        noted[p] = true;
-    }
-    return k;
+    return kernel_path_table((kernel_path)p, NULL);
 }
 
 START_TEST(test_paths_vec_dot)
@@ -645,5 +639,10 @@ static Suite *kernels_suite(void)
 
 int main(void)
 {
+    for (int p = 0; p < KERNEL_PATH_COUNT; p++) {
+        const char *why;
+        if (!kernel_path_table((kernel_path)p, &why))
+            fprintf(stderr, "note: kernel path %s is skipped: %s\n", kernel_path_name((kernel_path)p), why);
+    }
     return test_run_suite(kernels_suite());
 }
