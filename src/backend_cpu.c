@@ -117,7 +117,10 @@ static hearth_status cpu_matmul(struct hearth_backend *be, struct act *out, cons
 
     /* Every output is one dot product computed by one thread in the
      * kernels' fixed order, so the result does not depend on the number
-     * of threads or on how the rows are shared out. */
+     * of threads or on how the rows are shared out.  Float weights take
+     * the same path in prefill: OpenBLAS's sgemm, tried on a tile of rows
+     * (F16 converted first), was slower than the AVX-512 and AVX2 tiles
+     * for 16 to 512 tokens, and would break that bit-for-bit agreement. */
 #pragma omp parallel num_threads(be->n_threads)
     {
 #pragma omp for schedule(static)
