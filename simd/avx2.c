@@ -27,7 +27,7 @@
 /* ---- float weights ------------------------------------------------------------- */
 
 #define FLOAT_TILE_ROWS 4
-#define FLOAT_TILE_TOKS 2
+#define FLOAT_TILE_TOKS 3
 
 enum float_format { FLOAT_F32, FLOAT_F16, FLOAT_BF16 };
 
