@@ -19,9 +19,9 @@
     _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1)))
 #define DOT_S16(acc, a, b) _mm256_add_epi32((acc), _mm256_madd_epi16((a), (b)))
 #define HAVE_DPBUSD 0
-/* 16 vector registers: 4 x 2 tiles leave room for the unpacked rows. */
+/* 16 vector registers: 4 x 3 tiles leave room for the unpacked rows. */
 #define INT_TILE_ROWS 4
-#define INT_TILE_TOKS 2
+#define INT_TILE_TOKS 3
 #include "x86_int.h"
 
 /* ---- float weights ------------------------------------------------------------- */
