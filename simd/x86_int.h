@@ -586,30 +586,35 @@ FORCE_INLINE void kquant_tile(enum kquant_format f, const int TR, const int TT, 
  * ========================================================================== */
 
 /* gemm walks full tiles of TROWS x TTOKS, token tiles outermost so that a
- * tile's activations stay in cache while all the rows pass them; leftover
- * rows and tokens are done one at a time by the same tile code, so every
- * call shape computes a row-token pair alike.  TILE(fmt, rows, tokens,
- * n_blocks, w, w_stride, x, x_stride, out, out_stride) is a tile kernel. */
+ * tile's activations stay in cache while all the rows pass them; the
+ * leftover tokens (fewer than TTOKS, at most 3) form one narrower tile, and
+ * leftover rows are done one at a time.  All of them run the same tile
+ * code, so every call shape computes a row-token pair alike.
+ * TILE(fmt, rows, tokens, n_blocks, w, w_stride, x, x_stride, out,
+ * out_stride) is a tile kernel. */
+#define TILE_ROWS_PASS(TILE, fmt, TROWS, TOKS, t) \
+    do { \
+        int64_t r = 0; \
+        for (; r + (TROWS) <= n_rows; r += (TROWS)) \
+            TILE(fmt, TROWS, TOKS, nb, wp + (size_t)r * ws, ws, xp + (size_t)(t) * xs, xs, y + (t) * ys + r, ys); \
+        for (; r < n_rows; r++) \
+            TILE(fmt, 1, TOKS, nb, wp + (size_t)r * ws, ws, xp + (size_t)(t) * xs, xs, y + (t) * ys + r, ys); \
+    } while (0)
+
 #define DEFINE_TILED_GEMM(name, TILE, fmt, TROWS, TTOKS, block_elems) \
+    _Static_assert((TTOKS) >= 1 && (TTOKS) <= 4, "leftover tokens are dispatched up to 3"); \
     static void gemm_##name(int64_t n, int64_t n_rows, int64_t n_tok, const void *w, size_t ws, \
                             const void *x, size_t xs, float *y, int64_t ys) \
     { \
         const uint8_t *wp = w, *xp = x; \
         const int64_t nb = n / (block_elems); \
         int64_t t = 0; \
-        for (; t + (TTOKS) <= n_tok; t += (TTOKS)) { \
-            int64_t r = 0; \
-            for (; r + (TROWS) <= n_rows; r += (TROWS)) \
-                TILE(fmt, TROWS, TTOKS, nb, wp + (size_t)r * ws, ws, xp + (size_t)t * xs, xs, y + t * ys + r, ys); \
-            for (; r < n_rows; r++) \
-                TILE(fmt, 1, TTOKS, nb, wp + (size_t)r * ws, ws, xp + (size_t)t * xs, xs, y + t * ys + r, ys); \
-        } \
-        for (; t < n_tok; t++) { \
-            int64_t r = 0; \
-            for (; r + (TROWS) <= n_rows; r += (TROWS)) \
-                TILE(fmt, TROWS, 1, nb, wp + (size_t)r * ws, ws, xp + (size_t)t * xs, xs, y + t * ys + r, ys); \
-            for (; r < n_rows; r++) \
-                TILE(fmt, 1, 1, nb, wp + (size_t)r * ws, ws, xp + (size_t)t * xs, xs, y + t * ys + r, ys); \
+        for (; t + (TTOKS) <= n_tok; t += (TTOKS)) TILE_ROWS_PASS(TILE, fmt, TROWS, TTOKS, t); \
+        switch (n_tok - t) { \
+        case 3: TILE_ROWS_PASS(TILE, fmt, TROWS, 3, t); break; \
+        case 2: TILE_ROWS_PASS(TILE, fmt, TROWS, 2, t); break; \
+        case 1: TILE_ROWS_PASS(TILE, fmt, TROWS, 1, t); break; \
+        default: break; \
         } \
     } \
     static void vec_dot_##name(int64_t n, float *s, const void *w, const void *x) \
