@@ -65,6 +65,13 @@ FORCE_INLINE float lanes_total(__m256 run)
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
+/* Rows are short streams (a few KB): to hide the start of each new one,
+ * a tile fetches the rows of the next tile at the place it is reading. */
+FORCE_INLINE void prefetch_next_rows(const uint8_t *p, size_t w_stride, int rows)
+{
+    _mm_prefetch((const char *)(p + (size_t)rows * w_stride), _MM_HINT_T0);
+}
+
 /* Per 32-bit lane, the sum of the four signed bytes of y. */
 FORCE_INLINE __m256i lane_sums(__m256i y)
 {
@@ -320,6 +327,7 @@ FORCE_INLINE void legacy_tile(enum legacy_format f, const int TR, const int TT, 
         UNROLL
         for (int r = 0; r < TR; r++) {
             const uint8_t *blk = w + (size_t)r * w_stride + (size_t)i * wb;
+            prefetch_next_rows(blk, w_stride, TR);
             q[r] = legacy_quants(f, blk);
             hearth_f16 d, m = 0;
             memcpy(&d, blk, 2);
@@ -534,6 +542,9 @@ FORCE_INLINE void kquant_tile(enum kquant_format f, const int TR, const int TT, 
         UNROLL
         for (int r = 0; r < TR; r++) {
             wblk[r] = w + (size_t)r * w_stride + (size_t)i * wb;
+            prefetch_next_rows(wblk[r], w_stride, TR);
+            prefetch_next_rows(wblk[r] + 64, w_stride, TR);
+            if (wb > 128) prefetch_next_rows(wblk[r] + 128, w_stride, TR);
             kquant_row(f, wblk[r], &row[r]);
         }
         UNROLL
