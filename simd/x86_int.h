@@ -292,8 +292,8 @@ FORCE_INLINE __m256i legacy_quants(enum legacy_format f, const uint8_t *blk)
     }
 }
 
-/* The lane sums of the quants' offset: sum (q - bias) y = sum q y - bias
- * sum y per lane, for the formats whose quants are stored biased. */
+/* The offset of the stored quants, taken off per lane after the unsigned
+ * product: sum (q - bias) y = sum q y - bias sum y. */
 FORCE_INLINE int legacy_bias(enum legacy_format f)
 {
     switch (f) {
