@@ -68,20 +68,28 @@ src_libhearth_core_la_SOURCES = \
 	src/value.h
 
 src_libhearth_core_la_LIBADD = \
-	$(OPENBLAS_LIBS) \
 	$(PCRE2_LIBS) \
 	$(CURL_LIBS) \
 	$(JSON_LIBS) \
 	$(OPENCL_LIBS) \
 	-lm
 src_libhearth_core_la_CFLAGS = $(AM_CFLAGS) \
-	$(OPENBLAS_CFLAGS) \
 	$(PCRE2_CFLAGS) \
 	$(CURL_CFLAGS) \
 	$(JSON_CFLAGS) \
 	$(OPENCL_CFLAGS)
 
+# The shared library exports exactly the functions hearth.h declares: the
+# list is made from the header (one declaration per line starts with its
+# return type), and tests/cli-symbols.sh checks the result both ways.
+src/libhearth.sym: $(top_srcdir)/src/hearth.h
+	$(AM_V_GEN)$(MKDIR_P) src && \
+	sed -n 's/^[A-Za-z].*[ *]\(hearth_[a-z0-9_]*\)(.*/\1/p' $(top_srcdir)/src/hearth.h | \
+	LC_ALL=C sort -u > $@-t && mv $@-t $@
+CLEANFILES += src/libhearth.sym
+
 src_libhearth_la_SOURCES =
 src_libhearth_la_LIBADD = src/libhearth-core.la
+EXTRA_src_libhearth_la_DEPENDENCIES = src/libhearth.sym
 src_libhearth_la_LDFLAGS = $(AM_LDFLAGS) -version-info $(HEARTH_LT_VERSION) \
-	-export-symbols-regex '^hearth_' -no-undefined
+	-export-symbols src/libhearth.sym -no-undefined

@@ -126,9 +126,11 @@ TESTS += \
 	tests/cli-inspect.sh \
 	tests/cli-pull.sh \
 	tests/cli-run.sh \
+	tests/cli-symbols.sh \
 	tests/cli-template.sh \
 	tests/cli-tokenize.sh
 EXTRA_DIST += \
+	tests/cli-symbols.sh \
 	tests/cli-basics.sh \
 	tests/cli-chat.sh \
 	tests/cli-inspect.sh \

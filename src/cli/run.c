@@ -216,9 +216,11 @@ int cmd_run(int argc, char **argv)
     if (verbose) {
         fprintf(stderr, "hearth: %s: model %s: %s, %.2f MiB of weights\n", CMD, model_path,
                 hearth_model_desc(model), hearth_model_size_bytes(model) / 1048576.0);
-        fprintf(stderr, "hearth: %s: context %d tokens, batch %d, %d threads\n", CMD,
+        const char *kernels = "?";
+        hearth_cpu_kernels(&kernels);
+        fprintf(stderr, "hearth: %s: context %d tokens, batch %d, %d threads, %s kernels\n", CMD,
                 hearth_context_n_ctx(ctx), hearth_context_n_batch(ctx),
-                hearth_context_n_threads(ctx));
+                hearth_context_n_threads(ctx), kernels);
         fprintf(stderr, "hearth: %s: KV cache %s, %zu bytes (%.2f MiB)\n", CMD,
                 hearth_type_name(hearth_context_cache_type(ctx)), hearth_context_kv_bytes(ctx),
                 hearth_context_kv_bytes(ctx) / 1048576.0);
