@@ -3,6 +3,7 @@
 bin_PROGRAMS += src/hearth
 
 src_hearth_SOURCES = \
+	src/cli/bench.c \
 	src/cli/cli.h \
 	src/cli/commands.def \
 	src/cli/inspect.c \
@@ -11,6 +12,7 @@ src_hearth_SOURCES = \
 	src/cli/model_options.h \
 	src/cli/options.c \
 	src/cli/pull.c \
+	src/cli/quantize.c \
 	src/cli/sampling_options.c \
 	src/cli/sampling_options.h \
 	src/cli/tokenize.c
