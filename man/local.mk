@@ -2,7 +2,9 @@
 
 dist_man_MANS += \
 	man/hearth.1 \
+	man/hearth-bench.1 \
 	man/hearth-inspect.1 \
 	man/hearth-pull.1 \
+	man/hearth-quantize.1 \
 	man/hearth-sampling.7 \
 	man/hearth-tokenize.1

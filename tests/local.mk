@@ -18,7 +18,7 @@ AM_DISTCHECK_CONFIGURE_FLAGS = HEARTH_TEST_DATA="$(HEARTH_DEFAULT_TEST_DATA)"
 TEST_EXTENSIONS = .sh
 SH_LOG_COMPILER = $(SHELL)
 
-noinst_HEADERS += tests/testutil.h
+noinst_HEADERS += tests/testutil.h tests/quant_bounds.h
 EXTRA_DIST += tests/lib.sh
 
 # Unit tests: one Check program per module.
@@ -33,6 +33,7 @@ check_PROGRAMS += \
 	tests/test-gguf \
 	tests/test-kernels \
 	tests/test-quant \
+	tests/test-quantize \
 	tests/test-sampler \
 	tests/test-sha256 \
 	tests/test-text-stream \
@@ -45,6 +46,7 @@ TESTS += \
 	tests/test-gguf \
 	tests/test-kernels \
 	tests/test-quant \
+	tests/test-quantize \
 	tests/test-sampler \
 	tests/test-sha256 \
 	tests/test-text-stream \
@@ -79,6 +81,10 @@ tests_test_quant_SOURCES = tests/test-quant.c tests/testutil.c
 tests_test_quant_CFLAGS = $(TEST_CFLAGS)
 tests_test_quant_LDADD = $(TEST_LIBS)
 
+tests_test_quantize_SOURCES = tests/test-quantize.c tests/testutil.c
+tests_test_quantize_CFLAGS = $(TEST_CFLAGS)
+tests_test_quantize_LDADD = $(TEST_LIBS)
+
 tests_test_sampler_SOURCES = tests/test-sampler.c tests/testutil.c
 tests_test_sampler_CFLAGS = $(TEST_CFLAGS)
 tests_test_sampler_LDADD = $(TEST_LIBS)
@@ -102,13 +108,17 @@ tests_test_types_LDADD = $(TEST_LIBS)
 # End-to-end tests of the hearth program.
 TESTS += \
 	tests/cli-basics.sh \
+	tests/cli-bench.sh \
 	tests/cli-inspect.sh \
 	tests/cli-pull.sh \
+	tests/cli-quantize.sh \
 	tests/cli-tokenize.sh
 EXTRA_DIST += \
 	tests/cli-basics.sh \
+	tests/cli-bench.sh \
 	tests/cli-inspect.sh \
 	tests/cli-pull.sh \
+	tests/cli-quantize.sh \
 	tests/cli-tokenize.sh \
 	tests/http-server.py
 
