@@ -402,6 +402,100 @@ hearth_status hearth_detokenize(const hearth_vocab *vocab, const hearth_token *t
 
 /* == chat templates ===================================================== */
 
+/* Models ship their chat template as Jinja text in the GGUF key
+ * tokenizer.chat_template.  hearth renders it with its own interpreter of
+ * the Jinja subset chat templates use, with the settings and extra
+ * functions Hugging Face transformers gives them (trim_blocks,
+ * lstrip_blocks, loop controls, tojson as json.dumps, raise_exception,
+ * strftime_now).  A parsed template is immutable: it may be rendered from
+ * several threads at once.
+ *
+ * Rendering is bounded so that hostile templates cannot crash or hang the
+ * process: nesting of 100 levels when parsing and 400 when evaluating, 40
+ * nested macro calls, one million loop iterations, 20 million units of
+ * work (one per evaluated expression, list element built or 8 bytes of
+ * text built), 64 MiB of output; reaching a limit is an error
+ * (HEARTH_E_RANGE).  At those limits rendering uses up to about 200 KiB of
+ * the calling thread's stack. */
+
+typedef struct hearth_template hearth_template;
+
+/* Parse template text of len bytes (it need not be NUL-terminated; at most
+ * 4 MiB).  A syntax error or invalid UTF-8 is HEARTH_E_FORMAT with a message
+ * "chat template line L, column C: ...". */
+hearth_status hearth_template_parse(const char *text, size_t len, hearth_template **out);
+
+/* One of the built-in templates, written for hearth, for models without a
+ * usable template of their own: "chatml", "gemma", "llama2", "llama3",
+ * "mistral", "phi3", "zephyr".  HEARTH_E_NOT_FOUND for other names. */
+hearth_status hearth_template_builtin(const char *name, hearth_template **out);
+
+/* The names hearth_template_builtin() accepts, NULL-terminated. */
+const char *const *hearth_template_builtin_names(void);
+
+/* The template a model ships in its metadata key tokenizer.chat_template.
+ * HEARTH_E_NOT_FOUND when the file has none; parse errors as
+ * hearth_template_parse(), prefixed with the file's name. */
+hearth_status hearth_template_from_gguf(const hearth_gguf *gguf, hearth_template **out);
+
+/* Free a template (NULL is allowed). */
+void hearth_template_free(hearth_template *tmpl);
+
+/* What a template sees besides the messages.  All-zero fields give the
+ * defaults. */
+typedef struct hearth_chat_options {
+    /* End with the start of an assistant turn (the template's
+     * add_generation_prompt). */
+    bool add_generation_prompt;
+    /* Text of the model's BOS and EOS tokens (bos_token, eos_token);
+     * NULL means "". */
+    const char *bos_token;
+    const char *eos_token;
+    /* JSON array of tool definitions (tools), or NULL for none: then tools
+     * is undefined in the template. */
+    const char *tools_json;
+    /* The date templates see as date_string ("29 Nov 2026") and that
+     * strftime_now() formats, given as "29 Nov 2026" or "2026-11-29"
+     * (optionally followed by a time "HH:MM[:SS]"); NULL means the local
+     * date and time now. */
+    const char *date;
+    /* JSON object of further variables ({"enable_thinking": false}), or
+     * NULL.  The variables above take precedence over these. */
+    const char *extra_json;
+} hearth_chat_options;
+
+/* Render a conversation given as a JSON array of message objects
+ * (messages_len bytes): each object has a role, a content and whatever else
+ * the template reads (tool_calls, tool_call_id, ...).  options may be NULL.
+ *
+ * On success *out is the text, NUL-terminated, to be freed with
+ * hearth_free(), and *out_len (when out_len is not NULL) its length in
+ * bytes.  Errors: HEARTH_E_FORMAT for malformed JSON (with its byte
+ * offset), HEARTH_E_INVALID for messages that are not an array of objects
+ * or an invalid option, HEARTH_E_TEMPLATE when the template raises an
+ * exception or fails at run time (with its line and column), HEARTH_E_RANGE
+ * when a limit is reached (integers beyond 64 bits included),
+ * HEARTH_E_UNSUPPORTED when it uses one of the few Jinja features hearth
+ * lacks (such as dict keys that are not strings). */
+hearth_status hearth_template_render(const hearth_template *tmpl, const char *messages_json,
+                                     size_t messages_len, const hearth_chat_options *options,
+                                     char **out, size_t *out_len);
+
+/* A message with text content only. */
+typedef struct hearth_chat_message {
+    const char *role;      /* "system", "user", "assistant", ... */
+    const char *content;   /* UTF-8 text */
+} hearth_chat_message;
+
+/* hearth_template_render() for n plain {role, content} messages. */
+hearth_status hearth_template_render_messages(const hearth_template *tmpl,
+                                              const hearth_chat_message *messages, size_t n,
+                                              const hearth_chat_options *options,
+                                              char **out, size_t *out_len);
+
+/* Free a string (or other buffer) the library returned. */
+void hearth_free(void *ptr);
+
 /* == streaming text ===================================================== */
 
 /*

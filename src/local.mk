@@ -32,12 +32,28 @@ src_libhearth_core_la_SOURCES = \
 	src/quant.h \
 	src/quantize.c \
 	src/quantize.h \
+	src/chat_builtin.c \
+	src/chat_builtin.h \
+	src/chat_template.c \
+	src/jinja.h \
+	src/jinja_eval.c \
+	src/jinja_filters.c \
+	src/jinja_lexer.c \
+	src/jinja_methods.c \
+	src/jinja_ops.c \
+	src/jinja_parser.c \
+	src/jinja_tests.c \
+	src/jinja_text.c \
+	src/json.c \
+	src/json.h \
 	src/rng.h \
 	src/sampler.c \
 	src/sampler.h \
 	src/sha256.c \
 	src/sha256.h \
 	src/text_stream.c \
+	src/textbuf.c \
+	src/textbuf.h \
 	src/tokenizer.c \
 	src/tokenizer.h \
 	src/tokenizer_bpe.c \
@@ -46,8 +62,12 @@ src_libhearth_core_la_SOURCES = \
 	src/tokenizer_spm.c \
 	src/tokenizer_vocab.c \
 	src/types.c \
+	src/unichar.c \
+	src/unichar.h \
 	src/utf8.c \
-	src/utf8.h
+	src/utf8.h \
+	src/value.c \
+	src/value.h
 
 src_libhearth_core_la_LIBADD = \
 	$(OPENBLAS_LIBS) \

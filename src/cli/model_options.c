@@ -221,3 +221,30 @@ int cli_model_resolve(const char *cmd, const struct cli_model_source *src, char 
     if (st == HEARTH_E_INVALID) return cli_usage_error(cmd, "%s", hearth_last_error());
     return cli_fail(cmd, st);
 }
+
+int cli_model_load(const char *cmd, const struct cli_model_source *src, char **path_out,
+                   hearth_model **model_out)
+{
+    *model_out = NULL;
+    int rc = cli_model_resolve(cmd, src, path_out);
+    if (rc != CLI_EXIT_OK) return rc;
+    hearth_model_params params;
+    hearth_model_default_params(&params);
+    hearth_status st = hearth_model_load(*path_out, &params, model_out);
+    if (st) {
+        free(*path_out);
+        *path_out = NULL;
+        return cli_fail(cmd, st);
+    }
+    return CLI_EXIT_OK;
+}
+
+void cli_model_help(FILE *out)
+{
+    fprintf(out,
+            "Model:\n"
+            "  -m, --model FILE         a GGUF model file\n"
+            "  -hf, --hf OWNER/REPO:FILE  a model from the Hugging Face hub (downloaded\n"
+            "                           into the cache on first use)\n"
+            "  --url URL                a model from a URL (downloaded into the cache)\n");
+}

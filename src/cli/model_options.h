@@ -15,6 +15,9 @@
 
 #include <getopt.h>
 #include <stdbool.h>
+#include <stdio.h>
+
+#include "hearth.h"
 
 enum {
     CLI_OPT_HF = 0x1100,
@@ -54,5 +57,14 @@ int cli_model_check(const char *cmd, const struct cli_model_source *src, bool re
 /* The local path of the model (malloc'ed), downloading it into the cache
  * when needed.  Returns a CLI exit status; on CLI_EXIT_OK *path_out is set. */
 int cli_model_resolve(const char *cmd, const struct cli_model_source *src, char **path_out);
+
+/* cli_model_resolve(), then load the model with the model options given.
+ * Returns a CLI exit status; on CLI_EXIT_OK *path_out and *model_out are
+ * set (free them with free() and hearth_model_free()). */
+int cli_model_load(const char *cmd, const struct cli_model_source *src, char **path_out,
+                   hearth_model **model_out);
+
+/* The model options' lines for a command's --help. */
+void cli_model_help(FILE *out);
 
 #endif /* HEARTH_CLI_MODEL_OPTIONS_H */
