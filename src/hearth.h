@@ -919,6 +919,21 @@ hearth_status hearth_download_hf(const char *spec, const hearth_download_options
 /* The same for any http:// or https:// URL. */
 hearth_status hearth_download_url(const char *url, const hearth_download_options *opts,
                                   char **path_out);
+/* == CPU kernels ========================================================== */
+
+/* The CPU kernel path the engine computes with: "scalar", "avx2",
+ * "avx512" or "avx512vnni".  It is chosen on first use -- the best one this
+ * processor and operating system run -- unless the environment variable
+ * HEARTH_CPU names one (or is "auto").  Fails with HEARTH_E_UNSUPPORTED
+ * when HEARTH_CPU names a path that is unknown or that this build or this
+ * processor cannot run; the message lists the paths available.  Contexts
+ * fail to be created for the same reason. */
+hearth_status hearth_cpu_kernels(const char **name);
+
+/* The instruction-set extensions detected on this processor that the
+ * kernels can use, space-separated ("avx2 fma f16c avx512f ..."; "" when
+ * there are none). */
+const char *hearth_cpu_features(void);
 
 /* == compute devices ==================================================== */
 

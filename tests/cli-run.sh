@@ -52,6 +52,27 @@ expect_status 0 "-n 0 generates nothing" -- "$HEARTH" run -m "$m" -p "Once" -n 0
 expect_status 0 "-v" -- "$HEARTH" run -m "$m" -p "Once" -n 1 -c 64 -v
 grep -q "KV cache F16, 40960 bytes" "$tmpdir/err" || fail "-v reports the KV cache bytes"
 
+# SIGINT mid-generation: the text so far and the partial statistics, exit
+# status 130.  The model's end-of-sequence token is banned and the context
+# is long, so generation is still running when the signal comes; the test
+# waits for the first generated text before sending it.
+micro="$HEARTH_TEST_DATA/models/micro-llama-f32.gguf"
+if [ -f "$micro" ] && mkfifo "$tmpdir/fifo"; then
+    "$HEARTH" run -m "$micro" -p "Once upon a time" -c 8192 -n 8000 --temp 1 --logit-bias 2-inf \
+        --no-echo >"$tmpdir/fifo" 2>"$tmpdir/int.err" &
+    pid=$!
+    exec 3<"$tmpdir/fifo"
+    head -c 16 <&3 >/dev/null
+    kill -INT "$pid"
+    cat <&3 >/dev/null
+    wait "$pid"
+    rc=$?
+    exec 3<&-
+    [ "$rc" -eq 130 ] && pass "SIGINT: exit status 130" || fail "SIGINT: exit status $rc, expected 130"
+    grep -q "finish reason: interrupted" "$tmpdir/int.err" || fail "SIGINT: finish reason interrupted"
+    grep -q "generated: [1-9][0-9]* tokens" "$tmpdir/int.err" || fail "SIGINT: partial statistics"
+fi
+
 # Usage errors.
 expect_status 2 "no prompt" -- "$HEARTH" run -m "$m"
 expect_status 2 "two prompts" -- "$HEARTH" run -m "$m" -p a -f b
