@@ -51,6 +51,13 @@ for r in d:
 ' "$tmpdir/out" || fail "json: valid, with the samples and their mean"
 fi
 
+expect_status 0 "the kernel path forced" -- env HEARTH_CPU=scalar "$HEARTH" bench -m "$m" -p 4 -n 0 -r 1 -q
+grep -q '| CPU/scalar *|' "$tmpdir/out" || fail "the backend column names the kernel path"
+expect_status 0 "the kernel path in csv" -- env HEARTH_CPU=scalar "$HEARTH" bench -m "$m" -p 4 -n 0 -r 1 -q -o csv
+grep -q '^"[^"]*","[^"]*","CPU","scalar",' "$tmpdir/out" || fail "csv: backends and kernels"
+expect_status 1 "an unknown kernel path" -- env HEARTH_CPU=bogus "$HEARTH" bench -m "$m" -p 4 -n 0
+grep -q "HEARTH_CPU=bogus" "$tmpdir/err" || fail "the unknown kernel path is named"
+
 expect_status 2 "no model" -- "$HEARTH" bench -p 8
 expect_status 2 "nothing to run" -- "$HEARTH" bench -m "$m" -p 0 -n 0
 expect_status 2 "bad list" -- "$HEARTH" bench -m "$m" -t 1,,2

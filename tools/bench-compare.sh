@@ -20,6 +20,8 @@
 #   --reps N        measured runs per tool invocation (default 3); medians
 #                   are taken over rounds x reps runs
 #   --membw PATH    the bandwidth probe (default: tools/membw of this tree)
+#   --cpu PATH      hearth's kernel path (HEARTH_CPU: scalar, avx2, ...;
+#                   default: the best this processor runs)
 set -eu
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,6 +39,7 @@ while [ $# -gt 0 ]; do
     --gen-dir) gen_dir=$2; shift 2 ;;
     --vocab) vocab=$2; shift 2 ;;
     --membw) membw=$2; shift 2 ;;
+    --cpu) HEARTH_CPU=$2; export HEARTH_CPU; shift 2 ;;
     -t) threads=$2; shift 2 ;;
     -p) n_prompt=$2; shift 2 ;;
     -n) n_gen=$2; shift 2 ;;

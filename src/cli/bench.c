@@ -502,7 +502,7 @@ static void row_fields(const struct bench_info *info, const struct result *r,
     } while (0)
     FIELD("hearth_version", true, "%s", hearth_version());
     FIELD("cpu_info", true, "%s", info->cpu_info);
-    FIELD("backends", true, "%s", info->backend);
+    FIELD("backends", true, "%s", "CPU");
     FIELD("kernels", true, "%s", info->kernels);
     FIELD("model_filename", true, "%s", info->model_path);
     FIELD("model_type", true, "%s", info->model_desc);
@@ -591,15 +591,15 @@ static void read_cpu_info(char *buf, size_t size)
 }
 
 static void fill_info(struct bench_info *info, const struct bench_opts *o, const char *path,
-                      const hearth_model *model)
+                      const hearth_model *model, const char *kernels)
 {
     memset(info, 0, sizeof *info);
     info->model_path = path;
     info->model_desc = hearth_model_desc(model);
     info->model_bytes = hearth_model_size_bytes(model);
     info->n_params = hearth_model_n_params(model);
-    info->kernels = "cpu";
-    snprintf(info->backend, sizeof info->backend, "CPU");
+    info->kernels = kernels;
+    snprintf(info->backend, sizeof info->backend, "CPU/%s", kernels);
     read_cpu_info(info->cpu_info, sizeof info->cpu_info);
     info->cache_type = o->cache_type;
     info->n_gpu_layers = 0;
@@ -649,6 +649,14 @@ int cmd_bench(int argc, char **argv)
         free(rows);
         return cli_usage_error(CMD, "nothing to measure: every -p and -n value is 0");
     }
+    /* The kernel path goes into every row; an unusable HEARTH_CPU is an
+     * error before anything is loaded. */
+    const char *kernels;
+    hearth_status st = hearth_cpu_kernels(&kernels);
+    if (st) {
+        free(rows);
+        return cli_fail(CMD, st);
+    }
     o.src.quiet = o.quiet;
     char *path = NULL;
     rc = cli_model_resolve(CMD, &o.src, &path);
@@ -657,7 +665,7 @@ int cmd_bench(int argc, char **argv)
         return rc;
     }
     hearth_model *model = NULL;
-    hearth_status st = hearth_model_load(path, NULL, &model);
+    st = hearth_model_load(path, NULL, &model);
     if (st) {
         rc = cli_fail(CMD, st);
         free(path);
@@ -665,7 +673,7 @@ int cmd_bench(int argc, char **argv)
         return rc;
     }
     struct bench_info info;
-    fill_info(&info, &o, path, model);
+    fill_info(&info, &o, path, model, kernels);
     const hearth_vocab *vocab = hearth_model_vocab(model);
     struct token_source tokens = {.state = 1, .n_vocab = hearth_model_n_vocab(model),
                                   .bos = HEARTH_TOKEN_NONE};
