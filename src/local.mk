@@ -30,6 +30,8 @@ src_libhearth_core_la_SOURCES = \
 	src/model.h \
 	src/quant.c \
 	src/quant.h \
+	src/quantize.c \
+	src/quantize.h \
 	src/chat_builtin.c \
 	src/chat_builtin.h \
 	src/chat_template.c \

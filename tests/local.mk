@@ -18,7 +18,7 @@ AM_DISTCHECK_CONFIGURE_FLAGS = HEARTH_TEST_DATA="$(HEARTH_DEFAULT_TEST_DATA)"
 TEST_EXTENSIONS = .sh
 SH_LOG_COMPILER = $(SHELL)
 
-noinst_HEADERS += tests/testutil.h
+noinst_HEADERS += tests/testutil.h tests/quant_bounds.h
 EXTRA_DIST += tests/lib.sh
 
 # Unit tests: one Check program per module.
@@ -36,6 +36,7 @@ check_PROGRAMS += \
 	tests/test-json \
 	tests/test-kernels \
 	tests/test-quant \
+	tests/test-quantize \
 	tests/test-sampler \
 	tests/test-sha256 \
 	tests/test-text-stream \
@@ -51,6 +52,7 @@ TESTS += \
 	tests/test-json \
 	tests/test-kernels \
 	tests/test-quant \
+	tests/test-quantize \
 	tests/test-sampler \
 	tests/test-sha256 \
 	tests/test-text-stream \
@@ -84,6 +86,10 @@ tests_test_kernels_LDADD = $(TEST_LIBS)
 tests_test_quant_SOURCES = tests/test-quant.c tests/testutil.c
 tests_test_quant_CFLAGS = $(TEST_CFLAGS)
 tests_test_quant_LDADD = $(TEST_LIBS)
+
+tests_test_quantize_SOURCES = tests/test-quantize.c tests/testutil.c
+tests_test_quantize_CFLAGS = $(TEST_CFLAGS)
+tests_test_quantize_LDADD = $(TEST_LIBS)
 
 tests_test_sampler_SOURCES = tests/test-sampler.c tests/testutil.c
 tests_test_sampler_CFLAGS = $(TEST_CFLAGS)
@@ -122,9 +128,11 @@ tests_test_chat_template_LDADD = $(TEST_LIBS)
 TESTS += \
 	tests/cli-perplexity.sh \
 	tests/cli-basics.sh \
+	tests/cli-bench.sh \
 	tests/cli-chat.sh \
 	tests/cli-inspect.sh \
 	tests/cli-pull.sh \
+	tests/cli-quantize.sh \
 	tests/cli-run.sh \
 	tests/cli-symbols.sh \
 	tests/cli-template.sh \
@@ -132,10 +140,12 @@ TESTS += \
 EXTRA_DIST += \
 	tests/cli-symbols.sh \
 	tests/cli-basics.sh \
+	tests/cli-bench.sh \
 	tests/cli-chat.sh \
 	tests/cli-inspect.sh \
 	tests/cli-perplexity.sh \
 	tests/cli-pull.sh \
+	tests/cli-quantize.sh \
 	tests/cli-run.sh \
 	tests/cli-template.sh \
 	tests/cli-tokenize.sh \

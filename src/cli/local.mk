@@ -3,6 +3,7 @@
 bin_PROGRAMS += src/hearth
 
 src_hearth_SOURCES = \
+	src/cli/bench.c \
 	src/cli/chat.c \
 	src/cli/cli.h \
 	src/cli/commands.def \
@@ -17,6 +18,7 @@ src_hearth_SOURCES = \
 	src/cli/prompt.c \
 	src/cli/prompt.h \
 	src/cli/pull.c \
+	src/cli/quantize.c \
 	src/cli/run.c \
 	src/cli/sampling_options.c \
 	src/cli/sampling_options.h \
