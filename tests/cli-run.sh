@@ -64,9 +64,13 @@ if [ -f "$micro" ] && mkfifo "$tmpdir/fifo"; then
     exec 3<"$tmpdir/fifo"
     head -c 16 <&3 >/dev/null
     kill -INT "$pid"
+    # A program that ignores the signal must fail the test, not hang it.
+    ( sleep 120; kill -KILL "$pid" 2>/dev/null ) &
+    watchdog=$!
     cat <&3 >/dev/null
     wait "$pid"
     rc=$?
+    kill "$watchdog" 2>/dev/null
     exec 3<&-
     [ "$rc" -eq 130 ] && pass "SIGINT: exit status 130" || fail "SIGINT: exit status $rc, expected 130"
     grep -q "finish reason: interrupted" "$tmpdir/int.err" || fail "SIGINT: finish reason interrupted"

@@ -19,7 +19,6 @@
 
 #include <getopt.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,20 +194,6 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
  * Measuring
  * ------------------------------------------------------------------------ */
 
-static volatile sig_atomic_t interrupted;
-
-static void on_sigint(int sig)
-{
-    (void)sig;
-    interrupted = 1;
-}
-
-static bool should_abort(void *data)
-{
-    (void)data;
-    return interrupted != 0;
-}
-
 static uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -297,7 +282,7 @@ static hearth_status run_test(const hearth_model *model, const struct bench_opts
     hearth_context *ctx;
     hearth_status st = hearth_context_new(model, &cp, &ctx);
     if (st) return st;
-    hearth_context_set_abort(ctx, should_abort, NULL);
+    hearth_context_set_abort(ctx, cli_should_abort, NULL);
     *n_threads_used = hearth_context_n_threads(ctx);
     int32_t *tokens = NULL;
     if (r->n_prompt > 0) {
@@ -680,13 +665,7 @@ int cmd_bench(int argc, char **argv)
     if (vocab && hearth_vocab_adds_bos(vocab))
         tokens.bos = hearth_vocab_special(vocab, HEARTH_SPECIAL_BOS);
 
-    struct sigaction sa, old_sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    interrupted = 0;
-    sigaction(SIGINT, &sa, &old_sa);
-    if (old_sa.sa_handler == SIG_IGN) sigaction(SIGINT, &old_sa, NULL);
+    cli_interrupt_catch();
 
     for (int i = 0; i < n_rows && !st; i++) {
         struct result *r = &rows[i];
@@ -700,7 +679,7 @@ int cmd_bench(int argc, char **argv)
                             "t/s\n", CMD, i + 1, n_rows, name, r->n_threads,
                     r->n_threads == 1 ? "" : "s", r->n_batch, r->avg_ts, r->stddev_ts);
     }
-    sigaction(SIGINT, &old_sa, NULL);
+    cli_interrupt_release();
     if (st == HEARTH_E_INTERRUPTED) {
         cli_error(CMD, "interrupted");
         rc = CLI_EXIT_INTERRUPTED;

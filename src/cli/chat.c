@@ -234,13 +234,13 @@ int cmd_chat(int argc, char **argv)
     if (interactive)
         fprintf(stderr, "hearth: chatting with %s (%s); context %d tokens. /exit quits, /reset "
                 "starts over.\n", model_path, hearth_model_desc(model), hearth_context_n_ctx(ctx));
-    gen_install_sigint();
-    hearth_context_set_abort(ctx, gen_should_abort, NULL);
+    cli_interrupt_catch();
+    hearth_context_set_abort(ctx, cli_should_abort, NULL);
 
     for (;;) {
         ssize_t len = read_message(&input, &input_cap, interactive);
         if (len < 0) {
-            if (gen_interrupted()) rc = CLI_EXIT_INTERRUPTED;
+            if (cli_interrupted()) rc = CLI_EXIT_INTERRUPTED;
             else rc = CLI_EXIT_OK;
             break;
         }
@@ -275,7 +275,7 @@ int cmd_chat(int argc, char **argv)
         hearth_text_stream_reset(stream);
         hearth_sampler_reset(sampler);
         n_reply = 0;
-        gen_clear_interrupt();
+        cli_interrupt_catch();
         struct gen_request req = {tokens + common, n_tokens - common, n_predict, stream, stdout,
                                   &reply, &n_reply, &reply_cap};
         struct gen_stats stats;

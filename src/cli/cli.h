@@ -65,4 +65,16 @@ char *cli_read_file(const char *cmd, const char *path, size_t *len_out);
 /* Whether the program was asked for verbose output (hearth -v ...). */
 extern int cli_verbose;
 
+/* SIGINT (interrupt.c): catch() clears the flag and makes the first ^C set
+ * it (a second one kills).  release() restores what was there before the
+ * first catch(). */
+void cli_interrupt_catch(void);
+void cli_interrupt_release(void);
+bool cli_interrupted(void);
+/* The flag, as a hearth_context abort callback. */
+bool cli_should_abort(void *unused);
+
+/* Seconds on the monotonic clock. */
+double cli_now_s(void);
+
 #endif /* HEARTH_CLI_H */

@@ -8,52 +8,8 @@
 
 #include "cli.h"
 
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static volatile sig_atomic_t sigint_seen;
-
-static void on_sigint(int sig)
-{
-    sigint_seen = 1;
-    /* A second ^C kills the program the usual way. */
-    signal(sig, SIG_DFL);
-}
-
-void gen_install_sigint(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-}
-
-bool gen_interrupted(void)
-{
-    return sigint_seen != 0;
-}
-
-void gen_clear_interrupt(void)
-{
-    sigint_seen = 0;
-    gen_install_sigint();
-}
-
-bool gen_should_abort(void *unused)
-{
-    (void)unused;
-    return sigint_seen != 0;
-}
-
-double gen_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 const char *gen_finish_name(enum finish_reason reason)
 {
@@ -101,7 +57,7 @@ int gen_run(const char *cmd, hearth_context *ctx, hearth_sampler *sampler, const
     memset(stats, 0, sizeof *stats);
     stats->stop_index = -1;
     const int32_t n_ctx = hearth_context_n_ctx(ctx);
-    const double t_start = gen_now_s();
+    const double t_start = cli_now_s();
     hearth_status st;
 
     if (req->n_prompt > 0) {
@@ -129,13 +85,13 @@ int gen_run(const char *cmd, hearth_context *ctx, hearth_sampler *sampler, const
         stats->status = HEARTH_E_INVALID;
         return cli_error(cmd, "nothing to generate from: the prompt is empty");
     }
-    stats->prompt_s = gen_now_s() - t_start;
+    stats->prompt_s = cli_now_s() - t_start;
 
     double t_first = 0.0;
     const char *text;
     size_t len;
     for (;;) {
-        if (gen_interrupted()) {
+        if (cli_interrupted()) {
             stats->finish = FINISH_INTERRUPTED;
             break;
         }
@@ -147,7 +103,7 @@ int gen_run(const char *cmd, hearth_context *ctx, hearth_sampler *sampler, const
         st = hearth_sampler_sample(sampler, hearth_context_logits(ctx, 0), &token);
         if (st) return failed(cmd, stats, st);
         if (stats->n_gen == 0) {
-            t_first = gen_now_s();
+            t_first = cli_now_s();
             stats->ttft_s = t_first - t_start;
         }
         stats->n_gen++;
@@ -181,7 +137,7 @@ int gen_run(const char *cmd, hearth_context *ctx, hearth_sampler *sampler, const
         }
         if (st) return failed(cmd, stats, st);
     }
-    if (stats->n_gen > 0) stats->gen_s = gen_now_s() - t_first;
+    if (stats->n_gen > 0) stats->gen_s = cli_now_s() - t_first;
     if (stats->finish != FINISH_STOP) {
         st = hearth_text_stream_finish(req->stream, &text, &len);
         if (st) return failed(cmd, stats, st);

@@ -44,16 +44,8 @@ struct gen_request {
     size_t *tokens_cap;
 };
 
-/* Install the SIGINT handler that makes generation stop after the current
- * token (a second SIGINT terminates as usual). */
-void gen_install_sigint(void);
-/* Whether SIGINT was received; clear it for the next request. */
-bool gen_interrupted(void);
-void gen_clear_interrupt(void);
-/* For hearth_context_set_abort(): true once SIGINT was received. */
-bool gen_should_abort(void *unused);
-
-/* Run one request.  Returns CLI_EXIT_OK when generation ended by a finish
+/* Run one request (it stops after the current token once
+ * cli_interrupted() says SIGINT arrived).  Returns CLI_EXIT_OK when generation ended by a finish
  * reason (see stats->finish), CLI_EXIT_FAILURE after printing an error
  * (its status in stats->status). */
 int gen_run(const char *cmd, hearth_context *ctx, hearth_sampler *sampler,
@@ -64,7 +56,5 @@ const char *gen_finish_name(enum finish_reason reason);
 /* Print the statistics block on stderr. */
 void gen_print_stats(const char *cmd, const struct gen_stats *stats,
                      const hearth_sampler_params *sampling);
-
-double gen_now_s(void);
 
 #endif /* HEARTH_CLI_GENERATE_H */

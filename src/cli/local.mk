@@ -10,6 +10,7 @@ src_hearth_SOURCES = \
 	src/cli/generate.c \
 	src/cli/generate.h \
 	src/cli/inspect.c \
+	src/cli/interrupt.c \
 	src/cli/main.c \
 	src/cli/model_options.c \
 	src/cli/model_options.h \

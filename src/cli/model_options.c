@@ -5,7 +5,6 @@
  */
 #include "config.h"
 
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,14 +70,6 @@ int cli_model_check(const char *cmd, const struct cli_model_source *src, bool re
  * Progress display
  * ------------------------------------------------------------------------ */
 
-static volatile sig_atomic_t interrupted;
-
-static void on_sigint(int sig)
-{
-    (void)sig;
-    interrupted = 1;
-}
-
 struct progress {
     const char *cmd;
     const char *label;
@@ -91,13 +82,6 @@ struct progress {
     int last_tenth;           /* plain lines: the last tenth reported */
     uint64_t last_line_bytes; /* plain lines, size unknown */
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* "512 B", "3.4 MiB", "1.21 GiB" */
 static void format_bytes(char *out, size_t size, double bytes)
@@ -141,10 +125,10 @@ static void draw_bar(struct progress *p, uint64_t done, uint64_t total, double t
 static bool on_progress(void *user, uint64_t done, uint64_t total)
 {
     struct progress *p = user;
-    if (interrupted) return false;
+    if (cli_interrupted()) return false;
     if (p->quiet) return true;
     if (total == 0 && done == 0) return true;     /* nothing to tell yet */
-    double t = now_s();
+    double t = cli_now_s();
     if (p->start_s == 0) {
         p->start_s = t;
         p->start_bytes = done;
@@ -201,16 +185,10 @@ int cli_model_resolve(const char *cmd, const struct cli_model_source *src, char 
     opts.progress_user = &prog;
     opts.stall_timeout_s = src->stall_timeout_s;
 
-    struct sigaction sa, old_sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    interrupted = 0;
-    sigaction(SIGINT, &sa, &old_sa);
-    if (old_sa.sa_handler == SIG_IGN) sigaction(SIGINT, &old_sa, NULL);   /* keep ignoring */
+    cli_interrupt_catch();
     hearth_status st = src->hf ? hearth_download_hf(src->hf, &opts, path_out)
                                : hearth_download_url(src->url, &opts, path_out);
-    sigaction(SIGINT, &old_sa, NULL);
+    cli_interrupt_release();
 
     if (prog.tty && prog.shown) fputc('\n', stderr);
     if (st == HEARTH_OK) return CLI_EXIT_OK;

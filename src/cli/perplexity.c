@@ -12,7 +12,6 @@
 
 #include <getopt.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,27 +23,6 @@
 #include "prompt.h"
 
 #define CMD "perplexity"
-
-static volatile sig_atomic_t interrupted;
-
-static void on_sigint(int sig)
-{
-    (void)sig;
-    interrupted = 1;
-}
-
-static bool should_abort(void *data)
-{
-    (void)data;
-    return interrupted != 0;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* -log softmax(logits)[target], computed stably in double precision. */
 static double token_nll(const float *logits, int32_t n_vocab, int32_t target)
@@ -141,11 +119,11 @@ int cmd_perplexity(int argc, char **argv)
         cli_error(CMD, "%s has no tokenizer", model_path);
         goto done;
     }
-    double t0 = now_s();
+    double t0 = cli_now_s();
     if (cli_tokenize(CMD, vocab, text, text_len, HEARTH_TOKENIZE_ADD_SPECIAL, &tokens, &n_tokens) !=
         CLI_EXIT_OK)
         goto done;
-    double t_tok = now_s() - t0;
+    double t_tok = cli_now_s() - t0;
     if (n_tokens < 2 * (size_t)n_ctx) {
         cli_error(CMD, "the text has %zu tokens; at least %d (two chunks of --ctx-size %d) are "
                   "needed", n_tokens, 2 * n_ctx, n_ctx);
@@ -165,8 +143,8 @@ int cmd_perplexity(int argc, char **argv)
         cli_fail(CMD, st);
         goto done;
     }
-    signal(SIGINT, on_sigint);
-    hearth_context_set_abort(ctx, should_abort, NULL);
+    cli_interrupt_catch();
+    hearth_context_set_abort(ctx, cli_should_abort, NULL);
 
     const hearth_token bos = hearth_vocab_special(vocab, HEARTH_SPECIAL_BOS);
     const int32_t n_vocab = hearth_model_n_vocab(model);
@@ -177,7 +155,7 @@ int cmd_perplexity(int argc, char **argv)
 
     double nll_sum = 0.0, nll_sq = 0.0;
     long count = 0;
-    double t_eval = now_s();
+    double t_eval = cli_now_s();
     for (long ch = 0; ch < n_chunks; ch++) {
         hearth_token *chunk = tokens + (size_t)ch * (size_t)n_ctx;
         const hearth_token saved = chunk[0];
@@ -204,7 +182,7 @@ int cmd_perplexity(int argc, char **argv)
         printf("[%ld]%.4f,", ch + 1, exp(nll_sum / (double)count));
         fflush(stdout);
         if (ch == 0) {
-            double per_chunk = now_s() - t_eval;
+            double per_chunk = cli_now_s() - t_eval;
             fprintf(stderr, "%s: %.2f s per chunk, about %.0f s in all\n", CMD, per_chunk,
                     per_chunk * (double)n_chunks);
         }
@@ -214,7 +192,7 @@ int cmd_perplexity(int argc, char **argv)
     double var = count > 1 ? (nll_sq / (double)count - mean * mean) * (double)count / (double)(count - 1) : 0.0;
     double ppl = exp(mean);
     double err = ppl * sqrt(var > 0 ? var / (double)count : 0.0);
-    double elapsed = now_s() - t_eval;
+    double elapsed = cli_now_s() - t_eval;
     printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, err);
     fprintf(stderr, "%s: %ld tokens scored, %.2f s, %.1f tokens/s evaluated\n", CMD, count, elapsed,
             (double)n_chunks * n_ctx / elapsed);

@@ -240,8 +240,8 @@ int cmd_run(int argc, char **argv)
         goto cleanup;
     }
 
-    gen_install_sigint();
-    hearth_context_set_abort(ctx, gen_should_abort, NULL);
+    cli_interrupt_catch();
+    hearth_context_set_abort(ctx, cli_should_abort, NULL);
     if (echo && !chat) {
         fwrite(prompt, 1, prompt_len, stdout);
         fflush(stdout);
