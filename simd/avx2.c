@@ -22,6 +22,7 @@
 /* 16 vector registers: 4 x 3 tiles leave room for the unpacked rows. */
 #define INT_TILE_ROWS 4
 #define INT_TILE_TOKS 3
+#define PACKED_TILE_TOKS 2
 #include "x86_int.h"
 
 /* ---- float weights ------------------------------------------------------------- */
@@ -139,6 +140,7 @@ static const hearth_kernels avx2_kernels = {
         [HEARTH_TYPE_BF16] = gemm_bf16,
         INT_KERNEL_TABLE(gemm),
     },
+    .gemm_packed = {INT_KERNEL_PACKED_TABLE},
 };
 
 const hearth_kernels *hearth_kernels_avx2(void)

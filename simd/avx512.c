@@ -38,6 +38,7 @@
 #endif
 #define INT_TILE_ROWS 4
 #define INT_TILE_TOKS 4
+#define PACKED_TILE_TOKS 4
 #include "x86_int.h"
 
 /* ---- float weights ------------------------------------------------------------- */
@@ -129,6 +130,7 @@ static const hearth_kernels avx512_kernels = {
         [HEARTH_TYPE_BF16] = gemm_bf16,
         INT_KERNEL_TABLE(gemm),
     },
+    .gemm_packed = {INT_KERNEL_PACKED_TABLE},
 };
 
 const hearth_kernels *PATH_TABLE(void)

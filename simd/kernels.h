@@ -55,6 +55,34 @@ typedef void (*hearth_gemm_fn)(int64_t n, int64_t n_rows, int64_t n_tok, const v
                                size_t w_stride, const void *x, size_t x_stride, float *y,
                                int64_t y_stride);
 
+/* Row-interleaved ("packed") weights, for the formats whose quants are
+ * the bulk of a model's bytes (Q4_0, Q8_0): groups of PACK_ROWS rows, and
+ * per group the blocks in order, each holding the group's PACK_ROWS
+ * half-float scales and then its quants in 4-byte pieces, piece k of every
+ * row in turn (rows 0..7 of piece 0, rows 0..7 of piece 1, ...).  One
+ * 256-bit register of quants then holds four elements of eight rows, and
+ * one broadcast activation piece serves all of them, so a block's dot
+ * products of the eight rows come out in the eight 32-bit lanes with no
+ * horizontal sums (simd/pack.c makes the layout).
+ *
+ * Summation order of packed weights.  Each block's dot product is an exact
+ * integer, converted to float and added into the row's running sum with
+ * one fused multiply-add by d_w * d_x (a float product), blocks in order:
+ *     s = fmaf(d_w * d_x, (float)sum_j q_j x_j, s).
+ * This is not the lane order of the unpacked kernels (results differ from
+ * them within rounding), but it is the same on every path: the packed
+ * kernels of all paths agree bit for bit, and a packed gemm's results do
+ * not depend on the tokens batched with a token or on the threads. */
+#define PACK_ROWS 8
+
+/* y[t * y_stride + r] = dot(w_r, x_t) for r < n_rows (a multiple of
+ * PACK_ROWS) and t < n_tok: wp the packed groups of those rows, x_t as in
+ * hearth_gemm_fn (Q8_0 blocks), and x_sums[t * (n / 32) + b] the sum of
+ * the quants of token t's block b (hearth_q8_0_block_sums). */
+typedef void (*hearth_gemm_packed_fn)(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp,
+                                      const void *x, size_t x_stride, const int32_t *x_sums,
+                                      float *y, int64_t y_stride);
+
 /* Convert n floats to an activation format (n a multiple of its block). */
 typedef void (*hearth_act_convert_fn)(const float *x, void *y, int64_t n);
 
@@ -64,6 +92,7 @@ typedef struct hearth_kernels {
     hearth_act_convert_fn act_convert[HEARTH_TYPE_COUNT]; /* by activation type */
     hearth_vec_dot_fn vec_dot[HEARTH_TYPE_COUNT];         /* by weight type */
     hearth_gemm_fn gemm[HEARTH_TYPE_COUNT];               /* by weight type */
+    hearth_gemm_packed_fn gemm_packed[HEARTH_TYPE_COUNT]; /* packed weights; NULL: none */
 } hearth_kernels;
 
 /* The instruction-set paths, in order of preference (best last). */
@@ -94,6 +123,18 @@ hearth_status kernel_path_choose(const char *want, const hearth_kernels **out);
  * runs.  An unknown or unavailable HEARTH_CPU is an error
  * (HEARTH_E_UNSUPPORTED, with a message naming the paths available). */
 hearth_status hearth_kernels_select(const hearth_kernels **out);
+
+/* Packing (simd/pack.c), the same layout for every path.  Whether type t
+ * has a packed layout; the bytes of n_rows packed rows of n_in elements
+ * (n_rows a multiple of PACK_ROWS, n_in of the block); and the packing of
+ * such rows, row r at src + r * row_bytes, into dst. */
+bool hearth_pack_supported(hearth_type t);
+size_t hearth_packed_bytes(hearth_type t, int64_t n_rows, int64_t n_in);
+void hearth_pack_rows(hearth_type t, const void *src, size_t row_bytes, int64_t n_rows, int64_t n_in,
+                      void *dst);
+
+/* sums[b] = the sum of the quants of Q8_0 block b, for b < n_blocks. */
+void hearth_q8_0_block_sums(const void *x, int64_t n_blocks, int32_t *sums);
 
 /* The scalar reference kernels. */
 const hearth_kernels *hearth_kernels_scalar(void);

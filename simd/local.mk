@@ -10,6 +10,7 @@ src_libhearth_core_la_SOURCES += \
 	simd/cpu.h \
 	simd/dispatch.c \
 	simd/kernels.h \
+	simd/pack.c \
 	simd/scalar.c
 
 noinst_HEADERS += simd/x86_int.h

@@ -11,6 +11,7 @@
 #include "internal.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "kernels.h"
 #include "quant.h"
@@ -324,6 +325,59 @@ DEFINE_GEMM(q4_k)
 DEFINE_GEMM(q5_k)
 DEFINE_GEMM(q6_k)
 
+/* ---- packed weights (kernels.h): one exact integer per block ----------------------- */
+
+/* Quant e (0..31) of row r of a packed block, biased as stored. */
+static inline int packed_quant(hearth_type t, const uint8_t *blk, int r, int e)
+{
+    const uint8_t *q = blk + 2 * PACK_ROWS;
+    if (t == HEARTH_TYPE_Q8_0) return (int8_t)q[(e / 4) * 4 * PACK_ROWS + 4 * r + e % 4];
+    const int byte = e % 16; /* elements e and e + 16 share a byte */
+    const uint8_t v = q[(byte / 4) * 4 * PACK_ROWS + 4 * r + byte % 4];
+    return e < 16 ? v & 0x0f : v >> 4;
+}
+
+static void gemm_packed(hearth_type t, int64_t n, int64_t n_rows, int64_t n_tok, const void *wp,
+                        const void *x, size_t x_stride, float *y, int64_t y_stride)
+{
+    const int64_t nb = n / 32;
+    const size_t pb = hearth_packed_bytes(t, PACK_ROWS, 32); /* one block of a group */
+    const int bias = t == HEARTH_TYPE_Q4_0 ? 8 : 0;
+    for (int64_t g = 0; g < n_rows / PACK_ROWS; g++) {
+        const uint8_t *grp = (const uint8_t *)wp + (size_t)g * (size_t)nb * pb;
+        for (int64_t tok = 0; tok < n_tok; tok++) {
+            const block_q8_0 *xb = (const void *)((const uint8_t *)x + (size_t)tok * x_stride);
+            for (int r = 0; r < PACK_ROWS; r++) {
+                float sum = 0.0f;
+                for (int64_t i = 0; i < nb; i++) {
+                    const uint8_t *blk = grp + (size_t)i * pb;
+                    hearth_f16 d;
+                    memcpy(&d, blk + 2 * r, 2);
+                    int32_t dot = 0;
+                    for (int e = 0; e < 32; e++) dot += (packed_quant(t, blk, r, e) - bias) * xb[i].qs[e];
+                    sum = fmaf(hearth_f16_to_f32(d) * hearth_f16_to_f32(xb[i].d), (float)dot, sum);
+                }
+                y[tok * y_stride + g * PACK_ROWS + r] = sum;
+            }
+        }
+    }
+}
+
+/* The scalar twins ignore x_sums: they form the biased sums directly. */
+static void gemm_packed_q4_0(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x,
+                             size_t x_stride, const int32_t *x_sums, float *y, int64_t y_stride)
+{
+    (void)x_sums;
+    gemm_packed(HEARTH_TYPE_Q4_0, n, n_rows, n_tok, wp, x, x_stride, y, y_stride);
+}
+
+static void gemm_packed_q8_0(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x,
+                             size_t x_stride, const int32_t *x_sums, float *y, int64_t y_stride)
+{
+    (void)x_sums;
+    gemm_packed(HEARTH_TYPE_Q8_0, n, n_rows, n_tok, wp, x, x_stride, y, y_stride);
+}
+
 static const hearth_kernels scalar_kernels = {
     .name = "scalar",
     .act_type = {
@@ -376,6 +430,10 @@ static const hearth_kernels scalar_kernels = {
         [HEARTH_TYPE_Q4_K] = gemm_q4_k,
         [HEARTH_TYPE_Q5_K] = gemm_q5_k,
         [HEARTH_TYPE_Q6_K] = gemm_q6_k,
+    },
+    .gemm_packed = {
+        [HEARTH_TYPE_Q4_0] = gemm_packed_q4_0,
+        [HEARTH_TYPE_Q8_0] = gemm_packed_q8_0,
     },
 };
 

@@ -1,7 +1,7 @@
 /*
  * x86_int.h -- the integer-format kernels for x86 on 256-bit vectors: the
  * activation conversions to Q8_0, Q8_1 and Q8_K, and the dot products and
- * register tiles of every quantized weight type.
+ * register tiles of every quantized weight type, and of packed Q4_0/Q8_0.
  *
  * Included by avx2.c and avx512.c, each compiled with its own
  * instruction-set flags, after they define
@@ -12,6 +12,7 @@
  *   HAVE_DPBUSD          1 when DOT_U8S8 is one instruction (VNNI): then
  *                        signed weights are offset to unsigned ones
  *   INT_TILE_ROWS, INT_TILE_TOKS   the register tile of gemm
+ *   PACKED_TILE_TOKS     the tokens of a packed-weight tile (one row group)
  *
  * Everything follows the summation order of kernels.h exactly: a 256-bit
  * multiply-add of one 32-element chunk leaves lane k's products in its
@@ -597,6 +598,101 @@ FORCE_INLINE void kquant_tile(enum kquant_format f, const int TR, const int TT, 
 }
 
 /* ==========================================================================
+ * Packed weights (kernels.h): eight rows per register, one block at a time
+ * ========================================================================== */
+
+/* A tile of one packed group (PACK_ROWS rows) times TT tokens: per block
+ * the group's quants are unpacked once into eight registers, register c
+ * holding elements 4c .. 4c + 3 of every row (for Q4_0 the low nibbles of
+ * pieces 0-3 are elements 0-15, the high ones 16-31: again 4c .. 4c + 3),
+ * and each token's piece c, broadcast, multiplies register c.  The lanes
+ * are then the rows' exact block sums, less the bias times the token's
+ * block sum, and one fused multiply-add per block adds them to the rows'
+ * running sums. */
+FORCE_INLINE void packed_tile(enum legacy_format f, const int TT, int64_t nb, const uint8_t *wg,
+                              const uint8_t *x, size_t x_stride, const int32_t *x_sums, float *out,
+                              int64_t out_stride)
+{
+    const size_t pb = f == LEGACY_Q4_0 ? 16 + 8 * 16 : 16 + 8 * 32;
+    const int bias = legacy_bias(f);
+    __m256 run[PACKED_TILE_TOKS];
+    UNROLL
+    for (int t = 0; t < TT; t++) run[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *blk = wg + (size_t)i * pb;
+        /* the group is one stream: fetch eight blocks ahead (past its end
+         * harmlessly; an integer address, as in prefetch_next_rows) */
+        for (size_t off = 0; off < pb; off += 64)
+            _mm_prefetch((const char *)((uintptr_t)blk + 8 * pb + off), _MM_HINT_T0);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+        __m256i q[8];
+        if (f == LEGACY_Q4_0) {
+            const __m256i m4 = _mm256_set1_epi8(0x0f);
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * c));
+                q[c] = _mm256_and_si256(raw, m4);
+                q[c + 4] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            }
+        } else {
+            UNROLL
+            for (int c = 0; c < 8; c++) {
+                q[c] = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * c));
+                if (HAVE_DPBUSD) q[c] = _mm256_xor_si256(q[c], _mm256_set1_epi8((char)0x80));
+            }
+        }
+        UNROLL
+        for (int t = 0; t < TT; t++) {
+            const block_q8_0 *xb = (const block_q8_0 *)(x + (size_t)t * x_stride) + i;
+            __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
+            if (bias) acc0 = _mm256_set1_epi32(-bias * x_sums[t * nb + i]);
+            UNROLL
+            for (int c = 0; c < 8; c += 2) {
+                int32_t p0, p1;
+                memcpy(&p0, xb->qs + 4 * c, 4);
+                memcpy(&p1, xb->qs + 4 * c + 4, 4);
+                const __m256i y0 = _mm256_set1_epi32(p0), y1 = _mm256_set1_epi32(p1);
+                acc0 = legacy_lanes(f, q[c], y0, acc0);
+                acc1 = legacy_lanes(f, q[c + 1], y1, acc1);
+            }
+            const __m256 scale = _mm256_mul_ps(dw, broadcast_half(xb->d));
+            run[t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(_mm256_add_epi32(acc0, acc1)), run[t]);
+        }
+    }
+    UNROLL
+    for (int t = 0; t < TT; t++) _mm256_storeu_ps(out + t * out_stride, run[t]);
+}
+
+#define DEFINE_PACKED_GEMM(name, fmt) \
+    static void gemm_packed_##name(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x, \
+                                   size_t xs, const int32_t *x_sums, float *y, int64_t ys) \
+    { \
+        const int64_t nb = n / 32; \
+        const size_t group = (size_t)nb * (fmt == LEGACY_Q4_0 ? 16 + 8 * 16 : 16 + 8 * 32); \
+        const uint8_t *xp = x; \
+        for (int64_t t = 0; t < n_tok; t += PACKED_TILE_TOKS) { \
+            const int64_t tt = HEARTH_MIN(PACKED_TILE_TOKS, n_tok - t); \
+            for (int64_t g = 0; g < n_rows / PACK_ROWS; g++) { \
+                const uint8_t *wg = (const uint8_t *)wp + (size_t)g * group; \
+                const int32_t *sums = x_sums + t * nb; \
+                float *out = y + t * ys + g * PACK_ROWS; \
+                const uint8_t *xt = xp + (size_t)t * xs; \
+                if (tt == PACKED_TILE_TOKS) \
+                    packed_tile(fmt, PACKED_TILE_TOKS, nb, wg, xt, xs, sums, out, ys); \
+                else if (PACKED_TILE_TOKS > 3 && tt == 3) \
+                    packed_tile(fmt, 3, nb, wg, xt, xs, sums, out, ys); \
+                else if (PACKED_TILE_TOKS > 2 && tt == 2) \
+                    packed_tile(fmt, 2, nb, wg, xt, xs, sums, out, ys); \
+                else \
+                    packed_tile(fmt, 1, nb, wg, xt, xs, sums, out, ys); \
+            } \
+        } \
+    }
+
+DEFINE_PACKED_GEMM(q4_0, LEGACY_Q4_0)
+DEFINE_PACKED_GEMM(q8_0, LEGACY_Q8_0)
+
+/* ==========================================================================
  * Entry points: gemm walks the tile grid, vec_dot is its 1 x 1 case
  * ========================================================================== */
 
@@ -660,6 +756,8 @@ DEFINE_INT_GEMM(q6_k, kquant_tile, KQ_Q6_K, QK_K)
     [HEARTH_TYPE_Q5_K] = HEARTH_TYPE_Q8_K, [HEARTH_TYPE_Q6_K] = HEARTH_TYPE_Q8_K
 #define INT_KERNEL_ACT_CONVERTS \
     [HEARTH_TYPE_Q8_0] = act_q8_0, [HEARTH_TYPE_Q8_1] = act_q8_1, [HEARTH_TYPE_Q8_K] = act_q8_k
+#define INT_KERNEL_PACKED_TABLE \
+    [HEARTH_TYPE_Q4_0] = gemm_packed_q4_0, [HEARTH_TYPE_Q8_0] = gemm_packed_q8_0
 #define INT_KERNEL_TABLE(fn) \
     [HEARTH_TYPE_Q4_0] = fn##_q4_0, [HEARTH_TYPE_Q4_1] = fn##_q4_1, [HEARTH_TYPE_Q5_0] = fn##_q5_0, \
     [HEARTH_TYPE_Q5_1] = fn##_q5_1, [HEARTH_TYPE_Q8_0] = fn##_q8_0, [HEARTH_TYPE_Q2_K] = fn##_q2_k, \

@@ -21,11 +21,25 @@
  * n_out a multiple of 16, which every real model's is).  A chunk's weights
  * stay in cache while all the batch's tokens pass them. */
 #define MATMUL_ROW_CHUNK 16
+_Static_assert(MATMUL_ROW_CHUNK % PACK_ROWS == 0, "chunks of packed weights are whole row groups");
+
+/* Multiply-adds below which a matrix product runs on one thread: waking
+ * the others would cost more than it saves. */
+#define MATMUL_SERIAL_WORK (64 * 1024)
+
+/* Tokens up to which each thread converts the activations itself. */
+#define MATMUL_PRIVATE_ACT_TOKENS 4
+
+/* Elements below which an elementwise operation runs on one thread (a
+ * decode step's additions and norms take less time than a wake-up). */
+#define ELEMENTWISE_SERIAL_WORK (32 * 1024)
 
 struct cpu_backend {
     const hearth_kernels *kernels;
     uint8_t *act_scratch;      /* activations converted for the kernels */
     size_t act_scratch_bytes;
+    int32_t *act_sums;         /* block sums of those, for packed weights */
+    size_t act_sums_bytes;
     float *attn_scratch;       /* per thread: scores + one key/value head */
     size_t attn_scratch_floats;
 };
@@ -103,34 +117,73 @@ static hearth_status cpu_matmul(struct hearth_backend *be, struct act *out, cons
     const int64_t n_tok = in->rows, n_in = w->n_in, n_out = w->n_out;
     hearth_type at = k->act_type[w->type];
     size_t act_row = hearth_type_row_bytes(at, n_in);
-    hearth_status st = grow((void **)&c->act_scratch, &c->act_scratch_bytes, act_row * (size_t)n_tok,
+    const int n_threads = n_out * n_in * n_tok >= MATMUL_SERIAL_WORK ? be->n_threads : 1;
+    const size_t copies = n_tok <= MATMUL_PRIVATE_ACT_TOKENS ? (size_t)n_threads : 1;
+    hearth_status st = grow((void **)&c->act_scratch, &c->act_scratch_bytes, act_row * (size_t)n_tok * copies,
                             "converted activations");
     if (st) return st;
 
     hearth_act_convert_fn convert = k->act_convert[at];
     hearth_gemm_fn gemm = k->gemm[w->type];
+    hearth_gemm_packed_fn gemm_packed = w->packed ? k->gemm_packed[w->type] : NULL;
     uint8_t *xq = c->act_scratch;
-    const uint8_t *wd = w->data;
-    const size_t w_row = w->row_bytes;
+    const uint8_t *wd = gemm_packed ? w->packed : w->data;
+    const size_t w_row = w->row_bytes; /* packed rows take as many bytes */
     float *y = out->host;
     const int64_t n_chunks = (n_out + MATMUL_ROW_CHUNK - 1) / MATMUL_ROW_CHUNK;
+    const int64_t n_blocks = n_in / 32;
+    int32_t *sums = NULL;
+    if (gemm_packed) {
+        st = grow((void **)&c->act_sums, &c->act_sums_bytes, (size_t)(n_tok * n_blocks) * sizeof(int32_t) * copies,
+                  "activation block sums");
+        if (st) return st;
+        sums = c->act_sums;
+    }
 
     /* Every output is one dot product computed by one thread in the
      * kernels' fixed order, so the result does not depend on the number
-     * of threads or on how the rows are shared out.  Float weights take
+     * of threads or on how the rows are shared out (chunks of packed
+     * weights are whole row groups).  Float weights take
      * the same path in prefill: OpenBLAS's sgemm, tried on a tile of rows
      * (F16 converted first), was slower than the AVX-512 and AVX2 tiles
      * for 16 to 512 tokens, and would break that bit-for-bit agreement. */
-#pragma omp parallel num_threads(be->n_threads)
+    /* A few tokens (decode) are converted by every thread for itself, into
+     * its own part of the scratch: that costs less than the barrier that
+     * would make the threads wait for one shared conversion. */
+    const bool private_act = n_tok <= MATMUL_PRIVATE_ACT_TOKENS;
+#pragma omp parallel num_threads(n_threads) if (n_threads > 1)
     {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        const uint8_t *xs = xq;
+        const int32_t *xsums = sums;
+        if (private_act) {
+            uint8_t *mine = xq + (size_t)tid * act_row * (size_t)n_tok;
+            int32_t *my_sums = sums ? sums + (size_t)tid * (size_t)(n_tok * n_blocks) : NULL;
+            for (int64_t t = 0; t < n_tok; t++) {
+                convert(in->host + t * n_in, mine + (size_t)t * act_row, n_in);
+                if (my_sums) hearth_q8_0_block_sums(mine + (size_t)t * act_row, n_blocks, my_sums + t * n_blocks);
+            }
+            xs = mine;
+            xsums = my_sums;
+        } else {
 #pragma omp for schedule(static)
-        for (int64_t t = 0; t < n_tok; t++) convert(in->host + t * n_in, xq + (size_t)t * act_row, n_in);
+            for (int64_t t = 0; t < n_tok; t++) {
+                convert(in->host + t * n_in, xq + (size_t)t * act_row, n_in);
+                if (sums) hearth_q8_0_block_sums(xq + (size_t)t * act_row, n_blocks, sums + t * n_blocks);
+            }
+        }
 
 #pragma omp for schedule(static)
         for (int64_t ch = 0; ch < n_chunks; ch++) {
             const int64_t r0 = ch * MATMUL_ROW_CHUNK;
             const int64_t rows = HEARTH_MIN(MATMUL_ROW_CHUNK, n_out - r0);
-            gemm(n_in, rows, n_tok, wd + (size_t)r0 * w_row, w_row, xq, act_row, y + r0, n_out);
+            if (gemm_packed)
+                gemm_packed(n_in, rows, n_tok, wd + (size_t)r0 * w_row, xs, act_row, xsums, y + r0, n_out);
+            else
+                gemm(n_in, rows, n_tok, wd + (size_t)r0 * w_row, w_row, xs, act_row, y + r0, n_out);
         }
     }
     out->rows = n_tok;
@@ -144,7 +197,8 @@ static hearth_status cpu_add_bias(struct hearth_backend *be, struct act *x, cons
 {
     const float *b = bias->data;
     const int64_t width = x->width;
-#pragma omp parallel for num_threads(be->n_threads) schedule(static)
+#pragma omp parallel for num_threads(be->n_threads) schedule(static) \
+    if (x->rows * width >= ELEMENTWISE_SERIAL_WORK)
     for (int64_t t = 0; t < x->rows; t++) {
         float *row = x->host + t * width;
         for (int64_t i = 0; i < width; i++) row[i] += b[i];
@@ -157,7 +211,7 @@ static hearth_status cpu_rmsnorm(struct hearth_backend *be, struct act *out, con
 {
     const float *g = w->data;
     const int64_t n = in->width;
-#pragma omp parallel for num_threads(be->n_threads) schedule(static)
+#pragma omp parallel for num_threads(be->n_threads) schedule(static) if (in->rows > 1)
     for (int64_t t = 0; t < in->rows; t++) {
         const float *x = in->host + t * n;
         float *y = out->host + t * n;
@@ -175,7 +229,7 @@ static hearth_status cpu_rope(struct hearth_backend *be, struct act *x, int32_t 
                               const struct rope_params *rope, const struct batch_pos *bp)
 {
     const int32_t half = rope->n_dims / 2;
-#pragma omp parallel for num_threads(be->n_threads) schedule(static)
+#pragma omp parallel for num_threads(be->n_threads) schedule(static) if (bp->n_tokens > 1)
     for (int64_t t = 0; t < bp->n_tokens; t++) {
         const double pos = (double)bp->pos[t] * rope->freq_scale;
         for (int32_t i = 0; i < half; i++) {
@@ -206,7 +260,7 @@ static hearth_status cpu_rope(struct hearth_backend *be, struct act *x, int32_t 
 static hearth_status cpu_add(struct hearth_backend *be, struct act *out, const struct act *a, const struct act *b)
 {
     const int64_t n = a->rows * a->width;
-#pragma omp parallel for num_threads(be->n_threads) schedule(static)
+#pragma omp parallel for num_threads(be->n_threads) schedule(static) if (n >= ELEMENTWISE_SERIAL_WORK)
     for (int64_t i = 0; i < n; i++) out->host[i] = a->host[i] + b->host[i];
     out->rows = a->rows;
     out->width = a->width;
@@ -352,6 +406,7 @@ void backend_cpu_free(struct hearth_backend *be)
     if (!be) return;
     struct cpu_backend *c = be->impl;
     hearth_aligned_free(c->act_scratch);
+    hearth_aligned_free(c->act_sums);
     hearth_aligned_free(c->attn_scratch);
     free(c);
     free(be);

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
+
 static const struct arch *const architectures[] = {&arch_llama, &arch_qwen2};
 
 hearth_status model_bind(hearth_model *m, struct weight *w, const char *name, int64_t ne0,
@@ -48,6 +50,52 @@ hearth_status model_bind(hearth_model *m, struct weight *w, const char *name, in
     w->row_bytes = hearth_type_row_bytes(t->type, t->ne[0]);
     w->data = t->data;
     return HEARTH_OK;
+}
+
+/* The matrices the CPU kernels read packed (simd/kernels.h): those of a
+ * type with a packed layout and packed kernels on the chosen path, with a
+ * whole number of row groups. */
+static bool wants_packing(const hearth_kernels *k, const struct weight *w)
+{
+    return w->data && hearth_pack_supported(w->type) && k->gemm_packed[w->type] &&
+           w->n_out % PACK_ROWS == 0 && w->n_in % 32 == 0;
+}
+
+/* Pack the matrices the CPU kernels want packed into one allocation; the
+ * mapped originals stay for everything else.  Without a kernel table (an
+ * invalid HEARTH_CPU, reported when a context is made) nothing is packed. */
+static hearth_status pack_weights(hearth_model *m)
+{
+    const hearth_kernels *k;
+    if (hearth_kernels_select(&k) != HEARTH_OK) return HEARTH_OK;
+    const int32_t n_layer = m->hp.n_layer;
+    const size_t per_layer = 7;
+    const size_t n_mats = (size_t)n_layer * per_layer + 1;
+    struct weight **mats = hearth_calloc(n_mats, sizeof *mats, "the list of matrices to pack");
+    if (!mats) return HEARTH_E_NOMEM;
+    size_t n = 0, total = 0;
+    for (int32_t il = 0; il < n_layer; il++) {
+        struct layer *L = &m->layers[il];
+        struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < HEARTH_ARRAY_LEN(ws); i++)
+            if (wants_packing(k, ws[i])) mats[n++] = ws[i];
+    }
+    if (wants_packing(k, &m->output)) mats[n++] = &m->output;
+    for (size_t i = 0; i < n; i++) total += hearth_packed_bytes(mats[i]->type, mats[i]->n_out, mats[i]->n_in);
+    hearth_status st = HEARTH_OK;
+    if (total) {
+        m->packed = hearth_aligned_alloc(64, total, "packed weights");
+        if (!m->packed) st = HEARTH_E_NOMEM;
+    }
+    uint8_t *at = m->packed;
+    for (size_t i = 0; !st && i < n; i++) {
+        struct weight *w = mats[i];
+        hearth_pack_rows(w->type, w->data, w->row_bytes, w->n_out, w->n_in, at);
+        w->packed = at;
+        at += hearth_packed_bytes(w->type, w->n_out, w->n_in);
+    }
+    free(mats);
+    return st;
 }
 
 /* "1.1B", "494M", "260K" */
@@ -118,6 +166,7 @@ hearth_status hearth_model_load(const char *path, const hearth_model_params *par
         return st;
     }
     st = m->arch->load(m);
+    if (!st) st = pack_weights(m);
     if (st) {
         hearth_model_free(m);
         return st;
@@ -153,6 +202,7 @@ void hearth_model_free(hearth_model *m)
 {
     if (!m) return;
     free(m->layers);
+    hearth_aligned_free(m->packed);
     hearth_vocab_free(m->vocab);
     hearth_gguf_close(m->gguf);
     free(m);

@@ -21,6 +21,8 @@ struct weight {
     int64_t n_out;       /* rows */
     size_t row_bytes;
     const void *data;
+    const void *packed;  /* row-interleaved copy for the CPU kernels
+                          * (simd/kernels.h), or NULL */
     void *dev;           /* backend-private copy (OpenCL buffer), or NULL */
 };
 
@@ -77,6 +79,7 @@ struct hearth_model {
     struct weight output;         /* may alias tok_embd (tied embeddings) */
     struct weight rope_freqs;     /* data NULL when absent */
     struct layer *layers;
+    void *packed;                 /* the packed copies of weights (see pack_weights) */
     uint64_t n_params;
     uint64_t weight_bytes;
     char desc[128];

@@ -14,6 +14,10 @@
  * - A block holding NaN poisons the dot product.
  * - The CPU backend's matrix product gives the same bits for any number of
  *   threads and any batch: a token alone equals that token in a batch.
+ * - Packed weights: the scalar packed kernel (with the packing) against
+ *   the double-precision reference, every path's packed kernel against it
+ *   bit for bit, and the backend's product with packed weights likewise
+ *   for any threads and batch.
  * - Choosing a path by name: unknown and unavailable names are errors.
  */
 #include "internal.h"
@@ -517,7 +521,7 @@ START_TEST(test_backend_matmul_deterministic)
         ck_assert(quant_quantize_row(t, f, wdata + (size_t)r * w_row, n_in));
     }
     fill_normal(&rng, f, n_in * n_tok, 1.0);
-    struct weight w = {"test.weight", t, n_in, n_out, w_row, wdata, NULL};
+    struct weight w = {"test.weight", t, n_in, n_out, w_row, wdata, NULL, NULL};
     float *first = NULL;
     static const int threads[] = {1, 2, 3, 5};
     for (size_t ti = 0; ti < HEARTH_ARRAY_LEN(threads); ti++) {
@@ -568,6 +572,212 @@ START_TEST(test_backend_matmul_deterministic)
     free(first);
     free(wdata);
     free(f);
+}
+END_TEST
+
+/* ---- packed weights ------------------------------------------------------------ */
+
+static const hearth_type packed_types[] = {HEARTH_TYPE_Q4_0, HEARTH_TYPE_Q8_0};
+#define N_PACKED_TYPES ((int)HEARTH_ARRAY_LEN(packed_types))
+
+/* n_rows rows of n_blocks blocks of type t (odd rows random bytes, even
+ * rows quantized floats) and n_tok tokens converted to Q8_0 by the scalar
+ * table, with their block sums; the weights also packed. */
+struct packed_case {
+    int64_t n, n_blocks, n_rows, n_tok;
+    size_t w_row, x_row;
+    uint8_t *w, *wp, *x;
+    int32_t *sums;
+    float *xf;
+};
+
+static void make_packed_case(hearth_type t, int64_t n_blocks, int64_t n_rows, int64_t n_tok, uint64_t seed,
+                             struct packed_case *c)
+{
+    test_rng rng;
+    test_rng_seed(&rng, seed);
+    c->n_blocks = n_blocks;
+    c->n = n_blocks * 32;
+    c->n_rows = n_rows;
+    c->n_tok = n_tok;
+    c->w_row = hearth_type_row_bytes(t, c->n);
+    c->x_row = hearth_type_row_bytes(HEARTH_TYPE_Q8_0, c->n);
+    c->w = xmalloc(c->w_row * (size_t)n_rows);
+    c->wp = xmalloc(hearth_packed_bytes(t, n_rows, c->n));
+    c->x = xmalloc(c->x_row * (size_t)n_tok);
+    c->sums = xmalloc((size_t)(n_blocks * n_tok) * sizeof(int32_t));
+    c->xf = xmalloc((size_t)(c->n * n_tok) * sizeof(float));
+    float *f = xmalloc((size_t)c->n * sizeof(float));
+    for (int64_t r = 0; r < n_rows; r++) {
+        if (r % 2) {
+            random_row_bytes(&rng, t, c->w + (size_t)r * c->w_row, n_blocks);
+        } else {
+            fill_normal(&rng, f, c->n, 0.05);
+            ck_assert(quant_quantize_row(t, f, c->w + (size_t)r * c->w_row, c->n));
+        }
+    }
+    free(f);
+    fill_normal(&rng, c->xf, c->n * n_tok, 1.0);
+    for (int64_t tok = 0; tok < n_tok; tok++) {
+        hearth_kernels_scalar()->act_convert[HEARTH_TYPE_Q8_0](c->xf + tok * c->n, c->x + (size_t)tok * c->x_row, c->n);
+        hearth_q8_0_block_sums(c->x + (size_t)tok * c->x_row, n_blocks, c->sums + tok * n_blocks);
+    }
+    hearth_pack_rows(t, c->w, c->w_row, n_rows, c->n, c->wp);
+}
+
+static void free_packed_case(struct packed_case *c)
+{
+    free(c->w);
+    free(c->wp);
+    free(c->x);
+    free(c->sums);
+    free(c->xf);
+}
+
+/* The scalar packed kernel against the double-precision dot products of
+ * the dequantized original rows (so the packing is checked too), with
+ * ragged numbers of blocks and several row groups; and the block sums
+ * against a plain count. */
+START_TEST(test_scalar_packed)
+{
+    const hearth_type t = packed_types[_i];
+    const hearth_kernels *k = hearth_kernels_scalar();
+    ck_assert(hearth_pack_supported(t));
+    ck_assert_ptr_nonnull(k->gemm_packed[t]);
+    for (int i = 0; i < N_BLOCK_COUNTS; i++) {
+        struct packed_case c;
+        make_packed_case(t, block_counts[i], 3 * PACK_ROWS, 3, 500u + 10u * (uint64_t)t + (uint64_t)i, &c);
+        for (int64_t tok = 0; tok < c.n_tok; tok++) {
+            const block_q8_0 *xb = (const void *)(c.x + (size_t)tok * c.x_row);
+            for (int64_t b = 0; b < c.n_blocks; b++) {
+                int32_t s = 0;
+                for (int j = 0; j < 32; j++) s += xb[b].qs[j];
+                ck_assert_int_eq(c.sums[tok * c.n_blocks + b], s);
+            }
+        }
+        float *y = xmalloc((size_t)(c.n_rows * c.n_tok) * sizeof(float));
+        k->gemm_packed[t](c.n, c.n_rows, c.n_tok, c.wp, c.x, c.x_row, c.sums, y, c.n_rows);
+        float *w = xmalloc((size_t)c.n * sizeof(float)), *x = xmalloc((size_t)c.n * sizeof(float));
+        for (int64_t tok = 0; tok < c.n_tok; tok++) {
+            ck_assert(quant_dequantize_row(HEARTH_TYPE_Q8_0, c.x + (size_t)tok * c.x_row, x, c.n));
+            for (int64_t r = 0; r < c.n_rows; r++) {
+                ck_assert(quant_dequantize_row(t, c.w + (size_t)r * c.w_row, w, c.n));
+                double dot = 0.0, mag = 0.0;
+                for (int64_t e = 0; e < c.n; e++) {
+                    dot += (double)w[e] * x[e];
+                    mag += fabs((double)w[e] * x[e]);
+                }
+                const double err = fabs((double)y[tok * c.n_rows + r] - dot);
+                const double bound = ((double)c.n_blocks + 8.0) * 0x1p-24 * mag;
+                ck_assert_msg(err <= bound, "%s packed, %lld blocks, row %lld token %lld: %.9g, reference %.9g",
+                              hearth_type_name(t), (long long)c.n_blocks, (long long)r, (long long)tok,
+                              (double)y[tok * c.n_rows + r], dot);
+            }
+        }
+        free(w);
+        free(x);
+        free(y);
+        free_packed_case(&c);
+    }
+}
+END_TEST
+
+/* Every path's packed kernel gives its scalar twin's bits, for every
+ * number of row groups and tokens up to past the largest tile, with ragged
+ * block counts; nothing outside the tile is written. */
+START_TEST(test_paths_packed)
+{
+    const hearth_type t = packed_types[_i];
+    const hearth_kernels *ref = hearth_kernels_scalar();
+    static const int nbs[] = {1, 3, 8, 17};
+    const int max_groups = 3, max_tok = 9;
+    for (size_t bi = 0; bi < HEARTH_ARRAY_LEN(nbs); bi++) {
+        struct packed_case c;
+        make_packed_case(t, nbs[bi], max_groups * PACK_ROWS, max_tok, 700u + 10u * (uint64_t)t + bi, &c);
+        const int64_t ys = c.n_rows + 5;
+        float *want = xmalloc((size_t)(ys * max_tok) * sizeof(float));
+        float *got = xmalloc((size_t)(ys * max_tok) * sizeof(float));
+        ref->gemm_packed[t](c.n, c.n_rows, c.n_tok, c.wp, c.x, c.x_row, c.sums, want, ys);
+        for (int p = 0; p < KERNEL_PATH_COUNT; p++) {
+            const hearth_kernels *k = path_or_note(p);
+            if (!k || !k->gemm_packed[t]) continue;
+            for (int g = 1; g <= max_groups; g++)
+                for (int toks = 1; toks <= max_tok; toks++) {
+                    for (int64_t i = 0; i < ys * max_tok; i++) got[i] = -7.0f;
+                    k->gemm_packed[t](c.n, g * PACK_ROWS, toks, c.wp, c.x, c.x_row, c.sums, got, ys);
+                    for (int tok = 0; tok < max_tok; tok++)
+                        for (int r = 0; r < ys; r++) {
+                            const float v = got[tok * ys + r];
+                            if (tok >= toks || r >= g * PACK_ROWS)
+                                ck_assert_msg(v == -7.0f, "%s %s packed %dx%d wrote outside its tile at %d,%d",
+                                              k->name, hearth_type_name(t), g * PACK_ROWS, toks, r, tok);
+                            else
+                                ck_assert_msg(same_float(v, want[tok * ys + r]),
+                                              "%s %s packed, %d blocks, %dx%d, row %d token %d: %.9g, scalar %.9g",
+                                              k->name, hearth_type_name(t), nbs[bi], g * PACK_ROWS, toks, r, tok,
+                                              (double)v, (double)want[tok * ys + r]);
+                        }
+                }
+        }
+        free(want);
+        free(got);
+        free_packed_case(&c);
+    }
+}
+END_TEST
+
+/* The backend's product with packed weights (rows a multiple of the group,
+ * not of the row chunk): the same bits for any number of threads and for a
+ * token alone or in a batch, and the scalar packed kernel's values. */
+START_TEST(test_backend_matmul_packed)
+{
+    const hearth_type t = packed_types[_i];
+    const hearth_kernels *k;
+    ck_assert_int_eq(hearth_kernels_select(&k), HEARTH_OK);
+    if (!k->gemm_packed[t]) return;
+    struct packed_case c;
+    make_packed_case(t, 6, 11 * PACK_ROWS, 13, 4321u + (uint64_t)t, &c);
+    struct weight w = {"test.weight", t, c.n, c.n_rows, c.w_row, c.w, c.wp, NULL};
+    float *want = xmalloc((size_t)(c.n_rows * c.n_tok) * sizeof(float));
+    uint8_t *xq = xmalloc(c.x_row * (size_t)c.n_tok);
+    int32_t *sums = xmalloc((size_t)(c.n_blocks * c.n_tok) * sizeof(int32_t));
+    for (int64_t tok = 0; tok < c.n_tok; tok++) {
+        k->act_convert[HEARTH_TYPE_Q8_0](c.xf + tok * c.n, xq + (size_t)tok * c.x_row, c.n);
+        hearth_q8_0_block_sums(xq + (size_t)tok * c.x_row, c.n_blocks, sums + tok * c.n_blocks);
+    }
+    hearth_kernels_scalar()->gemm_packed[t](c.n, c.n_rows, c.n_tok, c.wp, xq, c.x_row, sums, want, c.n_rows);
+    static const int threads[] = {1, 2, 3, 5};
+    for (size_t ti = 0; ti < HEARTH_ARRAY_LEN(threads); ti++) {
+        struct hearth_backend *be;
+        ck_assert_int_eq(backend_cpu_new(threads[ti], &be), HEARTH_OK);
+        struct act in, out, one_in, one_out;
+        ck_assert_int_eq(be->ops->act_alloc(be, &in, c.n_tok, c.n), HEARTH_OK);
+        ck_assert_int_eq(be->ops->act_alloc(be, &out, c.n_tok, c.n_rows), HEARTH_OK);
+        ck_assert_int_eq(be->ops->act_alloc(be, &one_in, 1, c.n), HEARTH_OK);
+        ck_assert_int_eq(be->ops->act_alloc(be, &one_out, 1, c.n_rows), HEARTH_OK);
+        ck_assert_int_eq(be->ops->act_upload(be, &in, c.xf, c.n_tok), HEARTH_OK);
+        ck_assert_int_eq(be->ops->matmul(be, &out, &w, &in), HEARTH_OK);
+        for (int64_t i = 0; i < c.n_rows * c.n_tok; i++)
+            ck_assert_msg(same_float(out.host[i], want[i]), "%s packed, %d threads: %.9g at %lld, scalar %.9g",
+                          hearth_type_name(t), threads[ti], (double)out.host[i], (long long)i, (double)want[i]);
+        for (int64_t tok = 0; tok < c.n_tok; tok += 4) {
+            ck_assert_int_eq(be->ops->act_upload(be, &one_in, c.xf + tok * c.n, 1), HEARTH_OK);
+            ck_assert_int_eq(be->ops->matmul(be, &one_out, &w, &one_in), HEARTH_OK);
+            for (int64_t r = 0; r < c.n_rows; r++)
+                ck_assert_msg(same_float(one_out.host[r], want[tok * c.n_rows + r]),
+                              "%s packed: token %lld alone differs at row %lld", hearth_type_name(t),
+                              (long long)tok, (long long)r);
+        }
+        be->ops->act_free(be, &in);
+        be->ops->act_free(be, &out);
+        be->ops->act_free(be, &one_in);
+        be->ops->act_free(be, &one_out);
+        backend_cpu_free(be);
+    }
+    free(want);
+    free(xq);
+    free(sums);
+    free_packed_case(&c);
 }
 END_TEST
 
@@ -651,6 +861,7 @@ static Suite *kernels_suite(void)
     tcase_add_loop_test(tc, test_scalar_vec_dot_empty, 0, N_WEIGHT_TYPES);
     tcase_add_loop_test(tc, test_scalar_vec_dot_nan_block, 0, N_WEIGHT_TYPES);
     tcase_add_test(tc, test_scalar_act_convert);
+    tcase_add_loop_test(tc, test_scalar_packed, 0, N_PACKED_TYPES);
     suite_add_tcase(s, tc);
     TCase *paths = tcase_create("paths");
     tcase_add_loop_test(paths, test_paths_vec_dot, 0, N_WEIGHT_TYPES);
@@ -659,6 +870,8 @@ static Suite *kernels_suite(void)
     tcase_add_test(paths, test_path_choice);
     tcase_add_test(paths, test_backend_bad_hearth_cpu);
     tcase_add_loop_test(paths, test_backend_matmul_deterministic, 0, N_WEIGHT_TYPES);
+    tcase_add_loop_test(paths, test_paths_packed, 0, N_PACKED_TYPES);
+    tcase_add_loop_test(paths, test_backend_matmul_packed, 0, N_PACKED_TYPES);
     suite_add_tcase(s, paths);
     return s;
 }

@@ -6,6 +6,7 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -66,8 +67,28 @@ static void print_version(bool verbose)
 
 int cli_verbose = 0;
 
+/* Threads that wait for the others at the end of a parallel step sleep
+ * (OMP_WAIT_POLICY=passive) rather than spin, unless the environment
+ * chooses: on a machine whose processors are shared, a spinning thread
+ * takes the processor from the thread it waits for, which made decoding
+ * dozens of times slower under load, while sleeping costs a few
+ * microseconds per step on an idle machine.  The OpenMP runtime reads its
+ * environment before main runs, so the program restarts itself once with
+ * the variable set (and runs on as it is if that fails). */
+static void default_wait_policy(char **argv)
+{
+#ifdef _OPENMP
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    execv("/proc/self/exe", argv);
+#else
+    (void)argv;
+#endif
+}
+
 int main(int argc, char **argv)
 {
+    default_wait_policy(argv);
     bool want_version = false;
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
