@@ -36,3 +36,13 @@ src_libhearth_core_la_LIBADD += simd/libkernels-avx512vnni.la
 endif
 simd_libkernels_avx512vnni_la_SOURCES = simd/avx512.c
 simd_libkernels_avx512vnni_la_CFLAGS = $(AM_CFLAGS) $(KERNELS_AVX512VNNI_CFLAGS) -DKERNELS_VNNI
+
+# Attention: the shared parts and the scalar twin in the library, each
+# vector path's block kernel in that path's library.
+src_libhearth_core_la_SOURCES += \
+	simd/attention.c \
+	simd/attention.h \
+	simd/attention_scalar.c
+noinst_HEADERS += simd/attention_x86.h
+simd_libkernels_avx2_la_SOURCES += simd/attention_avx2.c
+simd_libkernels_avx512_la_SOURCES += simd/attention_avx512.c

@@ -12,6 +12,7 @@
 #include <omp.h>
 #endif
 
+#include "attention.h"
 #include "kernels.h"
 #include "kv_cache.h"
 
@@ -40,7 +41,8 @@ struct cpu_backend {
     size_t act_scratch_bytes;
     int32_t *act_sums;         /* block sums of those, for packed weights */
     size_t act_sums_bytes;
-    float *attn_scratch;       /* per thread: scores + one key/value head */
+    const struct attn_kernels *attn;
+    float *attn_scratch;       /* attention states and per-thread scratch */
     size_t attn_scratch_floats;
 };
 
@@ -283,14 +285,36 @@ static hearth_status cpu_swiglu(struct hearth_backend *be, struct act *out, cons
 
 /* ---- attention -------------------------------------------------------------------- */
 
+/* Tokens whose query heads of one key/value head make one work item in
+ * prefill: their keys are read once for all of them (8 query heads of a
+ * group x 16 tokens = 128 rows per pass over a key block). */
+#define ATTN_QUERY_TILE 16
+/* With fewer items than this (decode, short batches) the keys are split
+ * into ranges of ATTN_SPLIT_KEYS whose partial softmax states are merged,
+ * so that a long context keeps every thread busy.  The split depends only
+ * on the shapes, never on the number of threads: results do not either. */
+#define ATTN_FEW_ITEMS 16
+#define ATTN_SPLIT_KEYS 256
+#define ATTN_MAX_SPLITS 64
+
+static size_t round_up16(size_t n)
+{
+    return (n + 15) & ~(size_t)15;
+}
+
 static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, const struct act *q,
                                    const struct act *k, const struct act *v, struct kv_cache *kv,
                                    int il, const struct hparams *hp, const struct batch_pos *bp)
 {
     struct cpu_backend *c = cpu(be);
     struct kv_layer *L = &kv->layers[il];
-    const int32_t hd = hp->head_dim, n_head = hp->n_head, group = hp->n_head / hp->n_head_kv;
+    const int32_t hd = hp->head_dim, n_head = hp->n_head, n_head_kv = hp->n_head_kv;
+    const int32_t group = n_head / n_head_kv;
     const int64_t n_tok = bp->n_tokens;
+    attn_block_fn block = c->attn->block[kv->type];
+    if (!block)
+        return hearth_error(HEARTH_E_UNSUPPORTED, "attention over a %s KV cache is not supported",
+                            hearth_type_name(kv->type));
 
     /* The batch's keys and values go into the cache first: a token sees
      * every position up to its own, including earlier tokens of the batch. */
@@ -301,62 +325,95 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
         if (bp->pos[t] + 1 > n_keys) n_keys = bp->pos[t] + 1;
     }
 
-    size_t per_thread = (size_t)n_keys + 2 * (size_t)hd + 16;
+    /* Work items: (key/value head, tile of tokens, range of keys). */
+    const int64_t n_tiles = (n_tok + ATTN_QUERY_TILE - 1) / ATTN_QUERY_TILE;
+    const int32_t tile_rows = (int32_t)HEARTH_MIN(n_tok, ATTN_QUERY_TILE) * group;
+    int32_t n_splits = 1;
+    if (n_tiles * n_head_kv < ATTN_FEW_ITEMS)
+        n_splits = HEARTH_MIN((n_keys + ATTN_SPLIT_KEYS - 1) / ATTN_SPLIT_KEYS, ATTN_MAX_SPLITS);
+    const int32_t split_keys = (n_keys + n_splits - 1) / n_splits;
+    const int64_t n_items = n_head_kv * n_tiles * n_splits;
+
+    /* Per item: max, sum and accumulators of its rows, each on its own
+     * cache lines (no false sharing between threads).  Per thread: the
+     * scaled queries, the mask limits and the block's scores. */
+    const size_t ms_floats = round_up16((size_t)tile_rows);
+    const size_t item_floats = 2 * ms_floats + round_up16((size_t)tile_rows * (size_t)hd);
+    const size_t thread_floats = round_up16((size_t)tile_rows * (size_t)hd) + ms_floats +
+                                 round_up16((size_t)tile_rows * ATTN_KEY_BLOCK);
+    const size_t need = item_floats * (size_t)n_items + thread_floats * (size_t)be->n_threads;
     void *scratch = c->attn_scratch;
     size_t have = c->attn_scratch_floats * sizeof(float);
-    hearth_status st = grow(&scratch, &have, per_thread * (size_t)be->n_threads * sizeof(float),
-                            "attention scratch");
+    hearth_status st = grow(&scratch, &have, need * sizeof(float), "attention scratch");
     if (st) return st;
     c->attn_scratch = scratch;
     c->attn_scratch_floats = have / sizeof(float);
+    float *states = c->attn_scratch;
+    float *thread_scratch = states + item_floats * (size_t)n_items;
 
     const float scale = 1.0f / sqrtf((float)hd);
+    const uint8_t *kbase = L->k, *vbase = L->v;
+    const size_t row_bytes = kv->row_bytes, head_bytes = kv->head_bytes;
     const int64_t n_pairs = n_tok * n_head;
 #pragma omp parallel num_threads(be->n_threads)
     {
 #ifdef _OPENMP
-        float *mine = c->attn_scratch + per_thread * (size_t)omp_get_thread_num();
+        float *mine = thread_scratch + thread_floats * (size_t)omp_get_thread_num();
 #else
-        float *mine = c->attn_scratch;
+        float *mine = thread_scratch;
 #endif
-        float *scores = mine;
-        float *head = mine + n_keys;
-        float *acc = head + hd;
+        float *qs = mine;
+        int32_t *n_visible = (int32_t *)(qs + round_up16((size_t)tile_rows * (size_t)hd));
+        float *scores = (float *)n_visible + ms_floats;
+
+        /* Later tiles see more keys: hand items out dynamically. */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t it = 0; it < n_items; it++) {
+            const int32_t split = (int32_t)(it % n_splits);
+            const int64_t tile = (it / n_splits) % n_tiles;
+            const int32_t kvh = (int32_t)(it / n_splits / n_tiles);
+            const int64_t t0 = tile * ATTN_QUERY_TILE;
+            const int64_t t1 = HEARTH_MIN(n_tok, t0 + ATTN_QUERY_TILE);
+            const int32_t n_rows = (int32_t)(t1 - t0) * group;
+            /* row (t - t0) * group + g is query head kvh * group + g of token t */
+            int32_t hi = 0;
+            for (int64_t t = t0; t < t1; t++) {
+                const float *src = q->host + t * q->width + (int64_t)kvh * group * hd;
+                float *dst = qs + (t - t0) * group * hd;
+                for (int64_t i = 0; i < (int64_t)group * hd; i++) dst[i] = src[i] * scale;
+                for (int32_t g = 0; g < group; g++) n_visible[(t - t0) * group + g] = bp->pos[t] + 1;
+                hi = HEARTH_MAX(hi, bp->pos[t] + 1);
+            }
+            float *state = states + item_floats * (size_t)it;
+            struct attn_rows rows = {
+                .head_dim = hd,
+                .n_rows = n_rows,
+                .q = qs,
+                .n_visible = n_visible,
+                .max = state,
+                .sum = state + ms_floats,
+                .acc = state + 2 * ms_floats,
+                .scores = scores,
+            };
+            attn_state_init(n_rows, hd, rows.max, rows.sum, rows.acc);
+            const int32_t k0 = split * split_keys;
+            const int32_t k1 = HEARTH_MIN(HEARTH_MIN(n_keys, k0 + split_keys), hi);
+            const uint8_t *kh = kbase + (size_t)kvh * head_bytes, *vh = vbase + (size_t)kvh * head_bytes;
+            for (int32_t j0 = k0; j0 < k1; j0 += ATTN_KEY_BLOCK)
+                block(&rows, kh, vh, row_bytes, j0, HEARTH_MIN(k1, j0 + ATTN_KEY_BLOCK));
+        }
+
+        /* out = merged state / sum, per token and query head */
 #pragma omp for schedule(static)
         for (int64_t pair = 0; pair < n_pairs; pair++) {
             const int64_t t = pair / n_head;
             const int32_t h = (int32_t)(pair % n_head), kvh = h / group;
-            const int32_t p = bp->pos[t];
-            const float *qh = q->host + t * q->width + (int64_t)h * hd;
-            /* scores over every cached position; the causal mask sets the
-             * future (j > p) to -inf so softmax gives them weight 0 */
-            float max = -INFINITY;
-            for (int32_t j = 0; j < n_keys; j++) {
-                if (j > p) {
-                    scores[j] = -INFINITY;
-                    continue;
-                }
-                kv_cache_load_head(kv, L->k, j, kvh, head);
-                float s = 0.0f;
-                for (int32_t i = 0; i < hd; i++) s += qh[i] * head[i];
-                scores[j] = s * scale;
-                if (scores[j] > max) max = scores[j];
-            }
-            /* numerically stable softmax: subtract the row maximum */
-            double sum = 0.0;
-            for (int32_t j = 0; j < n_keys; j++) {
-                const float e = scores[j] == -INFINITY ? 0.0f : expf(scores[j] - max);
-                scores[j] = e;
-                sum += e;
-            }
-            const float inv = (float)(1.0 / sum);
-            for (int32_t i = 0; i < hd; i++) acc[i] = 0.0f;
-            for (int32_t j = 0; j <= p && j < n_keys; j++) {
-                const float wj = scores[j] * inv;
-                kv_cache_load_head(kv, L->v, j, kvh, head);
-                for (int32_t i = 0; i < hd; i++) acc[i] += wj * head[i];
-            }
-            memcpy(out->host + t * out->width + (int64_t)h * hd, acc, (size_t)hd * sizeof(float));
+            const int64_t tile = t / ATTN_QUERY_TILE;
+            const int32_t r = (int32_t)(t - tile * ATTN_QUERY_TILE) * group + h % group;
+            const float *state = states + item_floats * (size_t)((kvh * n_tiles + tile) * n_splits);
+            attn_merge(hd, n_splits, state + r, state + ms_floats + r, item_floats,
+                       state + 2 * ms_floats + (size_t)r * hd, item_floats,
+                       out->host + t * out->width + (int64_t)h * hd);
         }
     }
     out->rows = n_tok;
@@ -394,6 +451,7 @@ hearth_status backend_cpu_new(int n_threads, struct hearth_backend **out)
         free(c);
         return st;
     }
+    c->attn = attn_kernels_matching(c->kernels);
     be->ops = &cpu_ops;
     be->n_threads = n_threads > 0 ? n_threads : 1;
     be->impl = c;

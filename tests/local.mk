@@ -27,6 +27,7 @@ TEST_LIBS = src/libhearth-core.la $(CHECK_LIBS)
 
 if HAVE_CHECK
 check_PROGRAMS += \
+	tests/test-attention \
 	tests/test-chat-template \
 	tests/test-cli-sampling \
 	tests/test-download \
@@ -43,6 +44,7 @@ check_PROGRAMS += \
 	tests/test-tokenizer \
 	tests/test-types
 TESTS += \
+	tests/test-attention \
 	tests/test-chat-template \
 	tests/test-cli-sampling \
 	tests/test-download \
@@ -70,6 +72,10 @@ tests_test_cli_sampling_LDADD = $(TEST_LIBS) -lm
 tests_test_download_SOURCES = tests/test-download.c tests/testutil.c
 tests_test_download_CFLAGS = $(TEST_CFLAGS)
 tests_test_download_LDADD = $(TEST_LIBS)
+
+tests_test_attention_SOURCES = tests/test-attention.c tests/testutil.c
+tests_test_attention_CFLAGS = $(TEST_CFLAGS)
+tests_test_attention_LDADD = $(TEST_LIBS) -lm
 
 tests_test_engine_SOURCES = tests/test-engine.c tests/testutil.c
 tests_test_engine_CFLAGS = $(TEST_CFLAGS)

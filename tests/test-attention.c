@@ -1,0 +1,354 @@
+/*
+ * test-attention.c -- the attention kernels of simd/ and the CPU
+ * backend's attention over the KV cache.
+ *
+ * - The scalar block kernel, fed key ranges in blocks of random lengths
+ *   and split into ranges whose states are merged, against softmax(q k) v
+ *   computed in double precision from the cache entries read back as
+ *   floats: ragged head dimensions, numbers of rows and keys, a causal
+ *   limit per row (rows that see none of a block or of a range), every
+ *   cache type, and scores large enough that exp would overflow without
+ *   subtracting the maximum.
+ * - Every instruction-set path this build has and this CPU runs against
+ *   its scalar twin on the same problems.
+ * - The CPU backend's attention (cache store, grouped query heads, tiles
+ *   of tokens, split key ranges in decode) against the double-precision
+ *   formula, for 1 to 3 threads.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention.h"
+#include "backend.h"
+#include "kv_cache.h"
+#include "model.h"
+#include "testutil.h"
+
+static const hearth_type cache_types[] = {HEARTH_TYPE_F32, HEARTH_TYPE_F16, HEARTH_TYPE_Q8_0};
+#define N_CACHE_TYPES ((int)HEARTH_ARRAY_LEN(cache_types))
+
+/* Head dimensions: ragged for the float types, whole blocks for Q8_0. */
+static const int32_t float_dims[] = {1, 3, 8, 13, 16, 17, 31, 64, 80, 128};
+static const int32_t q8_dims[] = {32, 64, 96, 128};
+static const int32_t row_counts[] = {1, 2, 3, 4, 5, 8, 9, 13, 17};
+static const int32_t key_counts[] = {1, 2, 7, 63, 64, 65, 130, 201};
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+/* A cache of n_pos positions by n_head_kv heads with random keys and
+ * values, and the entries read back as floats. */
+struct cache_fixture {
+    struct kv_cache *kv;
+    float *k_f, *v_f; /* [pos][head][i] as stored */
+};
+
+static void fixture_new(struct cache_fixture *f, hearth_type type, int32_t n_pos, int32_t n_head_kv,
+                        int32_t hd, test_rng *rng)
+{
+    ck_assert_int_eq(kv_cache_new(type, n_pos, 1, n_head_kv, hd, NULL, &f->kv), HEARTH_OK);
+    const int64_t row = (int64_t)n_head_kv * hd;
+    float *tmp = xmalloc((size_t)row * sizeof(float));
+    f->k_f = xmalloc((size_t)(n_pos * row) * sizeof(float));
+    f->v_f = xmalloc((size_t)(n_pos * row) * sizeof(float));
+    for (int32_t p = 0; p < n_pos; p++) {
+        for (int64_t i = 0; i < row; i++) tmp[i] = (float)test_rng_normal(rng);
+        kv_cache_store(f->kv, f->kv->layers[0].k, p, tmp);
+        for (int64_t i = 0; i < row; i++) tmp[i] = (float)(2.0 * test_rng_uniform(rng) - 1.0);
+        kv_cache_store(f->kv, f->kv->layers[0].v, p, tmp);
+        for (int32_t h = 0; h < n_head_kv; h++) {
+            kv_cache_load_head(f->kv, f->kv->layers[0].k, p, h, f->k_f + p * row + (int64_t)h * hd);
+            kv_cache_load_head(f->kv, f->kv->layers[0].v, p, h, f->v_f + p * row + (int64_t)h * hd);
+        }
+    }
+    free(tmp);
+}
+
+static void fixture_free(struct cache_fixture *f)
+{
+    kv_cache_free(f->kv);
+    free(f->k_f);
+    free(f->v_f);
+}
+
+/* out = softmax_j(q . k_j * scale) v_j over j < n_visible, in double. */
+static void reference_row(const struct cache_fixture *f, int32_t h, const float *q, double scale,
+                          int32_t n_visible, float *out)
+{
+    const int32_t hd = f->kv->head_dim;
+    const int64_t row = f->kv->row_elems;
+    double *s = xmalloc((size_t)n_visible * sizeof(double));
+    double m = -INFINITY;
+    for (int32_t j = 0; j < n_visible; j++) {
+        const float *k = f->k_f + j * row + (int64_t)h * hd;
+        double d = 0.0;
+        for (int32_t i = 0; i < hd; i++) d += (double)q[i] * k[i];
+        s[j] = d * scale;
+        if (s[j] > m) m = s[j];
+    }
+    double l = 0.0;
+    for (int32_t j = 0; j < n_visible; j++) {
+        s[j] = exp(s[j] - m);
+        l += s[j];
+    }
+    for (int32_t i = 0; i < hd; i++) {
+        double a = 0.0;
+        for (int32_t j = 0; j < n_visible; j++) a += s[j] * f->v_f[j * row + (int64_t)h * hd + i];
+        out[i] = (float)(a / l);
+    }
+    free(s);
+}
+
+/* Run a block kernel over keys [0, n_keys) in `parts` ranges, each in
+ * blocks of random lengths, and merge: out is n_rows x hd. */
+static void run_kernel(attn_block_fn block, const struct cache_fixture *f, int32_t h, int32_t n_rows,
+                       const float *q, const int32_t *n_visible, int32_t n_keys, int32_t parts,
+                       uint64_t seed, float *out)
+{
+    const int32_t hd = f->kv->head_dim;
+    float *max = xmalloc((size_t)(parts * n_rows) * sizeof(float));
+    float *sum = xmalloc((size_t)(parts * n_rows) * sizeof(float));
+    float *acc = xmalloc((size_t)parts * n_rows * hd * sizeof(float));
+    float *scores = xmalloc((size_t)n_rows * ATTN_KEY_BLOCK * sizeof(float));
+    test_rng rng;
+    test_rng_seed(&rng, seed);
+    const uint8_t *k = f->kv->layers[0].k + (size_t)h * f->kv->head_bytes;
+    const uint8_t *v = f->kv->layers[0].v + (size_t)h * f->kv->head_bytes;
+    for (int32_t p = 0; p < parts; p++) {
+        struct attn_rows rows = {
+            .head_dim = hd,
+            .n_rows = n_rows,
+            .q = q,
+            .n_visible = n_visible,
+            .max = max + p * n_rows,
+            .sum = sum + p * n_rows,
+            .acc = acc + (size_t)p * n_rows * hd,
+            .scores = scores,
+        };
+        attn_state_init(n_rows, hd, rows.max, rows.sum, rows.acc);
+        const int32_t k0 = (int32_t)((int64_t)n_keys * p / parts);
+        const int32_t k1 = (int32_t)((int64_t)n_keys * (p + 1) / parts);
+        for (int32_t j0 = k0; j0 < k1;) {
+            const int32_t len = 1 + (int32_t)(test_rng_next(&rng) % ATTN_KEY_BLOCK);
+            const int32_t j1 = HEARTH_MIN(k1, j0 + len);
+            block(&rows, k, v, f->kv->row_bytes, j0, j1);
+            j0 = j1;
+        }
+    }
+    for (int32_t r = 0; r < n_rows; r++)
+        attn_merge(hd, parts, max + r, sum + r, (size_t)n_rows, acc + (size_t)r * hd, (size_t)n_rows * hd,
+                   out + (size_t)r * hd);
+    free(max);
+    free(sum);
+    free(acc);
+    free(scores);
+}
+
+/* Largest |a - b| over n floats; NaN counts as infinitely far. */
+static double max_diff(const float *a, const float *b, int64_t n)
+{
+    double worst = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - b[i]);
+        if (!(d <= worst)) worst = isnan(d) ? INFINITY : d;
+    }
+    return worst;
+}
+
+/* One random problem: which path (NULL: the double reference) against
+ * the scalar kernel.  query_scale widens the scores. */
+static void check_problem(const struct attn_kernels *path, hearth_type type, int32_t hd, int32_t n_rows,
+                          int32_t n_keys, double query_scale, uint64_t seed)
+{
+    test_rng rng;
+    test_rng_seed(&rng, seed);
+    struct cache_fixture f;
+    const int32_t n_head_kv = 2, h = 1; /* the second head: entries not at the row's start */
+    fixture_new(&f, type, n_keys, n_head_kv, hd, &rng);
+    const double scale = 1.0 / sqrt((double)hd);
+    float *q = xmalloc((size_t)n_rows * hd * sizeof(float));
+    float *q_raw = xmalloc((size_t)n_rows * hd * sizeof(float));
+    int32_t *n_visible = xmalloc((size_t)n_rows * sizeof(int32_t));
+    for (int32_t r = 0; r < n_rows; r++) {
+        for (int32_t i = 0; i < hd; i++) {
+            q_raw[r * hd + i] = (float)(query_scale * test_rng_normal(&rng));
+            q[r * hd + i] = (float)(q_raw[r * hd + i] * scale);
+        }
+        /* every row sees at least one key; some see all */
+        n_visible[r] = r == 0 ? n_keys : 1 + (int32_t)(test_rng_next(&rng) % (uint64_t)n_keys);
+    }
+    float *want = xmalloc((size_t)n_rows * hd * sizeof(float));
+    float *got = xmalloc((size_t)n_rows * hd * sizeof(float));
+    const int32_t parts = 1 + (int32_t)(seed % 3);
+    run_kernel(attn_kernels_scalar()->block[type], &f, h, n_rows, q, n_visible, n_keys, parts, seed, got);
+    if (path) {
+        run_kernel(path->block[type], &f, h, n_rows, q, n_visible, n_keys, 1 + (int32_t)((seed + 1) % 3),
+                   seed + 7, want);
+    } else {
+        for (int32_t r = 0; r < n_rows; r++)
+            reference_row(&f, h, q_raw + r * hd, scale, n_visible[r], want + (size_t)r * hd);
+    }
+    /* outputs are convex combinations of values in [-1, 1] */
+    const double d = max_diff(got, want, (int64_t)n_rows * hd);
+    ck_assert_msg(d < 2e-5, "%s %s: head dim %d, %d rows, %d keys, scale %g: differs by %g",
+                  path ? path->name : "scalar vs double", hearth_type_name(type), hd, n_rows, n_keys,
+                  query_scale, d);
+    free(q);
+    free(q_raw);
+    free(n_visible);
+    free(want);
+    free(got);
+    fixture_free(&f);
+}
+
+static void check_all_shapes(const struct attn_kernels *path, hearth_type type)
+{
+    const int32_t *dims = type == HEARTH_TYPE_Q8_0 ? q8_dims : float_dims;
+    const int n_dims = type == HEARTH_TYPE_Q8_0 ? (int)HEARTH_ARRAY_LEN(q8_dims) : (int)HEARTH_ARRAY_LEN(float_dims);
+    uint64_t seed = 1000 * (uint64_t)type;
+    for (int a = 0; a < n_dims; a++)
+        for (int b = 0; b < (int)HEARTH_ARRAY_LEN(row_counts); b++)
+            for (int c = 0; c < (int)HEARTH_ARRAY_LEN(key_counts); c++) {
+                /* scores of a few units, and of hundreds: exp(s) alone would overflow */
+                const double query_scale = (a + b + c) % 4 == 0 ? 20.0 : 1.0;
+                check_problem(path, type, dims[a], row_counts[b], key_counts[c], query_scale, ++seed);
+            }
+}
+
+START_TEST(test_scalar_against_double)
+{
+    check_all_shapes(NULL, cache_types[_i]);
+}
+END_TEST
+
+START_TEST(test_paths_against_scalar)
+{
+    for (int p = KERNEL_PATH_SCALAR + 1; p < KERNEL_PATH_COUNT; p++) {
+        const struct attn_kernels *path = attn_kernels_for_path((kernel_path)p);
+        if (!path) continue;
+        check_all_shapes(path, cache_types[_i]);
+    }
+}
+END_TEST
+
+/* Every block kernel is present for every cache type the cache supports. */
+START_TEST(test_tables_complete)
+{
+    for (int p = 0; p < KERNEL_PATH_COUNT; p++) {
+        const struct attn_kernels *path = attn_kernels_for_path((kernel_path)p);
+        if (!kernel_path_table((kernel_path)p, NULL)) {
+            ck_assert_ptr_null(path);
+            continue;
+        }
+        ck_assert_ptr_nonnull(path);
+        for (int t = 0; t < N_CACHE_TYPES; t++) ck_assert_ptr_nonnull(path->block[cache_types[t]]);
+        ck_assert_ptr_eq(attn_kernels_matching(kernel_path_table((kernel_path)p, NULL)), path);
+    }
+}
+END_TEST
+
+/* The backend's attention: a prefill of n_prompt tokens, then one decode
+ * token, each output against the formula over the cache as stored. */
+static void check_backend(hearth_type type, int n_threads, int32_t n_head, int32_t n_head_kv, int32_t hd,
+                          int32_t n_prompt)
+{
+    struct hearth_backend *be;
+    ck_assert_int_eq(backend_cpu_new(n_threads, &be), HEARTH_OK);
+    struct hparams hp = {.n_head = n_head, .n_head_kv = n_head_kv, .head_dim = hd};
+    const int32_t n_pos = n_prompt + 1;
+    struct kv_cache *kv;
+    ck_assert_int_eq(kv_cache_new(type, n_pos, 1, n_head_kv, hd, NULL, &kv), HEARTH_OK);
+    struct act q, k, v, out;
+    ck_assert_int_eq(be->ops->act_alloc(be, &q, n_prompt, (int64_t)n_head * hd), HEARTH_OK);
+    ck_assert_int_eq(be->ops->act_alloc(be, &k, n_prompt, (int64_t)n_head_kv * hd), HEARTH_OK);
+    ck_assert_int_eq(be->ops->act_alloc(be, &v, n_prompt, (int64_t)n_head_kv * hd), HEARTH_OK);
+    ck_assert_int_eq(be->ops->act_alloc(be, &out, n_prompt, (int64_t)n_head * hd), HEARTH_OK);
+    test_rng rng;
+    test_rng_seed(&rng, 77 + (uint64_t)type);
+    int32_t *pos = xmalloc((size_t)n_pos * sizeof(int32_t));
+    for (int32_t t = 0; t < n_pos; t++) pos[t] = t;
+    struct cache_fixture f = {.kv = kv};
+    const int64_t row = (int64_t)n_head_kv * hd;
+    f.k_f = xmalloc((size_t)(n_pos * row) * sizeof(float));
+    f.v_f = xmalloc((size_t)(n_pos * row) * sizeof(float));
+    float *want = xmalloc((size_t)hd * sizeof(float));
+    const double scale = 1.0 / sqrt((double)hd);
+
+    for (int step = 0; step < 2; step++) {
+        const int32_t first = step == 0 ? 0 : n_prompt, n_tok = step == 0 ? n_prompt : 1;
+        for (int64_t i = 0; i < n_tok * q.width; i++) q.host[i] = (float)test_rng_normal(&rng);
+        for (int64_t i = 0; i < n_tok * k.width; i++) k.host[i] = (float)test_rng_normal(&rng);
+        for (int64_t i = 0; i < n_tok * v.width; i++) v.host[i] = (float)(2.0 * test_rng_uniform(&rng) - 1.0);
+        q.rows = k.rows = v.rows = n_tok;
+        struct batch_pos bp = {.pos = pos + first, .n_tokens = n_tok};
+        ck_assert_int_eq(be->ops->attention(be, &out, &q, &k, &v, kv, 0, &hp, &bp), HEARTH_OK);
+        for (int32_t p = first; p < first + n_tok; p++)
+            for (int32_t h = 0; h < n_head_kv; h++) {
+                kv_cache_load_head(kv, kv->layers[0].k, p, h, f.k_f + p * row + (int64_t)h * hd);
+                kv_cache_load_head(kv, kv->layers[0].v, p, h, f.v_f + p * row + (int64_t)h * hd);
+            }
+        for (int32_t t = 0; t < n_tok; t++)
+            for (int32_t h = 0; h < n_head; h++) {
+                reference_row(&f, h / (n_head / n_head_kv), q.host + t * q.width + (int64_t)h * hd, scale,
+                              first + t + 1, want);
+                const double d = max_diff(out.host + t * out.width + (int64_t)h * hd, want, hd);
+                ck_assert_msg(d < 2e-5, "%s cache, %d threads, %d tokens from %d: token %d head %d differs by %g",
+                              hearth_type_name(type), n_threads, n_tok, first, t, h, d);
+            }
+    }
+    free(want);
+    free(pos);
+    free(f.k_f);
+    free(f.v_f);
+    be->ops->act_free(be, &q);
+    be->ops->act_free(be, &k);
+    be->ops->act_free(be, &v);
+    be->ops->act_free(be, &out);
+    kv_cache_free(kv);
+    backend_cpu_free(be);
+}
+
+START_TEST(test_backend_attention)
+{
+    const hearth_type type = cache_types[_i];
+    for (int n_threads = 1; n_threads <= 3; n_threads++) {
+        /* grouped query heads (3 per key/value head), a prompt of ragged
+         * tiles, and a decode step whose keys are split into ranges */
+        check_backend(type, n_threads, 6, 2, type == HEARTH_TYPE_Q8_0 ? 64 : 40, 300);
+        /* one head, multi-head (group 1), short prompts */
+        check_backend(type, n_threads, 1, 1, 32, 5);
+        check_backend(type, n_threads, 4, 4, 32, 17);
+    }
+}
+END_TEST
+
+static Suite *attention_suite(void)
+{
+    Suite *s = suite_create("attention");
+    TCase *tc = tcase_create("kernels");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_tables_complete);
+    tcase_add_loop_test(tc, test_scalar_against_double, 0, N_CACHE_TYPES);
+    tcase_add_loop_test(tc, test_paths_against_scalar, 0, N_CACHE_TYPES);
+    tcase_add_loop_test(tc, test_backend_attention, 0, N_CACHE_TYPES);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    for (int p = 0; p < KERNEL_PATH_COUNT; p++) {
+        const char *why;
+        if (!kernel_path_table((kernel_path)p, &why))
+            fprintf(stderr, "note: kernel path %s is skipped: %s\n", kernel_path_name((kernel_path)p), why);
+    }
+    return test_run_suite(attention_suite());
+}
