@@ -12,7 +12,7 @@ src_libhearth_core_la_SOURCES += \
 	simd/kernels.h \
 	simd/scalar.c
 
-noinst_HEADERS += simd/x86_int.h
+noinst_HEADERS += simd/tiles.h simd/x86_int.h
 
 if KERNELS_AVX2
 noinst_LTLIBRARIES += simd/libkernels-avx2.la
@@ -35,3 +35,19 @@ src_libhearth_core_la_LIBADD += simd/libkernels-avx512vnni.la
 endif
 simd_libkernels_avx512vnni_la_SOURCES = simd/avx512.c
 simd_libkernels_avx512vnni_la_CFLAGS = $(AM_CFLAGS) $(KERNELS_AVX512VNNI_CFLAGS) -DKERNELS_VNNI
+
+# AArch64: Advanced SIMD, and the same source with the dot-product
+# instructions (compiled for them alone, used only where cpu.c finds them).
+if KERNELS_NEON
+noinst_LTLIBRARIES += simd/libkernels-neon.la
+src_libhearth_core_la_LIBADD += simd/libkernels-neon.la
+endif
+simd_libkernels_neon_la_SOURCES = simd/neon.c
+simd_libkernels_neon_la_CFLAGS = $(AM_CFLAGS) $(KERNELS_NEON_CFLAGS)
+
+if KERNELS_NEON_DOTPROD
+noinst_LTLIBRARIES += simd/libkernels-neon-dotprod.la
+src_libhearth_core_la_LIBADD += simd/libkernels-neon-dotprod.la
+endif
+simd_libkernels_neon_dotprod_la_SOURCES = simd/neon.c
+simd_libkernels_neon_dotprod_la_CFLAGS = $(AM_CFLAGS) $(KERNELS_NEON_DOTPROD_CFLAGS) -DKERNELS_DOTPROD
