@@ -62,13 +62,14 @@ FORCE_INLINE float lanes_total(__m256 run)
 }
 
 /* Rows are short streams (a few KB): to hide the start of each new one,
- * a tile fetches the rows of the next tile at the place it is reading.
+ * a tile fetches the rows of the next tile at the place it is reading,
+ * into the second-level cache (the first level has its own prefetcher).
  * Past the last row that address lies outside the weights, which a
  * prefetch may touch harmlessly; it is formed as an integer because
  * pointer arithmetic may not leave the array. */
 FORCE_INLINE void prefetch_next_rows(const uint8_t *p, size_t w_stride, int rows)
 {
-    _mm_prefetch((const char *)((uintptr_t)p + (size_t)rows * w_stride), _MM_HINT_T0);
+    _mm_prefetch((const char *)((uintptr_t)p + (size_t)rows * w_stride), _MM_HINT_T1);
 }
 
 /* Per 32-bit lane, the sum of the four signed bytes of y. */

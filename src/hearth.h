@@ -255,22 +255,439 @@ hearth_status hearth_gguf_writer_write(hearth_gguf_writer *w, const char *path);
 
 /* == tokenizer ========================================================== */
 
+/*
+ * A vocabulary is read from the tokenizer.ggml.* metadata of an open GGUF
+ * file (a whole model or a vocabulary-only file).  It copies what it needs,
+ * so the GGUF handle may be closed afterwards, and it never changes once
+ * loaded: every function of this section may be called on one vocabulary
+ * from any number of threads at once.  Two kinds are supported:
+ *
+ *  - tokenizer.ggml.model "llama": SentencePiece BPE, where adjacent pieces
+ *    are merged by descending score, spaces are written U+2581, a space is
+ *    put in front of the text (tokenizer.ggml.add_space_prefix, default
+ *    true) and characters without a piece become byte tokens <0xXX>;
+ *  - tokenizer.ggml.model "gpt2": byte-level BPE, where the text is first
+ *    cut into words by the pre-tokenizer that tokenizer.ggml.pre names,
+ *    each byte is written as a printable character, and adjacent symbols
+ *    are merged in the order of tokenizer.ggml.merges.
+ *
+ * Token ids are int32_t; HEARTH_TOKEN_NONE stands for "no such token".
+ */
+typedef struct hearth_vocab hearth_vocab;
+
+typedef int32_t hearth_token;
+#define HEARTH_TOKEN_NONE ((hearth_token)-1)
+
+typedef enum hearth_vocab_kind {
+    HEARTH_VOCAB_SPM = 1, /* SentencePiece BPE ("llama") */
+    HEARTH_VOCAB_BPE = 2  /* byte-level BPE ("gpt2") */
+} hearth_vocab_kind;
+
+/* Token types, with the values tokenizer.ggml.token_type stores. */
+typedef enum hearth_token_type {
+    HEARTH_TOKEN_UNDEFINED = 0,
+    HEARTH_TOKEN_NORMAL = 1,
+    HEARTH_TOKEN_UNKNOWN = 2,      /* the <unk> token */
+    HEARTH_TOKEN_CONTROL = 3,      /* <s>, <|im_start|>, ...: hidden in output */
+    HEARTH_TOKEN_USER_DEFINED = 4, /* added pieces, shown as their text */
+    HEARTH_TOKEN_UNUSED = 5,
+    HEARTH_TOKEN_BYTE = 6          /* <0xXX> byte-fallback tokens */
+} hearth_token_type;
+
+/* The tokens a vocabulary may designate (hearth_vocab_special()). */
+typedef enum hearth_special_token {
+    HEARTH_SPECIAL_BOS = 0, /* beginning of sequence */
+    HEARTH_SPECIAL_EOS,     /* end of sequence */
+    HEARTH_SPECIAL_EOT,     /* end of turn (<|eot_id|>, <|im_end|>, ...) */
+    HEARTH_SPECIAL_EOM,     /* end of message (<|eom_id|>) */
+    HEARTH_SPECIAL_UNK,     /* unknown */
+    HEARTH_SPECIAL_PAD,     /* padding */
+    HEARTH_SPECIAL_SEP,     /* separator */
+    HEARTH_SPECIAL_COUNT
+} hearth_special_token;
+
+typedef struct hearth_vocab_options {
+    /* When tokenizer.ggml.pre names a pre-tokenizer this build does not
+     * know, use the default one (GPT-2's) instead of failing.  Tokens may
+     * then differ from the model's own tokenizer. */
+    bool force_default_pretokenizer;
+} hearth_vocab_options;
+
+/* Load the vocabulary of gguf; options may be NULL for the defaults.
+ * Fails with HEARTH_E_NOT_FOUND when the file has no tokenizer, with
+ * HEARTH_E_FORMAT when its metadata is inconsistent (naming the key and
+ * the index), and with HEARTH_E_UNSUPPORTED for an unknown tokenizer model
+ * or pre-tokenizer (the message lists the supported ones) or for a
+ * byte-level BPE vocabulary in a build without PCRE2. */
+hearth_status hearth_vocab_load(const hearth_gguf *gguf, const hearth_vocab_options *options,
+                                hearth_vocab **out);
+void hearth_vocab_free(hearth_vocab *vocab);
+
+hearth_vocab_kind hearth_vocab_get_kind(const hearth_vocab *vocab);
+/* The pre-tokenizer in use ("gpt-2", "llama-bpe", "qwen2", ...); "" for
+ * SentencePiece vocabularies. */
+const char *hearth_vocab_pretokenizer(const hearth_vocab *vocab);
+/* The pre-tokenizer names this build accepts, comma-separated (static). */
+const char *hearth_vocab_supported_pretokenizers(void);
+
+int32_t hearth_vocab_n_tokens(const hearth_vocab *vocab);
+/* The id of a designated token, or HEARTH_TOKEN_NONE. */
+hearth_token hearth_vocab_special(const hearth_vocab *vocab, hearth_special_token which);
+/* Whether tokenizing with HEARTH_TOKENIZE_ADD_SPECIAL puts BOS in front
+ * and EOS at the end (tokenizer.ggml.add_bos_token / add_eos_token, or
+ * the vocabulary kind's default). */
+bool hearth_vocab_adds_bos(const hearth_vocab *vocab);
+bool hearth_vocab_adds_eos(const hearth_vocab *vocab);
+/* Whether generating this token ends the generation: EOS, EOT, EOM and
+ * the end-of-turn markers models are known to use. */
+bool hearth_vocab_is_eog(const hearth_vocab *vocab, hearth_token token);
+/* The type of a token; HEARTH_TOKEN_UNDEFINED for an id out of range. */
+hearth_token_type hearth_vocab_token_type(const hearth_vocab *vocab, hearth_token token);
+/* The token's text as the vocabulary stores it (U+2581 for spaces in
+ * SentencePiece, byte-level characters in BPE), not NUL-terminated;
+ * NULL for an id out of range.  Valid as long as the vocabulary. */
+const char *hearth_vocab_token_text(const hearth_vocab *vocab, hearth_token token, size_t *len);
+/* The token whose stored text is exactly text[0..len), or HEARTH_TOKEN_NONE. */
+hearth_token hearth_vocab_find(const hearth_vocab *vocab, const char *text, size_t len);
+
+/* Flags of hearth_tokenize(). */
+#define HEARTH_TOKENIZE_ADD_SPECIAL 0x1u   /* BOS/EOS as the vocabulary says */
+#define HEARTH_TOKENIZE_PARSE_SPECIAL 0x2u /* match control tokens' text
+                                              ("<|im_start|>"); without it
+                                              such text is ordinary text.
+                                              User-defined tokens (added
+                                              vocabulary pieces) are always
+                                              matched, as the model's own
+                                              tokenizer does */
+
+/* Tokenize text[0..len) (any bytes; invalid UTF-8 is encoded byte by byte
+ * where the vocabulary can).  Up to capacity ids go to tokens and the
+ * number the whole text needs to *n_tokens.  When that is more than
+ * capacity, the call returns HEARTH_E_RANGE and the caller may retry with
+ * a buffer of *n_tokens ids (a capacity of len + 8 almost always
+ * suffices).  tokens may be NULL when capacity is 0.  With
+ * HEARTH_TOKENIZE_PARSE_SPECIAL the longest special token starting at a
+ * position wins, and SentencePiece puts its space in front of the text
+ * after each special token as at the start. */
+hearth_status hearth_tokenize(const hearth_vocab *vocab, const char *text, size_t len,
+                              unsigned flags, hearth_token *tokens, size_t capacity,
+                              size_t *n_tokens);
+
+/* Flags of hearth_token_piece(), hearth_detokenize() and text streams. */
+#define HEARTH_DECODE_SPECIAL 0x1u      /* show control and unknown tokens'
+                                           text instead of hiding them */
+#define HEARTH_DECODE_CONTINUATION 0x2u /* the tokens continue earlier text:
+                                           keep the leading space of the first
+                                           piece (SentencePiece removes the
+                                           space it put in front of a text) */
+
+/* The bytes one token stands for (a space for U+2581, the byte of a byte
+ * token or of a byte-level character), not NUL-terminated and not always
+ * whole UTF-8 characters; empty for a hidden control token.  Only the
+ * HEARTH_DECODE_SPECIAL flag matters here.  NULL for an id out of range.
+ * Valid as long as the vocabulary. */
+const char *hearth_token_piece(const hearth_vocab *vocab, hearth_token token, unsigned flags,
+                               size_t *len);
+
+/* The bytes of a token sequence: its pieces concatenated, without the
+ * space SentencePiece puts in front of a text unless
+ * HEARTH_DECODE_CONTINUATION is given.  Up to capacity bytes go to text
+ * (not NUL-terminated) and the total to *len; HEARTH_E_RANGE when it did
+ * not fit, HEARTH_E_INVALID for an id out of range.  The result is the
+ * text's bytes, which need not be valid UTF-8; a hearth_text_stream gives
+ * displayable text. */
+hearth_status hearth_detokenize(const hearth_vocab *vocab, const hearth_token *tokens,
+                                size_t n_tokens, unsigned flags, char *text, size_t capacity,
+                                size_t *len);
+
 /* == chat templates ===================================================== */
+
+/* Models ship their chat template as Jinja text in the GGUF key
+ * tokenizer.chat_template.  hearth renders it with its own interpreter of
+ * the Jinja subset chat templates use, with the settings and extra
+ * functions Hugging Face transformers gives them (trim_blocks,
+ * lstrip_blocks, loop controls, tojson as json.dumps, raise_exception,
+ * strftime_now).  A parsed template is immutable: it may be rendered from
+ * several threads at once.
+ *
+ * Rendering is bounded so that hostile templates cannot crash or hang the
+ * process: nesting of 100 levels when parsing and 400 when evaluating, 40
+ * nested macro calls, one million loop iterations, 20 million units of
+ * work (one per evaluated expression, list element built or 8 bytes of
+ * text built), 64 MiB of output; reaching a limit is an error
+ * (HEARTH_E_RANGE).  At those limits rendering uses up to about 200 KiB of
+ * the calling thread's stack. */
+
+typedef struct hearth_template hearth_template;
+
+/* Parse template text of len bytes (it need not be NUL-terminated; at most
+ * 4 MiB).  A syntax error or invalid UTF-8 is HEARTH_E_FORMAT with a message
+ * "chat template line L, column C: ...". */
+hearth_status hearth_template_parse(const char *text, size_t len, hearth_template **out);
+
+/* One of the built-in templates, written for hearth, for models without a
+ * usable template of their own: "chatml", "gemma", "llama2", "llama3",
+ * "mistral", "phi3", "zephyr".  HEARTH_E_NOT_FOUND for other names. */
+hearth_status hearth_template_builtin(const char *name, hearth_template **out);
+
+/* The names hearth_template_builtin() accepts, NULL-terminated. */
+const char *const *hearth_template_builtin_names(void);
+
+/* The template a model ships in its metadata key tokenizer.chat_template.
+ * HEARTH_E_NOT_FOUND when the file has none; parse errors as
+ * hearth_template_parse(), prefixed with the file's name. */
+hearth_status hearth_template_from_gguf(const hearth_gguf *gguf, hearth_template **out);
+
+/* Free a template (NULL is allowed). */
+void hearth_template_free(hearth_template *tmpl);
+
+/* What a template sees besides the messages.  All-zero fields give the
+ * defaults. */
+typedef struct hearth_chat_options {
+    /* End with the start of an assistant turn (the template's
+     * add_generation_prompt). */
+    bool add_generation_prompt;
+    /* Text of the model's BOS and EOS tokens (bos_token, eos_token);
+     * NULL means "". */
+    const char *bos_token;
+    const char *eos_token;
+    /* JSON array of tool definitions (tools), or NULL for none: then tools
+     * is undefined in the template. */
+    const char *tools_json;
+    /* The date templates see as date_string ("29 Nov 2026") and that
+     * strftime_now() formats, given as "29 Nov 2026" or "2026-11-29"
+     * (optionally followed by a time "HH:MM[:SS]"); NULL means the local
+     * date and time now. */
+    const char *date;
+    /* JSON object of further variables ({"enable_thinking": false}), or
+     * NULL.  The variables above take precedence over these. */
+    const char *extra_json;
+} hearth_chat_options;
+
+/* Render a conversation given as a JSON array of message objects
+ * (messages_len bytes): each object has a role, a content and whatever else
+ * the template reads (tool_calls, tool_call_id, ...).  options may be NULL.
+ *
+ * On success *out is the text, NUL-terminated, to be freed with
+ * hearth_free(), and *out_len (when out_len is not NULL) its length in
+ * bytes.  Errors: HEARTH_E_FORMAT for malformed JSON (with its byte
+ * offset), HEARTH_E_INVALID for messages that are not an array of objects
+ * or an invalid option, HEARTH_E_TEMPLATE when the template raises an
+ * exception or fails at run time (with its line and column), HEARTH_E_RANGE
+ * when a limit is reached (integers beyond 64 bits included),
+ * HEARTH_E_UNSUPPORTED when it uses one of the few Jinja features hearth
+ * lacks (such as dict keys that are not strings). */
+hearth_status hearth_template_render(const hearth_template *tmpl, const char *messages_json,
+                                     size_t messages_len, const hearth_chat_options *options,
+                                     char **out, size_t *out_len);
+
+/* A message with text content only. */
+typedef struct hearth_chat_message {
+    const char *role;      /* "system", "user", "assistant", ... */
+    const char *content;   /* UTF-8 text */
+} hearth_chat_message;
+
+/* hearth_template_render() for n plain {role, content} messages. */
+hearth_status hearth_template_render_messages(const hearth_template *tmpl,
+                                              const hearth_chat_message *messages, size_t n,
+                                              const hearth_chat_options *options,
+                                              char **out, size_t *out_len);
+
+/* Free a string (or other buffer) the library returned. */
+void hearth_free(void *ptr);
 
 /* == streaming text ===================================================== */
 
+/*
+ * A text stream turns generated tokens (or raw bytes) into text a client
+ * can be shown as it arrives:
+ *
+ *  - only whole, valid UTF-8 comes out: a character whose bytes are spread
+ *    over several tokens is held until it is complete, and ill-formed
+ *    bytes become U+FFFD, one per maximal subpart as the Unicode Standard
+ *    (chapter 3, "U+FFFD substitution of maximal subparts") recommends;
+ *  - stop strings: text that could be the start of a stop string is held
+ *    back until it is known not to be one; when a stop string is
+ *    completed, the text before it is returned, the stop string itself and
+ *    anything after it never are, and the stream reports which one it was.
+ *    The stream ends at the first stop string to be completed; of several
+ *    completed by the same byte, the longest (earliest-starting) one wins.
+ *
+ * A stream belongs to one sequence and is not thread-safe; it may be used
+ * from different threads one call at a time.  The vocabulary must outlive
+ * it.  Text returned by a call stays valid until the next call on the
+ * stream.
+ */
+typedef struct hearth_text_stream hearth_text_stream;
+
+typedef struct hearth_text_stream_options {
+    unsigned decode_flags;    /* HEARTH_DECODE_* for tokens pushed; a stream
+                                 of generated tokens after a prompt wants
+                                 HEARTH_DECODE_CONTINUATION */
+    const char *const *stop;  /* stop strings: non-empty, valid UTF-8,
+                                 NUL-terminated; copied */
+    size_t n_stop;
+} hearth_text_stream_options;
+
+/* A stream decoding tokens of vocab; vocab may be NULL for a stream fed
+ * only with hearth_text_stream_push_bytes().  options may be NULL (no stop
+ * strings, flags 0).  HEARTH_E_INVALID for an empty or ill-formed stop
+ * string. */
+hearth_status hearth_text_stream_new(const hearth_vocab *vocab,
+                                     const hearth_text_stream_options *options,
+                                     hearth_text_stream **out);
+void hearth_text_stream_free(hearth_text_stream *stream);
+/* Forget everything pushed, to start a new text with the same options. */
+void hearth_text_stream_reset(hearth_text_stream *stream);
+
+/* Feed one token; *text and *len receive the text that became ready
+ * (possibly none).  After a stop string was found, nothing more comes out.
+ * HEARTH_E_INVALID for an id out of range or a stream without vocabulary. */
+hearth_status hearth_text_stream_push_token(hearth_text_stream *stream, hearth_token token,
+                                            const char **text, size_t *len);
+/* The same for bytes of text. */
+hearth_status hearth_text_stream_push_bytes(hearth_text_stream *stream, const char *bytes,
+                                            size_t n, const char **text, size_t *len);
+/* The end of the text: releases what was held back (an unfinished UTF-8
+ * sequence becomes U+FFFD; a partial stop string is plain text after
+ * all). */
+hearth_status hearth_text_stream_finish(hearth_text_stream *stream, const char **text,
+                                        size_t *len);
+/* The index in options.stop of the stop string that ended the stream, or
+ * -1 while none has. */
+int hearth_text_stream_stop_index(const hearth_text_stream *stream);
+
 /* == sampling =========================================================== */
+
+/*
+ * A sampler turns one row of logits (n_vocab floats) into the next token.
+ * The chain runs in this order:
+ *
+ *   1. penalties over the last repeat_last_n accepted tokens: for each
+ *      distinct token t among them, occurring c times,
+ *        repetition: l = l / repeat_penalty if l > 0, else l * repeat_penalty
+ *        frequency and presence: l = l - c * frequency_penalty - presence_penalty
+ *   2. logit bias: l = l + bias (-INFINITY bans the token)
+ *   3. temperature: p = softmax(l / temperature); temperature 0 is greedy:
+ *      the token with the largest l after steps 1-2 (the lowest id on ties),
+ *      and steps 4-7 are skipped
+ *   4. top-k: keep the k tokens with the largest l (0: keep all)
+ *   5. top-p: keep the smallest prefix of the tokens sorted by decreasing p
+ *      whose mass reaches top_p (at least one token; 1: keep all)
+ *   6. min-p: keep the tokens with p >= min_p * p_max (0: keep all)
+ *   7. draw: with u uniform in [0, 1) and the kept tokens taken in increasing
+ *      id order, the first token whose cumulative weight exceeds u * total.
+ *
+ * Every sort orders by decreasing logit and then by increasing token id, so
+ * ties are broken the same way everywhere.  u comes from xoshiro256**
+ * seeded by splitmix64 from the 64-bit seed (top 53 bits of each output),
+ * and the probabilities are computed in IEEE double precision with hearth's
+ * own exponential, so the same logits, parameters and seed give the same
+ * tokens on every platform.
+ *
+ * A sampler is used by one thread at a time; it allocates its working
+ * buffers when created, not per call.
+ */
+typedef struct hearth_sampler hearth_sampler;
+
+/* An additive bias on one token's logit. */
+typedef struct hearth_logit_bias {
+    int32_t token;
+    float bias;            /* finite and within +-1000, or -INFINITY */
+} hearth_logit_bias;
+
+/* The sampling parameters; hearth_sampler_params_default() fills the
+ * defaults shown.  Out-of-range values are refused with HEARTH_E_INVALID. */
+typedef struct hearth_sampler_params {
+    float temperature;         /* 0.8; 0 (greedy) .. 100 */
+    int32_t top_k;             /* 40; 0 (off) or more */
+    float top_p;               /* 0.95; 0 .. 1 (off) */
+    float min_p;               /* 0.05; 0 (off) .. 1 */
+    float repeat_penalty;      /* 1 (off); above 0 .. 100 */
+    int32_t repeat_last_n;     /* 64; 0 (no penalties) .. 1048576 tokens */
+    float presence_penalty;    /* 0 (off); -100 .. 100 */
+    float frequency_penalty;   /* 0 (off); -100 .. 100 */
+    uint64_t seed;             /* 0; any value */
+    const hearth_logit_bias *logit_bias; /* NULL; entries for one token add up */
+    size_t n_logit_bias;       /* 0 */
+} hearth_sampler_params;
+
+/* Fill params with the defaults above. */
+void hearth_sampler_params_default(hearth_sampler_params *params);
+
+/* Check every parameter; HEARTH_E_INVALID names the first one out of range
+ * and its value.  Token ids of the logit bias are checked against the
+ * vocabulary only by hearth_sampler_new(). */
+hearth_status hearth_sampler_params_check(const hearth_sampler_params *params);
+
+/* Format the sampling tuple -- every parameter and the seed -- as one line
+ * without a newline, e.g. "temp=0.8 top_k=40 top_p=0.95 min_p=0.05
+ * repeat_penalty=1 repeat_last_n=64 presence_penalty=0 frequency_penalty=0
+ * seed=42 logit_bias=none".  Numbers are printed with the fewest digits that
+ * read back to the same float.  Like snprintf: writes at most size bytes
+ * (NUL included) and returns the length the whole line needs. */
+size_t hearth_sampler_params_format(const hearth_sampler_params *params,
+                                    char *buf, size_t size);
+
+/* Create a sampler for a vocabulary of n_vocab tokens (1 .. 2^30).  The
+ * parameters and the logit-bias list are copied. */
+hearth_status hearth_sampler_new(const hearth_sampler_params *params, int32_t n_vocab,
+                                 hearth_sampler **out);
+void hearth_sampler_free(hearth_sampler *sampler);
+
+/* The sampler's parameters (its own copy, logit_bias included). */
+const hearth_sampler_params *hearth_sampler_get_params(const hearth_sampler *sampler);
+int32_t hearth_sampler_n_vocab(const hearth_sampler *sampler);
+
+/* Choose the next token from n_vocab logits (not modified).  A NaN or
+ * +infinite logit is HEARTH_E_INVALID; -INFINITY marks an impossible token.
+ * HEARTH_E_INVALID too when every token is impossible.  The token is not
+ * recorded: pass it to hearth_sampler_accept(). */
+hearth_status hearth_sampler_sample(hearth_sampler *sampler, const float *logits,
+                                    int32_t *token_out);
+
+/* The distribution the next hearth_sampler_sample() call draws from, for the
+ * same logits: probs_out[i] for each of the n_vocab tokens, 0 for the tokens
+ * the chain removed (with temperature 0: 1 for the greedy token).  Does not
+ * advance the random generator. */
+hearth_status hearth_sampler_probs(hearth_sampler *sampler, const float *logits,
+                                   float *probs_out);
+
+/* Record a token of the sequence (a prompt token or a sampled one) for the
+ * penalties; only the last repeat_last_n count. */
+hearth_status hearth_sampler_accept(hearth_sampler *sampler, int32_t token);
+
+/* Forget the accepted tokens and restart the random generator from the
+ * seed: the sampler then behaves exactly like a new one. */
+void hearth_sampler_reset(hearth_sampler *sampler);
 
 /* == model and inference context ========================================= */
 
 typedef struct hearth_model hearth_model;
 typedef struct hearth_context hearth_context;
 
-/* Load a model from a GGUF file.  The file is memory-mapped and its
- * weights are used in place.  Unsupported architectures, missing tensors
- * and malformed hyperparameters are reported with the file and the key or
- * tensor at fault. */
-hearth_status hearth_model_load(const char *path, hearth_model **out);
+typedef struct hearth_model_params {
+    int32_t n_gpu_layers;   /* transformer layers to offload to an OpenCL
+                             * device, counted from the last; more than the
+                             * model has also offloads the output layer;
+                             * 0 (default): none */
+    int32_t device;         /* index in the list hearth_devices() gives */
+    bool gpu_fallback;      /* when offload fails, run on the CPU instead of
+                             * failing (the reason is kept in
+                             * hearth_last_error()) */
+    bool default_pretokenizer; /* tokenize with the default pre-tokenizer
+                             * when the model names one hearth does not
+                             * know (see hearth_vocab_options) */
+} hearth_model_params;
+
+void hearth_model_default_params(hearth_model_params *params);
+
+/* Load a model from a GGUF file; params may be NULL for the defaults.  The
+ * file is memory-mapped and its weights are used in place.  Unsupported
+ * architectures, missing tensors and malformed hyperparameters are
+ * reported with the file and the key or tensor at fault. */
+hearth_status hearth_model_load(const char *path, const hearth_model_params *params,
+                                hearth_model **out);
 void hearth_model_free(hearth_model *model);
 
 const char *hearth_model_arch(const hearth_model *model);      /* "llama" */
@@ -283,6 +700,8 @@ uint64_t hearth_model_n_params(const hearth_model *model);
 uint64_t hearth_model_size_bytes(const hearth_model *model);   /* bytes of tensor data */
 /* The model's GGUF file, for metadata the model API does not cover. */
 const hearth_gguf *hearth_model_gguf(const hearth_model *model);
+/* The model's tokenizer, or NULL when the file has none. */
+const hearth_vocab *hearth_model_vocab(const hearth_model *model);
 
 typedef struct hearth_context_params {
     int32_t n_ctx;          /* positions of context; 0: the model's training
@@ -328,8 +747,178 @@ const float *hearth_context_logits(const hearth_context *ctx, int32_t i);
  * stops with HEARTH_E_INTERRUPTED (positions evaluated so far are kept). */
 void hearth_context_set_abort(hearth_context *ctx, bool (*should_abort)(void *data), void *data);
 
+/* == quantization ======================================================= */
+
+/*
+ * hearth_quantize_model() converts a model file to another weight type: it
+ * copies the metadata, gives every weight matrix the type a recipe chooses
+ * (below), converts the tensors one at a time with the reference
+ * quantizers (rows in parallel) and writes a GGUF file the common GGUF
+ * tools load.  Recipes are named, and numbered in general.file_type, as
+ * those tools do.
+ *
+ * The recipe's type goes to every matrix (a tensor of two or more
+ * dimensions whose name ends in ".weight", norms excepted).  Vectors
+ * (norms, biases, RoPE factors) become F32.  For the block recipes (all
+ * but F32, F16 and BF16) some matrices get a different type:
+ *
+ *  - the output layer (or token_embd.weight when it doubles as the output
+ *    layer) becomes Q6_K, or stays Q8_0 for Q8_0, or becomes Q8_0 when its
+ *    rows do not fit the recipe's blocks;
+ *  - Q2_K: attn_v Q4_K when 4 or more query heads share a KV head, Q3_K
+ *    otherwise; ffn_down and attn_output Q3_K;
+ *  - Q3_K_M: attn_v Q5_K in layers 0 and 1, Q4_K after; ffn_down Q5_K in
+ *    the first sixteenth of the layers, Q4_K after; attn_output Q4_K;
+ *  - Q4_K_S: attn_v Q5_K in layers 0 to 3; ffn_down Q5_K in the first
+ *    eighth of the layers;
+ *  - Q4_K_M and Q5_K_M: attn_v and ffn_down Q6_K in the "more bits"
+ *    layers -- with n layers, layer i qualifies when i < n/8, i >= 7n/8 or
+ *    (i - n/8) mod 3 = 2 (integer divisions);
+ *  - models of 80 layers: attn_v Q5_K where the rules above give Q3_K or
+ *    Q4_K.
+ *
+ * A matrix whose rows are not a whole number of its type's blocks gets a
+ * type with 32-element blocks of at least as many bits -- Q2_K and Q3_K
+ * become Q4_0, Q4_K Q5_0, Q5_K Q5_1, Q6_K Q8_0 -- or F16 when even those
+ * do not fit.  A tensor already of its chosen type is copied unchanged;
+ * one of another quantized type is dequantized and quantized again (which
+ * adds the second type's error to the first's).
+ */
+
+/* The recipes, with the values general.file_type stores. */
+typedef enum hearth_ftype {
+    HEARTH_FTYPE_F32 = 0,
+    HEARTH_FTYPE_F16 = 1,
+    HEARTH_FTYPE_Q4_0 = 2,
+    HEARTH_FTYPE_Q4_1 = 3,
+    HEARTH_FTYPE_Q8_0 = 7,
+    HEARTH_FTYPE_Q5_0 = 8,
+    HEARTH_FTYPE_Q5_1 = 9,
+    HEARTH_FTYPE_Q2_K = 10,
+    HEARTH_FTYPE_Q3_K_S = 11,
+    HEARTH_FTYPE_Q3_K_M = 12,
+    HEARTH_FTYPE_Q4_K_S = 14,
+    HEARTH_FTYPE_Q4_K_M = 15,
+    HEARTH_FTYPE_Q5_K_S = 16,
+    HEARTH_FTYPE_Q5_K_M = 17,
+    HEARTH_FTYPE_Q6_K = 18,
+    HEARTH_FTYPE_BF16 = 32
+} hearth_ftype;
+
+/* "Q4_K_M", "F16", ...; NULL for a value that is not a recipe above. */
+const char *hearth_ftype_name(hearth_ftype ftype);
+/* The recipe with that name (case-insensitive), or HEARTH_E_NOT_FOUND with
+ * a message listing the names. */
+hearth_status hearth_ftype_from_name(const char *name, hearth_ftype *out);
+/* The recipe's main weight type (Q4_K for Q4_K_M); HEARTH_TYPE_COUNT for
+ * an unknown value. */
+hearth_type hearth_ftype_type(hearth_ftype ftype);
+
+/* What happens to one tensor, passed to the progress function. */
+typedef struct hearth_quantize_tensor {
+    int64_t index;           /* 0 .. n_tensors-1, in file order */
+    int64_t n_tensors;
+    const char *name;
+    uint32_t n_dims;
+    int64_t ne[4];
+    hearth_type type_in;     /* in the input file */
+    hearth_type type_chosen; /* what the recipe asked for */
+    hearth_type type_out;    /* what was written: differs from type_chosen
+                                when the rows did not fit its blocks */
+    uint64_t bytes_in, bytes_out;
+} hearth_quantize_tensor;
+
+/* Called for each tensor once it is converted (or, with dry_run, once
+ * its type is chosen); returning false stops the conversion with
+ * HEARTH_E_INTERRUPTED and no output file. */
+typedef bool (*hearth_quantize_fn)(void *user, const hearth_quantize_tensor *tensor);
+
+typedef struct hearth_quantize_params {
+    hearth_ftype ftype;       /* the recipe; default Q8_0 */
+    int32_t n_threads;        /* 0: one per available processor */
+    bool dry_run;             /* choose the types and report them, write
+                                 nothing (out may be NULL) */
+    hearth_quantize_fn progress; /* NULL: none */
+    void *progress_user;
+} hearth_quantize_params;
+
+void hearth_quantize_default_params(hearth_quantize_params *params);
+
+/* Convert the model in_path into out_path (replaced if it exists; written
+ * under a temporary name and renamed when complete).  Input tensors may be
+ * F32, F16, BF16 or any type hearth computes with.  Fails with
+ * HEARTH_E_UNSUPPORTED naming the tensor when one cannot be converted. */
+hearth_status hearth_quantize_model(const char *in_path, const char *out_path,
+                                    const hearth_quantize_params *params);
+
 /* == downloads ========================================================== */
 
+/*
+ * Model files are fetched over HTTP(S) into a cache and reused from there.
+ * The cache directory is $XDG_CACHE_HOME/hearth, or ~/.cache/hearth when
+ * XDG_CACHE_HOME is unset; files land at
+ *
+ *   CACHE/hf/OWNER/REPO/FILE    for a file of a Hugging Face repository
+ *   CACHE/url/HASH/NAME         for a URL: HASH is the first 16 hex digits
+ *                               of the URL's SHA-256, NAME its last segment
+ *
+ * A file already at its place is used without any network access.  A
+ * download is written to PLACE.part, resumed from there with an HTTP Range
+ * request after an interruption (a server that ignores the range sends the
+ * whole file again, which replaces the partial one), checked against the
+ * SHA-256 the server announces when it announces one, and renamed to its
+ * place only when complete and correct.  The digest is taken from an
+ * X-Linked-ETag header, a Repr-Digest or Digest header with a sha-256
+ * value, or, for repository files, an ETag of exactly 64 hex digits.
+ *
+ * The library prints nothing: progress is reported through a callback.
+ * Builds without libcurl return HEARTH_E_UNSUPPORTED from every download
+ * call.  Paths returned are allocated with malloc(); release them with
+ * free().
+ */
+
+/* Progress of a download: bytes_done of bytes_total (0 when the server did
+ * not tell), resumed bytes included.  Called about once a second and after
+ * data arrives.  Returning false cancels the download with
+ * HEARTH_E_INTERRUPTED; the partial file is kept for a later resume. */
+typedef bool (*hearth_progress_fn)(void *user, uint64_t bytes_done, uint64_t bytes_total);
+
+typedef struct hearth_download_options {
+    const char *cache_dir;           /* NULL: the default above */
+    const char *hf_endpoint;         /* NULL: $HEARTH_HF_ENDPOINT, or
+                                        https://huggingface.co */
+    hearth_progress_fn progress;     /* NULL: none */
+    void *progress_user;
+    int connect_timeout_s;           /* 0: 30 seconds */
+    int stall_timeout_s;             /* give up when no data arrives for
+                                        this long; 0: 60 seconds */
+} hearth_download_options;
+
+/* Fill opts with the defaults (every field 0 or NULL). */
+void hearth_download_options_default(hearth_download_options *opts);
+
+/* Whether this build can download (it was built with libcurl). */
+bool hearth_download_supported(void);
+
+/* The cache directory that opts (NULL: the defaults) select; not created. */
+hearth_status hearth_cache_dir(const hearth_download_options *opts, char **dir_out);
+
+/* Fetch FILE of the Hugging Face repository OWNER/REPO, spec being
+ * "OWNER/REPO:FILE", from {endpoint}/{OWNER}/{REPO}/resolve/main/{FILE},
+ * unless it is in the cache already.  FILE may name a file in a folder of
+ * the repository ("q4/model.gguf").  A spec without ":FILE" is refused
+ * with HEARTH_E_UNSUPPORTED: this version cannot choose from the
+ * repository's file list.  Names are
+ * checked so that nothing can be written outside the cache:
+ * HEARTH_E_INVALID names the offending part.  HTTP errors name the status
+ * and the URL (HEARTH_E_NOT_FOUND for 404, HEARTH_E_NETWORK otherwise).
+ * *path_out: the local file. */
+hearth_status hearth_download_hf(const char *spec, const hearth_download_options *opts,
+                                 char **path_out);
+
+/* The same for any http:// or https:// URL. */
+hearth_status hearth_download_url(const char *url, const hearth_download_options *opts,
+                                  char **path_out);
 /* == CPU kernels ========================================================== */
 
 /* The CPU kernel path the engine computes with: "scalar", "avx2",

@@ -72,11 +72,26 @@ static const char *dominant_type(const hearth_gguf *g)
     return hearth_type_name((hearth_type)best) ? hearth_type_name((hearth_type)best) : "?";
 }
 
-hearth_status hearth_model_load(const char *path, hearth_model **out)
+void hearth_model_default_params(hearth_model_params *params)
+{
+    memset(params, 0, sizeof *params);
+}
+
+hearth_status hearth_model_load(const char *path, const hearth_model_params *params,
+                                hearth_model **out)
 {
     if (!path || !out) return hearth_error(HEARTH_E_INVALID, "hearth_model_load: NULL argument");
+    hearth_model_params p;
+    if (params) p = *params;
+    else hearth_model_default_params(&p);
+    if (p.n_gpu_layers < 0)
+        return hearth_error(HEARTH_E_INVALID, "GPU layer count %d is negative", p.n_gpu_layers);
+    if (p.n_gpu_layers > 0 && !p.gpu_fallback)
+        return hearth_error(HEARTH_E_UNSUPPORTED, "offloading layers needs OpenCL support, which "
+                            "this build of hearth does not have");
     hearth_model *m = hearth_calloc(1, sizeof *m, "a model");
     if (!m) return HEARTH_E_NOMEM;
+    m->params = p;
     hearth_status st = hearth_gguf_open(path, &m->gguf);
     if (st) {
         free(m);
@@ -107,6 +122,19 @@ hearth_status hearth_model_load(const char *path, hearth_model **out)
         hearth_model_free(m);
         return st;
     }
+    hearth_vocab_options vo = {p.default_pretokenizer};
+    st = hearth_vocab_load(m->gguf, &vo, &m->vocab);
+    if (st == HEARTH_E_NOT_FOUND) {
+        m->vocab = NULL;
+    } else if (st) {
+        hearth_model_free(m);
+        return st;
+    } else if (hearth_vocab_n_tokens(m->vocab) != m->hp.n_vocab) {
+        st = hearth_error(HEARTH_E_FORMAT, "%s: the tokenizer has %d tokens but token_embd.weight "
+                          "has %d rows", path, hearth_vocab_n_tokens(m->vocab), m->hp.n_vocab);
+        hearth_model_free(m);
+        return st;
+    }
     for (int64_t i = 0; i < hearth_gguf_n_tensors(m->gguf); i++) {
         const hearth_gguf_tensor *t = hearth_gguf_tensor_at(m->gguf, i);
         uint64_t n = 1;
@@ -114,9 +142,9 @@ hearth_status hearth_model_load(const char *path, hearth_model **out)
         m->n_params += n;
         m->weight_bytes += t->bytes;
     }
-    char params[32];
-    format_params(m->n_params, params, sizeof params);
-    snprintf(m->desc, sizeof m->desc, "%s %s %s", m->arch->name, params, dominant_type(m->gguf));
+    char size[32];
+    format_params(m->n_params, size, sizeof size);
+    snprintf(m->desc, sizeof m->desc, "%s %s %s", m->arch->name, size, dominant_type(m->gguf));
     *out = m;
     return HEARTH_OK;
 }
@@ -125,6 +153,7 @@ void hearth_model_free(hearth_model *m)
 {
     if (!m) return;
     free(m->layers);
+    hearth_vocab_free(m->vocab);
     hearth_gguf_close(m->gguf);
     free(m);
 }
@@ -138,3 +167,4 @@ int32_t hearth_model_n_embd(const hearth_model *m) { return m->hp.n_embd; }
 uint64_t hearth_model_n_params(const hearth_model *m) { return m->n_params; }
 uint64_t hearth_model_size_bytes(const hearth_model *m) { return m->weight_bytes; }
 const hearth_gguf *hearth_model_gguf(const hearth_model *m) { return m->gguf; }
+const hearth_vocab *hearth_model_vocab(const hearth_model *m) { return m->vocab; }

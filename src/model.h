@@ -68,6 +68,7 @@ struct arch {
 };
 
 struct hearth_model {
+    hearth_model_params params;
     hearth_gguf *gguf;
     const struct arch *arch;
     struct hparams hp;
@@ -79,6 +80,7 @@ struct hearth_model {
     uint64_t n_params;
     uint64_t weight_bytes;
     char desc[128];
+    hearth_vocab *vocab;          /* NULL when the file has no tokenizer */
 };
 
 /* Bind a tensor by name, checking its shape (ne1 = 0: a vector; ne1 < 0:

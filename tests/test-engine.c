@@ -23,7 +23,7 @@ static hearth_model *load(const char *name)
     const char *path = test_data_path(rel);
     ck_assert_msg(path != NULL, "missing %s", rel);
     hearth_model *m;
-    hearth_status st = hearth_model_load(path, &m);
+    hearth_status st = hearth_model_load(path, NULL, &m);
     ck_assert_msg(st == HEARTH_OK, "%s: %s", path, hearth_last_error());
     return m;
 }
@@ -267,27 +267,27 @@ START_TEST(test_load_errors)
     if (!test_require_data()) return;
     hearth_model *m;
     char *p = doctored_copy("micro-llama-f32.gguf", NULL, "gptj");
-    ck_assert_int_eq(hearth_model_load(p, &m), HEARTH_E_UNSUPPORTED);
+    ck_assert_int_eq(hearth_model_load(p, NULL, &m), HEARTH_E_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(hearth_last_error(), "architecture 'gptj' is not supported"));
     ck_assert_ptr_nonnull(strstr(hearth_last_error(), "llama, qwen2"));
     unlink(p);
     free(p);
     p = doctored_copy("micro-llama-f32.gguf", "blk.1.ffn_up.weight", NULL);
-    ck_assert_int_eq(hearth_model_load(p, &m), HEARTH_E_FORMAT);
+    ck_assert_int_eq(hearth_model_load(p, NULL, &m), HEARTH_E_FORMAT);
     ck_assert_ptr_nonnull(strstr(hearth_last_error(), "tensor 'blk.1.ffn_up.weight' is missing"));
     unlink(p);
     free(p);
     /* qwen2 requires its q/k/v biases */
     p = doctored_copy("micro-qwen2-f32.gguf", "blk.0.attn_k.bias", NULL);
-    ck_assert_int_eq(hearth_model_load(p, &m), HEARTH_E_FORMAT);
+    ck_assert_int_eq(hearth_model_load(p, NULL, &m), HEARTH_E_FORMAT);
     ck_assert_ptr_nonnull(strstr(hearth_last_error(), "blk.0.attn_k.bias"));
     unlink(p);
     free(p);
     /* a vocabulary-only file is not a model */
     const char *vocab = test_data_path("vocab/ggml-vocab-llama-spm.gguf");
     ck_assert_ptr_nonnull(vocab);
-    ck_assert_int_ne(hearth_model_load(vocab, &m), HEARTH_OK);
-    ck_assert_int_eq(hearth_model_load("/nonexistent.gguf", &m), HEARTH_E_NOT_FOUND);
+    ck_assert_int_ne(hearth_model_load(vocab, NULL, &m), HEARTH_OK);
+    ck_assert_int_eq(hearth_model_load("/nonexistent.gguf", NULL, &m), HEARTH_E_NOT_FOUND);
 }
 END_TEST
 

@@ -616,6 +616,31 @@ START_TEST(test_path_choice)
 }
 END_TEST
 
+/* A HEARTH_CPU the CPU cannot honour makes the CPU backend (and so a
+ * context) fail with a message, rather than run other kernels.  The choice
+ * is made once per process: this needs the fresh process Check forks for
+ * each test. */
+START_TEST(test_backend_bad_hearth_cpu)
+{
+    const char *fork_mode = getenv("CK_FORK");
+    if (fork_mode && strcmp(fork_mode, "no") == 0) return;
+    setenv("HEARTH_CPU", "avx9", 1);
+    struct hearth_backend *be = NULL;
+    ck_assert_int_eq(backend_cpu_new(1, &be), HEARTH_E_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "HEARTH_CPU=avx9: unknown kernel path"));
+    const char *name = NULL;
+    ck_assert_int_eq(hearth_cpu_kernels(&name), HEARTH_E_UNSUPPORTED);
+    setenv("HEARTH_CPU", "scalar", 1);
+    ck_assert_int_eq(hearth_cpu_kernels(&name), HEARTH_OK);
+    ck_assert_str_eq(name, "scalar");
+    /* fixed once chosen */
+    setenv("HEARTH_CPU", "auto", 1);
+    ck_assert_int_eq(hearth_cpu_kernels(&name), HEARTH_OK);
+    ck_assert_str_eq(name, "scalar");
+    unsetenv("HEARTH_CPU");
+}
+END_TEST
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -632,6 +657,7 @@ static Suite *kernels_suite(void)
     tcase_add_loop_test(paths, test_paths_gemm, 0, N_WEIGHT_TYPES);
     tcase_add_loop_test(paths, test_paths_act_convert, 0, 4);
     tcase_add_test(paths, test_path_choice);
+    tcase_add_test(paths, test_backend_bad_hearth_cpu);
     tcase_add_loop_test(paths, test_backend_matmul_deterministic, 0, N_WEIGHT_TYPES);
     suite_add_tcase(s, paths);
     return s;
