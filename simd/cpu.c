@@ -1,6 +1,8 @@
 /*
- * cpu.c -- CPU feature detection for the kernel dispatch: cpuid for what
- * the processor implements, xgetbv for what the operating system enables.
+ * cpu.c -- CPU feature detection for the kernel dispatch.  On x86-64:
+ * cpuid for what the processor implements, xgetbv for what the operating
+ * system enables.  On AArch64: the hardware capabilities that the kernel
+ * reports to every process (AT_HWCAP), which are already both.
  *
  * An instruction set is usable only when both agree: a kernel built for
  * AVX-512 faults on a processor that has it if the kernel (or hypervisor)
@@ -16,6 +18,14 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 #define HAVE_X86_CPUID 1
+#endif
+
+#if defined(__aarch64__) && defined(HAVE_GETAUXVAL) && defined(HAVE_SYS_AUXV_H)
+#include <sys/auxv.h>
+#define HAVE_AARCH64_HWCAP 1
+/* Bits of AT_HWCAP on AArch64 (the Linux kernel's uapi asm/hwcap.h). */
+#define AARCH64_HWCAP_ASIMD (1ul << 1)
+#define AARCH64_HWCAP_ASIMDDP (1ul << 20)
 #endif
 
 #ifdef HAVE_X86_CPUID
@@ -64,6 +74,23 @@ static void detect(struct cpu_features *f)
         if (os_avx512) f->avx512bf16 = a & (1u << 5);
     }
 }
+#elif defined(HAVE_AARCH64_HWCAP)
+static void detect(struct cpu_features *f)
+{
+    const unsigned long hwcap = getauxval(AT_HWCAP);
+    f->asimd = hwcap & AARCH64_HWCAP_ASIMD;
+    f->asimddp = f->asimd && (hwcap & AARCH64_HWCAP_ASIMDDP);
+}
+#elif defined(__aarch64__)
+/* No way to ask the system: Advanced SIMD is part of every AArch64 ABI,
+ * the dot product only where the whole program is built for it. */
+static void detect(struct cpu_features *f)
+{
+    f->asimd = true;
+#ifdef __ARM_FEATURE_DOTPROD
+    f->asimddp = true;
+#endif
+}
 #else
 static void detect(struct cpu_features *f)
 {
@@ -93,6 +120,8 @@ const struct cpu_features *cpu_features(void)
             {"avx512vnni", offsetof(struct cpu_features, avx512vnni)},
             {"avx512bf16", offsetof(struct cpu_features, avx512bf16)},
             {"avxvnni", offsetof(struct cpu_features, avx_vnni)},
+            {"asimd", offsetof(struct cpu_features, asimd)},
+            {"asimddp", offsetof(struct cpu_features, asimddp)},
         };
         char *p = features_text;
         for (size_t i = 0; i < HEARTH_ARRAY_LEN(names); i++) {

@@ -13,6 +13,9 @@ struct cpu_features {
     bool avx2, fma, f16c;
     bool avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16;
     bool avx_vnni;
+    /* AArch64: Advanced SIMD, and its dot-product instructions (SDOT,
+     * UDOT), as the kernel reports them in the hardware capabilities. */
+    bool asimd, asimddp;
 };
 
 /* The features of this processor (all false on other architectures). */

@@ -23,6 +23,8 @@ static const char *const path_names[KERNEL_PATH_COUNT] = {
     [KERNEL_PATH_AVX2] = "avx2",
     [KERNEL_PATH_AVX512] = "avx512",
     [KERNEL_PATH_AVX512VNNI] = "avx512vnni",
+    [KERNEL_PATH_NEON] = "neon",
+    [KERNEL_PATH_NEON_DOTPROD] = "neon-dotprod",
 };
 
 const char *kernel_path_name(kernel_path path)
@@ -65,6 +67,22 @@ const hearth_kernels *kernel_path_table(kernel_path path, const char **why_not)
         else why = "this CPU (or its operating system) lacks AVX-512 F, BW, VL or VNNI";
 #else
         why = "this build has no AVX-512 VNNI kernels";
+#endif
+        break;
+    case KERNEL_PATH_NEON:
+#ifdef HAVE_KERNELS_NEON
+        if (f->asimd) k = hearth_kernels_neon();
+        else why = "this CPU lacks Advanced SIMD (NEON)";
+#else
+        why = "this build has no NEON kernels";
+#endif
+        break;
+    case KERNEL_PATH_NEON_DOTPROD:
+#ifdef HAVE_KERNELS_NEON_DOTPROD
+        if (f->asimd && f->asimddp) k = hearth_kernels_neon_dotprod();
+        else why = "this CPU lacks the Advanced SIMD dot-product instructions (asimddp)";
+#else
+        why = "this build has no NEON dot-product kernels";
 #endif
         break;
     default:
@@ -111,10 +129,13 @@ hearth_status kernel_path_choose(const char *want, const hearth_kernels **out)
         *out = k;
         return HEARTH_OK;
     }
-    return hearth_error(HEARTH_E_UNSUPPORTED,
-                        "HEARTH_CPU=%.40s: unknown kernel path (known: auto, scalar, avx2, avx512, "
-                        "avx512vnni; available here: %s)",
-                        want, avail);
+    char known[128] = "auto";
+    for (int p = 0; p < KERNEL_PATH_COUNT; p++) {
+        const size_t len = strlen(known);
+        snprintf(known + len, sizeof known - len, ", %s", path_names[p]);
+    }
+    return hearth_error(HEARTH_E_UNSUPPORTED, "HEARTH_CPU=%.40s: unknown kernel path (known: %s; available here: %s)",
+                        want, known, avail);
 }
 
 static _Atomic(const hearth_kernels *) chosen;

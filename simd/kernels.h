@@ -95,16 +95,20 @@ typedef struct hearth_kernels {
     hearth_gemm_packed_fn gemm_packed[HEARTH_TYPE_COUNT]; /* packed weights; NULL: none */
 } hearth_kernels;
 
-/* The instruction-set paths, in order of preference (best last). */
+/* The instruction-set paths, in order of preference (best last; a CPU runs
+ * the x86 ones or the Arm ones, never both). */
 typedef enum kernel_path {
     KERNEL_PATH_SCALAR,
     KERNEL_PATH_AVX2,       /* AVX2 + FMA + F16C */
     KERNEL_PATH_AVX512,     /* AVX-512 F/BW/VL on top of AVX2 */
     KERNEL_PATH_AVX512VNNI, /* AVX-512 with VNNI byte and word dot products */
+    KERNEL_PATH_NEON,       /* AArch64 Advanced SIMD */
+    /* Advanced SIMD with the dot-product extension (SDOT, Armv8.2 on) */
+    KERNEL_PATH_NEON_DOTPROD,
     KERNEL_PATH_COUNT
 } kernel_path;
 
-/* "scalar", "avx2", "avx512", "avx512vnni". */
+/* "scalar", "avx2", "avx512", "avx512vnni", "neon", "neon-dotprod". */
 const char *kernel_path_name(kernel_path path);
 
 /* The table of a path, or NULL when this build does not have it or this
@@ -144,6 +148,11 @@ const hearth_kernels *hearth_kernels_scalar(void);
 const hearth_kernels *hearth_kernels_avx2(void);
 const hearth_kernels *hearth_kernels_avx512(void);
 const hearth_kernels *hearth_kernels_avx512vnni(void);
+
+/* The tables of the AArch64 paths (simd/neon.c, built twice); defined only
+ * when they are built. */
+const hearth_kernels *hearth_kernels_neon(void);
+const hearth_kernels *hearth_kernels_neon_dotprod(void);
 
 /* Whether the weight type has a matrix-product kernel. */
 static inline bool hearth_kernels_supports(const hearth_kernels *k, hearth_type t)

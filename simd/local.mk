@@ -13,7 +13,7 @@ src_libhearth_core_la_SOURCES += \
 	simd/pack.c \
 	simd/scalar.c
 
-noinst_HEADERS += simd/x86_int.h
+noinst_HEADERS += simd/tiles.h simd/x86_int.h
 
 if KERNELS_AVX2
 noinst_LTLIBRARIES += simd/libkernels-avx2.la
@@ -46,3 +46,19 @@ src_libhearth_core_la_SOURCES += \
 noinst_HEADERS += simd/attention_x86.h
 simd_libkernels_avx2_la_SOURCES += simd/attention_avx2.c
 simd_libkernels_avx512_la_SOURCES += simd/attention_avx512.c
+
+# AArch64: Advanced SIMD, and the same source with the dot-product
+# instructions (compiled for them alone, used only where cpu.c finds them).
+if KERNELS_NEON
+noinst_LTLIBRARIES += simd/libkernels-neon.la
+src_libhearth_core_la_LIBADD += simd/libkernels-neon.la
+endif
+simd_libkernels_neon_la_SOURCES = simd/neon.c
+simd_libkernels_neon_la_CFLAGS = $(AM_CFLAGS) $(KERNELS_NEON_CFLAGS)
+
+if KERNELS_NEON_DOTPROD
+noinst_LTLIBRARIES += simd/libkernels-neon-dotprod.la
+src_libhearth_core_la_LIBADD += simd/libkernels-neon-dotprod.la
+endif
+simd_libkernels_neon_dotprod_la_SOURCES = simd/neon.c
+simd_libkernels_neon_dotprod_la_CFLAGS = $(AM_CFLAGS) $(KERNELS_NEON_DOTPROD_CFLAGS) -DKERNELS_DOTPROD

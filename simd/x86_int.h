@@ -25,8 +25,9 @@
  * row's quants once and loads each token's activations once, then forms
  * every row-token pair from registers.  Edge tiles use the same code with
  * fewer rows or tokens, so each dot product is computed the same way
- * wherever it falls.  DEFINE_TILED_GEMM also serves the float kernels of
- * the including files.
+ * wherever it falls.  The tile grid is walked by tiles.h's
+ * DEFINE_TILED_GEMM, which also serves the float kernels of the including
+ * files.
  */
 #ifndef HEARTH_X86_INT_H
 #define HEARTH_X86_INT_H
@@ -37,12 +38,7 @@
 
 #include "kernels.h"
 #include "quant.h"
-
-#define FORCE_INLINE static inline __attribute__((always_inline))
-
-/* The loops over a tile's rows, tokens and chunks must be unrolled for its
- * vectors to live in registers. */
-#define UNROLL _Pragma("GCC unroll 16")
+#include "tiles.h"
 
 FORCE_INLINE float half_to_float(hearth_f16 h)
 {
@@ -693,45 +689,8 @@ DEFINE_PACKED_GEMM(q4_0, LEGACY_Q4_0)
 DEFINE_PACKED_GEMM(q8_0, LEGACY_Q8_0)
 
 /* ==========================================================================
- * Entry points: gemm walks the tile grid, vec_dot is its 1 x 1 case
+ * Entry points: gemm walks the tile grid (tiles.h), vec_dot is its 1 x 1 case
  * ========================================================================== */
-
-/* gemm walks full tiles of TROWS x TTOKS, token tiles outermost so that a
- * tile's activations stay in cache while all the rows pass them; the
- * leftover tokens (fewer than TTOKS, at most 3) form one narrower tile, and
- * leftover rows are done one at a time.  All of them run the same tile
- * code, so every call shape computes a row-token pair alike.
- * TILE(fmt, rows, tokens, n_blocks, w, w_stride, x, x_stride, out,
- * out_stride) is a tile kernel. */
-#define TILE_ROWS_PASS(TILE, fmt, TROWS, TOKS, t) \
-    do { \
-        int64_t r = 0; \
-        for (; r + (TROWS) <= n_rows; r += (TROWS)) \
-            TILE(fmt, TROWS, TOKS, nb, wp + (size_t)r * ws, ws, xp + (size_t)(t) * xs, xs, y + (t) * ys + r, ys); \
-        for (; r < n_rows; r++) \
-            TILE(fmt, 1, TOKS, nb, wp + (size_t)r * ws, ws, xp + (size_t)(t) * xs, xs, y + (t) * ys + r, ys); \
-    } while (0)
-
-#define DEFINE_TILED_GEMM(name, TILE, fmt, TROWS, TTOKS, block_elems) \
-    _Static_assert((TTOKS) >= 1 && (TTOKS) <= 4, "leftover tokens are dispatched up to 3"); \
-    static void gemm_##name(int64_t n, int64_t n_rows, int64_t n_tok, const void *w, size_t ws, \
-                            const void *x, size_t xs, float *y, int64_t ys) \
-    { \
-        const uint8_t *wp = w, *xp = x; \
-        const int64_t nb = n / (block_elems); \
-        int64_t t = 0; \
-        for (; t + (TTOKS) <= n_tok; t += (TTOKS)) TILE_ROWS_PASS(TILE, fmt, TROWS, TTOKS, t); \
-        switch (n_tok - t) { \
-        case 3: TILE_ROWS_PASS(TILE, fmt, TROWS, 3, t); break; \
-        case 2: TILE_ROWS_PASS(TILE, fmt, TROWS, 2, t); break; \
-        case 1: TILE_ROWS_PASS(TILE, fmt, TROWS, 1, t); break; \
-        default: break; \
-        } \
-    } \
-    static void vec_dot_##name(int64_t n, float *s, const void *w, const void *x) \
-    { \
-        gemm_##name(n, 1, 1, w, 0, x, 0, s, 0); \
-    }
 
 #define DEFINE_INT_GEMM(name, TILE, fmt, block_elems) \
     DEFINE_TILED_GEMM(name, TILE, fmt, INT_TILE_ROWS, INT_TILE_TOKS, block_elems)
@@ -747,21 +706,8 @@ DEFINE_INT_GEMM(q4_k, kquant_tile, KQ_Q4_K, QK_K)
 DEFINE_INT_GEMM(q5_k, kquant_tile, KQ_Q5_K, QK_K)
 DEFINE_INT_GEMM(q6_k, kquant_tile, KQ_Q6_K, QK_K)
 
-/* Table entries of the integer formats, for the including file's table. */
-#define INT_KERNEL_ACT_TYPES \
-    [HEARTH_TYPE_Q4_0] = HEARTH_TYPE_Q8_0, [HEARTH_TYPE_Q4_1] = HEARTH_TYPE_Q8_1, \
-    [HEARTH_TYPE_Q5_0] = HEARTH_TYPE_Q8_0, [HEARTH_TYPE_Q5_1] = HEARTH_TYPE_Q8_1, \
-    [HEARTH_TYPE_Q8_0] = HEARTH_TYPE_Q8_0, [HEARTH_TYPE_Q2_K] = HEARTH_TYPE_Q8_K, \
-    [HEARTH_TYPE_Q3_K] = HEARTH_TYPE_Q8_K, [HEARTH_TYPE_Q4_K] = HEARTH_TYPE_Q8_K, \
-    [HEARTH_TYPE_Q5_K] = HEARTH_TYPE_Q8_K, [HEARTH_TYPE_Q6_K] = HEARTH_TYPE_Q8_K
-#define INT_KERNEL_ACT_CONVERTS \
-    [HEARTH_TYPE_Q8_0] = act_q8_0, [HEARTH_TYPE_Q8_1] = act_q8_1, [HEARTH_TYPE_Q8_K] = act_q8_k
+/* The packed-weight table entries, for the including file's table. */
 #define INT_KERNEL_PACKED_TABLE \
     [HEARTH_TYPE_Q4_0] = gemm_packed_q4_0, [HEARTH_TYPE_Q8_0] = gemm_packed_q8_0
-#define INT_KERNEL_TABLE(fn) \
-    [HEARTH_TYPE_Q4_0] = fn##_q4_0, [HEARTH_TYPE_Q4_1] = fn##_q4_1, [HEARTH_TYPE_Q5_0] = fn##_q5_0, \
-    [HEARTH_TYPE_Q5_1] = fn##_q5_1, [HEARTH_TYPE_Q8_0] = fn##_q8_0, [HEARTH_TYPE_Q2_K] = fn##_q2_k, \
-    [HEARTH_TYPE_Q3_K] = fn##_q3_k, [HEARTH_TYPE_Q4_K] = fn##_q4_k, [HEARTH_TYPE_Q5_K] = fn##_q5_k, \
-    [HEARTH_TYPE_Q6_K] = fn##_q6_k
 
 #endif /* HEARTH_X86_INT_H */

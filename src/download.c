@@ -49,32 +49,6 @@ hearth_status hearth_cache_dir(const hearth_download_options *opts, char **dir_o
     return download_cache_dir(opts ? opts->cache_dir : NULL, dir_out);
 }
 
-/* Create every missing directory above path (mkdir -p of its dirname). */
-static hearth_status make_parent_dirs(const char *path)
-{
-    char *copy = hearth_strdup(path, "a directory path");
-    if (!copy) return HEARTH_E_NOMEM;
-    for (char *p = copy + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(copy, 0777) != 0 && errno != EEXIST) {
-            hearth_status st = hearth_error(HEARTH_E_IO, "cannot create directory %s: %s", copy,
-                                            strerror(errno));
-            free(copy);
-            return st;
-        }
-        *p = '/';
-    }
-    free(copy);
-    return HEARTH_OK;
-}
-
-static bool is_regular_file(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 #ifndef HAVE_CURL
 
 static hearth_status no_curl(void)
@@ -103,6 +77,32 @@ hearth_status hearth_download_url(const char *url, const hearth_download_options
 }
 
 #else /* HAVE_CURL */
+
+/* Create every missing directory above path (mkdir -p of its dirname). */
+static hearth_status make_parent_dirs(const char *path)
+{
+    char *copy = hearth_strdup(path, "a directory path");
+    if (!copy) return HEARTH_E_NOMEM;
+    for (char *p = copy + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(copy, 0777) != 0 && errno != EEXIST) {
+            hearth_status st = hearth_error(HEARTH_E_IO, "cannot create directory %s: %s", copy,
+                                            strerror(errno));
+            free(copy);
+            return st;
+        }
+        *p = '/';
+    }
+    free(copy);
+    return HEARTH_OK;
+}
+
+static bool is_regular_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_result;
