@@ -86,9 +86,6 @@ hearth_status hearth_model_load(const char *path, const hearth_model_params *par
     else hearth_model_default_params(&p);
     if (p.n_gpu_layers < 0)
         return hearth_error(HEARTH_E_INVALID, "GPU layer count %d is negative", p.n_gpu_layers);
-    if (p.n_gpu_layers > 0 && !p.gpu_fallback)
-        return hearth_error(HEARTH_E_UNSUPPORTED, "offloading layers needs OpenCL support, which "
-                            "this build of hearth does not have");
     hearth_model *m = hearth_calloc(1, sizeof *m, "a model");
     if (!m) return HEARTH_E_NOMEM;
     m->params = p;
@@ -118,6 +115,7 @@ hearth_status hearth_model_load(const char *path, const hearth_model_params *par
         return st;
     }
     st = m->arch->load(m);
+    if (!st) st = model_offload(m);
     if (st) {
         hearth_model_free(m);
         return st;
@@ -139,6 +137,7 @@ hearth_status hearth_model_load(const char *path, const hearth_model_params *par
 void hearth_model_free(hearth_model *m)
 {
     if (!m) return;
+    model_offload_release(m);
     free(m->layers);
     hearth_gguf_close(m->gguf);
     free(m);

@@ -11,7 +11,9 @@ AM_TESTS_ENVIRONMENT = \
 	HEARTH="$(abs_top_builddir)/src/hearth"; export HEARTH; \
 	HEARTH_SRCDIR="$(abs_top_srcdir)"; export HEARTH_SRCDIR; \
 	HEARTH_BUILDDIR="$(abs_top_builddir)"; export HEARTH_BUILDDIR; \
-	CK_DEFAULT_TIMEOUT="$${CK_DEFAULT_TIMEOUT:-600}"; export CK_DEFAULT_TIMEOUT;
+	CK_DEFAULT_TIMEOUT="$${CK_DEFAULT_TIMEOUT:-600}"; export CK_DEFAULT_TIMEOUT; \
+	HEARTH_OPENCL_CACHE="$${HEARTH_OPENCL_CACHE:-$(abs_top_builddir)/tests/opencl-cache}"; \
+	export HEARTH_OPENCL_CACHE;
 
 AM_DISTCHECK_CONFIGURE_FLAGS = HEARTH_TEST_DATA="$(HEARTH_DEFAULT_TEST_DATA)"
 
@@ -29,11 +31,13 @@ if HAVE_CHECK
 check_PROGRAMS += \
 	tests/test-engine \
 	tests/test-gguf \
+	tests/test-opencl \
 	tests/test-quant \
 	tests/test-types
 TESTS += \
 	tests/test-engine \
 	tests/test-gguf \
+	tests/test-opencl \
 	tests/test-quant \
 	tests/test-types
 endif
@@ -45,6 +49,16 @@ tests_test_engine_LDADD = $(TEST_LIBS)
 tests_test_gguf_SOURCES = tests/test-gguf.c tests/testutil.c
 tests_test_gguf_CFLAGS = $(TEST_CFLAGS)
 tests_test_gguf_LDADD = $(TEST_LIBS)
+
+# OpenCL tests reach into opencl/; they skip (77) without a device.
+tests_test_opencl_SOURCES = tests/test-opencl.c tests/testutil.c
+tests_test_opencl_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/opencl
+tests_test_opencl_CFLAGS = $(TEST_CFLAGS) $(OPENCL_CFLAGS)
+tests_test_opencl_LDADD = $(TEST_LIBS) $(OPENCL_LIBS)
+
+clean-local: clean-opencl-cache
+clean-opencl-cache:
+	-rm -rf tests/opencl-cache
 
 tests_test_quant_SOURCES = tests/test-quant.c tests/testutil.c
 tests_test_quant_CFLAGS = $(TEST_CFLAGS)
