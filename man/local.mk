@@ -2,4 +2,5 @@
 
 dist_man_MANS += \
 	man/hearth.1 \
+	man/hearth-devices.1 \
 	man/hearth-inspect.1

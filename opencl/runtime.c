@@ -321,8 +321,7 @@ hearth_status ocl_device_open(int32_t index, struct ocl_device **out)
     if (index < 0 || index >= n) {
         free(devs);
         return hearth_error(HEARTH_E_INVALID, "OpenCL device %d does not exist: %d device%s "
-                            "found (0..%d; see hearth_devices)", index, n, n == 1 ? "" : "s",
-                            n - 1);
+                            "found (index 0..%d)", index, n, n == 1 ? "" : "s", n - 1);
     }
     struct ocl_device *dev = hearth_calloc(1, sizeof *dev, "an OpenCL device");
     if (!dev) {

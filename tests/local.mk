@@ -31,12 +31,14 @@ if HAVE_CHECK
 check_PROGRAMS += \
 	tests/test-engine \
 	tests/test-gguf \
+	tests/test-offload \
 	tests/test-opencl \
 	tests/test-quant \
 	tests/test-types
 TESTS += \
 	tests/test-engine \
 	tests/test-gguf \
+	tests/test-offload \
 	tests/test-opencl \
 	tests/test-quant \
 	tests/test-types
@@ -60,6 +62,10 @@ clean-local: clean-opencl-cache
 clean-opencl-cache:
 	-rm -rf tests/opencl-cache
 
+tests_test_offload_SOURCES = tests/test-offload.c tests/testutil.c
+tests_test_offload_CFLAGS = $(TEST_CFLAGS)
+tests_test_offload_LDADD = $(TEST_LIBS)
+
 tests_test_quant_SOURCES = tests/test-quant.c tests/testutil.c
 tests_test_quant_CFLAGS = $(TEST_CFLAGS)
 tests_test_quant_LDADD = $(TEST_LIBS)
@@ -71,9 +77,11 @@ tests_test_types_LDADD = $(TEST_LIBS)
 # End-to-end tests of the hearth program.
 TESTS += \
 	tests/cli-basics.sh \
+	tests/cli-devices.sh \
 	tests/cli-inspect.sh
 EXTRA_DIST += \
 	tests/cli-basics.sh \
+	tests/cli-devices.sh \
 	tests/cli-inspect.sh
 
 # Fuzz targets.  With --enable-fuzzing (clang) each is a libFuzzer program,

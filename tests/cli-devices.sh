@@ -1,0 +1,87 @@
+#!/bin/sh
+# cli-devices.sh -- hearth devices: the device list, the offload report of
+# -m with --gpu-layers / --device / --gpu-fallback, and the errors when
+# there is no OpenCL platform, no such device or no OpenCL in the build.
+. "${HEARTH_SRCDIR:-.}/tests/lib.sh"
+require_data models/micro-llama-Q4_K_M.gguf models/stories260K.gguf
+
+m="$HEARTH_TEST_DATA/models/micro-llama-Q4_K_M.gguf"
+s="$HEARTH_TEST_DATA/models/stories260K.gguf"
+
+expect_status 2 "--gpu-layers needs -m" -- "$HEARTH" devices --gpu-layers 2
+expect_status 2 "-ngl takes a number" -- "$HEARTH" devices -m "$m" -ngl many
+grep -q "expected an integer, got 'many'" "$tmpdir/err" || fail "bad -ngl value is named"
+expect_status 2 "negative layer count" -- "$HEARTH" devices -m "$m" --gpu-layers -1
+expect_status 2 "unknown option" -- "$HEARTH" devices --bogus
+expect_status 2 "-m with --json" -- "$HEARTH" devices -m "$m" --json
+expect_status 0 "--help" -- "$HEARTH" devices --help
+grep -q "gpu-fallback" "$tmpdir/out" || fail "--help lists the offload options"
+expect_status 0 "no offload asked: runs on the CPU" -- "$HEARTH" devices -m "$m"
+grep -q "all 2 layers on the CPU$" "$tmpdir/out" || fail "CPU-only report"
+
+if ! "$HEARTH" --version -v | grep -q opencl; then
+    expect_status 1 "no OpenCL in the build" -- "$HEARTH" devices
+    grep -q "no OpenCL support" "$tmpdir/err" || fail "says the build has no OpenCL"
+    expect_status 1 "offload without OpenCL" -- "$HEARTH" devices -m "$m" -ngl 1
+    expect_status 0 "offload without OpenCL, fallback" -- "$HEARTH" devices -m "$m" -ngl 1 --gpu-fallback
+    grep -q "on the CPU (offload failed: .*OpenCL support" "$tmpdir/out" || fail "fallback reason"
+    finish
+fi
+
+# No platform at all: the loader finds no vendor files.
+mkdir "$tmpdir/vendors"
+expect_status 1 "no OpenCL platform" -- env OCL_ICD_VENDORS="$tmpdir/vendors" "$HEARTH" devices
+grep -q "CL_PLATFORM_NOT_FOUND_KHR" "$tmpdir/err" || fail "no platform: the OpenCL error is named"
+[ "$(wc -l < "$tmpdir/err")" -eq 1 ] || fail "no platform: one line on stderr"
+expect_status 1 "offload, no platform" -- env OCL_ICD_VENDORS="$tmpdir/vendors" "$HEARTH" devices -m "$m" -ngl 1
+expect_status 0 "offload, no platform, fallback" -- env OCL_ICD_VENDORS="$tmpdir/vendors" \
+    "$HEARTH" devices -m "$m" -ngl 1 --gpu-fallback
+grep -q "all 2 layers on the CPU (offload failed: .*CL_PLATFORM_NOT_FOUND_KHR" "$tmpdir/out" ||
+    fail "fallback report names the reason"
+
+if ! "$HEARTH" devices >/dev/null 2>&1; then
+    if [ -n "${CI:-}" ]; then
+        echo "FAIL: no OpenCL device, the build has OpenCL and CI is set" >&2
+        exit 1
+    fi
+    echo "SKIP: no OpenCL device" >&2
+    exit 77
+fi
+
+expect_status 0 "list devices" -- "$HEARTH" devices
+grep -q "^0: " "$tmpdir/out" || fail "device 0 is listed"
+grep -q "^  OpenCL  *OpenCL [0-9]" "$tmpdir/out" || fail "OpenCL version is listed"
+grep -q "^  fp16  *\(yes\|no\)$" "$tmpdir/out" || fail "fp16 support is listed"
+[ -s "$tmpdir/err" ] && fail "nothing on stderr"
+n=$(grep -c '^[0-9][0-9]*: ' "$tmpdir/out")
+
+expect_status 0 "--json --compile" -- "$HEARTH" devices --json --compile
+if command -v python3 >/dev/null 2>&1; then
+    python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))["devices"]
+assert len(d) == int(sys.argv[2]), d
+for i, x in enumerate(d):
+    assert x["index"] == i and x["name"] and x["global_mem_bytes"] > 0, x
+    assert x["kernels"]["ok"] is True and x["kernels"]["ms"] >= 0, x
+' "$tmpdir/out" "$n" || fail "--json is valid JSON with every device"
+fi
+expect_status 0 "--compile again: from the cache" -- "$HEARTH" devices --compile
+grep -q "kernels  *loaded from the cache" "$tmpdir/out" || fail "second build comes from the cache"
+
+expect_status 0 "offload one layer" -- "$HEARTH" devices -m "$m" -ngl 1
+grep -q ": 1 of 2 layers on OpenCL device 0 (.*), .* uploaded; 1 layer and the output layer on the CPU$" \
+    "$tmpdir/out" || fail "one-layer report"
+expect_status 0 "offload everything" -- "$HEARTH" devices -m "$m" --gpu-layers 3
+grep -q ": 2 of 2 layers and the output layer on OpenCL device 0 (.*), .*KiB uploaded$" "$tmpdir/out" ||
+    fail "full offload report"
+grep -q "^KV cache on the device: " "$tmpdir/out" || fail "device KV cache is reported"
+expect_status 0 "offload all layers, not the output" -- "$HEARTH" devices -m "$s" -ngl 5
+grep -q ": 5 of 5 layers on .*; the output layer on the CPU$" "$tmpdir/out" || fail "output layer on the CPU"
+
+expect_status 1 "no such device" -- "$HEARTH" devices -m "$m" -ngl 1 --device "$n"
+grep -q "OpenCL device $n does not exist" "$tmpdir/err" || fail "bad device index is named"
+expect_status 0 "no such device, fallback" -- "$HEARTH" devices -m "$m" -ngl 1 --device "$n" --gpu-fallback
+grep -q "on the CPU (offload failed: OpenCL device $n does not exist" "$tmpdir/out" || fail "fallback reason"
+
+finish
