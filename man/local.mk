@@ -3,4 +3,6 @@
 dist_man_MANS += \
 	man/hearth.1 \
 	man/hearth-devices.1 \
-	man/hearth-inspect.1
+	man/hearth-inspect.1 \
+	man/hearth-pull.1 \
+	man/hearth-sampling.7

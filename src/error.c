@@ -64,7 +64,13 @@ void hearth_error_prefix(const char *fmt, ...)
     memcpy(old, last_error, sizeof old);
     /* prefix first, then as much of the old message as still fits */
     size_t used = (size_t)snprintf(last_error, sizeof last_error, "%s: ", prefix);
-    if (used < sizeof last_error) strncat(last_error, old, sizeof last_error - used - 1);
+    if (used < sizeof last_error) {
+        size_t room = sizeof last_error - used - 1;
+        size_t n = strlen(old);
+        if (n > room) n = room;
+        memcpy(last_error + used, old, n);
+        last_error[used + n] = '\0';
+    }
 }
 
 void *hearth_malloc(size_t bytes, const char *what)

@@ -261,6 +261,108 @@ hearth_status hearth_gguf_writer_write(hearth_gguf_writer *w, const char *path);
 
 /* == sampling =========================================================== */
 
+/*
+ * A sampler turns one row of logits (n_vocab floats) into the next token.
+ * The chain runs in this order:
+ *
+ *   1. penalties over the last repeat_last_n accepted tokens: for each
+ *      distinct token t among them, occurring c times,
+ *        repetition: l = l / repeat_penalty if l > 0, else l * repeat_penalty
+ *        frequency and presence: l = l - c * frequency_penalty - presence_penalty
+ *   2. logit bias: l = l + bias (-INFINITY bans the token)
+ *   3. temperature: p = softmax(l / temperature); temperature 0 is greedy:
+ *      the token with the largest l after steps 1-2 (the lowest id on ties),
+ *      and steps 4-7 are skipped
+ *   4. top-k: keep the k tokens with the largest l (0: keep all)
+ *   5. top-p: keep the smallest prefix of the tokens sorted by decreasing p
+ *      whose mass reaches top_p (at least one token; 1: keep all)
+ *   6. min-p: keep the tokens with p >= min_p * p_max (0: keep all)
+ *   7. draw: with u uniform in [0, 1) and the kept tokens taken in increasing
+ *      id order, the first token whose cumulative weight exceeds u * total.
+ *
+ * Every sort orders by decreasing logit and then by increasing token id, so
+ * ties are broken the same way everywhere.  u comes from xoshiro256**
+ * seeded by splitmix64 from the 64-bit seed (top 53 bits of each output),
+ * and the probabilities are computed in IEEE double precision with hearth's
+ * own exponential, so the same logits, parameters and seed give the same
+ * tokens on every platform.
+ *
+ * A sampler is used by one thread at a time; it allocates its working
+ * buffers when created, not per call.
+ */
+typedef struct hearth_sampler hearth_sampler;
+
+/* An additive bias on one token's logit. */
+typedef struct hearth_logit_bias {
+    int32_t token;
+    float bias;            /* finite and within +-1000, or -INFINITY */
+} hearth_logit_bias;
+
+/* The sampling parameters; hearth_sampler_params_default() fills the
+ * defaults shown.  Out-of-range values are refused with HEARTH_E_INVALID. */
+typedef struct hearth_sampler_params {
+    float temperature;         /* 0.8; 0 (greedy) .. 100 */
+    int32_t top_k;             /* 40; 0 (off) or more */
+    float top_p;               /* 0.95; 0 .. 1 (off) */
+    float min_p;               /* 0.05; 0 (off) .. 1 */
+    float repeat_penalty;      /* 1 (off); above 0 .. 100 */
+    int32_t repeat_last_n;     /* 64; 0 (no penalties) .. 1048576 tokens */
+    float presence_penalty;    /* 0 (off); -100 .. 100 */
+    float frequency_penalty;   /* 0 (off); -100 .. 100 */
+    uint64_t seed;             /* 0; any value */
+    const hearth_logit_bias *logit_bias; /* NULL; entries for one token add up */
+    size_t n_logit_bias;       /* 0 */
+} hearth_sampler_params;
+
+/* Fill params with the defaults above. */
+void hearth_sampler_params_default(hearth_sampler_params *params);
+
+/* Check every parameter; HEARTH_E_INVALID names the first one out of range
+ * and its value.  Token ids of the logit bias are checked against the
+ * vocabulary only by hearth_sampler_new(). */
+hearth_status hearth_sampler_params_check(const hearth_sampler_params *params);
+
+/* Format the sampling tuple -- every parameter and the seed -- as one line
+ * without a newline, e.g. "temp=0.8 top_k=40 top_p=0.95 min_p=0.05
+ * repeat_penalty=1 repeat_last_n=64 presence_penalty=0 frequency_penalty=0
+ * seed=42 logit_bias=none".  Numbers are printed with the fewest digits that
+ * read back to the same float.  Like snprintf: writes at most size bytes
+ * (NUL included) and returns the length the whole line needs. */
+size_t hearth_sampler_params_format(const hearth_sampler_params *params,
+                                    char *buf, size_t size);
+
+/* Create a sampler for a vocabulary of n_vocab tokens (1 .. 2^30).  The
+ * parameters and the logit-bias list are copied. */
+hearth_status hearth_sampler_new(const hearth_sampler_params *params, int32_t n_vocab,
+                                 hearth_sampler **out);
+void hearth_sampler_free(hearth_sampler *sampler);
+
+/* The sampler's parameters (its own copy, logit_bias included). */
+const hearth_sampler_params *hearth_sampler_get_params(const hearth_sampler *sampler);
+int32_t hearth_sampler_n_vocab(const hearth_sampler *sampler);
+
+/* Choose the next token from n_vocab logits (not modified).  A NaN or
+ * +infinite logit is HEARTH_E_INVALID; -INFINITY marks an impossible token.
+ * HEARTH_E_INVALID too when every token is impossible.  The token is not
+ * recorded: pass it to hearth_sampler_accept(). */
+hearth_status hearth_sampler_sample(hearth_sampler *sampler, const float *logits,
+                                    int32_t *token_out);
+
+/* The distribution the next hearth_sampler_sample() call draws from, for the
+ * same logits: probs_out[i] for each of the n_vocab tokens, 0 for the tokens
+ * the chain removed (with temperature 0: 1 for the greedy token).  Does not
+ * advance the random generator. */
+hearth_status hearth_sampler_probs(hearth_sampler *sampler, const float *logits,
+                                   float *probs_out);
+
+/* Record a token of the sequence (a prompt token or a sampled one) for the
+ * penalties; only the last repeat_last_n count. */
+hearth_status hearth_sampler_accept(hearth_sampler *sampler, int32_t token);
+
+/* Forget the accepted tokens and restart the random generator from the
+ * seed: the sampler then behaves exactly like a new one. */
+void hearth_sampler_reset(hearth_sampler *sampler);
+
 /* == model and inference context ========================================= */
 
 typedef struct hearth_model hearth_model;
@@ -343,6 +445,73 @@ const float *hearth_context_logits(const hearth_context *ctx, int32_t i);
 void hearth_context_set_abort(hearth_context *ctx, bool (*should_abort)(void *data), void *data);
 
 /* == downloads ========================================================== */
+
+/*
+ * Model files are fetched over HTTP(S) into a cache and reused from there.
+ * The cache directory is $XDG_CACHE_HOME/hearth, or ~/.cache/hearth when
+ * XDG_CACHE_HOME is unset; files land at
+ *
+ *   CACHE/hf/OWNER/REPO/FILE    for a file of a Hugging Face repository
+ *   CACHE/url/HASH/NAME         for a URL: HASH is the first 16 hex digits
+ *                               of the URL's SHA-256, NAME its last segment
+ *
+ * A file already at its place is used without any network access.  A
+ * download is written to PLACE.part, resumed from there with an HTTP Range
+ * request after an interruption (a server that ignores the range sends the
+ * whole file again, which replaces the partial one), checked against the
+ * SHA-256 the server announces when it announces one, and renamed to its
+ * place only when complete and correct.  The digest is taken from an
+ * X-Linked-ETag header, a Repr-Digest or Digest header with a sha-256
+ * value, or, for repository files, an ETag of exactly 64 hex digits.
+ *
+ * The library prints nothing: progress is reported through a callback.
+ * Builds without libcurl return HEARTH_E_UNSUPPORTED from every download
+ * call.  Paths returned are allocated with malloc(); release them with
+ * free().
+ */
+
+/* Progress of a download: bytes_done of bytes_total (0 when the server did
+ * not tell), resumed bytes included.  Called about once a second and after
+ * data arrives.  Returning false cancels the download with
+ * HEARTH_E_INTERRUPTED; the partial file is kept for a later resume. */
+typedef bool (*hearth_progress_fn)(void *user, uint64_t bytes_done, uint64_t bytes_total);
+
+typedef struct hearth_download_options {
+    const char *cache_dir;           /* NULL: the default above */
+    const char *hf_endpoint;         /* NULL: $HEARTH_HF_ENDPOINT, or
+                                        https://huggingface.co */
+    hearth_progress_fn progress;     /* NULL: none */
+    void *progress_user;
+    int connect_timeout_s;           /* 0: 30 seconds */
+    int stall_timeout_s;             /* give up when no data arrives for
+                                        this long; 0: 60 seconds */
+} hearth_download_options;
+
+/* Fill opts with the defaults (every field 0 or NULL). */
+void hearth_download_options_default(hearth_download_options *opts);
+
+/* Whether this build can download (it was built with libcurl). */
+bool hearth_download_supported(void);
+
+/* The cache directory that opts (NULL: the defaults) select; not created. */
+hearth_status hearth_cache_dir(const hearth_download_options *opts, char **dir_out);
+
+/* Fetch FILE of the Hugging Face repository OWNER/REPO, spec being
+ * "OWNER/REPO:FILE", from {endpoint}/{OWNER}/{REPO}/resolve/main/{FILE},
+ * unless it is in the cache already.  FILE may name a file in a folder of
+ * the repository ("q4/model.gguf").  A spec without ":FILE" is refused
+ * with HEARTH_E_UNSUPPORTED: this version cannot choose from the
+ * repository's file list.  Names are
+ * checked so that nothing can be written outside the cache:
+ * HEARTH_E_INVALID names the offending part.  HTTP errors name the status
+ * and the URL (HEARTH_E_NOT_FOUND for 404, HEARTH_E_NETWORK otherwise).
+ * *path_out: the local file. */
+hearth_status hearth_download_hf(const char *spec, const hearth_download_options *opts,
+                                 char **path_out);
+
+/* The same for any http:// or https:// URL. */
+hearth_status hearth_download_url(const char *url, const hearth_download_options *opts,
+                                  char **path_out);
 
 /* == compute devices ==================================================== */
 

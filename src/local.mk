@@ -14,6 +14,9 @@ src_libhearth_core_la_SOURCES = \
 	src/backend.h \
 	src/backend_cpu.c \
 	src/context.c \
+	src/download.c \
+	src/download.h \
+	src/download_names.c \
 	src/error.c \
 	src/forward.h \
 	src/gguf.c \
@@ -28,6 +31,11 @@ src_libhearth_core_la_SOURCES = \
 	src/offload.c \
 	src/quant.c \
 	src/quant.h \
+	src/rng.h \
+	src/sampler.c \
+	src/sampler.h \
+	src/sha256.c \
+	src/sha256.h \
 	src/types.c
 
 src_libhearth_core_la_LIBADD = \

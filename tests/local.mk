@@ -29,20 +29,39 @@ TEST_LIBS = src/libhearth-core.la $(CHECK_LIBS)
 
 if HAVE_CHECK
 check_PROGRAMS += \
+	tests/test-cli-sampling \
+	tests/test-download \
 	tests/test-engine \
 	tests/test-gguf \
 	tests/test-offload \
 	tests/test-opencl \
 	tests/test-quant \
+	tests/test-sampler \
+	tests/test-sha256 \
 	tests/test-types
 TESTS += \
+	tests/test-cli-sampling \
+	tests/test-download \
 	tests/test-engine \
 	tests/test-gguf \
 	tests/test-offload \
 	tests/test-opencl \
 	tests/test-quant \
+	tests/test-sampler \
+	tests/test-sha256 \
 	tests/test-types
 endif
+
+# The command-line helpers are tested by linking their sources directly.
+tests_test_cli_sampling_SOURCES = tests/test-cli-sampling.c tests/testutil.c \
+	src/cli/sampling_options.c src/cli/options.c
+tests_test_cli_sampling_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/cli
+tests_test_cli_sampling_CFLAGS = $(TEST_CFLAGS)
+tests_test_cli_sampling_LDADD = $(TEST_LIBS) -lm
+
+tests_test_download_SOURCES = tests/test-download.c tests/testutil.c
+tests_test_download_CFLAGS = $(TEST_CFLAGS)
+tests_test_download_LDADD = $(TEST_LIBS)
 
 tests_test_engine_SOURCES = tests/test-engine.c tests/testutil.c
 tests_test_engine_CFLAGS = $(TEST_CFLAGS)
@@ -70,6 +89,14 @@ tests_test_quant_SOURCES = tests/test-quant.c tests/testutil.c
 tests_test_quant_CFLAGS = $(TEST_CFLAGS)
 tests_test_quant_LDADD = $(TEST_LIBS)
 
+tests_test_sampler_SOURCES = tests/test-sampler.c tests/testutil.c
+tests_test_sampler_CFLAGS = $(TEST_CFLAGS)
+tests_test_sampler_LDADD = $(TEST_LIBS)
+
+tests_test_sha256_SOURCES = tests/test-sha256.c tests/testutil.c
+tests_test_sha256_CFLAGS = $(TEST_CFLAGS)
+tests_test_sha256_LDADD = $(TEST_LIBS)
+
 tests_test_types_SOURCES = tests/test-types.c tests/testutil.c
 tests_test_types_CFLAGS = $(TEST_CFLAGS)
 tests_test_types_LDADD = $(TEST_LIBS)
@@ -78,11 +105,14 @@ tests_test_types_LDADD = $(TEST_LIBS)
 TESTS += \
 	tests/cli-basics.sh \
 	tests/cli-devices.sh \
-	tests/cli-inspect.sh
+	tests/cli-inspect.sh \
+	tests/cli-pull.sh
 EXTRA_DIST += \
 	tests/cli-basics.sh \
 	tests/cli-devices.sh \
-	tests/cli-inspect.sh
+	tests/cli-inspect.sh \
+	tests/cli-pull.sh \
+	tests/http-server.py
 
 # Fuzz targets.  With --enable-fuzzing (clang) each is a libFuzzer program,
 # tests/fuzz/fuzz-<target>; every build also links it with a replay driver,

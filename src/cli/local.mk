@@ -10,5 +10,10 @@ src_hearth_SOURCES = \
 	src/cli/gpu_options.h \
 	src/cli/inspect.c \
 	src/cli/main.c \
-	src/cli/options.c
+	src/cli/model_options.c \
+	src/cli/model_options.h \
+	src/cli/options.c \
+	src/cli/pull.c \
+	src/cli/sampling_options.c \
+	src/cli/sampling_options.h
 src_hearth_LDADD = src/libhearth.la -lm

@@ -96,7 +96,7 @@ bool cli_parse_u64(const char *cmd, const char *opt, const char *arg, uint64_t *
         cli_usage_error(cmd, "%s: expected a non-negative integer, got '%s'", opt, arg);
         return false;
     }
-    unsigned long long v = strtoull(arg, &end, 0);
+    unsigned long long v = strtoull(arg, &end, 10);
     if (end == arg || *end != '\0' || errno == ERANGE) {
         cli_usage_error(cmd, "%s: expected a non-negative integer, got '%s'", opt, arg);
         return false;

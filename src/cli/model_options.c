@@ -1,0 +1,223 @@
+/*
+ * model_options.c -- turning -m, -hf or --url into a local model file,
+ * with the download progress display (a bar on a terminal, a line every
+ * tenth otherwise) and Ctrl-C leaving a resumable partial file.
+ */
+#include "config.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "hearth.h"
+#include "model_options.h"
+
+void cli_model_source_init(struct cli_model_source *src)
+{
+    memset(src, 0, sizeof *src);
+}
+
+void cli_model_normalize_args(int argc, char **argv)
+{
+    static char long_hf[] = "--hf";
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) break;
+        if (strcmp(argv[i], "-hf") == 0) argv[i] = long_hf;
+    }
+}
+
+static const char *source_flag(const struct cli_model_source *src)
+{
+    return src->path ? "-m" : src->hf ? "-hf" : src->url ? "--url" : NULL;
+}
+
+int cli_model_option(const char *cmd, struct cli_model_source *src, int opt, const char *arg)
+{
+    const char **slot;
+    const char *flag;
+    switch (opt) {
+    case 'm': slot = &src->path; flag = "-m"; break;
+    case CLI_OPT_HF: slot = &src->hf; flag = "-hf"; break;
+    case CLI_OPT_URL: slot = &src->url; flag = "--url"; break;
+    default: return 0;
+    }
+    const char *before = source_flag(src);
+    if (before) {
+        cli_usage_error(cmd, "%s: the model was already given with %s; give only one of -m, -hf "
+                             "and --url",
+                        flag, before);
+        return -1;
+    }
+    if (!*arg) {
+        cli_usage_error(cmd, "%s: empty argument", flag);
+        return -1;
+    }
+    *slot = arg;
+    return 1;
+}
+
+int cli_model_check(const char *cmd, const struct cli_model_source *src, bool required)
+{
+    if (required && !source_flag(src))
+        return cli_usage_error(cmd, "no model given: use -m PATH, -hf OWNER/REPO:FILE or --url URL");
+    return CLI_EXIT_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Progress display
+ * ------------------------------------------------------------------------ */
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+struct progress {
+    const char *cmd;
+    const char *label;
+    bool tty;
+    bool quiet;
+    bool shown;               /* something was drawn or printed */
+    bool drew_complete;       /* the bar was drawn at 100% */
+    double start_s, last_draw_s;
+    uint64_t start_bytes;
+    int last_tenth;           /* plain lines: the last tenth reported */
+    uint64_t last_line_bytes; /* plain lines, size unknown */
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* "512 B", "3.4 MiB", "1.21 GiB" */
+static void format_bytes(char *out, size_t size, double bytes)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4) {
+        bytes /= 1024;
+        u++;
+    }
+    if (u == 0) snprintf(out, size, "%.0f B", bytes);
+    else snprintf(out, size, bytes < 10 ? "%.2f %s" : "%.1f %s", bytes, units[u]);
+}
+
+static void draw_bar(struct progress *p, uint64_t done, uint64_t total, double t)
+{
+    char done_s[32], total_s[32], rate_s[48] = "", bar[31];
+    double elapsed = t - p->start_s;
+    format_bytes(done_s, sizeof done_s, (double)done);
+    if (elapsed >= 0.5) {
+        format_bytes(rate_s + 2, sizeof rate_s - 2, (double)(done - p->start_bytes) / elapsed);
+        memcpy(rate_s, "  ", 2);
+        strcat(rate_s, "/s");
+    }
+    if (total > 0) {
+        int filled = (int)((double)done / (double)total * 30.0);
+        if (filled > 30) filled = 30;
+        memset(bar, '=', (size_t)filled);
+        memset(bar + filled, ' ', (size_t)(30 - filled));
+        if (filled < 30 && filled > 0) bar[filled - 1] = '>';
+        bar[30] = '\0';
+        format_bytes(total_s, sizeof total_s, (double)total);
+        fprintf(stderr, "\r%s %3d%% [%s] %s / %s%s\033[K", p->label,
+                (int)((double)done * 100.0 / (double)total), bar, done_s, total_s, rate_s);
+    } else {
+        fprintf(stderr, "\r%s %s%s\033[K", p->label, done_s, rate_s);
+    }
+    fflush(stderr);
+}
+
+static bool on_progress(void *user, uint64_t done, uint64_t total)
+{
+    struct progress *p = user;
+    if (interrupted) return false;
+    if (p->quiet) return true;
+    if (total == 0 && done == 0) return true;     /* nothing to tell yet */
+    double t = now_s();
+    if (p->start_s == 0) {
+        p->start_s = t;
+        p->start_bytes = done;
+        p->last_tenth = -1;
+        p->last_line_bytes = done;
+    }
+    if (p->tty) {
+        /* at most ten redraws a second, and the final one */
+        bool complete = total > 0 && done == total;
+        if (complete ? p->drew_complete : t - p->last_draw_s < 0.1) return true;
+        p->drew_complete = complete;
+        p->last_draw_s = t;
+        draw_bar(p, done, total, t);
+        p->shown = true;
+        return true;
+    }
+    char done_s[32], total_s[32];
+    if (total > 0) {
+        int tenth = (int)(done * 10 / total);
+        if (tenth == p->last_tenth && p->shown) return true;
+        p->last_tenth = tenth;
+        format_bytes(done_s, sizeof done_s, (double)done);
+        format_bytes(total_s, sizeof total_s, (double)total);
+        fprintf(stderr, "hearth: %s: %s: %d%% (%s of %s)\n", p->cmd, p->label, tenth * 10, done_s,
+                total_s);
+    } else {
+        if (done - p->last_line_bytes < (100u << 20)) return true;
+        p->last_line_bytes = done;
+        format_bytes(done_s, sizeof done_s, (double)done);
+        fprintf(stderr, "hearth: %s: %s: %s\n", p->cmd, p->label, done_s);
+    }
+    p->shown = true;
+    return true;
+}
+
+/* ------------------------------------------------------------------------
+ * Resolution
+ * ------------------------------------------------------------------------ */
+
+int cli_model_resolve(const char *cmd, const struct cli_model_source *src, char **path_out)
+{
+    *path_out = NULL;
+    if (src->path) {
+        *path_out = strdup(src->path);
+        return *path_out ? CLI_EXIT_OK : cli_error(cmd, "out of memory");
+    }
+    if (!src->hf && !src->url) return cli_model_check(cmd, src, true);
+
+    struct progress prog = {.cmd = cmd, .label = src->hf ? src->hf : src->url,
+                            .tty = isatty(STDERR_FILENO) != 0, .quiet = src->quiet};
+    hearth_download_options opts;
+    hearth_download_options_default(&opts);
+    opts.progress = on_progress;
+    opts.progress_user = &prog;
+    opts.stall_timeout_s = src->stall_timeout_s;
+
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    interrupted = 0;
+    sigaction(SIGINT, &sa, &old_sa);
+    if (old_sa.sa_handler == SIG_IGN) sigaction(SIGINT, &old_sa, NULL);   /* keep ignoring */
+    hearth_status st = src->hf ? hearth_download_hf(src->hf, &opts, path_out)
+                               : hearth_download_url(src->url, &opts, path_out);
+    sigaction(SIGINT, &old_sa, NULL);
+
+    if (prog.tty && prog.shown) fputc('\n', stderr);
+    if (st == HEARTH_OK) return CLI_EXIT_OK;
+    if (st == HEARTH_E_INTERRUPTED) {
+        cli_error(cmd, "interrupted; the partial download is kept and the next attempt resumes it");
+        return CLI_EXIT_INTERRUPTED;
+    }
+    if (st == HEARTH_E_INVALID) return cli_usage_error(cmd, "%s", hearth_last_error());
+    return cli_fail(cmd, st);
+}

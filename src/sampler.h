@@ -1,0 +1,21 @@
+/*
+ * sampler.h -- internal interface of the sampler, for the unit tests: the
+ * platform-independent exponential and the first two stages of the chain.
+ */
+#ifndef HEARTH_SAMPLER_INTERNAL_H
+#define HEARTH_SAMPLER_INTERNAL_H
+
+#include "hearth.h"
+
+/* e^x for x <= 0 (0 below the double range), computed with + and * only so
+ * that every IEEE-754 platform gets the same bits; relative error below
+ * 1e-15. */
+double sampler_exp(double x);
+
+/* Steps 1 and 2 of the chain alone: the logits after the penalties and the
+ * logit bias, written to out (n_vocab floats).  Validates the logits like
+ * hearth_sampler_sample(). */
+hearth_status sampler_penalized_logits(hearth_sampler *sampler, const float *logits,
+                                       float *out);
+
+#endif /* HEARTH_SAMPLER_INTERNAL_H */
