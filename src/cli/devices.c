@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "gpu_options.h"
 #include "hearth.h"
+#include "model_options.h"
 
 #define CMD "devices"
 
@@ -23,14 +23,15 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: hearth devices [--json] [--compile]\n"
             "       hearth devices -m MODEL [--gpu-layers N] [--device N] [--gpu-fallback]\n"
+            "       hearth devices -hf OWNER/REPO:FILE | --url URL [OFFLOAD OPTIONS]\n"
             "\n"
             "List the OpenCL devices layers can be offloaded to.\n"
             "  --json                  print JSON instead of text\n"
             "  --compile               build each device's kernels (or load them from the\n"
             "                          cache) and report the time taken\n"
             "  -m, --model MODEL       load MODEL with the options below and report where\n"
-            "                          its layers run\n"
-            CLI_GPU_USAGE);
+            "                          its layers run (-hf and --url download it first)\n"
+            CLI_OFFLOAD_USAGE);
 }
 
 struct build_result {
@@ -120,7 +121,7 @@ static int check_model(const char *path, const hearth_model_params *mp)
         return rc;
     }
     char line[1536];
-    cli_gpu_format(line, sizeof line, m, ctx);
+    cli_model_format_offload(line, sizeof line, m, ctx);
     printf("%s: %s\n", path, line);
     if (hearth_context_n_gpu_layers(ctx) > 0) {
         bool cached;
@@ -140,39 +141,40 @@ int cmd_devices(int argc, char **argv)
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},
         {"compile", no_argument, NULL, 'c'},
-        {"model", required_argument, NULL, 'm'},
         {"help", no_argument, NULL, 'h'},
-        CLI_GPU_LONG_OPTIONS,
+        CLI_MODEL_LONG_OPTIONS,
         {NULL, 0, NULL, 0},
     };
     bool json = false, compile = false;
-    const char *model = NULL;
-    hearth_model_params mp;
-    hearth_model_default_params(&mp);
-    bool gpu_opts = false;
-    cli_gpu_normalize_args(argc, argv);
+    struct cli_model_source src;
+    cli_model_source_init(&src);
+    cli_model_normalize_args(argc, argv);
     int c;
     while ((c = getopt_long(argc, argv, ":hm:", longopts, NULL)) != -1) {
-        int r = cli_gpu_option(CMD, &mp, c, optarg);
+        int r = cli_model_option(CMD, &src, c, optarg);
         if (r < 0) return CLI_EXIT_USAGE;
-        if (r > 0) {
-            gpu_opts = true;
-            continue;
-        }
+        if (r > 0) continue;
         switch (c) {
         case 'j': json = true; break;
         case 'c': compile = true; break;
-        case 'm': model = optarg; break;
         case 'h': usage(stdout); return CLI_EXIT_OK;
         default: return cli_option_error(CMD, c, argv);
         }
     }
     if (optind != argc) return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
+    const bool model = src.path || src.hf || src.url;
     if (model && (json || compile))
-        return cli_usage_error(CMD, "-m cannot be combined with --json or --compile");
-    if (gpu_opts && !model)
+        return cli_usage_error(CMD, "a model (-m, -hf, --url) cannot be combined with --json or --compile");
+    if (src.offload_given && !model)
         return cli_usage_error(CMD, "--gpu-layers, --device and --gpu-fallback need -m MODEL");
-    if (model) return check_model(model, &mp);
+    if (model) {
+        char *path;
+        int rc = cli_model_resolve(CMD, &src, &path);
+        if (rc != CLI_EXIT_OK) return rc;
+        rc = check_model(path, &src.params);
+        free(path);
+        return rc;
+    }
 
     hearth_device_info *list;
     int32_t n;

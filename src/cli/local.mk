@@ -6,8 +6,6 @@ src_hearth_SOURCES = \
 	src/cli/cli.h \
 	src/cli/commands.def \
 	src/cli/devices.c \
-	src/cli/gpu_options.c \
-	src/cli/gpu_options.h \
 	src/cli/inspect.c \
 	src/cli/main.c \
 	src/cli/model_options.c \
