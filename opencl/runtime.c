@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <clblast_c.h>
+
 /* ---- error names ---------------------------------------------------------------- */
 
 struct ocl_error_entry {
@@ -362,6 +364,9 @@ hearth_status ocl_device_open(int32_t index, struct ocl_device **out)
 void ocl_device_close(struct ocl_device *dev)
 {
     if (!dev) return;
+    /* CLBlast keeps the programs it built, each holding our context alive;
+     * drop them (other devices' entries are rebuilt on their next use). */
+    CLBlastClearCache();
     if (dev->program) clReleaseProgram(dev->program);
     if (dev->ctx) clReleaseContext(dev->ctx);
     free(dev);
