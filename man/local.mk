@@ -5,4 +5,5 @@ dist_man_MANS += \
 	man/hearth-devices.1 \
 	man/hearth-inspect.1 \
 	man/hearth-pull.1 \
-	man/hearth-sampling.7
+	man/hearth-sampling.7 \
+	man/hearth-tokenize.1

@@ -11,6 +11,18 @@
  *
  * Every kernel of every instruction set has a scalar twin in
  * simd/scalar.c, which is the reference the tests compare against.
+ *
+ * Summation order of the integer formats.  Block i of a dot product gives
+ * an exact integer sum, weighted by the block's float factors into one
+ * float contribution c_i, computed with separate multiplies and adds (no
+ * fused multiply-add) in the order the scalar kernel writes.  The c_i are
+ * added into DOT_LANES partial sums, c_i going to partial i % DOT_LANES in
+ * order of i, and the partials p_0..p_7 are totalled as
+ *     ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7)).
+ * Every instruction set follows this order, so the integer formats give
+ * bit-identical results on every path, for every tile shape and thread
+ * count.  The float types (F32, F16, BF16) sum in whatever order suits
+ * each instruction set and agree across paths within rounding.
  */
 #ifndef HEARTH_KERNELS_H
 #define HEARTH_KERNELS_H
@@ -18,6 +30,9 @@
 #include <stdint.h>
 
 #include "hearth.h"
+
+/* Partial sums of a dot product of an integer format (see above). */
+#define DOT_LANES 8
 
 /* *s = dot(w, x) over n elements: w one weight row of some type, x an
  * activation row in that type's activation format. */

@@ -255,9 +255,213 @@ hearth_status hearth_gguf_writer_write(hearth_gguf_writer *w, const char *path);
 
 /* == tokenizer ========================================================== */
 
+/*
+ * A vocabulary is read from the tokenizer.ggml.* metadata of an open GGUF
+ * file (a whole model or a vocabulary-only file).  It copies what it needs,
+ * so the GGUF handle may be closed afterwards, and it never changes once
+ * loaded: every function of this section may be called on one vocabulary
+ * from any number of threads at once.  Two kinds are supported:
+ *
+ *  - tokenizer.ggml.model "llama": SentencePiece BPE, where adjacent pieces
+ *    are merged by descending score, spaces are written U+2581, a space is
+ *    put in front of the text (tokenizer.ggml.add_space_prefix, default
+ *    true) and characters without a piece become byte tokens <0xXX>;
+ *  - tokenizer.ggml.model "gpt2": byte-level BPE, where the text is first
+ *    cut into words by the pre-tokenizer that tokenizer.ggml.pre names,
+ *    each byte is written as a printable character, and adjacent symbols
+ *    are merged in the order of tokenizer.ggml.merges.
+ *
+ * Token ids are int32_t; HEARTH_TOKEN_NONE stands for "no such token".
+ */
+typedef struct hearth_vocab hearth_vocab;
+
+typedef int32_t hearth_token;
+#define HEARTH_TOKEN_NONE ((hearth_token)-1)
+
+typedef enum hearth_vocab_kind {
+    HEARTH_VOCAB_SPM = 1, /* SentencePiece BPE ("llama") */
+    HEARTH_VOCAB_BPE = 2  /* byte-level BPE ("gpt2") */
+} hearth_vocab_kind;
+
+/* Token types, with the values tokenizer.ggml.token_type stores. */
+typedef enum hearth_token_type {
+    HEARTH_TOKEN_UNDEFINED = 0,
+    HEARTH_TOKEN_NORMAL = 1,
+    HEARTH_TOKEN_UNKNOWN = 2,      /* the <unk> token */
+    HEARTH_TOKEN_CONTROL = 3,      /* <s>, <|im_start|>, ...: hidden in output */
+    HEARTH_TOKEN_USER_DEFINED = 4, /* added pieces, shown as their text */
+    HEARTH_TOKEN_UNUSED = 5,
+    HEARTH_TOKEN_BYTE = 6          /* <0xXX> byte-fallback tokens */
+} hearth_token_type;
+
+/* The tokens a vocabulary may designate (hearth_vocab_special()). */
+typedef enum hearth_special_token {
+    HEARTH_SPECIAL_BOS = 0, /* beginning of sequence */
+    HEARTH_SPECIAL_EOS,     /* end of sequence */
+    HEARTH_SPECIAL_EOT,     /* end of turn (<|eot_id|>, <|im_end|>, ...) */
+    HEARTH_SPECIAL_EOM,     /* end of message (<|eom_id|>) */
+    HEARTH_SPECIAL_UNK,     /* unknown */
+    HEARTH_SPECIAL_PAD,     /* padding */
+    HEARTH_SPECIAL_SEP,     /* separator */
+    HEARTH_SPECIAL_COUNT
+} hearth_special_token;
+
+typedef struct hearth_vocab_options {
+    /* When tokenizer.ggml.pre names a pre-tokenizer this build does not
+     * know, use the default one (GPT-2's) instead of failing.  Tokens may
+     * then differ from the model's own tokenizer. */
+    bool force_default_pretokenizer;
+} hearth_vocab_options;
+
+/* Load the vocabulary of gguf; options may be NULL for the defaults.
+ * Fails with HEARTH_E_NOT_FOUND when the file has no tokenizer, with
+ * HEARTH_E_FORMAT when its metadata is inconsistent (naming the key and
+ * the index), and with HEARTH_E_UNSUPPORTED for an unknown tokenizer model
+ * or pre-tokenizer (the message lists the supported ones) or for a
+ * byte-level BPE vocabulary in a build without PCRE2. */
+hearth_status hearth_vocab_load(const hearth_gguf *gguf, const hearth_vocab_options *options,
+                                hearth_vocab **out);
+void hearth_vocab_free(hearth_vocab *vocab);
+
+hearth_vocab_kind hearth_vocab_get_kind(const hearth_vocab *vocab);
+/* The pre-tokenizer in use ("gpt-2", "llama-bpe", "qwen2", ...); "" for
+ * SentencePiece vocabularies. */
+const char *hearth_vocab_pretokenizer(const hearth_vocab *vocab);
+/* The pre-tokenizer names this build accepts, comma-separated (static). */
+const char *hearth_vocab_supported_pretokenizers(void);
+
+int32_t hearth_vocab_n_tokens(const hearth_vocab *vocab);
+/* The id of a designated token, or HEARTH_TOKEN_NONE. */
+hearth_token hearth_vocab_special(const hearth_vocab *vocab, hearth_special_token which);
+/* Whether tokenizing with HEARTH_TOKENIZE_ADD_SPECIAL puts BOS in front
+ * and EOS at the end (tokenizer.ggml.add_bos_token / add_eos_token, or
+ * the vocabulary kind's default). */
+bool hearth_vocab_adds_bos(const hearth_vocab *vocab);
+bool hearth_vocab_adds_eos(const hearth_vocab *vocab);
+/* Whether generating this token ends the generation: EOS, EOT, EOM and
+ * the end-of-turn markers models are known to use. */
+bool hearth_vocab_is_eog(const hearth_vocab *vocab, hearth_token token);
+/* The type of a token; HEARTH_TOKEN_UNDEFINED for an id out of range. */
+hearth_token_type hearth_vocab_token_type(const hearth_vocab *vocab, hearth_token token);
+/* The token's text as the vocabulary stores it (U+2581 for spaces in
+ * SentencePiece, byte-level characters in BPE), not NUL-terminated;
+ * NULL for an id out of range.  Valid as long as the vocabulary. */
+const char *hearth_vocab_token_text(const hearth_vocab *vocab, hearth_token token, size_t *len);
+/* The token whose stored text is exactly text[0..len), or HEARTH_TOKEN_NONE. */
+hearth_token hearth_vocab_find(const hearth_vocab *vocab, const char *text, size_t len);
+
+/* Flags of hearth_tokenize(). */
+#define HEARTH_TOKENIZE_ADD_SPECIAL 0x1u   /* BOS/EOS as the vocabulary says */
+#define HEARTH_TOKENIZE_PARSE_SPECIAL 0x2u /* match control tokens' text
+                                              ("<|im_start|>"); without it
+                                              such text is ordinary text.
+                                              User-defined tokens (added
+                                              vocabulary pieces) are always
+                                              matched, as the model's own
+                                              tokenizer does */
+
+/* Tokenize text[0..len) (any bytes; invalid UTF-8 is encoded byte by byte
+ * where the vocabulary can).  Up to capacity ids go to tokens and the
+ * number the whole text needs to *n_tokens.  When that is more than
+ * capacity, the call returns HEARTH_E_RANGE and the caller may retry with
+ * a buffer of *n_tokens ids (a capacity of len + 8 almost always
+ * suffices).  tokens may be NULL when capacity is 0.  With
+ * HEARTH_TOKENIZE_PARSE_SPECIAL the longest special token starting at a
+ * position wins, and SentencePiece puts its space in front of the text
+ * after each special token as at the start. */
+hearth_status hearth_tokenize(const hearth_vocab *vocab, const char *text, size_t len,
+                              unsigned flags, hearth_token *tokens, size_t capacity,
+                              size_t *n_tokens);
+
+/* Flags of hearth_token_piece(), hearth_detokenize() and text streams. */
+#define HEARTH_DECODE_SPECIAL 0x1u      /* show control and unknown tokens'
+                                           text instead of hiding them */
+#define HEARTH_DECODE_CONTINUATION 0x2u /* the tokens continue earlier text:
+                                           keep the leading space of the first
+                                           piece (SentencePiece removes the
+                                           space it put in front of a text) */
+
+/* The bytes one token stands for (a space for U+2581, the byte of a byte
+ * token or of a byte-level character), not NUL-terminated and not always
+ * whole UTF-8 characters; empty for a hidden control token.  Only the
+ * HEARTH_DECODE_SPECIAL flag matters here.  NULL for an id out of range.
+ * Valid as long as the vocabulary. */
+const char *hearth_token_piece(const hearth_vocab *vocab, hearth_token token, unsigned flags,
+                               size_t *len);
+
+/* The bytes of a token sequence: its pieces concatenated, without the
+ * space SentencePiece puts in front of a text unless
+ * HEARTH_DECODE_CONTINUATION is given.  Up to capacity bytes go to text
+ * (not NUL-terminated) and the total to *len; HEARTH_E_RANGE when it did
+ * not fit, HEARTH_E_INVALID for an id out of range.  The result is the
+ * text's bytes, which need not be valid UTF-8; a hearth_text_stream gives
+ * displayable text. */
+hearth_status hearth_detokenize(const hearth_vocab *vocab, const hearth_token *tokens,
+                                size_t n_tokens, unsigned flags, char *text, size_t capacity,
+                                size_t *len);
+
 /* == chat templates ===================================================== */
 
 /* == streaming text ===================================================== */
+
+/*
+ * A text stream turns generated tokens (or raw bytes) into text a client
+ * can be shown as it arrives:
+ *
+ *  - only whole, valid UTF-8 comes out: a character whose bytes are spread
+ *    over several tokens is held until it is complete, and ill-formed
+ *    bytes become U+FFFD, one per maximal subpart as the Unicode Standard
+ *    (chapter 3, "U+FFFD substitution of maximal subparts") recommends;
+ *  - stop strings: text that could be the start of a stop string is held
+ *    back until it is known not to be one; when a stop string is
+ *    completed, the text before it is returned, the stop string itself and
+ *    anything after it never are, and the stream reports which one it was.
+ *    The stream ends at the first stop string to be completed; of several
+ *    completed by the same byte, the longest (earliest-starting) one wins.
+ *
+ * A stream belongs to one sequence and is not thread-safe; it may be used
+ * from different threads one call at a time.  The vocabulary must outlive
+ * it.  Text returned by a call stays valid until the next call on the
+ * stream.
+ */
+typedef struct hearth_text_stream hearth_text_stream;
+
+typedef struct hearth_text_stream_options {
+    unsigned decode_flags;    /* HEARTH_DECODE_* for tokens pushed; a stream
+                                 of generated tokens after a prompt wants
+                                 HEARTH_DECODE_CONTINUATION */
+    const char *const *stop;  /* stop strings: non-empty, valid UTF-8,
+                                 NUL-terminated; copied */
+    size_t n_stop;
+} hearth_text_stream_options;
+
+/* A stream decoding tokens of vocab; vocab may be NULL for a stream fed
+ * only with hearth_text_stream_push_bytes().  options may be NULL (no stop
+ * strings, flags 0).  HEARTH_E_INVALID for an empty or ill-formed stop
+ * string. */
+hearth_status hearth_text_stream_new(const hearth_vocab *vocab,
+                                     const hearth_text_stream_options *options,
+                                     hearth_text_stream **out);
+void hearth_text_stream_free(hearth_text_stream *stream);
+/* Forget everything pushed, to start a new text with the same options. */
+void hearth_text_stream_reset(hearth_text_stream *stream);
+
+/* Feed one token; *text and *len receive the text that became ready
+ * (possibly none).  After a stop string was found, nothing more comes out.
+ * HEARTH_E_INVALID for an id out of range or a stream without vocabulary. */
+hearth_status hearth_text_stream_push_token(hearth_text_stream *stream, hearth_token token,
+                                            const char **text, size_t *len);
+/* The same for bytes of text. */
+hearth_status hearth_text_stream_push_bytes(hearth_text_stream *stream, const char *bytes,
+                                            size_t n, const char **text, size_t *len);
+/* The end of the text: releases what was held back (an unfinished UTF-8
+ * sequence becomes U+FFFD; a partial stop string is plain text after
+ * all). */
+hearth_status hearth_text_stream_finish(hearth_text_stream *stream, const char **text,
+                                        size_t *len);
+/* The index in options.stop of the stop string that ended the stream, or
+ * -1 while none has. */
+int hearth_text_stream_stop_index(const hearth_text_stream *stream);
 
 /* == sampling =========================================================== */
 
@@ -377,6 +581,9 @@ typedef struct hearth_model_params {
     bool gpu_fallback;      /* when offload fails, run on the CPU instead of
                              * failing (the reason is kept in
                              * hearth_last_error()) */
+    bool default_pretokenizer; /* tokenize with the default pre-tokenizer
+                             * when the model names one hearth does not
+                             * know (see hearth_vocab_options) */
 } hearth_model_params;
 
 void hearth_model_default_params(hearth_model_params *params);
@@ -399,6 +606,8 @@ uint64_t hearth_model_n_params(const hearth_model *model);
 uint64_t hearth_model_size_bytes(const hearth_model *model);   /* bytes of tensor data */
 /* The model's GGUF file, for metadata the model API does not cover. */
 const hearth_gguf *hearth_model_gguf(const hearth_model *model);
+/* The model's tokenizer, or NULL when the file has none. */
+const hearth_vocab *hearth_model_vocab(const hearth_model *model);
 
 typedef struct hearth_context_params {
     int32_t n_ctx;          /* positions of context; 0: the model's training

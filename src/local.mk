@@ -36,7 +36,17 @@ src_libhearth_core_la_SOURCES = \
 	src/sampler.h \
 	src/sha256.c \
 	src/sha256.h \
-	src/types.c
+	src/text_stream.c \
+	src/tokenizer.c \
+	src/tokenizer.h \
+	src/tokenizer_bpe.c \
+	src/tokenizer_pretok.c \
+	src/tokenizer_special.c \
+	src/tokenizer_spm.c \
+	src/tokenizer_vocab.c \
+	src/types.c \
+	src/utf8.c \
+	src/utf8.h
 
 src_libhearth_core_la_LIBADD = \
 	$(OPENBLAS_LIBS) \

@@ -120,6 +120,19 @@ hearth_status hearth_model_load(const char *path, const hearth_model_params *par
         hearth_model_free(m);
         return st;
     }
+    hearth_vocab_options vo = {p.default_pretokenizer};
+    st = hearth_vocab_load(m->gguf, &vo, &m->vocab);
+    if (st == HEARTH_E_NOT_FOUND) {
+        m->vocab = NULL;
+    } else if (st) {
+        hearth_model_free(m);
+        return st;
+    } else if (hearth_vocab_n_tokens(m->vocab) != m->hp.n_vocab) {
+        st = hearth_error(HEARTH_E_FORMAT, "%s: the tokenizer has %d tokens but token_embd.weight "
+                          "has %d rows", path, hearth_vocab_n_tokens(m->vocab), m->hp.n_vocab);
+        hearth_model_free(m);
+        return st;
+    }
     for (int64_t i = 0; i < hearth_gguf_n_tensors(m->gguf); i++) {
         const hearth_gguf_tensor *t = hearth_gguf_tensor_at(m->gguf, i);
         uint64_t n = 1;
@@ -139,6 +152,7 @@ void hearth_model_free(hearth_model *m)
     if (!m) return;
     model_offload_release(m);
     free(m->layers);
+    hearth_vocab_free(m->vocab);
     hearth_gguf_close(m->gguf);
     free(m);
 }
@@ -152,3 +166,4 @@ int32_t hearth_model_n_embd(const hearth_model *m) { return m->hp.n_embd; }
 uint64_t hearth_model_n_params(const hearth_model *m) { return m->n_params; }
 uint64_t hearth_model_size_bytes(const hearth_model *m) { return m->weight_bytes; }
 const hearth_gguf *hearth_model_gguf(const hearth_model *m) { return m->gguf; }
+const hearth_vocab *hearth_model_vocab(const hearth_model *m) { return m->vocab; }

@@ -93,6 +93,7 @@ struct hearth_model {
     uint64_t n_params;
     uint64_t weight_bytes;
     char desc[128];
+    hearth_vocab *vocab;          /* NULL when the file has no tokenizer */
     struct offload offload;
 };
 

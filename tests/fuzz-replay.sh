@@ -1,15 +1,24 @@
 #!/bin/sh
 # fuzz-replay.sh -- replays the fuzz targets' seed inputs (the shared models
-# and vocabularies) and the crash reproducers kept under tests/fuzz/, so
+# and vocabularies for the GGUF reader, the shared texts and templates for
+# the tokenizer) and the crash reproducers kept under tests/fuzz/, so
 # every past finding stays fixed.
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
-require_data models/stories260K.gguf
+require_data models/stories260K.gguf vocab/ggml-vocab-llama-spm.gguf vocab/ggml-vocab-gpt-2.gguf \
+    vocab/vocab-llama3.gguf vocab/vocab-qwen3.gguf vocab/tokenizer-tests.inp
 
 bin="${HEARTH_BUILDDIR:-.}/tests/fuzz"
-for target in gguf; do
+for target in gguf tokenizer; do
     replay="$bin/replay-$target"
     [ -x "$replay" ] || { fail "missing $replay"; continue; }
-    set -- "$HEARTH_TEST_DATA"/models/*.gguf "$HEARTH_TEST_DATA"/vocab/*.gguf
+    case $target in
+    tokenizer)
+        set -- "$HEARTH_TEST_DATA"/vocab/tokenizer-tests.inp "$HEARTH_TEST_DATA"/text/*.txt \
+            "$HEARTH_TEST_DATA"/chat/*.jinja "$HEARTH_TEST_DATA"/vocab/*.gguf \
+            "$HEARTH_TEST_DATA"/models/stories260K.gguf ;;
+    *)
+        set -- "$HEARTH_TEST_DATA"/models/*.gguf "$HEARTH_TEST_DATA"/vocab/*.gguf ;;
+    esac
     for f in "$HEARTH_SRCDIR"/tests/fuzz/regressions-$target/*; do
         [ -f "$f" ] && set -- "$@" "$f"
     done

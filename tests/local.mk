@@ -33,22 +33,28 @@ check_PROGRAMS += \
 	tests/test-download \
 	tests/test-engine \
 	tests/test-gguf \
+	tests/test-kernels \
 	tests/test-offload \
 	tests/test-opencl \
 	tests/test-quant \
 	tests/test-sampler \
 	tests/test-sha256 \
+	tests/test-text-stream \
+	tests/test-tokenizer \
 	tests/test-types
 TESTS += \
 	tests/test-cli-sampling \
 	tests/test-download \
 	tests/test-engine \
 	tests/test-gguf \
+	tests/test-kernels \
 	tests/test-offload \
 	tests/test-opencl \
 	tests/test-quant \
 	tests/test-sampler \
 	tests/test-sha256 \
+	tests/test-text-stream \
+	tests/test-tokenizer \
 	tests/test-types
 endif
 
@@ -71,6 +77,14 @@ tests_test_gguf_SOURCES = tests/test-gguf.c tests/testutil.c
 tests_test_gguf_CFLAGS = $(TEST_CFLAGS)
 tests_test_gguf_LDADD = $(TEST_LIBS)
 
+tests_test_kernels_SOURCES = tests/test-kernels.c tests/testutil.c
+tests_test_kernels_CFLAGS = $(TEST_CFLAGS)
+tests_test_kernels_LDADD = $(TEST_LIBS)
+
+tests_test_offload_SOURCES = tests/test-offload.c tests/testutil.c
+tests_test_offload_CFLAGS = $(TEST_CFLAGS)
+tests_test_offload_LDADD = $(TEST_LIBS)
+
 # OpenCL tests reach into opencl/; they skip (77) without a device.
 tests_test_opencl_SOURCES = tests/test-opencl.c tests/testutil.c
 tests_test_opencl_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/opencl
@@ -80,10 +94,6 @@ tests_test_opencl_LDADD = $(TEST_LIBS) $(OPENCL_LIBS)
 clean-local: clean-opencl-cache
 clean-opencl-cache:
 	-rm -rf tests/opencl-cache
-
-tests_test_offload_SOURCES = tests/test-offload.c tests/testutil.c
-tests_test_offload_CFLAGS = $(TEST_CFLAGS)
-tests_test_offload_LDADD = $(TEST_LIBS)
 
 tests_test_quant_SOURCES = tests/test-quant.c tests/testutil.c
 tests_test_quant_CFLAGS = $(TEST_CFLAGS)
@@ -97,6 +107,14 @@ tests_test_sha256_SOURCES = tests/test-sha256.c tests/testutil.c
 tests_test_sha256_CFLAGS = $(TEST_CFLAGS)
 tests_test_sha256_LDADD = $(TEST_LIBS)
 
+tests_test_text_stream_SOURCES = tests/test-text-stream.c tests/testutil.c
+tests_test_text_stream_CFLAGS = $(TEST_CFLAGS)
+tests_test_text_stream_LDADD = $(TEST_LIBS)
+
+tests_test_tokenizer_SOURCES = tests/test-tokenizer.c tests/testutil.c
+tests_test_tokenizer_CFLAGS = $(TEST_CFLAGS)
+tests_test_tokenizer_LDADD = $(TEST_LIBS)
+
 tests_test_types_SOURCES = tests/test-types.c tests/testutil.c
 tests_test_types_CFLAGS = $(TEST_CFLAGS)
 tests_test_types_LDADD = $(TEST_LIBS)
@@ -106,28 +124,43 @@ TESTS += \
 	tests/cli-basics.sh \
 	tests/cli-devices.sh \
 	tests/cli-inspect.sh \
-	tests/cli-pull.sh
+	tests/cli-pull.sh \
+	tests/cli-tokenize.sh
 EXTRA_DIST += \
 	tests/cli-basics.sh \
 	tests/cli-devices.sh \
 	tests/cli-inspect.sh \
 	tests/cli-pull.sh \
+	tests/cli-tokenize.sh \
 	tests/http-server.py
 
 # Fuzz targets.  With --enable-fuzzing (clang) each is a libFuzzer program,
 # tests/fuzz/fuzz-<target>; every build also links it with a replay driver,
 # tests/fuzz/replay-<target>, that make check runs over the seed inputs and
 # the crash reproducers in tests/fuzz/regressions-<target>/.
-FUZZ_TARGETS = gguf
-EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/regressions-gguf/.keep
+FUZZ_TARGETS = gguf tokenizer
+EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/regressions-gguf/.keep \
+	tests/fuzz/regressions-tokenizer
 TESTS += tests/fuzz-replay.sh
-check_PROGRAMS += tests/fuzz/replay-gguf
+check_PROGRAMS += tests/fuzz/replay-gguf tests/fuzz/replay-tokenizer
 tests_fuzz_replay_gguf_SOURCES = tests/fuzz/fuzz-gguf.c tests/fuzz/replay.c
 tests_fuzz_replay_gguf_LDADD = src/libhearth-core.la
+
+# The tokenizer target reads the shared vocabularies from $HEARTH_TEST_DATA,
+# or else from the test data directory configure chose.
+FUZZ_DATA_CPPFLAGS = $(AM_CPPFLAGS) -DHEARTH_FUZZ_DATA='"$(HEARTH_DEFAULT_TEST_DATA)"'
+tests_fuzz_replay_tokenizer_SOURCES = tests/fuzz/fuzz-tokenizer.c tests/fuzz/replay.c
+tests_fuzz_replay_tokenizer_CPPFLAGS = $(FUZZ_DATA_CPPFLAGS)
+tests_fuzz_replay_tokenizer_LDADD = src/libhearth-core.la
 
 if ENABLE_FUZZING
 noinst_PROGRAMS += tests/fuzz/fuzz-gguf
 tests_fuzz_fuzz_gguf_SOURCES = tests/fuzz/fuzz-gguf.c
 tests_fuzz_fuzz_gguf_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_gguf_LDADD = src/libhearth-core.la
+noinst_PROGRAMS += tests/fuzz/fuzz-tokenizer
+tests_fuzz_fuzz_tokenizer_SOURCES = tests/fuzz/fuzz-tokenizer.c
+tests_fuzz_fuzz_tokenizer_CPPFLAGS = $(FUZZ_DATA_CPPFLAGS)
+tests_fuzz_fuzz_tokenizer_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_tokenizer_LDADD = src/libhearth-core.la
 endif

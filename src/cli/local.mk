@@ -13,5 +13,6 @@ src_hearth_SOURCES = \
 	src/cli/options.c \
 	src/cli/pull.c \
 	src/cli/sampling_options.c \
-	src/cli/sampling_options.h
+	src/cli/sampling_options.h \
+	src/cli/tokenize.c
 src_hearth_LDADD = src/libhearth.la -lm

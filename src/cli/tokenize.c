@@ -1,0 +1,227 @@
+/*
+ * tokenize.c -- `hearth tokenize -m MODEL TEXT`: the tokens a model's
+ * vocabulary makes of a text, one per line with its piece, as a line of
+ * ids, or only their count.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "hearth.h"
+
+#define CMD "tokenize"
+
+enum output_format { OUTPUT_PIECES, OUTPUT_IDS, OUTPUT_COUNT };
+
+struct tokenize_opts {
+    const char *model;
+    const char *file;
+    const char *text;
+    enum output_format format;
+    bool parse_special;
+    bool add_special;
+    bool default_pretokenizer;
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: hearth tokenize -m MODEL [--ids | --count] [--special] [--no-bos]\n"
+            "                       [--default-pretokenizer] (TEXT | -f FILE)\n"
+            "\n"
+            "Show the tokens MODEL's vocabulary makes of TEXT (or of FILE, '-' for\n"
+            "standard input): one per line, its id and its piece in quotes.\n"
+            "  -m, --model FILE          GGUF model or vocabulary file\n"
+            "  -f, --file FILE           read the text from FILE\n"
+            "      --ids                 print only the ids, on one line\n"
+            "      --count               print only the number of tokens\n"
+            "      --special             match special tokens' text (\"<|im_start|>\")\n"
+            "      --no-bos              do not add the BOS/EOS tokens the vocabulary adds\n"
+            "      --default-pretokenizer  use the default pre-tokenizer when the model's\n"
+            "                            is unknown\n");
+}
+
+/* Bytes of the well-formed UTF-8 character at p[0..n), or 0 (the
+ * Unicode Standard's table 3-7: second-byte ranges exclude overlong
+ * forms, surrogates and code points above U+10FFFF). */
+static size_t whole_character(const unsigned char *p, size_t n)
+{
+    unsigned char b = p[0], lo = 0x80, hi = 0xBF;
+    size_t len;
+    if (b >= 0xC2 && b <= 0xDF) {
+        len = 2;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+        len = 3;
+        if (b == 0xE0) lo = 0xA0;
+        if (b == 0xED) hi = 0x9F;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        len = 4;
+        if (b == 0xF0) lo = 0x90;
+        if (b == 0xF4) hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (n < len || p[1] < lo || p[1] > hi) return 0;
+    for (size_t k = 2; k < len; k++)
+        if (p[k] < 0x80 || p[k] > 0xBF) return 0;
+    return len;
+}
+
+/* The piece in double quotes, escaped so that whitespace, control bytes
+ * and bytes that are not whole UTF-8 characters are visible. */
+static void print_piece(const char *p, size_t n)
+{
+    putchar('"');
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)p[i];
+        size_t len;
+        if (c == '\n') fputs("\\n", stdout);
+        else if (c == '\t') fputs("\\t", stdout);
+        else if (c == '\r') fputs("\\r", stdout);
+        else if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
+        else if (c < 0x80) putchar(c);
+        else if ((len = whole_character((const unsigned char *)p + i, n - i)) > 0) {
+            fwrite(p + i, 1, len, stdout);
+            i += len;
+            continue;
+        } else printf("\\x%02x", c);
+        i++;
+    }
+    putchar('"');
+}
+
+static int parse_args(int argc, char **argv, struct tokenize_opts *o)
+{
+    enum { OPT_IDS = 256, OPT_COUNT, OPT_SPECIAL, OPT_NO_BOS, OPT_DEFAULT_PRE };
+    static const struct option longopts[] = {
+        {"model", required_argument, NULL, 'm'},
+        {"file", required_argument, NULL, 'f'},
+        {"ids", no_argument, NULL, OPT_IDS},
+        {"count", no_argument, NULL, OPT_COUNT},
+        {"special", no_argument, NULL, OPT_SPECIAL},
+        {"no-bos", no_argument, NULL, OPT_NO_BOS},
+        {"default-pretokenizer", no_argument, NULL, OPT_DEFAULT_PRE},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+    bool ids = false, count = false;
+    while ((c = getopt_long(argc, argv, ":m:f:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'm': o->model = optarg; break;
+        case 'f': o->file = optarg; break;
+        case OPT_IDS: ids = true; break;
+        case OPT_COUNT: count = true; break;
+        case OPT_SPECIAL: o->parse_special = true; break;
+        case OPT_NO_BOS: o->add_special = false; break;
+        case OPT_DEFAULT_PRE: o->default_pretokenizer = true; break;
+        case 'h': usage(stdout); return -1;
+        default: return cli_option_error(CMD, c, argv);
+        }
+    }
+    if (ids && count) return cli_usage_error(CMD, "--ids and --count exclude each other");
+    o->format = ids ? OUTPUT_IDS : count ? OUTPUT_COUNT : OUTPUT_PIECES;
+    if (!o->model) return cli_usage_error(CMD, "no model given (-m MODEL)");
+    int n_args = argc - optind;
+    if (o->file && n_args > 0)
+        return cli_usage_error(CMD, "give either TEXT or -f FILE, not both");
+    if (!o->file && n_args != 1)
+        return cli_usage_error(CMD, n_args == 0 ? "no TEXT given (or -f FILE)"
+                                                : "one TEXT expected (quote it)");
+    if (!o->file) o->text = argv[optind];
+    return CLI_EXIT_OK;
+}
+
+static hearth_status load_vocab(const struct tokenize_opts *o, hearth_vocab **vocab)
+{
+    hearth_gguf *g;
+    hearth_status st = hearth_gguf_open(o->model, &g);
+    if (st) return st;
+    hearth_vocab_options vo = {o->default_pretokenizer};
+    st = hearth_vocab_load(g, &vo, vocab);
+    hearth_gguf_close(g);
+    return st;
+}
+
+static hearth_status tokenize_all(const hearth_vocab *v, const char *text, size_t len,
+                                  unsigned flags, hearth_token **tokens, size_t *n)
+{
+    size_t cap = len + 16;
+    for (;;) {
+        hearth_token *buf = malloc(cap * sizeof *buf);
+        if (!buf) return HEARTH_E_NOMEM;
+        hearth_status st = hearth_tokenize(v, text, len, flags, buf, cap, n);
+        if (st == HEARTH_OK) {
+            *tokens = buf;
+            return HEARTH_OK;
+        }
+        free(buf);
+        if (st != HEARTH_E_RANGE) return st;
+        cap = *n;
+    }
+}
+
+static void print_tokens(const hearth_vocab *v, const struct tokenize_opts *o,
+                         const hearth_token *tokens, size_t n)
+{
+    if (o->format == OUTPUT_COUNT) {
+        printf("%zu\n", n);
+    } else if (o->format == OUTPUT_IDS) {
+        for (size_t i = 0; i < n; i++) printf("%s%ld", i ? " " : "", (long)tokens[i]);
+        putchar('\n');
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            size_t len;
+            const char *piece = hearth_token_piece(v, tokens[i], HEARTH_DECODE_SPECIAL, &len);
+            printf("%ld\t", (long)tokens[i]);
+            print_piece(piece, len);
+            putchar('\n');
+        }
+    }
+}
+
+int cmd_tokenize(int argc, char **argv)
+{
+    struct tokenize_opts o = {0};
+    o.add_special = true;
+    int rc = parse_args(argc, argv, &o);
+    if (rc < 0) return CLI_EXIT_OK;
+    if (rc) return rc;
+
+    char *file_text = NULL;
+    size_t len;
+    const char *text = o.text;
+    if (o.file) {
+        if (!(file_text = cli_read_file(CMD, o.file, &len))) return CLI_EXIT_FAILURE;
+        text = file_text;
+    } else {
+        len = strlen(text);
+    }
+
+    hearth_vocab *v = NULL;
+    hearth_token *tokens = NULL;
+    size_t n = 0;
+    unsigned flags = (o.add_special ? HEARTH_TOKENIZE_ADD_SPECIAL : 0) |
+                     (o.parse_special ? HEARTH_TOKENIZE_PARSE_SPECIAL : 0);
+    hearth_status st = load_vocab(&o, &v);
+    if (st == HEARTH_E_UNSUPPORTED && strstr(hearth_last_error(), "pre-tokenizer '")) {
+        rc = cli_fail(CMD, st);
+        fprintf(stderr, "hearth: %s: --default-pretokenizer tokenizes with the default one "
+                        "anyway (tokens may then differ from the model's)\n", CMD);
+    } else if (st || (st = tokenize_all(v, text, len, flags, &tokens, &n))) {
+        rc = cli_fail(CMD, st);
+    } else {
+        print_tokens(v, &o, tokens, n);
+        if (fflush(stdout) != 0 || ferror(stdout))
+            rc = cli_error(CMD, "cannot write to standard output");
+    }
+    free(tokens);
+    hearth_vocab_free(v);
+    free(file_text);
+    return rc;
+}

@@ -1,0 +1,796 @@
+/*
+ * test-tokenizer.c -- vocabularies, encoding and decoding: the reference
+ * tokenizations of the shared vocabularies, round trips and the cases that
+ * cannot round-trip, special tokens, BOS/EOS and end of generation, small
+ * vocabularies built here to pin down the merge rules, and malformed
+ * vocabulary metadata.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#define SEPARATOR "\n__ggml_vocab_test__\n"
+
+static const char *const shared_vocabs[] = {
+    "ggml-vocab-llama-spm",
+    "ggml-vocab-gpt-2",
+    "vocab-llama3",
+    "vocab-qwen3",
+};
+
+static hearth_vocab *load_vocab_path(const char *path)
+{
+    hearth_gguf *g;
+    ck_assert_msg(hearth_gguf_open(path, &g) == HEARTH_OK, "%s", hearth_last_error());
+    hearth_vocab *v;
+    hearth_status st = hearth_vocab_load(g, NULL, &v);
+#ifndef HAVE_PCRE2
+    if (st == HEARTH_E_UNSUPPORTED && strstr(hearth_last_error(), "without PCRE2")) {
+        hearth_gguf_close(g);
+        return NULL;
+    }
+#endif
+    ck_assert_msg(st == HEARTH_OK, "%s: %s", path, hearth_last_error());
+    hearth_gguf_close(g); /* the vocabulary must not depend on the file */
+    return v;
+}
+
+/* A shared vocabulary; NULL for a byte-level BPE one in a build without
+ * PCRE2, after checking that loading it fails saying so. */
+static hearth_vocab *load_shared(const char *relative)
+{
+    const char *path = test_data_path(relative);
+    ck_assert_msg(path != NULL, "missing shared file %s", relative);
+    return load_vocab_path(path);
+}
+
+/* Tokenize into a malloc'ed array. */
+static hearth_token *tokenize(const hearth_vocab *v, const char *text, size_t len, unsigned flags,
+                              size_t *n)
+{
+    size_t cap = len + 16;
+    hearth_token *ids = malloc(cap * sizeof *ids);
+    ck_assert_ptr_nonnull(ids);
+    hearth_status st = hearth_tokenize(v, text, len, flags, ids, cap, n);
+    ck_assert_msg(st == HEARTH_OK, "tokenize: %s", hearth_last_error());
+    return ids;
+}
+
+static char *detokenize(const hearth_vocab *v, const hearth_token *ids, size_t n, unsigned flags,
+                        size_t *len)
+{
+    size_t need;
+    hearth_status st = hearth_detokenize(v, ids, n, flags, NULL, 0, &need);
+    ck_assert(st == HEARTH_OK || st == HEARTH_E_RANGE);
+    char *text = malloc(need + 1);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_int_eq(hearth_detokenize(v, ids, n, flags, text, need, len), HEARTH_OK);
+    ck_assert_uint_eq(*len, need);
+    text[need] = '\0';
+    return text;
+}
+
+static hearth_token find(const hearth_vocab *v, const char *text)
+{
+    hearth_token id = hearth_vocab_find(v, text, strlen(text));
+    ck_assert_msg(id != HEARTH_TOKEN_NONE, "token '%s' not in the vocabulary", text);
+    return id;
+}
+
+/* ---- the shared reference tokenizations -------------------------------- */
+
+struct test_case {
+    const char *text;
+    size_t len;
+    const char *want; /* space-separated ids */
+};
+
+/* Cut tokenizer-tests.inp into its cases (each followed by the separator)
+ * and pair them with the lines of the .out file.  Both buffers are
+ * modified in place. */
+static size_t read_cases(char *inp, char *out, struct test_case *cases, size_t max)
+{
+    size_t n = 0;
+    char *p = inp, *line = out;
+    for (char *sep; (sep = strstr(p, SEPARATOR)) != NULL; p = sep + strlen(SEPARATOR)) {
+        ck_assert_uint_lt(n, max);
+        char *eol = strchr(line, '\n');
+        ck_assert_msg(eol != NULL, "the .out file has fewer lines than there are cases");
+        *eol = '\0';
+        cases[n].text = p;
+        cases[n].len = (size_t)(sep - p);
+        cases[n].want = line;
+        line = eol + 1;
+        n++;
+    }
+    ck_assert_msg(*line == '\0', "the .out file has more lines than there are cases");
+    return n;
+}
+
+static void ids_to_string(const hearth_token *ids, size_t n, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%ld", i ? " " : "", (long)ids[i]);
+}
+
+START_TEST(test_reference_tokenizations)
+{
+    if (!test_require_data()) return;
+    const char *name = shared_vocabs[_i];
+    char path[256];
+    snprintf(path, sizeof path, "vocab/%s.gguf", name);
+    hearth_vocab *v = load_shared(path);
+    if (!v) return;
+    char *inp = test_read_file(test_data_path("vocab/tokenizer-tests.inp"), NULL);
+    snprintf(path, sizeof path, "vocab/%s.out", name);
+    char *out = test_read_file(test_data_path(path), NULL);
+    struct test_case cases[128];
+    size_t n_cases = read_cases(inp, out, cases, 128);
+    ck_assert_uint_ge(n_cases, 40);
+
+    for (size_t c = 0; c < n_cases; c++) {
+        size_t n;
+        hearth_token *ids = tokenize(v, cases[c].text, cases[c].len, 0, &n);
+        char got[16384];
+        ids_to_string(ids, n, got, sizeof got);
+        ck_assert_msg(strcmp(got, cases[c].want) == 0, "%s case %zu '%.*s':\n want %s\n got  %s",
+                      name, c, (int)cases[c].len, cases[c].text, cases[c].want, got);
+
+        /* Decoding gives the text back: every case of the file is
+         * representable in all four vocabularies (byte-level BPE spells
+         * any byte; the SentencePiece vocabulary has all 256 byte tokens),
+         * and the space SentencePiece puts in front is removed again. */
+        size_t len;
+        char *text = detokenize(v, ids, n, 0, &len);
+        ck_assert_msg(len == cases[c].len && memcmp(text, cases[c].text, len) == 0,
+                      "%s case %zu does not round-trip: '%s'", name, c, text);
+        free(text);
+        free(ids);
+    }
+    free(inp);
+    free(out);
+    hearth_vocab_free(v);
+}
+END_TEST
+
+/* ---- the tiny story model -------------------------------------------- */
+
+START_TEST(test_stories_once_upon_a_time)
+{
+    if (!test_require_data()) return;
+    hearth_vocab *v = load_shared("models/stories260K.gguf");
+    ck_assert_int_eq(hearth_vocab_get_kind(v), HEARTH_VOCAB_SPM);
+    ck_assert_int_eq(hearth_vocab_n_tokens(v), 512);
+    size_t n;
+    hearth_token *ids = tokenize(v, "Once upon a time", 16, HEARTH_TOKENIZE_ADD_SPECIAL, &n);
+    /* Every word with its space is a piece of this vocabulary, so the
+     * encoding is BOS and the four pieces -- 1 403 407 261 378, as the
+     * reference tokenizer gives. */
+    hearth_token want[] = {hearth_vocab_special(v, HEARTH_SPECIAL_BOS), find(v, "\xE2\x96\x81Once"),
+                           find(v, "\xE2\x96\x81upon"), find(v, "\xE2\x96\x81" "a"),
+                           find(v, "\xE2\x96\x81time")};
+    const hearth_token reference[] = {1, 403, 407, 261, 378};
+    ck_assert_uint_eq(n, 5);
+    for (size_t i = 0; i < 5; i++) {
+        ck_assert_int_eq(ids[i], want[i]);
+        ck_assert_int_eq(ids[i], reference[i]);
+    }
+    free(ids);
+    hearth_vocab_free(v);
+}
+END_TEST
+
+/* ---- special tokens, BOS/EOS, end of generation ---------------------------- */
+
+START_TEST(test_special_ids)
+{
+    if (!test_require_data()) return;
+    hearth_vocab *spm = load_shared("vocab/ggml-vocab-llama-spm.gguf");
+    ck_assert_int_eq(hearth_vocab_special(spm, HEARTH_SPECIAL_BOS), 1);
+    ck_assert_int_eq(hearth_vocab_special(spm, HEARTH_SPECIAL_EOS), 2);
+    ck_assert_int_eq(hearth_vocab_special(spm, HEARTH_SPECIAL_UNK), 0);
+    ck_assert(hearth_vocab_adds_bos(spm));
+    ck_assert(!hearth_vocab_adds_eos(spm));
+    ck_assert(hearth_vocab_is_eog(spm, 2));
+    ck_assert(!hearth_vocab_is_eog(spm, 1));
+    ck_assert(!hearth_vocab_is_eog(spm, -1));
+    ck_assert(!hearth_vocab_is_eog(spm, 32000));
+    ck_assert_str_eq(hearth_vocab_pretokenizer(spm), "");
+    ck_assert_int_eq(hearth_vocab_token_type(spm, 1), HEARTH_TOKEN_CONTROL);
+    ck_assert_int_eq(hearth_vocab_token_type(spm, 3), HEARTH_TOKEN_BYTE);
+    ck_assert_int_eq(hearth_vocab_token_type(spm, 99999), HEARTH_TOKEN_UNDEFINED);
+
+    /* BOS only where the vocabulary adds it */
+    size_t n;
+    hearth_token *ids = tokenize(spm, "Hi", 2, HEARTH_TOKENIZE_ADD_SPECIAL, &n);
+    ck_assert_uint_ge(n, 2);
+    ck_assert_int_eq(ids[0], 1);
+    ck_assert_int_ne(ids[n - 1], 2);
+    free(ids);
+    /* the empty text: nothing, or BOS alone */
+    ids = tokenize(spm, "", 0, HEARTH_TOKENIZE_ADD_SPECIAL, &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(ids[0], 1);
+    free(ids);
+    ck_assert_int_eq(hearth_tokenize(spm, NULL, 0, 0, NULL, 0, &n), HEARTH_OK);
+    ck_assert_uint_eq(n, 0);
+    hearth_vocab_free(spm);
+}
+END_TEST
+
+START_TEST(test_special_ids_bpe)
+{
+    if (!test_require_data()) return;
+    hearth_vocab *llama3 = load_shared("vocab/vocab-llama3.gguf");
+    if (!llama3) return;
+    ck_assert_int_eq(hearth_vocab_get_kind(llama3), HEARTH_VOCAB_BPE);
+    ck_assert_str_eq(hearth_vocab_pretokenizer(llama3), "llama-bpe");
+    ck_assert_int_eq(hearth_vocab_special(llama3, HEARTH_SPECIAL_BOS), 128000);
+    ck_assert_int_eq(hearth_vocab_special(llama3, HEARTH_SPECIAL_EOS), 128001);
+    /* EOT is not in the file; it is found by its text */
+    hearth_token eot = find(llama3, "<|eot_id|>");
+    ck_assert_int_eq(hearth_vocab_special(llama3, HEARTH_SPECIAL_EOT), eot);
+    ck_assert(hearth_vocab_is_eog(llama3, eot));
+    ck_assert(hearth_vocab_is_eog(llama3, 128001));
+    ck_assert(!hearth_vocab_is_eog(llama3, 128000));
+    ck_assert(!hearth_vocab_is_eog(llama3, find(llama3, "Hello")));
+    ck_assert(hearth_vocab_adds_bos(llama3));
+
+    hearth_vocab *qwen = load_shared("vocab/vocab-qwen3.gguf");
+    ck_assert_str_eq(hearth_vocab_pretokenizer(qwen), "qwen2");
+    ck_assert_int_eq(hearth_vocab_special(qwen, HEARTH_SPECIAL_BOS), HEARTH_TOKEN_NONE);
+    ck_assert(!hearth_vocab_adds_bos(qwen));
+    ck_assert_int_eq(hearth_vocab_special(qwen, HEARTH_SPECIAL_PAD), 151643);
+    ck_assert(hearth_vocab_is_eog(qwen, find(qwen, "<|im_end|>")));
+    ck_assert(hearth_vocab_is_eog(qwen, find(qwen, "<|endoftext|>")));
+    ck_assert(!hearth_vocab_is_eog(qwen, find(qwen, "<|im_start|>")));
+
+    size_t n;
+    hearth_token *ids = tokenize(llama3, "Hi", 2, HEARTH_TOKENIZE_ADD_SPECIAL, &n);
+    ck_assert_int_eq(ids[0], 128000);
+    free(ids);
+    ids = tokenize(qwen, "Hi", 2, HEARTH_TOKENIZE_ADD_SPECIAL, &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(ids[0], find(qwen, "Hi"));
+    free(ids);
+    hearth_vocab_free(llama3);
+    hearth_vocab_free(qwen);
+}
+END_TEST
+
+static bool any_control(const hearth_vocab *v, const hearth_token *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (hearth_vocab_token_type(v, ids[i]) == HEARTH_TOKEN_CONTROL) return true;
+    return false;
+}
+
+START_TEST(test_parse_special)
+{
+    if (!test_require_data()) return;
+    hearth_vocab *qwen = load_shared("vocab/vocab-qwen3.gguf");
+    if (!qwen) return;
+    const char *chat = "<|im_start|>user\nHello<|im_end|>\n";
+    size_t n;
+    hearth_token *ids = tokenize(qwen, chat, strlen(chat), HEARTH_TOKENIZE_PARSE_SPECIAL, &n);
+    hearth_token start = find(qwen, "<|im_start|>"), end = find(qwen, "<|im_end|>");
+    ck_assert_int_eq(ids[0], start);
+    ck_assert_int_eq(ids[1], find(qwen, "user"));
+    ck_assert_int_eq(ids[n - 2], end);
+    size_t len;
+    char *text = detokenize(qwen, ids, n, HEARTH_DECODE_SPECIAL, &len);
+    ck_assert_str_eq(text, chat);
+    free(text);
+    /* hidden by default */
+    text = detokenize(qwen, ids, n, 0, &len);
+    ck_assert_str_eq(text, "user\nHello\n");
+    free(text);
+    free(ids);
+
+    /* Without the flag, the same text typed by a user is ordinary text:
+     * no control token, and it decodes to itself. */
+    ids = tokenize(qwen, chat, strlen(chat), 0, &n);
+    ck_assert(!any_control(qwen, ids, n));
+    text = detokenize(qwen, ids, n, 0, &len);
+    ck_assert_str_eq(text, chat);
+    free(text);
+    free(ids);
+    hearth_vocab_free(qwen);
+}
+END_TEST
+
+START_TEST(test_parse_special_spm)
+{
+    if (!test_require_data()) return;
+    /* SentencePiece puts its space after a special token as at the start:
+     * "a<s>b" is tokens("a") <s> tokens("b"). */
+    hearth_vocab *spm = load_shared("vocab/ggml-vocab-llama-spm.gguf");
+    size_t n, len;
+    hearth_token *ids;
+    char *text;
+    size_t na, nb;
+    hearth_token *a = tokenize(spm, "Hello", 5, 0, &na);
+    hearth_token *b = tokenize(spm, "world", 5, 0, &nb);
+    ids = tokenize(spm, "Hello<s>world", 13, HEARTH_TOKENIZE_PARSE_SPECIAL, &n);
+    ck_assert_uint_eq(n, na + 1 + nb);
+    ck_assert_mem_eq(ids, a, na * sizeof *ids);
+    ck_assert_int_eq(ids[na], 1);
+    ck_assert_mem_eq(ids + na + 1, b, nb * sizeof *ids);
+    /* which is why such text cannot round-trip: the space comes back */
+    text = detokenize(spm, ids, n, HEARTH_DECODE_SPECIAL, &len);
+    ck_assert_str_eq(text, "Hello<s> world");
+    free(text);
+    free(ids);
+    free(a);
+    free(b);
+    ids = tokenize(spm, "<s>", 3, 0, &n);
+    ck_assert(!any_control(spm, ids, n));
+    free(ids);
+    hearth_vocab_free(spm);
+}
+END_TEST
+
+/* ---- decoding ----------------------------------------------------------- */
+
+START_TEST(test_pieces_and_leading_space)
+{
+    if (!test_require_data()) return;
+    hearth_vocab *spm = load_shared("vocab/ggml-vocab-llama-spm.gguf");
+    size_t len;
+    const char *p = hearth_token_piece(spm, find(spm, "<0x0A>"), 0, &len);
+    ck_assert_uint_eq(len, 1);
+    ck_assert_int_eq(p[0], '\n');
+    p = hearth_token_piece(spm, find(spm, "\xE2\x96\x81Hello"), 0, &len);
+    ck_assert_uint_eq(len, 6);
+    ck_assert_mem_eq(p, " Hello", 6);
+    p = hearth_token_piece(spm, 1, 0, &len);
+    ck_assert_uint_eq(len, 0);
+    p = hearth_token_piece(spm, 1, HEARTH_DECODE_SPECIAL, &len);
+    ck_assert_uint_eq(len, 3);
+    ck_assert_mem_eq(p, "<s>", 3);
+    ck_assert_ptr_null(hearth_token_piece(spm, 32000, 0, &len));
+    ck_assert_ptr_null(hearth_token_piece(spm, -1, 0, &len));
+
+    size_t n;
+    hearth_token *ids = tokenize(spm, "Hello world", 11, HEARTH_TOKENIZE_ADD_SPECIAL, &n);
+    char *text = detokenize(spm, ids, n, 0, &len);
+    ck_assert_str_eq(text, "Hello world");
+    free(text);
+    /* continuing earlier text: the space stays */
+    text = detokenize(spm, ids, n, HEARTH_DECODE_CONTINUATION, &len);
+    ck_assert_str_eq(text, " Hello world");
+    free(text);
+    /* BOS shown: the space after it stays, as SentencePiece renders it */
+    text = detokenize(spm, ids, n, HEARTH_DECODE_SPECIAL, &len);
+    ck_assert_str_eq(text, "<s> Hello world");
+    free(text);
+
+    /* caller-sized buffers: the needed size comes back with E_RANGE */
+    char small[4];
+    ck_assert_int_eq(hearth_detokenize(spm, ids, n, 0, small, sizeof small, &len), HEARTH_E_RANGE);
+    ck_assert_uint_eq(len, 11);
+    ck_assert_mem_eq(small, "Hell", 4);
+    hearth_token bad[] = {15043, 32000};
+    ck_assert_int_eq(hearth_detokenize(spm, bad, 2, 0, NULL, 0, &len), HEARTH_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "32000"));
+    hearth_token one;
+    ck_assert_int_eq(hearth_tokenize(spm, "Hello world", 11, HEARTH_TOKENIZE_ADD_SPECIAL, &one, 1,
+                                     &len),
+                     HEARTH_E_RANGE);
+    ck_assert_uint_eq(len, n);
+    ck_assert_int_eq(one, 1);
+    ck_assert_int_eq(hearth_tokenize(spm, "x", 1, 0x100, NULL, 0, &len), HEARTH_E_INVALID);
+    free(ids);
+
+    hearth_vocab_free(spm);
+}
+END_TEST
+
+START_TEST(test_byte_level_pieces)
+{
+    if (!test_require_data()) return;
+    /* byte-level: "Ġ" is a space, and every byte comes back */
+    hearth_vocab *gpt2 = load_shared("vocab/ggml-vocab-gpt-2.gguf");
+    if (!gpt2) return;
+    size_t len, n;
+    const char *p;
+    hearth_token *ids;
+    char *text;
+    p = hearth_token_piece(gpt2, find(gpt2, "\xC4\xA0the"), 0, &len);
+    ck_assert_uint_eq(len, 4);
+    ck_assert_mem_eq(p, " the", 4);
+    char all[256];
+    for (int i = 0; i < 256; i++) all[i] = (char)(255 - i);
+    ids = tokenize(gpt2, all, 256, 0, &n);
+    text = detokenize(gpt2, ids, n, 0, &len);
+    ck_assert_uint_eq(len, 256);
+    ck_assert_mem_eq(text, all, 256);
+    free(text);
+    free(ids);
+    hearth_vocab_free(gpt2);
+}
+END_TEST
+
+/* ---- vocabularies built for a test --------------------------------------- */
+
+struct synth {
+    const char *model;
+    const char *pre;                /* NULL: no key */
+    const char *const *tokens;
+    size_t n_tokens;
+    const float *scores;            /* NULL: no key */
+    const int32_t *types;           /* NULL: no key */
+    const char *const *merges;      /* NULL: no key */
+    size_t n_merges;
+    int64_t unk;                    /* -1: no key */
+};
+
+static hearth_status load_synth(const struct synth *s, const hearth_vocab_options *o,
+                                hearth_vocab **out)
+{
+    char path[] = "/tmp/hearth-vocab-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    hearth_gguf_writer *w;
+    ck_assert_int_eq(hearth_gguf_writer_new(&w), HEARTH_OK);
+    if (s->model) ck_assert_int_eq(hearth_gguf_writer_set_str(w, "tokenizer.ggml.model", s->model), 0);
+    if (s->pre) ck_assert_int_eq(hearth_gguf_writer_set_str(w, "tokenizer.ggml.pre", s->pre), 0);
+    if (s->tokens)
+        ck_assert_int_eq(hearth_gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", s->tokens,
+                                                          s->n_tokens), 0);
+    if (s->scores)
+        ck_assert_int_eq(hearth_gguf_writer_set_array(w, "tokenizer.ggml.scores",
+                                                      HEARTH_GGUF_FLOAT32, s->scores, s->n_tokens),
+                         0);
+    if (s->types)
+        ck_assert_int_eq(hearth_gguf_writer_set_array(w, "tokenizer.ggml.token_type",
+                                                      HEARTH_GGUF_INT32, s->types, s->n_tokens),
+                         0);
+    if (s->merges)
+        ck_assert_int_eq(hearth_gguf_writer_set_str_array(w, "tokenizer.ggml.merges", s->merges,
+                                                          s->n_merges), 0);
+    if (s->unk >= 0)
+        ck_assert_int_eq(hearth_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id",
+                                                    (uint32_t)s->unk), 0);
+    ck_assert_int_eq(hearth_gguf_writer_write(w, path), HEARTH_OK);
+    hearth_gguf_writer_free(w);
+    hearth_gguf *g;
+    ck_assert_int_eq(hearth_gguf_open(path, &g), HEARTH_OK);
+    hearth_status st = hearth_vocab_load(g, o, out);
+    hearth_gguf_close(g);
+    unlink(path);
+    return st;
+}
+
+START_TEST(test_bpe_merge_order)
+{
+#ifndef HAVE_PCRE2
+    return; /* byte-level BPE needs PCRE2 (test_unknown_pretokenizer checks the error) */
+#endif
+    /* Merges apply by rank, not left to right: "b c" (rank 0) is taken
+     * before "a b" (rank 1), after which no merge joins "a" and "bc". */
+    static const char *const tokens[] = {"a", "b", "c", "ab", "bc", "abc", "x", "aa"};
+    static const char *const merges[] = {"b c", "a b", "ab c", "nonsense", "a x", "a a"};
+    struct synth s = {"gpt2", "gpt-2", tokens, 8, NULL, NULL, merges, 6, -1};
+    hearth_vocab *v;
+    ck_assert_msg(load_synth(&s, NULL, &v) == HEARTH_OK, "%s", hearth_last_error());
+    size_t n;
+    hearth_token *ids = tokenize(v, "abc", 3, 0, &n);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(ids[0], 0);
+    ck_assert_int_eq(ids[1], 4);
+    free(ids);
+    /* of overlapping equal pairs the leftmost merges: "aaa" is "aa" "a" */
+    ids = tokenize(v, "aaa", 3, 0, &n);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(ids[0], 7);
+    ck_assert_int_eq(ids[1], 0);
+    free(ids);
+    /* "a x" names no token "ax": unusable, so no merge */
+    ids = tokenize(v, "ax", 2, 0, &n);
+    ck_assert_uint_eq(n, 2);
+    free(ids);
+    /* a byte with no token and no <unk> cannot be written */
+    ids = tokenize(v, "az", 2, 0, &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(ids[0], 0);
+    free(ids);
+    hearth_vocab_free(v);
+}
+END_TEST
+
+START_TEST(test_spm_scores_and_unknown)
+{
+    /* A SentencePiece vocabulary without byte tokens: the higher score
+     * wins ("▁ab" over "▁a" + "b"), and a character it has no piece for
+     * becomes <unk>, which cannot round-trip. */
+    static const char *const tokens[] = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b",
+                                         "\xE2\x96\x81" "a", "ab", "\xE2\x96\x81" "ab"};
+    static const float scores[] = {0, 0, 0, -1, -2, -2, -3, -1, -5};
+    static const int32_t types[] = {2, 3, 3, 1, 1, 1, 1, 1, 1};
+    struct synth s = {"llama", NULL, tokens, 9, scores, types, NULL, 0, 0};
+    hearth_vocab *v;
+    ck_assert_msg(load_synth(&s, NULL, &v) == HEARTH_OK, "%s", hearth_last_error());
+    size_t n;
+    /* "▁ab": pairs "▁a" (-3) and "ab" (-1): "ab" first, then "▁"+"ab"
+     * makes "▁ab" */
+    hearth_token *ids = tokenize(v, "ab", 2, 0, &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(ids[0], 8);
+    free(ids);
+    ids = tokenize(v, "a\xE2\x82\xAC", 4, 0, &n); /* "a€" */
+    ck_assert_uint_eq(n, 4);
+    ck_assert_int_eq(ids[0], 6);
+    for (size_t i = 1; i < n; i++) ck_assert_int_eq(ids[i], 0); /* one <unk> per byte */
+    size_t len;
+    char *text = detokenize(v, ids, n, 0, &len);
+    ck_assert_str_eq(text, "a");
+    free(text);
+    free(ids);
+    hearth_vocab_free(v);
+}
+END_TEST
+
+START_TEST(test_leftmost_longest_special)
+{
+#ifndef HAVE_PCRE2
+    return; /* byte-level BPE needs PCRE2 */
+#endif
+    static const char *const tokens[] = {"<", "a", ">", "b", "<a>", "<a><b>", "<b>", "<a><"};
+    static const int32_t types[] = {1, 1, 1, 1, 3, 3, 4, 1};
+    static const char *const merges[] = {"< a"};
+    struct synth s = {"gpt2", NULL, tokens, 8, NULL, types, merges, 1, -1};
+    hearth_vocab *v;
+    ck_assert_msg(load_synth(&s, NULL, &v) == HEARTH_OK, "%s", hearth_last_error());
+    ck_assert_str_eq(hearth_vocab_pretokenizer(v), "default");
+    size_t n;
+    hearth_token *ids = tokenize(v, "<a><b><a>b<b", 12, HEARTH_TOKENIZE_PARSE_SPECIAL, &n);
+    ck_assert_uint_eq(n, 5);
+    ck_assert_int_eq(ids[0], 5); /* "<a><b>", not "<a>" then "<b>" */
+    ck_assert_int_eq(ids[1], 4);
+    ck_assert_int_eq(ids[2], 3);
+    ck_assert_int_eq(ids[3], 0);
+    ck_assert_int_eq(ids[4], 3);
+    free(ids);
+    hearth_vocab_free(v);
+}
+END_TEST
+
+/* User-defined tokens are vocabulary entries the model's own tokenizer
+ * always matches (added whitespace runs, "<b>" here); control tokens
+ * ("<a>") only with HEARTH_TOKENIZE_PARSE_SPECIAL. */
+START_TEST(test_user_defined_always_matched)
+{
+#ifndef HAVE_PCRE2
+    return; /* byte-level BPE needs PCRE2 */
+#endif
+    static const char *const tokens[] = {"<", "a", ">", "b", "<a>", "<b>"};
+    static const int32_t types[] = {1, 1, 1, 1, 3, 4};
+    static const char *const merges[] = {"a b"};
+    struct synth s = {"gpt2", NULL, tokens, 6, NULL, types, merges, 1, -1};
+    hearth_vocab *v;
+    ck_assert_msg(load_synth(&s, NULL, &v) == HEARTH_OK, "%s", hearth_last_error());
+    size_t n;
+    hearth_token *ids = tokenize(v, "<a><b>", 6, 0, &n);
+    ck_assert_uint_eq(n, 4); /* "<" "a" ">" then the user-defined "<b>" */
+    ck_assert_int_eq(ids[0], 0);
+    ck_assert_int_eq(ids[1], 1);
+    ck_assert_int_eq(ids[2], 2);
+    ck_assert_int_eq(ids[3], 5);
+    free(ids);
+    ids = tokenize(v, "<a><b>", 6, HEARTH_TOKENIZE_PARSE_SPECIAL, &n);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(ids[0], 4);
+    ck_assert_int_eq(ids[1], 5);
+    free(ids);
+    hearth_vocab_free(v);
+}
+END_TEST
+
+START_TEST(test_unknown_pretokenizer)
+{
+    static const char *const tokens[] = {"a", "b", "ab"};
+    static const char *const merges[] = {"a b"};
+    struct synth s = {"gpt2", "no-such-pre", tokens, 3, NULL, NULL, merges, 1, -1};
+    hearth_vocab *v;
+    hearth_status st = load_synth(&s, NULL, &v);
+#ifdef HAVE_PCRE2
+    ck_assert_int_eq(st, HEARTH_E_UNSUPPORTED);
+    const char *msg = hearth_last_error();
+    ck_assert_ptr_nonnull(strstr(msg, "'no-such-pre'"));
+    ck_assert_ptr_nonnull(strstr(msg, "llama-bpe"));
+    ck_assert_ptr_nonnull(strstr(msg, "qwen2"));
+    hearth_vocab_options force = {true};
+    ck_assert_int_eq(load_synth(&s, &force, &v), HEARTH_OK);
+    ck_assert_str_eq(hearth_vocab_pretokenizer(v), "default");
+    size_t n;
+    hearth_token *ids = tokenize(v, "ab", 2, 0, &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(ids[0], 2);
+    free(ids);
+    hearth_vocab_free(v);
+    ck_assert_ptr_nonnull(strstr(hearth_vocab_supported_pretokenizers(), "deepseek-coder"));
+#else
+    ck_assert_int_eq(st, HEARTH_E_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "PCRE2"));
+#endif
+}
+END_TEST
+
+START_TEST(test_malformed_vocabularies)
+{
+    static const char *const tokens[] = {"<unk>", "a"};
+    static const float scores[] = {0, 0, 0};
+    static const int32_t types[] = {2, 1};
+    hearth_vocab *v;
+
+    struct synth none = {NULL, NULL, tokens, 2, NULL, NULL, NULL, 0, -1};
+    ck_assert_int_eq(load_synth(&none, NULL, &v), HEARTH_E_NOT_FOUND);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "no tokenizer"));
+
+    struct synth bert = {"bert", NULL, tokens, 2, NULL, NULL, NULL, 0, -1};
+    ck_assert_int_eq(load_synth(&bert, NULL, &v), HEARTH_E_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "'bert'"));
+
+    struct synth no_tokens = {"llama", NULL, NULL, 0, NULL, NULL, NULL, 0, -1};
+    ck_assert_int_eq(load_synth(&no_tokens, NULL, &v), HEARTH_E_FORMAT);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "tokenizer.ggml.tokens"));
+
+    /* three scores for two tokens */
+    hearth_gguf_writer *w;
+    char path[] = "/tmp/hearth-vocab-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    ck_assert_int_eq(hearth_gguf_writer_new(&w), HEARTH_OK);
+    hearth_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+    hearth_gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", tokens, 2);
+    hearth_gguf_writer_set_array(w, "tokenizer.ggml.scores", HEARTH_GGUF_FLOAT32, scores, 3);
+    ck_assert_int_eq(hearth_gguf_writer_write(w, path), HEARTH_OK);
+    hearth_gguf_writer_free(w);
+    hearth_gguf *g;
+    ck_assert_int_eq(hearth_gguf_open(path, &g), HEARTH_OK);
+    ck_assert_int_eq(hearth_vocab_load(g, NULL, &v), HEARTH_E_FORMAT);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "tokenizer.ggml.scores"));
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), path));
+    hearth_gguf_close(g);
+
+    /* token types given as strings */
+    ck_assert_int_eq(hearth_gguf_writer_new(&w), HEARTH_OK);
+    hearth_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+    hearth_gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", tokens, 2);
+    hearth_gguf_writer_set_str_array(w, "tokenizer.ggml.token_type", tokens, 2);
+    ck_assert_int_eq(hearth_gguf_writer_write(w, path), HEARTH_OK);
+    hearth_gguf_writer_free(w);
+    ck_assert_int_eq(hearth_gguf_open(path, &g), HEARTH_OK);
+    ck_assert_int_eq(hearth_vocab_load(g, NULL, &v), HEARTH_E_FORMAT);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "tokenizer.ggml.token_type"));
+    hearth_gguf_close(g);
+    unlink(path);
+
+    /* a byte-level vocabulary without merges */
+    struct synth no_merges = {"gpt2", "gpt-2", tokens, 2, NULL, types, NULL, 0, -1};
+    hearth_status st = load_synth(&no_merges, NULL, &v);
+    ck_assert_int_ne(st, HEARTH_OK);
+
+    /* out-of-range special ids mean "none" */
+    struct synth bad_unk = {"llama", NULL, tokens, 2, NULL, types, NULL, 0, 4294967295LL};
+    ck_assert_int_eq(load_synth(&bad_unk, NULL, &v), HEARTH_OK);
+    ck_assert_int_eq(hearth_vocab_special(v, HEARTH_SPECIAL_UNK), HEARTH_TOKEN_NONE);
+    /* two tokens: not enough for SentencePiece's conventional BOS/EOS */
+    ck_assert_int_eq(hearth_vocab_special(v, HEARTH_SPECIAL_BOS), HEARTH_TOKEN_NONE);
+    ck_assert(!hearth_vocab_adds_bos(v));
+    hearth_vocab_free(v);
+}
+END_TEST
+
+/* ---- untrusted text ---------------------------------------------------------- */
+
+START_TEST(test_hostile_text)
+{
+    if (!test_require_data()) return;
+    /* Long runs that stress the pre-tokenizer expressions and the merge
+     * queues, and random bytes; every byte must come back. */
+    hearth_vocab *vocabs[4];
+    for (int k = 0; k < 4; k++) {
+        char path[256];
+        snprintf(path, sizeof path, "vocab/%s.gguf", shared_vocabs[k]);
+        vocabs[k] = load_shared(path);
+    }
+    size_t size = 200000;
+    char *text = malloc(size);
+    test_rng rng;
+    test_rng_seed(&rng, 42);
+    for (int pattern = 0; pattern < 5; pattern++) {
+        for (size_t i = 0; i < size; i++) {
+            switch (pattern) {
+            case 0: text[i] = ' '; break;
+            case 1: text[i] = i + 1 < size ? ' ' : 'x'; break;
+            case 2: text[i] = "\n \t\r"[test_rng_next(&rng) % 4]; break;
+            case 3: text[i] = (char)test_rng_next(&rng); break;
+            default: text[i] = i < size / 2 ? ' ' : '7'; break;
+            }
+        }
+        for (int k = 0; k < 4; k++) {
+            if (!vocabs[k]) continue;
+            size_t n, len;
+            hearth_token *ids = tokenize(vocabs[k], text, size, HEARTH_TOKENIZE_PARSE_SPECIAL, &n);
+            char *back = detokenize(vocabs[k], ids, n, HEARTH_DECODE_SPECIAL, &len);
+            ck_assert_msg(len == size && memcmp(back, text, size) == 0,
+                          "%s: pattern %d does not round-trip", shared_vocabs[k], pattern);
+            free(back);
+            free(ids);
+        }
+    }
+    free(text);
+    for (int k = 0; k < 4; k++) hearth_vocab_free(vocabs[k]);
+}
+END_TEST
+
+START_TEST(test_concurrent_use)
+{
+    if (!test_require_data()) return;
+    /* One vocabulary, many threads: every call keeps its own scratch
+     * space, so each thread gets the tokens a lone call gets. */
+    hearth_vocab *vocabs[2] = {load_shared("vocab/vocab-qwen3.gguf"),
+                               load_shared("vocab/ggml-vocab-llama-spm.gguf")};
+    size_t len;
+    char *text = test_read_file(test_data_path("text/GPL-3.txt"), &len);
+    for (int k = 0; k < 2; k++) {
+        if (!vocabs[k]) continue;
+        size_t n_ref;
+        hearth_token *ref = tokenize(vocabs[k], text, len, HEARTH_TOKENIZE_ADD_SPECIAL, &n_ref);
+        int mismatches = 0;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(4) reduction(+ : mismatches)
+#endif
+        for (int i = 0; i < 8; i++) {
+            size_t cap = len + 16, n;
+            hearth_token *ids = malloc(cap * sizeof *ids);
+            if (!ids || hearth_tokenize(vocabs[k], text, len, HEARTH_TOKENIZE_ADD_SPECIAL, ids, cap,
+                                        &n) != HEARTH_OK ||
+                n != n_ref || memcmp(ids, ref, n * sizeof *ids) != 0)
+                mismatches++;
+            free(ids);
+        }
+        ck_assert_int_eq(mismatches, 0);
+        free(ref);
+    }
+    free(text);
+    hearth_vocab_free(vocabs[0]);
+    hearth_vocab_free(vocabs[1]);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("tokenizer");
+    TCase *tc = tcase_create("shared");
+    tcase_add_loop_test(tc, test_reference_tokenizations, 0, (int)HEARTH_ARRAY_LEN(shared_vocabs));
+    tcase_add_test(tc, test_stories_once_upon_a_time);
+    tcase_add_test(tc, test_special_ids);
+    tcase_add_test(tc, test_special_ids_bpe);
+    tcase_add_test(tc, test_parse_special);
+    tcase_add_test(tc, test_parse_special_spm);
+    tcase_add_test(tc, test_pieces_and_leading_space);
+    tcase_add_test(tc, test_byte_level_pieces);
+    tcase_add_test(tc, test_hostile_text);
+    tcase_add_test(tc, test_concurrent_use);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("built");
+    tcase_add_test(tc, test_bpe_merge_order);
+    tcase_add_test(tc, test_spm_scores_and_unknown);
+    tcase_add_test(tc, test_leftmost_longest_special);
+    tcase_add_test(tc, test_user_defined_always_matched);
+    tcase_add_test(tc, test_unknown_pretokenizer);
+    tcase_add_test(tc, test_malformed_vocabularies);
+    suite_add_tcase(s, tc);
+    return test_run_suite(s);
+}
