@@ -9,7 +9,9 @@
  * back with blocking reads, which is also where errors of earlier kernels
  * surface.
  *
- * Matrix products: batches of up to GEMV_MAX_TOKENS tokens (decode) use
+ * Matrix products first round the activations to the format the CPU's
+ * products use for the weight type (activations.cl), so both compute the
+ * same dot products.  Batches of up to GEMV_MAX_TOKENS tokens (decode) use
  * the GEMV kernels; larger ones (prefill) use CLBlast's SGEMM on weight
  * tiles dequantized on the device (the default: 4 to 8 times faster than
  * the tiled kernel on an OpenCL implementation running on the CPU), or our
@@ -28,6 +30,7 @@
 #include <clblast_c.h>
 
 #include "backend.h"
+#include "kernels.h"
 #include "kv_cache.h"
 
 #define GEMV_MAX_TOKENS 4
@@ -39,12 +42,12 @@ enum prefill_path { PREFILL_TILED, PREFILL_CLBLAST, PREFILL_GEMV };
 
 enum kernel_id {
     K_RMSNORM, K_ROPE, K_KV_STORE_F32, K_KV_STORE_F16, K_ATTENTION_F32, K_ATTENTION_F16,
-    K_ADD, K_ADD_BIAS, K_SWIGLU, K_FIXED_COUNT
+    K_ADD, K_ADD_BIAS, K_SWIGLU, K_ACT_Q8_0, K_ACT_Q8_K, K_FIXED_COUNT
 };
 
 static const char *const fixed_kernel_names[K_FIXED_COUNT] = {
     "rmsnorm", "rope", "kv_store_f32", "kv_store_f16", "attention_f32", "attention_f16",
-    "vec_add", "add_bias", "swiglu",
+    "vec_add", "add_bias", "swiglu", "act_round_q8_0", "act_round_q8_k",
 };
 
 enum matmul_kind { MM_GEMV, MM_GEMM, MM_DEQUANT, MM_KINDS };
@@ -69,6 +72,8 @@ struct ocl_backend {
     int64_t pos_n, pos_capacity;
     cl_mem tile;                  /* dequantized weights for CLBlast */
     size_t tile_floats;
+    cl_mem xq;                    /* activations rounded to their product format */
+    size_t xq_floats;
     struct kv_cache *kv;
     int32_t first_layer;
 };
@@ -286,7 +291,7 @@ static hearth_status ocl_copy_rows(struct hearth_backend *be, struct act *dst, c
 /* ---- matrix product -------------------------------------------------------------------- */
 
 static hearth_status matmul_gemv(struct ocl_backend *b, struct act *out, const struct weight *w,
-                                 const struct act *in)
+                                 const struct act *in, cl_mem x)
 {
     cl_kernel k;
     HEARTH_TRY(matmul_kernel(b, MM_GEMV, w->type, &k));
@@ -296,7 +301,7 @@ static hearth_status matmul_gemv(struct ocl_backend *b, struct act *out, const s
         HEARTH_TRY(kernel_group_limit(b, k, &limit));
         wg = b->wg_gemv[w->type] = pow2_at_most(limit, 64);
     }
-    cl_mem wm = w->dev, x = mem(in), y = mem(out);
+    cl_mem wm = w->dev, y = mem(out);
     cl_uint row_bytes = (cl_uint)w->row_bytes;
     cl_int n_in = (cl_int)w->n_in, n_out = (cl_int)w->n_out;
     const struct karg args[] = {ARG(wm), ARG(row_bytes), ARG(n_in), ARG(n_out), ARG(x), ARG(y),
@@ -307,11 +312,11 @@ static hearth_status matmul_gemv(struct ocl_backend *b, struct act *out, const s
 }
 
 static hearth_status matmul_tiled(struct ocl_backend *b, struct act *out, const struct weight *w,
-                                  const struct act *in)
+                                  const struct act *in, cl_mem x)
 {
     cl_kernel k;
     HEARTH_TRY(matmul_kernel(b, MM_GEMM, w->type, &k));
-    cl_mem wm = w->dev, x = mem(in), y = mem(out);
+    cl_mem wm = w->dev, y = mem(out);
     cl_uint row_bytes = (cl_uint)w->row_bytes;
     cl_int n_in = (cl_int)w->n_in, n_out = (cl_int)w->n_out, n_tok = (cl_int)in->rows;
     const struct karg args[] = {ARG(wm), ARG(row_bytes), ARG(n_in), ARG(n_out), ARG(x), ARG(y),
@@ -340,12 +345,12 @@ static bool clblast_unusable(CLBlastStatusCode status)
 /* out = in x W^T with W in row tiles expanded to floats on the device
  * (F32 weights are used as they are). */
 static hearth_status matmul_clblast(struct ocl_backend *b, struct act *out, const struct weight *w,
-                                    const struct act *in)
+                                    const struct act *in, cl_mem x)
 {
     const size_t n_tok = (size_t)in->rows, n_in = (size_t)w->n_in, n_out = (size_t)w->n_out;
     if (w->type == HEARTH_TYPE_F32) {
         CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo,
-                                           CLBlastTransposeYes, n_tok, n_out, n_in, 1.0f, mem(in), 0,
+                                           CLBlastTransposeYes, n_tok, n_out, n_in, 1.0f, x, 0,
                                            n_in, (cl_mem)w->dev, 0, n_in, 0.0f, mem(out), 0, n_out,
                                            &b->queue, NULL);
         return s == CLBlastSuccess ? HEARTH_OK : clblast_fail(b, s, w);
@@ -374,11 +379,46 @@ static hearth_status matmul_clblast(struct ocl_backend *b, struct act *out, cons
                                     ARG(b->tile)};
         HEARTH_TRY(run_items(b, k, args, 6, (n_in + 31) / 32 * rows));
         CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo,
-                                           CLBlastTransposeYes, n_tok, rows, n_in, 1.0f, mem(in), 0,
+                                           CLBlastTransposeYes, n_tok, rows, n_in, 1.0f, x, 0,
                                            n_in, b->tile, 0, n_in, 0.0f, mem(out), r0, n_out,
                                            &b->queue, NULL);
         if (s != CLBlastSuccess) return clblast_fail(b, s, w);
     }
+    return HEARTH_OK;
+}
+
+/* The activations as the CPU's product for the weight type sees them:
+ * *x is in itself for float formats, else b->xq holding in rounded to
+ * Q8_0/Q8_1 or Q8_K values. */
+static hearth_status round_activations(struct ocl_backend *b, const struct act *in, hearth_type act_type,
+                                       cl_mem *x)
+{
+    *x = mem(in);
+    if (act_type == HEARTH_TYPE_F32) return HEARTH_OK;
+    const bool k_quant = act_type == HEARTH_TYPE_Q8_K;
+    if (act_type != HEARTH_TYPE_Q8_0 && act_type != HEARTH_TYPE_Q8_1 && !k_quant)
+        return hearth_error(HEARTH_E_INTERNAL, "activation format %s has no device kernel",
+                            hearth_type_name(act_type));
+    const int64_t block = k_quant ? 256 : 32;
+    if (in->width % block != 0)
+        return hearth_error(HEARTH_E_INTERNAL, "activation rows of %lld are not whole %s blocks",
+                            (long long)in->width, hearth_type_name(act_type));
+    const size_t n = (size_t)(in->rows * in->width);
+    if (n > b->xq_floats) {
+        cl_int err;
+        cl_mem m = clCreateBuffer(b->dev->ctx, CL_MEM_READ_WRITE, n * sizeof(float), NULL, &err);
+        if (!m) return ocl_fail(err, "allocating %zu bytes for rounded activations", n * sizeof(float));
+        if (b->xq) clReleaseMemObject(b->xq);
+        b->xq = m;
+        b->xq_floats = n;
+    }
+    cl_kernel k;
+    HEARTH_TRY(fixed_kernel(b, k_quant ? K_ACT_Q8_K : K_ACT_Q8_0, &k));
+    cl_mem src = mem(in);
+    cl_int n_blocks = (cl_int)(n / (size_t)block);
+    const struct karg args[] = {ARG(src), ARG(b->xq), ARG(n_blocks)};
+    HEARTH_TRY(run_items(b, k, args, 3, (size_t)n_blocks));
+    *x = b->xq;
     return HEARTH_OK;
 }
 
@@ -426,9 +466,11 @@ static hearth_status ocl_matmul(struct hearth_backend *be, struct act *out, cons
             limit >= GEMM_TILE * GEMM_TILE && b->dev->local_mem_bytes >= 20 * 1024 ? 1 : -1;
     }
     if (path == PREFILL_TILED && b->tiled_ok[w->type] < 0) path = PREFILL_GEMV;
-    if (path == PREFILL_GEMV) st = matmul_gemv(b, out, w, in);
-    else if (path == PREFILL_CLBLAST) st = matmul_clblast(b, out, w, in);
-    else st = matmul_tiled(b, out, w, in);
+    cl_mem x;
+    HEARTH_TRY(round_activations(b, in, hearth_kernels_get()->act_type[w->type], &x));
+    if (path == PREFILL_GEMV) st = matmul_gemv(b, out, w, in, x);
+    else if (path == PREFILL_CLBLAST) st = matmul_clblast(b, out, w, in, x);
+    else st = matmul_tiled(b, out, w, in, x);
     if (st && path == PREFILL_CLBLAST && !b->clblast_worked && clblast_unusable(b->clblast_status)) {
         /* CLBlast could not build or tune its kernels for this device */
         b->prefill = PREFILL_TILED;
@@ -648,6 +690,7 @@ void backend_opencl_free(struct hearth_backend *be)
                 if (b->matmul[m][t]) clReleaseKernel(b->matmul[m][t]);
         if (b->pos) clReleaseMemObject(b->pos);
         if (b->tile) clReleaseMemObject(b->tile);
+        if (b->xq) clReleaseMemObject(b->xq);
         if (b->queue) clReleaseCommandQueue(b->queue);
         free(b->pos_host);
         free(b);

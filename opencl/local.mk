@@ -6,6 +6,7 @@
 OPENCL_KERNELS = \
 	opencl/kernels/common.cl \
 	opencl/kernels/dequant.cl \
+	opencl/kernels/activations.cl \
 	opencl/kernels/matmul.cl \
 	opencl/kernels/norm.cl \
 	opencl/kernels/rope.cl \

@@ -24,6 +24,7 @@
 
 #ifdef HAVE_OPENCL
 #include "backend.h"
+#include "kernels.h"
 #include "kv_cache.h"
 #include "model.h"
 #include "ocl.h"
@@ -183,9 +184,26 @@ static struct weight make_weight(struct fixture *f, test_rng *rng, hearth_type t
     return w;
 }
 
-/* The device product against sum_k w[r][k] x[t][k] over the reference
- * dequantization, in double: the error allowed is a small multiple of
- * float rounding of sum_k |w x|. */
+/* x rounded as the CPU's product for weights of `type` rounds it: to the
+ * values of its activation format (Q8_0, Q8_1, Q8_K), by the reference
+ * quantizer of src/quant.c. */
+static float *round_like_cpu(hearth_type type, const float *x, int64_t n_tok, int64_t n_in)
+{
+    const hearth_type at = hearth_kernels_scalar()->act_type[type];
+    float *r = malloc((size_t)(n_tok * n_in) * sizeof *r);
+    void *q = malloc(hearth_type_row_bytes(at, n_in) + 1);
+    for (int64_t t = 0; t < n_tok; t++) {
+        ck_assert(quant_quantize_row(at, x + t * n_in, q, n_in));
+        ck_assert(quant_dequantize_row(at, q, r + t * n_in, n_in));
+    }
+    free(q);
+    return r;
+}
+
+/* The device product against (1) sum_k w[r][k] x[t][k] in double over the
+ * reference dequantization of the weights and of the activations as the
+ * CPU rounds them, and (2) the CPU backend's product, its twin: the error
+ * allowed is a small multiple of float rounding of sum_k |w x|. */
 static void check_matmul(struct fixture *f, test_rng *rng, hearth_type type, int64_t n_in,
                          int64_t n_out, int64_t n_tok)
 {
@@ -193,11 +211,18 @@ static void check_matmul(struct fixture *f, test_rng *rng, hearth_type type, int
     void *bytes;
     struct weight w = make_weight(f, rng, type, n_in, n_out, &wref, &bytes);
     float *x = random_floats(rng, (size_t)(n_tok * n_in), 1.0);
+    float *xr = round_like_cpu(type, x, n_tok, n_in);
+    struct act cpu_in, cpu_out;
+    ck_assert_int_eq(f->cpu->ops->act_alloc(f->cpu, &cpu_in, n_tok, n_in), HEARTH_OK);
+    ck_assert_int_eq(f->cpu->ops->act_alloc(f->cpu, &cpu_out, n_tok, n_out), HEARTH_OK);
+    ck_assert_int_eq(f->cpu->ops->act_upload(f->cpu, &cpu_in, x, n_tok), HEARTH_OK);
+    hearth_status st = f->cpu->ops->matmul(f->cpu, &cpu_out, &w, &cpu_in);
+    ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
     struct act in, out;
     ck_assert_int_eq(f->gpu->ops->act_alloc(f->gpu, &in, n_tok, n_in), HEARTH_OK);
     ck_assert_int_eq(f->gpu->ops->act_alloc(f->gpu, &out, n_tok, n_out), HEARTH_OK);
     ck_assert_int_eq(f->gpu->ops->act_upload(f->gpu, &in, x, n_tok), HEARTH_OK);
-    hearth_status st = f->gpu->ops->matmul(f->gpu, &out, &w, &in);
+    st = f->gpu->ops->matmul(f->gpu, &out, &w, &in);
     ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
     ck_assert_int_eq(out.rows, n_tok);
     ck_assert_int_eq(out.width, n_out);
@@ -207,19 +232,26 @@ static void check_matmul(struct fixture *f, test_rng *rng, hearth_type type, int
         for (int64_t r = 0; r < n_out; r++) {
             double sum = 0, mag = 0;
             for (int64_t k = 0; k < n_in; k++) {
-                sum += (double)wref[r * n_in + k] * x[t * n_in + k];
-                mag += fabs((double)wref[r * n_in + k] * x[t * n_in + k]);
+                sum += (double)wref[r * n_in + k] * xr[t * n_in + k];
+                mag += fabs((double)wref[r * n_in + k] * xr[t * n_in + k]);
             }
-            ck_assert_msg(fabs(y[t * n_out + r] - sum) <= 2e-5 * mag + 1e-30,
+            const double got = y[t * n_out + r], cpu = cpu_out.host[t * n_out + r];
+            ck_assert_msg(fabs(got - sum) <= 2e-5 * mag + 1e-30,
                           "%s %lld x %lld, %lld tokens: y[%lld][%lld] = %.9g, reference %.9g",
                           hearth_type_name(type), (long long)n_out, (long long)n_in,
-                          (long long)n_tok, (long long)t, (long long)r, (double)y[t * n_out + r],
-                          sum);
+                          (long long)n_tok, (long long)t, (long long)r, got, sum);
+            ck_assert_msg(fabs(got - cpu) <= 4e-5 * mag + 1e-30,
+                          "%s %lld x %lld, %lld tokens: y[%lld][%lld] = %.9g, CPU %.9g",
+                          hearth_type_name(type), (long long)n_out, (long long)n_in,
+                          (long long)n_tok, (long long)t, (long long)r, got, cpu);
         }
     f->gpu->ops->act_free(f->gpu, &in);
     f->gpu->ops->act_free(f->gpu, &out);
+    f->cpu->ops->act_free(f->cpu, &cpu_in);
+    f->cpu->ops->act_free(f->cpu, &cpu_out);
     clReleaseMemObject(w.dev);
     free(y);
+    free(xr);
     free(x);
     free(wref);
     free(bytes);
