@@ -9,15 +9,22 @@
  * back with blocking reads, which is also where errors of earlier kernels
  * surface.
  *
- * Matrix products first round the activations to the format the CPU's
- * products use for the weight type (activations.cl), so both compute the
- * same dot products.  Batches of up to GEMV_MAX_TOKENS tokens (decode) use
- * the GEMV kernels; larger ones (prefill) use CLBlast's SGEMM on weight
- * tiles dequantized on the device (the default: 4 to 8 times faster than
- * the tiled kernel on an OpenCL implementation running on the CPU), or our
- * tiled GEMM kernel, or GEMV, as HEARTH_OPENCL_GEMM (clblast, tiled, gemv)
- * chooses.  When CLBlast cannot build its kernels for the device, the
- * backend uses the tiled kernel from then on.
+ * The operations compute what the CPU backend computes, in the same
+ * order where the CPU fixes one, so that offloading does not change the
+ * results.  Quantized weights multiply activations converted to the
+ * CPU's activation format (activations.cl) with the CPU's summation order
+ * (matmul_exact.cl): on a device with double precision the products, like
+ * the norms, RoPE, attention and SwiGLU, are bit-identical to the CPU's.
+ * Float weights (F32, F16, BF16), whose CPU products promise agreement
+ * only within rounding, use GEMV for batches of up to GEMV_MAX_TOKENS
+ * tokens and CLBlast's SGEMM for prefill.
+ *
+ * HEARTH_OPENCL_GEMM chooses another prefill path for every weight type:
+ * clblast (CLBlast's SGEMM on weight tiles expanded to floats on the
+ * device, with the activations rounded as the CPU rounds them), tiled (our
+ * tiled kernel) or gemv; they agree with the CPU within rounding, not
+ * bit for bit.  When CLBlast cannot build its kernels for the device, the
+ * tiled kernel is used instead.
  */
 #include "ocl.h"
 
@@ -35,23 +42,31 @@
 
 #define GEMV_MAX_TOKENS 4
 #define GEMM_TILE 16                     /* matmul.cl */
-#define ATT_DIMS_PER_ITEM 8              /* attention.cl */
+#define EXACT_ROWS 8                     /* matmul_exact.cl */
 #define CLBLAST_TILE_FLOATS (1u << 22)   /* 16 MiB of dequantized weights at a time */
+#define SCORE_FLOATS (1u << 22)          /* attention scores of a token chunk */
 
-enum prefill_path { PREFILL_TILED, PREFILL_CLBLAST, PREFILL_GEMV };
+/* How a matrix product runs.  Batches of more than GEMV_MAX_TOKENS tokens
+ * follow HEARTH_OPENCL_GEMM: EXACT (the default) uses the exact kernels for
+ * quantized weights and CLBlast for float weights; TILED, CLBLAST and GEMV
+ * apply to every weight type.  Smaller batches use GEMV_EXACT: the exact
+ * kernels for quantized weights, GEMV for float weights. */
+enum prefill_path { PREFILL_EXACT, PREFILL_TILED, PREFILL_CLBLAST, PREFILL_GEMV, PREFILL_GEMV_EXACT };
 
 enum kernel_id {
     K_RMSNORM, K_ROPE, K_KV_STORE_F32, K_KV_STORE_F16, K_ATTENTION_F32, K_ATTENTION_F16,
-    K_ADD, K_ADD_BIAS, K_SWIGLU, K_ACT_Q8_0, K_ACT_Q8_K, K_FIXED_COUNT
+    K_ADD, K_ADD_BIAS, K_SWIGLU, K_ACT_Q8_0, K_ACT_Q8_K, K_QUANT_Q8_0, K_QUANT_Q8_K, K_FIXED_COUNT
 };
 
 static const char *const fixed_kernel_names[K_FIXED_COUNT] = {
     "rmsnorm", "rope", "kv_store_f32", "kv_store_f16", "attention_f32", "attention_f16",
-    "vec_add", "add_bias", "swiglu", "act_round_q8_0", "act_round_q8_k",
+    "vec_add", "add_bias", "swiglu", "act_round_q8_0", "act_round_q8_k", "act_quantize_q8_0",
+    "act_quantize_q8_k",
 };
 
-enum matmul_kind { MM_GEMV, MM_GEMM, MM_DEQUANT, MM_KINDS };
-static const char *const matmul_prefix[MM_KINDS] = {"gemv", "gemm", "dequant"};
+enum matmul_kind { MM_GEMV, MM_GEMM, MM_DEQUANT, MM_EXACT_GEMV, MM_EXACT_GEMM, MM_KINDS };
+static const char *const matmul_prefix[MM_KINDS] = {"gemv", "gemm", "dequant", "exact_gemv",
+                                                    "exact_gemm"};
 
 struct ocl_backend {
     const hearth_model *model;
@@ -73,7 +88,13 @@ struct ocl_backend {
     cl_mem tile;                  /* dequantized weights for CLBlast */
     size_t tile_floats;
     cl_mem xq;                    /* activations rounded to their product format */
-    size_t xq_floats;
+    size_t xq_bytes;
+    cl_mem aq;                    /* activation quants, one byte each, and */
+    size_t aq_bytes;
+    cl_mem ad;                    /* their block scales, for the exact products */
+    size_t ad_bytes;
+    cl_mem scores;                /* attention scores */
+    size_t scores_bytes;
     struct kv_cache *kv;
     int32_t first_layer;
 };
@@ -387,6 +408,57 @@ static hearth_status matmul_clblast(struct ocl_backend *b, struct act *out, cons
     return HEARTH_OK;
 }
 
+/* A scratch buffer of at least `bytes`, grown (contents lost) as needed. */
+static hearth_status scratch(struct ocl_backend *b, cl_mem *buf, size_t *have, size_t bytes,
+                             const char *what)
+{
+    if (*have >= bytes) return HEARTH_OK;
+    cl_int err;
+    cl_mem m = clCreateBuffer(b->dev->ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    if (!m) return ocl_fail(err, "allocating %zu bytes for %s on the device", bytes, what);
+    if (*buf) clReleaseMemObject(*buf);
+    *buf = m;
+    *have = bytes;
+    return HEARTH_OK;
+}
+
+/* The exact product of a quantized weight (matmul_exact.cl): activations
+ * quantized to the CPU's format, then the CPU's summation order. */
+static hearth_status matmul_exact(struct ocl_backend *b, struct act *out, const struct weight *w,
+                                  const struct act *in, hearth_type act_type)
+{
+    const bool k_quant = act_type == HEARTH_TYPE_Q8_K;
+    const int64_t block = k_quant ? 256 : 32;
+    if (in->width % block != 0)
+        return hearth_error(HEARTH_E_INTERNAL, "activation rows of %lld are not whole %s blocks",
+                            (long long)in->width, hearth_type_name(act_type));
+    const size_t n = (size_t)(in->rows * in->width), n_blocks = n / (size_t)block;
+    HEARTH_TRY(scratch(b, &b->aq, &b->aq_bytes, n, "activation quants"));
+    HEARTH_TRY(scratch(b, &b->ad, &b->ad_bytes, n_blocks * sizeof(float), "activation scales"));
+    cl_kernel k;
+    HEARTH_TRY(fixed_kernel(b, k_quant ? K_QUANT_Q8_K : K_QUANT_Q8_0, &k));
+    cl_mem src = mem(in);
+    cl_int blocks = (cl_int)n_blocks;
+    const struct karg qargs[] = {ARG(src), ARG(b->aq), ARG(b->ad), ARG(blocks)};
+    HEARTH_TRY(run_items(b, k, qargs, 4, n_blocks));
+
+    const bool decode = in->rows <= GEMV_MAX_TOKENS;
+    HEARTH_TRY(matmul_kernel(b, decode ? MM_EXACT_GEMV : MM_EXACT_GEMM, w->type, &k));
+    cl_mem wm = w->dev, y = mem(out);
+    cl_uint row_bytes = (cl_uint)w->row_bytes;
+    cl_int n_in = (cl_int)w->n_in, n_out = (cl_int)w->n_out, n_tok = (cl_int)in->rows;
+    const struct karg args[] = {ARG(wm), ARG(row_bytes), ARG(n_in), ARG(n_out), ARG(b->aq),
+                                ARG(b->ad), ARG(y), ARG(n_tok)};
+    if (decode) {
+        const size_t global[3] = {8, round_up((size_t)w->n_out, EXACT_ROWS), (size_t)in->rows};
+        const size_t local[3] = {8, EXACT_ROWS, 1};
+        return run(b, k, args, 7, 3, global, local);
+    }
+    const size_t global[2] = {round_up((size_t)w->n_out, 8), round_up((size_t)in->rows, 8)};
+    const size_t local[2] = {8, 8};
+    return run(b, k, args, 8, 2, global, local);
+}
+
 /* The activations as the CPU's product for the weight type sees them:
  * *x is in itself for float formats, else b->xq holding in rounded to
  * Q8_0/Q8_1 or Q8_K values. */
@@ -404,14 +476,7 @@ static hearth_status round_activations(struct ocl_backend *b, const struct act *
         return hearth_error(HEARTH_E_INTERNAL, "activation rows of %lld are not whole %s blocks",
                             (long long)in->width, hearth_type_name(act_type));
     const size_t n = (size_t)(in->rows * in->width);
-    if (n > b->xq_floats) {
-        cl_int err;
-        cl_mem m = clCreateBuffer(b->dev->ctx, CL_MEM_READ_WRITE, n * sizeof(float), NULL, &err);
-        if (!m) return ocl_fail(err, "allocating %zu bytes for rounded activations", n * sizeof(float));
-        if (b->xq) clReleaseMemObject(b->xq);
-        b->xq = m;
-        b->xq_floats = n;
-    }
+    HEARTH_TRY(scratch(b, &b->xq, &b->xq_bytes, n * sizeof(float), "rounded activations"));
     cl_kernel k;
     HEARTH_TRY(fixed_kernel(b, k_quant ? K_ACT_Q8_K : K_ACT_Q8_0, &k));
     cl_mem src = mem(in);
@@ -455,7 +520,7 @@ static hearth_status ocl_matmul(struct hearth_backend *be, struct act *out, cons
                             w->name, (long long)in->width, (long long)w->n_in);
     HEARTH_TRY(check_fits(out, in->rows, w->n_out, w->name));
     hearth_status st;
-    enum prefill_path path = in->rows <= GEMV_MAX_TOKENS ? PREFILL_GEMV : b->prefill;
+    enum prefill_path path = in->rows <= GEMV_MAX_TOKENS ? PREFILL_GEMV_EXACT : b->prefill;
     if (path == PREFILL_TILED && b->tiled_ok[w->type] == 0) {
         /* 16 x 16 items and 16 KiB of local memory; smaller devices use GEMV */
         cl_kernel k;
@@ -465,9 +530,18 @@ static hearth_status ocl_matmul(struct hearth_backend *be, struct act *out, cons
         b->tiled_ok[w->type] =
             limit >= GEMM_TILE * GEMM_TILE && b->dev->local_mem_bytes >= 20 * 1024 ? 1 : -1;
     }
-    if (path == PREFILL_TILED && b->tiled_ok[w->type] < 0) path = PREFILL_GEMV;
+    if (path == PREFILL_TILED && b->tiled_ok[w->type] < 0) path = PREFILL_GEMV_EXACT;
+    const hearth_type act_type = hearth_kernels_get()->act_type[w->type];
+    if (act_type != HEARTH_TYPE_F32 && (path == PREFILL_EXACT || path == PREFILL_GEMV_EXACT)) {
+        HEARTH_TRY(matmul_exact(b, out, w, in, act_type));
+        out->rows = in->rows;
+        out->width = w->n_out;
+        return HEARTH_OK;
+    }
+    if (path == PREFILL_EXACT) path = PREFILL_CLBLAST;
+    if (path == PREFILL_GEMV_EXACT) path = PREFILL_GEMV;
     cl_mem x;
-    HEARTH_TRY(round_activations(b, in, hearth_kernels_get()->act_type[w->type], &x));
+    HEARTH_TRY(round_activations(b, in, act_type, &x));
     if (path == PREFILL_GEMV) st = matmul_gemv(b, out, w, in, x);
     else if (path == PREFILL_CLBLAST) st = matmul_clblast(b, out, w, in, x);
     else st = matmul_tiled(b, out, w, in, x);
@@ -505,7 +579,7 @@ static hearth_status ocl_rmsnorm(struct hearth_backend *be, struct act *out, con
     HEARTH_TRY(fixed_kernel(b, K_RMSNORM, &k));
     cl_mem x = mem(in), y = mem(out), g = w->dev;
     cl_int n = (cl_int)in->width;
-    const struct karg args[] = {ARG(x), ARG(y), ARG(g), ARG(n), ARG(eps), LOCAL_FLOATS(b->wg_rows)};
+    const struct karg args[] = {ARG(x), ARG(y), ARG(g), ARG(n), ARG(eps), LOCAL_FLOATS(2 * b->wg_rows)};
     const size_t global[1] = {(size_t)in->rows * b->wg_rows};
     const size_t local[1] = {b->wg_rows};
     HEARTH_TRY(run(b, k, args, 6, 1, global, local));
@@ -593,17 +667,29 @@ static hearth_status ocl_attention(struct hearth_backend *be, struct act *out, c
     const struct karg v_args[] = {ARG(vm), ARG(vc), ARG(b->pos), ARG(row_elems), ARG(n)};
     HEARTH_TRY(run_items(b, store, v_args, 5, items));
 
+    /* scores for as many tokens at a time as the scratch budget allows */
+    const size_t per_token = (size_t)hp->n_head * (size_t)kv->n_ctx;
+    size_t chunk = SCORE_FLOATS / per_token;
+    if (chunk < 1) chunk = 1;
+    if (chunk > (size_t)bp->n_tokens) chunk = (size_t)bp->n_tokens;
+    HEARTH_TRY(scratch(b, &b->scores, &b->scores_bytes, chunk * per_token * sizeof(float),
+                       "attention scores"));
     cl_kernel att;
     HEARTH_TRY(fixed_kernel(b, f16 ? K_ATTENTION_F16 : K_ATTENTION_F32, &att));
     cl_mem qm = mem(q), o = mem(out);
-    cl_int n_head = hp->n_head, n_head_kv = hp->n_head_kv, hd = hp->head_dim;
+    cl_int n_head = hp->n_head, n_head_kv = hp->n_head_kv, hd = hp->head_dim, n_ctx = kv->n_ctx;
     float scale = 1.0f / sqrtf((float)hp->head_dim);
-    const struct karg args[] = {ARG(qm), ARG(kc), ARG(vc), ARG(b->pos), ARG(o), ARG(n_head),
-                                ARG(n_head_kv), ARG(hd), ARG(scale), LOCAL_FLOATS(hp->head_dim),
-                                LOCAL_FLOATS(b->wg_attention)};
-    const size_t global[2] = {(size_t)hp->n_head * b->wg_attention, (size_t)bp->n_tokens};
-    const size_t local[2] = {b->wg_attention, 1};
-    HEARTH_TRY(run(b, att, args, 11, 2, global, local));
+    for (size_t t0 = 0; t0 < (size_t)bp->n_tokens; t0 += chunk) {
+        cl_int first = (cl_int)t0;
+        const size_t n_chunk = HEARTH_MIN(chunk, (size_t)bp->n_tokens - t0);
+        const struct karg args[] = {ARG(qm), ARG(kc), ARG(vc), ARG(b->pos), ARG(o), ARG(n_head),
+                                    ARG(n_head_kv), ARG(hd), ARG(scale), ARG(b->scores), ARG(n_ctx),
+                                    ARG(first), LOCAL_FLOATS(hp->head_dim),
+                                    LOCAL_FLOATS(2 * b->wg_attention)};
+        const size_t global[2] = {(size_t)hp->n_head * b->wg_attention, n_chunk};
+        const size_t local[2] = {b->wg_attention, 1};
+        HEARTH_TRY(run(b, att, args, 14, 2, global, local));
+    }
     out->rows = bp->n_tokens;
     out->width = (int64_t)hp->n_head * hp->head_dim;
     return HEARTH_OK;
@@ -632,7 +718,8 @@ static enum prefill_path prefill_from_env(void)
     const char *e = getenv("HEARTH_OPENCL_GEMM");
     if (e && strcasecmp(e, "tiled") == 0) return PREFILL_TILED;
     if (e && strcasecmp(e, "gemv") == 0) return PREFILL_GEMV;
-    return PREFILL_CLBLAST;
+    if (e && strcasecmp(e, "clblast") == 0) return PREFILL_CLBLAST;
+    return PREFILL_EXACT;
 }
 
 /* KV cache of the offloaded layers in device memory, zero-filled so that
@@ -691,6 +778,9 @@ void backend_opencl_free(struct hearth_backend *be)
         if (b->pos) clReleaseMemObject(b->pos);
         if (b->tile) clReleaseMemObject(b->tile);
         if (b->xq) clReleaseMemObject(b->xq);
+        if (b->aq) clReleaseMemObject(b->aq);
+        if (b->ad) clReleaseMemObject(b->ad);
+        if (b->scores) clReleaseMemObject(b->scores);
         if (b->queue) clReleaseCommandQueue(b->queue);
         free(b->pos_host);
         free(b);
@@ -737,11 +827,7 @@ hearth_status backend_opencl_new(const hearth_model *model, struct kv_cache *kv,
     if (!st) {
         b->wg_attention = pow2_at_most(limit, 64);
         const int32_t hd = model->hp.head_dim;
-        if ((size_t)hd > ATT_DIMS_PER_ITEM * b->wg_attention)
-            st = hearth_error(HEARTH_E_UNSUPPORTED, "head dimension %d is too large for the "
-                              "attention kernel on device %d (at most %zu)", hd, b->dev->index,
-                              ATT_DIMS_PER_ITEM * b->wg_attention);
-        else if ((size_t)hd * sizeof(float) + b->wg_attention * sizeof(float) > b->dev->local_mem_bytes)
+        if ((size_t)hd * sizeof(float) + b->wg_attention * sizeof(double) > b->dev->local_mem_bytes)
             st = hearth_error(HEARTH_E_UNSUPPORTED, "device %d has too little local memory for "
                               "attention over heads of %d", b->dev->index, hd);
     }

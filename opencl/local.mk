@@ -8,6 +8,7 @@ OPENCL_KERNELS = \
 	opencl/kernels/dequant.cl \
 	opencl/kernels/activations.cl \
 	opencl/kernels/matmul.cl \
+	opencl/kernels/matmul_exact.cl \
 	opencl/kernels/norm.cl \
 	opencl/kernels/rope.cl \
 	opencl/kernels/attention.cl \

@@ -8,11 +8,13 @@
  * the device refuses) fail clearly or fall back with the reason kept.
  *
  * Perplexity follows the method of the shared reference table (chunks of
- * 128 tokens from an empty cache, BOS first, positions 64..126 scored)
- * over a fixed pseudo-random token sequence; where the CPU backend has no
- * product for a quantized type yet, the reference is the CPU on a copy of
- * the model with every tensor dequantized to F32.  Skipped (77) without
- * an OpenCL device, see test_opencl_status().
+ * 128 tokens from an empty cache, BOS first, positions 64..126 scored),
+ * over a fixed pseudo-random token sequence for every model and over the
+ * first chunks of GPL-3.txt, tokenized with the model's own vocabulary,
+ * for some; where the CPU backend has no product for a quantized type,
+ * the reference is the CPU on a copy of the model with every tensor
+ * dequantized to F32.  Skipped (77) without an OpenCL device, see
+ * test_opencl_status().
  */
 #include "internal.h"
 
@@ -86,17 +88,17 @@ static double log_softmax_at(const float *logits, int32_t n, int32_t at)
     return logits[at] - max - log(sum);
 }
 
-static double perplexity(const hearth_model *m)
+/* Perplexity over n_chunks chunks of CHUNK tokens (modified: each chunk
+ * starts with BOS). */
+static double perplexity_of(const hearth_model *m, int32_t *tokens, int n_chunks, int32_t bos)
 {
     const int32_t V = hearth_model_n_vocab(m);
-    int32_t tokens[N_CHUNKS * CHUNK];
-    make_tokens(V, tokens, N_CHUNKS * CHUNK);
     hearth_context *c = new_context(m, CHUNK, HEARTH_TYPE_F16);
     double nll = 0;
     int scored = 0;
-    for (int ch = 0; ch < N_CHUNKS; ch++) {
+    for (int ch = 0; ch < n_chunks; ch++) {
         int32_t *chunk = tokens + ch * CHUNK;
-        chunk[0] = 1; /* BOS */
+        chunk[0] = bos;
         ck_assert_int_eq(hearth_context_rewind(c, 0), HEARTH_OK);
         hearth_status st = hearth_eval(c, chunk, CHUNK, CHUNK);
         ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
@@ -107,6 +109,33 @@ static double perplexity(const hearth_model *m)
     }
     hearth_context_free(c);
     return exp(nll / scored);
+}
+
+/* The fixed pseudo-random sequence, or (text) the first n_chunks chunks
+ * of GPL-3.txt. */
+static double perplexity(const hearth_model *m, bool text, int n_chunks)
+{
+    int32_t tokens[8 * CHUNK];
+    ck_assert_int_le(n_chunks, 8);
+    int32_t bos = 1;
+    if (!text) {
+        make_tokens(hearth_model_n_vocab(m), tokens, n_chunks * CHUNK);
+    } else {
+        const hearth_vocab *v = hearth_model_vocab(m);
+        ck_assert_ptr_nonnull(v);
+        size_t len, n;
+        char *gpl = test_read_file(test_data_path("text/GPL-3.txt"), &len);
+        hearth_token *all = malloc((len + 8) * sizeof *all);
+        ck_assert_int_eq(hearth_tokenize(v, gpl, len, HEARTH_TOKENIZE_ADD_SPECIAL, all, len + 8, &n),
+                         HEARTH_OK);
+        ck_assert_uint_ge(n, (size_t)(n_chunks * CHUNK));
+        memcpy(tokens, all, (size_t)(n_chunks * CHUNK) * sizeof *tokens);
+        if (hearth_vocab_special(v, HEARTH_SPECIAL_BOS) != HEARTH_TOKEN_NONE)
+            bos = hearth_vocab_special(v, HEARTH_SPECIAL_BOS);
+        free(all);
+        free(gpl);
+    }
+    return perplexity_of(m, tokens, n_chunks, bos);
 }
 
 /* Whether the CPU backend has a matrix product for every tensor type. */
@@ -154,8 +183,9 @@ static char *dequantized_copy(const char *path)
     return strdup(tmpl);
 }
 
-static void check_perplexity(const char *name)
+static void check_perplexity(const char *name, bool text)
 {
+    const int n_chunks = text ? 8 : N_CHUNKS;
     const char *p = model_path(name);
     char path[4096];
     snprintf(path, sizeof path, "%s", p);
@@ -164,11 +194,11 @@ static void check_perplexity(const char *name)
     const bool cpu_ok = cpu_runs(cpu);
     double ref;
     if (cpu_ok) {
-        ref = perplexity(cpu);
+        ref = perplexity(cpu, text, n_chunks);
     } else {
         char *copy = dequantized_copy(path);
         hearth_model *f32 = load(copy, 0, 0, false, HEARTH_OK);
-        ref = perplexity(f32);
+        ref = perplexity(f32, text, n_chunks);
         hearth_model_free(f32);
         unlink(copy);
         free(copy);
@@ -182,11 +212,12 @@ static void check_perplexity(const char *name)
         hearth_model *m = load(path, configs[i], 0, false, HEARTH_OK);
         ck_assert_int_eq(hearth_model_n_gpu_layers(m), HEARTH_MIN(configs[i], n_layer));
         ck_assert(hearth_model_output_on_gpu(m) == (configs[i] > n_layer));
-        const double ppl = perplexity(m);
+        const double ppl = perplexity(m, text, n_chunks);
         ck_assert_msg(fabs(ppl / ref - 1.0) < 0.005, "%s with %d GPU layers: perplexity %.6g, "
                       "CPU %.6g (%+.3f%%)", name, configs[i], ppl, ref, 100.0 * (ppl / ref - 1.0));
-        fprintf(stderr, "note: %s, %d GPU layers: perplexity %.6g, CPU%s %.6g (%+.4f%%)\n", name,
-                configs[i], ppl, cpu_ok ? "" : " (F32 copy)", ref, 100.0 * (ppl / ref - 1.0));
+        fprintf(stderr, "note: %s%s, %d GPU layers: perplexity %.6g, CPU%s %.6g (%+.4f%%)\n", name,
+                text ? " on GPL-3" : "", configs[i], ppl, cpu_ok ? "" : " (F32 copy)", ref,
+                100.0 * (ppl / ref - 1.0));
         hearth_model_free(m);
     }
 }
@@ -201,7 +232,7 @@ START_TEST(test_perplexity_llama)
     if (!test_require_data()) return;
     char name[64];
     snprintf(name, sizeof name, "micro-llama-%s.gguf", micro_types[_i]);
-    check_perplexity(name);
+    check_perplexity(name, false);
 }
 END_TEST
 
@@ -210,14 +241,26 @@ START_TEST(test_perplexity_qwen2)
     if (!test_require_data()) return;
     char name[64];
     snprintf(name, sizeof name, "micro-qwen2-%s.gguf", micro_types[_i]);
-    check_perplexity(name);
+    check_perplexity(name, false);
 }
 END_TEST
 
 START_TEST(test_perplexity_stories)
 {
     if (!test_require_data()) return;
-    check_perplexity("stories260K.gguf");
+    check_perplexity("stories260K.gguf", false);
+}
+END_TEST
+
+/* The first 8 chunks of GPL-3.txt, tokenized by each model's vocabulary. */
+START_TEST(test_perplexity_text)
+{
+    if (!test_require_data()) return;
+    static const char *const models[] = {
+        "stories260K.gguf", "micro-llama-F16.gguf", "micro-llama-Q4_K_M.gguf",
+        "micro-qwen2-Q6_K.gguf", "micro-qwen2-Q8_0.gguf",
+    };
+    check_perplexity(models[_i], true);
 }
 END_TEST
 
@@ -434,6 +477,7 @@ static Suite *offload_suite(void)
     tcase_add_loop_test(tc, test_perplexity_llama, 0, (int)HEARTH_ARRAY_LEN(micro_types));
     tcase_add_loop_test(tc, test_perplexity_qwen2, 0, (int)HEARTH_ARRAY_LEN(micro_types));
     tcase_add_test(tc, test_perplexity_stories);
+    tcase_add_loop_test(tc, test_perplexity_text, 0, 5);
     tcase_add_test(tc, test_greedy_stories);
     tcase_add_test(tc, test_prefill_decode_rewind);
     tcase_add_test(tc, test_report);

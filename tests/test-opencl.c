@@ -40,6 +40,7 @@ struct fixture {
     struct kv_cache *kv_dev;   /* every layer on the device */
     struct kv_cache *kv_cpu;   /* every layer on the host */
     cl_command_queue queue;    /* the test's own, for uploads */
+    bool exact;                /* the backend's default products, on a device with fp64 */
 };
 
 static void fixture_open(struct fixture *f, const char *gemm, const struct hparams *hp,
@@ -72,6 +73,9 @@ static void fixture_open(struct fixture *f, const char *gemm, const struct hpara
     cl_int err;
     f->queue = clCreateCommandQueue(f->om.dev->ctx, f->om.dev->id, 0, &err);
     ck_assert_int_eq(err, CL_SUCCESS);
+    cl_device_fp_config fp64 = 0;
+    clGetDeviceInfo(f->om.dev->id, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp64, &fp64, NULL);
+    f->exact = gemm == NULL && fp64 != 0;
 }
 
 static void fixture_close(struct fixture *f)
@@ -244,6 +248,12 @@ static void check_matmul(struct fixture *f, test_rng *rng, hearth_type type, int
                           "%s %lld x %lld, %lld tokens: y[%lld][%lld] = %.9g, CPU %.9g",
                           hearth_type_name(type), (long long)n_out, (long long)n_in,
                           (long long)n_tok, (long long)t, (long long)r, got, cpu);
+            /* the integer formats' summation order (simd/kernels.h) */
+            if (f->exact && hearth_type_block_elems(type) > 1)
+                ck_assert_msg(memcmp(&y[t * n_out + r], &cpu_out.host[t * n_out + r], sizeof(float)) == 0,
+                              "%s %lld x %lld, %lld tokens: y[%lld][%lld] = %.9g is not the CPU's "
+                              "%.9g bit for bit", hearth_type_name(type), (long long)n_out,
+                              (long long)n_in, (long long)n_tok, (long long)t, (long long)r, got, cpu);
         }
     f->gpu->ops->act_free(f->gpu, &in);
     f->gpu->ops->act_free(f->gpu, &out);
@@ -323,10 +333,18 @@ START_TEST(test_dequantize_exact)
 }
 END_TEST
 
+/* The default paths: decode (GEMV) and prefill batches. */
+START_TEST(test_matmul)
+{
+    static const int64_t toks[] = {1, 3, 5, 21};
+    matmul_all_types(NULL, toks, 4);
+}
+END_TEST
+
 START_TEST(test_gemv)
 {
-    static const int64_t toks[] = {1, 3};
-    matmul_all_types(NULL, toks, 2);
+    static const int64_t toks[] = {7};
+    matmul_all_types("gemv", toks, 1);
 }
 END_TEST
 
@@ -688,6 +706,7 @@ static Suite *opencl_suite(void)
     tcase_set_timeout(tc, 1200);
     tcase_add_test(tc, test_devices);
     tcase_add_test(tc, test_dequantize_exact);
+    tcase_add_test(tc, test_matmul);
     tcase_add_test(tc, test_gemv);
     tcase_add_test(tc, test_gemm_tiled);
     tcase_add_test(tc, test_gemm_clblast);

@@ -5,7 +5,13 @@
  *
  * The kernel files are concatenated in the order opencl/local.mk lists
  * them and built as one program per device.
+ *
+ * Floating-point expressions are not contracted into fused multiply-adds
+ * anywhere: the operations that mirror a CPU computation (norms, RoPE,
+ * attention, SwiGLU, the exact products) must round as the CPU does.
  */
+#pragma OPENCL FP_CONTRACT OFF
+
 #ifdef cl_khr_fp64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #define HAVE_FP64 1

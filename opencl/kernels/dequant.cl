@@ -11,7 +11,6 @@
  * types can have a row length that is not a multiple of 32 (n_in); their
  * missing elements read as 0.
  */
-#pragma OPENCL FP_CONTRACT OFF
 
 typedef __global const uchar *row_ptr;
 
@@ -211,5 +210,3 @@ void deq32_q6_k(row_ptr row, uint u, int n_in, float *out)
         }
     }
 }
-
-#pragma OPENCL FP_CONTRACT ON
