@@ -531,7 +531,7 @@ static hearth_status ocl_matmul(struct hearth_backend *be, struct act *out, cons
             limit >= GEMM_TILE * GEMM_TILE && b->dev->local_mem_bytes >= 20 * 1024 ? 1 : -1;
     }
     if (path == PREFILL_TILED && b->tiled_ok[w->type] < 0) path = PREFILL_GEMV_EXACT;
-    const hearth_type act_type = hearth_kernels_get()->act_type[w->type];
+    const hearth_type act_type = hearth_kernels_scalar()->act_type[w->type];
     if (act_type != HEARTH_TYPE_F32 && (path == PREFILL_EXACT || path == PREFILL_GEMV_EXACT)) {
         HEARTH_TRY(matmul_exact(b, out, w, in, act_type));
         out->rows = in->rows;

@@ -1,7 +1,7 @@
 /*
  * kernels.h -- the internal interface of the hot kernels: one table of
- * function pointers per instruction set, filled once at start-up from the
- * CPU's features.
+ * function pointers per instruction set, chosen once from the CPU's
+ * features (simd/dispatch.c).
  *
  * A matrix product multiplies weight rows (in their GGUF block format) by
  * activation rows that were first converted to the weight type's
@@ -12,31 +12,48 @@
  * Every kernel of every instruction set has a scalar twin in
  * simd/scalar.c, which is the reference the tests compare against.
  *
- * Summation order of the integer formats.  Block i of a dot product gives
- * an exact integer sum, weighted by the block's float factors into one
- * float contribution c_i, computed with separate multiplies and adds (no
- * fused multiply-add) in the order the scalar kernel writes.  The c_i are
- * added into DOT_LANES partial sums, c_i going to partial i % DOT_LANES in
- * order of i, and the partials p_0..p_7 are totalled as
+ * Summation order of the integer formats.  A block's (or super-block's)
+ * exact integer products are gathered into DOT_LANES = 8 integer lane
+ * sums.  Lane k holds the products of the elements 32c + 4k .. 32c + 4k + 3
+ * of every 32-element chunk c of the block -- what a 256-bit multiply-add
+ * of bytes leaves in its k-th 32-bit lane -- weighted by the chunk's
+ * integer sub-block scale; each format's scalar kernel spells out its lanes
+ * (where the mins and the offsets of biased quants go, too).  Each lane sum
+ * is converted to float and added into the lane's running float sum with
+ * fused multiply-adds (fmaf: one rounding), blocks in order.  At the end
+ * the running sums p0..p7 are totalled as
  *     ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7)).
  * Every instruction set follows this order, so the integer formats give
- * bit-identical results on every path, for every tile shape and thread
- * count.  The float types (F32, F16, BF16) sum in whatever order suits
- * each instruction set and agree across paths within rounding.
+ * bit-identical results on every path.
+ *
+ * Within one path, gemm computes every dot product exactly as vec_dot
+ * does, for every type: a token's results do not depend on the tile it
+ * falls in, on how many tokens are batched with it, or on the number of
+ * threads.  The float types (F32, F16, BF16) sum in the order that suits
+ * each instruction set, so across paths they agree within rounding.
  */
 #ifndef HEARTH_KERNELS_H
 #define HEARTH_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "hearth.h"
 
-/* Partial sums of a dot product of an integer format (see above). */
+/* Lanes of the partial sums of the integer formats (see above). */
 #define DOT_LANES 8
 
 /* *s = dot(w, x) over n elements: w one weight row of some type, x an
  * activation row in that type's activation format. */
 typedef void (*hearth_vec_dot_fn)(int64_t n, float *s, const void *w, const void *x);
+
+/* y[t * y_stride + r] = dot(w_r, x_t) for r < n_rows and t < n_tok, where
+ * w_r = w + r * w_stride bytes and x_t = x + t * x_stride bytes: a tile of
+ * weight rows times converted activation rows, each weight block loaded
+ * once for several tokens.  Each dot is bit-identical to vec_dot's. */
+typedef void (*hearth_gemm_fn)(int64_t n, int64_t n_rows, int64_t n_tok, const void *w,
+                               size_t w_stride, const void *x, size_t x_stride, float *y,
+                               int64_t y_stride);
 
 /* Convert n floats to an activation format (n a multiple of its block). */
 typedef void (*hearth_act_convert_fn)(const float *x, void *y, int64_t n);
@@ -46,19 +63,51 @@ typedef struct hearth_kernels {
     hearth_type act_type[HEARTH_TYPE_COUNT];              /* by weight type */
     hearth_act_convert_fn act_convert[HEARTH_TYPE_COUNT]; /* by activation type */
     hearth_vec_dot_fn vec_dot[HEARTH_TYPE_COUNT];         /* by weight type */
+    hearth_gemm_fn gemm[HEARTH_TYPE_COUNT];               /* by weight type */
 } hearth_kernels;
 
-/* The kernels for this CPU (or for HEARTH_CPU when set), chosen on first
- * use and fixed afterwards. */
-const hearth_kernels *hearth_kernels_get(void);
+/* The instruction-set paths, in order of preference (best last). */
+typedef enum kernel_path {
+    KERNEL_PATH_SCALAR,
+    KERNEL_PATH_AVX2,       /* AVX2 + FMA + F16C */
+    KERNEL_PATH_AVX512,     /* AVX-512 F/BW/VL on top of AVX2 */
+    KERNEL_PATH_AVX512VNNI, /* AVX-512 with VNNI byte and word dot products */
+    KERNEL_PATH_COUNT
+} kernel_path;
+
+/* "scalar", "avx2", "avx512", "avx512vnni". */
+const char *kernel_path_name(kernel_path path);
+
+/* The table of a path, or NULL when this build does not have it or this
+ * CPU cannot run it; then *why_not (if given) gets a static sentence
+ * saying which. */
+const hearth_kernels *kernel_path_table(kernel_path path, const char **why_not);
+
+/* The table for a HEARTH_CPU value: a path's name, or NULL, "" or "auto"
+ * for the best path this CPU runs.  HEARTH_E_UNSUPPORTED for a name that
+ * is unknown or whose path is unavailable, with a message saying why and
+ * which paths are available. */
+hearth_status kernel_path_choose(const char *want, const hearth_kernels **out);
+
+/* The kernels to use, chosen on first use and fixed afterwards: the path
+ * named by the HEARTH_CPU environment variable, or the best one this CPU
+ * runs.  An unknown or unavailable HEARTH_CPU is an error
+ * (HEARTH_E_UNSUPPORTED, with a message naming the paths available). */
+hearth_status hearth_kernels_select(const hearth_kernels **out);
 
 /* The scalar reference kernels. */
 const hearth_kernels *hearth_kernels_scalar(void);
 
+/* The tables of the x86 paths (simd/avx2.c, simd/avx512.c); defined only
+ * when they are built. */
+const hearth_kernels *hearth_kernels_avx2(void);
+const hearth_kernels *hearth_kernels_avx512(void);
+const hearth_kernels *hearth_kernels_avx512vnni(void);
+
 /* Whether the weight type has a matrix-product kernel. */
 static inline bool hearth_kernels_supports(const hearth_kernels *k, hearth_type t)
 {
-    return (unsigned)t < HEARTH_TYPE_COUNT && k->vec_dot[t] != NULL;
+    return (unsigned)t < HEARTH_TYPE_COUNT && k->vec_dot[t] != NULL && k->gemm[t] != NULL;
 }
 
 #endif /* HEARTH_KERNELS_H */

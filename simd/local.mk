@@ -1,9 +1,37 @@
 # simd/local.mk -- the hot kernels, one file per instruction set, chosen at
-# run time (see simd/kernels.h).
+# run time (see simd/kernels.h).  Each instruction set's file is built into
+# its own convenience library with its own flags, so that nothing outside
+# it can use instructions the CPU may lack.
 
 AM_CPPFLAGS += -I$(top_srcdir)/simd
 
 src_libhearth_core_la_SOURCES += \
+	simd/cpu.c \
+	simd/cpu.h \
 	simd/dispatch.c \
 	simd/kernels.h \
 	simd/scalar.c
+
+noinst_HEADERS += simd/x86_int.h
+
+if KERNELS_AVX2
+noinst_LTLIBRARIES += simd/libkernels-avx2.la
+src_libhearth_core_la_LIBADD += simd/libkernels-avx2.la
+endif
+simd_libkernels_avx2_la_SOURCES = simd/avx2.c
+simd_libkernels_avx2_la_CFLAGS = $(AM_CFLAGS) $(KERNELS_AVX2_CFLAGS)
+
+if KERNELS_AVX512
+noinst_LTLIBRARIES += simd/libkernels-avx512.la
+src_libhearth_core_la_LIBADD += simd/libkernels-avx512.la
+endif
+simd_libkernels_avx512_la_SOURCES = simd/avx512.c
+simd_libkernels_avx512_la_CFLAGS = $(AM_CFLAGS) $(KERNELS_AVX512_CFLAGS)
+
+# The same source with VNNI's dot-product instructions.
+if KERNELS_AVX512VNNI
+noinst_LTLIBRARIES += simd/libkernels-avx512vnni.la
+src_libhearth_core_la_LIBADD += simd/libkernels-avx512vnni.la
+endif
+simd_libkernels_avx512vnni_la_SOURCES = simd/avx512.c
+simd_libkernels_avx512vnni_la_CFLAGS = $(AM_CFLAGS) $(KERNELS_AVX512VNNI_CFLAGS) -DKERNELS_VNNI

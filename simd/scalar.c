@@ -3,12 +3,14 @@
  * that each SIMD kernel is tested against.
  *
  * The integer formats follow the summation order defined in kernels.h
- * (block contributions in DOT_LANES partial sums, a fixed tree at the end),
- * which every SIMD path reproduces exactly.  Each kernel reads its weights
- * element by element, with the positions given in quant.c's format notes,
- * so it can be checked against the format description line by line.
+ * (integer lane sums per block, float running sums per lane, a fixed tree
+ * at the end), which every SIMD path reproduces exactly.  Each kernel reads
+ * its weights element by element, at the positions given in quant.c's
+ * format notes, so it can be checked against the format line by line.
  */
 #include "internal.h"
+
+#include <math.h>
 
 #include "kernels.h"
 #include "quant.h"
@@ -72,236 +74,255 @@ static void act_q8_k(const float *x, void *y, int64_t n)
 
 /* ---- the summation order of kernels.h ------------------------------------------ */
 
-static float lanes_total(const float lane[DOT_LANES])
+/* The lane of element e of a block: (e % 32) / 4. */
+static inline int lane_of(int e)
 {
-    return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+    return (e % 32) / 4;
+}
+
+/* Add a block's integer lanes, weighted by scale, to the running sums. */
+static inline void lanes_add(float run[DOT_LANES], float scale, const int32_t lane[DOT_LANES])
+{
+    for (int k = 0; k < DOT_LANES; k++) run[k] = fmaf(scale, (float)lane[k], run[k]);
+}
+
+static float lanes_total(const float run[DOT_LANES])
+{
+    return ((run[0] + run[4]) + (run[2] + run[6])) + ((run[1] + run[5]) + (run[3] + run[7]));
 }
 
 /* ---- legacy formats (32 elements per block) ------------------------------------ */
 
-/* Q4_0 x Q8_0: sum_j d (q_j - 8) * dy y_j = (d dy) * sum_j (q_j - 8) y_j */
+/* Q4_0 x Q8_0: sum_e d (q_e - 8) * dy y_e = (d dy) * sum_e (q_e - 8) y_e */
 static void vec_dot_q4_0(int64_t n, float *s, const void *w, const void *x)
 {
     const block_q4_0 *a = w;
     const block_q8_0 *b = x;
-    float lane[DOT_LANES] = {0};
+    float run[DOT_LANES] = {0};
     for (int64_t i = 0; i < n / QK4_0; i++) {
-        int sum = 0;
-        for (int j = 0; j < QK4_0 / 2; j++) {
-            sum += ((a[i].qs[j] & 0x0f) - 8) * b[i].qs[j];
-            sum += ((a[i].qs[j] >> 4) - 8) * b[i].qs[j + QK4_0 / 2];
+        int32_t lane[DOT_LANES] = {0};
+        for (int e = 0; e < QK4_0; e++) {
+            const int q = e < 16 ? a[i].qs[e] & 0x0f : a[i].qs[e - 16] >> 4;
+            lane[lane_of(e)] += (q - 8) * b[i].qs[e];
         }
-        const float scale = hearth_f16_to_f32(a[i].d) * hearth_f16_to_f32(b[i].d);
-        lane[i % DOT_LANES] += scale * (float)sum;
+        lanes_add(run, hearth_f16_to_f32(a[i].d) * hearth_f16_to_f32(b[i].d), lane);
     }
-    *s = lanes_total(lane);
+    *s = lanes_total(run);
 }
 
-/* Q4_1 x Q8_1: sum_j (d q_j + m) dy y_j = (d dy) sum_j q_j y_j + (m dy) sum_j y_j.
- * sum_j y_j is taken from the quants rather than Q8_1's s, which is rounded
- * to a half: the result is then the dot product of the two rows exactly as
- * they dequantize. */
-static void vec_dot_q4_1(int64_t n, float *s, const void *w, const void *x)
+/* The 5-bit quant of element e (0..31) of a Q5_0/Q5_1 block. */
+static inline int q5_quant(const uint8_t qs[16], const uint8_t qh[4], int e)
 {
-    const block_q4_1 *a = w;
-    const block_q8_1 *b = x;
-    float lane[DOT_LANES] = {0};
-    for (int64_t i = 0; i < n / QK4_1; i++) {
-        int sum = 0, ysum = 0;
-        for (int j = 0; j < QK4_1 / 2; j++) {
-            sum += (a[i].qs[j] & 0x0f) * b[i].qs[j] + (a[i].qs[j] >> 4) * b[i].qs[j + QK4_1 / 2];
-            ysum += b[i].qs[j] + b[i].qs[j + QK4_1 / 2];
-        }
-        const float dy = hearth_f16_to_f32(b[i].d);
-        const float scale = hearth_f16_to_f32(a[i].d) * dy;
-        const float offset = hearth_f16_to_f32(a[i].m) * dy;
-        lane[i % DOT_LANES] += scale * (float)sum + offset * (float)ysum;
-    }
-    *s = lanes_total(lane);
+    const int nibble = e < 16 ? qs[e] & 0x0f : qs[e - 16] >> 4;
+    return nibble | ((qh[e / 8] >> (e % 8)) & 1) << 4;
 }
 
-/* The 5-bit quant of element j (0..31) of a Q5_0/Q5_1 block. */
-static inline int q5_quant(const uint8_t qs[16], const uint8_t qh[4], int j)
-{
-    const int nibble = j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4;
-    return nibble | ((qh[j / 8] >> (j % 8)) & 1) << 4;
-}
-
-/* Q5_0 x Q8_0: (d dy) * sum_j (q_j - 16) y_j */
+/* Q5_0 x Q8_0: (d dy) * sum_e (q_e - 16) y_e */
 static void vec_dot_q5_0(int64_t n, float *s, const void *w, const void *x)
 {
     const block_q5_0 *a = w;
     const block_q8_0 *b = x;
-    float lane[DOT_LANES] = {0};
+    float run[DOT_LANES] = {0};
     for (int64_t i = 0; i < n / QK5_0; i++) {
-        int sum = 0;
-        for (int j = 0; j < QK5_0; j++) sum += (q5_quant(a[i].qs, a[i].qh, j) - 16) * b[i].qs[j];
-        const float scale = hearth_f16_to_f32(a[i].d) * hearth_f16_to_f32(b[i].d);
-        lane[i % DOT_LANES] += scale * (float)sum;
+        int32_t lane[DOT_LANES] = {0};
+        for (int e = 0; e < QK5_0; e++) lane[lane_of(e)] += (q5_quant(a[i].qs, a[i].qh, e) - 16) * b[i].qs[e];
+        lanes_add(run, hearth_f16_to_f32(a[i].d) * hearth_f16_to_f32(b[i].d), lane);
     }
-    *s = lanes_total(lane);
+    *s = lanes_total(run);
 }
 
-/* Q5_1 x Q8_1: as Q4_1 with 5-bit quants. */
-static void vec_dot_q5_1(int64_t n, float *s, const void *w, const void *x)
-{
-    const block_q5_1 *a = w;
-    const block_q8_1 *b = x;
-    float lane[DOT_LANES] = {0};
-    for (int64_t i = 0; i < n / QK5_1; i++) {
-        int sum = 0, ysum = 0;
-        for (int j = 0; j < QK5_1; j++) {
-            sum += q5_quant(a[i].qs, a[i].qh, j) * b[i].qs[j];
-            ysum += b[i].qs[j];
-        }
-        const float dy = hearth_f16_to_f32(b[i].d);
-        const float scale = hearth_f16_to_f32(a[i].d) * dy;
-        const float offset = hearth_f16_to_f32(a[i].m) * dy;
-        lane[i % DOT_LANES] += scale * (float)sum + offset * (float)ysum;
-    }
-    *s = lanes_total(lane);
-}
-
-/* Q8_0 x Q8_0: (d dy) * sum_j q_j y_j */
+/* Q8_0 x Q8_0: (d dy) * sum_e q_e y_e */
 static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *x)
 {
     const block_q8_0 *a = w;
     const block_q8_0 *b = x;
-    float lane[DOT_LANES] = {0};
+    float run[DOT_LANES] = {0};
     for (int64_t i = 0; i < n / QK8_0; i++) {
-        int sum = 0;
-        for (int j = 0; j < QK8_0; j++) sum += a[i].qs[j] * b[i].qs[j];
-        const float scale = hearth_f16_to_f32(a[i].d) * hearth_f16_to_f32(b[i].d);
-        lane[i % DOT_LANES] += scale * (float)sum;
+        int32_t lane[DOT_LANES] = {0};
+        for (int e = 0; e < QK8_0; e++) lane[lane_of(e)] += a[i].qs[e] * b[i].qs[e];
+        lanes_add(run, hearth_f16_to_f32(a[i].d) * hearth_f16_to_f32(b[i].d), lane);
     }
-    *s = lanes_total(lane);
+    *s = lanes_total(run);
+}
+
+/* Q4_1 and Q5_1 x Q8_1: sum_e (d q_e + m) dy y_e
+ *   = (d dy) sum_e q_e y_e + (m dy) sum_e y_e.
+ * A second set of lanes holds the sums of y, which are taken from the
+ * quants rather than from Q8_1's s (rounded to a half): the result is the
+ * dot product of the two rows exactly as they dequantize.  Each lane adds
+ * its q-part, then its m-part.  bits is 4 or 5; qh is NULL for Q4_1. */
+static void q_1_block_dot(hearth_f16 d, hearth_f16 m, const uint8_t *qh, const uint8_t qs[16],
+                          const block_q8_1 *y, float run[DOT_LANES])
+{
+    int32_t lane_q[DOT_LANES] = {0}, lane_y[DOT_LANES] = {0};
+    for (int e = 0; e < 32; e++) {
+        const int q = qh ? q5_quant(qs, qh, e) : e < 16 ? qs[e] & 0x0f : qs[e - 16] >> 4;
+        lane_q[lane_of(e)] += q * y->qs[e];
+        lane_y[lane_of(e)] += y->qs[e];
+    }
+    const float dy = hearth_f16_to_f32(y->d);
+    lanes_add(run, hearth_f16_to_f32(d) * dy, lane_q);
+    lanes_add(run, hearth_f16_to_f32(m) * dy, lane_y);
+}
+
+static void vec_dot_q4_1(int64_t n, float *s, const void *w, const void *x)
+{
+    const block_q4_1 *a = w;
+    const block_q8_1 *b = x;
+    float run[DOT_LANES] = {0};
+    for (int64_t i = 0; i < n / QK4_1; i++) q_1_block_dot(a[i].d, a[i].m, NULL, a[i].qs, &b[i], run);
+    *s = lanes_total(run);
+}
+
+static void vec_dot_q5_1(int64_t n, float *s, const void *w, const void *x)
+{
+    const block_q5_1 *a = w;
+    const block_q8_1 *b = x;
+    float run[DOT_LANES] = {0};
+    for (int64_t i = 0; i < n / QK5_1; i++) q_1_block_dot(a[i].d, a[i].m, a[i].qh, a[i].qs, &b[i], run);
+    *s = lanes_total(run);
 }
 
 /* ---- K-quants x Q8_K (256-element super-blocks) ------------------------------------
  *
- * Within a super-block the sub-block sums are weighted by the integer
- * sub-block scales while still integers; the float scales multiply once
- * per super-block.  The mins of Q2_K, Q4_K and Q5_K multiply Q8_K's sums of
- * 16 activations (bsums). */
+ * Within a super-block the lanes gather the products of all eight 32-element
+ * chunks, each weighted by its integer sub-block scale; the float scales
+ * multiply once per super-block.  Terms that involve only the sums of 16
+ * activations (Q8_K's bsums) -- the mins of Q2_K, Q4_K and Q5_K, the biases
+ * of Q3_K and Q6_K -- go to lane k for the bsums 2k and 2k + 1 (the pairs
+ * a 16-bit multiply-add forms). */
 
-/* Q2_K: x_e = d sc_s q_e - dmin m_s, sub-block s = e / 16, so
- * dot = (dy d) sum_s sc_s sum_e q_e y_e - (dy dmin) sum_s m_s bsum_s. */
+/* Q2_K: x_e = d sc_s q_e - dmin m_s, sub-block s = e / 16:
+ *   lane_q[k] = sum_e sc_s q_e y_e over the lane's elements,
+ *   lane_m[k] = m_2k bsum_2k + m_2k+1 bsum_2k+1,
+ * added as (dy d) lane_q - (dy dmin) lane_m. */
 static void vec_dot_q2_k(int64_t n, float *s, const void *w, const void *x)
 {
     const block_q2_K *a = w;
     const block_q8_K *b = x;
-    float lane[DOT_LANES] = {0};
+    float run[DOT_LANES] = {0};
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int sum_q = 0, sum_m = 0;
-        for (int sub = 0; sub < QK_K / 16; sub++) {
-            int isum = 0;
-            for (int e = 16 * sub; e < 16 * sub + 16; e++) {
-                const int q = (a[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-                isum += q * b[i].qs[e];
-            }
-            sum_q += (a[i].scales[sub] & 0x0f) * isum;
-            sum_m += (a[i].scales[sub] >> 4) * b[i].bsums[sub];
+        int32_t lane_q[DOT_LANES] = {0}, lane_m[DOT_LANES] = {0};
+        for (int e = 0; e < QK_K; e++) {
+            const int q = (a[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+            lane_q[lane_of(e)] += (a[i].scales[e / 16] & 0x0f) * q * b[i].qs[e];
         }
-        const float scale = b[i].d * hearth_f16_to_f32(a[i].d);
-        const float scale_min = b[i].d * hearth_f16_to_f32(a[i].dmin);
-        lane[i % DOT_LANES] += scale * (float)sum_q - scale_min * (float)sum_m;
+        for (int sub = 0; sub < QK_K / 16; sub++) lane_m[sub / 2] += (a[i].scales[sub] >> 4) * b[i].bsums[sub];
+        lanes_add(run, b[i].d * hearth_f16_to_f32(a[i].d), lane_q);
+        lanes_add(run, -(b[i].d * hearth_f16_to_f32(a[i].dmin)), lane_m);
     }
-    *s = lanes_total(lane);
+    *s = lanes_total(run);
 }
 
-/* Q3_K: x_e = d sc_s (q_e - 4 (1 - h_e)), so dot = (dy d) sum_s sc_s sum_e (...) y_e. */
+/* Q3_K: x_e = d sc_s (u_e - 4), u_e = low 2 bits + 4 * hmask bit, so
+ *   lane[k] = sum_e sc_s u_e y_e - 4 (sc_2k bsum_2k + sc_2k+1 bsum_2k+1),
+ * scaled by (dy d). */
 static void vec_dot_q3_k(int64_t n, float *s, const void *w, const void *x)
 {
     const block_q3_K *a = w;
     const block_q8_K *b = x;
-    float lane[DOT_LANES] = {0};
+    float run[DOT_LANES] = {0};
     for (int64_t i = 0; i < n / QK_K; i++) {
         int8_t sc[16];
         q3k_unpack_scales(a[i].scales, sc);
-        int sum_q = 0;
-        for (int sub = 0; sub < QK_K / 16; sub++) {
-            int isum = 0;
-            for (int e = 16 * sub; e < 16 * sub + 16; e++) {
-                const int low = (a[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-                const int high = (a[i].hmask[e % 32] >> (e / 32)) & 1;
-                isum += (low - 4 + 4 * high) * b[i].qs[e];
-            }
-            sum_q += sc[sub] * isum;
+        int32_t lane[DOT_LANES] = {0};
+        for (int e = 0; e < QK_K; e++) {
+            const int low = (a[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+            const int high = (a[i].hmask[e % 32] >> (e / 32)) & 1;
+            lane[lane_of(e)] += sc[e / 16] * (low + 4 * high) * b[i].qs[e];
         }
-        const float scale = b[i].d * hearth_f16_to_f32(a[i].d);
-        lane[i % DOT_LANES] += scale * (float)sum_q;
+        for (int sub = 0; sub < QK_K / 16; sub++) lane[sub / 2] -= 4 * sc[sub] * b[i].bsums[sub];
+        lanes_add(run, b[i].d * hearth_f16_to_f32(a[i].d), lane);
     }
-    *s = lanes_total(lane);
+    *s = lanes_total(run);
 }
 
-/* Q4_K and Q5_K: x_e = d sc_s q_e - dmin m_s, sub-block s = e / 32, so
- * dot = (dy d) sum_s sc_s sum_e q_e y_e - (dy dmin) sum_s m_s (bsum_2s + bsum_2s+1).
- * qh is NULL for Q4_K. */
-static float q45k_block_dot(hearth_f16 d, hearth_f16 dmin, const uint8_t packed[K_SCALE_SIZE],
-                            const uint8_t *qh, const uint8_t qs[QK_K / 2], const block_q8_K *y)
+/* Q4_K and Q5_K: x_e = d sc_s q_e - dmin m_s, sub-block s = e / 32 (one
+ * chunk), so
+ *   lane_q[k] = sum_e sc_s q_e y_e,  lane_m[k] = m_k (bsum_2k + bsum_2k+1),
+ * added as (dy d) lane_q - (dy dmin) lane_m.  qh is NULL for Q4_K. */
+static void q45k_block_dot(hearth_f16 d, hearth_f16 dmin, const uint8_t packed[K_SCALE_SIZE],
+                           const uint8_t *qh, const uint8_t qs[QK_K / 2], const block_q8_K *y,
+                           float run[DOT_LANES])
 {
     uint8_t sc[8], mn[8];
     q4k_unpack_scales(packed, sc, mn);
-    int sum_q = 0, sum_m = 0;
-    for (int sub = 0; sub < 8; sub++) {
-        int isum = 0;
-        for (int e = 32 * sub; e < 32 * sub + 32; e++) {
-            int q = (qs[32 * (e / 64) + e % 32] >> (4 * ((e / 32) % 2))) & 0x0f;
-            if (qh) q |= ((qh[e % 32] >> (e / 32)) & 1) << 4;
-            isum += q * y->qs[e];
-        }
-        sum_q += sc[sub] * isum;
-        sum_m += mn[sub] * (y->bsums[2 * sub] + y->bsums[2 * sub + 1]);
+    int32_t lane_q[DOT_LANES] = {0}, lane_m[DOT_LANES] = {0};
+    for (int e = 0; e < QK_K; e++) {
+        int q = (qs[32 * (e / 64) + e % 32] >> (4 * ((e / 32) % 2))) & 0x0f;
+        if (qh) q |= ((qh[e % 32] >> (e / 32)) & 1) << 4;
+        lane_q[lane_of(e)] += sc[e / 32] * q * y->qs[e];
     }
-    const float scale = y->d * hearth_f16_to_f32(d);
-    const float scale_min = y->d * hearth_f16_to_f32(dmin);
-    return scale * (float)sum_q - scale_min * (float)sum_m;
+    for (int k = 0; k < DOT_LANES; k++) lane_m[k] = mn[k] * (y->bsums[2 * k] + y->bsums[2 * k + 1]);
+    lanes_add(run, y->d * hearth_f16_to_f32(d), lane_q);
+    lanes_add(run, -(y->d * hearth_f16_to_f32(dmin)), lane_m);
 }
 
 static void vec_dot_q4_k(int64_t n, float *s, const void *w, const void *x)
 {
     const block_q4_K *a = w;
     const block_q8_K *b = x;
-    float lane[DOT_LANES] = {0};
-    for (int64_t i = 0; i < n / QK_K; i++)
-        lane[i % DOT_LANES] += q45k_block_dot(a[i].d, a[i].dmin, a[i].scales, NULL, a[i].qs, &b[i]);
-    *s = lanes_total(lane);
+    float run[DOT_LANES] = {0};
+    for (int64_t i = 0; i < n / QK_K; i++) q45k_block_dot(a[i].d, a[i].dmin, a[i].scales, NULL, a[i].qs, &b[i], run);
+    *s = lanes_total(run);
 }
 
 static void vec_dot_q5_k(int64_t n, float *s, const void *w, const void *x)
 {
     const block_q5_K *a = w;
     const block_q8_K *b = x;
-    float lane[DOT_LANES] = {0};
-    for (int64_t i = 0; i < n / QK_K; i++)
-        lane[i % DOT_LANES] += q45k_block_dot(a[i].d, a[i].dmin, a[i].scales, a[i].qh, a[i].qs, &b[i]);
-    *s = lanes_total(lane);
+    float run[DOT_LANES] = {0};
+    for (int64_t i = 0; i < n / QK_K; i++) q45k_block_dot(a[i].d, a[i].dmin, a[i].scales, a[i].qh, a[i].qs, &b[i], run);
+    *s = lanes_total(run);
 }
 
-/* Q6_K: x_e = d sc_s (q_e - 32), sub-block s = e / 16, so
- * dot = (dy d) sum_s sc_s sum_e (q_e - 32) y_e. */
+/* Q6_K: x_e = d sc_s (u_e - 32), u_e the 6-bit quant, sub-block s = e / 16:
+ *   lane[k] = sum_e sc_s u_e y_e - 32 (sc_2k bsum_2k + sc_2k+1 bsum_2k+1),
+ * scaled by (dy d). */
 static void vec_dot_q6_k(int64_t n, float *s, const void *w, const void *x)
 {
     const block_q6_K *a = w;
     const block_q8_K *b = x;
-    float lane[DOT_LANES] = {0};
+    float run[DOT_LANES] = {0};
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int sum_q = 0;
-        for (int sub = 0; sub < QK_K / 16; sub++) {
-            int isum = 0;
-            for (int e = 16 * sub; e < 16 * sub + 16; e++) {
-                const int c = e / 128, k = (e % 128) / 32, l = e % 32;
-                const int low = (a[i].ql[64 * c + 32 * (k % 2) + l] >> (4 * (k / 2))) & 0x0f;
-                const int high = (a[i].qh[32 * c + l] >> (2 * k)) & 3;
-                isum += ((low | high << 4) - 32) * b[i].qs[e];
-            }
-            sum_q += a[i].scales[sub] * isum;
+        int32_t lane[DOT_LANES] = {0};
+        for (int e = 0; e < QK_K; e++) {
+            const int c = e / 128, k = (e % 128) / 32, l = e % 32;
+            const int low = (a[i].ql[64 * c + 32 * (k % 2) + l] >> (4 * (k / 2))) & 0x0f;
+            const int high = (a[i].qh[32 * c + l] >> (2 * k)) & 3;
+            lane[lane_of(e)] += a[i].scales[e / 16] * (low | high << 4) * b[i].qs[e];
         }
-        const float scale = b[i].d * hearth_f16_to_f32(a[i].d);
-        lane[i % DOT_LANES] += scale * (float)sum_q;
+        for (int sub = 0; sub < QK_K / 16; sub++) lane[sub / 2] -= 32 * a[i].scales[sub] * b[i].bsums[sub];
+        lanes_add(run, b[i].d * hearth_f16_to_f32(a[i].d), lane);
     }
-    *s = lanes_total(lane);
+    *s = lanes_total(run);
 }
+
+/* ---- gemm: every dot product as vec_dot computes it ------------------------------- */
+
+#define DEFINE_GEMM(type) \
+    static void gemm_##type(int64_t n, int64_t n_rows, int64_t n_tok, const void *w, size_t w_stride, \
+                            const void *x, size_t x_stride, float *y, int64_t y_stride) \
+    { \
+        for (int64_t t = 0; t < n_tok; t++) \
+            for (int64_t r = 0; r < n_rows; r++) \
+                vec_dot_##type(n, &y[t * y_stride + r], (const uint8_t *)w + (size_t)r * w_stride, \
+                               (const uint8_t *)x + (size_t)t * x_stride); \
+    }
+
+DEFINE_GEMM(f32)
+DEFINE_GEMM(f16)
+DEFINE_GEMM(bf16)
+DEFINE_GEMM(q4_0)
+DEFINE_GEMM(q4_1)
+DEFINE_GEMM(q5_0)
+DEFINE_GEMM(q5_1)
+DEFINE_GEMM(q8_0)
+DEFINE_GEMM(q2_k)
+DEFINE_GEMM(q3_k)
+DEFINE_GEMM(q4_k)
+DEFINE_GEMM(q5_k)
+DEFINE_GEMM(q6_k)
 
 static const hearth_kernels scalar_kernels = {
     .name = "scalar",
@@ -340,6 +361,21 @@ static const hearth_kernels scalar_kernels = {
         [HEARTH_TYPE_Q4_K] = vec_dot_q4_k,
         [HEARTH_TYPE_Q5_K] = vec_dot_q5_k,
         [HEARTH_TYPE_Q6_K] = vec_dot_q6_k,
+    },
+    .gemm = {
+        [HEARTH_TYPE_F32] = gemm_f32,
+        [HEARTH_TYPE_F16] = gemm_f16,
+        [HEARTH_TYPE_BF16] = gemm_bf16,
+        [HEARTH_TYPE_Q4_0] = gemm_q4_0,
+        [HEARTH_TYPE_Q4_1] = gemm_q4_1,
+        [HEARTH_TYPE_Q5_0] = gemm_q5_0,
+        [HEARTH_TYPE_Q5_1] = gemm_q5_1,
+        [HEARTH_TYPE_Q8_0] = gemm_q8_0,
+        [HEARTH_TYPE_Q2_K] = gemm_q2_k,
+        [HEARTH_TYPE_Q3_K] = gemm_q3_k,
+        [HEARTH_TYPE_Q4_K] = gemm_q4_k,
+        [HEARTH_TYPE_Q5_K] = gemm_q5_k,
+        [HEARTH_TYPE_Q6_K] = gemm_q6_k,
     },
 };
 

@@ -15,8 +15,11 @@
 #include "kernels.h"
 #include "kv_cache.h"
 
-/* Rows of a weight handled together: one chunk's rows are reused for every
- * token of a batch while they sit in cache. */
+/* Rows of a weight per gemm call: a multiple of every kernel tile's rows,
+ * and 16 floats -- one 64-byte cache line of output per token -- so that
+ * threads working on neighbouring chunks do not write the same line (for
+ * n_out a multiple of 16, which every real model's is).  A chunk's weights
+ * stay in cache while all the batch's tokens pass them. */
 #define MATMUL_ROW_CHUNK 16
 
 struct cpu_backend {
@@ -105,27 +108,29 @@ static hearth_status cpu_matmul(struct hearth_backend *be, struct act *out, cons
     if (st) return st;
 
     hearth_act_convert_fn convert = k->act_convert[at];
-    hearth_vec_dot_fn dot = k->vec_dot[w->type];
+    hearth_gemm_fn gemm = k->gemm[w->type];
     uint8_t *xq = c->act_scratch;
     const uint8_t *wd = w->data;
     const size_t w_row = w->row_bytes;
     float *y = out->host;
+    const int64_t n_chunks = (n_out + MATMUL_ROW_CHUNK - 1) / MATMUL_ROW_CHUNK;
 
+    /* Every output is one dot product computed by one thread in the
+     * kernels' fixed order, so the result does not depend on the number
+     * of threads or on how the rows are shared out.  Float weights take
+     * the same path in prefill: OpenBLAS's sgemm, tried on a tile of rows
+     * (F16 converted first), was slower than the AVX-512 and AVX2 tiles
+     * for 16 to 512 tokens, and would break that bit-for-bit agreement. */
 #pragma omp parallel num_threads(be->n_threads)
     {
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < n_tok; t++) convert(in->host + t * n_in, xq + (size_t)t * act_row, n_in);
 
-        const int64_t n_chunks = (n_out + MATMUL_ROW_CHUNK - 1) / MATMUL_ROW_CHUNK;
 #pragma omp for schedule(static)
         for (int64_t ch = 0; ch < n_chunks; ch++) {
             const int64_t r0 = ch * MATMUL_ROW_CHUNK;
-            const int64_t r1 = HEARTH_MIN(r0 + MATMUL_ROW_CHUNK, n_out);
-            for (int64_t t = 0; t < n_tok; t++) {
-                const uint8_t *x = xq + (size_t)t * act_row;
-                float *yt = y + t * n_out;
-                for (int64_t r = r0; r < r1; r++) dot(n_in, &yt[r], wd + (size_t)r * w_row, x);
-            }
+            const int64_t rows = HEARTH_MIN(MATMUL_ROW_CHUNK, n_out - r0);
+            gemm(n_in, rows, n_tok, wd + (size_t)r0 * w_row, w_row, xq, act_row, y + r0, n_out);
         }
     }
     out->rows = n_tok;
@@ -340,7 +345,12 @@ hearth_status backend_cpu_new(int n_threads, struct hearth_backend **out)
         free(c);
         return HEARTH_E_NOMEM;
     }
-    c->kernels = hearth_kernels_get();
+    hearth_status st = hearth_kernels_select(&c->kernels);
+    if (st) {
+        free(be);
+        free(c);
+        return st;
+    }
     be->ops = &cpu_ops;
     be->n_threads = n_threads > 0 ? n_threads : 1;
     be->impl = c;

@@ -845,7 +845,7 @@ hearth_status hearth_gguf_get_f64(const hearth_gguf *g, const char *key, double 
 
 hearth_status hearth_gguf_get_f32(const hearth_gguf *g, const char *key, float *out)
 {
-    double d;
+    double d = 0.0;
     hearth_status st = hearth_gguf_get_f64(g, key, &d);
     if (!st) *out = (float)d;
     return st;

@@ -5,8 +5,11 @@
  * Metadata values are kept encoded exactly as they go into the file, so
  * entries copied from a reader (nested arrays included) are written
  * byte for byte.  Tensor data is referenced, not copied, until the file is
- * written.  The file is written under a temporary name and renamed into
- * place, so a failed write never leaves a truncated model behind.
+ * written -- or, with gguf_writer_write_streaming(), produced one tensor at a
+ * time while the file is written, so that converting a model never holds
+ * more than one of its tensors in memory.  The file is written under a
+ * temporary name and renamed into place, so a failed write never leaves a
+ * truncated model behind.
  */
 #include "gguf.h"
 
@@ -380,9 +383,25 @@ static void pad_to(struct out *o, uint32_t alignment)
     }
 }
 
-hearth_status hearth_gguf_writer_write(hearth_gguf_writer *w, const char *path)
+static hearth_status write_file(hearth_gguf_writer *w, const char *path, gguf_tensor_fill_fn fill,
+                                void *user)
 {
     if (!path) return hearth_error(HEARTH_E_INVALID, "GGUF writer: NULL path");
+    /* Tensors without data are produced into one buffer as large as the
+     * largest of them. */
+    size_t fill_bytes = 0;
+    for (size_t i = 0; i < w->n_tensors; i++) {
+        if (w->tensors[i].data || w->tensors[i].bytes == 0) continue;
+        if (!fill)
+            return hearth_error(HEARTH_E_INVALID, "GGUF writer: tensor '%s' has no data",
+                                w->tensors[i].name);
+        fill_bytes = HEARTH_MAX(fill_bytes, w->tensors[i].bytes);
+    }
+    void *fill_buf = NULL;
+    if (fill_bytes) {
+        fill_buf = hearth_aligned_alloc(64, fill_bytes, "a tensor buffer");
+        if (!fill_buf) return HEARTH_E_NOMEM;
+    }
     /* Tensor offsets: packed in order, each aligned. */
     uint64_t offset = 0;
     for (size_t i = 0; i < w->n_tensors; i++) {
@@ -399,6 +418,7 @@ hearth_status hearth_gguf_writer_write(hearth_gguf_writer *w, const char *path)
     if (!o.f) {
         hearth_status st = hearth_error(HEARTH_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
         free(tmp);
+        hearth_aligned_free(fill_buf);
         return st;
     }
     put(&o, "GGUF", 4);
@@ -419,12 +439,26 @@ hearth_status hearth_gguf_writer_write(hearth_gguf_writer *w, const char *path)
         put_u64(&o, t->offset);
     }
     pad_to(&o, w->alignment);
-    for (size_t i = 0; i < w->n_tensors; i++) {
+    hearth_status fill_status = HEARTH_OK;
+    for (size_t i = 0; i < w->n_tensors && !o.failed; i++) {
+        const struct writer_tensor *t = &w->tensors[i];
         pad_to(&o, w->alignment);
-        put(&o, w->tensors[i].data, w->tensors[i].bytes);
+        const void *data = t->data;
+        if (!data && t->bytes) {
+            fill_status = fill(user, i, fill_buf, t->bytes);
+            if (fill_status != HEARTH_OK) break;
+            data = fill_buf;
+        }
+        put(&o, data, t->bytes);
     }
+    hearth_aligned_free(fill_buf);
     int err = o.failed ? errno : 0;
     if (fclose(o.f) != 0 && !err) err = errno ? errno : EIO;
+    if (fill_status != HEARTH_OK) {
+        unlink(tmp);
+        free(tmp);
+        return fill_status;
+    }
     if (o.failed || err) {
         unlink(tmp);
         free(tmp);
@@ -439,4 +473,16 @@ hearth_status hearth_gguf_writer_write(hearth_gguf_writer *w, const char *path)
     }
     free(tmp);
     return HEARTH_OK;
+}
+
+hearth_status hearth_gguf_writer_write(hearth_gguf_writer *w, const char *path)
+{
+    return write_file(w, path, NULL, NULL);
+}
+
+hearth_status gguf_writer_write_streaming(hearth_gguf_writer *w, const char *path,
+                                          gguf_tensor_fill_fn fill, void *user)
+{
+    if (!fill) return hearth_error(HEARTH_E_INVALID, "GGUF writer: NULL fill function");
+    return write_file(w, path, fill, user);
 }

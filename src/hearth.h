@@ -402,6 +402,100 @@ hearth_status hearth_detokenize(const hearth_vocab *vocab, const hearth_token *t
 
 /* == chat templates ===================================================== */
 
+/* Models ship their chat template as Jinja text in the GGUF key
+ * tokenizer.chat_template.  hearth renders it with its own interpreter of
+ * the Jinja subset chat templates use, with the settings and extra
+ * functions Hugging Face transformers gives them (trim_blocks,
+ * lstrip_blocks, loop controls, tojson as json.dumps, raise_exception,
+ * strftime_now).  A parsed template is immutable: it may be rendered from
+ * several threads at once.
+ *
+ * Rendering is bounded so that hostile templates cannot crash or hang the
+ * process: nesting of 100 levels when parsing and 400 when evaluating, 40
+ * nested macro calls, one million loop iterations, 20 million units of
+ * work (one per evaluated expression, list element built or 8 bytes of
+ * text built), 64 MiB of output; reaching a limit is an error
+ * (HEARTH_E_RANGE).  At those limits rendering uses up to about 200 KiB of
+ * the calling thread's stack. */
+
+typedef struct hearth_template hearth_template;
+
+/* Parse template text of len bytes (it need not be NUL-terminated; at most
+ * 4 MiB).  A syntax error or invalid UTF-8 is HEARTH_E_FORMAT with a message
+ * "chat template line L, column C: ...". */
+hearth_status hearth_template_parse(const char *text, size_t len, hearth_template **out);
+
+/* One of the built-in templates, written for hearth, for models without a
+ * usable template of their own: "chatml", "gemma", "llama2", "llama3",
+ * "mistral", "phi3", "zephyr".  HEARTH_E_NOT_FOUND for other names. */
+hearth_status hearth_template_builtin(const char *name, hearth_template **out);
+
+/* The names hearth_template_builtin() accepts, NULL-terminated. */
+const char *const *hearth_template_builtin_names(void);
+
+/* The template a model ships in its metadata key tokenizer.chat_template.
+ * HEARTH_E_NOT_FOUND when the file has none; parse errors as
+ * hearth_template_parse(), prefixed with the file's name. */
+hearth_status hearth_template_from_gguf(const hearth_gguf *gguf, hearth_template **out);
+
+/* Free a template (NULL is allowed). */
+void hearth_template_free(hearth_template *tmpl);
+
+/* What a template sees besides the messages.  All-zero fields give the
+ * defaults. */
+typedef struct hearth_chat_options {
+    /* End with the start of an assistant turn (the template's
+     * add_generation_prompt). */
+    bool add_generation_prompt;
+    /* Text of the model's BOS and EOS tokens (bos_token, eos_token);
+     * NULL means "". */
+    const char *bos_token;
+    const char *eos_token;
+    /* JSON array of tool definitions (tools), or NULL for none: then tools
+     * is undefined in the template. */
+    const char *tools_json;
+    /* The date templates see as date_string ("29 Nov 2026") and that
+     * strftime_now() formats, given as "29 Nov 2026" or "2026-11-29"
+     * (optionally followed by a time "HH:MM[:SS]"); NULL means the local
+     * date and time now. */
+    const char *date;
+    /* JSON object of further variables ({"enable_thinking": false}), or
+     * NULL.  The variables above take precedence over these. */
+    const char *extra_json;
+} hearth_chat_options;
+
+/* Render a conversation given as a JSON array of message objects
+ * (messages_len bytes): each object has a role, a content and whatever else
+ * the template reads (tool_calls, tool_call_id, ...).  options may be NULL.
+ *
+ * On success *out is the text, NUL-terminated, to be freed with
+ * hearth_free(), and *out_len (when out_len is not NULL) its length in
+ * bytes.  Errors: HEARTH_E_FORMAT for malformed JSON (with its byte
+ * offset), HEARTH_E_INVALID for messages that are not an array of objects
+ * or an invalid option, HEARTH_E_TEMPLATE when the template raises an
+ * exception or fails at run time (with its line and column), HEARTH_E_RANGE
+ * when a limit is reached (integers beyond 64 bits included),
+ * HEARTH_E_UNSUPPORTED when it uses one of the few Jinja features hearth
+ * lacks (such as dict keys that are not strings). */
+hearth_status hearth_template_render(const hearth_template *tmpl, const char *messages_json,
+                                     size_t messages_len, const hearth_chat_options *options,
+                                     char **out, size_t *out_len);
+
+/* A message with text content only. */
+typedef struct hearth_chat_message {
+    const char *role;      /* "system", "user", "assistant", ... */
+    const char *content;   /* UTF-8 text */
+} hearth_chat_message;
+
+/* hearth_template_render() for n plain {role, content} messages. */
+hearth_status hearth_template_render_messages(const hearth_template *tmpl,
+                                              const hearth_chat_message *messages, size_t n,
+                                              const hearth_chat_options *options,
+                                              char **out, size_t *out_len);
+
+/* Free a string (or other buffer) the library returned. */
+void hearth_free(void *ptr);
+
 /* == streaming text ===================================================== */
 
 /*
@@ -653,6 +747,110 @@ const float *hearth_context_logits(const hearth_context *ctx, int32_t i);
  * stops with HEARTH_E_INTERRUPTED (positions evaluated so far are kept). */
 void hearth_context_set_abort(hearth_context *ctx, bool (*should_abort)(void *data), void *data);
 
+/* == quantization ======================================================= */
+
+/*
+ * hearth_quantize_model() converts a model file to another weight type: it
+ * copies the metadata, gives every weight matrix the type a recipe chooses
+ * (below), converts the tensors one at a time with the reference
+ * quantizers (rows in parallel) and writes a GGUF file the common GGUF
+ * tools load.  Recipes are named, and numbered in general.file_type, as
+ * those tools do.
+ *
+ * The recipe's type goes to every matrix (a tensor of two or more
+ * dimensions whose name ends in ".weight", norms excepted).  Vectors
+ * (norms, biases, RoPE factors) become F32.  For the block recipes (all
+ * but F32, F16 and BF16) some matrices get a different type:
+ *
+ *  - the output layer (or token_embd.weight when it doubles as the output
+ *    layer) becomes Q6_K, or stays Q8_0 for Q8_0, or becomes Q8_0 when its
+ *    rows do not fit the recipe's blocks;
+ *  - Q2_K: attn_v Q4_K when 4 or more query heads share a KV head, Q3_K
+ *    otherwise; ffn_down and attn_output Q3_K;
+ *  - Q3_K_M: attn_v Q5_K in layers 0 and 1, Q4_K after; ffn_down Q5_K in
+ *    the first sixteenth of the layers, Q4_K after; attn_output Q4_K;
+ *  - Q4_K_S: attn_v Q5_K in layers 0 to 3; ffn_down Q5_K in the first
+ *    eighth of the layers;
+ *  - Q4_K_M and Q5_K_M: attn_v and ffn_down Q6_K in the "more bits"
+ *    layers -- with n layers, layer i qualifies when i < n/8, i >= 7n/8 or
+ *    (i - n/8) mod 3 = 2 (integer divisions);
+ *  - models of 80 layers: attn_v Q5_K where the rules above give Q3_K or
+ *    Q4_K.
+ *
+ * A matrix whose rows are not a whole number of its type's blocks gets a
+ * type with 32-element blocks of at least as many bits -- Q2_K and Q3_K
+ * become Q4_0, Q4_K Q5_0, Q5_K Q5_1, Q6_K Q8_0 -- or F16 when even those
+ * do not fit.  A tensor already of its chosen type is copied unchanged;
+ * one of another quantized type is dequantized and quantized again (which
+ * adds the second type's error to the first's).
+ */
+
+/* The recipes, with the values general.file_type stores. */
+typedef enum hearth_ftype {
+    HEARTH_FTYPE_F32 = 0,
+    HEARTH_FTYPE_F16 = 1,
+    HEARTH_FTYPE_Q4_0 = 2,
+    HEARTH_FTYPE_Q4_1 = 3,
+    HEARTH_FTYPE_Q8_0 = 7,
+    HEARTH_FTYPE_Q5_0 = 8,
+    HEARTH_FTYPE_Q5_1 = 9,
+    HEARTH_FTYPE_Q2_K = 10,
+    HEARTH_FTYPE_Q3_K_S = 11,
+    HEARTH_FTYPE_Q3_K_M = 12,
+    HEARTH_FTYPE_Q4_K_S = 14,
+    HEARTH_FTYPE_Q4_K_M = 15,
+    HEARTH_FTYPE_Q5_K_S = 16,
+    HEARTH_FTYPE_Q5_K_M = 17,
+    HEARTH_FTYPE_Q6_K = 18,
+    HEARTH_FTYPE_BF16 = 32
+} hearth_ftype;
+
+/* "Q4_K_M", "F16", ...; NULL for a value that is not a recipe above. */
+const char *hearth_ftype_name(hearth_ftype ftype);
+/* The recipe with that name (case-insensitive), or HEARTH_E_NOT_FOUND with
+ * a message listing the names. */
+hearth_status hearth_ftype_from_name(const char *name, hearth_ftype *out);
+/* The recipe's main weight type (Q4_K for Q4_K_M); HEARTH_TYPE_COUNT for
+ * an unknown value. */
+hearth_type hearth_ftype_type(hearth_ftype ftype);
+
+/* What happens to one tensor, passed to the progress function. */
+typedef struct hearth_quantize_tensor {
+    int64_t index;           /* 0 .. n_tensors-1, in file order */
+    int64_t n_tensors;
+    const char *name;
+    uint32_t n_dims;
+    int64_t ne[4];
+    hearth_type type_in;     /* in the input file */
+    hearth_type type_chosen; /* what the recipe asked for */
+    hearth_type type_out;    /* what was written: differs from type_chosen
+                                when the rows did not fit its blocks */
+    uint64_t bytes_in, bytes_out;
+} hearth_quantize_tensor;
+
+/* Called for each tensor once it is converted (or, with dry_run, once
+ * its type is chosen); returning false stops the conversion with
+ * HEARTH_E_INTERRUPTED and no output file. */
+typedef bool (*hearth_quantize_fn)(void *user, const hearth_quantize_tensor *tensor);
+
+typedef struct hearth_quantize_params {
+    hearth_ftype ftype;       /* the recipe; default Q8_0 */
+    int32_t n_threads;        /* 0: one per available processor */
+    bool dry_run;             /* choose the types and report them, write
+                                 nothing (out may be NULL) */
+    hearth_quantize_fn progress; /* NULL: none */
+    void *progress_user;
+} hearth_quantize_params;
+
+void hearth_quantize_default_params(hearth_quantize_params *params);
+
+/* Convert the model in_path into out_path (replaced if it exists; written
+ * under a temporary name and renamed when complete).  Input tensors may be
+ * F32, F16, BF16 or any type hearth computes with.  Fails with
+ * HEARTH_E_UNSUPPORTED naming the tensor when one cannot be converted. */
+hearth_status hearth_quantize_model(const char *in_path, const char *out_path,
+                                    const hearth_quantize_params *params);
+
 /* == downloads ========================================================== */
 
 /*
@@ -721,6 +919,21 @@ hearth_status hearth_download_hf(const char *spec, const hearth_download_options
 /* The same for any http:// or https:// URL. */
 hearth_status hearth_download_url(const char *url, const hearth_download_options *opts,
                                   char **path_out);
+/* == CPU kernels ========================================================== */
+
+/* The CPU kernel path the engine computes with: "scalar", "avx2",
+ * "avx512" or "avx512vnni".  It is chosen on first use -- the best one this
+ * processor and operating system run -- unless the environment variable
+ * HEARTH_CPU names one (or is "auto").  Fails with HEARTH_E_UNSUPPORTED
+ * when HEARTH_CPU names a path that is unknown or that this build or this
+ * processor cannot run; the message lists the paths available.  Contexts
+ * fail to be created for the same reason. */
+hearth_status hearth_cpu_kernels(const char **name);
+
+/* The instruction-set extensions detected on this processor that the
+ * kernels can use, space-separated ("avx2 fma f16c avx512f ..."; "" when
+ * there are none). */
+const char *hearth_cpu_features(void);
 
 /* == compute devices ==================================================== */
 

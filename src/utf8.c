@@ -105,3 +105,47 @@ int utf8_is_valid(const char *s, size_t n)
     }
     return 1;
 }
+
+size_t utf8_decode(const char *s, size_t len, uint32_t *cp)
+{
+    size_t n;
+    if (len == 0) return 0;
+    if (utf8_scan((const unsigned char *)s, len, &n, cp) != UTF8_COMPLETE) return 0;
+    return n;
+}
+
+size_t utf8_validate(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < len) {
+        if (p[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t n;
+        if (utf8_scan(p + i, len - i, &n, NULL) != UTF8_COMPLETE) return i;
+        i += n;
+    }
+    return len;
+}
+
+size_t utf8_count(const char *s, size_t len)
+{
+    /* every character has exactly one byte that is not a continuation */
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        if (((unsigned char)s[i] & 0xC0) != 0x80) n++;
+    return n;
+}
+
+size_t utf8_offset(const char *s, size_t len, size_t index)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (((unsigned char)s[i] & 0xC0) != 0x80) {
+            if (index == 0) return i;
+            index--;
+        }
+    }
+    return len;
+}

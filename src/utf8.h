@@ -1,6 +1,6 @@
 /*
- * utf8.h -- UTF-8 scanning shared by the tokenizers and the streaming
- * detokenizer: one routine that classifies the sequence at a position
+ * utf8.h -- UTF-8 scanning shared by the tokenizers, the streaming
+ * detokenizer, the JSON reader and the chat templates: one routine that classifies the sequence at a position
  * following the well-formed byte sequences of the Unicode Standard
  * (chapter 3, table 3-7), so that every caller agrees on what a character
  * is and on how much of an ill-formed sequence one U+FFFD replaces.
@@ -35,6 +35,23 @@ size_t utf8_encode(uint32_t cp, char *out);
 
 /* Whether s[0..n) is entirely well-formed UTF-8. */
 int utf8_is_valid(const char *s, size_t n);
+
+/* The code point of the well-formed sequence at s (len >= 0 bytes
+ * available) in *cp, returning its length (1..4), or 0 when s does not
+ * start with a complete well-formed sequence. */
+size_t utf8_decode(const char *s, size_t len, uint32_t *cp);
+
+/* Offset of the first byte of s[0..len) that does not belong to a
+ * well-formed sequence (a truncated one included), or len when all of s is
+ * well-formed. */
+size_t utf8_validate(const char *s, size_t len);
+
+/* Number of characters in well-formed text. */
+size_t utf8_count(const char *s, size_t len);
+
+/* Byte offset of character number index (from 0) of well-formed text; len
+ * when index is at or past the end. */
+size_t utf8_offset(const char *s, size_t len, size_t index);
 
 /* The replacement character U+FFFD in UTF-8. */
 #define UTF8_REPLACEMENT "\xEF\xBF\xBD"

@@ -1,14 +1,15 @@
 #!/bin/sh
 # fuzz-replay.sh -- replays the fuzz targets' seed inputs (the shared models
 # and vocabularies for the GGUF reader, the shared texts and templates for
-# the tokenizer) and the crash reproducers kept under tests/fuzz/, so
-# every past finding stays fixed.
+# the tokenizer, the shared chat templates and conversations for the
+# template interpreter) and the crash reproducers kept under tests/fuzz/,
+# so every past finding stays fixed.
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
 require_data models/stories260K.gguf vocab/ggml-vocab-llama-spm.gguf vocab/ggml-vocab-gpt-2.gguf \
-    vocab/vocab-llama3.gguf vocab/vocab-qwen3.gguf vocab/tokenizer-tests.inp
+    vocab/vocab-llama3.gguf vocab/vocab-qwen3.gguf vocab/tokenizer-tests.inp chat/conversations.json
 
 bin="${HEARTH_BUILDDIR:-.}/tests/fuzz"
-for target in gguf tokenizer; do
+for target in gguf template tokenizer; do
     replay="$bin/replay-$target"
     [ -x "$replay" ] || { fail "missing $replay"; continue; }
     case $target in
@@ -16,6 +17,8 @@ for target in gguf tokenizer; do
         set -- "$HEARTH_TEST_DATA"/vocab/tokenizer-tests.inp "$HEARTH_TEST_DATA"/text/*.txt \
             "$HEARTH_TEST_DATA"/chat/*.jinja "$HEARTH_TEST_DATA"/vocab/*.gguf \
             "$HEARTH_TEST_DATA"/models/stories260K.gguf ;;
+    template)
+        set -- "$HEARTH_TEST_DATA"/chat/*.jinja "$HEARTH_TEST_DATA"/chat/*.json ;;
     *)
         set -- "$HEARTH_TEST_DATA"/models/*.gguf "$HEARTH_TEST_DATA"/vocab/*.gguf ;;
     esac

@@ -20,7 +20,7 @@ AM_DISTCHECK_CONFIGURE_FLAGS = HEARTH_TEST_DATA="$(HEARTH_DEFAULT_TEST_DATA)"
 TEST_EXTENSIONS = .sh
 SH_LOG_COMPILER = $(SHELL)
 
-noinst_HEADERS += tests/testutil.h
+noinst_HEADERS += tests/testutil.h tests/quant_bounds.h
 EXTRA_DIST += tests/lib.sh
 
 # Unit tests: one Check program per module.
@@ -29,28 +29,36 @@ TEST_LIBS = src/libhearth-core.la $(CHECK_LIBS)
 
 if HAVE_CHECK
 check_PROGRAMS += \
+	tests/test-chat-template \
 	tests/test-cli-sampling \
 	tests/test-download \
 	tests/test-engine \
 	tests/test-gguf \
+	tests/test-jinja \
+	tests/test-json \
 	tests/test-kernels \
 	tests/test-offload \
 	tests/test-opencl \
 	tests/test-quant \
+	tests/test-quantize \
 	tests/test-sampler \
 	tests/test-sha256 \
 	tests/test-text-stream \
 	tests/test-tokenizer \
 	tests/test-types
 TESTS += \
+	tests/test-chat-template \
 	tests/test-cli-sampling \
 	tests/test-download \
 	tests/test-engine \
 	tests/test-gguf \
+	tests/test-jinja \
+	tests/test-json \
 	tests/test-kernels \
 	tests/test-offload \
 	tests/test-opencl \
 	tests/test-quant \
+	tests/test-quantize \
 	tests/test-sampler \
 	tests/test-sha256 \
 	tests/test-text-stream \
@@ -99,6 +107,10 @@ tests_test_quant_SOURCES = tests/test-quant.c tests/testutil.c
 tests_test_quant_CFLAGS = $(TEST_CFLAGS)
 tests_test_quant_LDADD = $(TEST_LIBS)
 
+tests_test_quantize_SOURCES = tests/test-quantize.c tests/testutil.c
+tests_test_quantize_CFLAGS = $(TEST_CFLAGS)
+tests_test_quantize_LDADD = $(TEST_LIBS)
+
 tests_test_sampler_SOURCES = tests/test-sampler.c tests/testutil.c
 tests_test_sampler_CFLAGS = $(TEST_CFLAGS)
 tests_test_sampler_LDADD = $(TEST_LIBS)
@@ -119,18 +131,45 @@ tests_test_types_SOURCES = tests/test-types.c tests/testutil.c
 tests_test_types_CFLAGS = $(TEST_CFLAGS)
 tests_test_types_LDADD = $(TEST_LIBS)
 
-# End-to-end tests of the hearth program.
+tests_test_json_SOURCES = tests/test-json.c tests/testutil.c
+tests_test_json_CFLAGS = $(TEST_CFLAGS)
+tests_test_json_LDADD = $(TEST_LIBS)
+
+tests_test_jinja_SOURCES = tests/test-jinja.c tests/testutil.c
+tests_test_jinja_CFLAGS = $(TEST_CFLAGS)
+tests_test_jinja_LDADD = $(TEST_LIBS)
+
+tests_test_chat_template_SOURCES = tests/test-chat-template.c tests/testutil.c
+tests_test_chat_template_CFLAGS = $(TEST_CFLAGS)
+tests_test_chat_template_LDADD = $(TEST_LIBS)
+
+# End-to-end tests of the hearth program (the longest first, so that a
+# parallel make check starts it early).
 TESTS += \
+	tests/cli-perplexity.sh \
 	tests/cli-basics.sh \
+	tests/cli-bench.sh \
+	tests/cli-chat.sh \
 	tests/cli-devices.sh \
 	tests/cli-inspect.sh \
 	tests/cli-pull.sh \
+	tests/cli-quantize.sh \
+	tests/cli-run.sh \
+	tests/cli-symbols.sh \
+	tests/cli-template.sh \
 	tests/cli-tokenize.sh
 EXTRA_DIST += \
+	tests/cli-symbols.sh \
 	tests/cli-basics.sh \
+	tests/cli-bench.sh \
+	tests/cli-chat.sh \
 	tests/cli-devices.sh \
 	tests/cli-inspect.sh \
+	tests/cli-perplexity.sh \
 	tests/cli-pull.sh \
+	tests/cli-quantize.sh \
+	tests/cli-run.sh \
+	tests/cli-template.sh \
 	tests/cli-tokenize.sh \
 	tests/http-server.py
 
@@ -138,13 +177,15 @@ EXTRA_DIST += \
 # tests/fuzz/fuzz-<target>; every build also links it with a replay driver,
 # tests/fuzz/replay-<target>, that make check runs over the seed inputs and
 # the crash reproducers in tests/fuzz/regressions-<target>/.
-FUZZ_TARGETS = gguf tokenizer
+FUZZ_TARGETS = gguf template tokenizer
 EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/regressions-gguf/.keep \
-	tests/fuzz/regressions-tokenizer
+	tests/fuzz/regressions-template tests/fuzz/regressions-tokenizer
 TESTS += tests/fuzz-replay.sh
-check_PROGRAMS += tests/fuzz/replay-gguf tests/fuzz/replay-tokenizer
+check_PROGRAMS += tests/fuzz/replay-gguf tests/fuzz/replay-template tests/fuzz/replay-tokenizer
 tests_fuzz_replay_gguf_SOURCES = tests/fuzz/fuzz-gguf.c tests/fuzz/replay.c
 tests_fuzz_replay_gguf_LDADD = src/libhearth-core.la
+tests_fuzz_replay_template_SOURCES = tests/fuzz/fuzz-template.c tests/fuzz/replay.c
+tests_fuzz_replay_template_LDADD = src/libhearth-core.la
 
 # The tokenizer target reads the shared vocabularies from $HEARTH_TEST_DATA,
 # or else from the test data directory configure chose.
@@ -154,10 +195,13 @@ tests_fuzz_replay_tokenizer_CPPFLAGS = $(FUZZ_DATA_CPPFLAGS)
 tests_fuzz_replay_tokenizer_LDADD = src/libhearth-core.la
 
 if ENABLE_FUZZING
-noinst_PROGRAMS += tests/fuzz/fuzz-gguf
+noinst_PROGRAMS += tests/fuzz/fuzz-gguf tests/fuzz/fuzz-template
 tests_fuzz_fuzz_gguf_SOURCES = tests/fuzz/fuzz-gguf.c
 tests_fuzz_fuzz_gguf_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_gguf_LDADD = src/libhearth-core.la
+tests_fuzz_fuzz_template_SOURCES = tests/fuzz/fuzz-template.c
+tests_fuzz_fuzz_template_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_template_LDADD = src/libhearth-core.la
 noinst_PROGRAMS += tests/fuzz/fuzz-tokenizer
 tests_fuzz_fuzz_tokenizer_SOURCES = tests/fuzz/fuzz-tokenizer.c
 tests_fuzz_fuzz_tokenizer_CPPFLAGS = $(FUZZ_DATA_CPPFLAGS)

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "download.h"
+#include <stdio.h>
+
 #include "testutil.h"
 
 /* sha256("abc") in hex and base64, from FIPS 180-4's example */

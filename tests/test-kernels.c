@@ -5,8 +5,16 @@
  *   with ragged numbers of blocks against a double-precision dot product of
  *   the dequantized weight row and the dequantized activation row.  These
  *   are the same numbers, so the bound only allows for float rounding.
- * - Activation conversions produce exactly the reference quantizers' bytes.
+ * - Every instruction-set path this build has and this CPU runs (the others
+ *   are skipped with a note) against its scalar twin: activation
+ *   conversions give the same bytes, vec_dot of the integer formats the
+ *   same bits (kernels.h fixes their summation order), of the float types
+ *   the same value within the rounding bound; gemm on ragged tiles gives
+ *   exactly vec_dot's result for every row and token.
  * - A block holding NaN poisons the dot product.
+ * - The CPU backend's matrix product gives the same bits for any number of
+ *   threads and any batch: a token alone equals that token in a batch.
+ * - Choosing a path by name: unknown and unavailable names are errors.
  */
 #include "internal.h"
 
@@ -15,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
+#include "cpu.h"
 #include "kernels.h"
 #include "quant.h"
 #include "testutil.h"
@@ -322,6 +332,315 @@ START_TEST(test_scalar_table)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------
+ * Every path against the scalar twin
+ * ------------------------------------------------------------------------ */
+
+static bool is_integer_type(hearth_type t)
+{
+    return !is_float_type(t);
+}
+
+/* Bit-identical, or both NaN. */
+static bool same_float(float a, float b)
+{
+    return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
+}
+
+/* The table of a path, or NULL when it cannot run here (main() notes
+ * which paths are skipped and why). */
+static const hearth_kernels *path_or_note(int p)
+{
+    return kernel_path_table((kernel_path)p, NULL);
+}
+
+START_TEST(test_paths_vec_dot)
+{
+    const hearth_type t = weight_types[_i];
+    const hearth_kernels *ref = hearth_kernels_scalar();
+    for (int p = 0; p < KERNEL_PATH_COUNT; p++) {
+        const hearth_kernels *k = path_or_note(p);
+        if (!k) continue;
+        ck_assert_msg(hearth_kernels_supports(k, t), "%s: no kernel for %s", k->name, hearth_type_name(t));
+        ck_assert_int_eq(k->act_type[t], ref->act_type[t]);
+        for (int rb = 0; rb < 2; rb++)
+            for (int i = 0; i < N_BLOCK_COUNTS; i++) {
+                struct dot_case c;
+                make_case(ref, t, block_counts[i], rb, 3000u * (uint64_t)t + 50u * (uint64_t)rb + (uint64_t)i, &c);
+                float want = NAN, got = NAN;
+                ref->vec_dot[t](c.n, &want, c.w, c.x);
+                k->vec_dot[t](c.n, &got, c.w, c.x);
+                if (is_integer_type(t)) {
+                    ck_assert_msg(same_float(got, want), "%s %s, %lld blocks%s: %.9g, scalar %.9g", k->name,
+                                  hearth_type_name(t), (long long)c.n_blocks, rb ? " (random bytes)" : "",
+                                  (double)got, (double)want);
+                } else {
+                    double mag;
+                    const double exact = reference_dot(&c, &mag);
+                    const double err = fabs((double)got - exact), bound = rounding_bound(&c, mag);
+                    ck_assert_msg(err <= bound, "%s %s, n %lld: %.9g, exact %.9g: error %.3g > %.3g", k->name,
+                                  hearth_type_name(t), (long long)c.n, (double)got, exact, err, bound);
+                }
+                free_case(&c);
+            }
+    }
+}
+END_TEST
+
+/* gemm on every tile shape, with ragged rows and tokens, equals vec_dot of
+ * the same path for every output; outputs outside the tile stay as they
+ * were. */
+START_TEST(test_paths_gemm)
+{
+    const hearth_type t = weight_types[_i];
+    const int64_t n_blocks = is_float_type(t) ? 3 : 5;
+    const int64_t n = n_blocks * test_block_elems(t);
+    const int max_rows = 11, max_tok = 9;
+    for (int p = 0; p < KERNEL_PATH_COUNT; p++) {
+        const hearth_kernels *k = path_or_note(p);
+        if (!k) continue;
+        test_rng rng;
+        test_rng_seed(&rng, 99 + (uint64_t)t);
+        const hearth_type at = k->act_type[t];
+        const size_t w_row = hearth_type_row_bytes(t, n), x_row = hearth_type_row_bytes(at, n);
+        uint8_t *w = xmalloc(w_row * (size_t)max_rows), *x = xmalloc(x_row * (size_t)max_tok);
+        float *f = xmalloc((size_t)n * sizeof(float));
+        for (int r = 0; r < max_rows; r++) {
+            if (is_integer_type(t) && r % 2) {
+                random_row_bytes(&rng, t, w + (size_t)r * w_row, n_blocks);
+            } else {
+                fill_normal(&rng, f, n, 0.05);
+                ck_assert(quant_quantize_row(t, f, w + (size_t)r * w_row, n));
+            }
+        }
+        for (int tok = 0; tok < max_tok; tok++) {
+            fill_normal(&rng, f, n, 1.0);
+            k->act_convert[at](f, x + (size_t)tok * x_row, n);
+        }
+        const int64_t y_stride = max_rows + 3;
+        float *y = xmalloc((size_t)(y_stride * max_tok) * sizeof(float));
+        for (int rows = 1; rows <= max_rows; rows++)
+            for (int toks = 1; toks <= max_tok; toks++) {
+                for (int64_t i = 0; i < y_stride * max_tok; i++) y[i] = -7.0f;
+                k->gemm[t](n, rows, toks, w, w_row, x, x_row, y, y_stride);
+                for (int tok = 0; tok < max_tok; tok++)
+                    for (int r = 0; r < y_stride; r++) {
+                        const float got = y[tok * y_stride + r];
+                        if (tok >= toks || r >= rows) {
+                            ck_assert_msg(got == -7.0f, "%s %s gemm %dx%d wrote outside its tile at %d,%d", k->name,
+                                          hearth_type_name(t), rows, toks, r, tok);
+                            continue;
+                        }
+                        float want;
+                        k->vec_dot[t](n, &want, w + (size_t)r * w_row, x + (size_t)tok * x_row);
+                        ck_assert_msg(same_float(got, want), "%s %s gemm %dx%d, row %d token %d: %.9g, vec_dot %.9g",
+                                      k->name, hearth_type_name(t), rows, toks, r, tok, (double)got, (double)want);
+                    }
+            }
+        free(w);
+        free(x);
+        free(f);
+        free(y);
+    }
+}
+END_TEST
+
+/* Activation conversions of every path give the scalar quantizers' bytes,
+ * on rows of ordinary, zero, huge, tiny, subnormal-mixed and non-finite
+ * blocks, and on values at rounding ties. */
+START_TEST(test_paths_act_convert)
+{
+    static const hearth_type act_types[] = {HEARTH_TYPE_F32, HEARTH_TYPE_Q8_0, HEARTH_TYPE_Q8_1, HEARTH_TYPE_Q8_K};
+    const hearth_type t = act_types[_i];
+    const hearth_kernels *ref = hearth_kernels_scalar();
+    const int64_t be = t == HEARTH_TYPE_Q8_K ? QK_K : 32;
+    const int64_t n = 14 * be;
+    test_rng rng;
+    test_rng_seed(&rng, 11 + (uint64_t)t);
+    float *x = xmalloc((size_t)n * sizeof(float));
+    fill_normal(&rng, x, n, 1.0);
+    for (int64_t i = be; i < 2 * be; i++) x[i] = 0.0f;
+    for (int64_t i = 2 * be; i < 3 * be; i++) x[i] *= 1e30f;
+    for (int64_t i = 3 * be; i < 4 * be; i++) x[i] *= 1e-40f;
+    x[4 * be + 1] = NAN;
+    x[5 * be + 2] = -INFINITY;
+    for (int64_t i = 6 * be; i < 7 * be; i++) x[i] *= 3e38f;
+    for (int64_t i = 7 * be; i < 8 * be; i++) x[i] = (float)((int64_t)(test_rng_next(&rng) % 255) - 127);
+    for (int64_t i = 8 * be; i < 9 * be; i++) x[i] = (float)((int64_t)(test_rng_next(&rng) % 509) - 254) * 0.5f;
+    for (int64_t i = 9 * be; i < 10 * be; i++) x[i] *= (i % 3) ? 1e-41f : 1e-3f;
+    for (int64_t i = 10 * be; i < 11 * be; i++) x[i] *= 1e-27f;
+    for (int64_t i = 11 * be; i < 12 * be; i++) x[i] *= 3e27f;
+    x[12 * be] = 1e10f;
+    const size_t bytes = hearth_type_row_bytes(t, n);
+    uint8_t *got = xmalloc(bytes), *want = xmalloc(bytes);
+    memset(want, 0x5a, bytes);
+    ref->act_convert[t](x, want, n);
+    for (int p = 0; p < KERNEL_PATH_COUNT; p++) {
+        const hearth_kernels *k = path_or_note(p);
+        if (!k) continue;
+        ck_assert_ptr_nonnull(k->act_convert[t]);
+        for (int64_t len = be; len <= n; len += be == 32 ? 13 * be : be) {
+            memset(got, 0xa5, bytes);
+            k->act_convert[t](x, got, len);
+            const size_t lb = hearth_type_row_bytes(t, len);
+            for (size_t i = 0; i < lb; i++)
+                ck_assert_msg(got[i] == want[i], "%s act_convert %s, %lld elements: byte %zu (block %zu) is %u, "
+                              "scalar %u", k->name, hearth_type_name(t), (long long)len, i,
+                              i / hearth_type_block_bytes(t), got[i], want[i]);
+            ck_assert_msg(lb == bytes || got[lb] == 0xa5, "%s act_convert %s wrote past the row", k->name,
+                          hearth_type_name(t));
+        }
+    }
+    free(x);
+    free(got);
+    free(want);
+}
+END_TEST
+
+/* The backend's matrix product with the kernels chosen for this CPU:
+ * identical for 1, 2, 3 and 5 threads, equal to vec_dot for every output,
+ * and a token's outputs are the same alone as in a batch of 13 (so decode
+ * and prefill agree exactly).  n_out is not a multiple of the row chunk. */
+START_TEST(test_backend_matmul_deterministic)
+{
+    const hearth_type t = weight_types[_i];
+    const hearth_kernels *k;
+    ck_assert_int_eq(hearth_kernels_select(&k), HEARTH_OK);
+    const int64_t n_in = is_float_type(t) ? 301 : 2 * hearth_type_block_elems(t), n_out = 83, n_tok = 13;
+    test_rng rng;
+    test_rng_seed(&rng, 1234 + (uint64_t)t);
+    const size_t w_row = hearth_type_row_bytes(t, n_in);
+    uint8_t *wdata = xmalloc(w_row * (size_t)n_out);
+    float *f = xmalloc((size_t)(n_in * n_tok) * sizeof(float));
+    for (int64_t r = 0; r < n_out; r++) {
+        fill_normal(&rng, f, n_in, 0.05);
+        ck_assert(quant_quantize_row(t, f, wdata + (size_t)r * w_row, n_in));
+    }
+    fill_normal(&rng, f, n_in * n_tok, 1.0);
+    struct weight w = {"test.weight", t, n_in, n_out, w_row, wdata, NULL};
+    float *first = NULL;
+    static const int threads[] = {1, 2, 3, 5};
+    for (size_t ti = 0; ti < HEARTH_ARRAY_LEN(threads); ti++) {
+        struct hearth_backend *be;
+        ck_assert_int_eq(backend_cpu_new(threads[ti], &be), HEARTH_OK);
+        struct act in, out, one_in, one_out;
+        ck_assert_int_eq(be->ops->act_alloc(be, &in, n_tok, n_in), HEARTH_OK);
+        ck_assert_int_eq(be->ops->act_alloc(be, &out, n_tok, n_out), HEARTH_OK);
+        ck_assert_int_eq(be->ops->act_alloc(be, &one_in, 1, n_in), HEARTH_OK);
+        ck_assert_int_eq(be->ops->act_alloc(be, &one_out, 1, n_out), HEARTH_OK);
+        ck_assert_int_eq(be->ops->act_upload(be, &in, f, n_tok), HEARTH_OK);
+        ck_assert_int_eq(be->ops->matmul(be, &out, &w, &in), HEARTH_OK);
+        if (!first) {
+            first = xmalloc((size_t)(n_out * n_tok) * sizeof(float));
+            memcpy(first, out.host, (size_t)(n_out * n_tok) * sizeof(float));
+        }
+        for (int64_t i = 0; i < n_out * n_tok; i++)
+            ck_assert_msg(same_float(out.host[i], first[i]), "%s: %d threads differ at %lld", hearth_type_name(t),
+                          threads[ti], (long long)i);
+        for (int64_t tok = 0; tok < n_tok; tok += 4) {
+            ck_assert_int_eq(be->ops->act_upload(be, &one_in, f + tok * n_in, 1), HEARTH_OK);
+            ck_assert_int_eq(be->ops->matmul(be, &one_out, &w, &one_in), HEARTH_OK);
+            for (int64_t r = 0; r < n_out; r++)
+                ck_assert_msg(same_float(one_out.host[r], first[tok * n_out + r]),
+                              "%s: token %lld alone differs from the batch at row %lld", hearth_type_name(t),
+                              (long long)tok, (long long)r);
+        }
+        be->ops->act_free(be, &in);
+        be->ops->act_free(be, &out);
+        be->ops->act_free(be, &one_in);
+        be->ops->act_free(be, &one_out);
+        backend_cpu_free(be);
+    }
+    /* every output is vec_dot of the same table */
+    const hearth_type at = k->act_type[t];
+    const size_t x_row = hearth_type_row_bytes(at, n_in);
+    uint8_t *xq = xmalloc(x_row);
+    for (int64_t tok = 0; tok < n_tok; tok++) {
+        k->act_convert[at](f + tok * n_in, xq, n_in);
+        for (int64_t r = 0; r < n_out; r++) {
+            float want;
+            k->vec_dot[t](n_in, &want, wdata + (size_t)r * w_row, xq);
+            ck_assert_msg(same_float(first[tok * n_out + r], want), "%s: matmul differs from vec_dot",
+                          hearth_type_name(t));
+        }
+    }
+    free(xq);
+    free(first);
+    free(wdata);
+    free(f);
+}
+END_TEST
+
+/* Choosing a path by HEARTH_CPU's value. */
+START_TEST(test_path_choice)
+{
+    const hearth_kernels *k = NULL;
+    ck_assert_int_eq(kernel_path_choose(NULL, &k), HEARTH_OK);
+    const hearth_kernels *best = k;
+    ck_assert_int_eq(kernel_path_choose("auto", &k), HEARTH_OK);
+    ck_assert_ptr_eq(k, best);
+    ck_assert_int_eq(kernel_path_choose("", &k), HEARTH_OK);
+    ck_assert_ptr_eq(k, best);
+    /* the best is the last runnable path */
+    for (int p = KERNEL_PATH_COUNT - 1; p >= 0; p--) {
+        const hearth_kernels *t = kernel_path_table((kernel_path)p, NULL);
+        if (!t) continue;
+        ck_assert_ptr_eq(t, best);
+        break;
+    }
+    for (int p = 0; p < KERNEL_PATH_COUNT; p++) {
+        const char *why = NULL;
+        const hearth_kernels *t = kernel_path_table((kernel_path)p, &why);
+        hearth_status st = kernel_path_choose(kernel_path_name((kernel_path)p), &k);
+        if (t) {
+            ck_assert_int_eq(st, HEARTH_OK);
+            ck_assert_ptr_eq(k, t);
+            ck_assert_str_eq(k->name, kernel_path_name((kernel_path)p));
+        } else {
+            ck_assert_int_eq(st, HEARTH_E_UNSUPPORTED);
+            ck_assert_ptr_nonnull(strstr(hearth_last_error(), why));
+            ck_assert_ptr_nonnull(strstr(hearth_last_error(), "available here: scalar"));
+        }
+    }
+    ck_assert_int_eq(kernel_path_choose("SCALAR", &k), HEARTH_OK);
+    ck_assert_ptr_eq(k, hearth_kernels_scalar());
+    ck_assert_int_eq(kernel_path_choose("sse9", &k), HEARTH_E_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "HEARTH_CPU=sse9: unknown kernel path"));
+    ck_assert_ptr_eq(kernel_path_table(KERNEL_PATH_COUNT, NULL), NULL);
+    /* the public names */
+    const char *name = NULL;
+    ck_assert_int_eq(hearth_cpu_kernels(&name), HEARTH_OK);
+    ck_assert_ptr_nonnull(name);
+    ck_assert_ptr_nonnull(hearth_cpu_features());
+    printf("CPU features: %s; kernels: %s\n", hearth_cpu_features(), name);
+}
+END_TEST
+
+/* A HEARTH_CPU the CPU cannot honour makes the CPU backend (and so a
+ * context) fail with a message, rather than run other kernels.  The choice
+ * is made once per process: this needs the fresh process Check forks for
+ * each test. */
+START_TEST(test_backend_bad_hearth_cpu)
+{
+    const char *fork_mode = getenv("CK_FORK");
+    if (fork_mode && strcmp(fork_mode, "no") == 0) return;
+    setenv("HEARTH_CPU", "avx9", 1);
+    struct hearth_backend *be = NULL;
+    ck_assert_int_eq(backend_cpu_new(1, &be), HEARTH_E_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "HEARTH_CPU=avx9: unknown kernel path"));
+    const char *name = NULL;
+    ck_assert_int_eq(hearth_cpu_kernels(&name), HEARTH_E_UNSUPPORTED);
+    setenv("HEARTH_CPU", "scalar", 1);
+    ck_assert_int_eq(hearth_cpu_kernels(&name), HEARTH_OK);
+    ck_assert_str_eq(name, "scalar");
+    /* fixed once chosen */
+    setenv("HEARTH_CPU", "auto", 1);
+    ck_assert_int_eq(hearth_cpu_kernels(&name), HEARTH_OK);
+    ck_assert_str_eq(name, "scalar");
+    unsetenv("HEARTH_CPU");
+}
+END_TEST
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -333,10 +652,23 @@ static Suite *kernels_suite(void)
     tcase_add_loop_test(tc, test_scalar_vec_dot_nan_block, 0, N_WEIGHT_TYPES);
     tcase_add_test(tc, test_scalar_act_convert);
     suite_add_tcase(s, tc);
+    TCase *paths = tcase_create("paths");
+    tcase_add_loop_test(paths, test_paths_vec_dot, 0, N_WEIGHT_TYPES);
+    tcase_add_loop_test(paths, test_paths_gemm, 0, N_WEIGHT_TYPES);
+    tcase_add_loop_test(paths, test_paths_act_convert, 0, 4);
+    tcase_add_test(paths, test_path_choice);
+    tcase_add_test(paths, test_backend_bad_hearth_cpu);
+    tcase_add_loop_test(paths, test_backend_matmul_deterministic, 0, N_WEIGHT_TYPES);
+    suite_add_tcase(s, paths);
     return s;
 }
 
 int main(void)
 {
+    for (int p = 0; p < KERNEL_PATH_COUNT; p++) {
+        const char *why;
+        if (!kernel_path_table((kernel_path)p, &why))
+            fprintf(stderr, "note: kernel path %s is skipped: %s\n", kernel_path_name((kernel_path)p), why);
+    }
     return test_run_suite(kernels_suite());
 }

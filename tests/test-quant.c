@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "quant.h"
+#include "quant_bounds.h"
 #include "testutil.h"
 
 /* Every type quant.c converts. */
@@ -32,80 +33,6 @@ static const hearth_type all_types[] = {
 #define N_TYPES ((int)HEARTH_ARRAY_LEN(all_types))
 
 #define HALF_MAX_VALUE 65504.0f /* the largest finite half */
-
-static bool is_float_type(hearth_type t)
-{
-    return t == HEARTH_TYPE_F32 || t == HEARTH_TYPE_F16 || t == HEARTH_TYPE_BF16;
-}
-
-/* ------------------------------------------------------------------------
- * Error bounds from bits per weight
- *
- * A quantized block spreads L evenly spaced levels over the span its values
- * need: twice their largest magnitude for the symmetric formats (x = d q),
- * their range for the affine ones (x = d q + m).  Rounding to a grid of step
- * delta = span / (L - 1) leaves an error spread evenly over +-delta/2, whose
- * RMS is delta / sqrt(12).  For standard normal data the expected spans of
- * n values are: largest magnitude 2.08 (n = 16), 2.35 (n = 32), 3.04
- * (n = 256); range 3.53 (n = 16), 4.14 (n = 32).  The secondary scales of
- * the K-quants (4- to 8-bit sub-block scales) add a little error on top;
- * the least-squares search takes a little away.
- *
- * The float types round each value to nearest: a relative error of at most
- * 2^-11 (F16, 11 significant bits) or 2^-8 (BF16, 8 bits) per value.
- * ------------------------------------------------------------------------ */
-
-struct type_bits {
-    hearth_type type;
-    int sub_n;     /* values sharing one scale (and min) */
-    int levels;    /* L: 2^bits per quant (255 for the symmetric 8-bit types) */
-    bool affine;   /* x = d q + m rather than x = d q */
-};
-
-static const struct type_bits type_bits[] = {
-    {HEARTH_TYPE_Q4_0, 32, 16, false}, {HEARTH_TYPE_Q4_1, 32, 16, true},
-    {HEARTH_TYPE_Q5_0, 32, 32, false}, {HEARTH_TYPE_Q5_1, 32, 32, true},
-    {HEARTH_TYPE_Q8_0, 32, 255, false}, {HEARTH_TYPE_Q8_1, 32, 255, false},
-    {HEARTH_TYPE_Q2_K, 16, 4, true},   {HEARTH_TYPE_Q3_K, 16, 8, false},
-    {HEARTH_TYPE_Q4_K, 32, 16, true},  {HEARTH_TYPE_Q5_K, 32, 32, true},
-    {HEARTH_TYPE_Q6_K, 16, 64, false}, {HEARTH_TYPE_Q8_K, 256, 255, false},
-};
-
-/* The expected RMSE of type on standard normal data, relative to its RMS. */
-static double expected_rel_rmse(hearth_type t)
-{
-    switch (t) {
-    case HEARTH_TYPE_F32: return 0.0;
-    case HEARTH_TYPE_F16: return 0x1p-11;
-    case HEARTH_TYPE_BF16: return 0x1p-8;
-    default: break;
-    }
-    for (size_t i = 0; i < HEARTH_ARRAY_LEN(type_bits); i++) {
-        const struct type_bits *b = &type_bits[i];
-        if (b->type != t) continue;
-        double span;
-        if (b->affine) span = b->sub_n == 16 ? 3.53 : 4.14;
-        else span = 2.0 * (b->sub_n == 16 ? 2.08 : b->sub_n == 32 ? 2.35 : 3.04);
-        return span / (b->levels - 1) / sqrt(12.0);
-    }
-    ck_abort_msg("no error model for type %d", t);
-    return 0.0;
-}
-
-/* Round trips on a few blocks: 1.5 times the estimate leaves room for the
- * sampling spread of a single block of 16 or 32 values.  The float types'
- * bounds are exact per value and need no room. */
-static double roundtrip_bound(hearth_type t)
-{
-    return is_float_type(t) ? expected_rel_rmse(t) : 1.5 * expected_rel_rmse(t);
-}
-
-/* Whole tensors of the shared models average over thousands of blocks, so
- * the spread is small: 1.25 times the estimate. */
-static double tensor_bound(hearth_type t)
-{
-    return is_float_type(t) ? expected_rel_rmse(t) : 1.25 * expected_rel_rmse(t);
-}
 
 /* ------------------------------------------------------------------------
  * Helpers

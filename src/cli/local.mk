@@ -3,16 +3,26 @@
 bin_PROGRAMS += src/hearth
 
 src_hearth_SOURCES = \
+	src/cli/bench.c \
+	src/cli/chat.c \
 	src/cli/cli.h \
 	src/cli/commands.def \
 	src/cli/devices.c \
+	src/cli/generate.c \
+	src/cli/generate.h \
 	src/cli/inspect.c \
 	src/cli/main.c \
 	src/cli/model_options.c \
 	src/cli/model_options.h \
 	src/cli/options.c \
+	src/cli/perplexity.c \
+	src/cli/prompt.c \
+	src/cli/prompt.h \
 	src/cli/pull.c \
+	src/cli/quantize.c \
+	src/cli/run.c \
 	src/cli/sampling_options.c \
 	src/cli/sampling_options.h \
+	src/cli/template.c \
 	src/cli/tokenize.c
 src_hearth_LDADD = src/libhearth.la -lm

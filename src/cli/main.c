@@ -42,25 +42,26 @@ static void print_usage(FILE *out)
 static void print_version(bool verbose)
 {
     printf("hearth %s (library %s)\n", PACKAGE_VERSION, hearth_version());
-    if (verbose) {
-        printf("features:");
+    if (!verbose) return;
+    printf("features:");
 #ifdef _OPENMP
-        printf(" openmp");
-#endif
-#ifdef HAVE_OPENBLAS
-        printf(" openblas");
+    printf(" openmp");
 #endif
 #ifdef HAVE_PCRE2
-        printf(" pcre2");
+    printf(" pcre2");
 #endif
 #ifdef HAVE_CURL
-        printf(" curl");
+    printf(" curl");
 #endif
 #ifdef HAVE_OPENCL
-        printf(" opencl");
+    printf(" opencl");
 #endif
-        printf("\n");
-    }
+    printf("\n");
+    const char *features = hearth_cpu_features();
+    printf("cpu: %s\n", *features ? features : "(no SIMD extensions the kernels use)");
+    const char *path;
+    if (hearth_cpu_kernels(&path) == HEARTH_OK) printf("kernels: %s\n", path);
+    else printf("kernels: unavailable: %s\n", hearth_last_error());
 }
 
 int cli_verbose = 0;

@@ -239,6 +239,36 @@ int cli_model_resolve(const char *cmd, const struct cli_model_source *src, char 
     return cli_fail(cmd, st);
 }
 
+int cli_model_load(const char *cmd, const struct cli_model_source *src, char **path_out,
+                   hearth_model **model_out)
+{
+    *model_out = NULL;
+    int rc = cli_model_resolve(cmd, src, path_out);
+    if (rc != CLI_EXIT_OK) return rc;
+    hearth_status st = hearth_model_load(*path_out, &src->params, model_out);
+    if (st) {
+        free(*path_out);
+        *path_out = NULL;
+        return cli_fail(cmd, st);
+    }
+    return CLI_EXIT_OK;
+}
+
+void cli_model_help(FILE *out)
+{
+    fprintf(out,
+            "Model:\n"
+            "  -m, --model FILE         a GGUF model file\n"
+            "  -hf, --hf OWNER/REPO:FILE  a model from the Hugging Face hub (downloaded\n"
+            "                           into the cache on first use)\n"
+            "  --url URL                a model from a URL (downloaded into the cache)\n"
+            "Offload:\n"
+            "  -ngl, --gpu-layers N     offload the last N layers to an OpenCL device\n"
+            "                           (more than the model has: the output layer too)\n"
+            "  --device N               the device (see hearth devices; default 0)\n"
+            "  --gpu-fallback           run on the CPU if offloading fails, saying why\n");
+}
+
 /* ------------------------------------------------------------------------
  * Offload report
  * ------------------------------------------------------------------------ */

@@ -10,8 +10,8 @@
  * the single-dash -hf and -ngl are read as --hf and --ngl), puts
  * CLI_MODEL_LONG_OPTIONS in its table and "m:" in its short options,
  * offers each option to cli_model_option(), and after the loop calls
- * cli_model_check() and cli_model_resolve().  It loads the model with
- * src.params and, after creating its context, prints
+ * cli_model_check() and cli_model_resolve() (or cli_model_load()).  It
+ * loads the model with src.params and, after creating its context, prints
  * cli_model_report_offload() on stderr.
  */
 #ifndef HEARTH_CLI_MODEL_OPTIONS_H
@@ -48,13 +48,6 @@ enum {
     CLI_DOWNLOAD_LONG_OPTIONS,                                 \
     CLI_OFFLOAD_LONG_OPTIONS
 
-/* The help lines of the offload options. */
-#define CLI_OFFLOAD_USAGE                                                              \
-    "  --gpu-layers N, -ngl N  offload the last N layers to an OpenCL device\n"        \
-    "                          (more than the model has: the output layer too)\n"      \
-    "  --device N              the device to use (see hearth devices; default 0)\n"    \
-    "  --gpu-fallback          run on the CPU if offloading fails, saying why\n"
-
 struct cli_model_source {
     const char *path;        /* -m */
     const char *hf;          /* -hf OWNER/REPO[:FILE] */
@@ -83,6 +76,16 @@ int cli_model_check(const char *cmd, const struct cli_model_source *src, bool re
 /* The local path of the model (malloc'ed), downloading it into the cache
  * when needed.  Returns a CLI exit status; on CLI_EXIT_OK *path_out is set. */
 int cli_model_resolve(const char *cmd, const struct cli_model_source *src, char **path_out);
+
+/* cli_model_resolve(), then load the model with the model options given
+ * (src->params: the offload options).
+ * Returns a CLI exit status; on CLI_EXIT_OK *path_out and *model_out are
+ * set (free them with free() and hearth_model_free()). */
+int cli_model_load(const char *cmd, const struct cli_model_source *src, char **path_out,
+                   hearth_model **model_out);
+
+/* The model and offload options' lines for a command's --help. */
+void cli_model_help(FILE *out);
 
 /* Where the model runs, one line without a newline:
  *   "2 of 2 layers and the output layer on OpenCL device 0 (NAME), 4.80 MiB uploaded"

@@ -102,7 +102,7 @@ static void stream(const hearth_vocab *v, const hearth_token *ids, size_t n, con
             st = hearth_text_stream_push_token(s, ids[i], &chunk, &chunk_len);
             i++;
         } else {
-            size_t step = HEARTH_MIN(len - i, 1 + ((unsigned char)text[i] % 7));
+            size_t step = HEARTH_MIN(len - i, (size_t)(1 + (unsigned char)text[i] % 7));
             st = hearth_text_stream_push_bytes(s, text + i, step, &chunk, &chunk_len);
             i += step;
         }

@@ -1,0 +1,669 @@
+/*
+ * x86_int.h -- the integer-format kernels for x86 on 256-bit vectors: the
+ * activation conversions to Q8_0, Q8_1 and Q8_K, and the dot products and
+ * register tiles of every quantized weight type.
+ *
+ * Included by avx2.c and avx512.c, each compiled with its own
+ * instruction-set flags, after they define
+ *   DOT_U8S8(acc, u, s)  acc plus, in each 32-bit lane, the sum of the
+ *                        four products of unsigned bytes u and signed bytes s
+ *   DOT_S16(acc, a, b)   acc plus, in each 32-bit lane, the sum of the two
+ *                        products of signed 16-bit lanes a and b
+ *   HAVE_DPBUSD          1 when DOT_U8S8 is one instruction (VNNI): then
+ *                        signed weights are offset to unsigned ones
+ *   INT_TILE_ROWS, INT_TILE_TOKS   the register tile of gemm
+ *
+ * Everything follows the summation order of kernels.h exactly: a 256-bit
+ * multiply-add of one 32-element chunk leaves lane k's products in its
+ * 32-bit lane k, so the integer lane sums are those of scalar.c however
+ * they are formed, and the float work (one fused multiply-add per lane per
+ * block and term, then the fixed tree) is the same operations in the same
+ * order.  The results are therefore bit-identical to the scalar kernels.
+ *
+ * A tile computes TR weight rows times TT tokens: per block it unpacks each
+ * row's quants once and loads each token's activations once, then forms
+ * every row-token pair from registers.  Edge tiles use the same code with
+ * fewer rows or tokens, so each dot product is computed the same way
+ * wherever it falls.  DEFINE_TILED_GEMM also serves the float kernels of
+ * the including files.
+ */
+#ifndef HEARTH_X86_INT_H
+#define HEARTH_X86_INT_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "quant.h"
+
+#define FORCE_INLINE static inline __attribute__((always_inline))
+
+/* The loops over a tile's rows, tokens and chunks must be unrolled for its
+ * vectors to live in registers. */
+#define UNROLL _Pragma("GCC unroll 16")
+
+FORCE_INLINE float half_to_float(hearth_f16 h)
+{
+    return _cvtsh_ss(h);
+}
+
+/* A half in all 8 lanes.  Converted as a vector (vcvtph2ps of a
+ * broadcast): the products of two such vectors then cost one vector
+ * multiply per row-token pair, where a compiler that sees two broadcast
+ * floats would multiply in scalar and broadcast the result, two steps. */
+FORCE_INLINE __m256 broadcast_half(hearth_f16 h)
+{
+    return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
+}
+
+/* ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7)), as kernels.h defines. */
+FORCE_INLINE float lanes_total(__m256 run)
+{
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(run), _mm256_extractf128_ps(run, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+/* Rows are short streams (a few KB): to hide the start of each new one,
+ * a tile fetches the rows of the next tile at the place it is reading,
+ * into the second-level cache (the first level has its own prefetcher).
+ * Past the last row that address lies outside the weights, which a
+ * prefetch may touch harmlessly; it is formed as an integer because
+ * pointer arithmetic may not leave the array. */
+FORCE_INLINE void prefetch_next_rows(const uint8_t *p, size_t w_stride, int rows)
+{
+    _mm_prefetch((const char *)((uintptr_t)p + (size_t)rows * w_stride), _MM_HINT_T1);
+}
+
+/* Per 32-bit lane, the sum of the four signed bytes of y. */
+FORCE_INLINE __m256i lane_sums(__m256i y)
+{
+    return DOT_U8S8(_mm256_setzero_si256(), _mm256_set1_epi8(1), y);
+}
+
+/* ==========================================================================
+ * Activation conversions: the bytes of the reference quantizers in quant.c
+ * ========================================================================== */
+
+/* Largest |x| of 8 floats per lane-wise max, and whether any is NaN or
+ * infinite (x * 0 is NaN exactly then). */
+FORCE_INLINE void absmax_update(__m256 v, __m256 *amax, __m256 *bad)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    *amax = _mm256_max_ps(*amax, _mm256_andnot_ps(sign, v));
+    const __m256 z = _mm256_mul_ps(v, _mm256_setzero_ps());
+    *bad = _mm256_or_ps(*bad, _mm256_cmp_ps(z, z, _CMP_UNORD_Q));
+}
+
+FORCE_INLINE float hmax8(__m256 v)
+{
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+/* roundf: to nearest, halves away from zero (the Q8_0/Q8_1 rule).  The
+ * fraction v - trunc(v) is exact, so the comparison decides correctly. */
+FORCE_INLINE __m256 round_half_away(__m256 v)
+{
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 frac = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(v, t));
+    const __m256 step = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
+    return _mm256_add_ps(t, _mm256_and_ps(step, _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ)));
+}
+
+/* Four vectors of 8 int32 (each in -127..127) to 32 int8 in order. */
+FORCE_INLINE __m256i pack_32_bytes(__m256i a, __m256i b, __m256i c, __m256i d)
+{
+    const __m256i ab = _mm256_packs_epi32(a, b); /* a0-3 b0-3 | a4-7 b4-7 */
+    const __m256i cd = _mm256_packs_epi32(c, d);
+    const __m256i abcd = _mm256_packs_epi16(ab, cd); /* a0-3 b0-3 c0-3 d0-3 | a4-7 ... */
+    return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* One 32-element block by the Q8_0 rule of quant.c's q8_block(): the half
+ * d, the quants, and their sum. */
+FORCE_INLINE hearth_f16 q8_block_avx(const float *x, int8_t qs[32], int *sum_out)
+{
+    __m256 v[4], amax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    UNROLL
+    for (int j = 0; j < 4; j++) {
+        v[j] = _mm256_loadu_ps(x + 8 * j);
+        absmax_update(v[j], &amax, &bad);
+    }
+    memset(qs, 0, 32);
+    *sum_out = 0;
+    if (_mm256_movemask_ps(bad)) return 0x7e00; /* NaN: a poisoned block */
+    const float d = hmax8(amax) / 127.0f;
+    hearth_f16 dh = hearth_f32_to_f16(d);
+    float inv = d > 0.0f ? 1.0f / d : 0.0f;
+    if ((dh & 0x7fff) == 0x7c00) { /* d overflows a half: saturate */
+        dh = hearth_f32_to_f16(65504.0f);
+        inv = 1.0f / 65504.0f;
+    }
+    if (isinf(inv)) return dh;
+    const __m256 vinv = _mm256_set1_ps(inv), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+    __m256i q[4];
+    UNROLL
+    for (int j = 0; j < 4; j++) {
+        const __m256 s = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v[j], vinv), lo), hi);
+        q[j] = _mm256_cvttps_epi32(round_half_away(s));
+    }
+    const __m256i bytes = pack_32_bytes(q[0], q[1], q[2], q[3]);
+    _mm256_storeu_si256((__m256i *)qs, bytes);
+    const __m256i s32 = lane_sums(bytes);
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    *sum_out = _mm_cvtsi128_si32(s);
+    return dh;
+}
+
+static void act_q8_0(const float *x, void *y, int64_t n)
+{
+    block_q8_0 *out = y;
+    int sum;
+    for (int64_t b = 0; b < n / QK8_0; b++) out[b].d = q8_block_avx(x + 32 * b, out[b].qs, &sum);
+}
+
+static void act_q8_1(const float *x, void *y, int64_t n)
+{
+    block_q8_1 *out = y;
+    for (int64_t b = 0; b < n / QK8_1; b++) {
+        int sum;
+        out[b].d = q8_block_avx(x + 32 * b, out[b].qs, &sum);
+        /* s = half(d * sum), saturating, as quant.c's q8_1_quantize_row */
+        float s = half_to_float(out[b].d) * (float)sum;
+        if (s == s) s = s > 65504.0f ? 65504.0f : s < -65504.0f ? -65504.0f : s;
+        out[b].s = hearth_f32_to_f16(s);
+    }
+}
+
+/* Q8_K, as quant.c's q8k_quantize_row: the block is scaled by 2^-e
+ * (exactly) so that its largest magnitude lies in [0.5, 1), d = max / 127
+ * there, and the quants round halves to even.  Blocks whose scale is
+ * extreme enough for that function's special cases (zero, non-finite,
+ * near the float range's ends) are handed to it. */
+static void act_q8_k(const float *x, void *y, int64_t n)
+{
+    block_q8_K *out = y;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        __m256 amax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+        for (int j = 0; j < QK_K; j += 8) absmax_update(_mm256_loadu_ps(x + j), &amax, &bad);
+        const float m = hmax8(amax);
+        if (_mm256_movemask_ps(bad) || !(m >= 0x1p-100f && m <= 0x1p100f)) {
+            q8k_quantize_row(x, &out[b], QK_K);
+            continue;
+        }
+        int e;
+        (void)frexpf(m, &e);
+        const float f1 = ldexpf(1.0f, -e / 2), f2 = ldexpf(1.0f, -e - (-e / 2));
+        const float d = m * f1 * f2 / 127.0f; /* the normalised scale, a normal float */
+        out[b].d = ldexpf(d, e);
+        const __m256 vf1 = _mm256_set1_ps(f1), vf2 = _mm256_set1_ps(f2), vinv = _mm256_set1_ps(1.0f / d);
+        const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+        UNROLL
+        for (int c = 0; c < QK_K / 32; c++) {
+            __m256i q[4];
+            UNROLL
+            for (int j = 0; j < 4; j++) {
+                const __m256 xn = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 32 * c + 8 * j), vf1), vf2);
+                const __m256 s = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(xn, vinv), lo), hi);
+                q[j] = _mm256_cvtps_epi32(_mm256_round_ps(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            }
+            const __m256i bytes = pack_32_bytes(q[0], q[1], q[2], q[3]);
+            _mm256_storeu_si256((__m256i *)(out[b].qs + 32 * c), bytes);
+            /* two sums of 16: 16-bit pair sums, then the two halves' totals */
+            __m256i p = _mm256_maddubs_epi16(_mm256_set1_epi8(1), bytes);
+            p = _mm256_hadd_epi16(p, p); /* per half: 4 sums of 4, twice */
+            p = _mm256_hadd_epi16(p, p);
+            p = _mm256_hadd_epi16(p, p);
+            out[b].bsums[2 * c] = (int16_t)_mm256_extract_epi16(p, 0);
+            out[b].bsums[2 * c + 1] = (int16_t)_mm256_extract_epi16(p, 8);
+        }
+    }
+}
+
+/* ==========================================================================
+ * Legacy formats: 32-element blocks times Q8_0 / Q8_1
+ * ========================================================================== */
+
+enum legacy_format { LEGACY_Q4_0, LEGACY_Q4_1, LEGACY_Q5_0, LEGACY_Q5_1, LEGACY_Q8_0 };
+
+FORCE_INLINE size_t legacy_block_bytes(enum legacy_format f)
+{
+    switch (f) {
+    case LEGACY_Q4_0: return sizeof(block_q4_0);
+    case LEGACY_Q4_1: return sizeof(block_q4_1);
+    case LEGACY_Q5_0: return sizeof(block_q5_0);
+    case LEGACY_Q5_1: return sizeof(block_q5_1);
+    default: return sizeof(block_q8_0);
+    }
+}
+
+FORCE_INLINE bool legacy_affine(enum legacy_format f)
+{
+    return f == LEGACY_Q4_1 || f == LEGACY_Q5_1;
+}
+
+/* 16 bytes of nibbles to 32 bytes: the low nibbles (elements 0-15), then
+ * the high ones (16-31). */
+FORCE_INLINE __m256i unpack_nibbles(const uint8_t *qs)
+{
+    const __m128i raw = _mm_loadu_si128((const __m128i *)qs);
+    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+/* The fifth bits of Q5: bit e of the 32-bit qh, as 0x10 in byte e. */
+FORCE_INLINE __m256i unpack_q5_high(const uint8_t qh[4])
+{
+    uint32_t bits;
+    memcpy(&bits, qh, 4);
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits),
+                                               _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202,
+                                                                  0x0303030303030303));
+    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+/* A weight block's quants as the DOT_U8S8 operand: unsigned (0..15 or
+ * 0..31) for the 4- and 5-bit formats; Q8_0's signed bytes are offset by
+ * 128 for dpbusd, or kept signed for the sign trick of maddubs. */
+FORCE_INLINE __m256i legacy_quants(enum legacy_format f, const uint8_t *blk)
+{
+    switch (f) {
+    case LEGACY_Q4_0: return unpack_nibbles(((const block_q4_0 *)blk)->qs);
+    case LEGACY_Q4_1: return unpack_nibbles(((const block_q4_1 *)blk)->qs);
+    case LEGACY_Q5_0: {
+        const block_q5_0 *b = (const block_q5_0 *)blk;
+        return _mm256_or_si256(unpack_nibbles(b->qs), unpack_q5_high(b->qh));
+    }
+    case LEGACY_Q5_1: {
+        const block_q5_1 *b = (const block_q5_1 *)blk;
+        return _mm256_or_si256(unpack_nibbles(b->qs), unpack_q5_high(b->qh));
+    }
+    default: {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)((const block_q8_0 *)blk)->qs);
+        return HAVE_DPBUSD ? _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)) : q;
+    }
+    }
+}
+
+/* The offset of the stored quants, taken off per lane after the unsigned
+ * product: sum (q - bias) y = sum q y - bias sum y. */
+FORCE_INLINE int legacy_bias(enum legacy_format f)
+{
+    switch (f) {
+    case LEGACY_Q4_0: return 8;
+    case LEGACY_Q5_0: return 16;
+    case LEGACY_Q8_0: return HAVE_DPBUSD ? 128 : 0;
+    default: return 0;
+    }
+}
+
+/* One row-token pair of a block: the integer lanes of kernels.h. */
+FORCE_INLINE __m256i legacy_lanes(enum legacy_format f, __m256i q, __m256i y, __m256i start)
+{
+    if (f == LEGACY_Q8_0 && !HAVE_DPBUSD) /* |q| times y with q's sign */
+        return DOT_U8S8(start, _mm256_abs_epi8(q), _mm256_sign_epi8(y, q));
+    return DOT_U8S8(start, q, y);
+}
+
+FORCE_INLINE void legacy_tile(enum legacy_format f, const int TR, const int TT, int64_t n_blocks,
+                              const uint8_t *w, size_t w_stride, const uint8_t *x, size_t x_stride,
+                              float *out, int64_t out_stride)
+{
+    const size_t wb = legacy_block_bytes(f);
+    const size_t xb = legacy_affine(f) ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    const int bias = legacy_bias(f);
+    __m256 run[INT_TILE_ROWS][INT_TILE_TOKS];
+    UNROLL
+    for (int r = 0; r < TR; r++)
+        UNROLL
+        for (int t = 0; t < TT; t++) run[r][t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n_blocks; i++) {
+        __m256i q[INT_TILE_ROWS];
+        __m256 dw[INT_TILE_ROWS], mw[INT_TILE_ROWS];
+        UNROLL
+        for (int r = 0; r < TR; r++) {
+            const uint8_t *blk = w + (size_t)r * w_stride + (size_t)i * wb;
+            prefetch_next_rows(blk, w_stride, TR);
+            q[r] = legacy_quants(f, blk);
+            hearth_f16 d, m = 0;
+            memcpy(&d, blk, 2);
+            if (legacy_affine(f)) memcpy(&m, blk + 2, 2);
+            dw[r] = broadcast_half(d);
+            mw[r] = broadcast_half(m);
+        }
+        UNROLL
+        for (int t = 0; t < TT; t++) {
+            const uint8_t *blk = x + (size_t)t * x_stride + (size_t)i * xb;
+            const __m256i y = _mm256_loadu_si256((const __m256i *)(blk + (legacy_affine(f) ? 4 : 2)));
+            hearth_f16 dyh;
+            memcpy(&dyh, blk, 2);
+            const __m256 dy = broadcast_half(dyh);
+            __m256i start = _mm256_setzero_si256();
+            __m256 ysum = _mm256_setzero_ps();
+            if (bias) start = _mm256_sub_epi32(start, DOT_U8S8(start, _mm256_set1_epi8((char)bias), y));
+            if (legacy_affine(f)) ysum = _mm256_cvtepi32_ps(lane_sums(y));
+            UNROLL
+            for (int r = 0; r < TR; r++) {
+                const __m256i lanes = legacy_lanes(f, q[r], y, start);
+                run[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], dy), _mm256_cvtepi32_ps(lanes), run[r][t]);
+                if (legacy_affine(f)) run[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(mw[r], dy), ysum, run[r][t]);
+            }
+        }
+    }
+    UNROLL
+    for (int t = 0; t < TT; t++)
+        UNROLL
+        for (int r = 0; r < TR; r++) out[t * out_stride + r] = lanes_total(run[r][t]);
+}
+
+/* ==========================================================================
+ * K-quants: 256-element super-blocks times Q8_K
+ * ========================================================================== */
+
+enum kquant_format { KQ_Q2_K, KQ_Q3_K, KQ_Q4_K, KQ_Q5_K, KQ_Q6_K };
+
+FORCE_INLINE size_t kquant_block_bytes(enum kquant_format f)
+{
+    switch (f) {
+    case KQ_Q2_K: return sizeof(block_q2_K);
+    case KQ_Q3_K: return sizeof(block_q3_K);
+    case KQ_Q4_K: return sizeof(block_q4_K);
+    case KQ_Q5_K: return sizeof(block_q5_K);
+    default: return sizeof(block_q6_K);
+    }
+}
+
+/* What a tile keeps of one row's super-block between its chunks. */
+struct kq_row {
+    __m256i chunk_sc; /* 16-bit sub-block scales, laid out for kquant_chunk_scales */
+    __m256i bsum_w;   /* 16-bit weights of Q8_K's bsums: mins, or bias x scales */
+    float d, dmin;    /* float scales (dmin 0 where there is no min) */
+};
+
+/* The 6-bit scales and mins of Q4_K/Q5_K (8 each) as bytes, from the
+ * 12 packed bytes (see q4k_unpack_scales in quant.c). */
+FORCE_INLINE void unpack_q4k_scales(const uint8_t p[12], uint64_t *scales, uint64_t *mins)
+{
+    uint32_t u0, u1, u2;
+    memcpy(&u0, p, 4);
+    memcpy(&u1, p + 4, 4);
+    memcpy(&u2, p + 8, 4);
+    const uint32_t sc_lo = u0 & 0x3f3f3f3f, mn_lo = u1 & 0x3f3f3f3f;
+    const uint32_t sc_hi = (u2 & 0x0f0f0f0f) | ((u0 >> 6) & 0x03030303) << 4;
+    const uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 6) & 0x03030303) << 4;
+    *scales = sc_lo | (uint64_t)sc_hi << 32;
+    *mins = mn_lo | (uint64_t)mn_hi << 32;
+}
+
+/* The 16 signed 6-bit scales of Q3_K (see q3k_unpack_scales in quant.c). */
+FORCE_INLINE __m128i unpack_q3k_scales(const uint8_t p[12])
+{
+    uint32_t a0, a1, a2;
+    memcpy(&a0, p, 4);
+    memcpy(&a1, p + 4, 4);
+    memcpy(&a2, p + 8, 4);
+    const uint32_t s0 = (a0 & 0x0f0f0f0f) | (a2 & 0x03030303) << 4;
+    const uint32_t s1 = (a1 & 0x0f0f0f0f) | ((a2 >> 2) & 0x03030303) << 4;
+    const uint32_t s2 = ((a0 >> 4) & 0x0f0f0f0f) | ((a2 >> 4) & 0x03030303) << 4;
+    const uint32_t s3 = ((a1 >> 4) & 0x0f0f0f0f) | ((a2 >> 6) & 0x03030303) << 4;
+    return _mm_sub_epi8(_mm_setr_epi32((int)s0, (int)s1, (int)s2, (int)s3), _mm_set1_epi8(32));
+}
+
+/* 16 scales of 16-element sub-blocks, bytes in order, to 16-bit lanes
+ * with the even sub-blocks in the low half and the odd ones in the high
+ * half: then chunk c's two scales sit at word c of each half. */
+FORCE_INLINE __m256i spread_scales16(__m128i bytes)
+{
+    const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(bytes, even_odd));
+}
+
+FORCE_INLINE void kquant_row(enum kquant_format f, const uint8_t *blk, struct kq_row *row)
+{
+    switch (f) {
+    case KQ_Q2_K: {
+        const block_q2_K *b = (const block_q2_K *)blk;
+        const __m128i raw = _mm_loadu_si128((const __m128i *)b->scales);
+        const __m128i m4 = _mm_set1_epi8(0x0f);
+        row->chunk_sc = spread_scales16(_mm_and_si128(raw, m4));
+        row->bsum_w = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), m4));
+        row->d = half_to_float(b->d);
+        row->dmin = half_to_float(b->dmin);
+        break;
+    }
+    case KQ_Q3_K: {
+        const block_q3_K *b = (const block_q3_K *)blk;
+        const __m128i sc = unpack_q3k_scales(b->scales);
+        row->chunk_sc = spread_scales16(sc);
+        row->bsum_w = _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc), 2); /* 4 sc: u - 4 */
+        row->d = half_to_float(b->d);
+        row->dmin = 0.0f;
+        break;
+    }
+    case KQ_Q4_K:
+    case KQ_Q5_K: {
+        const block_q4_K *b4 = (const block_q4_K *)blk;
+        const block_q5_K *b5 = (const block_q5_K *)blk;
+        uint64_t sc, mn;
+        unpack_q4k_scales(f == KQ_Q4_K ? b4->scales : b5->scales, &sc, &mn);
+        /* one scale per 32-element chunk: the same word c in both halves */
+        row->chunk_sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+        const __m128i m8 = _mm_cvtsi64_si128((long long)mn);
+        row->bsum_w = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* m_k for bsums 2k, 2k + 1 */
+        row->d = half_to_float(f == KQ_Q4_K ? b4->d : b5->d);
+        row->dmin = half_to_float(f == KQ_Q4_K ? b4->dmin : b5->dmin);
+        break;
+    }
+    default: {
+        const block_q6_K *b = (const block_q6_K *)blk;
+        const __m128i sc = _mm_loadu_si128((const __m128i *)b->scales);
+        row->chunk_sc = spread_scales16(sc);
+        row->bsum_w = _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc), 5); /* 32 sc: u - 32 */
+        row->d = half_to_float(b->d);
+        row->dmin = 0.0f;
+        break;
+    }
+    }
+}
+
+/* The scales of chunk c as 16-bit lanes: sub-block 2c's for elements
+ * 0-15, 2c + 1's for 16-31 (for Q4_K and Q5_K the chunk's one scale). */
+FORCE_INLINE __m256i kquant_chunk_scales(const struct kq_row *row, int c)
+{
+    return _mm256_shuffle_epi8(row->chunk_sc, _mm256_set1_epi16((short)((2 * c + 1) << 8 | 2 * c)));
+}
+
+/* Bit b of each byte of v moved to bit `to` (16-bit shifts: no bit of the
+ * other byte reaches bit `to`, see the callers' ranges). */
+FORCE_INLINE __m256i move_bit(__m256i v, int b, int to)
+{
+    return b <= to ? _mm256_slli_epi16(v, to - b) : _mm256_srli_epi16(v, b - to);
+}
+
+/* The unsigned quants of chunk c (elements 32c .. 32c + 31). */
+FORCE_INLINE __m256i kquant_chunk(enum kquant_format f, const uint8_t *blk, int c)
+{
+    const __m256i m2 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(0x0f);
+    switch (f) {
+    case KQ_Q2_K: {
+        const block_q2_K *b = (const block_q2_K *)blk;
+        const __m256i raw = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (c / 4)));
+        return _mm256_and_si256(_mm256_srli_epi16(raw, 2 * (c % 4)), m2);
+    }
+    case KQ_Q3_K: {
+        const block_q3_K *b = (const block_q3_K *)blk;
+        const __m256i raw = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (c / 4)));
+        const __m256i low = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * (c % 4)), m2);
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
+        return _mm256_or_si256(low, _mm256_and_si256(move_bit(hm, c, 2), _mm256_set1_epi8(4)));
+    }
+    case KQ_Q4_K: {
+        const block_q4_K *b = (const block_q4_K *)blk;
+        const __m256i raw = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (c / 2)));
+        return _mm256_and_si256(_mm256_srli_epi16(raw, 4 * (c % 2)), m4);
+    }
+    case KQ_Q5_K: {
+        const block_q5_K *b = (const block_q5_K *)blk;
+        const __m256i raw = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (c / 2)));
+        const __m256i low = _mm256_and_si256(_mm256_srli_epi16(raw, 4 * (c % 2)), m4);
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)b->qh);
+        return _mm256_or_si256(low, _mm256_and_si256(move_bit(qh, c, 4), _mm256_set1_epi8(0x10)));
+    }
+    default: {
+        const block_q6_K *b = (const block_q6_K *)blk;
+        const int h = c / 4, k = c % 4;
+        const __m256i ql = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (k % 2)));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        const __m256i low = _mm256_and_si256(_mm256_srli_epi16(ql, 4 * (k / 2)), m4);
+        return _mm256_or_si256(low, _mm256_and_si256(move_bit(qh, 2 * k, 4), _mm256_set1_epi8(0x30)));
+    }
+    }
+}
+
+FORCE_INLINE void kquant_tile(enum kquant_format f, const int TR, const int TT, int64_t n_blocks,
+                              const uint8_t *w, size_t w_stride, const uint8_t *x, size_t x_stride,
+                              float *out, int64_t out_stride)
+{
+    const size_t wb = kquant_block_bytes(f);
+    const bool has_min = f == KQ_Q2_K || f == KQ_Q4_K || f == KQ_Q5_K;
+    __m256 run[INT_TILE_ROWS][INT_TILE_TOKS];
+    UNROLL
+    for (int r = 0; r < TR; r++)
+        UNROLL
+        for (int t = 0; t < TT; t++) run[r][t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n_blocks; i++) {
+        struct kq_row row[INT_TILE_ROWS];
+        const uint8_t *wblk[INT_TILE_ROWS];
+        const block_q8_K *yblk[INT_TILE_TOKS];
+        UNROLL
+        for (int r = 0; r < TR; r++) {
+            wblk[r] = w + (size_t)r * w_stride + (size_t)i * wb;
+            prefetch_next_rows(wblk[r], w_stride, TR);
+            prefetch_next_rows(wblk[r] + 64, w_stride, TR);
+            if (wb > 128) prefetch_next_rows(wblk[r] + 128, w_stride, TR);
+            kquant_row(f, wblk[r], &row[r]);
+        }
+        UNROLL
+        for (int t = 0; t < TT; t++) yblk[t] = (const block_q8_K *)(x + (size_t)t * x_stride) + i;
+        __m256i acc[INT_TILE_ROWS][INT_TILE_TOKS];
+        UNROLL
+        for (int r = 0; r < TR; r++)
+            UNROLL
+            for (int t = 0; t < TT; t++) acc[r][t] = _mm256_setzero_si256();
+        UNROLL
+        for (int c = 0; c < QK_K / 32; c++) {
+            __m256i q[INT_TILE_ROWS], sc[INT_TILE_ROWS];
+            UNROLL
+            for (int r = 0; r < TR; r++) {
+                q[r] = kquant_chunk(f, wblk[r], c);
+                sc[r] = kquant_chunk_scales(&row[r], c);
+            }
+            UNROLL
+            for (int t = 0; t < TT; t++) {
+                const __m256i y = _mm256_loadu_si256((const __m256i *)(yblk[t]->qs + 32 * c));
+                UNROLL
+                for (int r = 0; r < TR; r++)
+                    acc[r][t] = DOT_S16(acc[r][t], _mm256_maddubs_epi16(q[r], y), sc[r]);
+            }
+        }
+        UNROLL
+        for (int t = 0; t < TT; t++) {
+            const __m256i bsums = _mm256_loadu_si256((const __m256i *)yblk[t]->bsums);
+            const float dy = yblk[t]->d;
+            UNROLL
+            for (int r = 0; r < TR; r++) {
+                const __m256i paired = _mm256_madd_epi16(bsums, row[r].bsum_w);
+                __m256i lanes = acc[r][t];
+                if (!has_min) lanes = _mm256_sub_epi32(lanes, paired);
+                run[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dy * row[r].d), _mm256_cvtepi32_ps(lanes), run[r][t]);
+                if (has_min)
+                    run[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(-(dy * row[r].dmin)), _mm256_cvtepi32_ps(paired),
+                                                run[r][t]);
+            }
+        }
+    }
+    UNROLL
+    for (int t = 0; t < TT; t++)
+        UNROLL
+        for (int r = 0; r < TR; r++) out[t * out_stride + r] = lanes_total(run[r][t]);
+}
+
+/* ==========================================================================
+ * Entry points: gemm walks the tile grid, vec_dot is its 1 x 1 case
+ * ========================================================================== */
+
+/* gemm walks full tiles of TROWS x TTOKS, token tiles outermost so that a
+ * tile's activations stay in cache while all the rows pass them; the
+ * leftover tokens (fewer than TTOKS, at most 3) form one narrower tile, and
+ * leftover rows are done one at a time.  All of them run the same tile
+ * code, so every call shape computes a row-token pair alike.
+ * TILE(fmt, rows, tokens, n_blocks, w, w_stride, x, x_stride, out,
+ * out_stride) is a tile kernel. */
+#define TILE_ROWS_PASS(TILE, fmt, TROWS, TOKS, t) \
+    do { \
+        int64_t r = 0; \
+        for (; r + (TROWS) <= n_rows; r += (TROWS)) \
+            TILE(fmt, TROWS, TOKS, nb, wp + (size_t)r * ws, ws, xp + (size_t)(t) * xs, xs, y + (t) * ys + r, ys); \
+        for (; r < n_rows; r++) \
+            TILE(fmt, 1, TOKS, nb, wp + (size_t)r * ws, ws, xp + (size_t)(t) * xs, xs, y + (t) * ys + r, ys); \
+    } while (0)
+
+#define DEFINE_TILED_GEMM(name, TILE, fmt, TROWS, TTOKS, block_elems) \
+    _Static_assert((TTOKS) >= 1 && (TTOKS) <= 4, "leftover tokens are dispatched up to 3"); \
+    static void gemm_##name(int64_t n, int64_t n_rows, int64_t n_tok, const void *w, size_t ws, \
+                            const void *x, size_t xs, float *y, int64_t ys) \
+    { \
+        const uint8_t *wp = w, *xp = x; \
+        const int64_t nb = n / (block_elems); \
+        int64_t t = 0; \
+        for (; t + (TTOKS) <= n_tok; t += (TTOKS)) TILE_ROWS_PASS(TILE, fmt, TROWS, TTOKS, t); \
+        switch (n_tok - t) { \
+        case 3: TILE_ROWS_PASS(TILE, fmt, TROWS, 3, t); break; \
+        case 2: TILE_ROWS_PASS(TILE, fmt, TROWS, 2, t); break; \
+        case 1: TILE_ROWS_PASS(TILE, fmt, TROWS, 1, t); break; \
+        default: break; \
+        } \
+    } \
+    static void vec_dot_##name(int64_t n, float *s, const void *w, const void *x) \
+    { \
+        gemm_##name(n, 1, 1, w, 0, x, 0, s, 0); \
+    }
+
+#define DEFINE_INT_GEMM(name, TILE, fmt, block_elems) \
+    DEFINE_TILED_GEMM(name, TILE, fmt, INT_TILE_ROWS, INT_TILE_TOKS, block_elems)
+
+DEFINE_INT_GEMM(q4_0, legacy_tile, LEGACY_Q4_0, QK4_0)
+DEFINE_INT_GEMM(q4_1, legacy_tile, LEGACY_Q4_1, QK4_1)
+DEFINE_INT_GEMM(q5_0, legacy_tile, LEGACY_Q5_0, QK5_0)
+DEFINE_INT_GEMM(q5_1, legacy_tile, LEGACY_Q5_1, QK5_1)
+DEFINE_INT_GEMM(q8_0, legacy_tile, LEGACY_Q8_0, QK8_0)
+DEFINE_INT_GEMM(q2_k, kquant_tile, KQ_Q2_K, QK_K)
+DEFINE_INT_GEMM(q3_k, kquant_tile, KQ_Q3_K, QK_K)
+DEFINE_INT_GEMM(q4_k, kquant_tile, KQ_Q4_K, QK_K)
+DEFINE_INT_GEMM(q5_k, kquant_tile, KQ_Q5_K, QK_K)
+DEFINE_INT_GEMM(q6_k, kquant_tile, KQ_Q6_K, QK_K)
+
+/* Table entries of the integer formats, for the including file's table. */
+#define INT_KERNEL_ACT_TYPES \
+    [HEARTH_TYPE_Q4_0] = HEARTH_TYPE_Q8_0, [HEARTH_TYPE_Q4_1] = HEARTH_TYPE_Q8_1, \
+    [HEARTH_TYPE_Q5_0] = HEARTH_TYPE_Q8_0, [HEARTH_TYPE_Q5_1] = HEARTH_TYPE_Q8_1, \
+    [HEARTH_TYPE_Q8_0] = HEARTH_TYPE_Q8_0, [HEARTH_TYPE_Q2_K] = HEARTH_TYPE_Q8_K, \
+    [HEARTH_TYPE_Q3_K] = HEARTH_TYPE_Q8_K, [HEARTH_TYPE_Q4_K] = HEARTH_TYPE_Q8_K, \
+    [HEARTH_TYPE_Q5_K] = HEARTH_TYPE_Q8_K, [HEARTH_TYPE_Q6_K] = HEARTH_TYPE_Q8_K
+#define INT_KERNEL_ACT_CONVERTS \
+    [HEARTH_TYPE_Q8_0] = act_q8_0, [HEARTH_TYPE_Q8_1] = act_q8_1, [HEARTH_TYPE_Q8_K] = act_q8_k
+#define INT_KERNEL_TABLE(fn) \
+    [HEARTH_TYPE_Q4_0] = fn##_q4_0, [HEARTH_TYPE_Q4_1] = fn##_q4_1, [HEARTH_TYPE_Q5_0] = fn##_q5_0, \
+    [HEARTH_TYPE_Q5_1] = fn##_q5_1, [HEARTH_TYPE_Q8_0] = fn##_q8_0, [HEARTH_TYPE_Q2_K] = fn##_q2_k, \
+    [HEARTH_TYPE_Q3_K] = fn##_q3_k, [HEARTH_TYPE_Q4_K] = fn##_q4_k, [HEARTH_TYPE_Q5_K] = fn##_q5_k, \
+    [HEARTH_TYPE_Q6_K] = fn##_q6_k
+
+#endif /* HEARTH_X86_INT_H */

@@ -1,0 +1,344 @@
+/*
+ * chat.c -- `hearth chat`: an interactive conversation on the model's chat
+ * template.
+ *
+ * Each turn renders the whole conversation with the template and
+ * tokenizes it; the tokens that match what the KV cache already holds are
+ * kept, so only the new turn is prefilled.  (Rendering the whole
+ * conversation, rather than appending text, keeps templates that rewrite
+ * earlier turns correct: the cache is rewound to where they differ.)
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "generate.h"
+#include "hearth.h"
+#include "model_options.h"
+#include "prompt.h"
+#include "sampling_options.h"
+
+#define CMD "chat"
+
+struct conversation {
+    hearth_chat_message *msgs;
+    char **owned;            /* the strings behind msgs, freed with them */
+    size_t n, cap;
+};
+
+static int conv_add(struct conversation *cv, const char *role, const char *content, size_t len)
+{
+    if (cv->n == cv->cap) {
+        size_t cap = cv->cap ? cv->cap * 2 : 16;
+        hearth_chat_message *m = realloc(cv->msgs, cap * sizeof *m);
+        if (!m) return -1;
+        cv->msgs = m;
+        char **o = realloc(cv->owned, cap * sizeof *o);
+        if (!o) return -1;
+        cv->owned = o;
+        cv->cap = cap;
+    }
+    char *copy = malloc(len + 1);
+    if (!copy) return -1;
+    memcpy(copy, content, len);
+    copy[len] = '\0';
+    cv->owned[cv->n] = copy;
+    cv->msgs[cv->n] = (hearth_chat_message){role, copy};
+    cv->n++;
+    return 0;
+}
+
+static void conv_clear(struct conversation *cv, size_t keep)
+{
+    while (cv->n > keep) free(cv->owned[--cv->n]);
+}
+
+static void conv_free(struct conversation *cv)
+{
+    conv_clear(cv, 0);
+    free(cv->msgs);
+    free(cv->owned);
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: hearth chat (-m MODEL | -hf OWNER/REPO[:FILE] | --url URL) [options]\n"
+            "\n"
+            "Chat with a model.  Type a message and press Enter; /reset starts over,\n"
+            "/exit or end of input (Ctrl-D) quits.  Ctrl-C stops the current reply.\n"
+            "  --system TEXT            the system message\n"
+            "  --chat-template NAME|FILE  use this template instead of the model's\n"
+            "  -n, --n-predict N        at most N tokens per reply (default: no limit)\n"
+            "  -c, --ctx-size N         context size (default: the model's, at most 4096)\n"
+            "  -b, --batch N            prompt tokens per forward pass (default 512)\n"
+            "  -t, --threads N          threads (default: all processors)\n"
+            "  --cache-type TYPE        KV cache type: f32, f16 (default), q8_0\n"
+            "  -v, --verbose            statistics after every reply\n");
+    cli_model_help(out);
+    cli_sampling_help(out);
+}
+
+/* Read one message: a line, where a trailing backslash continues it on the
+ * next line.  Returns the length, or -1 at end of input. */
+static ssize_t read_message(char **buf, size_t *cap, bool interactive)
+{
+    size_t len = 0;
+    char *line = NULL;
+    size_t line_cap = 0;
+    for (;;) {
+        if (interactive) {
+            fputs(len ? ". " : "> ", stderr);
+            fflush(stderr);
+        }
+        errno = 0;
+        ssize_t n = getline(&line, &line_cap, stdin);
+        if (n < 0) {
+            free(line);
+            return len ? (ssize_t)len : -1;
+        }
+        if (n > 0 && line[n - 1] == '\n') line[--n] = '\0';
+        bool more = n > 0 && line[n - 1] == '\\';
+        if (more) line[--n] = '\n';
+        if (len + (size_t)n + 1 > *cap) {
+            size_t c = (len + (size_t)n + 1) * 2;
+            char *b = realloc(*buf, c);
+            if (!b) {
+                free(line);
+                return -1;
+            }
+            *buf = b;
+            *cap = c;
+        }
+        memcpy(*buf + len, line, (size_t)n);
+        len += (size_t)n;
+        (*buf)[len] = '\0';
+        if (!more) break;
+    }
+    free(line);
+    return (ssize_t)len;
+}
+
+int cmd_chat(int argc, char **argv)
+{
+    enum { OPT_SYSTEM = 0x2000, OPT_CHAT_TEMPLATE, OPT_CACHE_TYPE };
+    static const struct option longopts[] = {
+        {"system", required_argument, NULL, OPT_SYSTEM},
+        {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
+        {"n-predict", required_argument, NULL, 'n'},
+        {"ctx-size", required_argument, NULL, 'c'},
+        {"batch", required_argument, NULL, 'b'},
+        {"batch-size", required_argument, NULL, 'b'},
+        {"threads", required_argument, NULL, 't'},
+        {"cache-type", required_argument, NULL, OPT_CACHE_TYPE},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        CLI_MODEL_LONG_OPTIONS,
+        CLI_SAMPLING_LONG_OPTIONS,
+        {NULL, 0, NULL, 0},
+    };
+    struct cli_model_source src;
+    struct cli_sampling sampling;
+    cli_model_source_init(&src);
+    cli_sampling_init(&sampling);
+    const char *system = NULL, *template_spec = NULL;
+    int n_predict = -1, n_ctx = 0, n_batch = 0, n_threads = 0;
+    bool verbose = cli_verbose > 0;
+    hearth_type cache_type = HEARTH_TYPE_F16;
+    int rc = CLI_EXIT_USAGE;
+
+    cli_model_normalize_args(argc, argv);
+    int c;
+    while ((c = getopt_long(argc, argv, ":m:n:c:b:t:vh", longopts, NULL)) != -1) {
+        int r = cli_model_option(CMD, &src, c, optarg);
+        if (r == 0) r = cli_sampling_option(CMD, &sampling, c, optarg);
+        if (r < 0) goto done;
+        if (r > 0) continue;
+        switch (c) {
+        case OPT_SYSTEM: system = optarg; break;
+        case OPT_CHAT_TEMPLATE: template_spec = optarg; break;
+        case 'n':
+            if (!cli_parse_int(CMD, "--n-predict", optarg, -1, 1 << 30, &n_predict)) goto done;
+            break;
+        case 'c':
+            if (!cli_parse_int(CMD, "--ctx-size", optarg, 1, 1 << 24, &n_ctx)) goto done;
+            break;
+        case 'b':
+            if (!cli_parse_int(CMD, "--batch", optarg, 1, 1 << 20, &n_batch)) goto done;
+            break;
+        case 't':
+            if (!cli_parse_int(CMD, "--threads", optarg, 1, 1024, &n_threads)) goto done;
+            break;
+        case OPT_CACHE_TYPE:
+            if (!cli_parse_cache_type(CMD, optarg, &cache_type)) goto done;
+            break;
+        case 'v': verbose = true; break;
+        case 'h':
+            usage(stdout);
+            rc = CLI_EXIT_OK;
+            goto done;
+        default:
+            rc = cli_option_error(CMD, c, argv);
+            goto done;
+        }
+    }
+    if (optind < argc) {
+        cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
+        goto done;
+    }
+    if (cli_model_check(CMD, &src, true) != CLI_EXIT_OK) goto done;
+    cli_sampling_finish(&sampling);
+
+    char *model_path = NULL, *input = NULL;
+    size_t input_cap = 0;
+    hearth_model *model = NULL;
+    hearth_context *ctx = NULL;
+    hearth_sampler *sampler = NULL;
+    hearth_text_stream *stream = NULL;
+    hearth_token *cached = NULL, *tokens = NULL, *reply = NULL;
+    size_t n_cached = 0, cached_cap = 0, n_reply = 0, reply_cap = 0;
+    struct conversation cv = {0};
+    struct chat_prompt cp = {0};
+    hearth_status st;
+    rc = CLI_EXIT_FAILURE;
+
+    if (cli_model_load(CMD, &src, &model_path, &model) != CLI_EXIT_OK) goto cleanup;
+    const hearth_vocab *vocab = hearth_model_vocab(model);
+    if (!vocab) {
+        cli_error(CMD, "%s has no tokenizer", model_path);
+        goto cleanup;
+    }
+    if (chat_prompt_load(CMD, template_spec, model, vocab, &cp) != CLI_EXIT_OK) goto cleanup;
+
+    hearth_context_params cparams;
+    hearth_context_default_params(&cparams);
+    cparams.n_ctx = n_ctx;
+    cparams.n_batch = n_batch;
+    cparams.n_threads = n_threads;
+    cparams.cache_type = cache_type;
+    if ((st = hearth_context_new(model, &cparams, &ctx)) ||
+        (st = hearth_sampler_new(&sampling.params, hearth_model_n_vocab(model), &sampler)) ||
+        (st = hearth_text_stream_new(vocab, NULL, &stream))) {
+        cli_fail(CMD, st);
+        goto cleanup;
+    }
+    if (system && conv_add(&cv, "system", system, strlen(system)) != 0) goto nomem;
+
+    const bool interactive = isatty(STDIN_FILENO);
+    if (interactive)
+        fprintf(stderr, "hearth: chatting with %s (%s); context %d tokens. /exit quits, /reset "
+                "starts over.\n", model_path, hearth_model_desc(model), hearth_context_n_ctx(ctx));
+    gen_install_sigint();
+    hearth_context_set_abort(ctx, gen_should_abort, NULL);
+
+    for (;;) {
+        ssize_t len = read_message(&input, &input_cap, interactive);
+        if (len < 0) {
+            if (gen_interrupted()) rc = CLI_EXIT_INTERRUPTED;
+            else rc = CLI_EXIT_OK;
+            break;
+        }
+        if (len == 0) continue;
+        if (strcmp(input, "/exit") == 0 || strcmp(input, "/quit") == 0) {
+            rc = CLI_EXIT_OK;
+            break;
+        }
+        if (strcmp(input, "/reset") == 0) {
+            conv_clear(&cv, system ? 1 : 0);
+            hearth_context_rewind(ctx, 0);
+            n_cached = 0;
+            if (interactive) fprintf(stderr, "hearth: conversation reset\n");
+            continue;
+        }
+        if (conv_add(&cv, "user", input, (size_t)len) != 0) goto nomem;
+
+        size_t n_tokens;
+        free(tokens);
+        tokens = NULL;
+        if (chat_prompt_tokens(CMD, &cp, vocab, cv.msgs, cv.n, true, &tokens, &n_tokens) != CLI_EXIT_OK) {
+            conv_clear(&cv, cv.n - 1);
+            continue;
+        }
+        /* Keep the cached prefix the new rendering shares. */
+        size_t common = 0;
+        while (common < n_cached && common < n_tokens && cached[common] == tokens[common]) common++;
+        if (common == n_tokens && common > 0) common--; /* something must be evaluated */
+        hearth_context_rewind(ctx, (int32_t)common);
+        n_cached = common;
+
+        hearth_text_stream_reset(stream);
+        hearth_sampler_reset(sampler);
+        n_reply = 0;
+        gen_clear_interrupt();
+        struct gen_request req = {tokens + common, n_tokens - common, n_predict, stream, stdout,
+                                  &reply, &n_reply, &reply_cap};
+        struct gen_stats stats;
+        int gen_rc = gen_run(CMD, ctx, sampler, vocab, &req, &stats);
+        fputc('\n', stdout);
+        fflush(stdout);
+        if (gen_rc != CLI_EXIT_OK) {
+            if (stats.status == HEARTH_E_RANGE)
+                fprintf(stderr, "hearth: %s: the conversation no longer fits in the context; "
+                        "/reset to start over\n", CMD);
+            conv_clear(&cv, cv.n - 1);
+            hearth_context_rewind(ctx, (int32_t)n_cached);
+            continue;
+        }
+        if (verbose) gen_print_stats(CMD, &stats, &sampling.params);
+        if (stats.context_full)
+            fprintf(stderr, "hearth: %s: the context is full; /reset to start over\n", CMD);
+
+        /* What the cache now holds: the prompt, then the reply tokens that
+         * were evaluated. */
+        size_t need = n_tokens + n_reply;
+        if (need > cached_cap) {
+            hearth_token *b = realloc(cached, need * sizeof *b);
+            if (!b) goto nomem;
+            cached = b;
+            cached_cap = need;
+        }
+        memcpy(cached, tokens, n_tokens * sizeof *tokens);
+        memcpy(cached + n_tokens, reply, n_reply * sizeof *reply);
+        n_cached = (size_t)hearth_context_n_past(ctx);
+        if (n_cached > need) n_cached = need;
+
+        /* The reply as the assistant's message (without SentencePiece's
+         * leading space). */
+        size_t text_len = 0;
+        hearth_detokenize(vocab, reply, n_reply, 0, NULL, 0, &text_len);
+        char *text = malloc(text_len + 1);
+        if (!text) goto nomem;
+        if (hearth_detokenize(vocab, reply, n_reply, 0, text, text_len, &text_len) != HEARTH_OK)
+            text_len = 0;
+        int added = conv_add(&cv, "assistant", text, text_len);
+        free(text);
+        if (added != 0) goto nomem;
+        if (stats.finish == FINISH_INTERRUPTED && interactive)
+            fprintf(stderr, "hearth: %s: reply interrupted\n", CMD);
+    }
+    goto cleanup;
+nomem:
+    cli_error(CMD, "out of memory");
+    rc = CLI_EXIT_FAILURE;
+cleanup:
+    hearth_text_stream_free(stream);
+    hearth_sampler_free(sampler);
+    hearth_context_free(ctx);
+    hearth_model_free(model);
+    chat_prompt_free(&cp);
+    conv_free(&cv);
+    free(cached);
+    free(tokens);
+    free(reply);
+    free(input);
+    free(model_path);
+done:
+    cli_sampling_free(&sampling);
+    return rc;
+}

@@ -1,0 +1,134 @@
+/*
+ * prompt.c -- tokenization and chat templates for the generating commands
+ * (see prompt.h).
+ */
+#include "config.h"
+
+#include "prompt.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli.h"
+
+int cli_tokenize(const char *cmd, const hearth_vocab *vocab, const char *text, size_t len,
+                 unsigned flags, hearth_token **tokens, size_t *n_tokens)
+{
+    size_t cap = len + 8;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        hearth_token *buf = malloc(cap * sizeof *buf);
+        if (!buf) return cli_error(cmd, "out of memory tokenizing %zu bytes", len);
+        size_t n = 0;
+        hearth_status st = hearth_tokenize(vocab, text, len, flags, buf, cap, &n);
+        if (st == HEARTH_OK) {
+            *tokens = buf;
+            *n_tokens = n;
+            return CLI_EXIT_OK;
+        }
+        free(buf);
+        if (st != HEARTH_E_RANGE) return cli_fail(cmd, st);
+        cap = n;
+    }
+    return cli_error(cmd, "tokenizing failed: the token count changed between attempts");
+}
+
+static char *token_text(const hearth_vocab *vocab, hearth_special_token which)
+{
+    hearth_token t = hearth_vocab_special(vocab, which);
+    size_t len = 0;
+    const char *s = t == HEARTH_TOKEN_NONE ? "" : hearth_vocab_token_text(vocab, t, &len);
+    char *copy = malloc(len + 1);
+    if (copy) {
+        memcpy(copy, s ? s : "", len);
+        copy[len] = '\0';
+    }
+    return copy;
+}
+
+int chat_prompt_load(const char *cmd, const char *spec, const hearth_model *model,
+                     const hearth_vocab *vocab, struct chat_prompt *cp)
+{
+    memset(cp, 0, sizeof *cp);
+    hearth_status st;
+    if (spec) {
+        for (const char *const *n = hearth_template_builtin_names(); *n; n++) {
+            if (strcmp(*n, spec) == 0) {
+                st = hearth_template_builtin(spec, &cp->tmpl);
+                if (st) return cli_fail(cmd, st);
+                cp->source = spec;
+                break;
+            }
+        }
+        if (!cp->tmpl) {
+            size_t len;
+            char *text = cli_read_file(cmd, spec, &len);
+            if (!text) return CLI_EXIT_FAILURE;
+            st = hearth_template_parse(text, len, &cp->tmpl);
+            free(text);
+            if (st) return cli_error(cmd, "%s: %s", spec, hearth_last_error());
+            cp->source = spec;
+        }
+    } else {
+        const char *text;
+        st = hearth_gguf_get_str(hearth_model_gguf(model), "tokenizer.chat_template", &text);
+        if (st == HEARTH_E_NOT_FOUND)
+            return cli_error(cmd, "the model has no chat template; give one with --chat-template "
+                             "NAME|FILE");
+        if (st) return cli_fail(cmd, st);
+        st = hearth_template_parse(text, strlen(text), &cp->tmpl);
+        if (st) return cli_error(cmd, "the model's chat template: %s", hearth_last_error());
+        cp->source = "the model's template";
+    }
+    cp->bos_text = token_text(vocab, HEARTH_SPECIAL_BOS);
+    cp->eos_text = token_text(vocab, HEARTH_SPECIAL_EOS);
+    if (!cp->bos_text || !cp->eos_text) {
+        chat_prompt_free(cp);
+        return cli_error(cmd, "out of memory");
+    }
+    return CLI_EXIT_OK;
+}
+
+void chat_prompt_free(struct chat_prompt *cp)
+{
+    hearth_template_free(cp->tmpl);
+    free(cp->bos_text);
+    free(cp->eos_text);
+    memset(cp, 0, sizeof *cp);
+}
+
+int chat_prompt_tokens(const char *cmd, const struct chat_prompt *cp, const hearth_vocab *vocab,
+                       const hearth_chat_message *messages, size_t n_messages,
+                       bool add_generation_prompt, hearth_token **tokens, size_t *n_tokens)
+{
+    hearth_chat_options opts;
+    memset(&opts, 0, sizeof opts);
+    opts.add_generation_prompt = add_generation_prompt;
+    opts.bos_token = cp->bos_text;
+    opts.eos_token = cp->eos_text;
+    char *text;
+    size_t len;
+    hearth_status st = hearth_template_render_messages(cp->tmpl, messages, n_messages, &opts, &text, &len);
+    if (st) return cli_error(cmd, "chat template (%s): %s", cp->source, hearth_last_error());
+    /* Templates that write the BOS text themselves (Llama 3) must not get a
+     * second BOS from the tokenizer. */
+    unsigned flags = HEARTH_TOKENIZE_PARSE_SPECIAL;
+    size_t bos_len = strlen(cp->bos_text);
+    if (!(bos_len > 0 && len >= bos_len && memcmp(text, cp->bos_text, bos_len) == 0))
+        flags |= HEARTH_TOKENIZE_ADD_SPECIAL;
+    int rc = cli_tokenize(cmd, vocab, text, len, flags, tokens, n_tokens);
+    hearth_free(text);
+    return rc;
+}
+
+bool cli_parse_cache_type(const char *cmd, const char *arg, hearth_type *out)
+{
+    if (strcasecmp(arg, "f32") == 0) *out = HEARTH_TYPE_F32;
+    else if (strcasecmp(arg, "f16") == 0) *out = HEARTH_TYPE_F16;
+    else if (strcasecmp(arg, "q8_0") == 0) *out = HEARTH_TYPE_Q8_0;
+    else {
+        cli_usage_error(cmd, "--cache-type: '%s' is not one of f32, f16, q8_0", arg);
+        return false;
+    }
+    return true;
+}

@@ -1,0 +1,42 @@
+/*
+ * prompt.h -- turning user text into the tokens a model is fed, shared by
+ * the commands that generate: plain tokenization, and the chat template
+ * (the model's own, or one named or given with --chat-template).
+ */
+#ifndef HEARTH_CLI_PROMPT_H
+#define HEARTH_CLI_PROMPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "hearth.h"
+
+/* Tokenize text into a malloc'ed array.  Returns a CLI exit status (after
+ * printing on failure). */
+int cli_tokenize(const char *cmd, const hearth_vocab *vocab, const char *text, size_t len,
+                 unsigned flags, hearth_token **tokens, size_t *n_tokens);
+
+struct chat_prompt {
+    hearth_template *tmpl;
+    const char *source;     /* "the model's template", a built-in name or a file */
+    char *bos_text;         /* text of the BOS/EOS tokens, "" when none */
+    char *eos_text;
+};
+
+/* The template to use: `spec` (a built-in name or a file; NULL for the
+ * model's tokenizer.chat_template).  Returns a CLI exit status. */
+int chat_prompt_load(const char *cmd, const char *spec, const hearth_model *model,
+                     const hearth_vocab *vocab, struct chat_prompt *cp);
+void chat_prompt_free(struct chat_prompt *cp);
+
+/* Render the conversation and tokenize the result (special-token text is
+ * parsed, BOS added unless the template wrote it).  Returns a CLI exit
+ * status. */
+int chat_prompt_tokens(const char *cmd, const struct chat_prompt *cp, const hearth_vocab *vocab,
+                       const hearth_chat_message *messages, size_t n_messages,
+                       bool add_generation_prompt, hearth_token **tokens, size_t *n_tokens);
+
+/* Parse a --cache-type argument (f32, f16, q8_0). */
+bool cli_parse_cache_type(const char *cmd, const char *arg, hearth_type *out);
+
+#endif /* HEARTH_CLI_PROMPT_H */

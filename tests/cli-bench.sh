@@ -1,0 +1,72 @@
+#!/bin/sh
+# cli-bench.sh -- hearth bench: the table layout, the test combinations,
+# the CSV and JSON outputs, progress on stderr only, and usage errors.
+# Speeds are not checked (no timing in tests), only that they are numbers.
+. "${HEARTH_SRCDIR:-.}/tests/lib.sh"
+require_data models/stories260K.gguf
+
+m="$HEARTH_TEST_DATA/models/stories260K.gguf"
+
+expect_status 0 "markdown" -- "$HEARTH" bench -m "$m" -p 16 -n 4 -r 2 -t 1,2
+head -1 "$tmpdir/out" | grep -q '^| model  *| *size | *params | backend  *| threads | *test | *t/s |$' ||
+    fail "the header has the common tool's columns"
+sed -n 2p "$tmpdir/out" | grep -q '^| -* | -*: | -*: | -* | -*: | -*: | -*: |$' ||
+    fail "the separator row aligns numbers to the right"
+[ "$(grep -c '^| llama ' "$tmpdir/out")" -eq 4 ] || fail "two tests for each of two thread counts"
+sed -n 3p "$tmpdir/out" | grep -q '| *1 | *pp16 | *[0-9.]* ± [0-9.]* |$' || fail "row 1: pp16 with 1 thread"
+sed -n 4p "$tmpdir/out" | grep -q '| *1 | *tg4 | ' || fail "row 2: tg4 with 1 thread"
+sed -n 5p "$tmpdir/out" | grep -q '| *2 | *pp16 | ' || fail "row 3: pp16 with 2 threads"
+grep -q '1.12 MiB |  *0.29 M | CPU' "$tmpdir/out" || fail "model size and parameters"
+grep -q 'pp16, 1 thread' "$tmpdir/err" || fail "progress on stderr"
+grep -q '^| ' "$tmpdir/err" && fail "no table on stderr"
+
+expect_status 0 "quiet, lists and repeats" -- "$HEARTH" bench -m "$m" -p 8,0 -p 4 -n 0 -r 1 -q -b 2
+[ -s "$tmpdir/err" ] && fail "--quiet: nothing on stderr"
+[ "$(grep -c '^| llama ' "$tmpdir/out")" -eq 2 ] || fail "-p 8,0 -p 4 -n 0: two pp tests"
+grep -q 'n_batch' "$tmpdir/out" || fail "a batch size other than 512 gets a column"
+
+expect_status 0 "csv" -- "$HEARTH" bench -m "$m" -p 8 -n 2 -r 3 -o csv -q
+[ "$(wc -l < "$tmpdir/out")" -eq 3 ] || fail "csv: a header and two rows"
+head -1 "$tmpdir/out" | grep -q '^hearth_version,.*,model_filename,model_type,model_size,model_n_params,n_batch,n_threads,.*n_prompt,n_gen,test,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts$' ||
+    fail "csv: the column names"
+grep -q '"1171200","292800","512",' "$tmpdir/out" || fail "csv: size, parameters, batch"
+grep -q '"8","0","pp8",' "$tmpdir/out" || fail "csv: the pp row"
+
+expect_status 0 "json" -- "$HEARTH" bench -m "$m" -p 8 -n 2 -r 3 -o json -q --cache-type f32
+if command -v python3 >/dev/null 2>&1; then
+    python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d) == 2, d
+pp, tg = d
+assert pp["test"] == "pp8" and pp["n_prompt"] == 8 and pp["n_gen"] == 0, pp
+assert tg["test"] == "tg2" and tg["n_gen"] == 2, tg
+assert pp["type_k"] == "f32" and pp["model_n_params"] == 292800
+for r in d:
+    assert len(r["samples_ns"]) == 3 and len(r["samples_ts"]) == 3
+    assert r["avg_ts"] > 0 and r["stddev_ts"] >= 0
+    n = r["n_prompt"] + r["n_gen"]
+    mean = sum(n * 1e9 / s for s in r["samples_ns"]) / 3
+    assert abs(mean - r["avg_ts"]) <= 1e-3 * mean, (mean, r["avg_ts"])
+' "$tmpdir/out" || fail "json: valid, with the samples and their mean"
+fi
+
+expect_status 0 "the kernel path forced" -- env HEARTH_CPU=scalar "$HEARTH" bench -m "$m" -p 4 -n 0 -r 1 -q
+grep -q '| CPU/scalar *|' "$tmpdir/out" || fail "the backend column names the kernel path"
+expect_status 0 "the kernel path in csv" -- env HEARTH_CPU=scalar "$HEARTH" bench -m "$m" -p 4 -n 0 -r 1 -q -o csv
+grep -q '^"[^"]*","[^"]*","CPU","scalar",' "$tmpdir/out" || fail "csv: backends and kernels"
+expect_status 1 "an unknown kernel path" -- env HEARTH_CPU=bogus "$HEARTH" bench -m "$m" -p 4 -n 0
+grep -q "HEARTH_CPU=bogus" "$tmpdir/err" || fail "the unknown kernel path is named"
+
+expect_status 2 "no model" -- "$HEARTH" bench -p 8
+expect_status 2 "nothing to run" -- "$HEARTH" bench -m "$m" -p 0 -n 0
+expect_status 2 "bad list" -- "$HEARTH" bench -m "$m" -t 1,,2
+grep -q -- "--threads" "$tmpdir/err" || fail "the bad option is named"
+expect_status 2 "zero threads" -- "$HEARTH" bench -m "$m" -t 0
+expect_status 2 "bad output format" -- "$HEARTH" bench -m "$m" -o xml
+expect_status 2 "bad cache type" -- "$HEARTH" bench -m "$m" --cache-type q4_0
+expect_status 2 "unexpected argument" -- "$HEARTH" bench -m "$m" extra
+expect_status 1 "missing model" -- "$HEARTH" bench -m "$tmpdir/missing.gguf"
+expect_status 0 "help" -- "$HEARTH" bench --help
+
+finish

@@ -1,0 +1,47 @@
+#!/bin/sh
+# cli-chat.sh -- hearth chat: turns read from stdin, the KV cache of the
+# conversation reused so that only the new turn is prefilled, /reset.
+. "${HEARTH_SRCDIR:-.}/tests/lib.sh"
+require_data models/stories260K.gguf
+
+m="$HEARTH_TEST_DATA/models/stories260K.gguf"
+opts="--chat-template chatml --temp 0 -n 12 -v"
+
+printf 'Hello there\nTell me a story\n' > "$tmpdir/in"
+expect_status 0 "two turns" -- sh -c "\"$HEARTH\" chat -m \"$m\" $opts < \"$tmpdir/in\""
+[ "$(grep -c 'generated: 12 tokens' "$tmpdir/err")" -eq 2 ] || fail "two replies of 12 tokens"
+turn2=$(grep 'prompt: ' "$tmpdir/err" | sed -n '2s/.*prompt: \([0-9]*\) tokens.*/\1/p')
+
+# The whole conversation as the second turn renders it: the first reply is
+# the text of the first turn's output.
+reply1=$(printf 'Hello there\n' | "$HEARTH" chat -m "$m" $opts 2>/dev/null)
+python3 - "$reply1" > "$tmpdir/conv.json" <<'PY' || { echo "SKIP: python3 is needed" >&2; exit 77; }
+import json, sys
+reply = sys.argv[1].rstrip("\n")
+print(json.dumps([{"role": "user", "content": "Hello there"},
+                  {"role": "assistant", "content": reply},
+                  {"role": "user", "content": "Tell me a story"}]))
+PY
+"$HEARTH" template --chat-template chatml --messages "$tmpdir/conv.json" > "$tmpdir/conv.txt"
+total=$("$HEARTH" tokenize -m "$m" --special --count -f "$tmpdir/conv.txt")
+[ -n "$turn2" ] && [ -n "$total" ] || fail "could not read token counts (turn 2: '$turn2', total: '$total')"
+if [ "$turn2" -ge "$total" ] 2>/dev/null; then
+    fail "turn 2 prefilled $turn2 tokens; the whole conversation is $total: the cache was not reused"
+else
+    pass "turn 2 prefilled $turn2 of $total tokens"
+fi
+
+# /reset: the next turn is prefilled from scratch, like the first.
+printf 'Hello there\n/reset\nHello there\n' > "$tmpdir/in"
+expect_status 0 "/reset" -- sh -c "\"$HEARTH\" chat -m \"$m\" $opts < \"$tmpdir/in\""
+p1=$(grep 'prompt: ' "$tmpdir/err" | sed -n '1s/.*prompt: \([0-9]*\) tokens.*/\1/p')
+p2=$(grep 'prompt: ' "$tmpdir/err" | sed -n '2s/.*prompt: \([0-9]*\) tokens.*/\1/p')
+[ "$p1" = "$p2" ] || fail "after /reset the turn is prefilled whole ($p1 vs $p2)"
+[ "$(sed -n 1p "$tmpdir/out")" = "$(sed -n 2p "$tmpdir/out")" ] || fail "after /reset the same reply"
+
+printf '/exit\nnot read\n' > "$tmpdir/in"
+expect_status 0 "/exit" -- sh -c "\"$HEARTH\" chat -m \"$m\" $opts < \"$tmpdir/in\""
+[ -s "$tmpdir/out" ] && fail "/exit ends before the next line"
+expect_status 1 "no chat template" -- sh -c "\"$HEARTH\" chat -m \"$m\" < /dev/null"
+expect_status 2 "usage error" -- "$HEARTH" chat -m "$m" extra
+finish

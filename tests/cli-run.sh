@@ -1,0 +1,92 @@
+#!/bin/sh
+# cli-run.sh -- hearth run: the reference greedy story, statistics, stop
+# strings, limits and errors.
+. "${HEARTH_SRCDIR:-.}/tests/lib.sh"
+require_data models/stories260K.gguf reference/stories260K-greedy.txt
+
+m="$HEARTH_TEST_DATA/models/stories260K.gguf"
+ref="$HEARTH_TEST_DATA/reference/stories260K-greedy.txt"
+
+# The reference continuation: the text after the header line "--- output",
+# without the BOS marker.
+sed -n '/^--- output/,$p' "$ref" | tail -n +2 | sed '1s/^<s> //' > "$tmpdir/want"
+
+expect_status 0 "greedy story" -- "$HEARTH" run -m "$m" -p "Once upon a time" -n 100 --temp 0
+printf '\n' >> "$tmpdir/out"
+cmp -s "$tmpdir/want" "$tmpdir/out" || { fail "greedy output differs from the reference"; diff "$tmpdir/want" "$tmpdir/out" >&2; }
+for field in "prompt: 5 tokens" "time to first token:" "generated: 100 tokens" \
+             "ms per output token" "finish reason: length" "sampling: temp=0 " "seed="; do
+    grep -q "$field" "$tmpdir/err" || fail "statistics lack '$field'"
+done
+
+# The same with prefill in batches of one token and a single thread.
+expect_status 0 "greedy story, batch 1" -- "$HEARTH" run -m "$m" -p "Once upon a time" -n 100 --temp 0 -b 1 -t 1
+printf '\n' >> "$tmpdir/out"
+cmp -s "$tmpdir/want" "$tmpdir/out" || fail "greedy output with -b 1 differs"
+
+# Stop strings: never shown, found across token boundaries.
+expect_status 0 "stop string" -- "$HEARTH" run -m "$m" -p "Once upon a time" -n 100 --temp 0 --stop "little girl"
+[ "$(cat "$tmpdir/out")" = "Once upon a time, there was a " ] || fail "stop string output: '$(cat "$tmpdir/out")'"
+grep -q "finish reason: stop" "$tmpdir/err" || fail "finish reason stop"
+grep -q "stopped by --stop 'little girl'" "$tmpdir/err" || fail "names the stop string"
+expect_status 0 "stop string not generated" -- "$HEARTH" run -m "$m" -p "Once upon a time" -n 20 --temp 0 --stop "zebra"
+grep -q "finish reason: length" "$tmpdir/err" || fail "unmatched stop string: finish reason length"
+
+# Reproducible sampling: the same seed gives the same text.
+"$HEARTH" run -m "$m" -p "One day" -n 40 --temp 1 --seed 42 >"$tmpdir/s1" 2>/dev/null
+"$HEARTH" run -m "$m" -p "One day" -n 40 --temp 1 --seed 42 >"$tmpdir/s2" 2>"$tmpdir/s2err"
+cmp -s "$tmpdir/s1" "$tmpdir/s2" || fail "same seed, different text"
+grep -q "seed=42 " "$tmpdir/s2err" || fail "seed reported"
+
+# Limits: a prompt longer than the context, a full context.
+expect_status 1 "prompt longer than the context" -- "$HEARTH" run -m "$m" -p "Once upon a time there was" -c 4
+grep -q "the prompt has [0-9]* tokens but the context holds 4" "$tmpdir/err" || fail "names the prompt and context sizes"
+expect_status 0 "context runs full" -- "$HEARTH" run -m "$m" -p "Once upon a time" -c 16 --temp 0
+grep -q "finish reason: length (the context is full)" "$tmpdir/err" || fail "full context: finish reason length"
+grep -q "context of 16 tokens is full" "$tmpdir/err" || fail "full context is explained"
+expect_status 0 "-n 0 generates nothing" -- "$HEARTH" run -m "$m" -p "Once" -n 0 --no-echo
+[ -s "$tmpdir/out" ] && fail "-n 0 printed text"
+
+# Verbose: the KV cache bytes (2 (K and V) x 64 positions x 5 layers x 4 KV
+# heads x 8 dims x 2 bytes).
+expect_status 0 "-v" -- "$HEARTH" run -m "$m" -p "Once" -n 1 -c 64 -v
+grep -q "KV cache F16, 40960 bytes" "$tmpdir/err" || fail "-v reports the KV cache bytes"
+
+# SIGINT mid-generation: the text so far and the partial statistics, exit
+# status 130.  The model's end-of-sequence token is banned and the context
+# is long, so generation is still running when the signal comes; the test
+# waits for the first generated text before sending it.
+micro="$HEARTH_TEST_DATA/models/micro-llama-f32.gguf"
+if [ -f "$micro" ] && mkfifo "$tmpdir/fifo"; then
+    "$HEARTH" run -m "$micro" -p "Once upon a time" -c 8192 -n 8000 --temp 1 --logit-bias 2-inf \
+        --no-echo >"$tmpdir/fifo" 2>"$tmpdir/int.err" &
+    pid=$!
+    exec 3<"$tmpdir/fifo"
+    head -c 16 <&3 >/dev/null
+    kill -INT "$pid"
+    cat <&3 >/dev/null
+    wait "$pid"
+    rc=$?
+    exec 3<&-
+    [ "$rc" -eq 130 ] && pass "SIGINT: exit status 130" || fail "SIGINT: exit status $rc, expected 130"
+    grep -q "finish reason: interrupted" "$tmpdir/int.err" || fail "SIGINT: finish reason interrupted"
+    grep -q "generated: [1-9][0-9]* tokens" "$tmpdir/int.err" || fail "SIGINT: partial statistics"
+fi
+
+# Usage errors.
+expect_status 2 "no prompt" -- "$HEARTH" run -m "$m"
+expect_status 2 "two prompts" -- "$HEARTH" run -m "$m" -p a -f b
+expect_status 2 "no model" -- "$HEARTH" run -p a
+expect_status 2 "bad temperature" -- "$HEARTH" run -m "$m" -p a --temp -1
+expect_status 2 "bad -n" -- "$HEARTH" run -m "$m" -p a -n x
+expect_status 2 "--system without --chat" -- "$HEARTH" run -m "$m" -p a --system b
+expect_status 1 "missing model" -- "$HEARTH" run -m "$tmpdir/none.gguf" -p a
+expect_status 1 "--chat without a template" -- "$HEARTH" run -m "$m" -p a --chat
+grep -q "no chat template" "$tmpdir/err" || fail "missing template is explained"
+
+# Chat with a built-in template: control-token text is parsed in the
+# template's output, not in the user's text.
+expect_status 0 "--chat with a built-in template" -- "$HEARTH" run -m "$m" -p "Hi" --chat --chat-template chatml -n 5 --temp 0 -v
+grep -q "(chat template)" "$tmpdir/err" || fail "chat prompt reported"
+
+finish

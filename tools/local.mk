@@ -1,0 +1,12 @@
+# tools/local.mk -- development and benchmarking tools, built but not
+# installed: the benchmark-model generator, the memory-bandwidth probe and
+# the side-by-side benchmark script (see BENCHMARKS.md).
+
+noinst_PROGRAMS += tools/gen-model tools/membw
+
+tools_gen_model_SOURCES = tools/gen-model.c
+tools_gen_model_LDADD = src/libhearth-core.la -lm
+
+tools_membw_SOURCES = tools/membw.c
+
+EXTRA_DIST += BENCHMARKS.md tools/bench-compare.sh
