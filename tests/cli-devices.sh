@@ -79,6 +79,22 @@ grep -q "^KV cache on the device: " "$tmpdir/out" || fail "device KV cache is re
 expect_status 0 "offload all layers, not the output" -- "$HEARTH" devices -m "$s" -ngl 5
 grep -q ": 5 of 5 layers on .*; the output layer on the CPU$" "$tmpdir/out" || fail "output layer on the CPU"
 
+# The commands that load models take the same options and report the
+# split on stderr; offloading does not change greedy output.
+expect_status 0 "run on the CPU" -- "$HEARTH" run -m "$s" -p "Once upon a time" -n 40 --temp 0
+cp "$tmpdir/out" "$tmpdir/cpu.txt"
+grep -q "offload:" "$tmpdir/err" && fail "no offload report without offload"
+expect_status 0 "run with every layer offloaded" -- "$HEARTH" run -m "$s" -p "Once upon a time" -n 40 --temp 0 -ngl 99
+cmp -s "$tmpdir/out" "$tmpdir/cpu.txt" || fail "offloaded greedy text differs from the CPU's"
+grep -q "^hearth: run: offload: 5 of 5 layers and the output layer on OpenCL device 0 " "$tmpdir/err" ||
+    fail "run reports the split on stderr"
+expect_status 0 "run with two layers offloaded" -- "$HEARTH" run -m "$s" -p "Once upon a time" -n 40 --temp 0 --gpu-layers 2
+cmp -s "$tmpdir/out" "$tmpdir/cpu.txt" || fail "partly offloaded greedy text differs from the CPU's"
+grep -q "offload: 2 of 5 layers on .*; 3 layers and the output layer on the CPU" "$tmpdir/err" ||
+    fail "run reports a partial split"
+expect_status 1 "run on a missing device" -- "$HEARTH" run -m "$s" -p "Once" -n 2 -ngl 2 --device "$n"
+grep -q "OpenCL device $n does not exist" "$tmpdir/err" || fail "run names the missing device"
+
 expect_status 1 "no such device" -- "$HEARTH" devices -m "$m" -ngl 1 --device "$n"
 grep -q "OpenCL device $n does not exist" "$tmpdir/err" || fail "bad device index is named"
 expect_status 0 "no such device, fallback" -- "$HEARTH" devices -m "$m" -ngl 1 --device "$n" --gpu-fallback

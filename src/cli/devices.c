@@ -29,9 +29,10 @@ static void usage(FILE *out)
             "  --json                  print JSON instead of text\n"
             "  --compile               build each device's kernels (or load them from the\n"
             "                          cache) and report the time taken\n"
-            "  -m, --model MODEL       load MODEL with the options below and report where\n"
-            "                          its layers run (-hf and --url download it first)\n"
-            CLI_OFFLOAD_USAGE);
+            "\n"
+            "With a model (-m, -hf, --url), load it with the offload options and report\n"
+            "where its layers run.\n");
+    cli_model_help(out);
 }
 
 struct build_result {

@@ -165,6 +165,7 @@ int cmd_perplexity(int argc, char **argv)
         cli_fail(CMD, st);
         goto done;
     }
+    cli_model_report_offload(stderr, CMD, model, ctx);
     signal(SIGINT, on_sigint);
     hearth_context_set_abort(ctx, should_abort, NULL);
 
