@@ -1,7 +1,8 @@
 #!/bin/sh
 # cli-devices.sh -- hearth devices: the device list, the offload report of
 # -m with --gpu-layers / --device / --gpu-fallback, and the errors when
-# there is no OpenCL platform, no such device or no OpenCL in the build.
+# there is no OpenCL platform, no such device or no OpenCL in the build;
+# the same options in hearth run and hearth bench.
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
 require_data models/micro-llama-Q4_K_M.gguf models/stories260K.gguf
 
@@ -25,6 +26,11 @@ if ! "$HEARTH" --version -v | grep -q opencl; then
     expect_status 1 "offload without OpenCL" -- "$HEARTH" devices -m "$m" -ngl 1
     expect_status 0 "offload without OpenCL, fallback" -- "$HEARTH" devices -m "$m" -ngl 1 --gpu-fallback
     grep -q "on the CPU (offload failed: .*OpenCL support" "$tmpdir/out" || fail "fallback reason"
+    expect_status 1 "bench offload without OpenCL" -- "$HEARTH" bench -m "$s" -p 4 -n 0 -r 1 -ngl 1
+    expect_status 0 "bench offload without OpenCL, fallback" -- \
+        "$HEARTH" bench -m "$s" -p 4 -n 0 -r 1 -q -ngl 1 --gpu-fallback
+    grep -q "offload: all 5 layers on the CPU (offload failed: " "$tmpdir/err" ||
+        fail "bench: the fallback is reported even with -q"
     finish
 fi
 
@@ -38,6 +44,11 @@ expect_status 0 "offload, no platform, fallback" -- env OCL_ICD_VENDORS="$tmpdir
     "$HEARTH" devices -m "$m" -ngl 1 --gpu-fallback
 grep -q "all 2 layers on the CPU (offload failed: .*CL_PLATFORM_NOT_FOUND_KHR" "$tmpdir/out" ||
     fail "fallback report names the reason"
+expect_status 0 "bench, no platform, fallback" -- env OCL_ICD_VENDORS="$tmpdir/vendors" \
+    "$HEARTH" bench -m "$s" -p 4 -n 0 -r 1 -q -ngl 2 --gpu-fallback -o csv
+grep -q "^hearth: bench: offload: all 5 layers on the CPU (offload failed: .*CL_PLATFORM_NOT_FOUND_KHR" \
+    "$tmpdir/err" || fail "bench: the fallback reason on stderr"
+grep -q '^"[^"]*","[^"]*","CPU","[^"]*","",' "$tmpdir/out" || fail "bench: the fallback ran on the CPU"
 
 if ! "$HEARTH" devices >/dev/null 2>&1; then
     if [ -n "${CI:-}" ]; then
@@ -94,6 +105,26 @@ grep -q "offload: 2 of 5 layers on .*; 3 layers and the output layer on the CPU"
     fail "run reports a partial split"
 expect_status 1 "run on a missing device" -- "$HEARTH" run -m "$s" -p "Once" -n 2 -ngl 2 --device "$n"
 grep -q "OpenCL device $n does not exist" "$tmpdir/err" || fail "run names the missing device"
+
+# hearth bench: the device in the table, the CSV and the JSON.
+expect_status 0 "bench, every layer offloaded" -- "$HEARTH" bench -m "$s" -p 8 -n 2 -r 1 -ngl 99
+head -1 "$tmpdir/out" | grep -q '| backend  *| ngl | device  *| threads |' || fail "bench: ngl and device columns"
+[ "$(grep -c '| OpenCL+CPU/[a-z0-9]* *| *99 | 0: [^|]*[^ |] *|' "$tmpdir/out")" -eq 2 ] ||
+    fail "bench: each row names the backend and the device"
+grep -q "^hearth: bench: offload: 5 of 5 layers and the output layer on OpenCL device 0 " "$tmpdir/err" ||
+    fail "bench: the split on stderr"
+expect_status 0 "bench, one layer, csv" -- "$HEARTH" bench -m "$s" -p 8 -n 0 -r 1 -q -o csv -ngl 1 --device 0
+head -1 "$tmpdir/out" | grep -q '^hearth_version,cpu_info,backends,kernels,gpu_info,.*,n_gpu_layers,main_gpu,' ||
+    fail "bench csv: gpu_info and main_gpu"
+grep -q '^"[^"]*","[^"]*","OpenCL,CPU","[^"]*","[^"][^"]*",.*,"1","0","8","0","pp8",' "$tmpdir/out" ||
+    fail "bench csv: the device ran one layer"
+[ -s "$tmpdir/err" ] && fail "bench -q: nothing on stderr"
+expect_status 1 "bench on a missing device" -- "$HEARTH" bench -m "$s" -p 4 -n 0 -r 1 -ngl 1 --device "$n"
+grep -q "OpenCL device $n does not exist" "$tmpdir/err" || fail "bench names the missing device"
+expect_status 0 "bench on a missing device, fallback" -- \
+    "$HEARTH" bench -m "$s" -p 4 -n 0 -r 1 -q -ngl 1 --device "$n" --gpu-fallback
+grep -q "offload failed: OpenCL device $n does not exist" "$tmpdir/err" || fail "bench: the fallback reason"
+grep -q '| CPU/[a-z0-9]* *|' "$tmpdir/out" || fail "bench: the fallback ran on the CPU"
 
 expect_status 1 "no such device" -- "$HEARTH" devices -m "$m" -ngl 1 --device "$n"
 grep -q "OpenCL device $n does not exist" "$tmpdir/err" || fail "bad device index is named"
