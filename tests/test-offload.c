@@ -191,7 +191,11 @@ static void check_perplexity(const char *name, bool text)
     const char *p = model_path(name);
     char path[4096];
     snprintf(path, sizeof path, "%s", p);
+    /* -ngl 0: the reference, with nothing on the device */
     hearth_model *cpu = load(path, 0, 0, false, HEARTH_OK);
+    ck_assert_int_eq(hearth_model_n_gpu_layers(cpu), 0);
+    ck_assert_int_eq(hearth_model_device(cpu), -1);
+    ck_assert_uint_eq(hearth_model_gpu_bytes(cpu), 0);
     const int32_t n_layer = hearth_model_n_layer(cpu);
     const bool cpu_ok = cpu_runs(cpu);
     double ref;
