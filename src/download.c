@@ -22,6 +22,8 @@
 #endif
 
 #include "download.h"
+#include "json.h"
+#include "value.h"
 
 #define DEFAULT_CONNECT_TIMEOUT_S 30
 #define DEFAULT_STALL_TIMEOUT_S 60
@@ -537,15 +539,101 @@ static hearth_status fetch_to_file(const char *url, const char *path, bool trust
     return st;
 }
 
-/* The file of the repository to fetch when the spec names none: that
- * needs the repository listing, a JSON document, which this version does
- * not read; download_choose_gguf() holds the rule it will apply. */
-static hearth_status choose_repository_file(const hf_spec *spec)
+/* The repository listing is a small JSON document; anything larger is
+ * not one. */
+#define MAX_LISTING_BYTES (16u << 20)
+
+/* GET url into memory (NUL-terminated), without progress reports. */
+static hearth_status fetch_to_memory(const char *url, const hearth_download_options *opts,
+                                     char **text, size_t *len)
 {
-    return hearth_error(HEARTH_E_UNSUPPORTED,
-                        "%s/%s: name the file to download, as %s/%s:FILE (choosing one from the "
-                        "repository's file list is not supported yet)",
-                        spec->owner, spec->repo, spec->owner, spec->repo);
+    hearth_download_options quiet = *opts;
+    quiet.progress = NULL;
+    FILE *f = tmpfile();
+    if (!f) return hearth_error(HEARTH_E_IO, "cannot create a temporary file: %s", strerror(errno));
+    struct transfer t = {.url = url, .opts = &quiet, .fd = fileno(f)};
+    sha256_init(&t.hash);
+    hearth_status st = perform(&t);
+    if (!st && t.received > MAX_LISTING_BYTES)
+        st = hearth_error(HEARTH_E_FORMAT, "%s: the listing is %llu bytes, more than a listing "
+                          "can be", url, (unsigned long long)t.received);
+    char *buf = NULL;
+    if (!st && !(buf = hearth_malloc(t.received + 1, "a repository listing"))) st = HEARTH_E_NOMEM;
+    if (!st && pread(t.fd, buf, t.received, 0) != (ssize_t)t.received)
+        st = hearth_error(HEARTH_E_IO, "cannot read back the listing of %s", url);
+    fclose(f);
+    if (st) {
+        free(buf);
+        return st;
+    }
+    buf[t.received] = '\0';
+    *text = buf;
+    *len = t.received;
+    return HEARTH_OK;
+}
+
+/* The file names in a hub listing: {"siblings": [{"rfilename": NAME}...]}.
+ * The strings stay owned by root. */
+static hearth_status listing_files(const char *url, value root, const char ***files, size_t *n)
+{
+    value *siblings = root.kind == VALUE_DICT ? value_dict_get(root, "siblings", 8) : NULL;
+    if (!siblings || siblings->kind != VALUE_LIST)
+        return hearth_error(HEARTH_E_FORMAT, "%s: the listing has no \"siblings\" array", url);
+    size_t count = value_list_len(*siblings);
+    const char **names = hearth_malloc((count + 1) * sizeof *names, "a file list");
+    if (!names) return HEARTH_E_NOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < count; i++) {
+        value entry = value_list_at(*siblings, i);
+        value *name = entry.kind == VALUE_DICT ? value_dict_get(entry, "rfilename", 9) : NULL;
+        if (name && name->kind == VALUE_STRING && strlen(name->u.s->data) == name->u.s->len)
+            names[k++] = name->u.s->data;
+    }
+    *files = names;
+    *n = k;
+    return HEARTH_OK;
+}
+
+/* When the spec names no file, ask the hub for the repository's files and
+ * take the one download_choose_gguf() picks (the Q4_K_M GGUF, or the only
+ * GGUF).  The name comes from the network: it is checked like a name the
+ * user typed before it becomes a cache path. */
+static hearth_status choose_repository_file(const char *endpoint, hf_spec *spec,
+                                            const hearth_download_options *opts)
+{
+    char *url = NULL, *text = NULL, *label = NULL;
+    const char **files = NULL;
+    size_t len = 0, n = 0;
+    value root = value_null();
+    hearth_status st = download_hf_api_url(endpoint, spec, &url);
+    if (st) return st;
+    size_t label_len = strlen(spec->owner) + strlen(spec->repo) + 2;
+    if (!(label = hearth_malloc(label_len, "a repository name"))) {
+        st = HEARTH_E_NOMEM;
+        goto done;
+    }
+    snprintf(label, label_len, "%s/%s", spec->owner, spec->repo);
+    if ((st = fetch_to_memory(url, opts, &text, &len))) goto done;
+    if ((st = json_parse(text, len, url, &root))) goto done;
+    if ((st = listing_files(url, root, &files, &n))) goto done;
+    const char *chosen;
+    if ((st = download_choose_gguf(label, files, n, &chosen))) goto done;
+    if ((st = download_check_file_path(chosen))) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", hearth_last_error());
+        st = hearth_error(HEARTH_E_FORMAT,
+                          "%s: the listing names the file '%s', which is not a safe name: %s",
+                          url, chosen, why);
+        goto done;
+    }
+    if (!(spec->file = hearth_strdup(chosen, "a file name"))) st = HEARTH_E_NOMEM;
+done:
+    free(files);
+    value_unref(root);
+    free(text);
+    free(label);
+    free(url);
+    return st;
 }
 
 hearth_status hearth_download_hf(const char *spec_text, const hearth_download_options *opts,
@@ -562,8 +650,8 @@ hearth_status hearth_download_hf(const char *spec_text, const hearth_download_op
     }
     hearth_status st = hf_spec_parse(spec_text, &spec);
     if (st) return st;
-    if (!spec.file && (st = choose_repository_file(&spec))) goto done;
     if ((st = download_endpoint(opts->hf_endpoint, &endpoint))) goto done;
+    if (!spec.file && (st = choose_repository_file(endpoint, &spec, opts))) goto done;
     if ((st = download_cache_dir(opts->cache_dir, &cache))) goto done;
     if ((st = download_hf_cache_path(cache, &spec, &path))) goto done;
     if (!is_regular_file(path)) {

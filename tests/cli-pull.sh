@@ -209,10 +209,29 @@ for spec in '../x:y.gguf' 'a/..:y.gguf' 'a/b:../../../escaped.gguf' 'a/b:/tmp/es
     'a/b:x/../../escaped.gguf' 'a/b:.hidden'; do
     expect_status 2 "rejected spec $spec" -- "$HEARTH" pull -hf "$spec"
 done
-expect_status 1 "a repository without a file name" -- "$HEARTH" pull -hf test/models
-stderr_has "name the file to download, as test/models:FILE" "the file name is asked for"
 [ -s "$tmpdir/requests" ] && fail "a rejected spec made a request" || pass "rejected specs make no request"
-if find "$tmpdir" -name 'escaped*' | grep -q .; then fail "a file escaped the cache"; else
+
+# OWNER/REPO without a file: the listing decides.
+expect_status 0 "the repository's Q4_K_M file" -- "$HEARTH" pull -hf test/only-qwen2-Q4
+stdout_is "$cache/hf/test/only-qwen2-Q4/micro-qwen2-Q4_K_M.gguf" "the Q4_K_M file is chosen"
+same "$cache/hf/test/only-qwen2-Q4/micro-qwen2-Q4_K_M.gguf" "$models/micro-qwen2-Q4_K_M.gguf" \
+    "the chosen file arrives whole"
+requested "GET /api/models/test/only-qwen2-Q4 " "the listing is asked for"
+expect_status 0 "the repository's only GGUF file" -- "$HEARTH" pull -hf test/only-stories
+stdout_is "$cache/hf/test/only-stories/stories260K.gguf" "the only GGUF file is chosen"
+expect_status 2 "several Q4_K_M files" -- "$HEARTH" pull -hf test/models
+stderr_has "test/models has several Q4_K_M GGUF files; name one as test/models:FILE" \
+    "the choice is left to the user"
+stderr_has "micro-llama-Q4_K_M.gguf" "the candidates are listed"
+expect_status 2 "several GGUF files, no Q4_K_M" -- "$HEARTH" pull -hf test/only-Q8_0
+stderr_has "none is Q4_K_M" "why none was chosen is said"
+expect_status 1 "no GGUF file" -- "$HEARTH" pull -hf test/only-nothing-matches
+stderr_has "has no GGUF file" "an empty repository is named"
+expect_status 1 "a broken listing" -- "$HEARTH" pull -hf test/badjson
+stderr_has "api/models/test/badjson" "the broken listing is named"
+expect_status 1 "an unsafe listed name" -- "$HEARTH" pull -hf test/unsafe
+stderr_has "not a safe name" "an unsafe listed name is refused"
+if find "$tmpdir" -name '*escaped*' | grep -q .; then fail "a file escaped the cache"; else
     pass "nothing escaped the cache"; fi
 
 finish

@@ -99,4 +99,29 @@ if command -v perl >/dev/null 2>&1 && [ -n "$qwen" ]; then
     [ "$(cat "$tmpdir/out")" = "9707" ] || fail "--default-pretokenizer tokenizes anyway"
 fi
 
+# --chat: the tokens of exactly the text `hearth template` renders for the
+# same conversation, tokenized with special tokens parsed.
+if [ -n "$qwen" ]; then
+    printf '[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi <|im_end|> there"}]' \
+        > "$tmpdir/conv.json"
+    "$HEARTH" template -m "$qwen" --messages "$tmpdir/conv.json" > "$tmpdir/rendered" ||
+        fail "template renders the conversation"
+    "$HEARTH" tokenize -m "$qwen" --special --no-bos --ids -f "$tmpdir/rendered" > "$tmpdir/want" ||
+        fail "tokenize the rendered text"
+    expect_status 0 "--chat" -- "$HEARTH" tokenize -m "$qwen" --chat --system "Be brief." \
+        --ids "Hi <|im_end|> there"
+    cmp -s "$tmpdir/out" "$tmpdir/want" || fail "--chat tokens are the rendered template's tokens"
+    # The template's markers are special tokens; the user's text stays text.
+    expect_status 0 "--chat pieces" -- "$HEARTH" tokenize -m "$qwen" --chat "Hi"
+    [ "$(head -n 1 "$tmpdir/out" | cut -f 2)" = '"<|im_start|>"' ] ||
+        fail "--chat begins with the template's first marker"
+fi
+expect_status 1 "--chat without a template" -- "$HEARTH" tokenize -m "$stories" --chat "Hi"
+grep -q "no chat template" "$tmpdir/err" || fail "a model without a chat template is named"
+expect_status 0 "--chat-template" -- "$HEARTH" tokenize -m "$stories" --chat --chat-template chatml \
+    --count "Hi"
+[ "$(cat "$tmpdir/out")" -gt 5 ] || fail "--chat-template chatml renders the markers"
+expect_status 2 "--system without --chat" -- "$HEARTH" tokenize -m "$stories" --system x "Hi"
+expect_status 2 "--chat with --no-bos" -- "$HEARTH" tokenize -m "$stories" --chat --no-bos "Hi"
+
 finish

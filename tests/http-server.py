@@ -18,7 +18,12 @@
 #                                     an ETag that is not a SHA-256
 #   /digest/FILE, /baddigest/FILE     the file with a right or wrong
 #                                     Repr-Digest: sha-256=:BASE64:
-#   /api/models/OWNER/REPO            a JSON listing of ROOT's files
+#   /OWNER/only-TEXT/resolve/main/FILE  as etag
+#   /api/models/OWNER/REPO            a JSON listing of ROOT's files; for a
+#                                     REPO "only-TEXT", of those whose names
+#                                     contain TEXT; "badjson" and "unsafe"
+#                                     give a broken listing and one naming
+#                                     a file outside the repository
 import base64
 import hashlib
 import http.server
@@ -122,7 +127,15 @@ class Hub(http.server.BaseHTTPRequestHandler):
         m = re.fullmatch(r"/api/models/([^/]+)/([^/]+)", path)
         if m:
             files = sorted(os.listdir(ROOT))
-            body = json.dumps({"id": "%s/%s" % m.groups(),
+            repo = m.group(2)
+            if repo.startswith("only-"):
+                files = [f for f in files if repo[len("only-"):] in f]
+            elif repo == "unsafe":
+                files = ["../../escaped-Q4_K_M.gguf"]
+            if repo == "badjson":
+                body = b'{"siblings": [{"rfilename": "a.gguf"'
+            else:
+                body = json.dumps({"id": "%s/%s" % m.groups(),
                                "siblings": [{"rfilename": f} for f in files]}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -148,7 +161,7 @@ class Hub(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
-        elif repo == "etag":
+        elif repo == "etag" or repo.startswith("only-"):
             self.send_file(local, [("ETag", '"%s"' % digest)])
         elif repo == "norange":
             self.send_file(local, [("X-Linked-ETag", '"%s"' % digest)], honour_range=False)

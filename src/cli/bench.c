@@ -92,7 +92,7 @@ static void usage(FILE *out)
           "(tgN: N tokens one at a time) from an empty cache, REPS times after a\n"
           "warm-up, for every combination of the values listed.  The table goes to\n"
           "standard output; progress to standard error.\n"
-          "  -m, --model FILE        the model (or -hf OWNER/REPO:FILE, --url URL)\n"
+          "  -m, --model FILE        the model (or -hf OWNER/REPO[:FILE], --url URL)\n"
           "  -p, --n-prompt N,...    prompt lengths (default 512; 0: no pp test)\n"
           "  -n, --n-gen N,...       generation lengths (default 128; 0: no tg test)\n"
           "  -t, --threads N,...     thread counts (default: one per processor)\n"

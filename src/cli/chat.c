@@ -214,7 +214,7 @@ int cmd_chat(int argc, char **argv)
         cli_error(CMD, "%s has no tokenizer", model_path);
         goto cleanup;
     }
-    if (chat_prompt_load(CMD, template_spec, model, vocab, &cp) != CLI_EXIT_OK) goto cleanup;
+    if (chat_prompt_load(CMD, template_spec, hearth_model_gguf(model), vocab, &cp) != CLI_EXIT_OK) goto cleanup;
 
     hearth_context_params cparams;
     hearth_context_default_params(&cparams);

@@ -93,7 +93,7 @@ int cli_model_option(const char *cmd, struct cli_model_source *src, int opt, con
 int cli_model_check(const char *cmd, const struct cli_model_source *src, bool required)
 {
     if (required && !source_flag(src))
-        return cli_usage_error(cmd, "no model given: use -m PATH, -hf OWNER/REPO:FILE or --url URL");
+        return cli_usage_error(cmd, "no model given: use -m PATH, -hf OWNER/REPO[:FILE] or --url URL");
     return CLI_EXIT_OK;
 }
 
@@ -259,7 +259,7 @@ void cli_model_help(FILE *out)
     fprintf(out,
             "Model:\n"
             "  -m, --model FILE         a GGUF model file\n"
-            "  -hf, --hf OWNER/REPO:FILE  a model from the Hugging Face hub (downloaded\n"
+            "  -hf, --hf OWNER/REPO[:FILE]  a model from the Hugging Face hub (downloaded\n"
             "                           into the cache on first use)\n"
             "  --url URL                a model from a URL (downloaded into the cache)\n"
             "Offload:\n"

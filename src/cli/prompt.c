@@ -46,7 +46,7 @@ static char *token_text(const hearth_vocab *vocab, hearth_special_token which)
     return copy;
 }
 
-int chat_prompt_load(const char *cmd, const char *spec, const hearth_model *model,
+int chat_prompt_load(const char *cmd, const char *spec, const hearth_gguf *gguf,
                      const hearth_vocab *vocab, struct chat_prompt *cp)
 {
     memset(cp, 0, sizeof *cp);
@@ -71,7 +71,7 @@ int chat_prompt_load(const char *cmd, const char *spec, const hearth_model *mode
         }
     } else {
         const char *text;
-        st = hearth_gguf_get_str(hearth_model_gguf(model), "tokenizer.chat_template", &text);
+        st = hearth_gguf_get_str(gguf, "tokenizer.chat_template", &text);
         if (st == HEARTH_E_NOT_FOUND)
             return cli_error(cmd, "the model has no chat template; give one with --chat-template "
                              "NAME|FILE");

@@ -24,8 +24,9 @@ struct chat_prompt {
 };
 
 /* The template to use: `spec` (a built-in name or a file; NULL for the
- * model's tokenizer.chat_template).  Returns a CLI exit status. */
-int chat_prompt_load(const char *cmd, const char *spec, const hearth_model *model,
+ * tokenizer.chat_template of `gguf`, the model's file).  Returns a CLI
+ * exit status. */
+int chat_prompt_load(const char *cmd, const char *spec, const hearth_gguf *gguf,
                      const hearth_vocab *vocab, struct chat_prompt *cp);
 void chat_prompt_free(struct chat_prompt *cp);
 

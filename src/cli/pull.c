@@ -15,13 +15,14 @@
 
 static void usage(FILE *out)
 {
-    fputs("usage: hearth pull [-q] [--timeout SECONDS] -hf OWNER/REPO:FILE\n"
+    fputs("usage: hearth pull [-q] [--timeout SECONDS] -hf OWNER/REPO[:FILE]\n"
           "       hearth pull [-q] [--timeout SECONDS] --url URL\n"
           "\n"
           "Download a model into the cache unless it is there already, and print\n"
           "its local path.\n"
           "\n"
-          "  -hf OWNER/REPO:FILE    a file of a Hugging Face repository\n"
+          "  -hf OWNER/REPO[:FILE]  a file of a Hugging Face repository (without\n"
+          "                         FILE: its Q4_K_M GGUF file, or its only one)\n"
           "  --url URL              any http:// or https:// URL\n"
           "  -q, --quiet            no progress display\n"
           "  --timeout SECONDS      give up when no data arrives for this long (60)\n"
@@ -64,7 +65,7 @@ int cmd_pull(int argc, char **argv)
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
     if (src.path) return cli_usage_error(cmd, "-m is not an option of pull");
     if (!src.hf && !src.url)
-        return cli_usage_error(cmd, "nothing to download: use -hf OWNER/REPO:FILE or --url URL");
+        return cli_usage_error(cmd, "nothing to download: use -hf OWNER/REPO[:FILE] or --url URL");
 
     char *path;
     int rc = cli_model_resolve(cmd, &src, &path);

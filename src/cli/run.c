@@ -179,7 +179,7 @@ int cmd_run(int argc, char **argv)
     }
 
     if (chat) {
-        if (chat_prompt_load(CMD, template_spec, model, vocab, &cp) != CLI_EXIT_OK) goto cleanup;
+        if (chat_prompt_load(CMD, template_spec, hearth_model_gguf(model), vocab, &cp) != CLI_EXIT_OK) goto cleanup;
         hearth_chat_message msgs[2];
         size_t n = 0;
         if (system) msgs[n++] = (hearth_chat_message){"system", system};

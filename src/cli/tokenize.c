@@ -1,7 +1,9 @@
 /*
  * tokenize.c -- `hearth tokenize -m MODEL TEXT`: the tokens a model's
  * vocabulary makes of a text, one per line with its piece, as a line of
- * ids, or only their count.
+ * ids, or only their count; with --chat, of the text a chat template
+ * renders for a one-message conversation, exactly as `hearth run --chat`
+ * would feed it to the model.
  */
 #include "config.h"
 
@@ -12,6 +14,7 @@
 
 #include "cli.h"
 #include "hearth.h"
+#include "prompt.h"
 
 #define CMD "tokenize"
 
@@ -25,12 +28,16 @@ struct tokenize_opts {
     bool parse_special;
     bool add_special;
     bool default_pretokenizer;
+    bool chat;
+    const char *system;
+    const char *template_spec;
 };
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: hearth tokenize -m MODEL [--ids | --count] [--special] [--no-bos]\n"
+            "                       [--chat [--system TEXT] [--chat-template NAME|FILE]]\n"
             "                       [--default-pretokenizer] (TEXT | -f FILE)\n"
             "\n"
             "Show the tokens MODEL's vocabulary makes of TEXT (or of FILE, '-' for\n"
@@ -41,6 +48,10 @@ static void usage(FILE *out)
             "      --count               print only the number of tokens\n"
             "      --special             match special tokens' text (\"<|im_start|>\")\n"
             "      --no-bos              do not add the BOS/EOS tokens the vocabulary adds\n"
+            "      --chat                render TEXT as a user message with the chat template\n"
+            "                            first (special tokens parsed, as hearth run --chat)\n"
+            "      --system TEXT         a system message before it (with --chat)\n"
+            "      --chat-template NAME|FILE  this template instead of the model's\n"
             "      --default-pretokenizer  use the default pre-tokenizer when the model's\n"
             "                            is unknown\n");
 }
@@ -97,7 +108,8 @@ static void print_piece(const char *p, size_t n)
 
 static int parse_args(int argc, char **argv, struct tokenize_opts *o)
 {
-    enum { OPT_IDS = 256, OPT_COUNT, OPT_SPECIAL, OPT_NO_BOS, OPT_DEFAULT_PRE };
+    enum { OPT_IDS = 256, OPT_COUNT, OPT_SPECIAL, OPT_NO_BOS, OPT_DEFAULT_PRE, OPT_CHAT,
+           OPT_SYSTEM, OPT_CHAT_TEMPLATE };
     static const struct option longopts[] = {
         {"model", required_argument, NULL, 'm'},
         {"file", required_argument, NULL, 'f'},
@@ -106,6 +118,9 @@ static int parse_args(int argc, char **argv, struct tokenize_opts *o)
         {"special", no_argument, NULL, OPT_SPECIAL},
         {"no-bos", no_argument, NULL, OPT_NO_BOS},
         {"default-pretokenizer", no_argument, NULL, OPT_DEFAULT_PRE},
+        {"chat", no_argument, NULL, OPT_CHAT},
+        {"system", required_argument, NULL, OPT_SYSTEM},
+        {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -120,11 +135,19 @@ static int parse_args(int argc, char **argv, struct tokenize_opts *o)
         case OPT_SPECIAL: o->parse_special = true; break;
         case OPT_NO_BOS: o->add_special = false; break;
         case OPT_DEFAULT_PRE: o->default_pretokenizer = true; break;
+        case OPT_CHAT: o->chat = true; break;
+        case OPT_SYSTEM: o->system = optarg; break;
+        case OPT_CHAT_TEMPLATE: o->template_spec = optarg; break;
         case 'h': usage(stdout); return -1;
         default: return cli_option_error(CMD, c, argv);
         }
     }
     if (ids && count) return cli_usage_error(CMD, "--ids and --count exclude each other");
+    if ((o->system || o->template_spec) && !o->chat)
+        return cli_usage_error(CMD, "--system and --chat-template need --chat");
+    if (o->chat && (o->parse_special || !o->add_special))
+        return cli_usage_error(CMD, "--chat decides special-token parsing and BOS itself; "
+                                    "drop --special and --no-bos");
     o->format = ids ? OUTPUT_IDS : count ? OUTPUT_COUNT : OUTPUT_PIECES;
     if (!o->model) return cli_usage_error(CMD, "no model given (-m MODEL)");
     int n_args = argc - optind;
@@ -137,15 +160,41 @@ static int parse_args(int argc, char **argv, struct tokenize_opts *o)
     return CLI_EXIT_OK;
 }
 
-static hearth_status load_vocab(const struct tokenize_opts *o, hearth_vocab **vocab)
+static hearth_status load_vocab(const struct tokenize_opts *o, hearth_gguf **gguf,
+                                hearth_vocab **vocab)
 {
-    hearth_gguf *g;
-    hearth_status st = hearth_gguf_open(o->model, &g);
+    hearth_status st = hearth_gguf_open(o->model, gguf);
     if (st) return st;
     hearth_vocab_options vo = {o->default_pretokenizer};
-    st = hearth_vocab_load(g, &vo, vocab);
-    hearth_gguf_close(g);
-    return st;
+    return hearth_vocab_load(*gguf, &vo, vocab);
+}
+
+/* The tokens of the one- (or, with --system, two-) message conversation
+ * rendered by the chat template.  Returns a CLI exit status. */
+static int chat_tokens(const struct tokenize_opts *o, const hearth_gguf *gguf,
+                       const hearth_vocab *v, const char *text, size_t len,
+                       hearth_token **tokens, size_t *n)
+{
+    char *user = malloc(len + 1);
+    if (!user) return cli_error(CMD, "out of memory");
+    memcpy(user, text, len);
+    user[len] = '\0';
+    if (strlen(user) != len) {
+        free(user);
+        return cli_error(CMD, "the text contains a NUL byte; a chat message cannot");
+    }
+    struct chat_prompt cp;
+    int rc = chat_prompt_load(CMD, o->template_spec, gguf, v, &cp);
+    if (rc == CLI_EXIT_OK) {
+        hearth_chat_message msgs[2];
+        size_t k = 0;
+        if (o->system) msgs[k++] = (hearth_chat_message){"system", o->system};
+        msgs[k++] = (hearth_chat_message){"user", user};
+        rc = chat_prompt_tokens(CMD, &cp, v, msgs, k, true, tokens, n);
+        chat_prompt_free(&cp);
+    }
+    free(user);
+    return rc;
 }
 
 static hearth_status tokenize_all(const hearth_vocab *v, const char *text, size_t len,
@@ -203,25 +252,32 @@ int cmd_tokenize(int argc, char **argv)
         len = strlen(text);
     }
 
+    hearth_gguf *g = NULL;
     hearth_vocab *v = NULL;
     hearth_token *tokens = NULL;
     size_t n = 0;
     unsigned flags = (o.add_special ? HEARTH_TOKENIZE_ADD_SPECIAL : 0) |
                      (o.parse_special ? HEARTH_TOKENIZE_PARSE_SPECIAL : 0);
-    hearth_status st = load_vocab(&o, &v);
+    hearth_status st = load_vocab(&o, &g, &v);
     if (st == HEARTH_E_UNSUPPORTED && strstr(hearth_last_error(), "pre-tokenizer '")) {
         rc = cli_fail(CMD, st);
         fprintf(stderr, "hearth: %s: --default-pretokenizer tokenizes with the default one "
                         "anyway (tokens may then differ from the model's)\n", CMD);
-    } else if (st || (st = tokenize_all(v, text, len, flags, &tokens, &n))) {
+    } else if (st) {
         rc = cli_fail(CMD, st);
-    } else {
+    } else if (o.chat) {
+        rc = chat_tokens(&o, g, v, text, len, &tokens, &n);
+    } else if ((st = tokenize_all(v, text, len, flags, &tokens, &n))) {
+        rc = cli_fail(CMD, st);
+    }
+    if (rc == CLI_EXIT_OK) {
         print_tokens(v, &o, tokens, n);
         if (fflush(stdout) != 0 || ferror(stdout))
             rc = cli_error(CMD, "cannot write to standard output");
     }
     free(tokens);
     hearth_vocab_free(v);
+    hearth_gguf_close(g);
     free(file_text);
     return rc;
 }
