@@ -4,6 +4,7 @@ dist_man_MANS += \
 	man/hearth.1 \
 	man/hearth-bench.1 \
 	man/hearth-chat.1 \
+	man/hearth-devices.1 \
 	man/hearth-inspect.1 \
 	man/hearth-perplexity.1 \
 	man/hearth-pull.1 \

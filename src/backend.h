@@ -66,6 +66,10 @@ struct backend_ops {
     /* out = silu(gate) * up */
     hearth_status (*swiglu)(struct hearth_backend *be, struct act *out, const struct act *gate,
                             const struct act *up);
+    /* dst rows 0 .. n_rows-1 = src rows first .. first+n_rows-1 (dst and
+     * src distinct buffers). */
+    hearth_status (*copy_rows)(struct hearth_backend *be, struct act *dst, const struct act *src,
+                               int64_t first, int64_t n_rows);
 };
 
 struct hearth_backend {
@@ -77,5 +81,14 @@ struct hearth_backend {
 /* The CPU backend (always available). */
 hearth_status backend_cpu_new(int n_threads, struct hearth_backend **out);
 void backend_cpu_free(struct hearth_backend *be);
+
+/* The OpenCL backend (opencl/): runs the layers the model offloaded
+ * (model->offload), whose weights are already on the device, and keeps
+ * their KV cache in device memory (allocated here for kv's layers from
+ * model->offload.first_layer on).  Without OpenCL support in the build it
+ * fails with HEARTH_E_UNSUPPORTED. */
+hearth_status backend_opencl_new(const hearth_model *model, struct kv_cache *kv,
+                                 struct hearth_backend **out);
+void backend_opencl_free(struct hearth_backend *be);
 
 #endif /* HEARTH_BACKEND_H */

@@ -283,6 +283,16 @@ static hearth_status cpu_swiglu(struct hearth_backend *be, struct act *out, cons
     return HEARTH_OK;
 }
 
+static hearth_status cpu_copy_rows(struct hearth_backend *be, struct act *dst, const struct act *src,
+                                   int64_t first, int64_t n_rows)
+{
+    (void)be;
+    memmove(dst->host, src->host + first * src->width, (size_t)(n_rows * src->width) * sizeof(float));
+    dst->rows = n_rows;
+    dst->width = src->width;
+    return HEARTH_OK;
+}
+
 /* ---- attention -------------------------------------------------------------------- */
 
 /* Tokens whose query heads of one key/value head make one work item in
@@ -434,6 +444,7 @@ static const struct backend_ops cpu_ops = {
     .attention = cpu_attention,
     .add = cpu_add,
     .swiglu = cpu_swiglu,
+    .copy_rows = cpu_copy_rows,
 };
 
 hearth_status backend_cpu_new(int n_threads, struct hearth_backend **out)

@@ -8,6 +8,12 @@
  * the whole batch at once; a generated token (decode) is a batch of one.
  * Both write the same cache, so prefill of n tokens and n single-token
  * steps give the same results.
+ *
+ * When the model offloaded its last layers to a device, the layers before
+ * them run on the CPU backend and those on the device backend, each with
+ * its own buffers and its part of the KV cache; the hidden state crosses
+ * once per batch, and the logits come back from wherever the output layer
+ * is.
  */
 #include "internal.h"
 
@@ -30,8 +36,14 @@ struct hearth_context {
     const hearth_model *model;
     hearth_context_params params;
     struct hearth_backend *cpu;
+    struct hearth_backend *gpu;    /* offloaded layers, or NULL */
     struct kv_cache *kv;
     struct forward fw;             /* buffers on the CPU backend */
+    struct forward fw_gpu;         /* buffers on the device */
+    struct act gpu_logits;         /* logits computed on the device */
+    int32_t first_gpu_layer;       /* n_layer when nothing is offloaded */
+    bool output_on_gpu;
+    char *gpu_fallback;            /* why the device was not used, or NULL */
     int32_t *pos;                  /* positions of the current batch */
     float *embd;                   /* host staging for the embeddings */
     float *logits;                 /* n_logits rows of n_vocab */
@@ -84,16 +96,64 @@ static hearth_status alloc_forward(struct forward *f, int64_t rows)
     return HEARTH_OK;
 }
 
+/* Drop the device side: its buffers, its KV cache and the backend. */
+static void free_gpu(hearth_context *ctx)
+{
+    free_forward(&ctx->fw_gpu);
+    if (ctx->gpu_logits.dev) ctx->gpu->ops->act_free(ctx->gpu, &ctx->gpu_logits);
+    backend_opencl_free(ctx->gpu);
+    memset(&ctx->fw_gpu, 0, sizeof ctx->fw_gpu);
+    ctx->gpu = NULL;
+}
+
 void hearth_context_free(hearth_context *ctx)
 {
     if (!ctx) return;
     free_forward(&ctx->fw);
+    free_gpu(ctx);
     backend_cpu_free(ctx->cpu);
     kv_cache_free(ctx->kv);
+    free(ctx->gpu_fallback);
     free(ctx->pos);
     hearth_aligned_free(ctx->embd);
     hearth_aligned_free(ctx->logits);
     free(ctx);
+}
+
+/* The device part: the KV cache split between host and device, the
+ * device backend and its buffers.  When that fails and the model allows
+ * it, the context runs on the CPU alone and keeps the reason. */
+static hearth_status setup_gpu(hearth_context *ctx)
+{
+    const hearth_model *m = ctx->model;
+    const struct hparams *hp = &m->hp;
+    const hearth_context_params *p = &ctx->params;
+    const int32_t first = m->offload.first_layer;
+    bool *on_host = hearth_calloc((size_t)hp->n_layer, sizeof *on_host, "the KV cache layout");
+    if (!on_host) return HEARTH_E_NOMEM;
+    for (int32_t il = 0; il < first; il++) on_host[il] = true;
+    hearth_status st = kv_cache_new(p->cache_type, p->n_ctx, hp->n_layer, hp->n_head_kv,
+                                    hp->head_dim, on_host, &ctx->kv);
+    free(on_host);
+    if (st) return st;
+    st = backend_opencl_new(m, ctx->kv, &ctx->gpu);
+    if (!st) {
+        ctx->fw_gpu.model = m;
+        ctx->fw_gpu.be = ctx->gpu;
+        ctx->fw_gpu.kv = ctx->kv;
+        st = alloc_forward(&ctx->fw_gpu, p->n_batch);
+    }
+    if (!st) {
+        ctx->first_gpu_layer = first;
+        ctx->output_on_gpu = m->offload.output;
+        return HEARTH_OK;
+    }
+    if (ctx->gpu) free_gpu(ctx);
+    kv_cache_free(ctx->kv);
+    ctx->kv = NULL;
+    if (!m->params.gpu_fallback) return st;
+    ctx->gpu_fallback = hearth_strdup(hearth_last_error(), "the offload fallback reason");
+    return ctx->gpu_fallback ? HEARTH_OK : HEARTH_E_NOMEM;
 }
 
 hearth_status hearth_context_new(const hearth_model *model, const hearth_context_params *params,
@@ -121,10 +181,13 @@ hearth_status hearth_context_new(const hearth_model *model, const hearth_context
     if (!ctx) return HEARTH_E_NOMEM;
     ctx->model = model;
     ctx->params = p;
+    ctx->first_gpu_layer = hp->n_layer;
     hearth_status st = backend_cpu_new(p.n_threads, &ctx->cpu);
-    if (!st) st = kv_cache_new(p.cache_type, p.n_ctx, hp->n_layer, hp->n_head_kv, hp->head_dim, NULL,
-                               &ctx->kv);
-    if (!st) {
+    if (!st && model->offload.ocl) st = setup_gpu(ctx);
+    if (!st && !ctx->gpu)
+        st = kv_cache_new(p.cache_type, p.n_ctx, hp->n_layer, hp->n_head_kv, hp->head_dim, NULL,
+                          &ctx->kv);
+    if (!st && (ctx->first_gpu_layer > 0 || !ctx->output_on_gpu)) {
         ctx->fw.model = model;
         ctx->fw.be = ctx->cpu;
         ctx->fw.kv = ctx->kv;
@@ -149,6 +212,14 @@ int32_t hearth_context_n_batch(const hearth_context *ctx) { return ctx->params.n
 int32_t hearth_context_n_threads(const hearth_context *ctx) { return ctx->params.n_threads; }
 int32_t hearth_context_n_past(const hearth_context *ctx) { return ctx->kv->n_used; }
 size_t hearth_context_kv_bytes(const hearth_context *ctx) { return kv_cache_bytes(ctx->kv); }
+int32_t hearth_context_n_gpu_layers(const hearth_context *ctx) { return ctx->model->hp.n_layer - ctx->first_gpu_layer; }
+const char *hearth_context_gpu_fallback(const hearth_context *ctx) { return ctx->gpu_fallback; }
+
+size_t hearth_context_kv_device_bytes(const hearth_context *ctx)
+{
+    return 2 * ctx->kv->row_bytes * (size_t)ctx->kv->n_ctx *
+           (size_t)hearth_context_n_gpu_layers(ctx);
+}
 hearth_type hearth_context_cache_type(const hearth_context *ctx) { return ctx->kv->type; }
 
 hearth_status hearth_context_rewind(hearth_context *ctx, int32_t n_past)
@@ -187,43 +258,74 @@ static hearth_status embed(hearth_context *ctx, const int32_t *tokens, int64_t n
     return HEARTH_OK;
 }
 
+/* Hand the hidden state of n tokens from one backend's buffers to the
+ * other's, through the host staging buffer. */
+static hearth_status move_hidden(hearth_context *ctx, const struct forward *from, struct forward *to,
+                                 int64_t n)
+{
+    HEARTH_TRY(from->be->ops->act_download(from->be, ctx->embd, &from->x, n));
+    HEARTH_TRY(to->be->ops->act_upload(to->be, &to->x, ctx->embd, n));
+    to->x.rows = n;
+    return HEARTH_OK;
+}
+
+/* Final norm and LM head for the last n_logits of the n rows in f->x,
+ * into ctx->logits from row logits_row. */
+static hearth_status output_head(hearth_context *ctx, struct forward *f, int64_t n, int64_t n_logits,
+                                 int64_t logits_row)
+{
+    const hearth_model *m = ctx->model;
+    struct hearth_backend *be = f->be;
+    const struct backend_ops *op = be->ops;
+    const int64_t V = m->hp.n_vocab;
+    HEARTH_TRY(op->copy_rows(be, &f->cur, &f->x, n - n_logits, n_logits));
+    HEARTH_TRY(op->rmsnorm(be, &f->cur, &f->cur, &m->output_norm, m->hp.norm_eps));
+    float *dst = ctx->logits + logits_row * V;
+    if (be == ctx->cpu) {
+        struct act logits = {dst, NULL, n_logits, V, n_logits * V};
+        return op->matmul(be, &logits, &m->output, &f->cur);
+    }
+    if (ctx->gpu_logits.capacity < n_logits * V) {
+        if (ctx->gpu_logits.dev) op->act_free(be, &ctx->gpu_logits);
+        HEARTH_TRY(op->act_alloc(be, &ctx->gpu_logits, n_logits, V));
+    }
+    HEARTH_TRY(op->matmul(be, &ctx->gpu_logits, &m->output, &f->cur));
+    return op->act_download(be, dst, &ctx->gpu_logits, n_logits);
+}
+
 /* Run one batch of at most n_batch tokens; compute logits for its last
  * n_logits tokens into ctx->logits starting at row logits_row. */
 static hearth_status eval_batch(hearth_context *ctx, const int32_t *tokens, int64_t n,
                                 int64_t n_logits, int64_t logits_row)
 {
     const hearth_model *m = ctx->model;
-    struct forward *f = &ctx->fw;
-    struct hearth_backend *be = f->be;
-    const struct backend_ops *op = be->ops;
     const int32_t n_past = ctx->kv->n_used;
 
     for (int64_t t = 0; t < n; t++) ctx->pos[t] = n_past + (int32_t)t;
-    f->bp.pos = ctx->pos;
-    f->bp.n_tokens = n;
+    struct forward *f = ctx->first_gpu_layer == 0 ? &ctx->fw_gpu : &ctx->fw;
+    ctx->fw.bp.pos = ctx->fw_gpu.bp.pos = ctx->pos;
+    ctx->fw.bp.n_tokens = ctx->fw_gpu.bp.n_tokens = n;
     HEARTH_TRY(embed(ctx, tokens, n));
-    HEARTH_TRY(op->act_upload(be, &f->x, ctx->embd, n));
+    HEARTH_TRY(f->be->ops->act_upload(f->be, &f->x, ctx->embd, n));
     f->x.rows = n;
 
     for (int il = 0; il < m->hp.n_layer; il++) {
         if (ctx->abort_cb && ctx->abort_cb(ctx->abort_data))
             return hearth_error(HEARTH_E_INTERRUPTED, "evaluation interrupted");
+        if (il == ctx->first_gpu_layer && f != &ctx->fw_gpu) {
+            HEARTH_TRY(move_hidden(ctx, f, &ctx->fw_gpu, n));
+            f = &ctx->fw_gpu;
+        }
         HEARTH_TRY(m->arch->layer(f, il));
     }
     ctx->kv->n_used = n_past + (int32_t)n;
 
     if (n_logits > 0) {
-        /* Final norm and LM head only for the rows whose logits are wanted:
-         * move them to the front of the residual buffer. */
-        const int64_t first = n - n_logits;
-        if (first > 0)
-            memmove(f->x.host, f->x.host + first * f->x.width,
-                    (size_t)(n_logits * f->x.width) * sizeof(float));
-        f->x.rows = n_logits;
-        HEARTH_TRY(op->rmsnorm(be, &f->cur, &f->x, &m->output_norm, m->hp.norm_eps));
-        struct act logits = {ctx->logits + logits_row * m->hp.n_vocab, NULL, n_logits, m->hp.n_vocab,
-                             n_logits * m->hp.n_vocab};
-        HEARTH_TRY(op->matmul(be, &logits, &m->output, &f->cur));
+        if (f == &ctx->fw_gpu && !ctx->output_on_gpu) {
+            HEARTH_TRY(move_hidden(ctx, f, &ctx->fw, n));
+            f = &ctx->fw;
+        }
+        HEARTH_TRY(output_head(ctx, f, n, n_logits, logits_row));
     }
     return HEARTH_OK;
 }

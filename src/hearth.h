@@ -940,6 +940,66 @@ const char *hearth_cpu_features(void);
 
 /* == compute devices ==================================================== */
 
+/* OpenCL devices that layers can be offloaded to (hearth_model_params).
+ * Builds without OpenCL support list none.  A process with no OpenCL
+ * platform installed works as before; offload is then unavailable. */
+
+typedef struct hearth_device_info {
+    char name[256];
+    char vendor[256];
+    char platform[256];       /* the OpenCL platform's name */
+    char version[128];        /* the device's OpenCL version string */
+    char driver[128];         /* driver version */
+    char type[16];            /* "GPU", "CPU", "accelerator" or "other" */
+    uint64_t global_mem_bytes;
+    uint64_t max_alloc_bytes; /* largest single buffer */
+    uint32_t compute_units;
+    bool fp16;                /* half-precision arithmetic (cl_khr_fp16) */
+} hearth_device_info;
+
+/* The devices, GPUs first, then accelerators, other devices and CPUs; an
+ * index into this list is what hearth_model_params.device names.  *out
+ * (free with hearth_devices_free()) holds *n_out entries.  Fails with
+ * HEARTH_E_UNSUPPORTED when the build has no OpenCL support and with
+ * HEARTH_E_NOT_FOUND when no platform or no device is installed (the
+ * message names the OpenCL error). */
+hearth_status hearth_devices(hearth_device_info **out, int32_t *n_out);
+void hearth_devices_free(hearth_device_info *list);
+
+/* Build the kernels for a device, or load them from the program cache
+ * ($HEARTH_OPENCL_CACHE, else $XDG_CACHE_HOME/hearth/opencl), so that a
+ * later model load finds them there.  Reports the time taken and whether
+ * the cache had them (either pointer may be NULL).  A failed build is
+ * HEARTH_E_BACKEND with the start of the build log. */
+hearth_status hearth_device_build(int32_t device, double *build_ms, bool *from_cache);
+
+/* Where a loaded model runs.  Offloaded layers are the last
+ * hearth_model_n_gpu_layers() of the model; when every layer is
+ * offloaded the final norm and output layer may be too. */
+int32_t hearth_model_n_gpu_layers(const hearth_model *model);
+bool hearth_model_output_on_gpu(const hearth_model *model);
+/* The device's index, or -1 when nothing is offloaded. */
+int32_t hearth_model_device(const hearth_model *model);
+/* The device's name, or NULL when nothing is offloaded. */
+const char *hearth_model_device_name(const hearth_model *model);
+/* Bytes of weights copied to the device (kept in their file formats). */
+uint64_t hearth_model_gpu_bytes(const hearth_model *model);
+/* When offload was requested and failed but gpu_fallback allowed running
+ * on the CPU: why it failed (with the OpenCL error name).  NULL otherwise. */
+const char *hearth_model_gpu_fallback(const hearth_model *model);
+/* Milliseconds spent building (or loading from the cache) the kernels,
+ * and whether they came from the cache; 0 and false without offload. */
+double hearth_model_gpu_build_ms(const hearth_model *model, bool *from_cache);
+
+/* The layers a context runs on the device: those of its model, or 0 when
+ * the context could not set up the device (its KV cache, buffers) and
+ * gpu_fallback let it run on the CPU; hearth_context_gpu_fallback() then
+ * says why (NULL otherwise). */
+int32_t hearth_context_n_gpu_layers(const hearth_context *ctx);
+const char *hearth_context_gpu_fallback(const hearth_context *ctx);
+/* Bytes of KV cache held in device memory. */
+size_t hearth_context_kv_device_bytes(const hearth_context *ctx);
+
 #ifdef __cplusplus
 }
 #endif

@@ -28,6 +28,7 @@ src_libhearth_core_la_SOURCES = \
 	src/kv_cache.h \
 	src/model.c \
 	src/model.h \
+	src/offload.c \
 	src/quant.c \
 	src/quant.h \
 	src/quantize.c \

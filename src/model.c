@@ -63,7 +63,8 @@ static bool wants_packing(const hearth_kernels *k, const struct weight *w)
 
 /* Pack the matrices the CPU kernels want packed into one allocation; the
  * mapped originals stay for everything else.  Without a kernel table (an
- * invalid HEARTH_CPU, reported when a context is made) nothing is packed. */
+ * invalid HEARTH_CPU, reported when a context is made) nothing is packed;
+ * neither are the layers (and output) offloaded to a device. */
 static hearth_status pack_weights(hearth_model *m)
 {
     const hearth_kernels *k;
@@ -74,13 +75,13 @@ static hearth_status pack_weights(hearth_model *m)
     struct weight **mats = hearth_calloc(n_mats, sizeof *mats, "the list of matrices to pack");
     if (!mats) return HEARTH_E_NOMEM;
     size_t n = 0, total = 0;
-    for (int32_t il = 0; il < n_layer; il++) {
+    for (int32_t il = 0; il < n_layer && il < m->offload.first_layer; il++) {
         struct layer *L = &m->layers[il];
         struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t i = 0; i < HEARTH_ARRAY_LEN(ws); i++)
             if (wants_packing(k, ws[i])) mats[n++] = ws[i];
     }
-    if (wants_packing(k, &m->output)) mats[n++] = &m->output;
+    if (!m->offload.output && wants_packing(k, &m->output)) mats[n++] = &m->output;
     for (size_t i = 0; i < n; i++) total += hearth_packed_bytes(mats[i]->type, mats[i]->n_out, mats[i]->n_in);
     hearth_status st = HEARTH_OK;
     if (total) {
@@ -134,9 +135,6 @@ hearth_status hearth_model_load(const char *path, const hearth_model_params *par
     else hearth_model_default_params(&p);
     if (p.n_gpu_layers < 0)
         return hearth_error(HEARTH_E_INVALID, "GPU layer count %d is negative", p.n_gpu_layers);
-    if (p.n_gpu_layers > 0 && !p.gpu_fallback)
-        return hearth_error(HEARTH_E_UNSUPPORTED, "offloading layers needs OpenCL support, which "
-                            "this build of hearth does not have");
     hearth_model *m = hearth_calloc(1, sizeof *m, "a model");
     if (!m) return HEARTH_E_NOMEM;
     m->params = p;
@@ -166,6 +164,7 @@ hearth_status hearth_model_load(const char *path, const hearth_model_params *par
         return st;
     }
     st = m->arch->load(m);
+    if (!st) st = model_offload(m);
     if (!st) st = pack_weights(m);
     if (st) {
         hearth_model_free(m);
@@ -201,6 +200,7 @@ hearth_status hearth_model_load(const char *path, const hearth_model_params *par
 void hearth_model_free(hearth_model *m)
 {
     if (!m) return;
+    model_offload_release(m);
     free(m->layers);
     hearth_aligned_free(m->packed);
     hearth_vocab_free(m->vocab);

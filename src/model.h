@@ -69,6 +69,19 @@ struct arch {
     hearth_status (*layer)(struct forward *f, int il);
 };
 
+/* Where the layers run (src/offload.c; the device side in opencl/). */
+struct offload {
+    int32_t first_layer;      /* first layer on the device; n_layer when none */
+    bool output;              /* final norm and output layer on the device */
+    int32_t device;           /* index in hearth_devices(), -1 when none */
+    char device_name[256];
+    uint64_t bytes;           /* weights uploaded */
+    double build_ms;          /* building or loading the kernels */
+    bool build_cached;
+    char *fallback;           /* why offload was given up (gpu_fallback), or NULL */
+    struct ocl_model *ocl;    /* the device state, opaque outside opencl/ */
+};
+
 struct hearth_model {
     hearth_model_params params;
     hearth_gguf *gguf;
@@ -84,6 +97,7 @@ struct hearth_model {
     uint64_t weight_bytes;
     char desc[128];
     hearth_vocab *vocab;          /* NULL when the file has no tokenizer */
+    struct offload offload;
 };
 
 /* Bind a tensor by name, checking its shape (ne1 = 0: a vector; ne1 < 0:
@@ -91,6 +105,16 @@ struct hearth_model {
  * required = false leaves w->data NULL when the tensor is missing. */
 hearth_status model_bind(hearth_model *m, struct weight *w, const char *name, int64_t ne0,
                          int64_t ne1, bool required);
+
+/* Offload the layers model->params asks for (falling back to the CPU
+ * when allowed), and release the device copies (src/offload.c). */
+hearth_status model_offload(hearth_model *m);
+void model_offload_release(hearth_model *m);
+/* The device side (opencl/offload.c): open the device, upload the
+ * weights of layers first_layer .. n_layer-1 (and the output layer when
+ * output is set), filling m->offload; on failure nothing is left behind. */
+hearth_status ocl_offload_model(hearth_model *m, int32_t first_layer, bool output);
+void ocl_offload_release(hearth_model *m);
 
 /* The architectures hearth runs; NULL-terminated by name. */
 extern const struct arch arch_llama;

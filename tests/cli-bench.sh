@@ -68,5 +68,8 @@ expect_status 2 "bad cache type" -- "$HEARTH" bench -m "$m" --cache-type q4_0
 expect_status 2 "unexpected argument" -- "$HEARTH" bench -m "$m" extra
 expect_status 1 "missing model" -- "$HEARTH" bench -m "$tmpdir/missing.gguf"
 expect_status 0 "help" -- "$HEARTH" bench --help
+grep -q -- "-ngl, --gpu-layers N" "$tmpdir/out" || fail "--help lists the offload options"
+expect_status 2 "bad -ngl" -- "$HEARTH" bench -m "$m" -ngl all
+grep -q -- "expected an integer, got 'all'" "$tmpdir/err" || fail "the bad layer count is named"
 
 finish

@@ -3,7 +3,9 @@
 #
 # Tests read the shared models and vocabularies from $HEARTH_TEST_DATA
 # (default: ../shared beside the source tree).  With CI set in the
-# environment, missing data fails a test instead of skipping it.
+# environment, missing data fails a test instead of skipping it.  In a
+# sanitizer build, LeakSanitizer passes over what the PoCL OpenCL platform
+# keeps until the process exits (tests/lsan-opencl.supp).
 
 AM_TESTS_ENVIRONMENT = \
 	HEARTH_TEST_DATA="$${HEARTH_TEST_DATA:-$(HEARTH_DEFAULT_TEST_DATA)}"; \
@@ -11,7 +13,11 @@ AM_TESTS_ENVIRONMENT = \
 	HEARTH="$(abs_top_builddir)/src/hearth"; export HEARTH; \
 	HEARTH_SRCDIR="$(abs_top_srcdir)"; export HEARTH_SRCDIR; \
 	HEARTH_BUILDDIR="$(abs_top_builddir)"; export HEARTH_BUILDDIR; \
-	CK_DEFAULT_TIMEOUT="$${CK_DEFAULT_TIMEOUT:-600}"; export CK_DEFAULT_TIMEOUT;
+	CK_DEFAULT_TIMEOUT="$${CK_DEFAULT_TIMEOUT:-600}"; export CK_DEFAULT_TIMEOUT; \
+	HEARTH_OPENCL_CACHE="$${HEARTH_OPENCL_CACHE:-$(abs_top_builddir)/tests/opencl-cache}"; \
+	export HEARTH_OPENCL_CACHE; \
+	LSAN_OPTIONS="suppressions=$(abs_top_srcdir)/tests/lsan-opencl.supp$${LSAN_OPTIONS:+:$$LSAN_OPTIONS}"; \
+	export LSAN_OPTIONS;
 
 AM_DISTCHECK_CONFIGURE_FLAGS = HEARTH_TEST_DATA="$(HEARTH_DEFAULT_TEST_DATA)"
 
@@ -19,7 +25,7 @@ TEST_EXTENSIONS = .sh
 SH_LOG_COMPILER = $(SHELL)
 
 noinst_HEADERS += tests/testutil.h tests/quant_bounds.h
-EXTRA_DIST += tests/lib.sh
+EXTRA_DIST += tests/lib.sh tests/lsan-opencl.supp
 
 # Unit tests: one Check program per module.
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
@@ -36,6 +42,8 @@ check_PROGRAMS += \
 	tests/test-jinja \
 	tests/test-json \
 	tests/test-kernels \
+	tests/test-offload \
+	tests/test-opencl \
 	tests/test-quant \
 	tests/test-quantize \
 	tests/test-sampler \
@@ -53,6 +61,8 @@ TESTS += \
 	tests/test-jinja \
 	tests/test-json \
 	tests/test-kernels \
+	tests/test-offload \
+	tests/test-opencl \
 	tests/test-quant \
 	tests/test-quantize \
 	tests/test-sampler \
@@ -88,6 +98,20 @@ tests_test_gguf_LDADD = $(TEST_LIBS)
 tests_test_kernels_SOURCES = tests/test-kernels.c tests/testutil.c
 tests_test_kernels_CFLAGS = $(TEST_CFLAGS)
 tests_test_kernels_LDADD = $(TEST_LIBS)
+
+tests_test_offload_SOURCES = tests/test-offload.c tests/testutil.c
+tests_test_offload_CFLAGS = $(TEST_CFLAGS)
+tests_test_offload_LDADD = $(TEST_LIBS)
+
+# OpenCL tests reach into opencl/; they skip (77) without a device.
+tests_test_opencl_SOURCES = tests/test-opencl.c tests/testutil.c
+tests_test_opencl_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/opencl
+tests_test_opencl_CFLAGS = $(TEST_CFLAGS) $(OPENCL_CFLAGS)
+tests_test_opencl_LDADD = $(TEST_LIBS) $(OPENCL_LIBS)
+
+clean-local: clean-opencl-cache
+clean-opencl-cache:
+	-rm -rf tests/opencl-cache
 
 tests_test_quant_SOURCES = tests/test-quant.c tests/testutil.c
 tests_test_quant_CFLAGS = $(TEST_CFLAGS)
@@ -136,6 +160,7 @@ TESTS += \
 	tests/cli-basics.sh \
 	tests/cli-bench.sh \
 	tests/cli-chat.sh \
+	tests/cli-devices.sh \
 	tests/cli-inspect.sh \
 	tests/cli-pull.sh \
 	tests/cli-quantize.sh \
@@ -148,6 +173,7 @@ EXTRA_DIST += \
 	tests/cli-basics.sh \
 	tests/cli-bench.sh \
 	tests/cli-chat.sh \
+	tests/cli-devices.sh \
 	tests/cli-inspect.sh \
 	tests/cli-perplexity.sh \
 	tests/cli-pull.sh \

@@ -11,6 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hearth.h"
 
 const char *test_data_dir(void)
 {
@@ -125,6 +129,36 @@ double test_rms(const float *a, size_t n)
     double sum = 0;
     for (size_t i = 0; i < n; i++) sum += (double)a[i] * (double)a[i];
     return n ? sqrt(sum / (double)n) : 0.0;
+}
+
+int test_opencl_status(void)
+{
+#ifndef HAVE_OPENCL
+    fprintf(stderr, "note: this build has no OpenCL support. Skipping.\n");
+    return 77;
+#else
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        hearth_device_info *list;
+        int32_t n = 0;
+        hearth_status st = hearth_devices(&list, &n);
+        if (st == HEARTH_OK) hearth_devices_free(list);
+        else fprintf(stderr, "note: %s\n", hearth_last_error());
+        _exit(st == HEARTH_OK && n > 0 ? 0 : 1);
+    }
+    int status = 0;
+    bool found = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+                 WEXITSTATUS(status) == 0;
+    if (found) return 0;
+    const char *ci = getenv("CI");
+    if (ci && *ci) {
+        fprintf(stderr, "FAIL: no OpenCL device, the build has OpenCL and CI is set\n");
+        return 1;
+    }
+    fprintf(stderr, "note: no OpenCL device found. Skipping.\n");
+    return 77;
+#endif
 }
 
 int test_run_suite(Suite *suite)

@@ -43,6 +43,13 @@ double test_rng_normal(test_rng *rng);
 double test_rmse(const float *a, const float *b, size_t n);
 double test_rms(const float *a, size_t n);
 
+/* Whether the OpenCL tests can run: 0 when the build has OpenCL and a
+ * device is present; otherwise 77 (skipped) after a note on stderr --
+ * except that with CI set in the environment and OpenCL in the build, a
+ * missing device is a failure (1).  The device is probed in a child
+ * process, so that no OpenCL driver is loaded before Check forks. */
+int test_opencl_status(void);
+
 /* Run a Check suite and return the exit status for the test driver. */
 int test_run_suite(Suite *suite);
 

@@ -14,6 +14,11 @@
  * the sample standard deviation of the REPS speeds, in tokens per second.
  * Token ids are pseudo-random (a fixed seed) with BOS first when the
  * vocabulary puts one in front of a text: no tokenizer is involved.
+ *
+ * With -ngl the model's last layers run on an OpenCL device (the shared
+ * model options); each row says which device ran it, since a context
+ * that could not set up the device falls back to the CPU only when
+ * --gpu-fallback allowed it, and says so on stderr.
  */
 #include "config.h"
 
@@ -55,6 +60,7 @@ struct bench_opts {
 /* One row of the result table. */
 struct result {
     int n_prompt, n_gen, n_threads, n_batch;
+    int n_gpu_layers;        /* layers the test ran on the device */
     char test_time[32];
     double *samples_ns;
     int n_samples;
@@ -70,13 +76,16 @@ struct bench_info {
     const char *kernels;
     char cpu_info[128];
     hearth_type cache_type;
-    int n_gpu_layers;
+    int n_gpu_layers;        /* as asked for (-ngl), as the common tool shows it */
+    int device;              /* the device's index, -1 when nothing is offloaded */
+    const char *device_name; /* NULL when nothing is offloaded */
 };
 
 static void usage(FILE *out)
 {
     fputs("usage: hearth bench -m MODEL [-p N,...] [-n N,...] [-t N,...] [-b N,...]\n"
           "                    [-r REPS] [-o md|csv|json] [--cache-type TYPE] [-q]\n"
+          "                    [-ngl N] [--device N] [--gpu-fallback]\n"
           "\n"
           "Measure prompt processing (ppN: N prompt tokens at once) and generation\n"
           "(tgN: N tokens one at a time) from an empty cache, REPS times after a\n"
@@ -90,7 +99,11 @@ static void usage(FILE *out)
           "  -r, --repetitions N     measured runs per test (default 5)\n"
           "  -o, --output FORMAT     md (default), csv or json\n"
           "      --cache-type TYPE   KV cache: f16 (default), f32 or q8_0\n"
-          "  -q, --quiet             no progress on standard error\n",
+          "  -q, --quiet             no progress on standard error\n"
+          "  -ngl, --gpu-layers N    offload the last N layers to an OpenCL device\n"
+          "                          (more than the model has: the output layer too)\n"
+          "  --device N              the device (see hearth devices; default 0)\n"
+          "  --gpu-fallback          run on the CPU if offloading fails, saying why\n",
           out);
 }
 
@@ -284,6 +297,9 @@ static hearth_status run_test(const hearth_model *model, const struct bench_opts
     if (st) return st;
     hearth_context_set_abort(ctx, cli_should_abort, NULL);
     *n_threads_used = hearth_context_n_threads(ctx);
+    r->n_gpu_layers = hearth_context_n_gpu_layers(ctx);
+    /* Not silent even with -q: this row ran on the CPU instead. */
+    if (hearth_context_gpu_fallback(ctx)) cli_model_report_offload(stderr, CMD, model, ctx);
     int32_t *tokens = NULL;
     if (r->n_prompt > 0) {
         tokens = malloc((size_t)r->n_prompt * sizeof *tokens);
@@ -341,8 +357,8 @@ static const char *cache_type_name(hearth_type t)
     return t == HEARTH_TYPE_F32 ? "f32" : t == HEARTH_TYPE_Q8_0 ? "q8_0" : "f16";
 }
 
-enum column { COL_MODEL, COL_SIZE, COL_PARAMS, COL_BACKEND, COL_NGL, COL_THREADS, COL_BATCH,
-              COL_CACHE, COL_TEST, COL_TS, N_COLUMNS };
+enum column { COL_MODEL, COL_SIZE, COL_PARAMS, COL_BACKEND, COL_NGL, COL_DEVICE, COL_THREADS,
+              COL_BATCH, COL_CACHE, COL_TEST, COL_TS, N_COLUMNS };
 
 struct column_info {
     const char *title;
@@ -353,7 +369,8 @@ struct column_info {
 static const struct column_info columns[N_COLUMNS] = {
     [COL_MODEL] = {"model", 30, false},      [COL_SIZE] = {"size", 10, true},
     [COL_PARAMS] = {"params", 10, true},     [COL_BACKEND] = {"backend", 10, false},
-    [COL_NGL] = {"ngl", 3, true},            [COL_THREADS] = {"threads", 7, true},
+    [COL_NGL] = {"ngl", 3, true},            [COL_DEVICE] = {"device", 6, false},
+    [COL_THREADS] = {"threads", 7, true},
     [COL_BATCH] = {"n_batch", 7, true},      [COL_CACHE] = {"type_k", 6, false},
     [COL_TEST] = {"test", 13, true},         [COL_TS] = {"t/s", 20, true},
 };
@@ -365,8 +382,15 @@ static void cell(enum column c, const struct bench_info *info, const struct resu
     case COL_MODEL: snprintf(buf, size, "%s", info->model_desc); break;
     case COL_SIZE: format_model_size(buf, size, info->model_bytes); break;
     case COL_PARAMS: format_params(buf, size, info->n_params); break;
-    case COL_BACKEND: snprintf(buf, size, "%s", info->backend); break;
+    case COL_BACKEND:
+        if (r->n_gpu_layers > 0) snprintf(buf, size, "OpenCL+%s", info->backend);
+        else snprintf(buf, size, "%s", info->backend);
+        break;
     case COL_NGL: snprintf(buf, size, "%d", info->n_gpu_layers); break;
+    case COL_DEVICE:
+        if (r->n_gpu_layers > 0) snprintf(buf, size, "%d: %s", info->device, info->device_name);
+        else snprintf(buf, size, "CPU");
+        break;
     case COL_THREADS: snprintf(buf, size, "%d", r->n_threads); break;
     case COL_BATCH: snprintf(buf, size, "%d", r->n_batch); break;
     case COL_CACHE: snprintf(buf, size, "%s", cache_type_name(info->cache_type)); break;
@@ -404,6 +428,7 @@ static void print_markdown(const struct bench_opts *o, const struct bench_info *
     bool shown[N_COLUMNS];
     for (int c = 0; c < N_COLUMNS; c++) shown[c] = true;
     shown[COL_NGL] = info->n_gpu_layers > 0;
+    shown[COL_DEVICE] = info->n_gpu_layers > 0;
     shown[COL_BATCH] = !(o->batch.n == 1 && o->batch.v[0] == DEFAULT_N_BATCH);
     shown[COL_CACHE] = info->cache_type != HEARTH_TYPE_F16;
     int width[N_COLUMNS];
@@ -472,7 +497,7 @@ struct field {
     char value[160];
 };
 
-#define N_FIELDS 21
+#define N_FIELDS 23
 
 static void row_fields(const struct bench_info *info, const struct result *r,
                        struct field f[N_FIELDS])
@@ -487,8 +512,9 @@ static void row_fields(const struct bench_info *info, const struct result *r,
     } while (0)
     FIELD("hearth_version", true, "%s", hearth_version());
     FIELD("cpu_info", true, "%s", info->cpu_info);
-    FIELD("backends", true, "%s", "CPU");
+    FIELD("backends", true, "%s", r->n_gpu_layers > 0 ? "OpenCL,CPU" : "CPU");
     FIELD("kernels", true, "%s", info->kernels);
+    FIELD("gpu_info", true, "%s", r->n_gpu_layers > 0 ? info->device_name : "");
     FIELD("model_filename", true, "%s", info->model_path);
     FIELD("model_type", true, "%s", info->model_desc);
     FIELD("model_size", false, "%llu", (unsigned long long)info->model_bytes);
@@ -498,6 +524,7 @@ static void row_fields(const struct bench_info *info, const struct result *r,
     FIELD("type_k", true, "%s", cache_type_name(info->cache_type));
     FIELD("type_v", true, "%s", cache_type_name(info->cache_type));
     FIELD("n_gpu_layers", false, "%d", info->n_gpu_layers);
+    FIELD("main_gpu", false, "%d", r->n_gpu_layers > 0 ? info->device : -1);
     FIELD("n_prompt", false, "%d", r->n_prompt);
     FIELD("n_gen", false, "%d", r->n_gen);
     char test[32];
@@ -587,7 +614,9 @@ static void fill_info(struct bench_info *info, const struct bench_opts *o, const
     snprintf(info->backend, sizeof info->backend, "CPU/%s", kernels);
     read_cpu_info(info->cpu_info, sizeof info->cpu_info);
     info->cache_type = o->cache_type;
-    info->n_gpu_layers = 0;
+    info->n_gpu_layers = o->src.params.n_gpu_layers;
+    info->device = hearth_model_device(model);
+    info->device_name = hearth_model_device_name(model);
 }
 
 /* Every test in the order the common tool runs them: for each batch size
@@ -650,13 +679,16 @@ int cmd_bench(int argc, char **argv)
         return rc;
     }
     hearth_model *model = NULL;
-    st = hearth_model_load(path, NULL, &model);
+    st = hearth_model_load(path, &o.src.params, &model);
     if (st) {
         rc = cli_fail(CMD, st);
         free(path);
         free(rows);
         return rc;
     }
+    /* Where the layers run; a fallback to the CPU is said even with -q. */
+    if (!o.quiet || hearth_model_gpu_fallback(model))
+        cli_model_report_offload(stderr, CMD, model, NULL);
     struct bench_info info;
     fill_info(&info, &o, path, model, kernels);
     const hearth_vocab *vocab = hearth_model_vocab(model);

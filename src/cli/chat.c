@@ -228,6 +228,7 @@ int cmd_chat(int argc, char **argv)
         cli_fail(CMD, st);
         goto cleanup;
     }
+    cli_model_report_offload(stderr, CMD, model, ctx);
     if (system && conv_add(&cv, "system", system, strlen(system)) != 0) goto nomem;
 
     const bool interactive = isatty(STDIN_FILENO);

@@ -62,6 +62,12 @@ bool cli_parse_float(const char *cmd, const char *opt, const char *arg,
  * Returns NULL after printing an error. */
 char *cli_read_file(const char *cmd, const char *path, size_t *len_out);
 
+/* Write len bytes of p as a JSON string (quoted, escaped). */
+void cli_json_string(FILE *out, const char *p, size_t len);
+
+/* "512 B", "3.40 MiB", "12.1 GiB" (binary units). */
+void cli_format_bytes(char *out, size_t size, double bytes);
+
 /* Whether the program was asked for verbose output (hearth -v ...). */
 extern int cli_verbose;
 

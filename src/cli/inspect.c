@@ -129,23 +129,7 @@ static void print_text_string(const char *p, uint64_t len, bool full)
 
 static void print_json_string(const char *p, uint64_t len)
 {
-    putchar('"');
-    for (uint64_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)p[i];
-        switch (c) {
-        case '"': fputs("\\\"", stdout); break;
-        case '\\': fputs("\\\\", stdout); break;
-        case '\n': fputs("\\n", stdout); break;
-        case '\r': fputs("\\r", stdout); break;
-        case '\t': fputs("\\t", stdout); break;
-        case '\b': fputs("\\b", stdout); break;
-        case '\f': fputs("\\f", stdout); break;
-        default:
-            if (c < 0x20) printf("\\u%04x", c);
-            else putchar(c);
-        }
-    }
-    putchar('"');
+    cli_json_string(stdout, p, (size_t)len);
 }
 
 static void print_value(const hearth_gguf *g, const hearth_gguf_value *v, const struct inspect_opts *o,

@@ -1,7 +1,8 @@
 /*
  * model_options.c -- turning -m, -hf or --url into a local model file,
  * with the download progress display (a bar on a terminal, a line every
- * tenth otherwise) and Ctrl-C leaving a resumable partial file.
+ * tenth otherwise) and Ctrl-C leaving a resumable partial file; the
+ * offload options and the report of where the layers run.
  */
 #include "config.h"
 
@@ -18,15 +19,42 @@
 void cli_model_source_init(struct cli_model_source *src)
 {
     memset(src, 0, sizeof *src);
+    hearth_model_default_params(&src->params);
 }
 
 void cli_model_normalize_args(int argc, char **argv)
 {
     static char long_hf[] = "--hf";
+    static char long_ngl[] = "--ngl";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--") == 0) break;
         if (strcmp(argv[i], "-hf") == 0) argv[i] = long_hf;
+        if (strcmp(argv[i], "-ngl") == 0) argv[i] = long_ngl;
     }
+}
+
+/* --gpu-layers, --device, --gpu-fallback: 1 handled, 0 not one of them,
+ * -1 after a usage error. */
+static int offload_option(const char *cmd, struct cli_model_source *src, int opt, const char *arg)
+{
+    int v;
+    switch (opt) {
+    case CLI_OPT_DEVICE:
+        if (!cli_parse_int(cmd, "--device", arg, 0, 1 << 20, &v)) return -1;
+        src->params.device = v;
+        break;
+    case CLI_OPT_GPU_LAYERS:
+        if (!cli_parse_int(cmd, "--gpu-layers", arg, 0, 1 << 20, &v)) return -1;
+        src->params.n_gpu_layers = v;
+        break;
+    case CLI_OPT_GPU_FALLBACK:
+        src->params.gpu_fallback = true;
+        break;
+    default:
+        return 0;
+    }
+    src->offload_given = true;
+    return 1;
 }
 
 static const char *source_flag(const struct cli_model_source *src)
@@ -36,6 +64,8 @@ static const char *source_flag(const struct cli_model_source *src)
 
 int cli_model_option(const char *cmd, struct cli_model_source *src, int opt, const char *arg)
 {
+    int r = offload_option(cmd, src, opt, arg);
+    if (r != 0) return r;
     const char **slot;
     const char *flag;
     switch (opt) {
@@ -83,26 +113,13 @@ struct progress {
     uint64_t last_line_bytes; /* plain lines, size unknown */
 };
 
-/* "512 B", "3.4 MiB", "1.21 GiB" */
-static void format_bytes(char *out, size_t size, double bytes)
-{
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (bytes >= 1024 && u < 4) {
-        bytes /= 1024;
-        u++;
-    }
-    if (u == 0) snprintf(out, size, "%.0f B", bytes);
-    else snprintf(out, size, bytes < 10 ? "%.2f %s" : "%.1f %s", bytes, units[u]);
-}
-
 static void draw_bar(struct progress *p, uint64_t done, uint64_t total, double t)
 {
     char done_s[32], total_s[32], rate_s[48] = "", bar[31];
     double elapsed = t - p->start_s;
-    format_bytes(done_s, sizeof done_s, (double)done);
+    cli_format_bytes(done_s, sizeof done_s, (double)done);
     if (elapsed >= 0.5) {
-        format_bytes(rate_s + 2, sizeof rate_s - 2, (double)(done - p->start_bytes) / elapsed);
+        cli_format_bytes(rate_s + 2, sizeof rate_s - 2, (double)(done - p->start_bytes) / elapsed);
         memcpy(rate_s, "  ", 2);
         strcat(rate_s, "/s");
     }
@@ -113,7 +130,7 @@ static void draw_bar(struct progress *p, uint64_t done, uint64_t total, double t
         memset(bar + filled, ' ', (size_t)(30 - filled));
         if (filled < 30 && filled > 0) bar[filled - 1] = '>';
         bar[30] = '\0';
-        format_bytes(total_s, sizeof total_s, (double)total);
+        cli_format_bytes(total_s, sizeof total_s, (double)total);
         fprintf(stderr, "\r%s %3d%% [%s] %s / %s%s\033[K", p->label,
                 (int)((double)done * 100.0 / (double)total), bar, done_s, total_s, rate_s);
     } else {
@@ -150,14 +167,14 @@ static bool on_progress(void *user, uint64_t done, uint64_t total)
         int tenth = (int)(done * 10 / total);
         if (tenth == p->last_tenth && p->shown) return true;
         p->last_tenth = tenth;
-        format_bytes(done_s, sizeof done_s, (double)done);
-        format_bytes(total_s, sizeof total_s, (double)total);
+        cli_format_bytes(done_s, sizeof done_s, (double)done);
+        cli_format_bytes(total_s, sizeof total_s, (double)total);
         fprintf(stderr, "hearth: %s: %s: %d%% (%s of %s)\n", p->cmd, p->label, tenth * 10, done_s,
                 total_s);
     } else {
         if (done - p->last_line_bytes < (100u << 20)) return true;
         p->last_line_bytes = done;
-        format_bytes(done_s, sizeof done_s, (double)done);
+        cli_format_bytes(done_s, sizeof done_s, (double)done);
         fprintf(stderr, "hearth: %s: %s: %s\n", p->cmd, p->label, done_s);
     }
     p->shown = true;
@@ -206,9 +223,7 @@ int cli_model_load(const char *cmd, const struct cli_model_source *src, char **p
     *model_out = NULL;
     int rc = cli_model_resolve(cmd, src, path_out);
     if (rc != CLI_EXIT_OK) return rc;
-    hearth_model_params params;
-    hearth_model_default_params(&params);
-    hearth_status st = hearth_model_load(*path_out, &params, model_out);
+    hearth_status st = hearth_model_load(*path_out, &src->params, model_out);
     if (st) {
         free(*path_out);
         *path_out = NULL;
@@ -224,5 +239,53 @@ void cli_model_help(FILE *out)
             "  -m, --model FILE         a GGUF model file\n"
             "  -hf, --hf OWNER/REPO[:FILE]  a model from the Hugging Face hub (downloaded\n"
             "                           into the cache on first use)\n"
-            "  --url URL                a model from a URL (downloaded into the cache)\n");
+            "  --url URL                a model from a URL (downloaded into the cache)\n"
+            "Offload:\n"
+            "  -ngl, --gpu-layers N     offload the last N layers to an OpenCL device\n"
+            "                           (more than the model has: the output layer too)\n"
+            "  --device N               the device (see hearth devices; default 0)\n"
+            "  --gpu-fallback           run on the CPU if offloading fails, saying why\n");
+}
+
+/* ------------------------------------------------------------------------
+ * Offload report
+ * ------------------------------------------------------------------------ */
+
+void cli_model_format_offload(char *buf, size_t size, const hearth_model *m,
+                              const hearth_context *ctx)
+{
+    const int32_t n_layer = hearth_model_n_layer(m);
+    const char *reason = hearth_model_gpu_fallback(m);
+    if (!reason && ctx) reason = hearth_context_gpu_fallback(ctx);
+    const int32_t n_gpu = ctx ? hearth_context_n_gpu_layers(ctx) : hearth_model_n_gpu_layers(m);
+    /* the output layer is only offloaded with every layer */
+    if (n_gpu == 0) {
+        if (reason) snprintf(buf, size, "all %d layers on the CPU (offload failed: %s)", n_layer, reason);
+        else snprintf(buf, size, "all %d layers on the CPU", n_layer);
+        return;
+    }
+    const bool output = hearth_model_output_on_gpu(m);
+    char bytes[32];
+    cli_format_bytes(bytes, sizeof bytes, (double)hearth_model_gpu_bytes(m));
+    int n = snprintf(buf, size, "%d of %d layers%s on OpenCL device %d (%s), %s uploaded", n_gpu,
+                     n_layer, output ? " and the output layer" : "", hearth_model_device(m),
+                     hearth_model_device_name(m), bytes);
+    if (n < 0 || (size_t)n >= size) return;
+    const int32_t n_cpu = n_layer - n_gpu;
+    if (n_cpu > 0)
+        snprintf(buf + n, size - (size_t)n, "; %d layer%s and the output layer on the CPU", n_cpu,
+                 n_cpu == 1 ? "" : "s");
+    else if (!output)
+        snprintf(buf + n, size - (size_t)n, "; the output layer on the CPU");
+}
+
+void cli_model_report_offload(FILE *out, const char *cmd, const hearth_model *m,
+                              const hearth_context *ctx)
+{
+    const bool asked = hearth_model_n_gpu_layers(m) > 0 || hearth_model_gpu_fallback(m) ||
+                       (ctx && hearth_context_gpu_fallback(ctx));
+    if (!asked) return;
+    char line[1536];
+    cli_model_format_offload(line, sizeof line, m, ctx);
+    fprintf(out, "hearth: %s: offload: %s\n", cmd, line);
 }

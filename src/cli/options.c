@@ -161,3 +161,36 @@ char *cli_read_file(const char *cmd, const char *path, size_t *len_out)
     if (len_out) *len_out = len;
     return buf;
 }
+
+void cli_json_string(FILE *out, const char *p, size_t len)
+{
+    fputc('"', out);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)p[i];
+        switch (c) {
+        case '"': fputs("\\\"", out); break;
+        case '\\': fputs("\\\\", out); break;
+        case '\n': fputs("\\n", out); break;
+        case '\r': fputs("\\r", out); break;
+        case '\t': fputs("\\t", out); break;
+        case '\b': fputs("\\b", out); break;
+        case '\f': fputs("\\f", out); break;
+        default:
+            if (c < 0x20) fprintf(out, "\\u%04x", c);
+            else fputc(c, out);
+        }
+    }
+    fputc('"', out);
+}
+
+void cli_format_bytes(char *out, size_t size, double bytes)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4) {
+        bytes /= 1024;
+        u++;
+    }
+    if (u == 0) snprintf(out, size, "%.0f B", bytes);
+    else snprintf(out, size, bytes < 10 ? "%.2f %s" : "%.1f %s", bytes, units[u]);
+}

@@ -143,6 +143,7 @@ int cmd_perplexity(int argc, char **argv)
         cli_fail(CMD, st);
         goto done;
     }
+    cli_model_report_offload(stderr, CMD, model, ctx);
     cli_interrupt_catch();
     hearth_context_set_abort(ctx, cli_should_abort, NULL);
 

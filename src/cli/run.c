@@ -207,6 +207,7 @@ int cmd_run(int argc, char **argv)
         cli_fail(CMD, st);
         goto cleanup;
     }
+    cli_model_report_offload(stderr, CMD, model, ctx);
     if (n_tokens > (size_t)hearth_context_n_ctx(ctx)) {
         cli_error(CMD, "the prompt has %zu tokens but the context holds %d; use a larger "
                   "--ctx-size (the model was trained with %d)", n_tokens,

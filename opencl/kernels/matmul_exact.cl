@@ -1,0 +1,276 @@
+/*
+ * matmul_exact.cl -- products of quantized weights with activations in
+ * their CPU activation format (Q8_0, Q8_1, Q8_K quants from
+ * activations.cl), computed exactly as the CPU's kernels compute them, so
+ * that device and CPU give bit-identical results (simd/kernels.h, the
+ * summation order of the integer formats):
+ *
+ *   each block (32 elements, or a 256-element super-block) forms 8
+ *   integer lane sums; lane k holds the products of the elements
+ *   32c + 4k .. 32c + 4k + 3 of every 32-element chunk c, weighted by
+ *   their integer sub-block scale, plus the terms that involve only the
+ *   sums of 16 activations of chunk k (the mins of Q2_K, Q4_K and Q5_K,
+ *   the biases of Q3_K and Q6_K);
+ *   each lane sum goes into the lane's running float sum with a fused
+ *   multiply-add by the block's float scale (dx dw), and for the formats
+ *   with mins or offsets a second lane sum by (dx m) or -(dx dmin);
+ *   the running sums are totalled as
+ *     ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7)).
+ *
+ * Integer sums are exact in any order; only the float steps above are
+ * ordered.  lane_<type>(blk, k, x, dx, ...) forms lane k of one block
+ * from the layouts described in dequant.cl.
+ *
+ *   exact_gemv_<type>  decode: 8 items per weight row, one per lane
+ *   exact_gemm_<type>  prefill: one item per (row, token)
+ */
+
+/* The sum of the 16 activation quants s (Q8_K's bsums, formed here). */
+int act_sum16(__global const char *x, int s)
+{
+    int sum = 0;
+    for (int l = 0; l < 16; l++) sum += x[16 * s + l];
+    return sum;
+}
+
+/* Legacy formats: lane k covers elements 4k .. 4k + 3 of the block.
+ * *lq gets the quant products, *lm the second lane sum (the plain sum of
+ * the activation quants for Q4_1/Q5_1), *s1 and *s2 their float scales. */
+
+void lane_q4_0(row_ptr b, int k, __global const char *x, float dx, int *lq, int *lm, float *s1,
+               float *s2)
+{
+    int sum = 0;
+    for (int e = 4 * k; e < 4 * k + 4; e++) {
+        const int q = e < 16 ? b[2 + e] & 15 : b[2 + e - 16] >> 4;
+        sum += (q - 8) * x[e];
+    }
+    *lq = sum;
+    *lm = 0;
+    *s1 = load_half(b) * dx;
+    *s2 = 0.0f;
+}
+
+int q5_quant(row_ptr qs, uint qh, int e)
+{
+    const int nibble = e < 16 ? qs[e] & 15 : qs[e - 16] >> 4;
+    return nibble | (int)((qh >> e) & 1) << 4;
+}
+
+void lane_q5_0(row_ptr b, int k, __global const char *x, float dx, int *lq, int *lm, float *s1,
+               float *s2)
+{
+    const uint qh = load_qh32(b + 2);
+    int sum = 0;
+    for (int e = 4 * k; e < 4 * k + 4; e++) sum += (q5_quant(b + 6, qh, e) - 16) * x[e];
+    *lq = sum;
+    *lm = 0;
+    *s1 = load_half(b) * dx;
+    *s2 = 0.0f;
+}
+
+void lane_q8_0(row_ptr b, int k, __global const char *x, float dx, int *lq, int *lm, float *s1,
+               float *s2)
+{
+    __global const char *q = (__global const char *)(b + 2);
+    int sum = 0;
+    for (int e = 4 * k; e < 4 * k + 4; e++) sum += q[e] * x[e];
+    *lq = sum;
+    *lm = 0;
+    *s1 = load_half(b) * dx;
+    *s2 = 0.0f;
+}
+
+void lane_q4_1(row_ptr b, int k, __global const char *x, float dx, int *lq, int *lm, float *s1,
+               float *s2)
+{
+    int sq = 0, sy = 0;
+    for (int e = 4 * k; e < 4 * k + 4; e++) {
+        const int q = e < 16 ? b[4 + e] & 15 : b[4 + e - 16] >> 4;
+        sq += q * x[e];
+        sy += x[e];
+    }
+    *lq = sq;
+    *lm = sy;
+    *s1 = load_half(b) * dx;
+    *s2 = load_half(b + 2) * dx;
+}
+
+void lane_q5_1(row_ptr b, int k, __global const char *x, float dx, int *lq, int *lm, float *s1,
+               float *s2)
+{
+    const uint qh = load_qh32(b + 4);
+    int sq = 0, sy = 0;
+    for (int e = 4 * k; e < 4 * k + 4; e++) {
+        sq += q5_quant(b + 8, qh, e) * x[e];
+        sy += x[e];
+    }
+    *lq = sq;
+    *lm = sy;
+    *s1 = load_half(b) * dx;
+    *s2 = load_half(b + 2) * dx;
+}
+
+/* K-quants: lane k covers elements 32c + 4k + j (c < 8, j < 4) of the
+ * super-block and the 16-sums 2k and 2k + 1. */
+
+/* Q2_K, 84 bytes: scales[16] (scale low nibble, min high), qs[64], d, dmin. */
+void lane_q2_k(row_ptr b, int k, __global const char *x, float dx, int *lq, int *lm, float *s1,
+               float *s2)
+{
+    int sq = 0;
+    for (int c = 0; c < 8; c++)
+        for (int e = 32 * c + 4 * k; e < 32 * c + 4 * k + 4; e++) {
+            const int q = (b[16 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+            sq += (b[e / 16] & 15) * q * x[e];
+        }
+    *lq = sq;
+    *lm = (b[2 * k] >> 4) * act_sum16(x, 2 * k) + (b[2 * k + 1] >> 4) * act_sum16(x, 2 * k + 1);
+    *s1 = dx * load_half(b + 80);
+    *s2 = -(dx * load_half(b + 82));
+}
+
+/* The signed 6-bit scale of sub-block sub of Q3_K (12 packed bytes). */
+int q3k_scale(row_ptr scales, int sub)
+{
+    const int low = sub < 8 ? scales[sub] & 15 : scales[sub - 8] >> 4;
+    const int high = (scales[8 + sub % 4] >> (2 * (sub / 4))) & 3;
+    return (low | high << 4) - 32;
+}
+
+/* Q3_K, 110 bytes: hmask[32], qs[64], scales[12], d. */
+void lane_q3_k(row_ptr b, int k, __global const char *x, float dx, int *lq, int *lm, float *s1,
+               float *s2)
+{
+    int sum = 0;
+    for (int c = 0; c < 8; c++)
+        for (int e = 32 * c + 4 * k; e < 32 * c + 4 * k + 4; e++) {
+            const int low = (b[32 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+            const int high = (b[e % 32] >> (e / 32)) & 1;
+            sum += q3k_scale(b + 96, e / 16) * (low + 4 * high) * x[e];
+        }
+    for (int sub = 2 * k; sub < 2 * k + 2; sub++) sum -= 4 * q3k_scale(b + 96, sub) * act_sum16(x, sub);
+    *lq = sum;
+    *lm = 0;
+    *s1 = dx * load_half(b + 108);
+    *s2 = 0.0f;
+}
+
+/* Q4_K (144 bytes: d, dmin, scales[12], qs[128]) and Q5_K (176 bytes:
+ * qh[32] before qs); high_bits is 0 for Q4_K. */
+void lane_q45_k(row_ptr b, row_ptr qh, row_ptr qs, int k, __global const char *x, float dx,
+                int *lq, int *lm, float *s1, float *s2)
+{
+    int sq = 0;
+    for (int c = 0; c < 8; c++) {
+        int sc, mn;
+        q4k_scale_min(b + 4, (uint)c, &sc, &mn);
+        for (int e = 32 * c + 4 * k; e < 32 * c + 4 * k + 4; e++) {
+            int q = (qs[32 * (e / 64) + e % 32] >> (4 * ((e / 32) % 2))) & 15;
+            if (qh) q |= ((qh[e % 32] >> (e / 32)) & 1) << 4;
+            sq += sc * q * x[e];
+        }
+    }
+    int sc, mn;
+    q4k_scale_min(b + 4, (uint)k, &sc, &mn);
+    *lq = sq;
+    *lm = mn * (act_sum16(x, 2 * k) + act_sum16(x, 2 * k + 1));
+    *s1 = dx * load_half(b);
+    *s2 = -(dx * load_half(b + 2));
+}
+
+void lane_q4_k(row_ptr b, int k, __global const char *x, float dx, int *lq, int *lm, float *s1,
+               float *s2)
+{
+    lane_q45_k(b, 0, b + 16, k, x, dx, lq, lm, s1, s2);
+}
+
+void lane_q5_k(row_ptr b, int k, __global const char *x, float dx, int *lq, int *lm, float *s1,
+               float *s2)
+{
+    lane_q45_k(b, b + 16, b + 48, k, x, dx, lq, lm, s1, s2);
+}
+
+/* Q6_K, 210 bytes: ql[128], qh[64], scales[16] (signed), d. */
+void lane_q6_k(row_ptr b, int k, __global const char *x, float dx, int *lq, int *lm, float *s1,
+               float *s2)
+{
+    __global const char *scales = (__global const char *)(b + 192);
+    int sum = 0;
+    for (int c = 0; c < 8; c++)
+        for (int e = 32 * c + 4 * k; e < 32 * c + 4 * k + 4; e++) {
+            const int h = e / 128, s = (e % 128) / 32, l = e % 32;
+            const int low = (b[64 * h + 32 * (s % 2) + l] >> (4 * (s / 2))) & 15;
+            const int high = (b[128 + 32 * h + l] >> (2 * s)) & 3;
+            sum += scales[e / 16] * (low | high << 4) * x[e];
+        }
+    for (int sub = 2 * k; sub < 2 * k + 2; sub++) sum -= 32 * scales[sub] * act_sum16(x, sub);
+    *lq = sum;
+    *lm = 0;
+    *s1 = dx * load_half(b + 208);
+    *s2 = 0.0f;
+}
+
+#define EXACT_ROWS 8
+
+/* Add lane k of block i to the running sum, as the CPU's lanes_add does;
+ * TWO: the format has a second lane sum (mins or offsets). */
+#define EXACT_KERNELS(T, BLOCK, BYTES, TWO) \
+float lane_add_##T(float run, row_ptr row, int i, int k, __global const char *xq, \
+                   __global const float *xd) \
+{ \
+    int lq, lm; \
+    float s1, s2; \
+    lane_##T(row + (size_t)BYTES * i, k, xq + (size_t)BLOCK * i, xd[i], &lq, &lm, &s1, &s2); \
+    run = fma(s1, (float)lq, run); \
+    if (TWO) run = fma(s2, (float)lm, run); \
+    return run; \
+} \
+\
+__kernel __attribute__((reqd_work_group_size(8, EXACT_ROWS, 1))) \
+void exact_gemv_##T(__global const uchar *w, uint row_bytes, int n_in, int n_out, \
+                    __global const char *xq, __global const float *xd, __global float *y) \
+{ \
+    __local float part[EXACT_ROWS][8]; \
+    const int lane = get_local_id(0), lr = get_local_id(1); \
+    const int r = get_group_id(1) * EXACT_ROWS + lr, t = get_global_id(2); \
+    const int n_blocks = n_in / BLOCK; \
+    float run = 0.0f; \
+    if (r < n_out) { \
+        row_ptr row = w + (size_t)r * row_bytes; \
+        for (int i = 0; i < n_blocks; i++) \
+            run = lane_add_##T(run, row, i, lane, xq + (size_t)t * n_in, xd + (size_t)t * n_blocks); \
+    } \
+    part[lr][lane] = run; \
+    barrier(CLK_LOCAL_MEM_FENCE); \
+    if (lane == 0 && r < n_out) { \
+        __local const float *p = part[lr]; \
+        y[(size_t)t * n_out + r] = ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7])); \
+    } \
+} \
+\
+__kernel void exact_gemm_##T(__global const uchar *w, uint row_bytes, int n_in, int n_out, \
+                             __global const char *xq, __global const float *xd, __global float *y, \
+                             int n_tok) \
+{ \
+    const int r = get_global_id(0), t = get_global_id(1); \
+    if (r >= n_out || t >= n_tok) return; \
+    const int n_blocks = n_in / BLOCK; \
+    row_ptr row = w + (size_t)r * row_bytes; \
+    float p[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}; \
+    for (int i = 0; i < n_blocks; i++) \
+        for (int k = 0; k < 8; k++) \
+            p[k] = lane_add_##T(p[k], row, i, k, xq + (size_t)t * n_in, xd + (size_t)t * n_blocks); \
+    y[(size_t)t * n_out + r] = ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7])); \
+}
+
+EXACT_KERNELS(q4_0, 32, 18, 0)
+EXACT_KERNELS(q4_1, 32, 20, 1)
+EXACT_KERNELS(q5_0, 32, 22, 0)
+EXACT_KERNELS(q5_1, 32, 24, 1)
+EXACT_KERNELS(q8_0, 32, 34, 0)
+EXACT_KERNELS(q2_k, 256, 84, 1)
+EXACT_KERNELS(q3_k, 256, 110, 0)
+EXACT_KERNELS(q4_k, 256, 144, 1)
+EXACT_KERNELS(q5_k, 256, 176, 1)
+EXACT_KERNELS(q6_k, 256, 210, 0)

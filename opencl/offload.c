@@ -1,0 +1,176 @@
+/*
+ * offload.c -- putting a model's offloaded layers on the device: open
+ * the device chosen by hearth_model_params.device, check that every
+ * tensor of those layers has a type the kernels read and that it fits,
+ * then upload each tensor once, in its GGUF block format.
+ */
+#include "ocl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+bool ocl_type_supported(hearth_type type)
+{
+    switch (type) {
+    case HEARTH_TYPE_F32: case HEARTH_TYPE_F16: case HEARTH_TYPE_BF16:
+    case HEARTH_TYPE_Q4_0: case HEARTH_TYPE_Q4_1: case HEARTH_TYPE_Q5_0:
+    case HEARTH_TYPE_Q5_1: case HEARTH_TYPE_Q8_0:
+    case HEARTH_TYPE_Q2_K: case HEARTH_TYPE_Q3_K: case HEARTH_TYPE_Q4_K:
+    case HEARTH_TYPE_Q5_K: case HEARTH_TYPE_Q6_K:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* The tensors that go to the device, in upload order; absent optional
+ * tensors (data NULL) are skipped by the callers. */
+static size_t offloaded_weights(hearth_model *m, int32_t first, bool output, struct weight **list,
+                                size_t cap)
+{
+    size_t n = 0;
+#define ADD(w) do { if (n < cap) list[n] = (w); n++; } while (0)
+    for (int32_t il = first; il < m->hp.n_layer; il++) {
+        struct layer *L = &m->layers[il];
+        ADD(&L->attn_norm);
+        ADD(&L->wq);
+        ADD(&L->wk);
+        ADD(&L->wv);
+        ADD(&L->wo);
+        ADD(&L->bq);
+        ADD(&L->bk);
+        ADD(&L->bv);
+        ADD(&L->ffn_norm);
+        ADD(&L->w_gate);
+        ADD(&L->w_up);
+        ADD(&L->w_down);
+    }
+    if (first < m->hp.n_layer) ADD(&m->rope_freqs);
+    if (output) {
+        ADD(&m->output_norm);
+        ADD(&m->output);
+    }
+#undef ADD
+    return n;
+}
+
+static size_t weight_bytes(const struct weight *w)
+{
+    return w->row_bytes * (size_t)(w->n_out > 0 ? w->n_out : 1);
+}
+
+void ocl_offload_release(hearth_model *m)
+{
+    struct ocl_model *om = m->offload.ocl;
+    if (!om) return;
+    struct weight *list[1];
+    size_t n = offloaded_weights(m, 0, true, list, 0);
+    struct weight **all = malloc(n * sizeof *all);
+    if (all) {
+        offloaded_weights(m, 0, true, all, n);
+        for (size_t i = 0; i < n; i++) all[i]->dev = NULL;
+        free(all);
+    }
+    for (size_t i = 0; i < om->n_buffers; i++) clReleaseMemObject(om->buffers[i]);
+    free(om->buffers);
+    ocl_device_close(om->dev);
+    free(om);
+    m->offload.ocl = NULL;
+}
+
+static hearth_status check_weights(hearth_model *m, struct ocl_device *dev, struct weight **list,
+                                   size_t n, uint64_t *total)
+{
+    const char *path = hearth_gguf_path(m->gguf);
+    *total = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct weight *w = list[i];
+        if (!w->data) continue;
+        if (!ocl_type_supported(w->type))
+            return hearth_error(HEARTH_E_UNSUPPORTED, "%s: tensor '%s' has type %s, which the "
+                                "OpenCL kernels do not read (F32, F16, BF16, Q4_0, Q4_1, Q5_0, "
+                                "Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K); offload fewer layers",
+                                path, w->name, hearth_type_name(w->type));
+        const size_t bytes = weight_bytes(w);
+        if (bytes > dev->max_alloc_bytes)
+            return hearth_error(HEARTH_E_NOMEM, "%s: tensor '%s' (%zu bytes) is larger than the "
+                                "largest buffer device %d (%s) allows (%llu bytes)", path, w->name,
+                                bytes, dev->index, dev->info.name,
+                                (unsigned long long)dev->max_alloc_bytes);
+        *total += bytes;
+    }
+    if (*total > dev->info.global_mem_bytes)
+        return hearth_error(HEARTH_E_NOMEM, "%s: the offloaded layers need %llu bytes, more than "
+                            "the %llu bytes of device %d (%s); offload fewer layers", path,
+                            (unsigned long long)*total,
+                            (unsigned long long)dev->info.global_mem_bytes, dev->index,
+                            dev->info.name);
+    return HEARTH_OK;
+}
+
+static hearth_status upload(struct ocl_model *om, cl_command_queue q, struct weight *w)
+{
+    const size_t bytes = weight_bytes(w);
+    if (om->n_buffers == om->buffers_cap) {
+        size_t cap = om->buffers_cap ? 2 * om->buffers_cap : 64;
+        cl_mem *grown = hearth_realloc(om->buffers, cap * sizeof *grown, "device buffers");
+        if (!grown) return HEARTH_E_NOMEM;
+        om->buffers = grown;
+        om->buffers_cap = cap;
+    }
+    cl_int err;
+    cl_mem buf = clCreateBuffer(om->dev->ctx, CL_MEM_READ_ONLY, bytes, NULL, &err);
+    if (!buf) return ocl_fail(err, "allocating %zu bytes on the device for tensor '%s'", bytes, w->name);
+    om->buffers[om->n_buffers++] = buf;
+    /* A blocking write: an allocation the driver deferred fails here, at
+     * load time, rather than in the middle of a forward pass. */
+    err = clEnqueueWriteBuffer(q, buf, CL_TRUE, 0, bytes, w->data, 0, NULL, NULL);
+    if (err != CL_SUCCESS) return ocl_fail(err, "uploading tensor '%s' (%zu bytes)", w->name, bytes);
+    w->dev = buf;
+    return HEARTH_OK;
+}
+
+hearth_status ocl_offload_model(hearth_model *m, int32_t first, bool output)
+{
+    struct weight *probe[1];
+    const size_t n = offloaded_weights(m, first, output, probe, 0);
+    struct weight **list = hearth_calloc(n, sizeof *list, "the offloaded tensors");
+    if (!list) return HEARTH_E_NOMEM;
+    offloaded_weights(m, first, output, list, n);
+
+    struct ocl_model *om = hearth_calloc(1, sizeof *om, "the device state");
+    hearth_status st = om ? ocl_device_open(m->params.device, &om->dev) : HEARTH_E_NOMEM;
+    uint64_t total = 0;
+    if (!st) st = check_weights(m, om->dev, list, n, &total);
+    cl_command_queue q = NULL;
+    if (!st) {
+        cl_int err;
+        q = clCreateCommandQueue(om->dev->ctx, om->dev->id, 0, &err);
+        if (!q) st = ocl_fail(err, "creating a command queue on device %d", om->dev->index);
+    }
+    m->offload.ocl = om;
+    for (size_t i = 0; i < n && !st; i++)
+        if (list[i]->data) st = upload(om, q, list[i]);
+    if (q) clReleaseCommandQueue(q);
+    free(list);
+    if (st) {
+        if (om && om->dev) hearth_error_prefix("offloading to device %d (%s)", om->dev->index,
+                                               om->dev->info.name);
+        if (om && !om->dev) free(om);
+        else ocl_offload_release(m);
+        m->offload.ocl = NULL;
+        return st;
+    }
+    struct offload *o = &m->offload;
+    o->first_layer = first;
+    o->output = output;
+    o->device = om->dev->index;
+    snprintf(o->device_name, sizeof o->device_name, "%s", om->dev->info.name);
+    o->bytes = total;
+    o->build_ms = om->dev->build_ms;
+    o->build_cached = om->dev->program_cached;
+    return HEARTH_OK;
+}
