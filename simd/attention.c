@@ -22,7 +22,9 @@ const struct attn_kernels *attn_kernels_for_path(kernel_path path)
     case KERNEL_PATH_AVX512:
     case KERNEL_PATH_AVX512VNNI: return attn_kernels_avx512();
 #endif
-    default: return NULL;
+    /* Paths without attention kernels of their own (NEON for now) use the
+     * scalar ones. */
+    default: return attn_kernels_scalar();
     }
 }
 
