@@ -222,25 +222,7 @@ FORCE_INLINE hearth_f16 q8_block_neon(const float *x, int8_t qs[32], int *sum_ou
     return dh;
 }
 
-static void act_q8_0(const float *x, void *y, int64_t n)
-{
-    block_q8_0 *out = y;
-    int sum;
-    for (int64_t b = 0; b < n / QK8_0; b++) out[b].d = q8_block_neon(x + 32 * b, out[b].qs, &sum);
-}
-
-static void act_q8_1(const float *x, void *y, int64_t n)
-{
-    block_q8_1 *out = y;
-    for (int64_t b = 0; b < n / QK8_1; b++) {
-        int sum;
-        out[b].d = q8_block_neon(x + 32 * b, out[b].qs, &sum);
-        /* s = half(d * sum), saturating, as quant.c's q8_1_quantize_row */
-        float s = half_to_float(out[b].d) * (float)sum;
-        if (s == s) s = s > 65504.0f ? 65504.0f : s < -65504.0f ? -65504.0f : s;
-        out[b].s = hearth_f32_to_f16(s);
-    }
-}
+DEFINE_ACT_Q8_LEGACY(q8_block_neon)
 
 /* Q8_K, as quant.c's q8k_quantize_row: the block is scaled by 2^-e
  * (exactly) so that its largest magnitude lies in [0.5, 1), d = max / 127

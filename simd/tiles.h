@@ -64,6 +64,30 @@
         gemm_##name(n, 1, 1, w, 0, x, 0, s, 0); \
     }
 
+/* act_q8_0 and act_q8_1 from a path's block quantizer
+ * `hearth_f16 block_fn(const float *x, int8_t qs[32], int *sum)` (returns the
+ * block's F16 scale and the sum of its quants).  Q8_1's s is half(d * sum),
+ * saturating, as quant.c's q8_1_quantize_row.  The including file provides
+ * half_to_float() and hearth_f32_to_f16(). */
+#define DEFINE_ACT_Q8_LEGACY(block_fn) \
+    static void act_q8_0(const float *x, void *y, int64_t n) \
+    { \
+        block_q8_0 *out = y; \
+        int sum; \
+        for (int64_t b = 0; b < n / QK8_0; b++) out[b].d = block_fn(x + 32 * b, out[b].qs, &sum); \
+    } \
+    static void act_q8_1(const float *x, void *y, int64_t n) \
+    { \
+        block_q8_1 *out = y; \
+        for (int64_t b = 0; b < n / QK8_1; b++) { \
+            int sum; \
+            out[b].d = block_fn(x + 32 * b, out[b].qs, &sum); \
+            float s = half_to_float(out[b].d) * (float)sum; \
+            if (s == s) s = s > 65504.0f ? 65504.0f : s < -65504.0f ? -65504.0f : s; \
+            out[b].s = hearth_f32_to_f16(s); \
+        } \
+    }
+
 /* Table entries of the integer formats, for the including file's table. */
 #define INT_KERNEL_ACT_TYPES \
     [HEARTH_TYPE_Q4_0] = HEARTH_TYPE_Q8_0, [HEARTH_TYPE_Q4_1] = HEARTH_TYPE_Q8_1, \
