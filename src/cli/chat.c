@@ -148,9 +148,9 @@ int cmd_chat(int argc, char **argv)
     cli_model_source_init(&src);
     cli_sampling_init(&sampling);
     const char *system = NULL, *template_spec = NULL;
-    int n_predict = -1, n_ctx = 0, n_batch = 0, n_threads = 0;
+    int n_predict = -1;
+    struct cli_context_opts copts = CLI_CONTEXT_OPTS_INIT;
     bool verbose = cli_verbose > 0;
-    hearth_type cache_type = HEARTH_TYPE_F16;
     int rc = CLI_EXIT_USAGE;
 
     cli_model_normalize_args(argc, argv);
@@ -158,6 +158,7 @@ int cmd_chat(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":m:n:c:b:t:vh", longopts, NULL)) != -1) {
         int r = cli_model_option(CMD, &src, c, optarg);
         if (r == 0) r = cli_sampling_option(CMD, &sampling, c, optarg);
+        if (r == 0) r = cli_context_option(CMD, &copts, OPT_CACHE_TYPE, c, optarg);
         if (r < 0) goto done;
         if (r > 0) continue;
         switch (c) {
@@ -165,18 +166,6 @@ int cmd_chat(int argc, char **argv)
         case OPT_CHAT_TEMPLATE: template_spec = optarg; break;
         case 'n':
             if (!cli_parse_int(CMD, "--n-predict", optarg, -1, 1 << 30, &n_predict)) goto done;
-            break;
-        case 'c':
-            if (!cli_parse_int(CMD, "--ctx-size", optarg, 1, 1 << 24, &n_ctx)) goto done;
-            break;
-        case 'b':
-            if (!cli_parse_int(CMD, "--batch", optarg, 1, 1 << 20, &n_batch)) goto done;
-            break;
-        case 't':
-            if (!cli_parse_int(CMD, "--threads", optarg, 1, 1024, &n_threads)) goto done;
-            break;
-        case OPT_CACHE_TYPE:
-            if (!cli_parse_cache_type(CMD, optarg, &cache_type)) goto done;
             break;
         case 'v': verbose = true; break;
         case 'h':
@@ -218,10 +207,7 @@ int cmd_chat(int argc, char **argv)
 
     hearth_context_params cparams;
     hearth_context_default_params(&cparams);
-    cparams.n_ctx = n_ctx;
-    cparams.n_batch = n_batch;
-    cparams.n_threads = n_threads;
-    cparams.cache_type = cache_type;
+    cli_context_apply(&copts, &cparams);
     if ((st = hearth_context_new(model, &cparams, &ctx)) ||
         (st = hearth_sampler_new(&sampling.params, hearth_model_n_vocab(model), &sampler)) ||
         (st = hearth_text_stream_new(vocab, NULL, &stream))) {

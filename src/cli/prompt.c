@@ -121,6 +121,26 @@ int chat_prompt_tokens(const char *cmd, const struct chat_prompt *cp, const hear
     return rc;
 }
 
+int cli_context_option(const char *cmd, struct cli_context_opts *o, int cache_type_opt, int opt,
+                       const char *arg)
+{
+    bool ok;
+    if (opt == 'c') ok = cli_parse_int(cmd, "--ctx-size", arg, 1, 1 << 24, &o->n_ctx);
+    else if (opt == 'b') ok = cli_parse_int(cmd, "--batch", arg, 1, 1 << 20, &o->n_batch);
+    else if (opt == 't') ok = cli_parse_int(cmd, "--threads", arg, 1, 1024, &o->n_threads);
+    else if (opt == cache_type_opt) ok = cli_parse_cache_type(cmd, arg, &o->cache_type);
+    else return 0;
+    return ok ? 1 : -1;
+}
+
+void cli_context_apply(const struct cli_context_opts *o, hearth_context_params *p)
+{
+    p->n_ctx = o->n_ctx;
+    p->n_batch = o->n_batch;
+    p->n_threads = o->n_threads;
+    p->cache_type = o->cache_type;
+}
+
 bool cli_parse_cache_type(const char *cmd, const char *arg, hearth_type *out)
 {
     if (strcasecmp(arg, "f32") == 0) *out = HEARTH_TYPE_F32;

@@ -40,4 +40,22 @@ int chat_prompt_tokens(const char *cmd, const struct chat_prompt *cp, const hear
 /* Parse a --cache-type argument (f32, f16, q8_0). */
 bool cli_parse_cache_type(const char *cmd, const char *arg, hearth_type *out);
 
+/* The context options of the generating commands: -c/--ctx-size,
+ * -b/--batch, -t/--threads and --cache-type (whose getopt value the
+ * command chose: cache_type_opt).  Zero sizes mean the library's
+ * defaults. */
+struct cli_context_opts {
+    int n_ctx, n_batch, n_threads;
+    hearth_type cache_type;
+};
+#define CLI_CONTEXT_OPTS_INIT {0, 0, 0, HEARTH_TYPE_F16}
+
+/* Handle one getopt_long() result: 1 when it was a context option with a
+ * valid value, 0 when it is not one, -1 after printing a usage error. */
+int cli_context_option(const char *cmd, struct cli_context_opts *o, int cache_type_opt, int opt,
+                       const char *arg);
+
+/* Set the fields of p the options control. */
+void cli_context_apply(const struct cli_context_opts *o, hearth_context_params *p);
+
 #endif /* HEARTH_CLI_PROMPT_H */
