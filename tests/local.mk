@@ -157,6 +157,7 @@ tests_test_chat_template_LDADD = $(TEST_LIBS)
 # parallel make check starts it early).
 TESTS += \
 	tests/cli-perplexity.sh \
+	tests/cli-kernel-paths.sh \
 	tests/cli-basics.sh \
 	tests/cli-bench.sh \
 	tests/cli-chat.sh \
@@ -175,6 +176,7 @@ EXTRA_DIST += \
 	tests/cli-chat.sh \
 	tests/cli-devices.sh \
 	tests/cli-inspect.sh \
+	tests/cli-kernel-paths.sh \
 	tests/cli-perplexity.sh \
 	tests/cli-pull.sh \
 	tests/cli-quantize.sh \
