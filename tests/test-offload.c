@@ -443,6 +443,60 @@ START_TEST(test_cache_type_fallback)
 }
 END_TEST
 
+/* HEARTH_OPENCL_MEM_LIMIT below what the weights need, then below what
+ * a context needs: an error naming the bytes, or the CPU's results with
+ * the reason kept when fallback is allowed. */
+START_TEST(test_memory_limit)
+{
+    if (!test_require_data()) return;
+    const char *path = model_path("stories260K.gguf");
+    int32_t ref[24], got[24];
+    hearth_model *m = load(path, 0, 0, false, HEARTH_OK);
+    greedy(m, ref, 24);
+    hearth_model_free(m);
+
+    setenv("HEARTH_OPENCL_MEM_LIMIT", "1K", 1);
+    m = load(path, 99, 0, false, HEARTH_E_NOMEM);
+    ck_assert_ptr_null(m);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "for the weights of 5 layers and the output "
+                                                      "layer: 1040128 bytes needed, 1024 available"));
+    m = load(path, 99, 0, true, HEARTH_OK);
+    ck_assert_int_eq(hearth_model_n_gpu_layers(m), 0);
+    ck_assert_ptr_nonnull(strstr(hearth_model_gpu_fallback(m), "1024 available"));
+    greedy(m, got, 24);
+    ck_assert_mem_eq(got, ref, sizeof ref);
+    hearth_model_free(m);
+
+    /* the weights (1040128 bytes) fit, a context's buffers do not */
+    setenv("HEARTH_OPENCL_MEM_LIMIT", "1100K", 1);
+    m = load(path, 99, 0, false, HEARTH_OK);
+    ck_assert_int_eq(hearth_model_n_gpu_layers(m), 5);
+    hearth_context_params p;
+    hearth_context_default_params(&p);
+    p.n_ctx = 256;
+    hearth_context *c;
+    ck_assert_int_eq(hearth_context_new(m, &p, &c), HEARTH_E_NOMEM);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "for a context's KV cache (163840 bytes)"));
+    hearth_model_free(m);
+    m = load(path, 99, 0, true, HEARTH_OK);
+    ck_assert_int_eq(hearth_context_new(m, &p, &c), HEARTH_OK);
+    ck_assert_int_eq(hearth_context_n_gpu_layers(c), 0);
+    ck_assert_ptr_nonnull(strstr(hearth_context_gpu_fallback(c), "not enough memory on OpenCL device"));
+    hearth_context_free(c);
+    greedy(m, got, 24);
+    ck_assert_mem_eq(got, ref, sizeof ref);
+    hearth_model_free(m);
+
+    /* with room for both, the device runs */
+    setenv("HEARTH_OPENCL_MEM_LIMIT", "64M", 1);
+    m = load(path, 99, 0, false, HEARTH_OK);
+    greedy(m, got, 24);
+    ck_assert_mem_eq(got, ref, sizeof ref);
+    hearth_model_free(m);
+    unsetenv("HEARTH_OPENCL_MEM_LIMIT");
+}
+END_TEST
+
 /* No OpenCL platform at all: the ICD loader is pointed at an empty list.
  * Needs a fresh process (Check's fork mode), since the loader reads the
  * list once. */
@@ -489,6 +543,7 @@ static Suite *offload_suite(void)
     tcase_add_test(tc, test_report);
     tcase_add_test(tc, test_bad_device);
     tcase_add_test(tc, test_cache_type_fallback);
+    tcase_add_test(tc, test_memory_limit);
     tcase_add_test(tc, test_no_platform);
     suite_add_tcase(s, tc);
     return s;
@@ -498,5 +553,7 @@ int main(void)
 {
     int status = test_opencl_status();
     if (status != 0) return status;
+    unsetenv("HEARTH_OPENCL_MEM_LIMIT");
+    unsetenv("HEARTH_OPENCL_BUILD_OPTIONS");
     return test_run_suite(offload_suite());
 }
