@@ -162,6 +162,7 @@ TESTS += \
 	tests/cli-chat.sh \
 	tests/cli-devices.sh \
 	tests/cli-inspect.sh \
+	tests/cli-offload-errors.sh \
 	tests/cli-pull.sh \
 	tests/cli-quantize.sh \
 	tests/cli-run.sh \
@@ -175,6 +176,7 @@ EXTRA_DIST += \
 	tests/cli-chat.sh \
 	tests/cli-devices.sh \
 	tests/cli-inspect.sh \
+	tests/cli-offload-errors.sh \
 	tests/cli-perplexity.sh \
 	tests/cli-pull.sh \
 	tests/cli-quantize.sh \
