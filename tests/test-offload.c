@@ -345,6 +345,58 @@ START_TEST(test_prefill_decode_rewind)
 }
 END_TEST
 
+/* A prompt of quantized weights on the device: with the exact kernels
+ * (the default, also when named) within 1e-5 of the CPU's logits
+ * (relative RMS); CLBlast (HEARTH_OPENCL_GEMM=clblast) only within
+ * rounding amplified by the model, which the perplexity tests bound. */
+static double logits_distance(const char *path, const char *gemm)
+{
+    if (gemm) setenv("HEARTH_OPENCL_GEMM", gemm, 1);
+    else unsetenv("HEARTH_OPENCL_GEMM");
+    hearth_model *cpu = load(path, 0, 0, false, HEARTH_OK);
+    hearth_model *gpu = load(path, 99, 0, false, HEARTH_OK);
+    hearth_context *a = new_context(cpu, 64, HEARTH_TYPE_F16);
+    hearth_context *b = new_context(gpu, 64, HEARTH_TYPE_F16);
+    unsetenv("HEARTH_OPENCL_GEMM");
+    const int32_t V = hearth_model_n_vocab(cpu);
+    int32_t t[40];
+    make_tokens(V, t, 40);
+    ck_assert_int_eq(hearth_eval(a, t, 40, 40), HEARTH_OK);
+    ck_assert_int_eq(hearth_eval(b, t, 40, 40), HEARTH_OK);
+    double num = 0, den = 0;
+    for (int i = 0; i < 40; i++) {
+        const float *la = hearth_context_logits(a, i), *lb = hearth_context_logits(b, i);
+        for (int32_t v = 0; v < V; v++) {
+            num += ((double)la[v] - lb[v]) * ((double)la[v] - lb[v]);
+            den += (double)la[v] * la[v];
+        }
+    }
+    hearth_context_free(a);
+    hearth_context_free(b);
+    hearth_model_free(cpu);
+    hearth_model_free(gpu);
+    return sqrt(num / den);
+}
+
+START_TEST(test_exact_prefill)
+{
+    if (!test_require_data()) return;
+    static const char *const names[] = {"micro-llama-Q8_0.gguf", "micro-llama-Q4_K_M.gguf"};
+    char path[4096];
+    snprintf(path, sizeof path, "%s", model_path(names[_i]));
+    static const char *const gemms[] = {NULL, "exact"};
+    for (size_t g = 0; g < HEARTH_ARRAY_LEN(gemms); g++) {
+        const double d = logits_distance(path, gemms[g]);
+        fprintf(stderr, "note: %s, prompt of 40 with HEARTH_OPENCL_GEMM=%s: logits within %.3g "
+                "of the CPU's\n", names[_i], gemms[g] ? gemms[g] : "(unset)", d);
+        ck_assert_msg(d < 1e-5, "%s with HEARTH_OPENCL_GEMM=%s: logits differ from the CPU's by "
+                      "%g", names[_i], gemms[g] ? gemms[g] : "(unset)", d);
+    }
+    fprintf(stderr, "note: %s, prompt of 40 with HEARTH_OPENCL_GEMM=clblast: logits within %.3g "
+            "of the CPU's\n", names[_i], logits_distance(path, "clblast"));
+}
+END_TEST
+
 /* ---- the report ------------------------------------------------------------------------ */
 
 START_TEST(test_report)
@@ -540,6 +592,7 @@ static Suite *offload_suite(void)
     tcase_add_loop_test(tc, test_perplexity_text, 0, 5);
     tcase_add_test(tc, test_greedy_stories);
     tcase_add_test(tc, test_prefill_decode_rewind);
+    tcase_add_loop_test(tc, test_exact_prefill, 0, 2);
     tcase_add_test(tc, test_report);
     tcase_add_test(tc, test_bad_device);
     tcase_add_test(tc, test_cache_type_fallback);

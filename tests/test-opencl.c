@@ -40,7 +40,8 @@ struct fixture {
     struct kv_cache *kv_dev;   /* every layer on the device */
     struct kv_cache *kv_cpu;   /* every layer on the host */
     cl_command_queue queue;    /* the test's own, for uploads */
-    bool exact;                /* the backend's default products, on a device with fp64 */
+    bool fp64;                 /* the device has double precision */
+    bool exact_prefill;        /* HEARTH_OPENCL_GEMM=exact or unset (the default) */
 };
 
 static void fixture_open(struct fixture *f, const char *gemm, const struct hparams *hp,
@@ -75,7 +76,8 @@ static void fixture_open(struct fixture *f, const char *gemm, const struct hpara
     ck_assert_int_eq(err, CL_SUCCESS);
     cl_device_fp_config fp64 = 0;
     clGetDeviceInfo(f->om.dev->id, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp64, &fp64, NULL);
-    f->exact = gemm == NULL && fp64 != 0;
+    f->fp64 = fp64 != 0;
+    f->exact_prefill = !gemm || strcmp(gemm, "exact") == 0;
 }
 
 static void fixture_close(struct fixture *f)
@@ -248,8 +250,9 @@ static void check_matmul(struct fixture *f, test_rng *rng, hearth_type type, int
                           "%s %lld x %lld, %lld tokens: y[%lld][%lld] = %.9g, CPU %.9g",
                           hearth_type_name(type), (long long)n_out, (long long)n_in,
                           (long long)n_tok, (long long)t, (long long)r, got, cpu);
-            /* the integer formats' summation order (simd/kernels.h) */
-            if (f->exact && hearth_type_block_elems(type) > 1)
+            /* the integer formats' summation order (simd/kernels.h): always
+             * when decoding, for prompts with the exact kernels */
+            if (f->fp64 && (n_tok <= 4 || f->exact_prefill) && hearth_type_block_elems(type) > 1)
                 ck_assert_msg(memcmp(&y[t * n_out + r], &cpu_out.host[t * n_out + r], sizeof(float)) == 0,
                               "%s %lld x %lld, %lld tokens: y[%lld][%lld] = %.9g is not the CPU's "
                               "%.9g bit for bit", hearth_type_name(type), (long long)n_out,
@@ -333,11 +336,49 @@ START_TEST(test_dequantize_exact)
 }
 END_TEST
 
-/* The default paths: decode (GEMV) and prefill batches. */
+/* The default paths: decode (the exact kernels, GEMV for float weights)
+ * and prefill batches (the exact kernels, CLBlast for float weights). */
 START_TEST(test_matmul)
 {
     static const int64_t toks[] = {1, 3, 5, 21};
     matmul_all_types(NULL, toks, 4);
+}
+END_TEST
+
+/* The default, named. */
+START_TEST(test_gemm_exact)
+{
+    static const int64_t toks[] = {5, 21};
+    matmul_all_types("exact", toks, 2);
+}
+END_TEST
+
+/* A prefill path that does not exist is an error, not the default. */
+START_TEST(test_gemm_unknown)
+{
+    struct hparams hp = {0};
+    hp.n_layer = 1;
+    hp.n_head = 1;
+    hp.n_head_kv = 1;
+    hp.head_dim = 32;
+    struct hearth_model model;
+    memset(&model, 0, sizeof model);
+    model.hp = hp;
+    struct ocl_model om = {0};
+    ck_assert_int_eq(ocl_device_open(0, &om.dev), HEARTH_OK);
+    model.offload.ocl = &om;
+    struct kv_cache *kv;
+    bool on_host[1] = {false};
+    ck_assert_int_eq(kv_cache_new(HEARTH_TYPE_F16, 16, 1, 1, 32, on_host, &kv), HEARTH_OK);
+    struct hearth_backend *be;
+    setenv("HEARTH_OPENCL_GEMM", "fastest", 1);
+    ck_assert_int_eq(backend_opencl_new(&model, kv, 16, &be), HEARTH_E_INVALID);
+    unsetenv("HEARTH_OPENCL_GEMM");
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "HEARTH_OPENCL_GEMM='fastest' is not a "
+                                                      "prefill path (clblast, exact, tiled or gemv)"));
+    ck_assert_ptr_null(kv->layers[0].k_dev);
+    kv_cache_free(kv);
+    ocl_device_close(om.dev);
 }
 END_TEST
 
@@ -835,6 +876,8 @@ static Suite *opencl_suite(void)
     tcase_add_test(tc, test_gemv);
     tcase_add_test(tc, test_gemm_tiled);
     tcase_add_test(tc, test_gemm_clblast);
+    tcase_add_test(tc, test_gemm_exact);
+    tcase_add_test(tc, test_gemm_unknown);
     tcase_add_test(tc, test_rmsnorm);
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_elementwise);
