@@ -40,11 +40,12 @@ int act_sum16(__global const char *x, int s)
 void lane_q4_0(row_ptr b, int k, __global const char *x, float dx, int *lq, int *lm, float *s1,
                float *s2)
 {
+    /* elements 0..15 are the low nibbles, 16..31 the high ones: the four
+     * elements of a lane share one half, so the choice is made once */
+    row_ptr qs = b + 2 + (k < 4 ? 4 * k : 4 * k - 16);
+    const int shift = k < 4 ? 0 : 4;
     int sum = 0;
-    for (int e = 4 * k; e < 4 * k + 4; e++) {
-        const int q = e < 16 ? b[2 + e] & 15 : b[2 + e - 16] >> 4;
-        sum += (q - 8) * x[e];
-    }
+    for (int j = 0; j < 4; j++) sum += (((qs[j] >> shift) & 15) - 8) * x[4 * k + j];
     *lq = sum;
     *lm = 0;
     *s1 = load_half(b) * dx;
@@ -84,11 +85,12 @@ void lane_q8_0(row_ptr b, int k, __global const char *x, float dx, int *lq, int 
 void lane_q4_1(row_ptr b, int k, __global const char *x, float dx, int *lq, int *lm, float *s1,
                float *s2)
 {
+    row_ptr qs = b + 4 + (k < 4 ? 4 * k : 4 * k - 16);
+    const int shift = k < 4 ? 0 : 4;
     int sq = 0, sy = 0;
-    for (int e = 4 * k; e < 4 * k + 4; e++) {
-        const int q = e < 16 ? b[4 + e] & 15 : b[4 + e - 16] >> 4;
-        sq += q * x[e];
-        sy += x[e];
+    for (int j = 0; j < 4; j++) {
+        sq += ((qs[j] >> shift) & 15) * x[4 * k + j];
+        sy += x[4 * k + j];
     }
     *lq = sq;
     *lm = sy;
