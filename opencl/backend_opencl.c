@@ -10,21 +10,26 @@
  * surface.
  *
  * The operations compute what the CPU backend computes, in the same
- * order where the CPU fixes one, so that offloading does not change the
- * results.  Quantized weights multiply activations converted to the
- * CPU's activation format (activations.cl) with the CPU's summation order
- * (matmul_exact.cl): on a device with double precision the products, like
- * the norms, RoPE, attention and SwiGLU, are bit-identical to the CPU's.
- * Float weights (F32, F16, BF16), whose CPU products promise agreement
- * only within rounding, use GEMV for batches of up to GEMV_MAX_TOKENS
- * tokens and CLBlast's SGEMM for prefill.
+ * order where the CPU fixes one, so that offloading changes the results
+ * as little as possible.  Quantized weights multiply activations
+ * converted to the CPU's activation format (activations.cl) in the CPU's
+ * summation order (matmul_exact.cl): on a device with double precision
+ * these products are bit-identical to the CPU's.  Float weights (F32,
+ * F16, BF16), whose CPU products promise agreement only within rounding,
+ * use GEMV for batches of up to GEMV_MAX_TOKENS tokens and CLBlast's SGEMM
+ * for prefill.
  *
  * HEARTH_OPENCL_GEMM chooses another prefill path for every weight type:
  * clblast (CLBlast's SGEMM on weight tiles expanded to floats on the
  * device, with the activations rounded as the CPU rounds them), tiled (our
- * tiled kernel) or gemv; they agree with the CPU within rounding, not
- * bit for bit.  When CLBlast cannot build its kernels for the device, the
- * tiled kernel is used instead.
+ * tiled kernel) or gemv; exact names the default.  CLBlast is the fastest
+ * prefill on the devices measured, but it is not the default: its float
+ * sums move the perplexity of the most sensitive test models by up to 1%
+ * and make a prefill differ from the same tokens decoded one at a time by
+ * more than float tolerance, which the exact kernels do not (see
+ * hearth-devices(1) for the numbers).  When CLBlast cannot build its
+ * kernels for the device, quantized weights use the exact kernels and
+ * float weights the tiled kernel instead.
  */
 #include "ocl.h"
 
@@ -47,11 +52,12 @@
 #define SCORE_FLOATS (1u << 22)          /* attention scores of a token chunk */
 
 /* How a matrix product runs.  Batches of more than GEMV_MAX_TOKENS tokens
- * follow HEARTH_OPENCL_GEMM: EXACT (the default) uses the exact kernels for
- * quantized weights and CLBlast for float weights; TILED, CLBLAST and GEMV
- * apply to every weight type.  Smaller batches use GEMV_EXACT: the exact
- * kernels for quantized weights, GEMV for float weights. */
+ * follow HEARTH_OPENCL_GEMM: EXACT (the default) uses the exact kernels
+ * for quantized weights and CLBlast for float weights; TILED, CLBLAST and
+ * GEMV apply to every weight type.  Smaller batches use GEMV_EXACT: the
+ * exact kernels for quantized weights, GEMV for float weights. */
 enum prefill_path { PREFILL_EXACT, PREFILL_TILED, PREFILL_CLBLAST, PREFILL_GEMV, PREFILL_GEMV_EXACT };
+#define PREFILL_DEFAULT PREFILL_EXACT
 
 enum kernel_id {
     K_RMSNORM, K_ROPE, K_KV_STORE_F32, K_KV_STORE_F16, K_ATTENTION_F32, K_ATTENTION_F16,
@@ -70,7 +76,7 @@ static const char *const matmul_prefix[MM_KINDS] = {"gemv", "gemm", "dequant", "
 
 struct ocl_backend {
     const hearth_model *model;
-    const struct ocl_device *dev;
+    struct ocl_device *dev;
     cl_command_queue queue;
     cl_kernel fixed[K_FIXED_COUNT];
     cl_kernel matmul[MM_KINDS][HEARTH_TYPE_COUNT];
@@ -81,6 +87,7 @@ struct ocl_backend {
     size_t wg_elem;               /* elementwise kernels */
     enum prefill_path prefill;
     bool clblast_worked;          /* an SGEMM has succeeded on this backend */
+    bool clblast_unusable;        /* CLBlast cannot build its kernels here */
     CLBlastStatusCode clblast_status; /* of the last failed SGEMM */
     cl_mem pos;                   /* positions of the current batch */
     int32_t *pos_host;            /* what pos holds */
@@ -194,16 +201,15 @@ static hearth_status upload_positions(struct ocl_backend *b, const struct batch_
     if (bp->n_tokens == b->pos_n && memcmp(bp->pos, b->pos_host, (size_t)bp->n_tokens * sizeof(int32_t)) == 0)
         return HEARTH_OK;
     if (bp->n_tokens > b->pos_capacity) {
-        cl_int err;
-        cl_mem m = clCreateBuffer(b->dev->ctx, CL_MEM_READ_ONLY, (size_t)bp->n_tokens * sizeof(cl_int),
-                                  NULL, &err);
-        if (!m) return ocl_fail(err, "allocating token positions on the device");
+        cl_mem m;
+        HEARTH_TRY(ocl_buffer_new(b->dev, CL_MEM_READ_ONLY, (size_t)bp->n_tokens * sizeof(cl_int),
+                                  "token positions", &m));
         int32_t *h = hearth_realloc(b->pos_host, (size_t)bp->n_tokens * sizeof *h, "token positions");
         if (!h) {
-            clReleaseMemObject(m);
+            ocl_buffer_free(b->dev, m);
             return HEARTH_E_NOMEM;
         }
-        if (b->pos) clReleaseMemObject(b->pos);
+        ocl_buffer_free(b->dev, b->pos);
         b->pos = m;
         b->pos_host = h;
         b->pos_capacity = bp->n_tokens;
@@ -247,9 +253,8 @@ static hearth_status ocl_act_alloc(struct hearth_backend *be, struct act *a, int
         n > SIZE_MAX / sizeof(float))
         return hearth_error(HEARTH_E_INVALID, "activation buffer of %lld x %lld is invalid",
                             (long long)rows, (long long)width);
-    cl_int err;
-    cl_mem m = clCreateBuffer(b->dev->ctx, CL_MEM_READ_WRITE, n * sizeof(float), NULL, &err);
-    if (!m) return ocl_fail(err, "allocating %zu bytes of activations on the device", n * sizeof(float));
+    cl_mem m;
+    HEARTH_TRY(ocl_buffer_new(b->dev, CL_MEM_READ_WRITE, n * sizeof(float), "activations", &m));
     memset(a, 0, sizeof *a);
     a->dev = m;
     a->rows = rows;
@@ -260,8 +265,7 @@ static hearth_status ocl_act_alloc(struct hearth_backend *be, struct act *a, int
 
 static void ocl_act_free(struct hearth_backend *be, struct act *a)
 {
-    (void)be;
-    if (a->dev) clReleaseMemObject(mem(a));
+    ocl_buffer_free(impl(be)->dev, mem(a));
     memset(a, 0, sizeof *a);
 }
 
@@ -363,6 +367,16 @@ static bool clblast_unusable(CLBlastStatusCode status)
            status == CLBlastUnknownError || status == CLBlastUnexpectedError;
 }
 
+/* The floats of the CLBlast path's tile of dequantized weights for an
+ * n_out x n_in weight (matmul_clblast). */
+static size_t clblast_tile_floats(size_t n_in, size_t n_out)
+{
+    size_t tile_rows = CLBLAST_TILE_FLOATS / n_in;
+    if (tile_rows < GEMM_TILE) tile_rows = GEMM_TILE;
+    if (tile_rows > n_out) tile_rows = n_out;
+    return tile_rows * n_in;
+}
+
 /* out = in x W^T with W in row tiles expanded to floats on the device
  * (F32 weights are used as they are). */
 static hearth_status matmul_clblast(struct ocl_backend *b, struct act *out, const struct weight *w,
@@ -376,15 +390,14 @@ static hearth_status matmul_clblast(struct ocl_backend *b, struct act *out, cons
                                            &b->queue, NULL);
         return s == CLBlastSuccess ? HEARTH_OK : clblast_fail(b, s, w);
     }
-    size_t tile_rows = CLBLAST_TILE_FLOATS / n_in;
-    if (tile_rows < GEMM_TILE) tile_rows = GEMM_TILE;
-    if (tile_rows > n_out) tile_rows = n_out;
-    const size_t need = tile_rows * n_in;
+    const size_t need = clblast_tile_floats(n_in, n_out), tile_rows = need / n_in;
     if (need > b->tile_floats) {
-        cl_int err;
-        cl_mem t = clCreateBuffer(b->dev->ctx, CL_MEM_READ_WRITE, need * sizeof(float), NULL, &err);
-        if (!t) return ocl_fail(err, "allocating %zu bytes for dequantized weights", need * sizeof(float));
-        if (b->tile) clReleaseMemObject(b->tile);
+        cl_mem t;
+        ocl_buffer_free(b->dev, b->tile);
+        b->tile = NULL;
+        b->tile_floats = 0;
+        HEARTH_TRY(ocl_buffer_new(b->dev, CL_MEM_READ_WRITE, need * sizeof(float),
+                                  "dequantized weights", &t));
         b->tile = t;
         b->tile_floats = need;
     }
@@ -413,10 +426,12 @@ static hearth_status scratch(struct ocl_backend *b, cl_mem *buf, size_t *have, s
                              const char *what)
 {
     if (*have >= bytes) return HEARTH_OK;
-    cl_int err;
-    cl_mem m = clCreateBuffer(b->dev->ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
-    if (!m) return ocl_fail(err, "allocating %zu bytes for %s on the device", bytes, what);
-    if (*buf) clReleaseMemObject(*buf);
+    /* the old buffer goes first, so that it does not count twice */
+    ocl_buffer_free(b->dev, *buf);
+    *buf = NULL;
+    *have = 0;
+    cl_mem m;
+    HEARTH_TRY(ocl_buffer_new(b->dev, CL_MEM_READ_WRITE, bytes, what, &m));
     *buf = m;
     *have = bytes;
     return HEARTH_OK;
@@ -492,8 +507,9 @@ hearth_status ocl_backend_dequantize(struct hearth_backend *be, const struct wei
     struct ocl_backend *b = impl(be);
     const size_t n = (size_t)w->n_in * (size_t)w->n_out;
     cl_int err;
-    cl_mem buf = clCreateBuffer(b->dev->ctx, CL_MEM_READ_WRITE, n * sizeof(float), NULL, &err);
-    if (!buf) return ocl_fail(err, "allocating a dequantization buffer");
+    cl_mem buf;
+    HEARTH_TRY(ocl_buffer_new(b->dev, CL_MEM_READ_WRITE, n * sizeof(float), "dequantized weights",
+                              &buf));
     cl_kernel k;
     hearth_status st = matmul_kernel(b, MM_DEQUANT, w->type, &k);
     cl_mem wm = w->dev;
@@ -505,7 +521,7 @@ hearth_status ocl_backend_dequantize(struct hearth_backend *be, const struct wei
         err = clEnqueueReadBuffer(b->queue, buf, CL_TRUE, 0, n * sizeof(float), out, 0, NULL, NULL);
         if (err != CL_SUCCESS) st = ocl_fail(err, "reading dequantized weights");
     }
-    clReleaseMemObject(buf);
+    ocl_buffer_free(b->dev, buf);
     return st;
 }
 
@@ -521,6 +537,10 @@ static hearth_status ocl_matmul(struct hearth_backend *be, struct act *out, cons
     HEARTH_TRY(check_fits(out, in->rows, w->n_out, w->name));
     hearth_status st;
     enum prefill_path path = in->rows <= GEMV_MAX_TOKENS ? PREFILL_GEMV_EXACT : b->prefill;
+    const hearth_type act_type = hearth_kernels_scalar()->act_type[w->type];
+    if ((path == PREFILL_CLBLAST || (path == PREFILL_EXACT && act_type == HEARTH_TYPE_F32)) &&
+        b->clblast_unusable)
+        path = act_type == HEARTH_TYPE_F32 ? PREFILL_TILED : PREFILL_EXACT;
     if (path == PREFILL_TILED && b->tiled_ok[w->type] == 0) {
         /* 16 x 16 items and 16 KiB of local memory; smaller devices use GEMV */
         cl_kernel k;
@@ -531,7 +551,6 @@ static hearth_status ocl_matmul(struct hearth_backend *be, struct act *out, cons
             limit >= GEMM_TILE * GEMM_TILE && b->dev->local_mem_bytes >= 20 * 1024 ? 1 : -1;
     }
     if (path == PREFILL_TILED && b->tiled_ok[w->type] < 0) path = PREFILL_GEMV_EXACT;
-    const hearth_type act_type = hearth_kernels_scalar()->act_type[w->type];
     if (act_type != HEARTH_TYPE_F32 && (path == PREFILL_EXACT || path == PREFILL_GEMV_EXACT)) {
         HEARTH_TRY(matmul_exact(b, out, w, in, act_type));
         out->rows = in->rows;
@@ -547,7 +566,7 @@ static hearth_status ocl_matmul(struct hearth_backend *be, struct act *out, cons
     else st = matmul_tiled(b, out, w, in, x);
     if (st && path == PREFILL_CLBLAST && !b->clblast_worked && clblast_unusable(b->clblast_status)) {
         /* CLBlast could not build or tune its kernels for this device */
-        b->prefill = PREFILL_TILED;
+        b->clblast_unusable = true;
         return ocl_matmul(be, out, w, in);
     }
     if (!st && path == PREFILL_CLBLAST) b->clblast_worked = true;
@@ -713,13 +732,64 @@ static const struct backend_ops ocl_ops = {
 
 /* ---- set-up ------------------------------------------------------------------------- */
 
-static enum prefill_path prefill_from_env(void)
+/* HEARTH_OPENCL_GEMM; a value it does not know is an error rather than
+ * a silent default. */
+static hearth_status prefill_from_env(enum prefill_path *out)
 {
+    static const struct {
+        const char *name;
+        enum prefill_path path;
+    } names[] = {{"clblast", PREFILL_CLBLAST}, {"exact", PREFILL_EXACT}, {"tiled", PREFILL_TILED},
+                 {"gemv", PREFILL_GEMV}};
     const char *e = getenv("HEARTH_OPENCL_GEMM");
-    if (e && strcasecmp(e, "tiled") == 0) return PREFILL_TILED;
-    if (e && strcasecmp(e, "gemv") == 0) return PREFILL_GEMV;
-    if (e && strcasecmp(e, "clblast") == 0) return PREFILL_CLBLAST;
-    return PREFILL_EXACT;
+    *out = PREFILL_DEFAULT;
+    if (!e || !*e) return HEARTH_OK;
+    for (size_t i = 0; i < HEARTH_ARRAY_LEN(names); i++)
+        if (strcasecmp(e, names[i].name) == 0) {
+            *out = names[i].path;
+            return HEARTH_OK;
+        }
+    return hearth_error(HEARTH_E_INVALID, "HEARTH_OPENCL_GEMM='%s' is not a prefill path "
+                        "(clblast, exact, tiled or gemv)", e);
+}
+
+/* What one context needs on the device besides the weights: the KV cache
+ * of the offloaded layers, and at most this much for work buffers with
+ * batches of up to n_batch tokens: the activations of a layer
+ * (src/context.c alloc_forward), the logits when the output layer is
+ * offloaded, the products' rounded or quantized activations and
+ * dequantized weight tile, the attention scores and the positions. */
+static void context_device_bytes(const hearth_model *m, const struct kv_cache *kv, int32_t first,
+                                 int32_t n_batch, uint64_t *kv_bytes, uint64_t *work_bytes)
+{
+    const struct hparams *hp = &m->hp;
+    const uint64_t nb = (uint64_t)(n_batch > 0 ? n_batch : 1);
+    const uint64_t n_q = (uint64_t)hp->n_head * (uint64_t)hp->head_dim;
+    const uint64_t n_kv = (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
+    const uint64_t n_embd = (uint64_t)hp->n_embd, n_ff = (uint64_t)hp->n_ff;
+    *kv_bytes = 2 * (uint64_t)(kv->n_layer - first) * (uint64_t)kv->row_bytes * (uint64_t)kv->n_ctx;
+
+    uint64_t widest = HEARTH_MAX(HEARTH_MAX(n_embd, n_q), n_ff);
+    uint64_t floats = nb * (n_embd + HEARTH_MAX(n_embd, n_q) + 2 * n_q + 2 * n_kv + 2 * n_ff);
+    if (m->offload.output) {
+        floats += nb * (uint64_t)hp->n_vocab;
+        widest = HEARTH_MAX(widest, (uint64_t)hp->n_vocab);
+    }
+    floats += nb * widest;                                   /* rounded activations */
+    const size_t shapes[][2] = {{n_embd, n_q}, {n_embd, n_kv}, {n_q, n_embd}, {n_embd, n_ff},
+                                {n_ff, n_embd}, {n_embd, m->offload.output ? (size_t)hp->n_vocab : 1}};
+    size_t tile = 0;
+    for (size_t i = 0; i < HEARTH_ARRAY_LEN(shapes); i++)
+        if (shapes[i][0] > 0 && shapes[i][1] > 0)
+            tile = HEARTH_MAX(tile, clblast_tile_floats(shapes[i][0], shapes[i][1]));
+    floats += tile;
+    const uint64_t per_token = (uint64_t)hp->n_head * (uint64_t)kv->n_ctx;
+    uint64_t chunk = per_token ? SCORE_FLOATS / per_token : 1;
+    chunk = HEARTH_MIN(HEARTH_MAX(chunk, 1), nb);
+    floats += chunk * per_token;                            /* attention scores */
+    /* quants (a byte each) and block scales of the exact products, positions */
+    *work_bytes = floats * sizeof(float) + nb * widest + nb * widest / 32 * sizeof(float) +
+                  nb * sizeof(cl_int);
 }
 
 /* KV cache of the offloaded layers in device memory, zero-filled so that
@@ -735,19 +805,17 @@ static hearth_status alloc_kv(struct ocl_backend *b)
         return hearth_error(HEARTH_E_NOMEM, "KV cache of %d positions is too large", kv->n_ctx);
     if (bytes > b->dev->max_alloc_bytes)
         return hearth_error(HEARTH_E_NOMEM, "a layer's KV cache of %zu bytes is larger than the "
-                            "largest buffer device %d (%s) allows (%llu bytes); use a smaller "
-                            "context", bytes, b->dev->index, b->dev->info.name,
-                            (unsigned long long)b->dev->max_alloc_bytes);
+                            "largest buffer OpenCL device %d (%s) allows (CL_DEVICE_MAX_MEM_ALLOC_SIZE "
+                            "%llu bytes); use a smaller context", bytes, b->dev->index,
+                            b->dev->info.name, (unsigned long long)b->dev->max_alloc_bytes);
     const cl_uchar zero = 0;
     for (int32_t il = b->first_layer; il < kv->n_layer; il++) {
         cl_mem *slots[2] = {(cl_mem *)&kv->layers[il].k_dev, (cl_mem *)&kv->layers[il].v_dev};
         for (int i = 0; i < 2; i++) {
-            cl_int err;
-            *slots[i] = clCreateBuffer(b->dev->ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
-            if (!*slots[i])
-                return ocl_fail(err, "allocating the KV cache of layer %d on the device (%zu bytes)",
-                                il, bytes);
-            err = clEnqueueFillBuffer(b->queue, *slots[i], &zero, 1, 0, bytes, 0, NULL, NULL);
+            char what[64];
+            snprintf(what, sizeof what, "the KV cache of layer %d", il);
+            HEARTH_TRY(ocl_buffer_new(b->dev, CL_MEM_READ_WRITE, bytes, what, slots[i]));
+            cl_int err = clEnqueueFillBuffer(b->queue, *slots[i], &zero, 1, 0, bytes, 0, NULL, NULL);
             if (err != CL_SUCCESS)
                 return ocl_fail(err, "clearing the KV cache of layer %d on the device", il);
         }
@@ -766,8 +834,8 @@ void backend_opencl_free(struct hearth_backend *be)
         if (b->kv)
             for (int32_t il = 0; il < b->kv->n_layer; il++) {
                 struct kv_layer *L = &b->kv->layers[il];
-                if (L->k_dev) clReleaseMemObject((cl_mem)L->k_dev);
-                if (L->v_dev) clReleaseMemObject((cl_mem)L->v_dev);
+                ocl_buffer_free(b->dev, (cl_mem)L->k_dev);
+                ocl_buffer_free(b->dev, (cl_mem)L->v_dev);
                 L->k_dev = L->v_dev = NULL;
             }
         for (int i = 0; i < K_FIXED_COUNT; i++)
@@ -775,12 +843,12 @@ void backend_opencl_free(struct hearth_backend *be)
         for (int m = 0; m < MM_KINDS; m++)
             for (int t = 0; t < HEARTH_TYPE_COUNT; t++)
                 if (b->matmul[m][t]) clReleaseKernel(b->matmul[m][t]);
-        if (b->pos) clReleaseMemObject(b->pos);
-        if (b->tile) clReleaseMemObject(b->tile);
-        if (b->xq) clReleaseMemObject(b->xq);
-        if (b->aq) clReleaseMemObject(b->aq);
-        if (b->ad) clReleaseMemObject(b->ad);
-        if (b->scores) clReleaseMemObject(b->scores);
+        ocl_buffer_free(b->dev, b->pos);
+        ocl_buffer_free(b->dev, b->tile);
+        ocl_buffer_free(b->dev, b->xq);
+        ocl_buffer_free(b->dev, b->aq);
+        ocl_buffer_free(b->dev, b->ad);
+        ocl_buffer_free(b->dev, b->scores);
         if (b->queue) clReleaseCommandQueue(b->queue);
         free(b->pos_host);
         free(b);
@@ -788,7 +856,7 @@ void backend_opencl_free(struct hearth_backend *be)
     free(be);
 }
 
-hearth_status backend_opencl_new(const hearth_model *model, struct kv_cache *kv,
+hearth_status backend_opencl_new(const hearth_model *model, struct kv_cache *kv, int32_t n_batch,
                                  struct hearth_backend **out)
 {
     *out = NULL;
@@ -808,9 +876,28 @@ hearth_status backend_opencl_new(const hearth_model *model, struct kv_cache *kv,
     b->dev = om->dev;
     b->kv = kv;
     b->first_layer = model->offload.first_layer;
-    b->prefill = prefill_from_env();
+    hearth_status st = prefill_from_env(&b->prefill);
+    if (st) {
+        free(be);
+        free(b);
+        return st;
+    }
 
-    hearth_status st = HEARTH_OK;
+    uint64_t kv_bytes, work_bytes;
+    context_device_bytes(model, kv, b->first_layer, n_batch, &kv_bytes, &work_bytes);
+    char what[160];
+    snprintf(what, sizeof what, "a context's KV cache (%llu bytes) and work buffers (up to %llu "
+             "bytes)", (unsigned long long)kv_bytes, (unsigned long long)work_bytes);
+    st = ocl_mem_check(b->dev, kv_bytes + work_bytes, what);
+    if (st) {
+        char reason[1024];
+        snprintf(reason, sizeof reason, "%s", hearth_last_error());
+        free(be);
+        free(b);
+        return hearth_error(st, "%s; use a smaller context or batch, or offload fewer layers",
+                            reason);
+    }
+
     cl_int err;
     b->queue = clCreateCommandQueue(b->dev->ctx, b->dev->id, 0, &err);
     if (!b->queue) st = ocl_fail(err, "creating a command queue on device %d", b->dev->index);

@@ -19,6 +19,7 @@ EXTRA_DIST += $(OPENCL_KERNELS) opencl/embed-cl.sh
 if HAVE_OPENCL
 src_libhearth_core_la_SOURCES += \
 	opencl/backend_opencl.c \
+	opencl/device_memory.c \
 	opencl/ocl.h \
 	opencl/offload.c \
 	opencl/program_cache.c \

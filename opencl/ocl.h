@@ -11,6 +11,8 @@
 
 #include "internal.h"
 
+#include <stdatomic.h>
+
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 
@@ -53,7 +55,30 @@ struct ocl_device {
     cl_ulong local_mem_bytes;
     double build_ms;          /* time to build (or load) the program */
     bool program_cached;      /* loaded from the program cache */
+    cl_ulong mem_limit_bytes;  /* HEARTH_OPENCL_MEM_LIMIT, 0 when not set */
+    cl_ulong mem_budget_bytes; /* what hearth may use: global memory or the limit */
+    atomic_uint_least64_t mem_used_bytes; /* held by buffers of ocl_buffer_new() */
 };
+
+/* ---- device memory (device_memory.c) ---- */
+
+/* HEARTH_OPENCL_MEM_LIMIT in bytes (BYTES with an optional K, M, G or T
+ * suffix, powers of 1024); 0 when not set; HEARTH_E_INVALID when it does
+ * not parse. */
+hearth_status ocl_mem_limit_from_env(cl_ulong *limit);
+/* Set the budget of an opened device (info filled in) from the limit. */
+void ocl_mem_init(struct ocl_device *dev, cl_ulong limit);
+/* HEARTH_OK when `need` more bytes fit the budget, else HEARTH_E_NOMEM
+ * with the device, the bytes needed and the bytes available named. */
+hearth_status ocl_mem_check(const struct ocl_device *dev, uint64_t need, const char *what);
+/* A device buffer counted against the budget and checked against
+ * CL_DEVICE_MAX_MEM_ALLOC_SIZE; `what` names it in errors. */
+hearth_status ocl_buffer_new(struct ocl_device *dev, cl_mem_flags flags, size_t bytes,
+                             const char *what, cl_mem *out);
+/* Release a buffer of ocl_buffer_new() (NULL is ignored). */
+void ocl_buffer_free(struct ocl_device *dev, cl_mem m);
+/* The bytes held by buffers of ocl_buffer_new() on this device. */
+uint64_t ocl_mem_used(const struct ocl_device *dev);
 
 /* Open device `index` and build the kernels (from the cache when a valid
  * entry exists). */

@@ -74,7 +74,7 @@ void ocl_offload_release(hearth_model *m)
         for (size_t i = 0; i < n; i++) all[i]->dev = NULL;
         free(all);
     }
-    for (size_t i = 0; i < om->n_buffers; i++) clReleaseMemObject(om->buffers[i]);
+    for (size_t i = 0; i < om->n_buffers; i++) ocl_buffer_free(om->dev, om->buffers[i]);
     free(om->buffers);
     ocl_device_close(om->dev);
     free(om);
@@ -82,7 +82,7 @@ void ocl_offload_release(hearth_model *m)
 }
 
 static hearth_status check_weights(hearth_model *m, struct ocl_device *dev, struct weight **list,
-                                   size_t n, uint64_t *total)
+                                   size_t n, int32_t first, bool output, uint64_t *total)
 {
     const char *path = hearth_gguf_path(m->gguf);
     *total = 0;
@@ -97,17 +97,20 @@ static hearth_status check_weights(hearth_model *m, struct ocl_device *dev, stru
         const size_t bytes = weight_bytes(w);
         if (bytes > dev->max_alloc_bytes)
             return hearth_error(HEARTH_E_NOMEM, "%s: tensor '%s' (%zu bytes) is larger than the "
-                                "largest buffer device %d (%s) allows (%llu bytes)", path, w->name,
-                                bytes, dev->index, dev->info.name,
+                                "largest buffer device %d (%s) allows (CL_DEVICE_MAX_MEM_ALLOC_SIZE "
+                                "%llu bytes); offload fewer layers", path, w->name, bytes,
+                                dev->index, dev->info.name,
                                 (unsigned long long)dev->max_alloc_bytes);
         *total += bytes;
     }
-    if (*total > dev->info.global_mem_bytes)
-        return hearth_error(HEARTH_E_NOMEM, "%s: the offloaded layers need %llu bytes, more than "
-                            "the %llu bytes of device %d (%s); offload fewer layers", path,
-                            (unsigned long long)*total,
-                            (unsigned long long)dev->info.global_mem_bytes, dev->index,
-                            dev->info.name);
+    char what[64];
+    snprintf(what, sizeof what, "the weights of %d layer%s%s", m->hp.n_layer - first,
+             m->hp.n_layer - first == 1 ? "" : "s", output ? " and the output layer" : "");
+    if (ocl_mem_check(dev, *total, what) != HEARTH_OK) {
+        char reason[1024];
+        snprintf(reason, sizeof reason, "%s", hearth_last_error());
+        return hearth_error(HEARTH_E_NOMEM, "%s: %s; offload fewer layers", path, reason);
+    }
     return HEARTH_OK;
 }
 
@@ -121,13 +124,14 @@ static hearth_status upload(struct ocl_model *om, cl_command_queue q, struct wei
         om->buffers = grown;
         om->buffers_cap = cap;
     }
-    cl_int err;
-    cl_mem buf = clCreateBuffer(om->dev->ctx, CL_MEM_READ_ONLY, bytes, NULL, &err);
-    if (!buf) return ocl_fail(err, "allocating %zu bytes on the device for tensor '%s'", bytes, w->name);
+    char what[160];
+    snprintf(what, sizeof what, "tensor '%s'", w->name);
+    cl_mem buf;
+    HEARTH_TRY(ocl_buffer_new(om->dev, CL_MEM_READ_ONLY, bytes, what, &buf));
     om->buffers[om->n_buffers++] = buf;
     /* A blocking write: an allocation the driver deferred fails here, at
      * load time, rather than in the middle of a forward pass. */
-    err = clEnqueueWriteBuffer(q, buf, CL_TRUE, 0, bytes, w->data, 0, NULL, NULL);
+    cl_int err = clEnqueueWriteBuffer(q, buf, CL_TRUE, 0, bytes, w->data, 0, NULL, NULL);
     if (err != CL_SUCCESS) return ocl_fail(err, "uploading tensor '%s' (%zu bytes)", w->name, bytes);
     w->dev = buf;
     return HEARTH_OK;
@@ -144,7 +148,8 @@ hearth_status ocl_offload_model(hearth_model *m, int32_t first, bool output)
     struct ocl_model *om = hearth_calloc(1, sizeof *om, "the device state");
     hearth_status st = om ? ocl_device_open(m->params.device, &om->dev) : HEARTH_E_NOMEM;
     uint64_t total = 0;
-    if (!st) st = check_weights(m, om->dev, list, n, &total);
+    if (!st) st = check_weights(m, om->dev, list, n, first, output, &total);
+    const bool weights_refused = st == HEARTH_E_NOMEM;
     cl_command_queue q = NULL;
     if (!st) {
         cl_int err;
@@ -157,8 +162,9 @@ hearth_status ocl_offload_model(hearth_model *m, int32_t first, bool output)
     if (q) clReleaseCommandQueue(q);
     free(list);
     if (st) {
-        if (om && om->dev) hearth_error_prefix("offloading to device %d (%s)", om->dev->index,
-                                               om->dev->info.name);
+        /* the memory and buffer-size checks name the device already */
+        if (om && om->dev && !weights_refused)
+            hearth_error_prefix("offloading to device %d (%s)", om->dev->index, om->dev->info.name);
         if (om && !om->dev) free(om);
         else ocl_offload_release(m);
         m->offload.ocl = NULL;

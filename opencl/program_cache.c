@@ -24,8 +24,9 @@
 
 #define CACHE_MAGIC "HRTHCLB1"
 #define CACHE_KEY_MAX 4096
-/* Build options; part of the cache key. */
-#define BUILD_OPTIONS ""
+#define BUILD_OPTIONS_MAX 1024
+#define BUILD_LOG_LINES 4
+#define BUILD_LOG_CHARS 600
 
 static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
 {
@@ -38,6 +39,21 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
 }
 
 #define FNV_OFFSET 0xcbf29ce484222325ull
+
+/* The compiler options: hearth's own (none so far) and then those of
+ * HEARTH_OPENCL_BUILD_OPTIONS, with which operators work around driver
+ * problems.  They are part of the cache key. */
+static hearth_status build_options(char *buf, size_t size)
+{
+    const char *own = "";
+    const char *extra = getenv("HEARTH_OPENCL_BUILD_OPTIONS");
+    if (!extra) extra = "";
+    int n = snprintf(buf, size, "%s%s%s", own, *own && *extra ? " " : "", extra);
+    if (n < 0 || (size_t)n >= size)
+        return hearth_error(HEARTH_E_INVALID, "HEARTH_OPENCL_BUILD_OPTIONS is too long (%zu "
+                            "characters, at most %d)", strlen(extra), BUILD_OPTIONS_MAX - 1);
+    return HEARTH_OK;
+}
 
 const char *ocl_cache_dir(void)
 {
@@ -71,14 +87,15 @@ static bool make_dirs(const char *path)
     return mkdir(tmp, 0700) == 0 || errno == EEXIST;
 }
 
-static void device_key(const struct ocl_device *dev, char *key, size_t size, uint64_t *file_hash)
+static void device_key(const struct ocl_device *dev, const char *options, char *key, size_t size,
+                       uint64_t *file_hash)
 {
     uint64_t src = FNV_OFFSET;
     for (size_t i = 0; i < ocl_program_source_lines; i++)
         src = fnv1a(src, ocl_program_source[i], strlen(ocl_program_source[i]));
     snprintf(key, size, "platform=%s\ndevice=%s\nvendor=%s\nversion=%s\ndriver=%s\noptions=%s\n"
              "source=%016llx\n", dev->info.platform, dev->info.name, dev->info.vendor,
-             dev->info.version, dev->info.driver, BUILD_OPTIONS, (unsigned long long)src);
+             dev->info.version, dev->info.driver, options, (unsigned long long)src);
     *file_hash = fnv1a(FNV_OFFSET, key, strlen(key));
 }
 
@@ -144,10 +161,51 @@ static void cache_write(const char *path, const char *key, const unsigned char *
     if (!ok || rename(tmp, path) != 0) remove(tmp);
 }
 
-/* The start of the build log, for the error message. */
-static hearth_status build_failure(struct ocl_device *dev, cl_program prog, cl_int err)
+/* The first lines of the build log, from the first line that reports an
+ * error (warnings before it say nothing about the failure), joined with
+ * " | " into one line for the error message. */
+static void build_log_excerpt(const char *full, char *out, size_t size)
 {
-    char log[600] = "";
+    out[0] = '\0';
+    const char *start = full;
+    for (const char *p = full; *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        const char *hit = strstr(p, "error");
+        if (hit && hit < p + len) {
+            start = p;
+            break;
+        }
+        if (!eol) break;
+        p = eol + 1;
+    }
+    size_t used = 0;
+    int lines = 0;
+    for (const char *p = start; *p && lines < BUILD_LOG_LINES && used + 1 < size;) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        while (len > 0 && (p[len - 1] == '\r' || p[len - 1] == ' ' || p[len - 1] == '\t')) len--;
+        if (len > 0) {
+            int n = snprintf(out + used, size - used, "%s%.*s", lines ? " | " : "", (int)len, p);
+            if (n < 0) break;
+            used += (size_t)n;
+            if (used >= size) {
+                used = size - 1;
+                break;
+            }
+            lines++;
+        }
+        if (!eol) break;
+        p = eol + 1;
+    }
+    for (char *c = out; *c; c++)
+        if ((unsigned char)*c < 0x20) *c = ' ';
+}
+
+static hearth_status build_failure(struct ocl_device *dev, cl_program prog, cl_int err,
+                                   const char *options)
+{
+    char log[BUILD_LOG_CHARS] = "";
     size_t len = 0;
     if (clGetProgramBuildInfo(prog, dev->id, CL_PROGRAM_BUILD_LOG, 0, NULL, &len) == CL_SUCCESS &&
         len > 1) {
@@ -155,25 +213,26 @@ static hearth_status build_failure(struct ocl_device *dev, cl_program prog, cl_i
         if (full && clGetProgramBuildInfo(prog, dev->id, CL_PROGRAM_BUILD_LOG, len, full, NULL) ==
                         CL_SUCCESS) {
             full[len] = '\0';
-            snprintf(log, sizeof log, "%s", full);
-            for (char *p = log; *p; p++)
-                if (*p == '\n') *p = ' ';
+            build_log_excerpt(full, log, sizeof log);
         }
         free(full);
     }
-    return ocl_fail(err, "building the OpenCL kernels failed%s%s", log[0] ? "; build log: " : "",
-                    log);
+    char opts[BUILD_OPTIONS_MAX + 64] = "";
+    if (*options) snprintf(opts, sizeof opts, " with options '%s'", options);
+    /* the error's name before the log, which may be cut short */
+    return hearth_error(HEARTH_E_BACKEND, "building the OpenCL kernels%s failed: %s (%d)%s%s",
+                        opts, ocl_error_name(err), (int)err, log[0] ? "; build log: " : "", log);
 }
 
-static hearth_status build_from_source(struct ocl_device *dev, cl_program *out)
+static hearth_status build_from_source(struct ocl_device *dev, const char *options, cl_program *out)
 {
     cl_int err;
     cl_program prog = clCreateProgramWithSource(dev->ctx, (cl_uint)ocl_program_source_lines,
                                                 (const char **)ocl_program_source, NULL, &err);
     if (!prog) return ocl_fail(err, "creating the OpenCL program");
-    err = clBuildProgram(prog, 1, &dev->id, BUILD_OPTIONS, NULL, NULL);
+    err = clBuildProgram(prog, 1, &dev->id, options, NULL, NULL);
     if (err != CL_SUCCESS) {
-        hearth_status st = build_failure(dev, prog, err);
+        hearth_status st = build_failure(dev, prog, err, options);
         clReleaseProgram(prog);
         return st;
     }
@@ -181,13 +240,14 @@ static hearth_status build_from_source(struct ocl_device *dev, cl_program *out)
     return HEARTH_OK;
 }
 
-static cl_program build_from_binary(struct ocl_device *dev, const unsigned char *bin, size_t size)
+static cl_program build_from_binary(struct ocl_device *dev, const char *options,
+                                    const unsigned char *bin, size_t size)
 {
     cl_int err, bin_status;
     cl_program prog = clCreateProgramWithBinary(dev->ctx, 1, &dev->id, &size, &bin, &bin_status, &err);
     if (!prog) return NULL;
     if (err != CL_SUCCESS || bin_status != CL_SUCCESS ||
-        clBuildProgram(prog, 1, &dev->id, BUILD_OPTIONS, NULL, NULL) != CL_SUCCESS) {
+        clBuildProgram(prog, 1, &dev->id, options, NULL, NULL) != CL_SUCCESS) {
         clReleaseProgram(prog);
         return NULL;
     }
@@ -210,9 +270,11 @@ static void store_binary(struct ocl_device *dev, cl_program prog, const char *pa
 
 hearth_status ocl_program_build(struct ocl_device *dev)
 {
+    char options[BUILD_OPTIONS_MAX];
+    HEARTH_TRY(build_options(options, sizeof options));
     char key[CACHE_KEY_MAX];
     uint64_t hash;
-    device_key(dev, key, sizeof key, &hash);
+    device_key(dev, options, key, sizeof key, &hash);
     char path[4096];
     const bool cached = cache_path(hash, path, sizeof path);
     dev->program_cached = false;
@@ -220,7 +282,7 @@ hearth_status ocl_program_build(struct ocl_device *dev)
         size_t size;
         unsigned char *bin = cache_read(path, key, &size);
         if (bin) {
-            dev->program = build_from_binary(dev, bin, size);
+            dev->program = build_from_binary(dev, options, bin, size);
             free(bin);
             if (dev->program) {
                 dev->program_cached = true;
@@ -228,7 +290,7 @@ hearth_status ocl_program_build(struct ocl_device *dev)
             }
         }
     }
-    HEARTH_TRY(build_from_source(dev, &dev->program));
+    HEARTH_TRY(build_from_source(dev, options, &dev->program));
     if (cached) store_binary(dev, dev->program, path, key);
     return HEARTH_OK;
 }

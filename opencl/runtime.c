@@ -317,6 +317,8 @@ static double now_ms(void)
 hearth_status ocl_device_open(int32_t index, struct ocl_device **out)
 {
     *out = NULL;
+    cl_ulong mem_limit;
+    HEARTH_TRY(ocl_mem_limit_from_env(&mem_limit));
     cl_device_id *devs;
     int32_t n;
     HEARTH_TRY(ocl_list_devices(&devs, &n));
@@ -340,6 +342,7 @@ hearth_status ocl_device_open(int32_t index, struct ocl_device **out)
                     &dev->max_alloc_bytes, NULL);
     clGetDeviceInfo(dev->id, CL_DEVICE_LOCAL_MEM_SIZE, sizeof dev->local_mem_bytes,
                     &dev->local_mem_bytes, NULL);
+    ocl_mem_init(dev, mem_limit);
 
     cl_int err;
     dev->ctx = clCreateContext(NULL, 1, &dev->id, NULL, NULL, &err);

@@ -85,9 +85,12 @@ void backend_cpu_free(struct hearth_backend *be);
 /* The OpenCL backend (opencl/): runs the layers the model offloaded
  * (model->offload), whose weights are already on the device, and keeps
  * their KV cache in device memory (allocated here for kv's layers from
- * model->offload.first_layer on).  Without OpenCL support in the build it
- * fails with HEARTH_E_UNSUPPORTED. */
-hearth_status backend_opencl_new(const hearth_model *model, struct kv_cache *kv,
+ * model->offload.first_layer on).  Before allocating anything it checks
+ * that the KV cache and the buffers of batches of up to n_batch tokens
+ * fit the device memory left (HEARTH_E_NOMEM naming the bytes needed and
+ * available when not).  Without OpenCL support in the build it fails with
+ * HEARTH_E_UNSUPPORTED. */
+hearth_status backend_opencl_new(const hearth_model *model, struct kv_cache *kv, int32_t n_batch,
                                  struct hearth_backend **out);
 void backend_opencl_free(struct hearth_backend *be);
 

@@ -136,7 +136,7 @@ static hearth_status setup_gpu(hearth_context *ctx)
                                     hp->head_dim, on_host, &ctx->kv);
     free(on_host);
     if (st) return st;
-    st = backend_opencl_new(m, ctx->kv, &ctx->gpu);
+    st = backend_opencl_new(m, ctx->kv, p->n_batch, &ctx->gpu);
     if (!st) {
         ctx->fw_gpu.model = m;
         ctx->fw_gpu.be = ctx->gpu;

@@ -119,6 +119,19 @@ head -1 "$tmpdir/out" | grep -q '^hearth_version,cpu_info,backends,kernels,gpu_i
 grep -q '^"[^"]*","[^"]*","OpenCL,CPU","[^"]*","[^"][^"]*",.*,"1","0","8","0","pp8",' "$tmpdir/out" ||
     fail "bench csv: the device ran one layer"
 [ -s "$tmpdir/err" ] && fail "bench -q: nothing on stderr"
+expect_status 0 "bench, every layer offloaded, json" -- "$HEARTH" bench -m "$s" -p 8 -n 0 -r 1 -q -o json -ngl 99
+if command -v python3 >/dev/null 2>&1; then
+    python3 -c '
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert len(rows) == 1, rows
+r = rows[0]
+assert r["backends"] == "OpenCL,CPU" and r["gpu_info"] and r["main_gpu"] == 0, r
+assert r["n_gpu_layers"] == 99 and r["test"] == "pp8", r
+' "$tmpdir/out" || fail "bench json: the device that ran"
+else
+    grep -q '"gpu_info": "[^"]' "$tmpdir/out" || fail "bench json: gpu_info"
+fi
 expect_status 1 "bench on a missing device" -- "$HEARTH" bench -m "$s" -p 4 -n 0 -r 1 -ngl 1 --device "$n"
 grep -q "OpenCL device $n does not exist" "$tmpdir/err" || fail "bench names the missing device"
 expect_status 0 "bench on a missing device, fallback" -- \

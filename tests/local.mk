@@ -163,6 +163,7 @@ TESTS += \
 	tests/cli-chat.sh \
 	tests/cli-devices.sh \
 	tests/cli-inspect.sh \
+	tests/cli-offload-errors.sh \
 	tests/cli-pull.sh \
 	tests/cli-quantize.sh \
 	tests/cli-run.sh \
@@ -177,6 +178,7 @@ EXTRA_DIST += \
 	tests/cli-devices.sh \
 	tests/cli-inspect.sh \
 	tests/cli-kernel-paths.sh \
+	tests/cli-offload-errors.sh \
 	tests/cli-perplexity.sh \
 	tests/cli-pull.sh \
 	tests/cli-quantize.sh \

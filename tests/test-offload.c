@@ -345,6 +345,58 @@ START_TEST(test_prefill_decode_rewind)
 }
 END_TEST
 
+/* A prompt of quantized weights on the device: with the exact kernels
+ * (the default, also when named) within 1e-5 of the CPU's logits
+ * (relative RMS); CLBlast (HEARTH_OPENCL_GEMM=clblast) only within
+ * rounding amplified by the model, which the perplexity tests bound. */
+static double logits_distance(const char *path, const char *gemm)
+{
+    if (gemm) setenv("HEARTH_OPENCL_GEMM", gemm, 1);
+    else unsetenv("HEARTH_OPENCL_GEMM");
+    hearth_model *cpu = load(path, 0, 0, false, HEARTH_OK);
+    hearth_model *gpu = load(path, 99, 0, false, HEARTH_OK);
+    hearth_context *a = new_context(cpu, 64, HEARTH_TYPE_F16);
+    hearth_context *b = new_context(gpu, 64, HEARTH_TYPE_F16);
+    unsetenv("HEARTH_OPENCL_GEMM");
+    const int32_t V = hearth_model_n_vocab(cpu);
+    int32_t t[40];
+    make_tokens(V, t, 40);
+    ck_assert_int_eq(hearth_eval(a, t, 40, 40), HEARTH_OK);
+    ck_assert_int_eq(hearth_eval(b, t, 40, 40), HEARTH_OK);
+    double num = 0, den = 0;
+    for (int i = 0; i < 40; i++) {
+        const float *la = hearth_context_logits(a, i), *lb = hearth_context_logits(b, i);
+        for (int32_t v = 0; v < V; v++) {
+            num += ((double)la[v] - lb[v]) * ((double)la[v] - lb[v]);
+            den += (double)la[v] * la[v];
+        }
+    }
+    hearth_context_free(a);
+    hearth_context_free(b);
+    hearth_model_free(cpu);
+    hearth_model_free(gpu);
+    return sqrt(num / den);
+}
+
+START_TEST(test_exact_prefill)
+{
+    if (!test_require_data()) return;
+    static const char *const names[] = {"micro-llama-Q8_0.gguf", "micro-llama-Q4_K_M.gguf"};
+    char path[4096];
+    snprintf(path, sizeof path, "%s", model_path(names[_i]));
+    static const char *const gemms[] = {NULL, "exact"};
+    for (size_t g = 0; g < HEARTH_ARRAY_LEN(gemms); g++) {
+        const double d = logits_distance(path, gemms[g]);
+        fprintf(stderr, "note: %s, prompt of 40 with HEARTH_OPENCL_GEMM=%s: logits within %.3g "
+                "of the CPU's\n", names[_i], gemms[g] ? gemms[g] : "(unset)", d);
+        ck_assert_msg(d < 1e-5, "%s with HEARTH_OPENCL_GEMM=%s: logits differ from the CPU's by "
+                      "%g", names[_i], gemms[g] ? gemms[g] : "(unset)", d);
+    }
+    fprintf(stderr, "note: %s, prompt of 40 with HEARTH_OPENCL_GEMM=clblast: logits within %.3g "
+            "of the CPU's\n", names[_i], logits_distance(path, "clblast"));
+}
+END_TEST
+
 /* ---- the report ------------------------------------------------------------------------ */
 
 START_TEST(test_report)
@@ -443,6 +495,60 @@ START_TEST(test_cache_type_fallback)
 }
 END_TEST
 
+/* HEARTH_OPENCL_MEM_LIMIT below what the weights need, then below what
+ * a context needs: an error naming the bytes, or the CPU's results with
+ * the reason kept when fallback is allowed. */
+START_TEST(test_memory_limit)
+{
+    if (!test_require_data()) return;
+    const char *path = model_path("stories260K.gguf");
+    int32_t ref[24], got[24];
+    hearth_model *m = load(path, 0, 0, false, HEARTH_OK);
+    greedy(m, ref, 24);
+    hearth_model_free(m);
+
+    setenv("HEARTH_OPENCL_MEM_LIMIT", "1K", 1);
+    m = load(path, 99, 0, false, HEARTH_E_NOMEM);
+    ck_assert_ptr_null(m);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "for the weights of 5 layers and the output "
+                                                      "layer: 1040128 bytes needed, 1024 available"));
+    m = load(path, 99, 0, true, HEARTH_OK);
+    ck_assert_int_eq(hearth_model_n_gpu_layers(m), 0);
+    ck_assert_ptr_nonnull(strstr(hearth_model_gpu_fallback(m), "1024 available"));
+    greedy(m, got, 24);
+    ck_assert_mem_eq(got, ref, sizeof ref);
+    hearth_model_free(m);
+
+    /* the weights (1040128 bytes) fit, a context's buffers do not */
+    setenv("HEARTH_OPENCL_MEM_LIMIT", "1100K", 1);
+    m = load(path, 99, 0, false, HEARTH_OK);
+    ck_assert_int_eq(hearth_model_n_gpu_layers(m), 5);
+    hearth_context_params p;
+    hearth_context_default_params(&p);
+    p.n_ctx = 256;
+    hearth_context *c;
+    ck_assert_int_eq(hearth_context_new(m, &p, &c), HEARTH_E_NOMEM);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "for a context's KV cache (163840 bytes)"));
+    hearth_model_free(m);
+    m = load(path, 99, 0, true, HEARTH_OK);
+    ck_assert_int_eq(hearth_context_new(m, &p, &c), HEARTH_OK);
+    ck_assert_int_eq(hearth_context_n_gpu_layers(c), 0);
+    ck_assert_ptr_nonnull(strstr(hearth_context_gpu_fallback(c), "not enough memory on OpenCL device"));
+    hearth_context_free(c);
+    greedy(m, got, 24);
+    ck_assert_mem_eq(got, ref, sizeof ref);
+    hearth_model_free(m);
+
+    /* with room for both, the device runs */
+    setenv("HEARTH_OPENCL_MEM_LIMIT", "64M", 1);
+    m = load(path, 99, 0, false, HEARTH_OK);
+    greedy(m, got, 24);
+    ck_assert_mem_eq(got, ref, sizeof ref);
+    hearth_model_free(m);
+    unsetenv("HEARTH_OPENCL_MEM_LIMIT");
+}
+END_TEST
+
 /* No OpenCL platform at all: the ICD loader is pointed at an empty list.
  * Needs a fresh process (Check's fork mode), since the loader reads the
  * list once. */
@@ -486,9 +592,11 @@ static Suite *offload_suite(void)
     tcase_add_loop_test(tc, test_perplexity_text, 0, 5);
     tcase_add_test(tc, test_greedy_stories);
     tcase_add_test(tc, test_prefill_decode_rewind);
+    tcase_add_loop_test(tc, test_exact_prefill, 0, 2);
     tcase_add_test(tc, test_report);
     tcase_add_test(tc, test_bad_device);
     tcase_add_test(tc, test_cache_type_fallback);
+    tcase_add_test(tc, test_memory_limit);
     tcase_add_test(tc, test_no_platform);
     suite_add_tcase(s, tc);
     return s;
@@ -498,5 +606,7 @@ int main(void)
 {
     int status = test_opencl_status();
     if (status != 0) return status;
+    unsetenv("HEARTH_OPENCL_MEM_LIMIT");
+    unsetenv("HEARTH_OPENCL_BUILD_OPTIONS");
     return test_run_suite(offload_suite());
 }

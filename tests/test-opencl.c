@@ -40,7 +40,8 @@ struct fixture {
     struct kv_cache *kv_dev;   /* every layer on the device */
     struct kv_cache *kv_cpu;   /* every layer on the host */
     cl_command_queue queue;    /* the test's own, for uploads */
-    bool exact;                /* the backend's default products, on a device with fp64 */
+    bool fp64;                 /* the device has double precision */
+    bool exact_prefill;        /* HEARTH_OPENCL_GEMM=exact or unset (the default) */
 };
 
 static void fixture_open(struct fixture *f, const char *gemm, const struct hparams *hp,
@@ -67,7 +68,7 @@ static void fixture_open(struct fixture *f, const char *gemm, const struct hpara
     free(on_host);
     ck_assert_int_eq(kv_cache_new(cache, n_ctx, h->n_layer, h->n_head_kv, h->head_dim, NULL,
                                   &f->kv_cpu), HEARTH_OK);
-    st = backend_opencl_new(&f->model, f->kv_dev, &f->gpu);
+    st = backend_opencl_new(&f->model, f->kv_dev, 64, &f->gpu);
     ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
     ck_assert_int_eq(backend_cpu_new(2, &f->cpu), HEARTH_OK);
     cl_int err;
@@ -75,7 +76,8 @@ static void fixture_open(struct fixture *f, const char *gemm, const struct hpara
     ck_assert_int_eq(err, CL_SUCCESS);
     cl_device_fp_config fp64 = 0;
     clGetDeviceInfo(f->om.dev->id, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp64, &fp64, NULL);
-    f->exact = gemm == NULL && fp64 != 0;
+    f->fp64 = fp64 != 0;
+    f->exact_prefill = !gemm || strcmp(gemm, "exact") == 0;
 }
 
 static void fixture_close(struct fixture *f)
@@ -248,8 +250,9 @@ static void check_matmul(struct fixture *f, test_rng *rng, hearth_type type, int
                           "%s %lld x %lld, %lld tokens: y[%lld][%lld] = %.9g, CPU %.9g",
                           hearth_type_name(type), (long long)n_out, (long long)n_in,
                           (long long)n_tok, (long long)t, (long long)r, got, cpu);
-            /* the integer formats' summation order (simd/kernels.h) */
-            if (f->exact && hearth_type_block_elems(type) > 1)
+            /* the integer formats' summation order (simd/kernels.h): always
+             * when decoding, for prompts with the exact kernels */
+            if (f->fp64 && (n_tok <= 4 || f->exact_prefill) && hearth_type_block_elems(type) > 1)
                 ck_assert_msg(memcmp(&y[t * n_out + r], &cpu_out.host[t * n_out + r], sizeof(float)) == 0,
                               "%s %lld x %lld, %lld tokens: y[%lld][%lld] = %.9g is not the CPU's "
                               "%.9g bit for bit", hearth_type_name(type), (long long)n_out,
@@ -333,11 +336,49 @@ START_TEST(test_dequantize_exact)
 }
 END_TEST
 
-/* The default paths: decode (GEMV) and prefill batches. */
+/* The default paths: decode (the exact kernels, GEMV for float weights)
+ * and prefill batches (the exact kernels, CLBlast for float weights). */
 START_TEST(test_matmul)
 {
     static const int64_t toks[] = {1, 3, 5, 21};
     matmul_all_types(NULL, toks, 4);
+}
+END_TEST
+
+/* The default, named. */
+START_TEST(test_gemm_exact)
+{
+    static const int64_t toks[] = {5, 21};
+    matmul_all_types("exact", toks, 2);
+}
+END_TEST
+
+/* A prefill path that does not exist is an error, not the default. */
+START_TEST(test_gemm_unknown)
+{
+    struct hparams hp = {0};
+    hp.n_layer = 1;
+    hp.n_head = 1;
+    hp.n_head_kv = 1;
+    hp.head_dim = 32;
+    struct hearth_model model;
+    memset(&model, 0, sizeof model);
+    model.hp = hp;
+    struct ocl_model om = {0};
+    ck_assert_int_eq(ocl_device_open(0, &om.dev), HEARTH_OK);
+    model.offload.ocl = &om;
+    struct kv_cache *kv;
+    bool on_host[1] = {false};
+    ck_assert_int_eq(kv_cache_new(HEARTH_TYPE_F16, 16, 1, 1, 32, on_host, &kv), HEARTH_OK);
+    struct hearth_backend *be;
+    setenv("HEARTH_OPENCL_GEMM", "fastest", 1);
+    ck_assert_int_eq(backend_opencl_new(&model, kv, 16, &be), HEARTH_E_INVALID);
+    unsetenv("HEARTH_OPENCL_GEMM");
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "HEARTH_OPENCL_GEMM='fastest' is not a "
+                                                      "prefill path (clblast, exact, tiled or gemv)"));
+    ck_assert_ptr_null(kv->layers[0].k_dev);
+    kv_cache_free(kv);
+    ocl_device_close(om.dev);
 }
 END_TEST
 
@@ -591,7 +632,7 @@ START_TEST(test_cache_type_refused)
     bool on_host[1] = {false};
     ck_assert_int_eq(kv_cache_new(HEARTH_TYPE_Q8_0, 16, 1, 2, 32, on_host, &kv), HEARTH_OK);
     struct hearth_backend *be;
-    ck_assert_int_eq(backend_opencl_new(&model, kv, &be), HEARTH_E_UNSUPPORTED);
+    ck_assert_int_eq(backend_opencl_new(&model, kv, 16, &be), HEARTH_E_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(hearth_last_error(), "KV cache type Q8_0 is not supported on OpenCL"));
     ck_assert_ptr_null(kv->layers[0].k_dev);
     kv_cache_free(kv);
@@ -659,6 +700,49 @@ static int spoil_cache(const char *dir, const char *junk, long keep)
     return n;
 }
 
+/* Every entry of the cache directory given a well-formed header and a
+ * correct checksum around a binary that is no program: only the driver
+ * can tell (program_cache.c's format: magic, u32 key length, key, u64
+ * size, u64 FNV-1a checksum, binary). */
+static int forge_cache(const char *dir)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strstr(e->d_name, ".bin")) continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "rb");
+        ck_assert_ptr_nonnull(f);
+        unsigned char head[8 + 4 + 4096];
+        size_t got = fread(head, 1, sizeof head, f);
+        fclose(f);
+        uint32_t key_len;
+        ck_assert_uint_ge(got, 12);
+        memcpy(&key_len, head + 8, sizeof key_len);
+        ck_assert_uint_le(12 + (size_t)key_len, got);
+        unsigned char junk[64];
+        for (size_t i = 0; i < sizeof junk; i++) junk[i] = (unsigned char)(i * 37 + 11);
+        uint64_t size = sizeof junk, sum = 0xcbf29ce484222325ull;
+        for (size_t i = 0; i < sizeof junk; i++) {
+            sum ^= junk[i];
+            sum *= 0x100000001b3ull;
+        }
+        f = fopen(path, "wb");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_uint_eq(fwrite(head, 1, 12 + key_len, f), 12 + key_len);
+        ck_assert_uint_eq(fwrite(&size, sizeof size, 1, f), 1);
+        ck_assert_uint_eq(fwrite(&sum, sizeof sum, 1, f), 1);
+        ck_assert_uint_eq(fwrite(junk, 1, sizeof junk, f), sizeof junk);
+        ck_assert_int_eq(fclose(f), 0);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
 START_TEST(test_program_cache)
 {
     char dir[] = "/tmp/hearth-clcache-XXXXXX";
@@ -684,6 +768,27 @@ START_TEST(test_program_cache)
     ck_assert_int_eq(spoil_cache(sub, NULL, 0), 1);       /* empty */
     ck_assert_int_eq(hearth_device_build(0, &ms, &cached), HEARTH_OK);
     ck_assert(!cached);
+    ck_assert_int_eq(forge_cache(sub), 1);                 /* refused by the driver */
+    ck_assert_int_eq(hearth_device_build(0, &ms, &cached), HEARTH_OK);
+    ck_assert(!cached);
+    ck_assert_int_eq(hearth_device_build(0, &ms, &cached), HEARTH_OK);
+    ck_assert(cached);
+    /* extra compiler options make their own entry; a failing build says
+     * why, with the compiler's words, and leaves no entry behind */
+    setenv("HEARTH_OPENCL_BUILD_OPTIONS", "-DHEARTH_UNUSED=1", 1);
+    ck_assert_int_eq(hearth_device_build(0, &ms, &cached), HEARTH_OK);
+    ck_assert(!cached);
+    ck_assert_int_eq(hearth_device_build(0, &ms, &cached), HEARTH_OK);
+    ck_assert(cached);
+    setenv("HEARTH_OPENCL_BUILD_OPTIONS", "-D__kernel=hearth_broken", 1);
+    ck_assert_int_eq(hearth_device_build(0, &ms, &cached), HEARTH_E_BACKEND);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "failed: CL_BUILD_PROGRAM_FAILURE (-11); build log: "));
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "hearth_broken"));
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "device 0 ("));
+    ck_assert_int_eq(hearth_device_build(0, &ms, &cached), HEARTH_E_BACKEND);
+    unsetenv("HEARTH_OPENCL_BUILD_OPTIONS");
+    ck_assert_int_eq(hearth_device_build(0, &ms, &cached), HEARTH_OK);
+    ck_assert(cached);
     /* the cache can be turned off */
     setenv("HEARTH_OPENCL_CACHE", "off", 1);
     ck_assert_ptr_null(ocl_cache_dir());
@@ -699,6 +804,67 @@ START_TEST(test_program_cache)
 }
 END_TEST
 
+/* HEARTH_OPENCL_MEM_LIMIT and the buffers counted against it. */
+START_TEST(test_device_memory)
+{
+    static const struct {
+        const char *text;
+        unsigned long long bytes; /* 0: refused */
+    } limits[] = {
+        {"12345", 12345}, {"1K", 1024}, {"3m", 3u << 20}, {"2G", 2ull << 30}, {"1t", 1ull << 40},
+        {"x", 0}, {"1X", 0}, {"-1", 0}, {"0", 0}, {"1KK", 0}, {" 1", 0}, {"1 ", 0},
+        {"99999999999999999999", 0}, {"16777216T", 0},
+    };
+    for (size_t i = 0; i < HEARTH_ARRAY_LEN(limits); i++) {
+        setenv("HEARTH_OPENCL_MEM_LIMIT", limits[i].text, 1);
+        cl_ulong limit = 7;
+        hearth_status st = ocl_mem_limit_from_env(&limit);
+        if (limits[i].bytes) {
+            ck_assert_msg(st == HEARTH_OK && limit == limits[i].bytes, "%s: %llu", limits[i].text,
+                          (unsigned long long)limit);
+        } else {
+            ck_assert_msg(st == HEARTH_E_INVALID, "%s accepted", limits[i].text);
+            ck_assert_ptr_nonnull(strstr(hearth_last_error(), "is not a byte count"));
+        }
+    }
+    setenv("HEARTH_OPENCL_MEM_LIMIT", "", 1);
+    cl_ulong limit = 7;
+    ck_assert_int_eq(ocl_mem_limit_from_env(&limit), HEARTH_OK);
+    ck_assert_uint_eq(limit, 0);
+    struct ocl_device *dev;
+    setenv("HEARTH_OPENCL_MEM_LIMIT", "junk", 1);
+    ck_assert_int_eq(ocl_device_open(0, &dev), HEARTH_E_INVALID);
+
+    setenv("HEARTH_OPENCL_MEM_LIMIT", "1M", 1);
+    ck_assert_int_eq(ocl_device_open(0, &dev), HEARTH_OK);
+    unsetenv("HEARTH_OPENCL_MEM_LIMIT");
+    ck_assert_uint_eq(dev->mem_budget_bytes, HEARTH_MIN(1u << 20, dev->info.global_mem_bytes));
+    cl_mem a, b;
+    ck_assert_int_eq(ocl_buffer_new(dev, CL_MEM_READ_WRITE, 600 << 10, "buffer a", &a), HEARTH_OK);
+    ck_assert_uint_eq(ocl_mem_used(dev), 600 << 10);
+    ck_assert_int_eq(ocl_mem_check(dev, 400 << 10, "more"), HEARTH_OK);
+    ck_assert_int_eq(ocl_buffer_new(dev, CL_MEM_READ_WRITE, 600 << 10, "buffer b", &b), HEARTH_E_NOMEM);
+    ck_assert_ptr_null(b);
+    char want[512];
+    snprintf(want, sizeof want, "not enough memory on OpenCL device 0 (%s) for buffer b: %u bytes "
+             "needed, %u available (HEARTH_OPENCL_MEM_LIMIT 1048576 bytes, device memory ",
+             dev->info.name, 600u << 10, (1u << 20) - (600u << 10));
+    ck_assert_msg(strstr(hearth_last_error(), want), "%s", hearth_last_error());
+    ck_assert_uint_eq(ocl_mem_used(dev), 600 << 10);   /* the refusal holds nothing */
+    ocl_buffer_free(dev, a);
+    ck_assert_uint_eq(ocl_mem_used(dev), 0);
+    ck_assert_int_eq(ocl_buffer_new(dev, CL_MEM_READ_WRITE, 600 << 10, "buffer b", &b), HEARTH_OK);
+    ocl_buffer_free(dev, b);
+    ocl_buffer_free(dev, NULL);
+    ck_assert_uint_eq(ocl_mem_used(dev), 0);
+    /* larger than one buffer may be */
+    ck_assert_int_eq(ocl_buffer_new(dev, CL_MEM_READ_WRITE, (size_t)dev->max_alloc_bytes + 1,
+                                    "a huge buffer", &b), HEARTH_E_NOMEM);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "CL_DEVICE_MAX_MEM_ALLOC_SIZE"));
+    ocl_device_close(dev);
+}
+END_TEST
+
 static Suite *opencl_suite(void)
 {
     Suite *s = suite_create("opencl");
@@ -710,12 +876,15 @@ static Suite *opencl_suite(void)
     tcase_add_test(tc, test_gemv);
     tcase_add_test(tc, test_gemm_tiled);
     tcase_add_test(tc, test_gemm_clblast);
+    tcase_add_test(tc, test_gemm_exact);
+    tcase_add_test(tc, test_gemm_unknown);
     tcase_add_test(tc, test_rmsnorm);
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_elementwise);
     tcase_add_test(tc, test_attention);
     tcase_add_test(tc, test_cache_type_refused);
     tcase_add_test(tc, test_program_cache);
+    tcase_add_test(tc, test_device_memory);
     suite_add_tcase(s, tc);
     return s;
 }
@@ -726,6 +895,8 @@ int main(void)
     int status = test_opencl_status();
     if (status != 0) return status;
 #ifdef HAVE_OPENCL
+    unsetenv("HEARTH_OPENCL_MEM_LIMIT");
+    unsetenv("HEARTH_OPENCL_BUILD_OPTIONS");
     return test_run_suite(opencl_suite());
 #else
     return 77;

@@ -19,7 +19,10 @@
  *
  * Integer sums are exact in any order; only the float steps above are
  * ordered.  lane_<type>(blk, k, x, dx, ...) forms lane k of one block
- * from the layouts described in dequant.cl.
+ * from the layouts described in dequant.cl; the byte and shift of each
+ * 32-element chunk are worked out once per lane and chunk, not per
+ * element (per-element index arithmetic made these kernels an order of
+ * magnitude slower on CPU devices).
  *
  *   exact_gemv_<type>  decode: 8 items per weight row, one per lane
  *   exact_gemm_<type>  prefill: one item per (row, token)
@@ -40,29 +43,27 @@ int act_sum16(__global const char *x, int s)
 void lane_q4_0(row_ptr b, int k, __global const char *x, float dx, int *lq, int *lm, float *s1,
                float *s2)
 {
+    /* elements 0..15 are the low nibbles, 16..31 the high ones: the four
+     * elements of a lane share one half, so the choice is made once */
+    row_ptr qs = b + 2 + (k < 4 ? 4 * k : 4 * k - 16);
+    const int shift = k < 4 ? 0 : 4;
     int sum = 0;
-    for (int e = 4 * k; e < 4 * k + 4; e++) {
-        const int q = e < 16 ? b[2 + e] & 15 : b[2 + e - 16] >> 4;
-        sum += (q - 8) * x[e];
-    }
+    for (int j = 0; j < 4; j++) sum += (((qs[j] >> shift) & 15) - 8) * x[4 * k + j];
     *lq = sum;
     *lm = 0;
     *s1 = load_half(b) * dx;
     *s2 = 0.0f;
 }
 
-int q5_quant(row_ptr qs, uint qh, int e)
-{
-    const int nibble = e < 16 ? qs[e] & 15 : qs[e - 16] >> 4;
-    return nibble | (int)((qh >> e) & 1) << 4;
-}
-
 void lane_q5_0(row_ptr b, int k, __global const char *x, float dx, int *lq, int *lm, float *s1,
                float *s2)
 {
-    const uint qh = load_qh32(b + 2);
+    const uint qh = load_qh32(b + 2) >> (4 * k);
+    row_ptr qs = b + 6 + (k < 4 ? 4 * k : 4 * k - 16);
+    const int shift = k < 4 ? 0 : 4;
     int sum = 0;
-    for (int e = 4 * k; e < 4 * k + 4; e++) sum += (q5_quant(b + 6, qh, e) - 16) * x[e];
+    for (int j = 0; j < 4; j++)
+        sum += ((((qs[j] >> shift) & 15) | (int)((qh >> j) & 1) << 4) - 16) * x[4 * k + j];
     *lq = sum;
     *lm = 0;
     *s1 = load_half(b) * dx;
@@ -84,11 +85,12 @@ void lane_q8_0(row_ptr b, int k, __global const char *x, float dx, int *lq, int 
 void lane_q4_1(row_ptr b, int k, __global const char *x, float dx, int *lq, int *lm, float *s1,
                float *s2)
 {
+    row_ptr qs = b + 4 + (k < 4 ? 4 * k : 4 * k - 16);
+    const int shift = k < 4 ? 0 : 4;
     int sq = 0, sy = 0;
-    for (int e = 4 * k; e < 4 * k + 4; e++) {
-        const int q = e < 16 ? b[4 + e] & 15 : b[4 + e - 16] >> 4;
-        sq += q * x[e];
-        sy += x[e];
+    for (int j = 0; j < 4; j++) {
+        sq += ((qs[j] >> shift) & 15) * x[4 * k + j];
+        sy += x[4 * k + j];
     }
     *lq = sq;
     *lm = sy;
@@ -99,11 +101,13 @@ void lane_q4_1(row_ptr b, int k, __global const char *x, float dx, int *lq, int 
 void lane_q5_1(row_ptr b, int k, __global const char *x, float dx, int *lq, int *lm, float *s1,
                float *s2)
 {
-    const uint qh = load_qh32(b + 4);
+    const uint qh = load_qh32(b + 4) >> (4 * k);
+    row_ptr qs = b + 8 + (k < 4 ? 4 * k : 4 * k - 16);
+    const int shift = k < 4 ? 0 : 4;
     int sq = 0, sy = 0;
-    for (int e = 4 * k; e < 4 * k + 4; e++) {
-        sq += q5_quant(b + 8, qh, e) * x[e];
-        sy += x[e];
+    for (int j = 0; j < 4; j++) {
+        sq += (((qs[j] >> shift) & 15) | (int)((qh >> j) & 1) << 4) * x[4 * k + j];
+        sy += x[4 * k + j];
     }
     *lq = sq;
     *lm = sy;
@@ -119,11 +123,12 @@ void lane_q2_k(row_ptr b, int k, __global const char *x, float dx, int *lq, int 
                float *s2)
 {
     int sq = 0;
-    for (int c = 0; c < 8; c++)
-        for (int e = 32 * c + 4 * k; e < 32 * c + 4 * k + 4; e++) {
-            const int q = (b[16 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-            sq += (b[e / 16] & 15) * q * x[e];
-        }
+    for (int c = 0; c < 8; c++) {
+        row_ptr qs = b + 16 + 32 * (c / 4) + 4 * k;
+        const int shift = 2 * (c % 4), sc = b[2 * c + k / 4] & 15;
+        __global const char *xc = x + 32 * c + 4 * k;
+        for (int j = 0; j < 4; j++) sq += sc * ((qs[j] >> shift) & 3) * xc[j];
+    }
     *lq = sq;
     *lm = (b[2 * k] >> 4) * act_sum16(x, 2 * k) + (b[2 * k + 1] >> 4) * act_sum16(x, 2 * k + 1);
     *s1 = dx * load_half(b + 80);
@@ -143,12 +148,13 @@ void lane_q3_k(row_ptr b, int k, __global const char *x, float dx, int *lq, int 
                float *s2)
 {
     int sum = 0;
-    for (int c = 0; c < 8; c++)
-        for (int e = 32 * c + 4 * k; e < 32 * c + 4 * k + 4; e++) {
-            const int low = (b[32 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-            const int high = (b[e % 32] >> (e / 32)) & 1;
-            sum += q3k_scale(b + 96, e / 16) * (low + 4 * high) * x[e];
-        }
+    for (int c = 0; c < 8; c++) {
+        row_ptr qs = b + 32 + 32 * (c / 4) + 4 * k, hm = b + 4 * k;
+        const int shift = 2 * (c % 4), sc = q3k_scale(b + 96, 2 * c + k / 4);
+        __global const char *xc = x + 32 * c + 4 * k;
+        for (int j = 0; j < 4; j++)
+            sum += sc * (((qs[j] >> shift) & 3) + 4 * ((hm[j] >> c) & 1)) * xc[j];
+    }
     for (int sub = 2 * k; sub < 2 * k + 2; sub++) sum -= 4 * q3k_scale(b + 96, sub) * act_sum16(x, sub);
     *lq = sum;
     *lm = 0;
@@ -165,10 +171,13 @@ void lane_q45_k(row_ptr b, row_ptr qh, row_ptr qs, int k, __global const char *x
     for (int c = 0; c < 8; c++) {
         int sc, mn;
         q4k_scale_min(b + 4, (uint)c, &sc, &mn);
-        for (int e = 32 * c + 4 * k; e < 32 * c + 4 * k + 4; e++) {
-            int q = (qs[32 * (e / 64) + e % 32] >> (4 * ((e / 32) % 2))) & 15;
-            if (qh) q |= ((qh[e % 32] >> (e / 32)) & 1) << 4;
-            sq += sc * q * x[e];
+        row_ptr q4 = qs + 32 * (c / 2) + 4 * k;
+        const int shift = 4 * (c % 2);
+        __global const char *xc = x + 32 * c + 4 * k;
+        for (int j = 0; j < 4; j++) {
+            int q = (q4[j] >> shift) & 15;
+            if (qh) q |= ((qh[4 * k + j] >> c) & 1) << 4;
+            sq += sc * q * xc[j];
         }
     }
     int sc, mn;
@@ -197,13 +206,14 @@ void lane_q6_k(row_ptr b, int k, __global const char *x, float dx, int *lq, int 
 {
     __global const char *scales = (__global const char *)(b + 192);
     int sum = 0;
-    for (int c = 0; c < 8; c++)
-        for (int e = 32 * c + 4 * k; e < 32 * c + 4 * k + 4; e++) {
-            const int h = e / 128, s = (e % 128) / 32, l = e % 32;
-            const int low = (b[64 * h + 32 * (s % 2) + l] >> (4 * (s / 2))) & 15;
-            const int high = (b[128 + 32 * h + l] >> (2 * s)) & 3;
-            sum += scales[e / 16] * (low | high << 4) * x[e];
-        }
+    for (int c = 0; c < 8; c++) {
+        const int h = c / 4, s = c % 4;
+        row_ptr ql = b + 64 * h + 32 * (s % 2) + 4 * k, qh = b + 128 + 32 * h + 4 * k;
+        const int sc = scales[2 * c + k / 4], lshift = 4 * (s / 2), hshift = 2 * s;
+        __global const char *xc = x + 32 * c + 4 * k;
+        for (int j = 0; j < 4; j++)
+            sum += sc * (((ql[j] >> lshift) & 15) | ((qh[j] >> hshift) & 3) << 4) * xc[j];
+    }
     for (int sub = 2 * k; sub < 2 * k + 2; sub++) sum -= 32 * scales[sub] * act_sum16(x, sub);
     *lq = sum;
     *lm = 0;
