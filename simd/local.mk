@@ -43,7 +43,7 @@ src_libhearth_core_la_SOURCES += \
 	simd/attention.c \
 	simd/attention.h \
 	simd/attention_scalar.c
-noinst_HEADERS += simd/attention_x86.h
+noinst_HEADERS += simd/attention_vec.h
 simd_libkernels_avx2_la_SOURCES += simd/attention_avx2.c
 simd_libkernels_avx512_la_SOURCES += simd/attention_avx512.c
 
