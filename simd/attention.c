@@ -22,8 +22,11 @@ const struct attn_kernels *attn_kernels_for_path(kernel_path path)
     case KERNEL_PATH_AVX512:
     case KERNEL_PATH_AVX512VNNI: return attn_kernels_avx512();
 #endif
-    /* Paths without attention kernels of their own (NEON for now) use the
-     * scalar ones. */
+#ifdef HAVE_KERNELS_NEON
+    /* Nor the dot-product ones. */
+    case KERNEL_PATH_NEON:
+    case KERNEL_PATH_NEON_DOTPROD: return attn_kernels_neon();
+#endif
     default: return attn_kernels_scalar();
     }
 }

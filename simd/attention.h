@@ -67,6 +67,7 @@ const struct attn_kernels *attn_kernels_matching(const hearth_kernels *k);
 const struct attn_kernels *attn_kernels_scalar(void);
 const struct attn_kernels *attn_kernels_avx2(void);
 const struct attn_kernels *attn_kernels_avx512(void);
+const struct attn_kernels *attn_kernels_neon(void);
 
 /* Start n_rows rows' states: no keys seen. */
 void attn_state_init(int32_t n_rows, int32_t head_dim, float *max, float *sum, float *acc);

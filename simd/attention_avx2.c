@@ -1,5 +1,5 @@
 /*
- * attention_avx2.c -- the attention block kernel (attention_x86.h) in
+ * attention_avx2.c -- the attention block kernel (attention_vec.h) in
  * 8-lane vectors, for processors with AVX2, FMA and F16C.
  */
 #include "internal.h"
@@ -62,6 +62,8 @@ FORCE_INLINE vf v_load_i8(const int8_t *p)
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
 }
 
+FORCE_INLINE float half_to_float(hearth_f16 h) { return _cvtsh_ss(h); }
+
 FORCE_INLINE float v_hsum(vf x)
 {
     const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
@@ -98,7 +100,7 @@ FORCE_INLINE vf v_exp(vf x)
     return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
 
-#include "attention_x86.h"
+#include "attention_vec.h"
 
 static const struct attn_kernels avx2_attn = {
     .name = "avx2",

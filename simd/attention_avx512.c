@@ -1,5 +1,5 @@
 /*
- * attention_avx512.c -- the attention block kernel (attention_x86.h) in
+ * attention_avx512.c -- the attention block kernel (attention_vec.h) in
  * 16-lane vectors, for processors with AVX-512 F, BW and VL; ragged head
  * slices are loaded and stored under a mask.
  */
@@ -56,6 +56,8 @@ FORCE_INLINE vf v_load_i8(const int8_t *p)
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
 }
 
+FORCE_INLINE float half_to_float(hearth_f16 h) { return _cvtsh_ss(h); }
+
 FORCE_INLINE float v_hsum(vf x)
 {
     const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(x),
@@ -89,7 +91,7 @@ FORCE_INLINE vf v_exp(vf x)
     return _mm512_maskz_scalef_ps(keep, p, n);
 }
 
-#include "attention_x86.h"
+#include "attention_vec.h"
 
 static const struct attn_kernels avx512_attn = {
     .name = "avx512",

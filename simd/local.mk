@@ -43,17 +43,18 @@ src_libhearth_core_la_SOURCES += \
 	simd/attention.c \
 	simd/attention.h \
 	simd/attention_scalar.c
-noinst_HEADERS += simd/attention_x86.h
+noinst_HEADERS += simd/attention_vec.h
 simd_libkernels_avx2_la_SOURCES += simd/attention_avx2.c
 simd_libkernels_avx512_la_SOURCES += simd/attention_avx512.c
 
 # AArch64: Advanced SIMD, and the same source with the dot-product
 # instructions (compiled for them alone, used only where cpu.c finds them).
+# Attention has no use for dot products: both paths share the plain one's.
 if KERNELS_NEON
 noinst_LTLIBRARIES += simd/libkernels-neon.la
 src_libhearth_core_la_LIBADD += simd/libkernels-neon.la
 endif
-simd_libkernels_neon_la_SOURCES = simd/neon.c
+simd_libkernels_neon_la_SOURCES = simd/neon.c simd/attention_neon.c
 simd_libkernels_neon_la_CFLAGS = $(AM_CFLAGS) $(KERNELS_NEON_CFLAGS)
 
 if KERNELS_NEON_DOTPROD

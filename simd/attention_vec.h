@@ -1,7 +1,7 @@
 /*
- * attention_x86.h -- the attention block kernel (attention.h) for the x86
- * vector paths, written once over a small vector vocabulary that the
- * including file defines for its register width:
+ * attention_vec.h -- the attention block kernel (attention.h) for the
+ * vector paths (AVX2, AVX-512, NEON), written once over a small vector
+ * vocabulary that the including file defines for its register width:
  *
  *   vf, VL                  the float vector type and its lanes
  *   v_zero, v_set1, v_fma, v_mul, v_add, v_sub, v_max
@@ -10,6 +10,7 @@
  *   v_loadf_n, v_storef_n   the first n < VL floats (zero-padded)
  *   v_load_f16, v_load_f16_n  halves, converted
  *   v_load_i8               VL signed bytes, converted
+ *   half_to_float           one half (a Q8_0 block's scale), converted
  *   v_exp                   e^x, 0 below -87.3 (where float underflows)
  *   SCORE_ROWS, SCORE_KEYS  the register tile of the q.k products
  *   VALUE_ROWS              rows accumulating values at once
@@ -34,7 +35,7 @@ FORCE_INLINE vf load_entry(hearth_type t, const uint8_t *e, int32_t i)
     default: {
         /* VL divides a Q8_0 block's 32 elements */
         const block_q8_0 *b = (const block_q8_0 *)e + i / QK8_0;
-        return v_mul(v_load_i8(b->qs + i % QK8_0), v_set1(_cvtsh_ss(b->d)));
+        return v_mul(v_load_i8(b->qs + i % QK8_0), v_set1(half_to_float(b->d)));
     }
     }
 }
