@@ -577,7 +577,8 @@ END_TEST
 
 /* ---- packed weights ------------------------------------------------------------ */
 
-static const hearth_type packed_types[] = {HEARTH_TYPE_Q4_0, HEARTH_TYPE_Q8_0, HEARTH_TYPE_Q4_K};
+static const hearth_type packed_types[] = {HEARTH_TYPE_Q4_0, HEARTH_TYPE_Q8_0, HEARTH_TYPE_Q4_K,
+                                           HEARTH_TYPE_Q6_K};
 #define N_PACKED_TYPES ((int)HEARTH_ARRAY_LEN(packed_types))
 
 /* n_rows rows of n_blocks blocks of type t (odd rows random bytes, even
