@@ -55,20 +55,35 @@ typedef void (*hearth_gemm_fn)(int64_t n, int64_t n_rows, int64_t n_tok, const v
                                size_t w_stride, const void *x, size_t x_stride, float *y,
                                int64_t y_stride);
 
-/* Row-interleaved ("packed") weights, for the formats whose quants are
- * the bulk of a model's bytes (Q4_0, Q8_0): groups of PACK_ROWS rows, and
- * per group the blocks in order, each holding the group's PACK_ROWS
- * half-float scales and then its quants in 4-byte pieces, piece k of every
- * row in turn (rows 0..7 of piece 0, rows 0..7 of piece 1, ...).  One
- * 256-bit register of quants then holds four elements of eight rows, and
- * one broadcast activation piece serves all of them, so a block's dot
- * products of the eight rows come out in the eight 32-bit lanes with no
- * horizontal sums (simd/pack.c makes the layout).
+/* Row-interleaved ("packed") weights, for the formats whose quants are the
+ * bulk of a model's bytes (Q4_0, Q8_0, Q4_K, Q6_K): groups of PACK_ROWS
+ * rows, and per group the blocks (or super-blocks) in order, each holding
+ * the group's PACK_ROWS blocks field by field: a half-float field as
+ * PACK_ROWS halves, row by row; every other field in 4-byte pieces, piece
+ * k of every row in turn (rows 0..7 of piece 0, rows 0..7 of piece 1,
+ * ...).  The fields, in order: Q4_0 and Q8_0: d, qs; Q4_K: d, dmin, scales
+ * (the 12 bytes of 6-bit scales and mins as stored), qs; Q6_K: d, scales,
+ * ql, qh.  Nothing is decoded or widened, so packed rows take exactly the
+ * bytes of the originals (decode reads no more).  One 256-bit register of
+ * a field's piece holds four bytes of eight rows, and one broadcast
+ * activation piece serves all of them, so the eight rows' dot products
+ * come out in the eight 32-bit lanes with no horizontal sums (simd/pack.c
+ * makes the layout).
  *
- * Summation order of packed weights.  Each block's dot product is an exact
- * integer, converted to float and added into the row's running sum with
- * one fused multiply-add by d_w * d_x (a float product), blocks in order:
+ * Summation order of packed weights.  Q4_0 and Q8_0: each block's dot
+ * product is an exact integer, converted to float and added into the
+ * row's running sum with one fused multiply-add by d_w * d_x (a float
+ * product), blocks in order:
  *     s = fmaf(d_w * d_x, (float)sum_j q_j x_j, s).
+ * Q4_K: each super-block gives two exact integers, the scaled quant sum
+ * and the mins' sum over Q8_K's bsums,
+ *     q = sum_j sc_(j/32) q_j x_j,   m = sum_k m_k (bsum_2k + bsum_2k+1),
+ * added in that order, super-blocks in order:
+ *     s = fmaf(d_w * d_x, (float)q, s);  s = fmaf(-(dmin_w * d_x), (float)m, s).
+ * Q6_K: each super-block gives one exact integer, the offset of the 6-bit
+ * quants u_j taken through the bsums of its 16-element sub-blocks,
+ *     q = sum_j sc_(j/16) u_j x_j - 32 sum_s sc_s bsum_s,
+ * added as s = fmaf(d_w * d_x, (float)q, s), super-blocks in order.
  * This is not the lane order of the unpacked kernels (results differ from
  * them within rounding), but it is the same on every path: the packed
  * kernels of all paths agree bit for bit, and a packed gemm's results do
@@ -77,8 +92,10 @@ typedef void (*hearth_gemm_fn)(int64_t n, int64_t n_rows, int64_t n_tok, const v
 
 /* y[t * y_stride + r] = dot(w_r, x_t) for r < n_rows (a multiple of
  * PACK_ROWS) and t < n_tok: wp the packed groups of those rows, x_t as in
- * hearth_gemm_fn (Q8_0 blocks), and x_sums[t * (n / 32) + b] the sum of
- * the quants of token t's block b (hearth_q8_0_block_sums). */
+ * hearth_gemm_fn (in the weight type's activation format); for Q8_0
+ * activations x_sums[t * (n / 32) + b] is the sum of the quants of token
+ * t's block b (hearth_q8_0_block_sums), for Q8_K it is unused (the blocks
+ * carry their bsums) and may be NULL. */
 typedef void (*hearth_gemm_packed_fn)(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp,
                                       const void *x, size_t x_stride, const int32_t *x_sums,
                                       float *y, int64_t y_stride);

@@ -9,24 +9,44 @@
  */
 #include "internal.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "kernels.h"
 #include "quant.h"
 
-/* Bytes of quants per row and block. */
-static size_t packed_quant_bytes(hearth_type t)
+/* A field of a weight block: where it lies in the row's block, and its
+ * bytes (2: a half, kept whole; otherwise a multiple of 4, cut into
+ * 4-byte pieces). */
+struct packed_field {
+    size_t offset, bytes;
+};
+
+#define FIELD(block, member) {offsetof(block, member), sizeof(((block *)0)->member)}
+
+/* The fields of each packed type, in the order of the packed block. */
+static const struct packed_field fields_q4_0[] = {FIELD(block_q4_0, d), FIELD(block_q4_0, qs)};
+static const struct packed_field fields_q8_0[] = {FIELD(block_q8_0, d), FIELD(block_q8_0, qs)};
+static const struct packed_field fields_q4_k[] = {FIELD(block_q4_K, d), FIELD(block_q4_K, dmin),
+                                                  FIELD(block_q4_K, scales), FIELD(block_q4_K, qs)};
+static const struct packed_field fields_q6_k[] = {FIELD(block_q6_K, d), FIELD(block_q6_K, scales),
+                                                  FIELD(block_q6_K, ql), FIELD(block_q6_K, qh)};
+
+static size_t packed_fields(hearth_type t, const struct packed_field **out)
 {
     switch (t) {
-    case HEARTH_TYPE_Q4_0: return QK4_0 / 2;
-    case HEARTH_TYPE_Q8_0: return QK8_0;
-    default: return 0;
+    case HEARTH_TYPE_Q4_0: *out = fields_q4_0; return HEARTH_ARRAY_LEN(fields_q4_0);
+    case HEARTH_TYPE_Q8_0: *out = fields_q8_0; return HEARTH_ARRAY_LEN(fields_q8_0);
+    case HEARTH_TYPE_Q4_K: *out = fields_q4_k; return HEARTH_ARRAY_LEN(fields_q4_k);
+    case HEARTH_TYPE_Q6_K: *out = fields_q6_k; return HEARTH_ARRAY_LEN(fields_q6_k);
+    default: *out = NULL; return 0;
     }
 }
 
 bool hearth_pack_supported(hearth_type t)
 {
-    return packed_quant_bytes(t) != 0;
+    const struct packed_field *f;
+    return packed_fields(t, &f) != 0;
 }
 
 size_t hearth_packed_bytes(hearth_type t, int64_t n_rows, int64_t n_in)
@@ -37,18 +57,25 @@ size_t hearth_packed_bytes(hearth_type t, int64_t n_rows, int64_t n_in)
 void hearth_pack_rows(hearth_type t, const void *src, size_t row_bytes, int64_t n_rows, int64_t n_in,
                       void *dst)
 {
-    const size_t qb = packed_quant_bytes(t);
-    const size_t block = sizeof(hearth_f16) + qb; /* one row's block: d, then the quants */
-    const int64_t nb = n_in / 32;
+    const struct packed_field *fields;
+    const size_t n_fields = packed_fields(t, &fields);
+    const size_t block = hearth_type_block_bytes(t);
+    const int64_t nb = n_in / hearth_type_block_elems(t);
     uint8_t *out = dst;
     for (int64_t g = 0; g < n_rows / PACK_ROWS; g++) {
         const uint8_t *rows = (const uint8_t *)src + (size_t)g * PACK_ROWS * row_bytes;
         for (int64_t b = 0; b < nb; b++) {
-            for (int r = 0; r < PACK_ROWS; r++) memcpy(out + 2 * r, rows + (size_t)r * row_bytes + b * block, 2);
-            out += 2 * PACK_ROWS;
-            for (size_t k = 0; k < qb / 4; k++)
-                for (int r = 0; r < PACK_ROWS; r++, out += 4)
-                    memcpy(out, rows + (size_t)r * row_bytes + b * block + 2 + 4 * k, 4);
+            for (size_t fi = 0; fi < n_fields; fi++) {
+                const uint8_t *at = rows + (size_t)b * block + fields[fi].offset;
+                /* fixed-size copies, which compile to single moves: the
+                 * packing of a whole model is a measurable part of loading */
+                if (fields[fi].bytes == 2) {
+                    for (int r = 0; r < PACK_ROWS; r++, out += 2) memcpy(out, at + (size_t)r * row_bytes, 2);
+                    continue;
+                }
+                for (size_t k = 0; k < fields[fi].bytes; k += 4)
+                    for (int r = 0; r < PACK_ROWS; r++, out += 4) memcpy(out, at + (size_t)r * row_bytes + k, 4);
+            }
         }
     }
 }

@@ -1,7 +1,8 @@
 /*
  * x86_int.h -- the integer-format kernels for x86 on 256-bit vectors: the
  * activation conversions to Q8_0, Q8_1 and Q8_K, and the dot products and
- * register tiles of every quantized weight type, and of packed Q4_0/Q8_0.
+ * register tiles of every quantized weight type, and of packed Q4_0, Q8_0,
+ * Q4_K and Q6_K.
  *
  * Included by avx2.c and avx512.c, each compiled with its own
  * instruction-set flags, after they define
@@ -670,6 +671,215 @@ FORCE_INLINE void packed_tile(enum legacy_format f, const int TT, int64_t nb, co
 DEFINE_PACKED_GEMM(q4_0, LEGACY_Q4_0)
 DEFINE_PACKED_GEMM(q8_0, LEGACY_Q8_0)
 
+/* A tile of one packed Q4_K group times TT tokens.  The three 4-byte
+ * pieces of the rows' 6-bit scales and mins are unpacked for all eight
+ * rows at once (as unpack_q4k_scales does for one); quants piece j holds
+ * bytes 4j .. 4j + 3 of every row's qs, whose low nibbles are elements
+ * 4j' .. 4j' + 3 of chunk 2 (j / 8) and high nibbles those of chunk
+ * 2 (j / 8) + 1 (j' = j % 8).  Per chunk, eight byte products of a piece
+ * register with the token's broadcast piece are summed in 16 bits (at
+ * most 8 x 2 x 15 x 128 in size) and then weighted by the rows' chunk
+ * scales into 32 bits; the mins meet the pair sums of the bsums. */
+FORCE_INLINE void packed_q4k_tile(const int TT, int64_t nb, const uint8_t *wg, const uint8_t *x,
+                                  size_t x_stride, float *out, int64_t out_stride)
+{
+    const size_t pb = PACK_ROWS * sizeof(block_q4_K);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 run[PACKED_TILE_TOKS];
+    UNROLL
+    for (int t = 0; t < TT; t++) run[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *blk = wg + (size_t)i * pb;
+        for (size_t off = 0; off < pb; off += 64)
+            _mm_prefetch((const char *)((uintptr_t)blk + pb + off), _MM_HINT_T0);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16)));
+        const __m256i u0 = _mm256_loadu_si256((const __m256i *)(blk + 32));
+        const __m256i u1 = _mm256_loadu_si256((const __m256i *)(blk + 64));
+        const __m256i u2 = _mm256_loadu_si256((const __m256i *)(blk + 96));
+        const __m256i m6 = _mm256_set1_epi8(0x3f), m2 = _mm256_set1_epi8(3);
+        /* per row lane: scale (min) bytes 0-3 and 4-7 of its sub-blocks */
+        const __m256i sc_lo = _mm256_and_si256(u0, m6), mn_lo = _mm256_and_si256(u1, m6);
+        const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(u2, m4),
+                                              _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), m2), 4));
+        const __m256i mn_hi =
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4),
+                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), m2), 4));
+        const uint8_t *qs = blk + 128;
+        __m256i acc[PACKED_TILE_TOKS];
+        UNROLL
+        for (int t = 0; t < TT; t++) acc[t] = _mm256_setzero_si256();
+        UNROLL
+        for (int c = 0; c < 8; c++) {
+            /* chunk c's scale of each row in both 16-bit halves of its lane */
+            const int b = c % 4;
+            const __m256i sc = _mm256_shuffle_epi8(
+                c < 4 ? sc_lo : sc_hi,
+                _mm256_setr_epi8(b, -1, b, -1, 4 + b, -1, 4 + b, -1, 8 + b, -1, 8 + b, -1, 12 + b, -1, 12 + b, -1,
+                                 b, -1, b, -1, 4 + b, -1, 4 + b, -1, 8 + b, -1, 8 + b, -1, 12 + b, -1, 12 + b, -1));
+            __m256i q[8];
+            UNROLL
+            for (int p = 0; p < 8; p++) {
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * (8 * (c / 2) + p)));
+                q[p] = _mm256_and_si256(c % 2 ? _mm256_srli_epi16(raw, 4) : raw, m4);
+            }
+            UNROLL
+            for (int t = 0; t < TT; t++) {
+                const int8_t *xq = ((const block_q8_K *)(x + (size_t)t * x_stride) + i)->qs + 32 * c;
+                __m256i s16 = _mm256_setzero_si256();
+                UNROLL
+                for (int p = 0; p < 8; p++) {
+                    int32_t piece;
+                    memcpy(&piece, xq + 4 * p, 4);
+                    s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(q[p], _mm256_set1_epi32(piece)));
+                }
+                acc[t] = DOT_S16(acc[t], s16, sc);
+            }
+        }
+        /* mins as 16-bit pairs (m_2j, m_2j+1) per row lane, j = 0..3 */
+        const __m256i pick_lo = _mm256_setr_epi8(0, -1, 1, -1, 4, -1, 5, -1, 8, -1, 9, -1, 12, -1, 13, -1, 0, -1, 1,
+                                                 -1, 4, -1, 5, -1, 8, -1, 9, -1, 12, -1, 13, -1);
+        const __m256i pick_hi = _mm256_setr_epi8(2, -1, 3, -1, 6, -1, 7, -1, 10, -1, 11, -1, 14, -1, 15, -1, 2, -1,
+                                                 3, -1, 6, -1, 7, -1, 10, -1, 11, -1, 14, -1, 15, -1);
+        const __m256i mp0 = _mm256_shuffle_epi8(mn_lo, pick_lo), mp1 = _mm256_shuffle_epi8(mn_lo, pick_hi);
+        const __m256i mp2 = _mm256_shuffle_epi8(mn_hi, pick_lo), mp3 = _mm256_shuffle_epi8(mn_hi, pick_hi);
+        UNROLL
+        for (int t = 0; t < TT; t++) {
+            const block_q8_K *xb = (const block_q8_K *)(x + (size_t)t * x_stride) + i;
+            /* the eight pair sums bsum_2k + bsum_2k+1, two to a 32-bit word */
+            const __m128i bp = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)xb->bsums),
+                                              _mm_loadu_si128((const __m128i *)(xb->bsums + 8)));
+            __m256i m = _mm256_madd_epi16(mp0, _mm256_broadcastd_epi32(bp));
+            m = _mm256_add_epi32(m, _mm256_madd_epi16(mp1, _mm256_broadcastd_epi32(_mm_shuffle_epi32(bp, 1))));
+            m = _mm256_add_epi32(m, _mm256_madd_epi16(mp2, _mm256_broadcastd_epi32(_mm_shuffle_epi32(bp, 2))));
+            m = _mm256_add_epi32(m, _mm256_madd_epi16(mp3, _mm256_broadcastd_epi32(_mm_shuffle_epi32(bp, 3))));
+            const __m256 dy = _mm256_set1_ps(xb->d);
+            run[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(acc[t]), run[t]);
+            run[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dy), _mm256_cvtepi32_ps(m), run[t]);
+        }
+    }
+    UNROLL
+    for (int t = 0; t < TT; t++) _mm256_storeu_ps(out + t * out_stride, run[t]);
+}
+
+/* Per 32-bit lane (row) of v, its signed bytes b0 and b1 as the two
+ * 16-bit halves. */
+FORCE_INLINE __m256i signed_byte_pair(__m256i v, int b0, int b1)
+{
+    const __m256i pick = _mm256_setr_epi8(-1, b0, -1, b1, -1, 4 + b0, -1, 4 + b1, -1, 8 + b0, -1, 8 + b1, -1,
+                                          12 + b0, -1, 12 + b1, -1, b0, -1, b1, -1, 4 + b0, -1, 4 + b1, -1, 8 + b0,
+                                          -1, 8 + b1, -1, 12 + b0, -1, 12 + b1);
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(v, pick), 8);
+}
+
+/* A tile of one packed Q6_K group times TT tokens.  Scales piece j holds
+ * the signed scales of sub-blocks 4j .. 4j + 3 of every row; ql piece
+ * 16h + 8(k % 2) + p and qh piece 8h + p give elements 4p .. 4p + 3 of
+ * chunk 4h + k (low or high nibbles of ql as k < 2 or not, bits 2k and
+ * 2k + 1 of qh), as in the unpacked format.  Two pieces' byte products
+ * are summed in 16 bits (at most 2 x 2 x 63 x 128), then weighted by their
+ * sub-block's scale into 32 bits; the -32 offset meets the bsums. */
+FORCE_INLINE void packed_q6k_tile(const int TT, int64_t nb, const uint8_t *wg, const uint8_t *x,
+                                  size_t x_stride, float *out, int64_t out_stride)
+{
+    const size_t pb = PACK_ROWS * sizeof(block_q6_K);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2hi = _mm256_set1_epi8(0x30);
+    __m256 run[PACKED_TILE_TOKS];
+    UNROLL
+    for (int t = 0; t < TT; t++) run[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *blk = wg + (size_t)i * pb;
+        for (size_t off = 0; off < pb; off += 64)
+            _mm_prefetch((const char *)((uintptr_t)blk + pb + off), _MM_HINT_T0);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+        const uint8_t *scales = blk + 2 * PACK_ROWS;
+        const uint8_t *ql = scales + QK_K / 16 * PACK_ROWS, *qh = ql + QK_K / 2 * PACK_ROWS;
+        __m256i acc[PACKED_TILE_TOKS];
+        UNROLL
+        for (int t = 0; t < TT; t++) acc[t] = _mm256_setzero_si256();
+        UNROLL
+        for (int c = 0; c < 8; c++) {
+            const int h = c / 4, k = c % 4;
+            const __m256i sp = _mm256_loadu_si256((const __m256i *)(scales + 32 * (c / 2)));
+            const int b = 2 * (c % 2); /* sub-blocks 2c and 2c + 1: bytes b and b + 1 of the piece */
+            const __m256i sc0 = signed_byte_pair(sp, b, b), sc1 = signed_byte_pair(sp, b + 1, b + 1);
+            __m256i u[8];
+            UNROLL
+            for (int p = 0; p < 8; p++) {
+                const __m256i lo = _mm256_loadu_si256((const __m256i *)(ql + 32 * (16 * h + 8 * (k % 2) + p)));
+                const __m256i hi = _mm256_loadu_si256((const __m256i *)(qh + 32 * (8 * h + p)));
+                u[p] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo, 4 * (k / 2)), m4),
+                                       _mm256_and_si256(move_bit(hi, 2 * k, 4), m2hi));
+            }
+            UNROLL
+            for (int t = 0; t < TT; t++) {
+                const int8_t *xq = ((const block_q8_K *)(x + (size_t)t * x_stride) + i)->qs + 32 * c;
+                __m256i prod[8];
+                UNROLL
+                for (int p = 0; p < 8; p++) {
+                    int32_t piece;
+                    memcpy(&piece, xq + 4 * p, 4);
+                    prod[p] = _mm256_maddubs_epi16(u[p], _mm256_set1_epi32(piece));
+                }
+                acc[t] = DOT_S16(acc[t], _mm256_add_epi16(prod[0], prod[1]), sc0);
+                acc[t] = DOT_S16(acc[t], _mm256_add_epi16(prod[2], prod[3]), sc0);
+                acc[t] = DOT_S16(acc[t], _mm256_add_epi16(prod[4], prod[5]), sc1);
+                acc[t] = DOT_S16(acc[t], _mm256_add_epi16(prod[6], prod[7]), sc1);
+            }
+        }
+        /* the scales as 16-bit pairs (sc_2j, sc_2j+1) per row lane */
+        __m256i pairs[8];
+        UNROLL
+        for (int j = 0; j < 8; j++)
+            pairs[j] = signed_byte_pair(_mm256_loadu_si256((const __m256i *)(scales + 32 * (j / 2))), 2 * (j % 2),
+                                        2 * (j % 2) + 1);
+        UNROLL
+        for (int t = 0; t < TT; t++) {
+            const block_q8_K *xb = (const block_q8_K *)(x + (size_t)t * x_stride) + i;
+            __m256i m = _mm256_setzero_si256();
+            UNROLL
+            for (int j = 0; j < 8; j++) {
+                int32_t bs;
+                memcpy(&bs, xb->bsums + 2 * j, 4);
+                m = _mm256_add_epi32(m, _mm256_madd_epi16(pairs[j], _mm256_set1_epi32(bs)));
+            }
+            const __m256i q = _mm256_sub_epi32(acc[t], _mm256_slli_epi32(m, 5));
+            run[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xb->d)), _mm256_cvtepi32_ps(q), run[t]);
+        }
+    }
+    UNROLL
+    for (int t = 0; t < TT; t++) _mm256_storeu_ps(out + t * out_stride, run[t]);
+}
+
+/* The row groups and token tiles of a packed K-quant product. */
+#define DEFINE_PACKED_KQ_GEMM(name, TILE, block) \
+    static void gemm_packed_##name(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x, \
+                                   size_t xs, const int32_t *x_sums, float *y, int64_t ys) \
+    { \
+        (void)x_sums; \
+        const int64_t nb = n / QK_K; \
+        const size_t group = (size_t)nb * PACK_ROWS * sizeof(block); \
+        for (int64_t t = 0; t < n_tok; t += PACKED_TILE_TOKS) { \
+            const int64_t tt = HEARTH_MIN(PACKED_TILE_TOKS, n_tok - t); \
+            const uint8_t *xt = (const uint8_t *)x + (size_t)t * xs; \
+            for (int64_t g = 0; g < n_rows / PACK_ROWS; g++) { \
+                const uint8_t *wg = (const uint8_t *)wp + (size_t)g * group; \
+                float *out = y + t * ys + g * PACK_ROWS; \
+                if (tt == PACKED_TILE_TOKS) \
+                    TILE(PACKED_TILE_TOKS, nb, wg, xt, xs, out, ys); \
+                else if (PACKED_TILE_TOKS > 3 && tt == 3) \
+                    TILE(3, nb, wg, xt, xs, out, ys); \
+                else if (PACKED_TILE_TOKS > 2 && tt == 2) \
+                    TILE(2, nb, wg, xt, xs, out, ys); \
+                else \
+                    TILE(1, nb, wg, xt, xs, out, ys); \
+            } \
+        } \
+    }
+
+DEFINE_PACKED_KQ_GEMM(q4_k, packed_q4k_tile, block_q4_K)
+DEFINE_PACKED_KQ_GEMM(q6_k, packed_q6k_tile, block_q6_K)
+
 /* ==========================================================================
  * Entry points: gemm walks the tile grid (tiles.h), vec_dot is its 1 x 1 case
  * ========================================================================== */
@@ -690,6 +900,7 @@ DEFINE_INT_GEMM(q6_k, kquant_tile, KQ_Q6_K, QK_K)
 
 /* The packed-weight table entries, for the including file's table. */
 #define INT_KERNEL_PACKED_TABLE \
-    [HEARTH_TYPE_Q4_0] = gemm_packed_q4_0, [HEARTH_TYPE_Q8_0] = gemm_packed_q8_0
+    [HEARTH_TYPE_Q4_0] = gemm_packed_q4_0, [HEARTH_TYPE_Q8_0] = gemm_packed_q8_0, \
+    [HEARTH_TYPE_Q4_K] = gemm_packed_q4_k, [HEARTH_TYPE_Q6_K] = gemm_packed_q6_k
 
 #endif /* HEARTH_X86_INT_H */

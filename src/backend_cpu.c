@@ -135,7 +135,7 @@ static hearth_status cpu_matmul(struct hearth_backend *be, struct act *out, cons
     const int64_t n_chunks = (n_out + MATMUL_ROW_CHUNK - 1) / MATMUL_ROW_CHUNK;
     const int64_t n_blocks = n_in / 32;
     int32_t *sums = NULL;
-    if (gemm_packed) {
+    if (gemm_packed && at == HEARTH_TYPE_Q8_0) { /* Q8_K carries its own sums */
         st = grow((void **)&c->act_sums, &c->act_sums_bytes, (size_t)(n_tok * n_blocks) * sizeof(int32_t) * copies,
                   "activation block sums");
         if (st) return st;

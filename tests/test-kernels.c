@@ -577,14 +577,17 @@ END_TEST
 
 /* ---- packed weights ------------------------------------------------------------ */
 
-static const hearth_type packed_types[] = {HEARTH_TYPE_Q4_0, HEARTH_TYPE_Q8_0};
+static const hearth_type packed_types[] = {HEARTH_TYPE_Q4_0, HEARTH_TYPE_Q8_0, HEARTH_TYPE_Q4_K,
+                                           HEARTH_TYPE_Q6_K};
 #define N_PACKED_TYPES ((int)HEARTH_ARRAY_LEN(packed_types))
 
 /* n_rows rows of n_blocks blocks of type t (odd rows random bytes, even
- * rows quantized floats) and n_tok tokens converted to Q8_0 by the scalar
- * table, with their block sums; the weights also packed. */
+ * rows quantized floats) and n_tok tokens converted to t's activation
+ * format by the scalar table, with their block sums if that is Q8_0 (else
+ * sums is NULL); the weights also packed. */
 struct packed_case {
     int64_t n, n_blocks, n_rows, n_tok;
+    hearth_type act;
     size_t w_row, x_row;
     uint8_t *w, *wp, *x;
     int32_t *sums;
@@ -597,15 +600,16 @@ static void make_packed_case(hearth_type t, int64_t n_blocks, int64_t n_rows, in
     test_rng rng;
     test_rng_seed(&rng, seed);
     c->n_blocks = n_blocks;
-    c->n = n_blocks * 32;
+    c->n = n_blocks * hearth_type_block_elems(t);
     c->n_rows = n_rows;
     c->n_tok = n_tok;
+    c->act = hearth_kernels_scalar()->act_type[t];
     c->w_row = hearth_type_row_bytes(t, c->n);
-    c->x_row = hearth_type_row_bytes(HEARTH_TYPE_Q8_0, c->n);
+    c->x_row = hearth_type_row_bytes(c->act, c->n);
     c->w = xmalloc(c->w_row * (size_t)n_rows);
     c->wp = xmalloc(hearth_packed_bytes(t, n_rows, c->n));
     c->x = xmalloc(c->x_row * (size_t)n_tok);
-    c->sums = xmalloc((size_t)(n_blocks * n_tok) * sizeof(int32_t));
+    c->sums = c->act == HEARTH_TYPE_Q8_0 ? xmalloc((size_t)(n_blocks * n_tok) * sizeof(int32_t)) : NULL;
     c->xf = xmalloc((size_t)(c->n * n_tok) * sizeof(float));
     float *f = xmalloc((size_t)c->n * sizeof(float));
     for (int64_t r = 0; r < n_rows; r++) {
@@ -619,8 +623,8 @@ static void make_packed_case(hearth_type t, int64_t n_blocks, int64_t n_rows, in
     free(f);
     fill_normal(&rng, c->xf, c->n * n_tok, 1.0);
     for (int64_t tok = 0; tok < n_tok; tok++) {
-        hearth_kernels_scalar()->act_convert[HEARTH_TYPE_Q8_0](c->xf + tok * c->n, c->x + (size_t)tok * c->x_row, c->n);
-        hearth_q8_0_block_sums(c->x + (size_t)tok * c->x_row, n_blocks, c->sums + tok * n_blocks);
+        hearth_kernels_scalar()->act_convert[c->act](c->xf + tok * c->n, c->x + (size_t)tok * c->x_row, c->n);
+        if (c->sums) hearth_q8_0_block_sums(c->x + (size_t)tok * c->x_row, n_blocks, c->sums + tok * n_blocks);
     }
     hearth_pack_rows(t, c->w, c->w_row, n_rows, c->n, c->wp);
 }
@@ -634,10 +638,33 @@ static void free_packed_case(struct packed_case *c)
     free(c->xf);
 }
 
+/* Row r's weights in two parts whose sum is the dequantized row: for the
+ * formats with mins (Q4_K) the scaled quants (dmin set to 0) and the mins
+ * (d set to 0), so that an error bound can be taken relative to both,
+ * whatever the cancellation between them; otherwise the row and zeros. */
+static void dequantize_parts(hearth_type t, const uint8_t *row, int64_t n, float *wq, float *wm)
+{
+    if (t != HEARTH_TYPE_Q4_K) {
+        ck_assert(quant_dequantize_row(t, row, wq, n));
+        for (int64_t e = 0; e < n; e++) wm[e] = 0.0f;
+        return;
+    }
+    const int64_t nb = n / QK_K;
+    block_q4_K *b = xmalloc((size_t)nb * sizeof *b);
+    memcpy(b, row, (size_t)nb * sizeof *b);
+    for (int64_t i = 0; i < nb; i++) b[i].dmin = 0;
+    ck_assert(quant_dequantize_row(t, b, wq, n));
+    memcpy(b, row, (size_t)nb * sizeof *b);
+    for (int64_t i = 0; i < nb; i++) b[i].d = 0;
+    ck_assert(quant_dequantize_row(t, b, wm, n));
+    free(b);
+}
+
 /* The scalar packed kernel against the double-precision dot products of
  * the dequantized original rows (so the packing is checked too), with
- * ragged numbers of blocks and several row groups; and the block sums
- * against a plain count. */
+ * ragged numbers of blocks and several row groups; the block sums (of
+ * Q8_0 activations) against a plain count; and the scalar unpacked kernel
+ * within the same bound. */
 START_TEST(test_scalar_packed)
 {
     const hearth_type t = packed_types[_i];
@@ -647,7 +674,7 @@ START_TEST(test_scalar_packed)
     for (int i = 0; i < N_BLOCK_COUNTS; i++) {
         struct packed_case c;
         make_packed_case(t, block_counts[i], 3 * PACK_ROWS, 3, 500u + 10u * (uint64_t)t + (uint64_t)i, &c);
-        for (int64_t tok = 0; tok < c.n_tok; tok++) {
+        for (int64_t tok = 0; c.sums && tok < c.n_tok; tok++) {
             const block_q8_0 *xb = (const void *)(c.x + (size_t)tok * c.x_row);
             for (int64_t b = 0; b < c.n_blocks; b++) {
                 int32_t s = 0;
@@ -657,24 +684,34 @@ START_TEST(test_scalar_packed)
         }
         float *y = xmalloc((size_t)(c.n_rows * c.n_tok) * sizeof(float));
         k->gemm_packed[t](c.n, c.n_rows, c.n_tok, c.wp, c.x, c.x_row, c.sums, y, c.n_rows);
-        float *w = xmalloc((size_t)c.n * sizeof(float)), *x = xmalloc((size_t)c.n * sizeof(float));
+        float *w = xmalloc((size_t)c.n * sizeof(float)), *wm = xmalloc((size_t)c.n * sizeof(float));
+        float *x = xmalloc((size_t)c.n * sizeof(float));
         for (int64_t tok = 0; tok < c.n_tok; tok++) {
-            ck_assert(quant_dequantize_row(HEARTH_TYPE_Q8_0, c.x + (size_t)tok * c.x_row, x, c.n));
+            ck_assert(quant_dequantize_row(c.act, c.x + (size_t)tok * c.x_row, x, c.n));
             for (int64_t r = 0; r < c.n_rows; r++) {
-                ck_assert(quant_dequantize_row(t, c.w + (size_t)r * c.w_row, w, c.n));
+                dequantize_parts(t, c.w + (size_t)r * c.w_row, c.n, w, wm);
                 double dot = 0.0, mag = 0.0;
                 for (int64_t e = 0; e < c.n; e++) {
-                    dot += (double)w[e] * x[e];
-                    mag += fabs((double)w[e] * x[e]);
+                    dot += ((double)w[e] + wm[e]) * x[e];
+                    mag += fabs((double)w[e] * x[e]) + fabs((double)wm[e] * x[e]);
                 }
-                const double err = fabs((double)y[tok * c.n_rows + r] - dot);
-                const double bound = ((double)c.n_blocks + 8.0) * 0x1p-24 * mag;
-                ck_assert_msg(err <= bound, "%s packed, %lld blocks, row %lld token %lld: %.9g, reference %.9g",
-                              hearth_type_name(t), (long long)c.n_blocks, (long long)r, (long long)tok,
-                              (double)y[tok * c.n_rows + r], dot);
+                /* a few roundings per block, and those of the dequantized
+                 * reference (the float scales' products) */
+                const double bound = (2.0 * (double)c.n_blocks + 8.0) * 0x1p-24 * mag;
+                const double got = y[tok * c.n_rows + r];
+                ck_assert_msg(fabs(got - dot) <= bound,
+                              "%s packed, %lld blocks, row %lld token %lld: %.9g, reference %.9g",
+                              hearth_type_name(t), (long long)c.n_blocks, (long long)r, (long long)tok, got, dot);
+                float unpacked;
+                k->vec_dot[t](c.n, &unpacked, c.w + (size_t)r * c.w_row, c.x + (size_t)tok * c.x_row);
+                ck_assert_msg(fabs(got - unpacked) <= 2.0 * bound,
+                              "%s packed, %lld blocks, row %lld token %lld: %.9g, unpacked %.9g",
+                              hearth_type_name(t), (long long)c.n_blocks, (long long)r, (long long)tok, got,
+                              (double)unpacked);
             }
         }
         free(w);
+        free(wm);
         free(x);
         free(y);
         free_packed_case(&c);
@@ -740,10 +777,10 @@ START_TEST(test_backend_matmul_packed)
     struct weight w = {"test.weight", t, c.n, c.n_rows, c.w_row, c.w, c.wp, NULL};
     float *want = xmalloc((size_t)(c.n_rows * c.n_tok) * sizeof(float));
     uint8_t *xq = xmalloc(c.x_row * (size_t)c.n_tok);
-    int32_t *sums = xmalloc((size_t)(c.n_blocks * c.n_tok) * sizeof(int32_t));
+    int32_t *sums = c.sums ? xmalloc((size_t)(c.n_blocks * c.n_tok) * sizeof(int32_t)) : NULL;
     for (int64_t tok = 0; tok < c.n_tok; tok++) {
-        k->act_convert[HEARTH_TYPE_Q8_0](c.xf + tok * c.n, xq + (size_t)tok * c.x_row, c.n);
-        hearth_q8_0_block_sums(xq + (size_t)tok * c.x_row, c.n_blocks, sums + tok * c.n_blocks);
+        k->act_convert[c.act](c.xf + tok * c.n, xq + (size_t)tok * c.x_row, c.n);
+        if (sums) hearth_q8_0_block_sums(xq + (size_t)tok * c.x_row, c.n_blocks, sums + tok * c.n_blocks);
     }
     hearth_kernels_scalar()->gemm_packed[t](c.n, c.n_rows, c.n_tok, c.wp, xq, c.x_row, sums, want, c.n_rows);
     static const int threads[] = {1, 2, 3, 5};
