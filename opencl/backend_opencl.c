@@ -70,9 +70,11 @@ static const char *const fixed_kernel_names[K_FIXED_COUNT] = {
     "act_quantize_q8_k",
 };
 
-enum matmul_kind { MM_GEMV, MM_GEMM, MM_DEQUANT, MM_EXACT_GEMV, MM_EXACT_GEMM, MM_KINDS };
+enum matmul_kind {
+    MM_GEMV, MM_GEMM, MM_DEQUANT, MM_EXACT_GEMV, MM_EXACT_GEMM, MM_PACKED_GEMV, MM_PACKED_GEMM, MM_KINDS
+};
 static const char *const matmul_prefix[MM_KINDS] = {"gemv", "gemm", "dequant", "exact_gemv",
-                                                    "exact_gemm"};
+                                                    "exact_gemm", "packed_gemv", "packed_gemm"};
 
 struct ocl_backend {
     const hearth_model *model;
@@ -438,7 +440,9 @@ static hearth_status scratch(struct ocl_backend *b, cl_mem *buf, size_t *have, s
 }
 
 /* The exact product of a quantized weight (matmul_exact.cl): activations
- * quantized to the CPU's format, then the CPU's summation order. */
+ * quantized to the CPU's format, then the CPU's summation order: that of
+ * its packed kernels for the weights it would read packed (set at upload,
+ * opencl/offload.c), else that of its lanes. */
 static hearth_status matmul_exact(struct ocl_backend *b, struct act *out, const struct weight *w,
                                   const struct act *in, hearth_type act_type)
 {
@@ -458,7 +462,9 @@ static hearth_status matmul_exact(struct ocl_backend *b, struct act *out, const 
     HEARTH_TRY(run_items(b, k, qargs, 4, n_blocks));
 
     const bool decode = in->rows <= GEMV_MAX_TOKENS;
-    HEARTH_TRY(matmul_kernel(b, decode ? MM_EXACT_GEMV : MM_EXACT_GEMM, w->type, &k));
+    const enum matmul_kind kind = w->dev_packed_order ? (decode ? MM_PACKED_GEMV : MM_PACKED_GEMM)
+                                                      : (decode ? MM_EXACT_GEMV : MM_EXACT_GEMM);
+    HEARTH_TRY(matmul_kernel(b, kind, w->type, &k));
     cl_mem wm = w->dev, y = mem(out);
     cl_uint row_bytes = (cl_uint)w->row_bytes;
     cl_int n_in = (cl_int)w->n_in, n_out = (cl_int)w->n_out, n_tok = (cl_int)in->rows;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "model.h"
 
 bool ocl_type_supported(hearth_type type)
@@ -71,7 +72,10 @@ void ocl_offload_release(hearth_model *m)
     struct weight **all = malloc(n * sizeof *all);
     if (all) {
         offloaded_weights(m, 0, true, all, n);
-        for (size_t i = 0; i < n; i++) all[i]->dev = NULL;
+        for (size_t i = 0; i < n; i++) {
+            all[i]->dev = NULL;
+            all[i]->dev_packed_order = false;
+        }
         free(all);
     }
     for (size_t i = 0; i < om->n_buffers; i++) ocl_buffer_free(om->dev, om->buffers[i]);
@@ -114,7 +118,12 @@ static hearth_status check_weights(hearth_model *m, struct ocl_device *dev, stru
     return HEARTH_OK;
 }
 
-static hearth_status upload(struct ocl_model *om, cl_command_queue q, struct weight *w)
+/* Upload w; packed_by (the CPU's kernel table, or NULL) decides whether
+ * the device sums w's products in the order the CPU uses for the
+ * matrices it reads packed (simd/kernels.h), so that an offloaded layer
+ * computes what the CPU would. */
+static hearth_status upload(struct ocl_model *om, cl_command_queue q, struct weight *w,
+                            const hearth_kernels *packed_by)
 {
     const size_t bytes = weight_bytes(w);
     if (om->n_buffers == om->buffers_cap) {
@@ -134,6 +143,7 @@ static hearth_status upload(struct ocl_model *om, cl_command_queue q, struct wei
     cl_int err = clEnqueueWriteBuffer(q, buf, CL_TRUE, 0, bytes, w->data, 0, NULL, NULL);
     if (err != CL_SUCCESS) return ocl_fail(err, "uploading tensor '%s' (%zu bytes)", w->name, bytes);
     w->dev = buf;
+    w->dev_packed_order = packed_by && hearth_kernels_read_packed(packed_by, w->type, w->n_out, w->n_in);
     return HEARTH_OK;
 }
 
@@ -157,8 +167,12 @@ hearth_status ocl_offload_model(hearth_model *m, int32_t first, bool output)
         if (!q) st = ocl_fail(err, "creating a command queue on device %d", om->dev->index);
     }
     m->offload.ocl = om;
+    /* the table the CPU packs by (src/model.c); without one (an invalid
+     * HEARTH_CPU, reported when a context is made) nothing is packed */
+    const hearth_kernels *cpu_kernels = NULL;
+    if (!st && hearth_kernels_select(&cpu_kernels) != HEARTH_OK) cpu_kernels = NULL;
     for (size_t i = 0; i < n && !st; i++)
-        if (list[i]->data) st = upload(om, q, list[i]);
+        if (list[i]->data) st = upload(om, q, list[i], cpu_kernels);
     if (q) clReleaseCommandQueue(q);
     free(list);
     if (st) {

@@ -154,6 +154,12 @@ size_t hearth_packed_bytes(hearth_type t, int64_t n_rows, int64_t n_in);
 void hearth_pack_rows(hearth_type t, const void *src, size_t row_bytes, int64_t n_rows, int64_t n_in,
                       void *dst);
 
+/* Whether the kernels k read a matrix of type t, n_out rows of n_in
+ * elements, packed: t has a packed layout and k a packed kernel for it,
+ * and the rows make whole row groups.  The CPU packs such matrices at
+ * load, and a device computing them sums in the packed order above. */
+bool hearth_kernels_read_packed(const hearth_kernels *k, hearth_type t, int64_t n_out, int64_t n_in);
+
 /* sums[b] = the sum of the quants of Q8_0 block b, for b < n_blocks. */
 void hearth_q8_0_block_sums(const void *x, int64_t n_blocks, int32_t *sums);
 

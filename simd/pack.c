@@ -49,6 +49,12 @@ bool hearth_pack_supported(hearth_type t)
     return packed_fields(t, &f) != 0;
 }
 
+bool hearth_kernels_read_packed(const hearth_kernels *k, hearth_type t, int64_t n_out, int64_t n_in)
+{
+    return (unsigned)t < HEARTH_TYPE_COUNT && hearth_pack_supported(t) && k->gemm_packed[t] &&
+           n_out % PACK_ROWS == 0 && n_in % 32 == 0;
+}
+
 size_t hearth_packed_bytes(hearth_type t, int64_t n_rows, int64_t n_in)
 {
     return (size_t)n_rows * hearth_type_row_bytes(t, n_in);

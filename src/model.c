@@ -54,11 +54,11 @@ hearth_status model_bind(hearth_model *m, struct weight *w, const char *name, in
 
 /* The matrices the CPU kernels read packed (simd/kernels.h): those of a
  * type with a packed layout and packed kernels on the chosen path, with a
- * whole number of row groups. */
+ * whole number of row groups.  The offload to a device asks the same
+ * question (opencl/offload.c), to sum those matrices in the same order. */
 static bool wants_packing(const hearth_kernels *k, const struct weight *w)
 {
-    return w->data && hearth_pack_supported(w->type) && k->gemm_packed[w->type] &&
-           w->n_out % PACK_ROWS == 0 && w->n_in % 32 == 0;
+    return w->data && hearth_kernels_read_packed(k, w->type, w->n_out, w->n_in);
 }
 
 /* Pack the matrices the CPU kernels want packed into one allocation; the

@@ -24,6 +24,9 @@ struct weight {
     const void *packed;  /* row-interleaved copy for the CPU kernels
                           * (simd/kernels.h), or NULL */
     void *dev;           /* backend-private copy (OpenCL buffer), or NULL */
+    bool dev_packed_order; /* the device sums its products in the CPU's order
+                            * for packed weights (simd/kernels.h), because
+                            * the CPU would read this matrix packed */
 };
 
 enum rope_style {

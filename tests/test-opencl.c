@@ -2,7 +2,8 @@
  * test-opencl.c -- every kernel of the OpenCL backend against its CPU
  * twin on random data, ragged sizes included: weight dequantization
  * (bit-exact with src/quant.c) and the matrix products of every type on
- * each path (GEMV, tiled GEMM, CLBlast), RMS norm, both RoPE styles,
+ * each path (GEMV, tiled GEMM, CLBlast), the products in the CPU's
+ * packed order against its packed kernels (bit-exact), RMS norm, both RoPE styles,
  * attention over F16 and F32 device caches, SwiGLU, bias and residual
  * adds, row copies; the program cache (hits, and corrupt entries
  * rebuilt); device errors.
@@ -304,6 +305,125 @@ static void matmul_all_types(const char *gemm, const int64_t *n_toks, int n_n_to
     }
     fixture_close(&f);
 }
+
+/* y[t * n_out + r] from the CPU kernels k reading w packed, as the CPU
+ * backend calls them: activations converted to the weight type's format,
+ * their block sums for Q8_0. */
+static void cpu_packed_product(const hearth_kernels *k, const struct weight *w, const void *packed,
+                               const float *x, int64_t n_tok, float *y)
+{
+    const hearth_type at = k->act_type[w->type];
+    const size_t act_row = hearth_type_row_bytes(at, w->n_in);
+    uint8_t *xq = malloc(act_row * (size_t)n_tok);
+    int32_t *sums = malloc((size_t)(n_tok * (w->n_in / 32)) * sizeof *sums);
+    for (int64_t t = 0; t < n_tok; t++) {
+        k->act_convert[at](x + t * w->n_in, xq + (size_t)t * act_row, w->n_in);
+        if (at == HEARTH_TYPE_Q8_0)
+            hearth_q8_0_block_sums(xq + (size_t)t * act_row, w->n_in / 32, sums + t * (w->n_in / 32));
+    }
+    k->gemm_packed[w->type](w->n_in, w->n_out, n_tok, packed, xq, act_row,
+                            at == HEARTH_TYPE_Q8_0 ? sums : NULL, y, w->n_out);
+    free(sums);
+    free(xq);
+}
+
+/* A weight the CPU reads packed: the device's product (in the packed
+ * order, chosen at upload) against the packed kernels of the scalar
+ * table and of the CPU's chosen path, bit for bit, and against the double
+ * reference within float tolerance. */
+static void check_packed_order(struct fixture *f, test_rng *rng, hearth_type type, int64_t n_in,
+                               int64_t n_out, int64_t n_tok)
+{
+    float *wref;
+    void *bytes;
+    struct weight w = make_weight(f, rng, type, n_in, n_out, &wref, &bytes);
+    const hearth_kernels *best;
+    ck_assert_int_eq(hearth_kernels_select(&best), HEARTH_OK);
+    ck_assert(hearth_kernels_read_packed(hearth_kernels_scalar(), type, n_out, n_in));
+    w.dev_packed_order = true;
+    void *packed = hearth_aligned_alloc(64, hearth_packed_bytes(type, n_out, n_in), "test packing");
+    ck_assert_ptr_nonnull(packed);
+    hearth_pack_rows(type, bytes, w.row_bytes, n_out, n_in, packed);
+    float *x = random_floats(rng, (size_t)(n_tok * n_in), 1.0);
+    float *xr = round_like_cpu(type, x, n_tok, n_in);
+    const size_t n_y = (size_t)(n_tok * n_out);
+    float *y_scalar = malloc(n_y * sizeof *y_scalar), *y_best = malloc(n_y * sizeof *y_best);
+    cpu_packed_product(hearth_kernels_scalar(), &w, packed, x, n_tok, y_scalar);
+    const bool best_packs = hearth_kernels_read_packed(best, type, n_out, n_in);
+    if (best_packs) cpu_packed_product(best, &w, packed, x, n_tok, y_best);
+    struct act in, out;
+    ck_assert_int_eq(f->gpu->ops->act_alloc(f->gpu, &in, n_tok, n_in), HEARTH_OK);
+    ck_assert_int_eq(f->gpu->ops->act_alloc(f->gpu, &out, n_tok, n_out), HEARTH_OK);
+    ck_assert_int_eq(f->gpu->ops->act_upload(f->gpu, &in, x, n_tok), HEARTH_OK);
+    hearth_status st = f->gpu->ops->matmul(f->gpu, &out, &w, &in);
+    ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
+    float *y = malloc(n_y * sizeof *y);
+    ck_assert_int_eq(f->gpu->ops->act_download(f->gpu, y, &out, n_tok), HEARTH_OK);
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t r = 0; r < n_out; r++) {
+            double sum = 0, mag = 0;
+            for (int64_t k = 0; k < n_in; k++) {
+                sum += (double)wref[r * n_in + k] * xr[t * n_in + k];
+                mag += fabs((double)wref[r * n_in + k] * xr[t * n_in + k]);
+            }
+            const size_t at = (size_t)(t * n_out + r);
+            ck_assert_msg(fabs(y[at] - sum) <= 2e-5 * mag + 1e-30,
+                          "packed order, %s %lld x %lld, %lld tokens: y[%lld][%lld] = %.9g, reference %.9g",
+                          hearth_type_name(type), (long long)n_out, (long long)n_in, (long long)n_tok,
+                          (long long)t, (long long)r, y[at], sum);
+            if (!f->fp64) continue;
+            ck_assert_msg(memcmp(&y[at], &y_scalar[at], sizeof(float)) == 0,
+                          "packed order, %s %lld x %lld, %lld tokens: y[%lld][%lld] = %.9g is not the "
+                          "scalar packed kernel's %.9g bit for bit", hearth_type_name(type),
+                          (long long)n_out, (long long)n_in, (long long)n_tok, (long long)t,
+                          (long long)r, y[at], y_scalar[at]);
+            if (best_packs)
+                ck_assert_msg(memcmp(&y[at], &y_best[at], sizeof(float)) == 0,
+                              "packed order, %s %lld x %lld, %lld tokens: y[%lld][%lld] = %.9g is not "
+                              "the %s packed kernel's %.9g bit for bit", hearth_type_name(type),
+                              (long long)n_out, (long long)n_in, (long long)n_tok, (long long)t,
+                              (long long)r, y[at], best->name, y_best[at]);
+        }
+    f->gpu->ops->act_free(f->gpu, &in);
+    f->gpu->ops->act_free(f->gpu, &out);
+    clReleaseMemObject(w.dev);
+    hearth_aligned_free(packed);
+    free(y);
+    free(y_best);
+    free(y_scalar);
+    free(xr);
+    free(x);
+    free(wref);
+    free(bytes);
+}
+
+/* Every type the CPU packs, decode and prefill batches, row counts of
+ * one and of several row groups, ragged block counts. */
+START_TEST(test_matmul_packed_order)
+{
+    struct fixture f;
+    fixture_open(&f, NULL, NULL, HEARTH_TYPE_F16, 8);
+    test_rng rng;
+    test_rng_seed(&rng, 4321);
+    static const hearth_type types[] = {HEARTH_TYPE_Q4_0, HEARTH_TYPE_Q8_0, HEARTH_TYPE_Q4_K,
+                                        HEARTH_TYPE_Q6_K};
+    static const int64_t outs[] = {8, 24, 40};
+    static const int64_t toks[] = {1, 3, 5, 21};
+    int tried = 0;
+    for (size_t ti = 0; ti < HEARTH_ARRAY_LEN(types); ti++) {
+        if (!hearth_kernels_read_packed(hearth_kernels_scalar(), types[ti], 8, 256)) continue;
+        int64_t ins[4];
+        const int n_ins = row_lengths(types[ti], ins);
+        for (int a = 0; a < n_ins; a++)
+            for (size_t o = 0; o < HEARTH_ARRAY_LEN(outs); o++)
+                for (size_t t = 0; t < HEARTH_ARRAY_LEN(toks); t++)
+                    check_packed_order(&f, &rng, types[ti], ins[a], outs[o], toks[t]);
+        tried++;
+    }
+    ck_assert_int_eq(tried, (int)HEARTH_ARRAY_LEN(types));
+    fixture_close(&f);
+}
+END_TEST
 
 START_TEST(test_dequantize_exact)
 {
@@ -877,6 +997,7 @@ static Suite *opencl_suite(void)
     tcase_add_test(tc, test_gemm_tiled);
     tcase_add_test(tc, test_gemm_clblast);
     tcase_add_test(tc, test_gemm_exact);
+    tcase_add_test(tc, test_matmul_packed_order);
     tcase_add_test(tc, test_gemm_unknown);
     tcase_add_test(tc, test_rmsnorm);
     tcase_add_test(tc, test_rope);

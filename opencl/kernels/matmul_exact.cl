@@ -26,6 +26,9 @@
  *
  *   exact_gemv_<type>  decode: 8 items per weight row, one per lane
  *   exact_gemm_<type>  prefill: one item per (row, token)
+ *
+ * The matrices the CPU reads packed follow the packed kernels' order
+ * instead (packed_gemv_<type>, packed_gemm_<type>, at the end).
  */
 
 /* The sum of the 16 activation quants s (Q8_K's bsums, formed here). */
@@ -284,3 +287,100 @@ EXACT_KERNELS(q3_k, 256, 110, 0)
 EXACT_KERNELS(q4_k, 256, 144, 1)
 EXACT_KERNELS(q5_k, 256, 176, 1)
 EXACT_KERNELS(q6_k, 256, 210, 0)
+
+/*
+ * The CPU reads some matrices packed, and sums their products in another
+ * order (simd/kernels.h, "Summation order of packed weights"): each block
+ * (super-block) gives one exact integer, or two for Q4_K's mins, and they
+ * go into ONE running float sum per row with fused multiply-adds, blocks
+ * in order,
+ *     s = fma(dw dx, (float)q, s)  [then s = fma(-(dmin dx), (float)m, s)],
+ * and the row's result is s.  A weight the CPU would read packed
+ * (hearth_kernels_read_packed, decided at upload) uses these kernels
+ * instead; its bytes stay in the GGUF block layout, since the order does
+ * not depend on it.  A block's integers are its eight lane sums added
+ * together, exact in any order.
+ *
+ *   packed_gemv_<type>  decode: 8 items per weight row, each forming the
+ *                       integers of one block of every 8; the first item
+ *                       adds them into the running sum in block order
+ *   packed_gemm_<type>  prefill: one item per (row, token)
+ */
+
+#define PACKED_ORDER_KERNELS(T, BLOCK, BYTES, TWO) \
+void block_ints_##T(row_ptr blk, __global const char *x, float dx, int *q, int *m, float *s1, \
+                    float *s2) \
+{ \
+    int sq = 0, sm = 0; \
+    for (int k = 0; k < 8; k++) { \
+        int lq, lm; \
+        lane_##T(blk, k, x, dx, &lq, &lm, s1, s2); \
+        sq += lq; \
+        sm += lm; \
+    } \
+    *q = sq; \
+    *m = sm; \
+} \
+\
+__kernel __attribute__((reqd_work_group_size(8, EXACT_ROWS, 1))) \
+void packed_gemv_##T(__global const uchar *w, uint row_bytes, int n_in, int n_out, \
+                     __global const char *xq, __global const float *xd, __global float *y) \
+{ \
+    __local int part_q[EXACT_ROWS][8], part_m[EXACT_ROWS][8]; \
+    __local float part_s1[EXACT_ROWS][8], part_s2[EXACT_ROWS][8]; \
+    const int item = get_local_id(0), lr = get_local_id(1); \
+    const int r = get_group_id(1) * EXACT_ROWS + lr, t = get_global_id(2); \
+    const int n_blocks = n_in / BLOCK; \
+    row_ptr row = w + (size_t)r * row_bytes; \
+    __global const char *xt = xq + (size_t)t * n_in; \
+    __global const float *dt = xd + (size_t)t * n_blocks; \
+    float run = 0.0f; \
+    for (int i0 = 0; i0 < n_blocks; i0 += 8) { \
+        const int i = i0 + item; \
+        if (r < n_out && i < n_blocks) { \
+            int q, m; \
+            float s1, s2; \
+            block_ints_##T(row + (size_t)BYTES * i, xt + (size_t)BLOCK * i, dt[i], &q, &m, &s1, &s2); \
+            part_q[lr][item] = q; \
+            part_m[lr][item] = m; \
+            part_s1[lr][item] = s1; \
+            part_s2[lr][item] = s2; \
+        } \
+        barrier(CLK_LOCAL_MEM_FENCE); \
+        if (item == 0 && r < n_out) { \
+            const int end = min(8, n_blocks - i0); \
+            for (int j = 0; j < end; j++) { \
+                run = fma(part_s1[lr][j], (float)part_q[lr][j], run); \
+                if (TWO) run = fma(part_s2[lr][j], (float)part_m[lr][j], run); \
+            } \
+        } \
+        barrier(CLK_LOCAL_MEM_FENCE); \
+    } \
+    if (item == 0 && r < n_out) y[(size_t)t * n_out + r] = run; \
+} \
+\
+__kernel void packed_gemm_##T(__global const uchar *w, uint row_bytes, int n_in, int n_out, \
+                              __global const char *xq, __global const float *xd, __global float *y, \
+                              int n_tok) \
+{ \
+    const int r = get_global_id(0), t = get_global_id(1); \
+    if (r >= n_out || t >= n_tok) return; \
+    const int n_blocks = n_in / BLOCK; \
+    row_ptr row = w + (size_t)r * row_bytes; \
+    __global const char *xt = xq + (size_t)t * n_in; \
+    __global const float *dt = xd + (size_t)t * n_blocks; \
+    float run = 0.0f; \
+    for (int i = 0; i < n_blocks; i++) { \
+        int q, m; \
+        float s1, s2; \
+        block_ints_##T(row + (size_t)BYTES * i, xt + (size_t)BLOCK * i, dt[i], &q, &m, &s1, &s2); \
+        run = fma(s1, (float)q, run); \
+        if (TWO) run = fma(s2, (float)m, run); \
+    } \
+    y[(size_t)t * n_out + r] = run; \
+}
+
+PACKED_ORDER_KERNELS(q4_0, 32, 18, 0)
+PACKED_ORDER_KERNELS(q8_0, 32, 34, 0)
+PACKED_ORDER_KERNELS(q4_k, 256, 144, 1)
+PACKED_ORDER_KERNELS(q6_k, 256, 210, 0)
