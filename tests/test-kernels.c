@@ -521,7 +521,8 @@ START_TEST(test_backend_matmul_deterministic)
         ck_assert(quant_quantize_row(t, f, wdata + (size_t)r * w_row, n_in));
     }
     fill_normal(&rng, f, n_in * n_tok, 1.0);
-    struct weight w = {"test.weight", t, n_in, n_out, w_row, wdata, NULL, NULL};
+    struct weight w = {.name = "test.weight", .type = t, .n_in = n_in, .n_out = n_out,
+                       .row_bytes = w_row, .data = wdata};
     float *first = NULL;
     static const int threads[] = {1, 2, 3, 5};
     for (size_t ti = 0; ti < HEARTH_ARRAY_LEN(threads); ti++) {
@@ -774,7 +775,8 @@ START_TEST(test_backend_matmul_packed)
     if (!k->gemm_packed[t]) return;
     struct packed_case c;
     make_packed_case(t, 6, 11 * PACK_ROWS, 13, 4321u + (uint64_t)t, &c);
-    struct weight w = {"test.weight", t, c.n, c.n_rows, c.w_row, c.w, c.wp, NULL};
+    struct weight w = {.name = "test.weight", .type = t, .n_in = c.n, .n_out = c.n_rows,
+                       .row_bytes = c.w_row, .data = c.w, .packed = c.wp};
     float *want = xmalloc((size_t)(c.n_rows * c.n_tok) * sizeof(float));
     uint8_t *xq = xmalloc(c.x_row * (size_t)c.n_tok);
     int32_t *sums = c.sums ? xmalloc((size_t)(c.n_blocks * c.n_tok) * sizeof(int32_t)) : NULL;
