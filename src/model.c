@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "kernels.h"
 
@@ -52,6 +55,10 @@ hearth_status model_bind(hearth_model *m, struct weight *w, const char *name, in
     return HEARTH_OK;
 }
 
+/* The alignment of the packed weights: a huge page on x86-64 and AArch64
+ * Linux. */
+#define HUGE_PAGE_BYTES ((size_t)2 << 20)
+
 /* The matrices the CPU kernels read packed (simd/kernels.h): those of a
  * type with a packed layout and packed kernels on the chosen path, with a
  * whole number of row groups.  The offload to a device asks the same
@@ -85,8 +92,16 @@ static hearth_status pack_weights(hearth_model *m)
     for (size_t i = 0; i < n; i++) total += hearth_packed_bytes(mats[i]->type, mats[i]->n_out, mats[i]->n_in);
     hearth_status st = HEARTH_OK;
     if (total) {
-        m->packed = hearth_aligned_alloc(64, total, "packed weights");
+        /* Decode streams through all of this once per token: on 2 MiB
+         * pages the walk needs a few hundred translations instead of one
+         * per 4 KiB, so ask for huge pages where the kernel gives them on
+         * request (a hint: without them the memory is used as it is). */
+        m->packed = hearth_aligned_alloc(HUGE_PAGE_BYTES, total, "packed weights");
         if (!m->packed) st = HEARTH_E_NOMEM;
+#ifdef MADV_HUGEPAGE
+        else if (total >= HUGE_PAGE_BYTES)
+            (void)madvise(m->packed, total, MADV_HUGEPAGE);
+#endif
     }
     uint8_t *at = m->packed;
     for (size_t i = 0; !st && i < n; i++) {
