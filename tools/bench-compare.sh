@@ -106,7 +106,9 @@ run() {
         "$ref" -m "$model" $args -t "$threads" -r "$reps" -o json > "$work/json" 2>/dev/null ||
             die "$ref failed on $model"
     fi
-    samples "$work/json" >> "$out"
+    # one number per line, the last one too (the JSON may end without a
+    # newline), so that the samples of successive runs never run together
+    samples "$work/json" | awk 'NF' >> "$out"
 }
 
 load_before=$(load)
