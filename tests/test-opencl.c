@@ -465,6 +465,20 @@ START_TEST(test_matmul)
 }
 END_TEST
 
+/* A model of one layer with n_head heads of 32, offloaded to device 0: what
+ * backend_opencl_new needs to get as far as checking its settings. */
+static void one_layer_model(int32_t n_head, struct hearth_model *model, struct ocl_model *om)
+{
+    memset(model, 0, sizeof *model);
+    model->hp.n_layer = 1;
+    model->hp.n_head = n_head;
+    model->hp.n_head_kv = n_head;
+    model->hp.head_dim = 32;
+    memset(om, 0, sizeof *om);
+    ck_assert_int_eq(ocl_device_open(0, &om->dev), HEARTH_OK);
+    model->offload.ocl = om;
+}
+
 /* The default, named. */
 START_TEST(test_gemm_exact)
 {
@@ -476,17 +490,9 @@ END_TEST
 /* A prefill path that does not exist is an error, not the default. */
 START_TEST(test_gemm_unknown)
 {
-    struct hparams hp = {0};
-    hp.n_layer = 1;
-    hp.n_head = 1;
-    hp.n_head_kv = 1;
-    hp.head_dim = 32;
     struct hearth_model model;
-    memset(&model, 0, sizeof model);
-    model.hp = hp;
-    struct ocl_model om = {0};
-    ck_assert_int_eq(ocl_device_open(0, &om.dev), HEARTH_OK);
-    model.offload.ocl = &om;
+    struct ocl_model om;
+    one_layer_model(1, &model, &om);
     struct kv_cache *kv;
     bool on_host[1] = {false};
     ck_assert_int_eq(kv_cache_new(HEARTH_TYPE_F16, 16, 1, 1, 32, on_host, &kv), HEARTH_OK);
@@ -737,17 +743,9 @@ END_TEST
 
 START_TEST(test_cache_type_refused)
 {
-    struct hparams hp = {0};
-    hp.n_layer = 1;
-    hp.n_head = 2;
-    hp.n_head_kv = 2;
-    hp.head_dim = 32;
     struct hearth_model model;
-    memset(&model, 0, sizeof model);
-    model.hp = hp;
-    struct ocl_model om = {0};
-    ck_assert_int_eq(ocl_device_open(0, &om.dev), HEARTH_OK);
-    model.offload.ocl = &om;
+    struct ocl_model om;
+    one_layer_model(2, &model, &om);
     struct kv_cache *kv;
     bool on_host[1] = {false};
     ck_assert_int_eq(kv_cache_new(HEARTH_TYPE_Q8_0, 16, 1, 2, 32, on_host, &kv), HEARTH_OK);
