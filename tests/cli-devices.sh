@@ -50,14 +50,7 @@ grep -q "^hearth: bench: offload: all 5 layers on the CPU (offload failed: .*CL_
     "$tmpdir/err" || fail "bench: the fallback reason on stderr"
 grep -q '^"[^"]*","[^"]*","CPU","[^"]*","",' "$tmpdir/out" || fail "bench: the fallback ran on the CPU"
 
-if ! "$HEARTH" devices >/dev/null 2>&1; then
-    if [ -n "${CI:-}" ]; then
-        echo "FAIL: no OpenCL device, the build has OpenCL and CI is set" >&2
-        exit 1
-    fi
-    echo "SKIP: no OpenCL device" >&2
-    exit 77
-fi
+require_opencl_device
 
 expect_status 0 "list devices" -- "$HEARTH" devices
 grep -q "^0: " "$tmpdir/out" || fail "device 0 is listed"

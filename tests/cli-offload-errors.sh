@@ -14,14 +14,7 @@ if ! "$HEARTH" --version -v | grep -q opencl; then
     echo "SKIP: no OpenCL in the build" >&2
     exit 77
 fi
-if ! "$HEARTH" devices >/dev/null 2>&1; then
-    if [ -n "${CI:-}" ]; then
-        echo "FAIL: no OpenCL device, the build has OpenCL and CI is set" >&2
-        exit 1
-    fi
-    echo "SKIP: no OpenCL device" >&2
-    exit 77
-fi
+require_opencl_device
 
 HEARTH_OPENCL_CACHE="$tmpdir/cache"
 export HEARTH_OPENCL_CACHE

@@ -33,6 +33,19 @@ require_data() {
     done
 }
 
+# require_opencl_device: for a build with OpenCL, skip the whole script
+# (exit 77) when no OpenCL device is there, unless CI is set, in which case
+# that is a failure.
+require_opencl_device() {
+    "$HEARTH" devices >/dev/null 2>&1 && return 0
+    if [ -n "${CI:-}" ]; then
+        echo "FAIL: no OpenCL device, the build has OpenCL and CI is set" >&2
+        exit 1
+    fi
+    echo "SKIP: no OpenCL device" >&2
+    exit 77
+}
+
 # expect_status WANT DESCRIPTION -- COMMAND...: run COMMAND, check its exit status.
 expect_status() {
     want=$1; desc=$2; shift 3
