@@ -580,6 +580,24 @@ FORCE_INLINE void kquant_tile(enum kquant_format f, const int TR, const int TT, 
  * Packed weights (kernels.h): eight rows per register, one block at a time
  * ========================================================================== */
 
+/* A thread reads its packed row groups as one stream, front to back.  Left
+ * to the hardware prefetchers, a core waits on memory at nearly every
+ * block, and its arithmetic and the transfer take turns instead of
+ * overlapping (tools/kbench, one Zen 4 core: Q6_K at 11 GB/s streamed
+ * against 40 GB/s from cache); asking for the lines PACKED_PREFETCH_AHEAD
+ * bytes ahead, into L2 so that they neither take the L1's few miss
+ * buffers nor evict the block in use, brings it to 28 GB/s (Q4_K 20 -> 22,
+ * Q4_0 21 -> 25, Q8_0 unchanged; 2 and 4 KiB ahead were slower, 16 KiB
+ * the same).  Past the end of the matrix the prefetch is harmless (an
+ * integer address, as in prefetch_next_rows). */
+#define PACKED_PREFETCH_AHEAD 8192
+
+FORCE_INLINE void prefetch_packed_block(const uint8_t *blk, size_t block_bytes)
+{
+    for (size_t off = 0; off < block_bytes; off += 64)
+        _mm_prefetch((const char *)((uintptr_t)blk + PACKED_PREFETCH_AHEAD + off), _MM_HINT_T1);
+}
+
 /* A tile of one packed group (PACK_ROWS rows) times TT tokens: per block
  * the group's quants are unpacked once into eight registers, register c
  * holding elements 4c .. 4c + 3 of every row (for Q4_0 the low nibbles of
@@ -599,10 +617,7 @@ FORCE_INLINE void packed_tile(enum legacy_format f, const int TT, int64_t nb, co
     for (int t = 0; t < TT; t++) run[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *blk = wg + (size_t)i * pb;
-        /* the group is one stream: fetch eight blocks ahead (past its end
-         * harmlessly; an integer address, as in prefetch_next_rows) */
-        for (size_t off = 0; off < pb; off += 64)
-            _mm_prefetch((const char *)((uintptr_t)blk + 8 * pb + off), _MM_HINT_T0);
+        prefetch_packed_block(blk, pb);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
         __m256i q[8];
         if (f == LEGACY_Q4_0) {
@@ -690,8 +705,7 @@ FORCE_INLINE void packed_q4k_tile(const int TT, int64_t nb, const uint8_t *wg, c
     for (int t = 0; t < TT; t++) run[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *blk = wg + (size_t)i * pb;
-        for (size_t off = 0; off < pb; off += 64)
-            _mm_prefetch((const char *)((uintptr_t)blk + pb + off), _MM_HINT_T0);
+        prefetch_packed_block(blk, pb);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
         const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16)));
         const __m256i u0 = _mm256_loadu_si256((const __m256i *)(blk + 32));
@@ -789,8 +803,7 @@ FORCE_INLINE void packed_q6k_tile(const int TT, int64_t nb, const uint8_t *wg, c
     for (int t = 0; t < TT; t++) run[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *blk = wg + (size_t)i * pb;
-        for (size_t off = 0; off < pb; off += 64)
-            _mm_prefetch((const char *)((uintptr_t)blk + pb + off), _MM_HINT_T0);
+        prefetch_packed_block(blk, pb);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
         const uint8_t *scales = blk + 2 * PACK_ROWS;
         const uint8_t *ql = scales + QK_K / 16 * PACK_ROWS, *qh = ql + QK_K / 2 * PACK_ROWS;

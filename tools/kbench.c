@@ -1,0 +1,189 @@
+/*
+ * kbench.c -- the speed of one thread's matrix-vector product (decode's
+ * kernel) per weight type and instruction-set path, in bytes of weights
+ * read per second: once with the matrix in the core's cache, where the
+ * figure is the kernel's arithmetic limit, and once streaming a matrix
+ * far larger than the caches, where it meets the memory.  A kernel whose
+ * cached figure is not well above the memory's cannot keep decoding at
+ * bandwidth.  Not installed: a benchmarking tool.
+ *
+ *   kbench [-p PATH,...] [-T TYPE,...] [-n N] [-s MIB] [-r SECONDS]
+ *
+ * prints one line per path and type: the cached and the streamed GB/s
+ * (10^9 bytes) of the packed kernel where the type has one, else of gemm.
+ */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "internal.h"
+#include "quantize.h"
+#include "kernels.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+
+static float rand_unit(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+/* A matrix of the type, rows x n, laid out as the engine reads it. */
+struct matrix {
+    void *data;
+    size_t bytes;
+    bool packed;
+};
+
+static bool make_matrix(const hearth_kernels *k, hearth_type t, int64_t rows, int64_t n, struct matrix *m)
+{
+    float *src = malloc((size_t)rows * (size_t)n * sizeof(float));
+    const size_t row_bytes = hearth_type_row_bytes(t, n);
+    void *q = malloc(row_bytes * (size_t)rows);
+    if (!src || !q) {
+        free(src);
+        free(q);
+        return false;
+    }
+    for (int64_t i = 0; i < rows * n; i++) src[i] = rand_unit();
+    if (quant_convert_rows(HEARTH_TYPE_F32, src, t, q, n, rows, 1) != HEARTH_OK) {
+        free(src);
+        free(q);
+        return false;
+    }
+    free(src);
+    m->packed = hearth_kernels_read_packed(k, t, rows, n);
+    if (m->packed) {
+        m->bytes = hearth_packed_bytes(t, rows, n);
+        m->data = malloc(m->bytes);
+        if (!m->data) {
+            free(q);
+            return false;
+        }
+        hearth_pack_rows(t, q, row_bytes, rows, n, m->data);
+        free(q);
+    } else {
+        m->bytes = row_bytes * (size_t)rows;
+        m->data = q;
+    }
+    return true;
+}
+
+/* GB/s of one thread multiplying the n_mat matrices in turn by x, for at
+ * least secs seconds; the best of three tries. */
+static double rate(const hearth_kernels *k, hearth_type t, const struct matrix *mats, int n_mat, int64_t rows,
+                   int64_t n, const void *x, const int32_t *sums, float *y, double secs)
+{
+    double best = 0;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        double bytes = 0, t0 = now_s(), el;
+        do {
+            for (int i = 0; i < n_mat; i++) {
+                if (mats[i].packed)
+                    k->gemm_packed[t](n, rows, 1, mats[i].data, x, 0, sums, y, 0);
+                else
+                    k->gemm[t](n, rows, 1, mats[i].data, hearth_type_row_bytes(t, n), x, 0, y, 0);
+                bytes += (double)mats[i].bytes;
+            }
+            el = now_s() - t0;
+        } while (el < secs / 3);
+        if (bytes / el > best) best = bytes / el;
+    }
+    return best * 1e-9;
+}
+
+static hearth_type type_named(const char *s)
+{
+    for (int t = 0; t < HEARTH_TYPE_COUNT; t++) {
+        const char *name = hearth_type_name((hearth_type)t);
+        if (name && strcasecmp(name, s) == 0) return (hearth_type)t;
+    }
+    return HEARTH_TYPE_COUNT;
+}
+
+int main(int argc, char **argv)
+{
+    const char *paths = NULL, *types = "q4_0,q8_0,q4_k,q6_k";
+    int64_t n = 2048;
+    double mib = 256, secs = 1.5;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-p") && i + 1 < argc) paths = argv[++i];
+        else if (!strcmp(argv[i], "-T") && i + 1 < argc) types = argv[++i];
+        else if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "-s") && i + 1 < argc) mib = atof(argv[++i]);
+        else if (!strcmp(argv[i], "-r") && i + 1 < argc) secs = atof(argv[++i]);
+        else {
+            fprintf(stderr, "usage: kbench [-p PATH,...] [-T TYPE,...] [-n N] [-s MIB] [-r SECONDS]\n");
+            return 2;
+        }
+    }
+    if (n <= 0 || n % 256 != 0 || mib <= 0 || secs <= 0) {
+        fprintf(stderr, "kbench: -n must be a positive multiple of 256, -s and -r positive\n");
+        return 2;
+    }
+    for (int p = 0; p < KERNEL_PATH_COUNT; p++) {
+        const char *pname = kernel_path_name((kernel_path)p);
+        if (paths ? !strstr(paths, pname) : p == KERNEL_PATH_SCALAR) continue;
+        if (paths) { /* whole names only: "avx512" is not "avx512vnni" */
+            const char *hit = strstr(paths, pname);
+            size_t len = strlen(pname);
+            bool whole = false;
+            for (; hit; hit = strstr(hit + 1, pname))
+                if ((hit == paths || hit[-1] == ',') && (hit[len] == ',' || hit[len] == '\0')) whole = true;
+            if (!whole) continue;
+        }
+        const hearth_kernels *k = kernel_path_table((kernel_path)p, NULL);
+        if (!k) continue;
+        char list[256];
+        snprintf(list, sizeof list, "%s", types);
+        for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+            const hearth_type t = type_named(tok);
+            if (t == HEARTH_TYPE_COUNT || !hearth_kernels_supports(k, t)) {
+                fprintf(stderr, "kbench: %s: no kernel for type %s\n", pname, tok);
+                continue;
+            }
+            const hearth_type at = k->act_type[t];
+            float *xf = malloc((size_t)n * sizeof(float));
+            void *x = malloc(hearth_type_row_bytes(at, n));
+            int32_t *sums = malloc((size_t)(n / 32) * sizeof(int32_t));
+            const int64_t hot_rows = 64, rows = 4096;
+            float *y = malloc((size_t)rows * sizeof(float));
+            for (int64_t i = 0; i < n; i++) xf[i] = rand_unit();
+            k->act_convert[at](xf, x, n);
+            if (at == HEARTH_TYPE_Q8_0) hearth_q8_0_block_sums(x, n / 32, sums);
+            struct matrix hot;
+            if (!make_matrix(k, t, hot_rows, n, &hot)) return 1;
+            const double r_hot = rate(k, t, &hot, 1, hot_rows, n, x, sums, y, secs);
+            const int n_cold = (int)(mib * 1048576.0 / (double)(hot.bytes / hot_rows * rows)) + 1;
+            struct matrix *cold = calloc((size_t)n_cold, sizeof *cold);
+            for (int i = 0; i < n_cold; i++)
+                if (!make_matrix(k, t, rows, n, &cold[i])) return 1;
+            const double r_cold = rate(k, t, cold, n_cold, rows, n, x, sums, y, secs);
+            printf("%-13s %-5s %s  cached %6.1f GB/s  streamed %6.1f GB/s\n", pname, hearth_type_name(t),
+                   hot.packed ? "packed" : "rows  ", r_hot, r_cold);
+            fflush(stdout);
+            for (int i = 0; i < n_cold; i++) free(cold[i].data);
+            free(cold);
+            free(hot.data);
+            free(xf);
+            free(x);
+            free(sums);
+            free(y);
+        }
+    }
+    return 0;
+}
