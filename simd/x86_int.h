@@ -583,14 +583,16 @@ FORCE_INLINE void kquant_tile(enum kquant_format f, const int TR, const int TT, 
 /* A thread reads its packed row groups as one stream, front to back.  Left
  * to the hardware prefetchers, a core waits on memory at nearly every
  * block, and its arithmetic and the transfer take turns instead of
- * overlapping (tools/kbench, one Zen 4 core: Q6_K at 11 GB/s streamed
- * against 40 GB/s from cache); asking for the lines PACKED_PREFETCH_AHEAD
- * bytes ahead, into L2 so that they neither take the L1's few miss
- * buffers nor evict the block in use, brings it to 28 GB/s (Q4_K 20 -> 22,
- * Q4_0 21 -> 25, Q8_0 unchanged; 2 and 4 KiB ahead were slower, 16 KiB
- * the same).  Past the end of the matrix the prefetch is harmless (an
- * integer address, as in prefetch_next_rows). */
-#define PACKED_PREFETCH_AHEAD 8192
+ * overlapping (tools/kbench, one Zen 4 core, weights in huge pages as in
+ * a model: Q6_K at 11 GB/s streamed against 38 GB/s from L2); asking for
+ * the lines PACKED_PREFETCH_AHEAD bytes ahead, into L2 so that they
+ * neither take the L1's few miss buffers nor evict the block in use,
+ * brings Q4_0, Q4_K and Q6_K to 29-33 GB/s, what one core reads at best
+ * (tools/membw).  4 KiB ahead gave 22-24, 8 KiB 29-32, 32 KiB the same as
+ * 16 KiB; Q8_0 stays at 23-24 GB/s at every distance.  Past the end of
+ * the matrix the prefetch is harmless (an integer address, as in
+ * prefetch_next_rows). */
+#define PACKED_PREFETCH_AHEAD 16384
 
 FORCE_INLINE void prefetch_packed_block(const uint8_t *blk, size_t block_bytes)
 {
