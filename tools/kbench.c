@@ -181,12 +181,19 @@ int main(int argc, char **argv)
             k->act_convert[at](xf, x, n);
             if (at == HEARTH_TYPE_Q8_0) hearth_q8_0_block_sums(x, n / 32, sums);
             struct matrix hot;
-            if (!make_matrix(k, t, hot_rows, n, &hot)) return 1;
+            if (!xf || !x || !sums || !y || !make_matrix(k, t, hot_rows, n, &hot)) {
+                fprintf(stderr, "kbench: out of memory\n");
+                return 1;
+            }
             const double r_hot = rate(k, t, &hot, 1, hot_rows, n, x, sums, y, secs);
             const int n_cold = (int)(mib * 1048576.0 / (double)(hot.bytes / hot_rows * rows)) + 1;
             struct matrix *cold = calloc((size_t)n_cold, sizeof *cold);
-            for (int i = 0; i < n_cold; i++)
-                if (!make_matrix(k, t, rows, n, &cold[i])) return 1;
+            for (int i = 0; cold && i < n_cold; i++)
+                if (!make_matrix(k, t, rows, n, &cold[i])) cold = NULL;
+            if (!cold) {
+                fprintf(stderr, "kbench: out of memory for %.0f MiB of matrices\n", mib);
+                return 1;
+            }
             const double r_cold = rate(k, t, cold, n_cold, rows, n, x, sums, y, secs);
             printf("%-13s %-5s %s  cached %6.1f GB/s  streamed %6.1f GB/s\n", pname, hearth_type_name(t),
                    hot.packed ? "packed" : "rows  ", r_hot, r_cold);
