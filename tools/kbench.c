@@ -135,6 +135,7 @@ int main(int argc, char **argv)
     const char *paths = NULL, *types = "q4_0,q8_0,q4_k,q6_k";
     int64_t n = 2048;
     double mib = 256, secs = 1.5;
+    int status = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-p") && i + 1 < argc) paths = argv[++i];
         else if (!strcmp(argv[i], "-T") && i + 1 < argc) types = argv[++i];
@@ -169,6 +170,7 @@ int main(int argc, char **argv)
             const hearth_type t = type_named(tok);
             if (t == HEARTH_TYPE_COUNT || !hearth_kernels_supports(k, t)) {
                 fprintf(stderr, "kbench: %s: no kernel for type %s\n", pname, tok);
+                status = 1;
                 continue;
             }
             const hearth_type at = k->act_type[t];
@@ -207,5 +209,5 @@ int main(int argc, char **argv)
             free(y);
         }
     }
-    return 0;
+    return status;
 }
