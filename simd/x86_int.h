@@ -582,16 +582,19 @@ FORCE_INLINE void kquant_tile(enum kquant_format f, const int TR, const int TT, 
 
 /* A thread reads its packed row groups as one stream, front to back.  Left
  * to the hardware prefetchers, a core waits on memory at nearly every
- * block, and its arithmetic and the transfer take turns instead of
- * overlapping (tools/kbench, one Zen 4 core, weights in huge pages as in
- * a model: Q6_K at 11 GB/s streamed against 38 GB/s from L2); asking for
- * the lines PACKED_PREFETCH_AHEAD bytes ahead, into L2 so that they
- * neither take the L1's few miss buffers nor evict the block in use,
- * brings Q4_0, Q4_K and Q6_K to 29-33 GB/s, what one core reads at best
- * (tools/membw).  4 KiB ahead gave 22-24, 8 KiB 29-32, 32 KiB the same as
- * 16 KiB; Q8_0 stays at 23-24 GB/s at every distance.  Past the end of
- * the matrix the prefetch is harmless (an integer address, as in
- * prefetch_next_rows). */
+ * block of Q6_K, whose kernel reads each block's qh before its ql, and
+ * its arithmetic and the transfer take turns instead of overlapping
+ * (tools/kbench, one Zen 4 core, weights in huge pages as in a model:
+ * 7.6 GB/s streamed against 42 GB/s from L2).  Asking for the lines
+ * PACKED_PREFETCH_AHEAD bytes ahead, into L2 so that they neither take
+ * the L1's few miss buffers nor evict the block in use, brings Q6_K to
+ * 30-32 GB/s, what one core reads at best (tools/membw); 4 KiB ahead gave
+ * 22, 8 KiB 28-30, 32 KiB the same as 16 KiB.  Q4_0 and Q4_K, read in
+ * address order, stream at 23-32 and 28-29 GB/s without it and 29-34 and
+ * 30-34 with it.  Q8_0, the fastest kernel per byte, streams best without
+ * it (31-35 GB/s against 23-25: the prefetches only add work), so its
+ * kernel does not prefetch.  Past the end of the matrix the prefetch is
+ * harmless (an integer address, as in prefetch_next_rows). */
 #define PACKED_PREFETCH_AHEAD 16384
 
 FORCE_INLINE void prefetch_packed_block(const uint8_t *blk, size_t block_bytes)
@@ -619,7 +622,7 @@ FORCE_INLINE void packed_tile(enum legacy_format f, const int TT, int64_t nb, co
     for (int t = 0; t < TT; t++) run[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *blk = wg + (size_t)i * pb;
-        prefetch_packed_block(blk, pb);
+        if (f == LEGACY_Q4_0) prefetch_packed_block(blk, pb);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
         __m256i q[8];
         if (f == LEGACY_Q4_0) {
