@@ -207,6 +207,20 @@ static float *round_like_cpu(hearth_type type, const float *x, int64_t n_tok, in
     return r;
 }
 
+/* The dot product of n weights (as the device dequantizes them) and n
+ * activations (as the CPU rounds them) in double, and in *mag the sum of
+ * the products' magnitudes, which scales the tolerance of a float sum. */
+static double reference_dot(const float *w, const float *x, int64_t n, double *mag)
+{
+    double sum = 0;
+    *mag = 0;
+    for (int64_t k = 0; k < n; k++) {
+        sum += (double)w[k] * x[k];
+        *mag += fabs((double)w[k] * x[k]);
+    }
+    return sum;
+}
+
 /* The device product against (1) sum_k w[r][k] x[t][k] in double over the
  * reference dequantization of the weights and of the activations as the
  * CPU rounds them, and (2) the CPU backend's product, its twin: the error
@@ -237,11 +251,8 @@ static void check_matmul(struct fixture *f, test_rng *rng, hearth_type type, int
     ck_assert_int_eq(f->gpu->ops->act_download(f->gpu, y, &out, n_tok), HEARTH_OK);
     for (int64_t t = 0; t < n_tok; t++)
         for (int64_t r = 0; r < n_out; r++) {
-            double sum = 0, mag = 0;
-            for (int64_t k = 0; k < n_in; k++) {
-                sum += (double)wref[r * n_in + k] * xr[t * n_in + k];
-                mag += fabs((double)wref[r * n_in + k] * xr[t * n_in + k]);
-            }
+            double mag;
+            const double sum = reference_dot(wref + r * n_in, xr + t * n_in, n_in, &mag);
             const double got = y[t * n_out + r], cpu = cpu_out.host[t * n_out + r];
             ck_assert_msg(fabs(got - sum) <= 2e-5 * mag + 1e-30,
                           "%s %lld x %lld, %lld tokens: y[%lld][%lld] = %.9g, reference %.9g",
@@ -361,11 +372,8 @@ static void check_packed_order(struct fixture *f, test_rng *rng, hearth_type typ
     ck_assert_int_eq(f->gpu->ops->act_download(f->gpu, y, &out, n_tok), HEARTH_OK);
     for (int64_t t = 0; t < n_tok; t++)
         for (int64_t r = 0; r < n_out; r++) {
-            double sum = 0, mag = 0;
-            for (int64_t k = 0; k < n_in; k++) {
-                sum += (double)wref[r * n_in + k] * xr[t * n_in + k];
-                mag += fabs((double)wref[r * n_in + k] * xr[t * n_in + k]);
-            }
+            double mag;
+            const double sum = reference_dot(wref + r * n_in, xr + t * n_in, n_in, &mag);
             const size_t at = (size_t)(t * n_out + r);
             ck_assert_msg(fabs(y[at] - sum) <= 2e-5 * mag + 1e-30,
                           "packed order, %s %lld x %lld, %lld tokens: y[%lld][%lld] = %.9g, reference %.9g",
