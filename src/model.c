@@ -59,6 +59,19 @@ hearth_status model_bind(hearth_model *m, struct weight *w, const char *name, in
  * Linux. */
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)
 
+void *model_packed_alloc(size_t bytes)
+{
+    /* Decode streams through all of this once per token: on 2 MiB pages
+     * the walk needs a few hundred translations instead of one per 4 KiB,
+     * so ask for huge pages where the kernel gives them on request (a
+     * hint: without them the memory is used as it is). */
+    void *p = hearth_aligned_alloc(HUGE_PAGE_BYTES, bytes, "packed weights");
+#ifdef MADV_HUGEPAGE
+    if (p && bytes >= HUGE_PAGE_BYTES) (void)madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
 /* The matrices the CPU kernels read packed (simd/kernels.h): those of a
  * type with a packed layout and packed kernels on the chosen path, with a
  * whole number of row groups.  The offload to a device asks the same
@@ -92,16 +105,8 @@ static hearth_status pack_weights(hearth_model *m)
     for (size_t i = 0; i < n; i++) total += hearth_packed_bytes(mats[i]->type, mats[i]->n_out, mats[i]->n_in);
     hearth_status st = HEARTH_OK;
     if (total) {
-        /* Decode streams through all of this once per token: on 2 MiB
-         * pages the walk needs a few hundred translations instead of one
-         * per 4 KiB, so ask for huge pages where the kernel gives them on
-         * request (a hint: without them the memory is used as it is). */
-        m->packed = hearth_aligned_alloc(HUGE_PAGE_BYTES, total, "packed weights");
+        m->packed = model_packed_alloc(total);
         if (!m->packed) st = HEARTH_E_NOMEM;
-#ifdef MADV_HUGEPAGE
-        else if (total >= HUGE_PAGE_BYTES)
-            (void)madvise(m->packed, total, MADV_HUGEPAGE);
-#endif
     }
     uint8_t *at = m->packed;
     for (size_t i = 0; !st && i < n; i++) {

@@ -103,6 +103,11 @@ struct hearth_model {
     struct offload offload;
 };
 
+/* Memory for packed weights (simd/kernels.h): aligned to a huge page and
+ * advised as huge pages where the system has them; NULL (with the error
+ * recorded) when out of memory.  Freed with hearth_aligned_free. */
+void *model_packed_alloc(size_t bytes);
+
 /* Bind a tensor by name, checking its shape (ne1 = 0: a vector; ne1 < 0:
  * a matrix with any number of rows).
  * required = false leaves w->data NULL when the tensor is missing. */

@@ -18,11 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
-#include <sys/mman.h>
 
 #include "internal.h"
+#include "model.h"
 #include "quantize.h"
 #include "kernels.h"
 
@@ -41,20 +40,6 @@ static float rand_unit(void)
     rng_state ^= rng_state >> 7;
     rng_state ^= rng_state << 17;
     return (float)((rng_state >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
-
-/* Memory for packed weights as the engine gets it: aligned to 2 MiB and
- * advised as huge pages (src/model.c), so that streaming a matrix costs
- * the same address translations as it does in a model. */
-static void *big_alloc(size_t bytes)
-{
-    const size_t huge = (size_t)2 << 20;
-    void *p = NULL;
-    if (posix_memalign(&p, huge, (bytes + huge - 1) / huge * huge) != 0) return NULL;
-#ifdef MADV_HUGEPAGE
-    (void)madvise(p, bytes, MADV_HUGEPAGE);
-#endif
-    return p;
 }
 
 /* A matrix of the type, rows x n, laid out as the engine reads it. */
@@ -84,7 +69,7 @@ static bool make_matrix(const hearth_kernels *k, hearth_type t, int64_t rows, in
     m->packed = hearth_kernels_read_packed(k, t, rows, n);
     if (m->packed) {
         m->bytes = hearth_packed_bytes(t, rows, n);
-        m->data = big_alloc(m->bytes);
+        m->data = model_packed_alloc(m->bytes); /* as a model holds them */
         if (!m->data) {
             free(q);
             return false;
@@ -96,6 +81,14 @@ static bool make_matrix(const hearth_kernels *k, hearth_type t, int64_t rows, in
         m->data = q;
     }
     return true;
+}
+
+static void free_matrix(struct matrix *m)
+{
+    if (m->packed)
+        hearth_aligned_free(m->data);
+    else
+        free(m->data);
 }
 
 /* GB/s of one thread multiplying the n_mat matrices in turn by x, for at
@@ -121,13 +114,14 @@ static double rate(const hearth_kernels *k, hearth_type t, const struct matrix *
     return best * 1e-9;
 }
 
-static hearth_type type_named(const char *s)
+/* Whether name is one of the comma-separated list's items ("avx512" is
+ * not "avx512vnni"). */
+static bool listed(const char *list, const char *name)
 {
-    for (int t = 0; t < HEARTH_TYPE_COUNT; t++) {
-        const char *name = hearth_type_name((hearth_type)t);
-        if (name && strcasecmp(name, s) == 0) return (hearth_type)t;
-    }
-    return HEARTH_TYPE_COUNT;
+    const size_t len = strlen(name);
+    for (const char *item = list; item; item = strchr(item, ',') ? strchr(item, ',') + 1 : NULL)
+        if (strncmp(item, name, len) == 0 && (item[len] == ',' || item[len] == '\0')) return true;
+    return false;
 }
 
 int main(int argc, char **argv)
@@ -153,22 +147,14 @@ int main(int argc, char **argv)
     }
     for (int p = 0; p < KERNEL_PATH_COUNT; p++) {
         const char *pname = kernel_path_name((kernel_path)p);
-        if (paths ? !strstr(paths, pname) : p == KERNEL_PATH_SCALAR) continue;
-        if (paths) { /* whole names only: "avx512" is not "avx512vnni" */
-            const char *hit = strstr(paths, pname);
-            size_t len = strlen(pname);
-            bool whole = false;
-            for (; hit; hit = strstr(hit + 1, pname))
-                if ((hit == paths || hit[-1] == ',') && (hit[len] == ',' || hit[len] == '\0')) whole = true;
-            if (!whole) continue;
-        }
+        if (paths ? !listed(paths, pname) : p == KERNEL_PATH_SCALAR) continue;
         const hearth_kernels *k = kernel_path_table((kernel_path)p, NULL);
         if (!k) continue;
         char list[256];
         snprintf(list, sizeof list, "%s", types);
         for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-            const hearth_type t = type_named(tok);
-            if (t == HEARTH_TYPE_COUNT || !hearth_kernels_supports(k, t)) {
+            hearth_type t;
+            if (hearth_type_from_name(tok, &t) != HEARTH_OK || !hearth_kernels_supports(k, t)) {
                 fprintf(stderr, "kbench: %s: no kernel for type %s\n", pname, tok);
                 status = 1;
                 continue;
@@ -200,9 +186,9 @@ int main(int argc, char **argv)
             printf("%-13s %-5s %s  cached %6.1f GB/s  streamed %6.1f GB/s\n", pname, hearth_type_name(t),
                    hot.packed ? "packed" : "rows  ", r_hot, r_cold);
             fflush(stdout);
-            for (int i = 0; i < n_cold; i++) free(cold[i].data);
+            for (int i = 0; i < n_cold; i++) free_matrix(&cold[i]);
             free(cold);
-            free(hot.data);
+            free_matrix(&hot);
             free(xf);
             free(x);
             free(sums);
