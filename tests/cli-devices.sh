@@ -99,14 +99,8 @@ grep -q "offload: 2 of 5 layers on .*; 3 layers and the output layer on the CPU"
 expect_status 1 "run on a missing device" -- "$HEARTH" run -m "$s" -p "Once" -n 2 -ngl 2 --device "$n"
 grep -q "OpenCL device $n does not exist" "$tmpdir/err" || fail "run names the missing device"
 
-# hearth bench: the device in the table, the CSV and the JSON.  In a
-# sanitizer build, LeakSanitizer's thread-stopping tracer crashes now and
-# then at the exit of these runs (a fault inside the tracer while it stops
-# PoCL's threads, not a leak); their leak check is left out, the rest of
-# ASan and UBSan stays, and "run with every layer offloaded" above keeps
-# the leak check of the same path.
-no_leak_check="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-expect_status 0 "bench, every layer offloaded" -- env "$no_leak_check" "$HEARTH" bench -m "$s" -p 8 -n 2 -r 1 -ngl 99
+# hearth bench: the device in the table, the CSV and the JSON.
+expect_status 0 "bench, every layer offloaded" -- "$HEARTH" bench -m "$s" -p 8 -n 2 -r 1 -ngl 99
 head -1 "$tmpdir/out" | grep -q '| backend  *| ngl | device  *| threads |' || fail "bench: ngl and device columns"
 [ "$(grep -c '| OpenCL+CPU/[a-z0-9]* *| *99 | 0: [^|]*[^ |] *|' "$tmpdir/out")" -eq 2 ] ||
     fail "bench: each row names the backend and the device"
@@ -118,7 +112,7 @@ head -1 "$tmpdir/out" | grep -q '^hearth_version,cpu_info,backends,kernels,gpu_i
 grep -q '^"[^"]*","[^"]*","OpenCL,CPU","[^"]*","[^"][^"]*",.*,"1","0","8","0","pp8",' "$tmpdir/out" ||
     fail "bench csv: the device ran one layer"
 [ -s "$tmpdir/err" ] && fail "bench -q: nothing on stderr"
-expect_status 0 "bench, every layer offloaded, json" -- env "$no_leak_check" "$HEARTH" bench -m "$s" -p 8 -n 0 -r 1 -q -o json -ngl 99
+expect_status 0 "bench, every layer offloaded, json" -- "$HEARTH" bench -m "$s" -p 8 -n 0 -r 1 -q -o json -ngl 99
 if command -v python3 >/dev/null 2>&1; then
     python3 -c '
 import json, sys

@@ -5,7 +5,15 @@
 # (default: ../shared beside the source tree).  With CI set in the
 # environment, missing data fails a test instead of skipping it.  In a
 # sanitizer build, LeakSanitizer passes over what the PoCL OpenCL platform
-# keeps until the process exits (tests/lsan-opencl.supp).
+# keeps until the process exits (tests/lsan-opencl.supp), and the
+# sanitizer runtime does not intercept __tls_get_addr: the runtimes of
+# GCC up to 13 and LLVM up to 16 take a dynamic TLS block that happens to
+# start 16 bytes into a page for a glibc 2.19 one and read a bogus range
+# from before it, and LeakSanitizer's tracer then dies of SIGSEGV at exit
+# (5 of 12 `hearth bench -ngl 99` runs on PoCL, whose threads have such
+# blocks; 0 of 12 with the interception off).  Leaks are still reported
+# with it off, and the sanitizer make check reports none that it did not
+# before.  A later setting in ASAN_OPTIONS overrides this one.
 
 AM_TESTS_ENVIRONMENT = \
 	HEARTH_TEST_DATA="$${HEARTH_TEST_DATA:-$(HEARTH_DEFAULT_TEST_DATA)}"; \
@@ -17,7 +25,9 @@ AM_TESTS_ENVIRONMENT = \
 	HEARTH_OPENCL_CACHE="$${HEARTH_OPENCL_CACHE:-$(abs_top_builddir)/tests/opencl-cache}"; \
 	export HEARTH_OPENCL_CACHE; \
 	LSAN_OPTIONS="suppressions=$(abs_top_srcdir)/tests/lsan-opencl.supp$${LSAN_OPTIONS:+:$$LSAN_OPTIONS}"; \
-	export LSAN_OPTIONS;
+	export LSAN_OPTIONS; \
+	ASAN_OPTIONS="intercept_tls_get_addr=0$${ASAN_OPTIONS:+:$$ASAN_OPTIONS}"; \
+	export ASAN_OPTIONS;
 
 AM_DISTCHECK_CONFIGURE_FLAGS = HEARTH_TEST_DATA="$(HEARTH_DEFAULT_TEST_DATA)"
 
