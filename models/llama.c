@@ -193,9 +193,9 @@ static hearth_status family_layer(struct forward *f, int il)
 
     /* attention block */
     HEARTH_TRY(op->rmsnorm(be, &f->cur, &f->x, &L->attn_norm, hp->norm_eps));
-    HEARTH_TRY(op->matmul(be, &f->q, &L->wq, &f->cur));
-    HEARTH_TRY(op->matmul(be, &f->k, &L->wk, &f->cur));
-    HEARTH_TRY(op->matmul(be, &f->v, &L->wv, &f->cur));
+    struct act *const qkv[] = {&f->q, &f->k, &f->v};
+    const struct weight *const w_qkv[] = {&L->wq, &L->wk, &L->wv};
+    HEARTH_TRY(backend_matmul_set(be, 3, qkv, w_qkv, &f->cur));
     if (L->bq.data) HEARTH_TRY(op->add_bias(be, &f->q, &L->bq));
     if (L->bk.data) HEARTH_TRY(op->add_bias(be, &f->k, &L->bk));
     if (L->bv.data) HEARTH_TRY(op->add_bias(be, &f->v, &L->bv));
@@ -207,8 +207,9 @@ static hearth_status family_layer(struct forward *f, int il)
 
     /* feed-forward block: SwiGLU */
     HEARTH_TRY(op->rmsnorm(be, &f->cur, &f->x, &L->ffn_norm, hp->norm_eps));
-    HEARTH_TRY(op->matmul(be, &f->gate, &L->w_gate, &f->cur));
-    HEARTH_TRY(op->matmul(be, &f->up, &L->w_up, &f->cur));
+    struct act *const gate_up[] = {&f->gate, &f->up};
+    const struct weight *const w_gate_up[] = {&L->w_gate, &L->w_up};
+    HEARTH_TRY(backend_matmul_set(be, 2, gate_up, w_gate_up, &f->cur));
     HEARTH_TRY(op->swiglu(be, &f->gate, &f->gate, &f->up));
     HEARTH_TRY(op->matmul(be, &f->cur, &L->w_down, &f->gate));
     HEARTH_TRY(op->add(be, &f->x, &f->x, &f->cur));

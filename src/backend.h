@@ -46,6 +46,12 @@ struct backend_ops {
     /* out[t][r] = sum_k w[r][k] * in[t][k] for every row t of in. */
     hearth_status (*matmul)(struct hearth_backend *be, struct act *out, const struct weight *w,
                             const struct act *in);
+    /* outs[i] = ws[i] x in for each i < n (n <= MATMUL_SET_MAX): products of
+     * one input, which the backend may run as one step; the outputs are
+     * distinct buffers, none of them in.  NULL: backend_matmul_set runs
+     * them one by one with matmul. */
+    hearth_status (*matmul_set)(struct hearth_backend *be, int n, struct act *const outs[],
+                                const struct weight *const ws[], const struct act *in);
     /* x[t][i] += bias[i] */
     hearth_status (*add_bias)(struct hearth_backend *be, struct act *x, const struct weight *bias);
     /* out[t] = in[t] / rms(in[t]) * w  (rms with eps inside the root) */
@@ -77,6 +83,21 @@ struct hearth_backend {
     int n_threads;
     void *impl;
 };
+
+/* The most products one matmul_set takes (a layer's q, k and v). */
+#define MATMUL_SET_MAX 3
+
+/* outs[i] = ws[i] x in for each i < n, as one step where the backend can. */
+static inline hearth_status backend_matmul_set(struct hearth_backend *be, int n, struct act *const outs[],
+                                               const struct weight *const ws[], const struct act *in)
+{
+    if (be->ops->matmul_set) return be->ops->matmul_set(be, n, outs, ws, in);
+    for (int i = 0; i < n; i++) {
+        hearth_status st = be->ops->matmul(be, outs[i], ws[i], in);
+        if (st) return st;
+    }
+    return HEARTH_OK;
+}
 
 /* The CPU backend (always available). */
 hearth_status backend_cpu_new(int n_threads, struct hearth_backend **out);

@@ -105,54 +105,107 @@ static hearth_status cpu_act_download(struct hearth_backend *be, float *dst, con
 
 /* ---- matrix product ---------------------------------------------------------- */
 
-static hearth_status cpu_matmul(struct hearth_backend *be, struct act *out, const struct weight *w,
-                                const struct act *in)
+/* One weight of a set of products of the same input: its kernels and
+ * where its converted activations (and their block sums) lie. */
+struct matmul_part {
+    const struct weight *w;
+    struct act *out;
+    hearth_gemm_fn gemm;
+    hearth_gemm_packed_fn gemm_packed;
+    const uint8_t *wd;
+    size_t act_off, act_row; /* in one copy of the converted activations */
+    size_t sums_off;         /* in one copy of the block sums; SIZE_MAX: none */
+    int64_t first_chunk;     /* its row chunks are first_chunk .. of the set's */
+};
+
+/* A distinct activation format of the set: converted once per copy. */
+struct matmul_conv {
+    hearth_act_convert_fn convert;
+    size_t act_off, act_row, sums_off;
+};
+
+static hearth_status cpu_matmul_set(struct hearth_backend *be, int n, struct act *const outs[],
+                                    const struct weight *const ws[], const struct act *in)
 {
     struct cpu_backend *c = cpu(be);
     const hearth_kernels *k = c->kernels;
-    if (!hearth_kernels_supports(k, w->type))
-        return hearth_error(HEARTH_E_UNSUPPORTED, "tensor '%s': no matrix product for type %s",
-                            w->name, hearth_type_name(w->type));
-    if (in->width != w->n_in)
-        return hearth_error(HEARTH_E_INTERNAL, "matmul '%s': input width %lld, weight rows of %lld",
-                            w->name, (long long)in->width, (long long)w->n_in);
-    const int64_t n_tok = in->rows, n_in = w->n_in, n_out = w->n_out;
-    hearth_type at = k->act_type[w->type];
-    size_t act_row = hearth_type_row_bytes(at, n_in);
-    const int n_threads = n_out * n_in * n_tok >= MATMUL_SERIAL_WORK ? be->n_threads : 1;
-    const size_t copies = n_tok <= MATMUL_PRIVATE_ACT_TOKENS ? (size_t)n_threads : 1;
-    hearth_status st = grow((void **)&c->act_scratch, &c->act_scratch_bytes, act_row * (size_t)n_tok * copies,
+    if (n < 1 || n > MATMUL_SET_MAX)
+        return hearth_error(HEARTH_E_INTERNAL, "matmul set of %d products", n);
+    const int64_t n_tok = in->rows, n_in = in->width;
+    const int64_t n_blocks = n_in / 32;
+    struct matmul_part parts[MATMUL_SET_MAX];
+    struct matmul_conv convs[MATMUL_SET_MAX];
+    hearth_type conv_type[MATMUL_SET_MAX];
+    int n_convs = 0;
+    size_t act_bytes = 0, sums_count = 0; /* per copy */
+    int64_t n_chunks = 0;
+    double work = 0.0;
+    for (int i = 0; i < n; i++) {
+        const struct weight *w = ws[i];
+        if (!hearth_kernels_supports(k, w->type))
+            return hearth_error(HEARTH_E_UNSUPPORTED, "tensor '%s': no matrix product for type %s",
+                                w->name, hearth_type_name(w->type));
+        if (w->n_in != n_in)
+            return hearth_error(HEARTH_E_INTERNAL, "matmul '%s': input width %lld, weight rows of %lld",
+                                w->name, (long long)n_in, (long long)w->n_in);
+        const hearth_type at = k->act_type[w->type];
+        struct matmul_part *pt = &parts[i];
+        pt->w = w;
+        pt->out = outs[i];
+        pt->gemm = k->gemm[w->type];
+        pt->gemm_packed = w->packed ? k->gemm_packed[w->type] : NULL;
+        pt->wd = pt->gemm_packed ? w->packed : w->data;
+        const bool need_sums = pt->gemm_packed && at == HEARTH_TYPE_Q8_0; /* Q8_K carries its own */
+        int ci = 0;
+        while (ci < n_convs && conv_type[ci] != at) ci++;
+        if (ci == n_convs) {
+            conv_type[ci] = at;
+            convs[ci].convert = k->act_convert[at];
+            convs[ci].act_row = hearth_type_row_bytes(at, n_in);
+            convs[ci].act_off = act_bytes;
+            convs[ci].sums_off = SIZE_MAX;
+            act_bytes += (convs[ci].act_row * (size_t)n_tok + 63) & ~(size_t)63;
+            n_convs++;
+        }
+        if (need_sums && convs[ci].sums_off == SIZE_MAX) {
+            convs[ci].sums_off = sums_count;
+            sums_count += (size_t)(n_tok * n_blocks);
+        }
+        pt->act_off = convs[ci].act_off;
+        pt->act_row = convs[ci].act_row;
+        pt->sums_off = need_sums ? convs[ci].sums_off : SIZE_MAX;
+        pt->first_chunk = n_chunks;
+        n_chunks += (w->n_out + MATMUL_ROW_CHUNK - 1) / MATMUL_ROW_CHUNK;
+        work += (double)w->n_out * (double)n_in * (double)n_tok;
+    }
+    const int n_threads = work >= MATMUL_SERIAL_WORK ? be->n_threads : 1;
+    /* A few tokens (decode) are converted by every thread for itself, into
+     * its own copy: that costs less than the barrier that would make the
+     * threads wait for one shared conversion. */
+    const bool private_act = n_tok <= MATMUL_PRIVATE_ACT_TOKENS;
+    const size_t copies = private_act ? (size_t)n_threads : 1;
+    hearth_status st = grow((void **)&c->act_scratch, &c->act_scratch_bytes, act_bytes * copies,
                             "converted activations");
     if (st) return st;
-
-    hearth_act_convert_fn convert = k->act_convert[at];
-    hearth_gemm_fn gemm = k->gemm[w->type];
-    hearth_gemm_packed_fn gemm_packed = w->packed ? k->gemm_packed[w->type] : NULL;
-    uint8_t *xq = c->act_scratch;
-    const uint8_t *wd = gemm_packed ? w->packed : w->data;
-    const size_t w_row = w->row_bytes; /* packed rows take as many bytes */
-    float *y = out->host;
-    const int64_t n_chunks = (n_out + MATMUL_ROW_CHUNK - 1) / MATMUL_ROW_CHUNK;
-    const int64_t n_blocks = n_in / 32;
-    int32_t *sums = NULL;
-    if (gemm_packed && at == HEARTH_TYPE_Q8_0) { /* Q8_K carries its own sums */
-        st = grow((void **)&c->act_sums, &c->act_sums_bytes, (size_t)(n_tok * n_blocks) * sizeof(int32_t) * copies,
+    if (sums_count) {
+        st = grow((void **)&c->act_sums, &c->act_sums_bytes, sums_count * sizeof(int32_t) * copies,
                   "activation block sums");
         if (st) return st;
-        sums = c->act_sums;
     }
+    uint8_t *xq = c->act_scratch;
+    int32_t *sums = c->act_sums;
+    const float *x = in->host;
 
     /* Every output is one dot product computed by one thread in the
      * kernels' fixed order, so the result does not depend on the number
-     * of threads or on how the rows are shared out (chunks of packed
-     * weights are whole row groups).  Float weights take
-     * the same path in prefill: OpenBLAS's sgemm, tried on a tile of rows
-     * (F16 converted first), was slower than the AVX-512 and AVX2 tiles
-     * for 16 to 512 tokens, and would break that bit-for-bit agreement. */
-    /* A few tokens (decode) are converted by every thread for itself, into
-     * its own part of the scratch: that costs less than the barrier that
-     * would make the threads wait for one shared conversion. */
-    const bool private_act = n_tok <= MATMUL_PRIVATE_ACT_TOKENS;
+     * of threads, on how the rows are shared out (chunks of packed weights
+     * are whole row groups) or on which products share a step.  Float
+     * weights take the same path in prefill: OpenBLAS's sgemm, tried on a
+     * tile of rows (F16 converted first), was slower than the AVX-512 and
+     * AVX2 tiles for 16 to 512 tokens, and would break that bit-for-bit
+     * agreement.  The products of one set share one parallel step: their
+     * row chunks are dealt out together, so the threads meet once, not
+     * once per product. */
 #pragma omp parallel num_threads(n_threads) if (n_threads > 1)
     {
         int tid = 0;
@@ -162,35 +215,56 @@ static hearth_status cpu_matmul(struct hearth_backend *be, struct act *out, cons
         const uint8_t *xs = xq;
         const int32_t *xsums = sums;
         if (private_act) {
-            uint8_t *mine = xq + (size_t)tid * act_row * (size_t)n_tok;
-            int32_t *my_sums = sums ? sums + (size_t)tid * (size_t)(n_tok * n_blocks) : NULL;
-            for (int64_t t = 0; t < n_tok; t++) {
-                convert(in->host + t * n_in, mine + (size_t)t * act_row, n_in);
-                if (my_sums) hearth_q8_0_block_sums(mine + (size_t)t * act_row, n_blocks, my_sums + t * n_blocks);
-            }
+            uint8_t *mine = xq + (size_t)tid * act_bytes;
+            int32_t *my_sums = sums_count ? sums + (size_t)tid * sums_count : NULL;
+            for (int ci = 0; ci < n_convs; ci++)
+                for (int64_t t = 0; t < n_tok; t++) {
+                    uint8_t *row = mine + convs[ci].act_off + (size_t)t * convs[ci].act_row;
+                    convs[ci].convert(x + t * n_in, row, n_in);
+                    if (convs[ci].sums_off != SIZE_MAX)
+                        hearth_q8_0_block_sums(row, n_blocks, my_sums + convs[ci].sums_off + t * n_blocks);
+                }
             xs = mine;
             xsums = my_sums;
         } else {
-#pragma omp for schedule(static)
-            for (int64_t t = 0; t < n_tok; t++) {
-                convert(in->host + t * n_in, xq + (size_t)t * act_row, n_in);
-                if (sums) hearth_q8_0_block_sums(xq + (size_t)t * act_row, n_blocks, sums + t * n_blocks);
-            }
+#pragma omp for schedule(static) collapse(2)
+            for (int ci = 0; ci < n_convs; ci++)
+                for (int64_t t = 0; t < n_tok; t++) {
+                    uint8_t *row = xq + convs[ci].act_off + (size_t)t * convs[ci].act_row;
+                    convs[ci].convert(x + t * n_in, row, n_in);
+                    if (convs[ci].sums_off != SIZE_MAX)
+                        hearth_q8_0_block_sums(row, n_blocks, sums + convs[ci].sums_off + t * n_blocks);
+                }
         }
 
 #pragma omp for schedule(static)
         for (int64_t ch = 0; ch < n_chunks; ch++) {
-            const int64_t r0 = ch * MATMUL_ROW_CHUNK;
+            int i = n - 1;
+            while (parts[i].first_chunk > ch) i--;
+            const struct matmul_part *pt = &parts[i];
+            const int64_t n_out = pt->w->n_out;
+            const int64_t r0 = (ch - pt->first_chunk) * MATMUL_ROW_CHUNK;
             const int64_t rows = HEARTH_MIN(MATMUL_ROW_CHUNK, n_out - r0);
-            if (gemm_packed)
-                gemm_packed(n_in, rows, n_tok, wd + (size_t)r0 * w_row, xs, act_row, xsums, y + r0, n_out);
+            const uint8_t *wr = pt->wd + (size_t)r0 * pt->w->row_bytes; /* packed rows take as many bytes */
+            const uint8_t *xa = xs + pt->act_off;
+            if (pt->gemm_packed)
+                pt->gemm_packed(n_in, rows, n_tok, wr, xa, pt->act_row,
+                                pt->sums_off != SIZE_MAX ? xsums + pt->sums_off : NULL, pt->out->host + r0, n_out);
             else
-                gemm(n_in, rows, n_tok, wd + (size_t)r0 * w_row, w_row, xs, act_row, y + r0, n_out);
+                pt->gemm(n_in, rows, n_tok, wr, pt->w->row_bytes, xa, pt->act_row, pt->out->host + r0, n_out);
         }
     }
-    out->rows = n_tok;
-    out->width = n_out;
+    for (int i = 0; i < n; i++) {
+        outs[i]->rows = n_tok;
+        outs[i]->width = ws[i]->n_out;
+    }
     return HEARTH_OK;
+}
+
+static hearth_status cpu_matmul(struct hearth_backend *be, struct act *out, const struct weight *w,
+                                const struct act *in)
+{
+    return cpu_matmul_set(be, 1, &out, &w, in);
 }
 
 /* ---- elementwise operations ------------------------------------------------------- */
@@ -273,7 +347,7 @@ static hearth_status cpu_swiglu(struct hearth_backend *be, struct act *out, cons
                                 const struct act *up)
 {
     const int64_t n = gate->rows * gate->width;
-#pragma omp parallel for num_threads(be->n_threads) schedule(static)
+#pragma omp parallel for num_threads(be->n_threads) schedule(static) if (n >= ELEMENTWISE_SERIAL_WORK)
     for (int64_t i = 0; i < n; i++) {
         const float g = gate->host[i];
         out->host[i] = g / (1.0f + expf(-g)) * up->host[i];
@@ -438,6 +512,7 @@ static const struct backend_ops cpu_ops = {
     .act_upload = cpu_act_upload,
     .act_download = cpu_act_download,
     .matmul = cpu_matmul,
+    .matmul_set = cpu_matmul_set,
     .add_bias = cpu_add_bias,
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,

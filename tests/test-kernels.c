@@ -820,6 +820,152 @@ START_TEST(test_backend_matmul_packed)
 }
 END_TEST
 
+/* Products of one input run as one step (a layer's q/k/v, gate/up): the
+ * same bits as each product alone, for sets that share an activation
+ * format and sets that mix them, packed and unpacked weights, row counts
+ * that are not a multiple of the chunk, decode and prefill token counts
+ * and any number of threads. */
+struct set_weight {
+    hearth_type type;
+    int64_t n_out;
+    bool pack;
+};
+
+static const struct set_weight matmul_sets[][MATMUL_SET_MAX] = {
+    {{HEARTH_TYPE_Q4_K, 5 * PACK_ROWS, true}, {HEARTH_TYPE_Q4_K, 3 * PACK_ROWS, true},
+     {HEARTH_TYPE_Q6_K, 2 * PACK_ROWS, true}},
+    {{HEARTH_TYPE_Q8_0, 4 * PACK_ROWS, true}, {HEARTH_TYPE_Q4_0, 83, false}, {HEARTH_TYPE_F16, 37, false}},
+    {{HEARTH_TYPE_Q4_0, 6 * PACK_ROWS, true}, {HEARTH_TYPE_Q5_K, 19, false}, {HEARTH_TYPE_COUNT, 0, false}},
+    {{HEARTH_TYPE_Q2_K, 21, false}, {HEARTH_TYPE_Q8_0, 2 * PACK_ROWS, true}, {HEARTH_TYPE_Q4_K, 45, false}},
+};
+
+START_TEST(test_backend_matmul_set)
+{
+    const struct set_weight *spec = matmul_sets[_i];
+    const int64_t n_in = 2 * QK_K, max_tok = 13;
+    int n = 0;
+    while (n < MATMUL_SET_MAX && spec[n].type != HEARTH_TYPE_COUNT) n++;
+    test_rng rng;
+    test_rng_seed(&rng, 9100u + (uint64_t)_i);
+    struct weight ws[MATMUL_SET_MAX];
+    float *f = xmalloc((size_t)(n_in * max_tok) * sizeof(float));
+    for (int i = 0; i < n; i++) {
+        const hearth_type t = spec[i].type;
+        const size_t w_row = hearth_type_row_bytes(t, n_in);
+        uint8_t *wd = xmalloc(w_row * (size_t)spec[i].n_out);
+        for (int64_t r = 0; r < spec[i].n_out; r++) {
+            fill_normal(&rng, f, n_in, 0.05);
+            ck_assert(quant_quantize_row(t, f, wd + (size_t)r * w_row, n_in));
+        }
+        uint8_t *wp = NULL;
+        if (spec[i].pack) {
+            ck_assert(hearth_pack_supported(t));
+            wp = xmalloc(hearth_packed_bytes(t, spec[i].n_out, n_in));
+            hearth_pack_rows(t, wd, w_row, spec[i].n_out, n_in, wp);
+        }
+        ws[i] = (struct weight){.name = "test.weight", .type = t, .n_in = n_in, .n_out = spec[i].n_out,
+                                .row_bytes = w_row, .data = wd, .packed = wp};
+    }
+    fill_normal(&rng, f, n_in * max_tok, 1.0);
+    static const int threads[] = {1, 2, 3};
+    static const int64_t toks[] = {1, 3, max_tok};
+    for (size_t ti = 0; ti < HEARTH_ARRAY_LEN(threads); ti++) {
+        struct hearth_backend *be;
+        ck_assert_int_eq(backend_cpu_new(threads[ti], &be), HEARTH_OK);
+        ck_assert_ptr_nonnull(be->ops->matmul_set);
+        struct act in, alone[MATMUL_SET_MAX], set[MATMUL_SET_MAX];
+        struct act *outs[MATMUL_SET_MAX];
+        const struct weight *wps[MATMUL_SET_MAX];
+        ck_assert_int_eq(be->ops->act_alloc(be, &in, max_tok, n_in), HEARTH_OK);
+        for (int i = 0; i < n; i++) {
+            ck_assert_int_eq(be->ops->act_alloc(be, &alone[i], max_tok, ws[i].n_out), HEARTH_OK);
+            ck_assert_int_eq(be->ops->act_alloc(be, &set[i], max_tok, ws[i].n_out), HEARTH_OK);
+            outs[i] = &set[i];
+            wps[i] = &ws[i];
+        }
+        for (size_t k = 0; k < HEARTH_ARRAY_LEN(toks); k++) {
+            const int64_t n_tok = toks[k];
+            ck_assert_int_eq(be->ops->act_upload(be, &in, f, n_tok), HEARTH_OK);
+            for (int i = 0; i < n; i++) {
+                ck_assert_int_eq(be->ops->matmul(be, &alone[i], &ws[i], &in), HEARTH_OK);
+                for (int64_t e = 0; e < n_tok * ws[i].n_out; e++) set[i].host[e] = -7.0f;
+            }
+            ck_assert_int_eq(be->ops->matmul_set(be, n, outs, wps, &in), HEARTH_OK);
+            if (k == 0) { /* a backend without the step: backend_matmul_set runs them one by one */
+                const struct backend_ops *ops = be->ops;
+                struct backend_ops one_by_one = *ops;
+                one_by_one.matmul_set = NULL;
+                be->ops = &one_by_one;
+                struct act other[MATMUL_SET_MAX];
+                struct act *other_outs[MATMUL_SET_MAX];
+                for (int i = 0; i < n; i++) {
+                    ck_assert_int_eq(be->ops->act_alloc(be, &other[i], 1, ws[i].n_out), HEARTH_OK);
+                    other_outs[i] = &other[i];
+                }
+                ck_assert_int_eq(backend_matmul_set(be, n, other_outs, wps, &in), HEARTH_OK);
+                for (int i = 0; i < n; i++) {
+                    ck_assert_int_eq(memcmp(other[i].host, alone[i].host, (size_t)ws[i].n_out * sizeof(float)), 0);
+                    be->ops->act_free(be, &other[i]);
+                }
+                be->ops = ops;
+            }
+            for (int i = 0; i < n; i++) {
+                ck_assert_int_eq(set[i].rows, n_tok);
+                ck_assert_int_eq(set[i].width, ws[i].n_out);
+                for (int64_t e = 0; e < n_tok * ws[i].n_out; e++)
+                    ck_assert_msg(same_float(set[i].host[e], alone[i].host[e]),
+                                  "set %d, product %d (%s), %d threads, %lld tokens: %.9g at %lld, alone %.9g", _i,
+                                  i, hearth_type_name(ws[i].type), threads[ti], (long long)n_tok,
+                                  (double)set[i].host[e], (long long)e, (double)alone[i].host[e]);
+            }
+        }
+        be->ops->act_free(be, &in);
+        for (int i = 0; i < n; i++) {
+            be->ops->act_free(be, &alone[i]);
+            be->ops->act_free(be, &set[i]);
+        }
+        backend_cpu_free(be);
+    }
+    for (int i = 0; i < n; i++) {
+        free((void *)ws[i].data);
+        free((void *)ws[i].packed);
+    }
+    free(f);
+}
+END_TEST
+
+/* A set refuses a weight whose rows do not match the input. */
+START_TEST(test_backend_matmul_set_bad_width)
+{
+    struct hearth_backend *be;
+    ck_assert_int_eq(backend_cpu_new(2, &be), HEARTH_OK);
+    const int64_t n_in = 64;
+    uint8_t *wd = calloc(1, hearth_type_row_bytes(HEARTH_TYPE_Q8_0, 2 * n_in) * 16);
+    ck_assert_ptr_nonnull(wd);
+    struct weight good = {.name = "good.weight", .type = HEARTH_TYPE_Q8_0, .n_in = n_in, .n_out = 16,
+                          .row_bytes = hearth_type_row_bytes(HEARTH_TYPE_Q8_0, n_in), .data = wd};
+    struct weight bad = good;
+    bad.name = "bad.weight";
+    bad.n_in = 2 * n_in;
+    struct act in, o1, o2;
+    ck_assert_int_eq(be->ops->act_alloc(be, &in, 1, n_in), HEARTH_OK);
+    ck_assert_int_eq(be->ops->act_alloc(be, &o1, 1, 16), HEARTH_OK);
+    ck_assert_int_eq(be->ops->act_alloc(be, &o2, 1, 16), HEARTH_OK);
+    float x[64] = {0};
+    ck_assert_int_eq(be->ops->act_upload(be, &in, x, 1), HEARTH_OK);
+    struct act *outs[] = {&o1, &o2};
+    const struct weight *wps[] = {&good, &bad};
+    ck_assert_int_eq(be->ops->matmul_set(be, 2, outs, wps, &in), HEARTH_E_INTERNAL);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "bad.weight"));
+    ck_assert_int_eq(be->ops->matmul_set(be, MATMUL_SET_MAX + 1, outs, wps, &in), HEARTH_E_INTERNAL);
+    be->ops->act_free(be, &in);
+    be->ops->act_free(be, &o1);
+    be->ops->act_free(be, &o2);
+    backend_cpu_free(be);
+    free(wd);
+}
+END_TEST
+
 /* Choosing a path by HEARTH_CPU's value. */
 START_TEST(test_path_choice)
 {
@@ -911,6 +1057,8 @@ static Suite *kernels_suite(void)
     tcase_add_loop_test(paths, test_backend_matmul_deterministic, 0, N_WEIGHT_TYPES);
     tcase_add_loop_test(paths, test_paths_packed, 0, N_PACKED_TYPES);
     tcase_add_loop_test(paths, test_backend_matmul_packed, 0, N_PACKED_TYPES);
+    tcase_add_loop_test(paths, test_backend_matmul_set, 0, (int)HEARTH_ARRAY_LEN(matmul_sets));
+    tcase_add_test(paths, test_backend_matmul_set_bad_width);
     suite_add_tcase(s, paths);
     return s;
 }
