@@ -124,6 +124,19 @@ struct matmul_conv {
     size_t act_off, act_row, sums_off;
 };
 
+/* Token t of the input x (rows of n_in floats) in conv's format, into one
+ * copy of the converted activations (xq) and block sums. */
+static void convert_token(const struct matmul_conv *conv, const float *x, int64_t n_in, int64_t t, uint8_t *xq,
+                          int32_t *sums)
+{
+    uint8_t *row = xq + conv->act_off + (size_t)t * conv->act_row;
+    conv->convert(x + t * n_in, row, n_in);
+    if (conv->sums_off != SIZE_MAX) {
+        const int64_t n_blocks = n_in / 32;
+        hearth_q8_0_block_sums(row, n_blocks, sums + conv->sums_off + t * n_blocks);
+    }
+}
+
 static hearth_status cpu_matmul_set(struct hearth_backend *be, int n, struct act *const outs[],
                                     const struct weight *const ws[], const struct act *in)
 {
@@ -218,23 +231,13 @@ static hearth_status cpu_matmul_set(struct hearth_backend *be, int n, struct act
             uint8_t *mine = xq + (size_t)tid * act_bytes;
             int32_t *my_sums = sums_count ? sums + (size_t)tid * sums_count : NULL;
             for (int ci = 0; ci < n_convs; ci++)
-                for (int64_t t = 0; t < n_tok; t++) {
-                    uint8_t *row = mine + convs[ci].act_off + (size_t)t * convs[ci].act_row;
-                    convs[ci].convert(x + t * n_in, row, n_in);
-                    if (convs[ci].sums_off != SIZE_MAX)
-                        hearth_q8_0_block_sums(row, n_blocks, my_sums + convs[ci].sums_off + t * n_blocks);
-                }
+                for (int64_t t = 0; t < n_tok; t++) convert_token(&convs[ci], x, n_in, t, mine, my_sums);
             xs = mine;
             xsums = my_sums;
         } else {
 #pragma omp for schedule(static) collapse(2)
             for (int ci = 0; ci < n_convs; ci++)
-                for (int64_t t = 0; t < n_tok; t++) {
-                    uint8_t *row = xq + convs[ci].act_off + (size_t)t * convs[ci].act_row;
-                    convs[ci].convert(x + t * n_in, row, n_in);
-                    if (convs[ci].sums_off != SIZE_MAX)
-                        hearth_q8_0_block_sums(row, n_blocks, sums + convs[ci].sums_off + t * n_blocks);
-                }
+                for (int64_t t = 0; t < n_tok; t++) convert_token(&convs[ci], x, n_in, t, xq, sums);
         }
 
 #pragma omp for schedule(static)
