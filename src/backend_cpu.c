@@ -105,23 +105,25 @@ static hearth_status cpu_act_download(struct hearth_backend *be, float *dst, con
 
 /* ---- matrix product ---------------------------------------------------------- */
 
-/* One weight of a set of products of the same input: its kernels and
- * where its converted activations (and their block sums) lie. */
+/* A distinct activation format of a set of products of the same input:
+ * converted once per copy, with block sums where a packed Q8_0-activation
+ * kernel reads them. */
+struct matmul_conv {
+    hearth_type type;
+    hearth_act_convert_fn convert;
+    size_t act_off, act_row; /* in one copy of the converted activations */
+    size_t sums_off;         /* in one copy of the block sums; SIZE_MAX: none */
+};
+
+/* One weight of the set: its kernels and its activations' format. */
 struct matmul_part {
     const struct weight *w;
     struct act *out;
     hearth_gemm_fn gemm;
     hearth_gemm_packed_fn gemm_packed;
     const uint8_t *wd;
-    size_t act_off, act_row; /* in one copy of the converted activations */
-    size_t sums_off;         /* in one copy of the block sums; SIZE_MAX: none */
-    int64_t first_chunk;     /* its row chunks are first_chunk .. of the set's */
-};
-
-/* A distinct activation format of the set: converted once per copy. */
-struct matmul_conv {
-    hearth_act_convert_fn convert;
-    size_t act_off, act_row, sums_off;
+    const struct matmul_conv *conv;
+    int64_t first_chunk; /* its row chunks are first_chunk .. of the set's */
 };
 
 /* Token t of the input x (rows of n_in floats) in conv's format, into one
@@ -148,7 +150,6 @@ static hearth_status cpu_matmul_set(struct hearth_backend *be, int n, struct act
     const int64_t n_blocks = n_in / 32;
     struct matmul_part parts[MATMUL_SET_MAX];
     struct matmul_conv convs[MATMUL_SET_MAX];
-    hearth_type conv_type[MATMUL_SET_MAX];
     int n_convs = 0;
     size_t act_bytes = 0, sums_count = 0; /* per copy */
     int64_t n_chunks = 0;
@@ -168,25 +169,23 @@ static hearth_status cpu_matmul_set(struct hearth_backend *be, int n, struct act
         pt->gemm = k->gemm[w->type];
         pt->gemm_packed = w->packed ? k->gemm_packed[w->type] : NULL;
         pt->wd = pt->gemm_packed ? w->packed : w->data;
-        const bool need_sums = pt->gemm_packed && at == HEARTH_TYPE_Q8_0; /* Q8_K carries its own */
-        int ci = 0;
-        while (ci < n_convs && conv_type[ci] != at) ci++;
-        if (ci == n_convs) {
-            conv_type[ci] = at;
-            convs[ci].convert = k->act_convert[at];
-            convs[ci].act_row = hearth_type_row_bytes(at, n_in);
-            convs[ci].act_off = act_bytes;
-            convs[ci].sums_off = SIZE_MAX;
-            act_bytes += (convs[ci].act_row * (size_t)n_tok + 63) & ~(size_t)63;
+        struct matmul_conv *cv = convs;
+        while (cv < convs + n_convs && cv->type != at) cv++;
+        if (cv == convs + n_convs) {
+            cv->type = at;
+            cv->convert = k->act_convert[at];
+            cv->act_row = hearth_type_row_bytes(at, n_in);
+            cv->act_off = act_bytes;
+            cv->sums_off = SIZE_MAX;
+            act_bytes += (cv->act_row * (size_t)n_tok + 63) & ~(size_t)63;
             n_convs++;
         }
-        if (need_sums && convs[ci].sums_off == SIZE_MAX) {
-            convs[ci].sums_off = sums_count;
+        /* Q8_K carries its own sums; the row kernels take none */
+        if (pt->gemm_packed && at == HEARTH_TYPE_Q8_0 && cv->sums_off == SIZE_MAX) {
+            cv->sums_off = sums_count;
             sums_count += (size_t)(n_tok * n_blocks);
         }
-        pt->act_off = convs[ci].act_off;
-        pt->act_row = convs[ci].act_row;
-        pt->sums_off = need_sums ? convs[ci].sums_off : SIZE_MAX;
+        pt->conv = cv;
         pt->first_chunk = n_chunks;
         n_chunks += (w->n_out + MATMUL_ROW_CHUNK - 1) / MATMUL_ROW_CHUNK;
         work += (double)w->n_out * (double)n_in * (double)n_tok;
@@ -249,12 +248,13 @@ static hearth_status cpu_matmul_set(struct hearth_backend *be, int n, struct act
             const int64_t r0 = (ch - pt->first_chunk) * MATMUL_ROW_CHUNK;
             const int64_t rows = HEARTH_MIN(MATMUL_ROW_CHUNK, n_out - r0);
             const uint8_t *wr = pt->wd + (size_t)r0 * pt->w->row_bytes; /* packed rows take as many bytes */
-            const uint8_t *xa = xs + pt->act_off;
+            const struct matmul_conv *cv = pt->conv;
+            const uint8_t *xa = xs + cv->act_off;
             if (pt->gemm_packed)
-                pt->gemm_packed(n_in, rows, n_tok, wr, xa, pt->act_row,
-                                pt->sums_off != SIZE_MAX ? xsums + pt->sums_off : NULL, pt->out->host + r0, n_out);
+                pt->gemm_packed(n_in, rows, n_tok, wr, xa, cv->act_row,
+                                cv->sums_off != SIZE_MAX ? xsums + cv->sums_off : NULL, pt->out->host + r0, n_out);
             else
-                pt->gemm(n_in, rows, n_tok, wr, pt->w->row_bytes, xa, pt->act_row, pt->out->host + r0, n_out);
+                pt->gemm(n_in, rows, n_tok, wr, pt->w->row_bytes, xa, cv->act_row, pt->out->host + r0, n_out);
         }
     }
     for (int i = 0; i < n; i++) {
