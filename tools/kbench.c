@@ -165,20 +165,20 @@ int main(int argc, char **argv)
             int32_t *sums = malloc((size_t)(n / 32) * sizeof(int32_t));
             const int64_t hot_rows = 64, rows = 4096;
             float *y = malloc((size_t)rows * sizeof(float));
-            for (int64_t i = 0; i < n; i++) xf[i] = rand_unit();
-            k->act_convert[at](xf, x, n);
-            if (at == HEARTH_TYPE_Q8_0) hearth_q8_0_block_sums(x, n / 32, sums);
             struct matrix hot;
             if (!xf || !x || !sums || !y || !make_matrix(k, t, hot_rows, n, &hot)) {
                 fprintf(stderr, "kbench: out of memory\n");
                 return 1;
             }
+            for (int64_t i = 0; i < n; i++) xf[i] = rand_unit();
+            k->act_convert[at](xf, x, n);
+            if (at == HEARTH_TYPE_Q8_0) hearth_q8_0_block_sums(x, n / 32, sums);
             const double r_hot = rate(k, t, &hot, 1, hot_rows, n, x, sums, y, secs);
             const int n_cold = (int)(mib * 1048576.0 / (double)(hot.bytes / hot_rows * rows)) + 1;
             struct matrix *cold = calloc((size_t)n_cold, sizeof *cold);
-            for (int i = 0; cold && i < n_cold; i++)
-                if (!make_matrix(k, t, rows, n, &cold[i])) cold = NULL;
-            if (!cold) {
+            int made = 0;
+            while (cold && made < n_cold && make_matrix(k, t, rows, n, &cold[made])) made++;
+            if (made < n_cold) {
                 fprintf(stderr, "kbench: out of memory for %.0f MiB of matrices\n", mib);
                 return 1;
             }
