@@ -29,6 +29,9 @@ static const struct packed_field fields_q4_0[] = {FIELD(block_q4_0, d), FIELD(bl
 static const struct packed_field fields_q8_0[] = {FIELD(block_q8_0, d), FIELD(block_q8_0, qs)};
 static const struct packed_field fields_q4_k[] = {FIELD(block_q4_K, d), FIELD(block_q4_K, dmin),
                                                   FIELD(block_q4_K, scales), FIELD(block_q4_K, qs)};
+static const struct packed_field fields_q5_k[] = {FIELD(block_q5_K, d), FIELD(block_q5_K, dmin),
+                                                  FIELD(block_q5_K, scales), FIELD(block_q5_K, qh),
+                                                  FIELD(block_q5_K, qs)};
 static const struct packed_field fields_q6_k[] = {FIELD(block_q6_K, d), FIELD(block_q6_K, scales),
                                                   FIELD(block_q6_K, ql), FIELD(block_q6_K, qh)};
 
@@ -38,6 +41,7 @@ static size_t packed_fields(hearth_type t, const struct packed_field **out)
     case HEARTH_TYPE_Q4_0: *out = fields_q4_0; return HEARTH_ARRAY_LEN(fields_q4_0);
     case HEARTH_TYPE_Q8_0: *out = fields_q8_0; return HEARTH_ARRAY_LEN(fields_q8_0);
     case HEARTH_TYPE_Q4_K: *out = fields_q4_k; return HEARTH_ARRAY_LEN(fields_q4_k);
+    case HEARTH_TYPE_Q5_K: *out = fields_q5_k; return HEARTH_ARRAY_LEN(fields_q5_k);
     case HEARTH_TYPE_Q6_K: *out = fields_q6_k; return HEARTH_ARRAY_LEN(fields_q6_k);
     default: *out = NULL; return 0;
     }

@@ -378,17 +378,19 @@ static void gemm_packed_q8_0(int64_t n, int64_t n_rows, int64_t n_tok, const voi
     gemm_packed(HEARTH_TYPE_Q8_0, n, n_rows, n_tok, wp, x, x_stride, y, y_stride);
 }
 
-/* Q4_K, packed (kernels.h): per row and super-block the two exact
- * integers q = sum_e sc_s q_e y_e (s = e / 32) and
+/* Q4_K and Q5_K, packed (kernels.h): per row and super-block the two
+ * exact integers q = sum_e sc_s q_e y_e (s = e / 32) and
  * m = sum_k m_k (bsum_2k + bsum_2k+1), added as
- *     s = fmaf(d dy, q, s),  s = fmaf(-(dmin dy), m, s). */
-static void gemm_packed_q4_k(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x,
-                             size_t x_stride, const int32_t *x_sums, float *y, int64_t y_stride)
+ *     s = fmaf(d dy, q, s),  s = fmaf(-(dmin dy), m, s).
+ * Q5_K's fifth bit of element e is bit e / 32 of byte e % 32 of qh, a
+ * field between the scales and qs. */
+static void gemm_packed_q45k(bool five, int64_t n, int64_t n_rows, int64_t n_tok, const void *wp,
+                             const void *x, size_t x_stride, float *y, int64_t y_stride)
 {
-    (void)x_sums;
     const int64_t nb = n / QK_K;
-    const size_t pb = PACK_ROWS * sizeof(block_q4_K);
-    const size_t at_dmin = 2 * PACK_ROWS, at_scales = 4 * PACK_ROWS, at_qs = (4 + K_SCALE_SIZE) * PACK_ROWS;
+    const size_t pb = PACK_ROWS * (five ? sizeof(block_q5_K) : sizeof(block_q4_K));
+    const size_t at_dmin = 2 * PACK_ROWS, at_scales = 4 * PACK_ROWS, at_qh = (4 + K_SCALE_SIZE) * PACK_ROWS;
+    const size_t at_qs = at_qh + (five ? QK_K / 8 * PACK_ROWS : 0);
     for (int64_t g = 0; g < n_rows / PACK_ROWS; g++) {
         const uint8_t *grp = (const uint8_t *)wp + (size_t)g * (size_t)nb * pb;
         for (int64_t tok = 0; tok < n_tok; tok++) {
@@ -406,9 +408,12 @@ static void gemm_packed_q4_k(int64_t n, int64_t n_rows, int64_t n_tok, const voi
                     q4k_unpack_scales(packed, sc, mn);
                     int32_t q = 0, m = 0;
                     for (int e = 0; e < QK_K; e++) {
-                        const int byte = 32 * (e / 64) + e % 32; /* of the row's qs */
+                        const int c = e / 32, l = e % 32;
+                        const int byte = 32 * (c / 2) + l; /* of the row's qs */
                         const uint8_t v = blk[at_qs + (byte / 4) * 4 * PACK_ROWS + 4 * r + byte % 4];
-                        q += sc[e / 32] * ((v >> (4 * ((e / 32) % 2))) & 0x0f) * xb[i].qs[e];
+                        int u = (v >> (4 * (c % 2))) & 0x0f;
+                        if (five) u |= ((blk[at_qh + (l / 4) * 4 * PACK_ROWS + 4 * r + l % 4] >> c) & 1) << 4;
+                        q += sc[c] * u * xb[i].qs[e];
                     }
                     for (int k = 0; k < 8; k++) m += mn[k] * (xb[i].bsums[2 * k] + xb[i].bsums[2 * k + 1]);
                     sum = fmaf(hearth_f16_to_f32(d) * xb[i].d, (float)q, sum);
@@ -418,6 +423,20 @@ static void gemm_packed_q4_k(int64_t n, int64_t n_rows, int64_t n_tok, const voi
             }
         }
     }
+}
+
+static void gemm_packed_q4_k(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x,
+                             size_t x_stride, const int32_t *x_sums, float *y, int64_t y_stride)
+{
+    (void)x_sums;
+    gemm_packed_q45k(false, n, n_rows, n_tok, wp, x, x_stride, y, y_stride);
+}
+
+static void gemm_packed_q5_k(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x,
+                             size_t x_stride, const int32_t *x_sums, float *y, int64_t y_stride)
+{
+    (void)x_sums;
+    gemm_packed_q45k(true, n, n_rows, n_tok, wp, x, x_stride, y, y_stride);
 }
 
 /* Q6_K, packed (kernels.h): per row and super-block the exact integer
@@ -518,6 +537,7 @@ static const hearth_kernels scalar_kernels = {
         [HEARTH_TYPE_Q4_0] = gemm_packed_q4_0,
         [HEARTH_TYPE_Q8_0] = gemm_packed_q8_0,
         [HEARTH_TYPE_Q4_K] = gemm_packed_q4_k,
+        [HEARTH_TYPE_Q5_K] = gemm_packed_q5_k,
         [HEARTH_TYPE_Q6_K] = gemm_packed_q6_k,
     },
 };

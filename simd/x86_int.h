@@ -2,7 +2,7 @@
  * x86_int.h -- the integer-format kernels for x86 on 256-bit vectors: the
  * activation conversions to Q8_0, Q8_1 and Q8_K, and the dot products and
  * register tiles of every quantized weight type, and of packed Q4_0, Q8_0,
- * Q4_K and Q6_K.
+ * Q4_K, Q5_K and Q6_K.
  *
  * Included by avx2.c and avx512.c, each compiled with its own
  * instruction-set flags, after they define
@@ -691,19 +691,23 @@ FORCE_INLINE void packed_tile(enum legacy_format f, const int TT, int64_t nb, co
 DEFINE_PACKED_GEMM(q4_0, LEGACY_Q4_0)
 DEFINE_PACKED_GEMM(q8_0, LEGACY_Q8_0)
 
-/* A tile of one packed Q4_K group times TT tokens.  The three 4-byte
- * pieces of the rows' 6-bit scales and mins are unpacked for all eight
- * rows at once (as unpack_q4k_scales does for one); quants piece j holds
- * bytes 4j .. 4j + 3 of every row's qs, whose low nibbles are elements
- * 4j' .. 4j' + 3 of chunk 2 (j / 8) and high nibbles those of chunk
- * 2 (j / 8) + 1 (j' = j % 8).  Per chunk, eight byte products of a piece
- * register with the token's broadcast piece are summed in 16 bits (at
- * most 8 x 2 x 15 x 128 in size) and then weighted by the rows' chunk
- * scales into 32 bits; the mins meet the pair sums of the bsums. */
-FORCE_INLINE void packed_q4k_tile(const int TT, int64_t nb, const uint8_t *wg, const uint8_t *x,
-                                  size_t x_stride, float *out, int64_t out_stride)
+/* A tile of one packed Q4_K (five false) or Q5_K (five true) group times
+ * TT tokens.  The three 4-byte pieces of the rows' 6-bit scales and mins
+ * are unpacked for all eight rows at once (as unpack_q4k_scales does for
+ * one); quants piece j holds bytes 4j .. 4j + 3 of every row's qs, whose
+ * low nibbles are elements 4j' .. 4j' + 3 of chunk 2 (j / 8) and high
+ * nibbles those of chunk 2 (j / 8) + 1 (j' = j % 8); Q5_K's qh piece j'
+ * holds the fifth bits of those elements of every chunk, bit c for chunk
+ * c.  Per chunk, the byte products of a piece register with the token's
+ * broadcast piece are summed in 16 bits, eight pieces for Q4_K (at most
+ * 8 x 2 x 15 x 128 in size) and four at a time for Q5_K (4 x 2 x 31 x
+ * 128), and then weighted by the rows' chunk scales into 32 bits; the
+ * mins meet the pair sums of the bsums. */
+FORCE_INLINE void packed_q45k_tile(const bool five, const int TT, int64_t nb, const uint8_t *wg,
+                                   const uint8_t *x, size_t x_stride, float *out, int64_t out_stride)
 {
-    const size_t pb = PACK_ROWS * sizeof(block_q4_K);
+    const size_t pb = PACK_ROWS * (five ? sizeof(block_q5_K) : sizeof(block_q4_K));
+    const int group = five ? 4 : 8; /* pieces summed in 16 bits */
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 run[PACKED_TILE_TOKS];
     UNROLL
@@ -724,7 +728,7 @@ FORCE_INLINE void packed_q4k_tile(const int TT, int64_t nb, const uint8_t *wg, c
         const __m256i mn_hi =
             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4),
                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), m2), 4));
-        const uint8_t *qs = blk + 128;
+        const uint8_t *qh = blk + 128, *qs = five ? qh + 8 * 32 : qh;
         __m256i acc[PACKED_TILE_TOKS];
         UNROLL
         for (int t = 0; t < TT; t++) acc[t] = _mm256_setzero_si256();
@@ -741,18 +745,25 @@ FORCE_INLINE void packed_q4k_tile(const int TT, int64_t nb, const uint8_t *wg, c
             for (int p = 0; p < 8; p++) {
                 const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * (8 * (c / 2) + p)));
                 q[p] = _mm256_and_si256(c % 2 ? _mm256_srli_epi16(raw, 4) : raw, m4);
+                if (five) {
+                    const __m256i hb = _mm256_loadu_si256((const __m256i *)(qh + 32 * p));
+                    q[p] = _mm256_or_si256(q[p], _mm256_and_si256(move_bit(hb, c, 4), _mm256_set1_epi8(0x10)));
+                }
             }
             UNROLL
             for (int t = 0; t < TT; t++) {
                 const int8_t *xq = ((const block_q8_K *)(x + (size_t)t * x_stride) + i)->qs + 32 * c;
-                __m256i s16 = _mm256_setzero_si256();
                 UNROLL
-                for (int p = 0; p < 8; p++) {
-                    int32_t piece;
-                    memcpy(&piece, xq + 4 * p, 4);
-                    s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(q[p], _mm256_set1_epi32(piece)));
+                for (int p0 = 0; p0 < 8; p0 += group) {
+                    __m256i s16 = _mm256_setzero_si256();
+                    UNROLL
+                    for (int p = p0; p < p0 + group; p++) {
+                        int32_t piece;
+                        memcpy(&piece, xq + 4 * p, 4);
+                        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(q[p], _mm256_set1_epi32(piece)));
+                    }
+                    acc[t] = DOT_S16(acc[t], s16, sc);
                 }
-                acc[t] = DOT_S16(acc[t], s16, sc);
             }
         }
         /* mins as 16-bit pairs (m_2j, m_2j+1) per row lane, j = 0..3 */
@@ -779,6 +790,18 @@ FORCE_INLINE void packed_q4k_tile(const int TT, int64_t nb, const uint8_t *wg, c
     }
     UNROLL
     for (int t = 0; t < TT; t++) _mm256_storeu_ps(out + t * out_stride, run[t]);
+}
+
+FORCE_INLINE void packed_q4k_tile(const int TT, int64_t nb, const uint8_t *wg, const uint8_t *x,
+                                  size_t x_stride, float *out, int64_t out_stride)
+{
+    packed_q45k_tile(false, TT, nb, wg, x, x_stride, out, out_stride);
+}
+
+FORCE_INLINE void packed_q5k_tile(const int TT, int64_t nb, const uint8_t *wg, const uint8_t *x,
+                                  size_t x_stride, float *out, int64_t out_stride)
+{
+    packed_q45k_tile(true, TT, nb, wg, x, x_stride, out, out_stride);
 }
 
 /* Per 32-bit lane (row) of v, its signed bytes b0 and b1 as the two
@@ -896,6 +919,7 @@ FORCE_INLINE void packed_q6k_tile(const int TT, int64_t nb, const uint8_t *wg, c
     }
 
 DEFINE_PACKED_KQ_GEMM(q4_k, packed_q4k_tile, block_q4_K)
+DEFINE_PACKED_KQ_GEMM(q5_k, packed_q5k_tile, block_q5_K)
 DEFINE_PACKED_KQ_GEMM(q6_k, packed_q6k_tile, block_q6_K)
 
 /* ==========================================================================
@@ -919,6 +943,7 @@ DEFINE_INT_GEMM(q6_k, kquant_tile, KQ_Q6_K, QK_K)
 /* The packed-weight table entries, for the including file's table. */
 #define INT_KERNEL_PACKED_TABLE \
     [HEARTH_TYPE_Q4_0] = gemm_packed_q4_0, [HEARTH_TYPE_Q8_0] = gemm_packed_q8_0, \
-    [HEARTH_TYPE_Q4_K] = gemm_packed_q4_k, [HEARTH_TYPE_Q6_K] = gemm_packed_q6_k
+    [HEARTH_TYPE_Q4_K] = gemm_packed_q4_k, [HEARTH_TYPE_Q5_K] = gemm_packed_q5_k, \
+    [HEARTH_TYPE_Q6_K] = gemm_packed_q6_k
 
 #endif /* HEARTH_X86_INT_H */
