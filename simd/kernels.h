@@ -56,15 +56,17 @@ typedef void (*hearth_gemm_fn)(int64_t n, int64_t n_rows, int64_t n_tok, const v
                                int64_t y_stride);
 
 /* Row-interleaved ("packed") weights, for the formats whose quants are the
- * bulk of a model's bytes (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K): groups of PACK_ROWS
- * rows, and per group the blocks (or super-blocks) in order, each holding
- * the group's PACK_ROWS blocks field by field: a half-float field as
- * PACK_ROWS halves, row by row; every other field in 4-byte pieces, piece
- * k of every row in turn (rows 0..7 of piece 0, rows 0..7 of piece 1,
- * ...).  The fields, in order: Q4_0 and Q8_0: d, qs; Q4_K: d, dmin, scales
- * (the 12 bytes of 6-bit scales and mins as stored), qs; Q5_K: d, dmin,
- * scales, qh, qs; Q6_K: d, scales, ql, qh.  Nothing is decoded or widened, so packed rows take exactly the
- * bytes of the originals (decode reads no more).  One 256-bit register of
+ * bulk of a model's bytes (Q4_0, Q8_0 and the K-quants Q2_K to Q6_K):
+ * groups of PACK_ROWS rows, and per group the blocks (or super-blocks) in
+ * order, each holding the group's PACK_ROWS blocks field by field: a
+ * half-float field as PACK_ROWS halves, row by row; every other field in
+ * 4-byte pieces, piece k of every row in turn (rows 0..7 of piece 0, rows
+ * 0..7 of piece 1, ...).  The fields, in order: Q4_0 and Q8_0: d, qs;
+ * Q2_K: d, dmin, scales, qs; Q3_K: d, scales (the 12 bytes of 6-bit
+ * scales as stored), hmask, qs; Q4_K: d, dmin, scales (the 12 bytes of
+ * 6-bit scales and mins as stored), qs; Q5_K: d, dmin, scales, qh, qs;
+ * Q6_K: d, scales, ql, qh.  Nothing is decoded or widened, so packed rows
+ * take exactly the bytes of the originals (decode reads no more).  One 256-bit register of
  * a field's piece holds four bytes of eight rows, and one broadcast
  * activation piece serves all of them, so the eight rows' dot products
  * come out in the eight 32-bit lanes with no horizontal sums (simd/pack.c
@@ -75,14 +77,18 @@ typedef void (*hearth_gemm_fn)(int64_t n, int64_t n_rows, int64_t n_tok, const v
  * row's running sum with one fused multiply-add by d_w * d_x (a float
  * product), blocks in order:
  *     s = fmaf(d_w * d_x, (float)sum_j q_j x_j, s).
- * Q4_K and Q5_K: each super-block gives two exact integers, the scaled
- * quant sum and the mins' sum over Q8_K's bsums,
- *     q = sum_j sc_(j/32) q_j x_j,   m = sum_k m_k (bsum_2k + bsum_2k+1),
+ * Q2_K, Q4_K and Q5_K: each super-block gives two exact integers, the
+ * scaled quant sum and the mins' sum over Q8_K's bsums,
+ *     Q2_K:        q = sum_j sc_(j/16) q_j x_j,  m = sum_s m_s bsum_s,
+ *     Q4_K, Q5_K:  q = sum_j sc_(j/32) q_j x_j,  m = sum_k m_k (bsum_2k + bsum_2k+1),
  * added in that order, super-blocks in order:
  *     s = fmaf(d_w * d_x, (float)q, s);  s = fmaf(-(dmin_w * d_x), (float)m, s).
- * Q6_K: each super-block gives one exact integer, the offset of the 6-bit
- * quants u_j taken through the bsums of its 16-element sub-blocks,
- *     q = sum_j sc_(j/16) u_j x_j - 32 sum_s sc_s bsum_s,
+ * Q3_K and Q6_K: each super-block gives one exact integer, the sum of the
+ * signed quants' products with their sub-blocks' signed scales (for
+ * Q3_K u_j - 4, u_j its low bits plus 4 times its hmask bit; for Q6_K
+ * u_j - 32), which the kernels form through the bsums of the 16-element
+ * sub-blocks,
+ *     q = sum_j sc_(j/16) u_j x_j - {4, 32} sum_s sc_s bsum_s,
  * added as s = fmaf(d_w * d_x, (float)q, s), super-blocks in order.
  * This is not the lane order of the unpacked kernels (results differ from
  * them within rounding), but it is the same on every path: the packed

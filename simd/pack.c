@@ -27,6 +27,10 @@ struct packed_field {
 /* The fields of each packed type, in the order of the packed block. */
 static const struct packed_field fields_q4_0[] = {FIELD(block_q4_0, d), FIELD(block_q4_0, qs)};
 static const struct packed_field fields_q8_0[] = {FIELD(block_q8_0, d), FIELD(block_q8_0, qs)};
+static const struct packed_field fields_q2_k[] = {FIELD(block_q2_K, d), FIELD(block_q2_K, dmin),
+                                                  FIELD(block_q2_K, scales), FIELD(block_q2_K, qs)};
+static const struct packed_field fields_q3_k[] = {FIELD(block_q3_K, d), FIELD(block_q3_K, scales),
+                                                  FIELD(block_q3_K, hmask), FIELD(block_q3_K, qs)};
 static const struct packed_field fields_q4_k[] = {FIELD(block_q4_K, d), FIELD(block_q4_K, dmin),
                                                   FIELD(block_q4_K, scales), FIELD(block_q4_K, qs)};
 static const struct packed_field fields_q5_k[] = {FIELD(block_q5_K, d), FIELD(block_q5_K, dmin),
@@ -40,6 +44,8 @@ static size_t packed_fields(hearth_type t, const struct packed_field **out)
     switch (t) {
     case HEARTH_TYPE_Q4_0: *out = fields_q4_0; return HEARTH_ARRAY_LEN(fields_q4_0);
     case HEARTH_TYPE_Q8_0: *out = fields_q8_0; return HEARTH_ARRAY_LEN(fields_q8_0);
+    case HEARTH_TYPE_Q2_K: *out = fields_q2_k; return HEARTH_ARRAY_LEN(fields_q2_k);
+    case HEARTH_TYPE_Q3_K: *out = fields_q3_k; return HEARTH_ARRAY_LEN(fields_q3_k);
     case HEARTH_TYPE_Q4_K: *out = fields_q4_k; return HEARTH_ARRAY_LEN(fields_q4_k);
     case HEARTH_TYPE_Q5_K: *out = fields_q5_k; return HEARTH_ARRAY_LEN(fields_q5_k);
     case HEARTH_TYPE_Q6_K: *out = fields_q6_k; return HEARTH_ARRAY_LEN(fields_q6_k);

@@ -378,6 +378,92 @@ static void gemm_packed_q8_0(int64_t n, int64_t n_rows, int64_t n_tok, const voi
     gemm_packed(HEARTH_TYPE_Q8_0, n, n_rows, n_tok, wp, x, x_stride, y, y_stride);
 }
 
+/* Byte b of row r's field at offset at of a packed K-quant block (every
+ * field but the halves is stored in 4-byte pieces, rows interleaved). */
+static inline uint8_t packed_byte(const uint8_t *blk, size_t at, int r, int b)
+{
+    return blk[at + (size_t)(b / 4) * 4 * PACK_ROWS + 4 * (size_t)r + (size_t)(b % 4)];
+}
+
+/* Q2_K, packed (kernels.h): per row and super-block the two exact
+ * integers q = sum_e sc_s q_e y_e and m = sum_s m_s bsum_s (s = e / 16),
+ * added as
+ *     s = fmaf(d dy, q, s),  s = fmaf(-(dmin dy), m, s). */
+static void gemm_packed_q2_k(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x,
+                             size_t x_stride, const int32_t *x_sums, float *y, int64_t y_stride)
+{
+    (void)x_sums;
+    const int64_t nb = n / QK_K;
+    const size_t pb = PACK_ROWS * sizeof(block_q2_K);
+    const size_t at_dmin = 2 * PACK_ROWS, at_scales = 4 * PACK_ROWS, at_qs = at_scales + QK_K / 16 * PACK_ROWS;
+    for (int64_t g = 0; g < n_rows / PACK_ROWS; g++) {
+        const uint8_t *grp = (const uint8_t *)wp + (size_t)g * (size_t)nb * pb;
+        for (int64_t tok = 0; tok < n_tok; tok++) {
+            const block_q8_K *xb = (const void *)((const uint8_t *)x + (size_t)tok * x_stride);
+            for (int r = 0; r < PACK_ROWS; r++) {
+                float sum = 0.0f;
+                for (int64_t i = 0; i < nb; i++) {
+                    const uint8_t *blk = grp + (size_t)i * pb;
+                    hearth_f16 d, dmin;
+                    memcpy(&d, blk + 2 * r, 2);
+                    memcpy(&dmin, blk + at_dmin + 2 * r, 2);
+                    int32_t q = 0, m = 0;
+                    for (int e = 0; e < QK_K; e++) {
+                        const int c = e / 32;
+                        const int u = (packed_byte(blk, at_qs, r, 32 * (c / 4) + e % 32) >> (2 * (c % 4))) & 3;
+                        q += (packed_byte(blk, at_scales, r, e / 16) & 0x0f) * u * xb[i].qs[e];
+                    }
+                    for (int sub = 0; sub < QK_K / 16; sub++)
+                        m += (packed_byte(blk, at_scales, r, sub) >> 4) * xb[i].bsums[sub];
+                    sum = fmaf(hearth_f16_to_f32(d) * xb[i].d, (float)q, sum);
+                    sum = fmaf(-(hearth_f16_to_f32(dmin) * xb[i].d), (float)m, sum);
+                }
+                y[tok * y_stride + g * PACK_ROWS + r] = sum;
+            }
+        }
+    }
+}
+
+/* Q3_K, packed (kernels.h): per row and super-block the exact integer
+ * q = sum_e sc_s (u_e - 4) y_e (s = e / 16, u_e the low 2 bits plus 4 times
+ * the hmask bit), added as s = fmaf(d dy, q, s). */
+static void gemm_packed_q3_k(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x,
+                             size_t x_stride, const int32_t *x_sums, float *y, int64_t y_stride)
+{
+    (void)x_sums;
+    const int64_t nb = n / QK_K;
+    const size_t pb = PACK_ROWS * sizeof(block_q3_K);
+    const size_t at_scales = 2 * PACK_ROWS, at_hmask = at_scales + 12 * PACK_ROWS;
+    const size_t at_qs = at_hmask + QK_K / 8 * PACK_ROWS;
+    for (int64_t g = 0; g < n_rows / PACK_ROWS; g++) {
+        const uint8_t *grp = (const uint8_t *)wp + (size_t)g * (size_t)nb * pb;
+        for (int64_t tok = 0; tok < n_tok; tok++) {
+            const block_q8_K *xb = (const void *)((const uint8_t *)x + (size_t)tok * x_stride);
+            for (int r = 0; r < PACK_ROWS; r++) {
+                float sum = 0.0f;
+                for (int64_t i = 0; i < nb; i++) {
+                    const uint8_t *blk = grp + (size_t)i * pb;
+                    hearth_f16 d;
+                    memcpy(&d, blk + 2 * r, 2);
+                    uint8_t packed[12];
+                    int8_t sc[16];
+                    for (int k = 0; k < 12; k++) packed[k] = packed_byte(blk, at_scales, r, k);
+                    q3k_unpack_scales(packed, sc);
+                    int32_t q = 0;
+                    for (int e = 0; e < QK_K; e++) {
+                        const int c = e / 32, l = e % 32;
+                        const int low = (packed_byte(blk, at_qs, r, 32 * (c / 4) + l) >> (2 * (c % 4))) & 3;
+                        const int high = (packed_byte(blk, at_hmask, r, l) >> c) & 1;
+                        q += sc[e / 16] * (low + 4 * high - 4) * xb[i].qs[e];
+                    }
+                    sum = fmaf(hearth_f16_to_f32(d) * xb[i].d, (float)q, sum);
+                }
+                y[tok * y_stride + g * PACK_ROWS + r] = sum;
+            }
+        }
+    }
+}
+
 /* Q4_K and Q5_K, packed (kernels.h): per row and super-block the two
  * exact integers q = sum_e sc_s q_e y_e (s = e / 32) and
  * m = sum_k m_k (bsum_2k + bsum_2k+1), added as
@@ -404,15 +490,14 @@ static void gemm_packed_q45k(bool five, int64_t n, int64_t n_rows, int64_t n_tok
                     memcpy(&dmin, blk + at_dmin + 2 * r, 2);
                     uint8_t packed[K_SCALE_SIZE], sc[8], mn[8];
                     for (int k = 0; k < K_SCALE_SIZE; k++)
-                        packed[k] = blk[at_scales + (k / 4) * 4 * PACK_ROWS + 4 * r + k % 4];
+                        packed[k] = packed_byte(blk, at_scales, r, k);
                     q4k_unpack_scales(packed, sc, mn);
                     int32_t q = 0, m = 0;
                     for (int e = 0; e < QK_K; e++) {
                         const int c = e / 32, l = e % 32;
                         const int byte = 32 * (c / 2) + l; /* of the row's qs */
-                        const uint8_t v = blk[at_qs + (byte / 4) * 4 * PACK_ROWS + 4 * r + byte % 4];
-                        int u = (v >> (4 * (c % 2))) & 0x0f;
-                        if (five) u |= ((blk[at_qh + (l / 4) * 4 * PACK_ROWS + 4 * r + l % 4] >> c) & 1) << 4;
+                        int u = (packed_byte(blk, at_qs, r, byte) >> (4 * (c % 2))) & 0x0f;
+                        if (five) u |= ((packed_byte(blk, at_qh, r, l) >> c) & 1) << 4;
                         q += sc[c] * u * xb[i].qs[e];
                     }
                     for (int k = 0; k < 8; k++) m += mn[k] * (xb[i].bsums[2 * k] + xb[i].bsums[2 * k + 1]);
@@ -462,13 +547,13 @@ static void gemm_packed_q6_k(int64_t n, int64_t n_rows, int64_t n_tok, const voi
                     memcpy(&d, blk + 2 * r, 2);
                     int8_t sc[QK_K / 16];
                     for (int k = 0; k < QK_K / 16; k++)
-                        sc[k] = (int8_t)blk[at_scales + (k / 4) * 4 * PACK_ROWS + 4 * r + k % 4];
+                        sc[k] = (int8_t)packed_byte(blk, at_scales, r, k);
                     int32_t q = 0;
                     for (int e = 0; e < QK_K; e++) {
                         const int c = e / 128, k = (e % 128) / 32, l = e % 32;
                         const int lb = 64 * c + 32 * (k % 2) + l, hb = 32 * c + l; /* of the row's ql, qh */
-                        const int low = (blk[at_ql + (lb / 4) * 4 * PACK_ROWS + 4 * r + lb % 4] >> (4 * (k / 2))) & 0x0f;
-                        const int high = (blk[at_qh + (hb / 4) * 4 * PACK_ROWS + 4 * r + hb % 4] >> (2 * k)) & 3;
+                        const int low = (packed_byte(blk, at_ql, r, lb) >> (4 * (k / 2))) & 0x0f;
+                        const int high = (packed_byte(blk, at_qh, r, hb) >> (2 * k)) & 3;
                         q += sc[e / 16] * (low | high << 4) * xb[i].qs[e];
                     }
                     for (int sub = 0; sub < QK_K / 16; sub++) q -= 32 * sc[sub] * xb[i].bsums[sub];
@@ -536,6 +621,8 @@ static const hearth_kernels scalar_kernels = {
     .gemm_packed = {
         [HEARTH_TYPE_Q4_0] = gemm_packed_q4_0,
         [HEARTH_TYPE_Q8_0] = gemm_packed_q8_0,
+        [HEARTH_TYPE_Q2_K] = gemm_packed_q2_k,
+        [HEARTH_TYPE_Q3_K] = gemm_packed_q3_k,
         [HEARTH_TYPE_Q4_K] = gemm_packed_q4_k,
         [HEARTH_TYPE_Q5_K] = gemm_packed_q5_k,
         [HEARTH_TYPE_Q6_K] = gemm_packed_q6_k,

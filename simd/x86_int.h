@@ -1,8 +1,8 @@
 /*
  * x86_int.h -- the integer-format kernels for x86 on 256-bit vectors: the
  * activation conversions to Q8_0, Q8_1 and Q8_K, and the dot products and
- * register tiles of every quantized weight type, and of packed Q4_0, Q8_0,
- * Q4_K, Q5_K and Q6_K.
+ * register tiles of every quantized weight type, and of packed Q4_0, Q8_0
+ * and Q2_K to Q6_K.
  *
  * Included by avx2.c and avx512.c, each compiled with its own
  * instruction-set flags, after they define
@@ -804,14 +804,159 @@ FORCE_INLINE void packed_q5k_tile(const int TT, int64_t nb, const uint8_t *wg, c
     packed_q45k_tile(true, TT, nb, wg, x, x_stride, out, out_stride);
 }
 
-/* Per 32-bit lane (row) of v, its signed bytes b0 and b1 as the two
- * 16-bit halves. */
-FORCE_INLINE __m256i signed_byte_pair(__m256i v, int b0, int b1)
+/* Per 32-bit lane (row) of v, its bytes b0 and b1 as the high bytes of
+ * the two 16-bit halves (the low bytes zero). */
+FORCE_INLINE __m256i byte_pair_high(__m256i v, int b0, int b1)
 {
     const __m256i pick = _mm256_setr_epi8(-1, b0, -1, b1, -1, 4 + b0, -1, 4 + b1, -1, 8 + b0, -1, 8 + b1, -1,
                                           12 + b0, -1, 12 + b1, -1, b0, -1, b1, -1, 4 + b0, -1, 4 + b1, -1, 8 + b0,
                                           -1, 8 + b1, -1, 12 + b0, -1, 12 + b1);
-    return _mm256_srai_epi16(_mm256_shuffle_epi8(v, pick), 8);
+    return _mm256_shuffle_epi8(v, pick);
+}
+
+/* Per 32-bit lane (row) of v, its signed bytes b0 and b1 as the two
+ * 16-bit halves. */
+FORCE_INLINE __m256i signed_byte_pair(__m256i v, int b0, int b1)
+{
+    return _mm256_srai_epi16(byte_pair_high(v, b0, b1), 8);
+}
+
+/* Sum of the byte products of the quants of four 4-byte pieces (u[0..3])
+ * with the token's pieces at xq, in 16 bits: at most 4 x 2 x 7 x 128. */
+FORCE_INLINE __m256i four_pieces(const __m256i u[4], const int8_t *xq)
+{
+    __m256i s16 = _mm256_setzero_si256();
+    UNROLL
+    for (int p = 0; p < 4; p++) {
+        int32_t piece;
+        memcpy(&piece, xq + 4 * p, 4);
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(u[p], _mm256_set1_epi32(piece)));
+    }
+    return s16;
+}
+
+/* A tile of one packed Q2_K (three false) or Q3_K (three true) group
+ * times TT tokens.  Quants piece 8h + p holds bytes 4p .. 4p + 3 of
+ * every row's 32-byte half h of qs: bits 2j, 2j + 1 of its bytes are
+ * elements 4p .. 4p + 3 of chunk 4h + j; Q3_K's hmask piece p holds their
+ * third bits, bit c for chunk c.  Chunk c is sub-blocks 2c and 2c + 1, the
+ * first four and the last four pieces, each summed in 16 bits and weighted
+ * by its sub-block's scale into 32 bits.  Q2_K's scales piece k holds the
+ * scale (low nibble) and min (high nibble) bytes of sub-blocks 4k .. 4k +
+ * 3; Q3_K's three 4-byte pieces of 6-bit scales are unpacked for all
+ * eight rows at once (as q3k_unpack_scales does for one), less the bias of
+ * 32.  Q2_K's mins and Q3_K's offset of -4 meet the bsums. */
+FORCE_INLINE void packed_q23k_tile(const bool three, const int TT, int64_t nb, const uint8_t *wg,
+                                   const uint8_t *x, size_t x_stride, float *out, int64_t out_stride)
+{
+    const size_t pb = PACK_ROWS * (three ? sizeof(block_q3_K) : sizeof(block_q2_K));
+    const __m256i m2 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(0x0f), low4 = _mm256_set1_epi16(0x0f);
+    __m256 run[PACKED_TILE_TOKS];
+    UNROLL
+    for (int t = 0; t < TT; t++) run[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *blk = wg + (size_t)i * pb;
+        prefetch_packed_block(blk, pb);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+        /* per row lane: the scale bytes of sub-blocks 4k .. 4k + 3 */
+        __m256i sp[4];
+        const uint8_t *hmask, *qs;
+        if (three) {
+            const __m256i p0 = _mm256_loadu_si256((const __m256i *)(blk + 16));
+            const __m256i p1 = _mm256_loadu_si256((const __m256i *)(blk + 48));
+            const __m256i p2 = _mm256_loadu_si256((const __m256i *)(blk + 80));
+            sp[0] = _mm256_and_si256(p0, m4);
+            sp[1] = _mm256_and_si256(p1, m4);
+            sp[2] = _mm256_and_si256(_mm256_srli_epi16(p0, 4), m4);
+            sp[3] = _mm256_and_si256(_mm256_srli_epi16(p1, 4), m4);
+            UNROLL
+            for (int k = 0; k < 4; k++)
+                sp[k] = _mm256_sub_epi8(
+                    _mm256_or_si256(sp[k], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(p2, 2 * k), m2), 4)),
+                    _mm256_set1_epi8(32));
+            hmask = blk + 112;
+            qs = hmask + 8 * 32;
+        } else {
+            UNROLL
+            for (int k = 0; k < 4; k++) sp[k] = _mm256_loadu_si256((const __m256i *)(blk + 32 + 32 * k));
+            hmask = NULL;
+            qs = blk + 160;
+        }
+        __m256i acc[PACKED_TILE_TOKS];
+        UNROLL
+        for (int t = 0; t < TT; t++) acc[t] = _mm256_setzero_si256();
+        UNROLL
+        for (int c = 0; c < 8; c++) {
+            const int b = 2 * (c % 2); /* sub-blocks 2c and 2c + 1: bytes b and b + 1 of piece c / 2 */
+            __m256i sc0, sc1;
+            if (three) {
+                sc0 = signed_byte_pair(sp[c / 2], b, b);
+                sc1 = signed_byte_pair(sp[c / 2], b + 1, b + 1);
+            } else {
+                sc0 = _mm256_and_si256(_mm256_srli_epi16(byte_pair_high(sp[c / 2], b, b), 8), low4);
+                sc1 = _mm256_and_si256(_mm256_srli_epi16(byte_pair_high(sp[c / 2], b + 1, b + 1), 8), low4);
+            }
+            __m256i u[8];
+            UNROLL
+            for (int p = 0; p < 8; p++) {
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * (8 * (c / 4) + p)));
+                u[p] = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * (c % 4)), m2);
+                if (three) {
+                    const __m256i hb = _mm256_loadu_si256((const __m256i *)(hmask + 32 * p));
+                    u[p] = _mm256_or_si256(u[p], _mm256_and_si256(move_bit(hb, c, 2), _mm256_set1_epi8(4)));
+                }
+            }
+            UNROLL
+            for (int t = 0; t < TT; t++) {
+                const int8_t *xq = ((const block_q8_K *)(x + (size_t)t * x_stride) + i)->qs + 32 * c;
+                acc[t] = DOT_S16(acc[t], four_pieces(u, xq), sc0);
+                acc[t] = DOT_S16(acc[t], four_pieces(u + 4, xq + 16), sc1);
+            }
+        }
+        /* per row lane, 16-bit pairs for bsums 2j and 2j + 1: Q3_K's
+         * scales, Q2_K's mins */
+        __m256i pairs[8];
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            const int b = 2 * (j % 2);
+            pairs[j] = three ? signed_byte_pair(sp[j / 2], b, b + 1)
+                             : _mm256_srli_epi16(byte_pair_high(sp[j / 2], b, b + 1), 12);
+        }
+        UNROLL
+        for (int t = 0; t < TT; t++) {
+            const block_q8_K *xb = (const block_q8_K *)(x + (size_t)t * x_stride) + i;
+            __m256i m = _mm256_setzero_si256();
+            UNROLL
+            for (int j = 0; j < 8; j++) {
+                int32_t bs;
+                memcpy(&bs, xb->bsums + 2 * j, 4);
+                m = _mm256_add_epi32(m, _mm256_madd_epi16(pairs[j], _mm256_set1_epi32(bs)));
+            }
+            const __m256 dy = _mm256_set1_ps(xb->d);
+            if (three) {
+                const __m256i q = _mm256_sub_epi32(acc[t], _mm256_slli_epi32(m, 2));
+                run[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(q), run[t]);
+            } else {
+                const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16)));
+                run[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(acc[t]), run[t]);
+                run[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dy), _mm256_cvtepi32_ps(m), run[t]);
+            }
+        }
+    }
+    UNROLL
+    for (int t = 0; t < TT; t++) _mm256_storeu_ps(out + t * out_stride, run[t]);
+}
+
+FORCE_INLINE void packed_q2k_tile(const int TT, int64_t nb, const uint8_t *wg, const uint8_t *x,
+                                  size_t x_stride, float *out, int64_t out_stride)
+{
+    packed_q23k_tile(false, TT, nb, wg, x, x_stride, out, out_stride);
+}
+
+FORCE_INLINE void packed_q3k_tile(const int TT, int64_t nb, const uint8_t *wg, const uint8_t *x,
+                                  size_t x_stride, float *out, int64_t out_stride)
+{
+    packed_q23k_tile(true, TT, nb, wg, x, x_stride, out, out_stride);
 }
 
 /* A tile of one packed Q6_K group times TT tokens.  Scales piece j holds
@@ -918,6 +1063,8 @@ FORCE_INLINE void packed_q6k_tile(const int TT, int64_t nb, const uint8_t *wg, c
         } \
     }
 
+DEFINE_PACKED_KQ_GEMM(q2_k, packed_q2k_tile, block_q2_K)
+DEFINE_PACKED_KQ_GEMM(q3_k, packed_q3k_tile, block_q3_K)
 DEFINE_PACKED_KQ_GEMM(q4_k, packed_q4k_tile, block_q4_K)
 DEFINE_PACKED_KQ_GEMM(q5_k, packed_q5k_tile, block_q5_K)
 DEFINE_PACKED_KQ_GEMM(q6_k, packed_q6k_tile, block_q6_K)
@@ -943,6 +1090,7 @@ DEFINE_INT_GEMM(q6_k, kquant_tile, KQ_Q6_K, QK_K)
 /* The packed-weight table entries, for the including file's table. */
 #define INT_KERNEL_PACKED_TABLE \
     [HEARTH_TYPE_Q4_0] = gemm_packed_q4_0, [HEARTH_TYPE_Q8_0] = gemm_packed_q8_0, \
+    [HEARTH_TYPE_Q2_K] = gemm_packed_q2_k, [HEARTH_TYPE_Q3_K] = gemm_packed_q3_k, \
     [HEARTH_TYPE_Q4_K] = gemm_packed_q4_k, [HEARTH_TYPE_Q5_K] = gemm_packed_q5_k, \
     [HEARTH_TYPE_Q6_K] = gemm_packed_q6_k
 

@@ -578,8 +578,9 @@ END_TEST
 
 /* ---- packed weights ------------------------------------------------------------ */
 
-static const hearth_type packed_types[] = {HEARTH_TYPE_Q4_0, HEARTH_TYPE_Q8_0, HEARTH_TYPE_Q4_K,
-                                           HEARTH_TYPE_Q5_K, HEARTH_TYPE_Q6_K};
+static const hearth_type packed_types[] = {HEARTH_TYPE_Q4_0, HEARTH_TYPE_Q8_0, HEARTH_TYPE_Q2_K,
+                                           HEARTH_TYPE_Q3_K, HEARTH_TYPE_Q4_K, HEARTH_TYPE_Q5_K,
+                                           HEARTH_TYPE_Q6_K};
 #define N_PACKED_TYPES ((int)HEARTH_ARRAY_LEN(packed_types))
 
 /* n_rows rows of n_blocks blocks of type t (odd rows random bytes, even
@@ -640,13 +641,18 @@ static void free_packed_case(struct packed_case *c)
 }
 
 /* Row r's weights in two parts whose sum is the dequantized row: for the
- * formats with mins (Q4_K, Q5_K) the scaled quants (dmin set to 0) and the
- * mins (d set to 0), so that an error bound can be taken relative to both,
- * whatever the cancellation between them; otherwise the row and zeros. */
+ * formats with mins (Q2_K, Q4_K, Q5_K) the scaled quants (dmin set to 0)
+ * and the mins (d set to 0), so that an error bound can be taken relative
+ * to both, whatever the cancellation between them; otherwise the row and
+ * zeros. */
 static void dequantize_parts(hearth_type t, const uint8_t *row, int64_t n, float *wq, float *wm)
 {
     _Static_assert(offsetof(block_q4_K, dmin) == offsetof(block_q5_K, dmin), "d, dmin lead both blocks");
-    if (t != HEARTH_TYPE_Q4_K && t != HEARTH_TYPE_Q5_K) {
+    size_t at_d = offsetof(block_q4_K, d), at_dmin = offsetof(block_q4_K, dmin);
+    if (t == HEARTH_TYPE_Q2_K) {
+        at_d = offsetof(block_q2_K, d);
+        at_dmin = offsetof(block_q2_K, dmin);
+    } else if (t != HEARTH_TYPE_Q4_K && t != HEARTH_TYPE_Q5_K) {
         ck_assert(quant_dequantize_row(t, row, wq, n));
         for (int64_t e = 0; e < n; e++) wm[e] = 0.0f;
         return;
@@ -655,10 +661,10 @@ static void dequantize_parts(hearth_type t, const uint8_t *row, int64_t n, float
     const size_t bb = hearth_type_block_bytes(t), bytes = hearth_type_row_bytes(t, n);
     uint8_t *b = xmalloc(bytes);
     memcpy(b, row, bytes);
-    for (int64_t i = 0; i < nb; i++) memset(b + (size_t)i * bb + offsetof(block_q4_K, dmin), 0, 2);
+    for (int64_t i = 0; i < nb; i++) memset(b + (size_t)i * bb + at_dmin, 0, 2);
     ck_assert(quant_dequantize_row(t, b, wq, n));
     memcpy(b, row, bytes);
-    for (int64_t i = 0; i < nb; i++) memset(b + (size_t)i * bb + offsetof(block_q4_K, d), 0, 2);
+    for (int64_t i = 0; i < nb; i++) memset(b + (size_t)i * bb + at_d, 0, 2);
     ck_assert(quant_dequantize_row(t, b, wm, n));
     free(b);
 }

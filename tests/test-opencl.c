@@ -413,8 +413,8 @@ START_TEST(test_matmul_packed_order)
     fixture_open(&f, NULL, NULL, HEARTH_TYPE_F16, 8);
     test_rng rng;
     test_rng_seed(&rng, 4321);
-    static const hearth_type types[] = {HEARTH_TYPE_Q4_0, HEARTH_TYPE_Q8_0, HEARTH_TYPE_Q4_K,
-                                        HEARTH_TYPE_Q5_K, HEARTH_TYPE_Q6_K};
+    static const hearth_type types[] = {HEARTH_TYPE_Q4_0, HEARTH_TYPE_Q8_0, HEARTH_TYPE_Q2_K, HEARTH_TYPE_Q3_K,
+                                        HEARTH_TYPE_Q4_K, HEARTH_TYPE_Q5_K, HEARTH_TYPE_Q6_K};
     static const int64_t outs[] = {8, 24, 40};
     static const int64_t toks[] = {1, 3, 5, 21};
     int tried = 0;

@@ -291,8 +291,8 @@ EXACT_KERNELS(q6_k, 256, 210, 0)
 /*
  * The CPU reads some matrices packed, and sums their products in another
  * order (simd/kernels.h, "Summation order of packed weights"): each block
- * (super-block) gives one exact integer, or two for the mins of Q4_K and
- * Q5_K, and they go into ONE running float sum per row with fused
+ * (super-block) gives one exact integer, or two for the mins of Q2_K,
+ * Q4_K and Q5_K, and they go into ONE running float sum per row with fused
  * multiply-adds, blocks in order,
  *     s = fma(dw dx, (float)q, s)  [then s = fma(-(dmin dx), (float)m, s)],
  * and the row's result is s.  A weight the CPU would read packed
@@ -382,6 +382,8 @@ __kernel void packed_gemm_##T(__global const uchar *w, uint row_bytes, int n_in,
 
 PACKED_ORDER_KERNELS(q4_0, 32, 18, 0)
 PACKED_ORDER_KERNELS(q8_0, 32, 34, 0)
+PACKED_ORDER_KERNELS(q2_k, 256, 84, 1)
+PACKED_ORDER_KERNELS(q3_k, 256, 110, 0)
 PACKED_ORDER_KERNELS(q4_k, 256, 144, 1)
 PACKED_ORDER_KERNELS(q5_k, 256, 176, 1)
 PACKED_ORDER_KERNELS(q6_k, 256, 210, 0)
