@@ -385,185 +385,144 @@ static inline uint8_t packed_byte(const uint8_t *blk, size_t at, int r, int b)
     return blk[at + (size_t)(b / 4) * 4 * PACK_ROWS + 4 * (size_t)r + (size_t)(b % 4)];
 }
 
-/* Q2_K, packed (kernels.h): per row and super-block the two exact
- * integers q = sum_e sc_s q_e y_e and m = sum_s m_s bsum_s (s = e / 16),
- * added as
- *     s = fmaf(d dy, q, s),  s = fmaf(-(dmin dy), m, s). */
-static void gemm_packed_q2_k(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x,
-                             size_t x_stride, const int32_t *x_sums, float *y, int64_t y_stride)
+/* Half-float field of row r at offset at of a packed block, as a float. */
+static inline float packed_half(const uint8_t *blk, size_t at, int r)
 {
-    (void)x_sums;
-    const int64_t nb = n / QK_K;
-    const size_t pb = PACK_ROWS * sizeof(block_q2_K);
-    const size_t at_dmin = 2 * PACK_ROWS, at_scales = 4 * PACK_ROWS, at_qs = at_scales + QK_K / 16 * PACK_ROWS;
-    for (int64_t g = 0; g < n_rows / PACK_ROWS; g++) {
-        const uint8_t *grp = (const uint8_t *)wp + (size_t)g * (size_t)nb * pb;
-        for (int64_t tok = 0; tok < n_tok; tok++) {
-            const block_q8_K *xb = (const void *)((const uint8_t *)x + (size_t)tok * x_stride);
-            for (int r = 0; r < PACK_ROWS; r++) {
-                float sum = 0.0f;
-                for (int64_t i = 0; i < nb; i++) {
-                    const uint8_t *blk = grp + (size_t)i * pb;
-                    hearth_f16 d, dmin;
-                    memcpy(&d, blk + 2 * r, 2);
-                    memcpy(&dmin, blk + at_dmin + 2 * r, 2);
-                    int32_t q = 0, m = 0;
-                    for (int e = 0; e < QK_K; e++) {
-                        const int c = e / 32;
-                        const int u = (packed_byte(blk, at_qs, r, 32 * (c / 4) + e % 32) >> (2 * (c % 4))) & 3;
-                        q += (packed_byte(blk, at_scales, r, e / 16) & 0x0f) * u * xb[i].qs[e];
-                    }
-                    for (int sub = 0; sub < QK_K / 16; sub++)
-                        m += (packed_byte(blk, at_scales, r, sub) >> 4) * xb[i].bsums[sub];
-                    sum = fmaf(hearth_f16_to_f32(d) * xb[i].d, (float)q, sum);
-                    sum = fmaf(-(hearth_f16_to_f32(dmin) * xb[i].d), (float)m, sum);
-                }
-                y[tok * y_stride + g * PACK_ROWS + r] = sum;
-            }
-        }
-    }
+    hearth_f16 h;
+    memcpy(&h, blk + at + 2 * (size_t)r, 2);
+    return hearth_f16_to_f32(h);
 }
 
-/* Q3_K, packed (kernels.h): per row and super-block the exact integer
- * q = sum_e sc_s (u_e - 4) y_e (s = e / 16, u_e the low 2 bits plus 4 times
- * the hmask bit), added as s = fmaf(d dy, q, s). */
-static void gemm_packed_q3_k(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x,
-                             size_t x_stride, const int32_t *x_sums, float *y, int64_t y_stride)
+/* Row r's super-block blk of a packed K-quant group times the token's
+ * block xb, added into the row's running sum in the packed order
+ * (kernels.h). */
+typedef float (*packed_kq_block_fn)(const uint8_t *blk, int r, const block_q8_K *xb, float sum);
+
+/* Q2_K: the two exact integers q = sum_e sc_s q_e y_e and
+ * m = sum_s m_s bsum_s (s = e / 16), added as
+ *     s = fmaf(d dy, q, s),  s = fmaf(-(dmin dy), m, s). */
+static float packed_q2k_block(const uint8_t *blk, int r, const block_q8_K *xb, float sum)
 {
-    (void)x_sums;
-    const int64_t nb = n / QK_K;
-    const size_t pb = PACK_ROWS * sizeof(block_q3_K);
+    const size_t at_dmin = 2 * PACK_ROWS, at_scales = 4 * PACK_ROWS, at_qs = at_scales + QK_K / 16 * PACK_ROWS;
+    int32_t q = 0, m = 0;
+    for (int e = 0; e < QK_K; e++) {
+        const int c = e / 32;
+        const int u = (packed_byte(blk, at_qs, r, 32 * (c / 4) + e % 32) >> (2 * (c % 4))) & 3;
+        q += (packed_byte(blk, at_scales, r, e / 16) & 0x0f) * u * xb->qs[e];
+    }
+    for (int sub = 0; sub < QK_K / 16; sub++) m += (packed_byte(blk, at_scales, r, sub) >> 4) * xb->bsums[sub];
+    sum = fmaf(packed_half(blk, 0, r) * xb->d, (float)q, sum);
+    return fmaf(-(packed_half(blk, at_dmin, r) * xb->d), (float)m, sum);
+}
+
+/* Q3_K: the exact integer q = sum_e sc_s (u_e - 4) y_e (s = e / 16, u_e
+ * the low 2 bits plus 4 times the hmask bit), added as
+ *     s = fmaf(d dy, q, s). */
+static float packed_q3k_block(const uint8_t *blk, int r, const block_q8_K *xb, float sum)
+{
     const size_t at_scales = 2 * PACK_ROWS, at_hmask = at_scales + 12 * PACK_ROWS;
     const size_t at_qs = at_hmask + QK_K / 8 * PACK_ROWS;
-    for (int64_t g = 0; g < n_rows / PACK_ROWS; g++) {
-        const uint8_t *grp = (const uint8_t *)wp + (size_t)g * (size_t)nb * pb;
-        for (int64_t tok = 0; tok < n_tok; tok++) {
-            const block_q8_K *xb = (const void *)((const uint8_t *)x + (size_t)tok * x_stride);
-            for (int r = 0; r < PACK_ROWS; r++) {
-                float sum = 0.0f;
-                for (int64_t i = 0; i < nb; i++) {
-                    const uint8_t *blk = grp + (size_t)i * pb;
-                    hearth_f16 d;
-                    memcpy(&d, blk + 2 * r, 2);
-                    uint8_t packed[12];
-                    int8_t sc[16];
-                    for (int k = 0; k < 12; k++) packed[k] = packed_byte(blk, at_scales, r, k);
-                    q3k_unpack_scales(packed, sc);
-                    int32_t q = 0;
-                    for (int e = 0; e < QK_K; e++) {
-                        const int c = e / 32, l = e % 32;
-                        const int low = (packed_byte(blk, at_qs, r, 32 * (c / 4) + l) >> (2 * (c % 4))) & 3;
-                        const int high = (packed_byte(blk, at_hmask, r, l) >> c) & 1;
-                        q += sc[e / 16] * (low + 4 * high - 4) * xb[i].qs[e];
-                    }
-                    sum = fmaf(hearth_f16_to_f32(d) * xb[i].d, (float)q, sum);
-                }
-                y[tok * y_stride + g * PACK_ROWS + r] = sum;
-            }
-        }
+    uint8_t packed[12];
+    int8_t sc[16];
+    for (int k = 0; k < 12; k++) packed[k] = packed_byte(blk, at_scales, r, k);
+    q3k_unpack_scales(packed, sc);
+    int32_t q = 0;
+    for (int e = 0; e < QK_K; e++) {
+        const int c = e / 32, l = e % 32;
+        const int low = (packed_byte(blk, at_qs, r, 32 * (c / 4) + l) >> (2 * (c % 4))) & 3;
+        const int high = (packed_byte(blk, at_hmask, r, l) >> c) & 1;
+        q += sc[e / 16] * (low + 4 * high - 4) * xb->qs[e];
     }
+    return fmaf(packed_half(blk, 0, r) * xb->d, (float)q, sum);
 }
 
-/* Q4_K and Q5_K, packed (kernels.h): per row and super-block the two
- * exact integers q = sum_e sc_s q_e y_e (s = e / 32) and
- * m = sum_k m_k (bsum_2k + bsum_2k+1), added as
+/* Q4_K and Q5_K: the two exact integers q = sum_e sc_s q_e y_e
+ * (s = e / 32) and m = sum_k m_k (bsum_2k + bsum_2k+1), added as
  *     s = fmaf(d dy, q, s),  s = fmaf(-(dmin dy), m, s).
  * Q5_K's fifth bit of element e is bit e / 32 of byte e % 32 of qh, a
  * field between the scales and qs. */
-static void gemm_packed_q45k(bool five, int64_t n, int64_t n_rows, int64_t n_tok, const void *wp,
-                             const void *x, size_t x_stride, float *y, int64_t y_stride)
+static float packed_q45k_block(bool five, const uint8_t *blk, int r, const block_q8_K *xb, float sum)
 {
-    const int64_t nb = n / QK_K;
-    const size_t pb = PACK_ROWS * (five ? sizeof(block_q5_K) : sizeof(block_q4_K));
     const size_t at_dmin = 2 * PACK_ROWS, at_scales = 4 * PACK_ROWS, at_qh = (4 + K_SCALE_SIZE) * PACK_ROWS;
     const size_t at_qs = at_qh + (five ? QK_K / 8 * PACK_ROWS : 0);
-    for (int64_t g = 0; g < n_rows / PACK_ROWS; g++) {
-        const uint8_t *grp = (const uint8_t *)wp + (size_t)g * (size_t)nb * pb;
-        for (int64_t tok = 0; tok < n_tok; tok++) {
-            const block_q8_K *xb = (const void *)((const uint8_t *)x + (size_t)tok * x_stride);
-            for (int r = 0; r < PACK_ROWS; r++) {
-                float sum = 0.0f;
-                for (int64_t i = 0; i < nb; i++) {
-                    const uint8_t *blk = grp + (size_t)i * pb;
-                    hearth_f16 d, dmin;
-                    memcpy(&d, blk + 2 * r, 2);
-                    memcpy(&dmin, blk + at_dmin + 2 * r, 2);
-                    uint8_t packed[K_SCALE_SIZE], sc[8], mn[8];
-                    for (int k = 0; k < K_SCALE_SIZE; k++)
-                        packed[k] = packed_byte(blk, at_scales, r, k);
-                    q4k_unpack_scales(packed, sc, mn);
-                    int32_t q = 0, m = 0;
-                    for (int e = 0; e < QK_K; e++) {
-                        const int c = e / 32, l = e % 32;
-                        const int byte = 32 * (c / 2) + l; /* of the row's qs */
-                        int u = (packed_byte(blk, at_qs, r, byte) >> (4 * (c % 2))) & 0x0f;
-                        if (five) u |= ((packed_byte(blk, at_qh, r, l) >> c) & 1) << 4;
-                        q += sc[c] * u * xb[i].qs[e];
-                    }
-                    for (int k = 0; k < 8; k++) m += mn[k] * (xb[i].bsums[2 * k] + xb[i].bsums[2 * k + 1]);
-                    sum = fmaf(hearth_f16_to_f32(d) * xb[i].d, (float)q, sum);
-                    sum = fmaf(-(hearth_f16_to_f32(dmin) * xb[i].d), (float)m, sum);
-                }
-                y[tok * y_stride + g * PACK_ROWS + r] = sum;
-            }
-        }
+    uint8_t packed[K_SCALE_SIZE], sc[8], mn[8];
+    for (int k = 0; k < K_SCALE_SIZE; k++) packed[k] = packed_byte(blk, at_scales, r, k);
+    q4k_unpack_scales(packed, sc, mn);
+    int32_t q = 0, m = 0;
+    for (int e = 0; e < QK_K; e++) {
+        const int c = e / 32, l = e % 32;
+        int u = (packed_byte(blk, at_qs, r, 32 * (c / 2) + l) >> (4 * (c % 2))) & 0x0f;
+        if (five) u |= ((packed_byte(blk, at_qh, r, l) >> c) & 1) << 4;
+        q += sc[c] * u * xb->qs[e];
     }
+    for (int k = 0; k < 8; k++) m += mn[k] * (xb->bsums[2 * k] + xb->bsums[2 * k + 1]);
+    sum = fmaf(packed_half(blk, 0, r) * xb->d, (float)q, sum);
+    return fmaf(-(packed_half(blk, at_dmin, r) * xb->d), (float)m, sum);
 }
 
-static void gemm_packed_q4_k(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x,
-                             size_t x_stride, const int32_t *x_sums, float *y, int64_t y_stride)
+static float packed_q4k_block(const uint8_t *blk, int r, const block_q8_K *xb, float sum)
 {
-    (void)x_sums;
-    gemm_packed_q45k(false, n, n_rows, n_tok, wp, x, x_stride, y, y_stride);
+    return packed_q45k_block(false, blk, r, xb, sum);
 }
 
-static void gemm_packed_q5_k(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x,
-                             size_t x_stride, const int32_t *x_sums, float *y, int64_t y_stride)
+static float packed_q5k_block(const uint8_t *blk, int r, const block_q8_K *xb, float sum)
 {
-    (void)x_sums;
-    gemm_packed_q45k(true, n, n_rows, n_tok, wp, x, x_stride, y, y_stride);
+    return packed_q45k_block(true, blk, r, xb, sum);
 }
 
-/* Q6_K, packed (kernels.h): per row and super-block the exact integer
- * q = sum_e sc_s u_e y_e - 32 sum_s sc_s bsum_s (s = e / 16), added as
- *     s = fmaf(d dy, q, s). */
-static void gemm_packed_q6_k(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x,
-                             size_t x_stride, const int32_t *x_sums, float *y, int64_t y_stride)
+/* Q6_K: the exact integer q = sum_e sc_s u_e y_e - 32 sum_s sc_s bsum_s
+ * (s = e / 16), added as s = fmaf(d dy, q, s). */
+static float packed_q6k_block(const uint8_t *blk, int r, const block_q8_K *xb, float sum)
 {
-    (void)x_sums;
-    const int64_t nb = n / QK_K;
-    const size_t pb = PACK_ROWS * sizeof(block_q6_K);
     const size_t at_scales = 2 * PACK_ROWS, at_ql = at_scales + QK_K / 16 * PACK_ROWS;
     const size_t at_qh = at_ql + QK_K / 2 * PACK_ROWS;
+    int8_t sc[QK_K / 16];
+    for (int k = 0; k < QK_K / 16; k++) sc[k] = (int8_t)packed_byte(blk, at_scales, r, k);
+    int32_t q = 0;
+    for (int e = 0; e < QK_K; e++) {
+        const int c = e / 128, k = (e % 128) / 32, l = e % 32;
+        const int lb = 64 * c + 32 * (k % 2) + l, hb = 32 * c + l; /* of the row's ql, qh */
+        const int low = (packed_byte(blk, at_ql, r, lb) >> (4 * (k / 2))) & 0x0f;
+        const int high = (packed_byte(blk, at_qh, r, hb) >> (2 * k)) & 3;
+        q += sc[e / 16] * (low | high << 4) * xb->qs[e];
+    }
+    for (int sub = 0; sub < QK_K / 16; sub++) q -= 32 * sc[sub] * xb->bsums[sub];
+    return fmaf(packed_half(blk, 0, r) * xb->d, (float)q, sum);
+}
+
+/* The walk of a packed K-quant product: per row group, token and row,
+ * the super-blocks in order into one running sum. */
+static void gemm_packed_kq(hearth_type t, packed_kq_block_fn add_block, int64_t n, int64_t n_rows, int64_t n_tok,
+                           const void *wp, const void *x, size_t x_stride, float *y, int64_t y_stride)
+{
+    const int64_t nb = n / QK_K;
+    const size_t pb = hearth_packed_bytes(t, PACK_ROWS, QK_K); /* one super-block of a group */
     for (int64_t g = 0; g < n_rows / PACK_ROWS; g++) {
         const uint8_t *grp = (const uint8_t *)wp + (size_t)g * (size_t)nb * pb;
         for (int64_t tok = 0; tok < n_tok; tok++) {
             const block_q8_K *xb = (const void *)((const uint8_t *)x + (size_t)tok * x_stride);
             for (int r = 0; r < PACK_ROWS; r++) {
                 float sum = 0.0f;
-                for (int64_t i = 0; i < nb; i++) {
-                    const uint8_t *blk = grp + (size_t)i * pb;
-                    hearth_f16 d;
-                    memcpy(&d, blk + 2 * r, 2);
-                    int8_t sc[QK_K / 16];
-                    for (int k = 0; k < QK_K / 16; k++)
-                        sc[k] = (int8_t)packed_byte(blk, at_scales, r, k);
-                    int32_t q = 0;
-                    for (int e = 0; e < QK_K; e++) {
-                        const int c = e / 128, k = (e % 128) / 32, l = e % 32;
-                        const int lb = 64 * c + 32 * (k % 2) + l, hb = 32 * c + l; /* of the row's ql, qh */
-                        const int low = (packed_byte(blk, at_ql, r, lb) >> (4 * (k / 2))) & 0x0f;
-                        const int high = (packed_byte(blk, at_qh, r, hb) >> (2 * k)) & 3;
-                        q += sc[e / 16] * (low | high << 4) * xb[i].qs[e];
-                    }
-                    for (int sub = 0; sub < QK_K / 16; sub++) q -= 32 * sc[sub] * xb[i].bsums[sub];
-                    sum = fmaf(hearth_f16_to_f32(d) * xb[i].d, (float)q, sum);
-                }
+                for (int64_t i = 0; i < nb; i++) sum = add_block(grp + (size_t)i * pb, r, &xb[i], sum);
                 y[tok * y_stride + g * PACK_ROWS + r] = sum;
             }
         }
     }
 }
+
+#define DEFINE_PACKED_KQ(name, q, type) \
+    static void gemm_packed_##name(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x, \
+                                   size_t x_stride, const int32_t *x_sums, float *y, int64_t y_stride) \
+    { \
+        (void)x_sums; \
+        gemm_packed_kq(type, packed_##q##_block, n, n_rows, n_tok, wp, x, x_stride, y, y_stride); \
+    }
+
+DEFINE_PACKED_KQ(q2_k, q2k, HEARTH_TYPE_Q2_K)
+DEFINE_PACKED_KQ(q3_k, q3k, HEARTH_TYPE_Q3_K)
+DEFINE_PACKED_KQ(q4_k, q4k, HEARTH_TYPE_Q4_K)
+DEFINE_PACKED_KQ(q5_k, q5k, HEARTH_TYPE_Q5_K)
+DEFINE_PACKED_KQ(q6_k, q6k, HEARTH_TYPE_Q6_K)
 
 static const hearth_kernels scalar_kernels = {
     .name = "scalar",

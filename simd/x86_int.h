@@ -691,6 +691,23 @@ FORCE_INLINE void packed_tile(enum legacy_format f, const int TT, int64_t nb, co
 DEFINE_PACKED_GEMM(q4_0, LEGACY_Q4_0)
 DEFINE_PACKED_GEMM(q8_0, LEGACY_Q8_0)
 
+/* The quants of one chunk from its eight 4-byte pieces of every row: bits
+ * shift and up of the pieces at qp, under mask, and where the format has
+ * a high bit (hp not NULL), bit c of the pieces at hp moved to bit top. */
+FORCE_INLINE void unpack_pieces(const uint8_t *qp, int shift, __m256i mask, const uint8_t *hp, int c, int top,
+                                __m256i u[8])
+{
+    UNROLL
+    for (int p = 0; p < 8; p++) {
+        const __m256i raw = _mm256_loadu_si256((const __m256i *)(qp + 32 * p));
+        u[p] = _mm256_and_si256(_mm256_srli_epi16(raw, shift), mask);
+        if (hp) {
+            const __m256i hb = _mm256_loadu_si256((const __m256i *)(hp + 32 * p));
+            u[p] = _mm256_or_si256(u[p], _mm256_and_si256(move_bit(hb, c, top), _mm256_set1_epi8((char)(1 << top))));
+        }
+    }
+}
+
 /* A tile of one packed Q4_K (five false) or Q5_K (five true) group times
  * TT tokens.  The three 4-byte pieces of the rows' 6-bit scales and mins
  * are unpacked for all eight rows at once (as unpack_q4k_scales does for
@@ -741,28 +758,22 @@ FORCE_INLINE void packed_q45k_tile(const bool five, const int TT, int64_t nb, co
                 _mm256_setr_epi8(b, -1, b, -1, 4 + b, -1, 4 + b, -1, 8 + b, -1, 8 + b, -1, 12 + b, -1, 12 + b, -1,
                                  b, -1, b, -1, 4 + b, -1, 4 + b, -1, 8 + b, -1, 8 + b, -1, 12 + b, -1, 12 + b, -1));
             __m256i q[8];
-            UNROLL
-            for (int p = 0; p < 8; p++) {
-                const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * (8 * (c / 2) + p)));
-                q[p] = _mm256_and_si256(c % 2 ? _mm256_srli_epi16(raw, 4) : raw, m4);
-                if (five) {
-                    const __m256i hb = _mm256_loadu_si256((const __m256i *)(qh + 32 * p));
-                    q[p] = _mm256_or_si256(q[p], _mm256_and_si256(move_bit(hb, c, 4), _mm256_set1_epi8(0x10)));
-                }
-            }
+            unpack_pieces(qs + 32 * 8 * (c / 2), 4 * (c % 2), m4, five ? qh : NULL, c, 4, q);
             UNROLL
             for (int t = 0; t < TT; t++) {
                 const int8_t *xq = ((const block_q8_K *)(x + (size_t)t * x_stride) + i)->qs + 32 * c;
+                /* one loop with constant bounds, which unrolls fully (the
+                 * quants stay in registers) */
+                __m256i s16 = _mm256_setzero_si256();
                 UNROLL
-                for (int p0 = 0; p0 < 8; p0 += group) {
-                    __m256i s16 = _mm256_setzero_si256();
-                    UNROLL
-                    for (int p = p0; p < p0 + group; p++) {
-                        int32_t piece;
-                        memcpy(&piece, xq + 4 * p, 4);
-                        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(q[p], _mm256_set1_epi32(piece)));
+                for (int p = 0; p < 8; p++) {
+                    int32_t piece;
+                    memcpy(&piece, xq + 4 * p, 4);
+                    s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(q[p], _mm256_set1_epi32(piece)));
+                    if (p % group == group - 1) {
+                        acc[t] = DOT_S16(acc[t], s16, sc);
+                        s16 = _mm256_setzero_si256();
                     }
-                    acc[t] = DOT_S16(acc[t], s16, sc);
                 }
             }
         }
@@ -792,17 +803,6 @@ FORCE_INLINE void packed_q45k_tile(const bool five, const int TT, int64_t nb, co
     for (int t = 0; t < TT; t++) _mm256_storeu_ps(out + t * out_stride, run[t]);
 }
 
-FORCE_INLINE void packed_q4k_tile(const int TT, int64_t nb, const uint8_t *wg, const uint8_t *x,
-                                  size_t x_stride, float *out, int64_t out_stride)
-{
-    packed_q45k_tile(false, TT, nb, wg, x, x_stride, out, out_stride);
-}
-
-FORCE_INLINE void packed_q5k_tile(const int TT, int64_t nb, const uint8_t *wg, const uint8_t *x,
-                                  size_t x_stride, float *out, int64_t out_stride)
-{
-    packed_q45k_tile(true, TT, nb, wg, x, x_stride, out, out_stride);
-}
 
 /* Per 32-bit lane (row) of v, its bytes b0 and b1 as the high bytes of
  * the two 16-bit halves (the low bytes zero). */
@@ -819,6 +819,20 @@ FORCE_INLINE __m256i byte_pair_high(__m256i v, int b0, int b1)
 FORCE_INLINE __m256i signed_byte_pair(__m256i v, int b0, int b1)
 {
     return _mm256_srai_epi16(byte_pair_high(v, b0, b1), 8);
+}
+
+/* Per row lane, sum_j of the two products of the 16-bit pair pairs[j]
+ * with the token's bsums 2j and 2j + 1. */
+FORCE_INLINE __m256i pair_bsums(const __m256i pairs[8], const block_q8_K *xb)
+{
+    __m256i m = _mm256_setzero_si256();
+    UNROLL
+    for (int j = 0; j < 8; j++) {
+        int32_t bs;
+        memcpy(&bs, xb->bsums + 2 * j, 4);
+        m = _mm256_add_epi32(m, _mm256_madd_epi16(pairs[j], _mm256_set1_epi32(bs)));
+    }
+    return m;
 }
 
 /* Sum of the byte products of the quants of four 4-byte pieces (u[0..3])
@@ -897,15 +911,7 @@ FORCE_INLINE void packed_q23k_tile(const bool three, const int TT, int64_t nb, c
                 sc1 = _mm256_and_si256(_mm256_srli_epi16(byte_pair_high(sp[c / 2], b + 1, b + 1), 8), low4);
             }
             __m256i u[8];
-            UNROLL
-            for (int p = 0; p < 8; p++) {
-                const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * (8 * (c / 4) + p)));
-                u[p] = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * (c % 4)), m2);
-                if (three) {
-                    const __m256i hb = _mm256_loadu_si256((const __m256i *)(hmask + 32 * p));
-                    u[p] = _mm256_or_si256(u[p], _mm256_and_si256(move_bit(hb, c, 2), _mm256_set1_epi8(4)));
-                }
-            }
+            unpack_pieces(qs + 32 * 8 * (c / 4), 2 * (c % 4), m2, three ? hmask : NULL, c, 2, u);
             UNROLL
             for (int t = 0; t < TT; t++) {
                 const int8_t *xq = ((const block_q8_K *)(x + (size_t)t * x_stride) + i)->qs + 32 * c;
@@ -925,13 +931,7 @@ FORCE_INLINE void packed_q23k_tile(const bool three, const int TT, int64_t nb, c
         UNROLL
         for (int t = 0; t < TT; t++) {
             const block_q8_K *xb = (const block_q8_K *)(x + (size_t)t * x_stride) + i;
-            __m256i m = _mm256_setzero_si256();
-            UNROLL
-            for (int j = 0; j < 8; j++) {
-                int32_t bs;
-                memcpy(&bs, xb->bsums + 2 * j, 4);
-                m = _mm256_add_epi32(m, _mm256_madd_epi16(pairs[j], _mm256_set1_epi32(bs)));
-            }
+            const __m256i m = pair_bsums(pairs, xb);
             const __m256 dy = _mm256_set1_ps(xb->d);
             if (three) {
                 const __m256i q = _mm256_sub_epi32(acc[t], _mm256_slli_epi32(m, 2));
@@ -947,17 +947,6 @@ FORCE_INLINE void packed_q23k_tile(const bool three, const int TT, int64_t nb, c
     for (int t = 0; t < TT; t++) _mm256_storeu_ps(out + t * out_stride, run[t]);
 }
 
-FORCE_INLINE void packed_q2k_tile(const int TT, int64_t nb, const uint8_t *wg, const uint8_t *x,
-                                  size_t x_stride, float *out, int64_t out_stride)
-{
-    packed_q23k_tile(false, TT, nb, wg, x, x_stride, out, out_stride);
-}
-
-FORCE_INLINE void packed_q3k_tile(const int TT, int64_t nb, const uint8_t *wg, const uint8_t *x,
-                                  size_t x_stride, float *out, int64_t out_stride)
-{
-    packed_q23k_tile(true, TT, nb, wg, x, x_stride, out, out_stride);
-}
 
 /* A tile of one packed Q6_K group times TT tokens.  Scales piece j holds
  * the signed scales of sub-blocks 4j .. 4j + 3 of every row; ql piece
@@ -1022,13 +1011,7 @@ FORCE_INLINE void packed_q6k_tile(const int TT, int64_t nb, const uint8_t *wg, c
         UNROLL
         for (int t = 0; t < TT; t++) {
             const block_q8_K *xb = (const block_q8_K *)(x + (size_t)t * x_stride) + i;
-            __m256i m = _mm256_setzero_si256();
-            UNROLL
-            for (int j = 0; j < 8; j++) {
-                int32_t bs;
-                memcpy(&bs, xb->bsums + 2 * j, 4);
-                m = _mm256_add_epi32(m, _mm256_madd_epi16(pairs[j], _mm256_set1_epi32(bs)));
-            }
+            const __m256i m = pair_bsums(pairs, xb);
             const __m256i q = _mm256_sub_epi32(acc[t], _mm256_slli_epi32(m, 5));
             run[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xb->d)), _mm256_cvtepi32_ps(q), run[t]);
         }
@@ -1037,8 +1020,9 @@ FORCE_INLINE void packed_q6k_tile(const int TT, int64_t nb, const uint8_t *wg, c
     for (int t = 0; t < TT; t++) _mm256_storeu_ps(out + t * out_stride, run[t]);
 }
 
-/* The row groups and token tiles of a packed K-quant product. */
-#define DEFINE_PACKED_KQ_GEMM(name, TILE, block) \
+/* The row groups and token tiles of a packed K-quant product; the tile
+ * takes the arguments after TILE (a format flag, or none) first. */
+#define DEFINE_PACKED_KQ_GEMM(name, block, TILE, ...) \
     static void gemm_packed_##name(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x, \
                                    size_t xs, const int32_t *x_sums, float *y, int64_t ys) \
     { \
@@ -1052,22 +1036,22 @@ FORCE_INLINE void packed_q6k_tile(const int TT, int64_t nb, const uint8_t *wg, c
                 const uint8_t *wg = (const uint8_t *)wp + (size_t)g * group; \
                 float *out = y + t * ys + g * PACK_ROWS; \
                 if (tt == PACKED_TILE_TOKS) \
-                    TILE(PACKED_TILE_TOKS, nb, wg, xt, xs, out, ys); \
+                    TILE(__VA_ARGS__ PACKED_TILE_TOKS, nb, wg, xt, xs, out, ys); \
                 else if (PACKED_TILE_TOKS > 3 && tt == 3) \
-                    TILE(3, nb, wg, xt, xs, out, ys); \
+                    TILE(__VA_ARGS__ 3, nb, wg, xt, xs, out, ys); \
                 else if (PACKED_TILE_TOKS > 2 && tt == 2) \
-                    TILE(2, nb, wg, xt, xs, out, ys); \
+                    TILE(__VA_ARGS__ 2, nb, wg, xt, xs, out, ys); \
                 else \
-                    TILE(1, nb, wg, xt, xs, out, ys); \
+                    TILE(__VA_ARGS__ 1, nb, wg, xt, xs, out, ys); \
             } \
         } \
     }
 
-DEFINE_PACKED_KQ_GEMM(q2_k, packed_q2k_tile, block_q2_K)
-DEFINE_PACKED_KQ_GEMM(q3_k, packed_q3k_tile, block_q3_K)
-DEFINE_PACKED_KQ_GEMM(q4_k, packed_q4k_tile, block_q4_K)
-DEFINE_PACKED_KQ_GEMM(q5_k, packed_q5k_tile, block_q5_K)
-DEFINE_PACKED_KQ_GEMM(q6_k, packed_q6k_tile, block_q6_K)
+DEFINE_PACKED_KQ_GEMM(q2_k, block_q2_K, packed_q23k_tile, false, )
+DEFINE_PACKED_KQ_GEMM(q3_k, block_q3_K, packed_q23k_tile, true, )
+DEFINE_PACKED_KQ_GEMM(q4_k, block_q4_K, packed_q45k_tile, false, )
+DEFINE_PACKED_KQ_GEMM(q5_k, block_q5_K, packed_q45k_tile, true, )
+DEFINE_PACKED_KQ_GEMM(q6_k, block_q6_K, packed_q6k_tile, )
 
 /* ==========================================================================
  * Entry points: gemm walks the tile grid (tiles.h), vec_dot is its 1 x 1 case
