@@ -66,11 +66,11 @@ typedef void (*hearth_gemm_fn)(int64_t n, int64_t n_rows, int64_t n_tok, const v
  * scales as stored), hmask, qs; Q4_K: d, dmin, scales (the 12 bytes of
  * 6-bit scales and mins as stored), qs; Q5_K: d, dmin, scales, qh, qs;
  * Q6_K: d, scales, ql, qh.  Nothing is decoded or widened, so packed rows
- * take exactly the bytes of the originals (decode reads no more).  One 256-bit register of
- * a field's piece holds four bytes of eight rows, and one broadcast
- * activation piece serves all of them, so the eight rows' dot products
- * come out in the eight 32-bit lanes with no horizontal sums (simd/pack.c
- * makes the layout).
+ * take exactly the bytes of the originals (decode reads no more).  One
+ * 256-bit register of a field's piece holds four bytes of eight rows, and
+ * one broadcast activation piece serves all of them, so the eight rows'
+ * dot products come out in the eight 32-bit lanes with no horizontal sums
+ * (simd/pack.c makes the layout).
  *
  * Summation order of packed weights.  Q4_0 and Q8_0: each block's dot
  * product is an exact integer, converted to float and added into the

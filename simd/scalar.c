@@ -327,13 +327,27 @@ DEFINE_GEMM(q6_k)
 
 /* ---- packed weights (kernels.h): one exact integer per block ----------------------- */
 
-/* Quant e (0..31) of row r of a packed block, biased as stored. */
+/* Byte b of row r's field at offset at of a packed block (every field
+ * but the halves is stored in 4-byte pieces, rows interleaved). */
+static inline uint8_t packed_byte(const uint8_t *blk, size_t at, int r, int b)
+{
+    return blk[at + (size_t)(b / 4) * 4 * PACK_ROWS + 4 * (size_t)r + (size_t)(b % 4)];
+}
+
+/* Half-float field of row r at offset at of a packed block, as a float. */
+static inline float packed_half(const uint8_t *blk, size_t at, int r)
+{
+    hearth_f16 h;
+    memcpy(&h, blk + at + 2 * (size_t)r, 2);
+    return hearth_f16_to_f32(h);
+}
+
+/* Quant e (0..31) of row r of a packed Q4_0 or Q8_0 block, biased as
+ * stored. */
 static inline int packed_quant(hearth_type t, const uint8_t *blk, int r, int e)
 {
-    const uint8_t *q = blk + 2 * PACK_ROWS;
-    if (t == HEARTH_TYPE_Q8_0) return (int8_t)q[(e / 4) * 4 * PACK_ROWS + 4 * r + e % 4];
-    const int byte = e % 16; /* elements e and e + 16 share a byte */
-    const uint8_t v = q[(byte / 4) * 4 * PACK_ROWS + 4 * r + byte % 4];
+    if (t == HEARTH_TYPE_Q8_0) return (int8_t)packed_byte(blk, 2 * PACK_ROWS, r, e);
+    const uint8_t v = packed_byte(blk, 2 * PACK_ROWS, r, e % 16); /* elements e and e + 16 share a byte */
     return e < 16 ? v & 0x0f : v >> 4;
 }
 
@@ -351,11 +365,9 @@ static void gemm_packed(hearth_type t, int64_t n, int64_t n_rows, int64_t n_tok,
                 float sum = 0.0f;
                 for (int64_t i = 0; i < nb; i++) {
                     const uint8_t *blk = grp + (size_t)i * pb;
-                    hearth_f16 d;
-                    memcpy(&d, blk + 2 * r, 2);
                     int32_t dot = 0;
                     for (int e = 0; e < 32; e++) dot += (packed_quant(t, blk, r, e) - bias) * xb[i].qs[e];
-                    sum = fmaf(hearth_f16_to_f32(d) * hearth_f16_to_f32(xb[i].d), (float)dot, sum);
+                    sum = fmaf(packed_half(blk, 0, r) * hearth_f16_to_f32(xb[i].d), (float)dot, sum);
                 }
                 y[tok * y_stride + g * PACK_ROWS + r] = sum;
             }
@@ -376,21 +388,6 @@ static void gemm_packed_q8_0(int64_t n, int64_t n_rows, int64_t n_tok, const voi
 {
     (void)x_sums;
     gemm_packed(HEARTH_TYPE_Q8_0, n, n_rows, n_tok, wp, x, x_stride, y, y_stride);
-}
-
-/* Byte b of row r's field at offset at of a packed K-quant block (every
- * field but the halves is stored in 4-byte pieces, rows interleaved). */
-static inline uint8_t packed_byte(const uint8_t *blk, size_t at, int r, int b)
-{
-    return blk[at + (size_t)(b / 4) * 4 * PACK_ROWS + 4 * (size_t)r + (size_t)(b % 4)];
-}
-
-/* Half-float field of row r at offset at of a packed block, as a float. */
-static inline float packed_half(const uint8_t *blk, size_t at, int r)
-{
-    hearth_f16 h;
-    memcpy(&h, blk + at + 2 * (size_t)r, 2);
-    return hearth_f16_to_f32(h);
 }
 
 /* Row r's super-block blk of a packed K-quant group times the token's

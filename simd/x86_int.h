@@ -708,6 +708,32 @@ FORCE_INLINE void unpack_pieces(const uint8_t *qp, int shift, __m256i mask, cons
     }
 }
 
+/* Per 32-bit lane (row) of v, its bytes b0 and b1 as the two 16-bit
+ * halves, unsigned (byte_pair_low) or as their high bytes (the low bytes
+ * zero; byte_pair_high).  One shuffle each. */
+FORCE_INLINE __m256i byte_pair_low(__m256i v, int b0, int b1)
+{
+    const __m256i pick = _mm256_setr_epi8(b0, -1, b1, -1, 4 + b0, -1, 4 + b1, -1, 8 + b0, -1, 8 + b1, -1, 12 + b0,
+                                          -1, 12 + b1, -1, b0, -1, b1, -1, 4 + b0, -1, 4 + b1, -1, 8 + b0, -1, 8 + b1,
+                                          -1, 12 + b0, -1, 12 + b1, -1);
+    return _mm256_shuffle_epi8(v, pick);
+}
+
+FORCE_INLINE __m256i byte_pair_high(__m256i v, int b0, int b1)
+{
+    const __m256i pick = _mm256_setr_epi8(-1, b0, -1, b1, -1, 4 + b0, -1, 4 + b1, -1, 8 + b0, -1, 8 + b1, -1,
+                                          12 + b0, -1, 12 + b1, -1, b0, -1, b1, -1, 4 + b0, -1, 4 + b1, -1, 8 + b0,
+                                          -1, 8 + b1, -1, 12 + b0, -1, 12 + b1);
+    return _mm256_shuffle_epi8(v, pick);
+}
+
+/* Per 32-bit lane (row) of v, its signed bytes b0 and b1 as the two
+ * 16-bit halves. */
+FORCE_INLINE __m256i signed_byte_pair(__m256i v, int b0, int b1)
+{
+    return _mm256_srai_epi16(byte_pair_high(v, b0, b1), 8);
+}
+
 /* A tile of one packed Q4_K (five false) or Q5_K (five true) group times
  * TT tokens.  The three 4-byte pieces of the rows' 6-bit scales and mins
  * are unpacked for all eight rows at once (as unpack_q4k_scales does for
@@ -753,10 +779,7 @@ FORCE_INLINE void packed_q45k_tile(const bool five, const int TT, int64_t nb, co
         for (int c = 0; c < 8; c++) {
             /* chunk c's scale of each row in both 16-bit halves of its lane */
             const int b = c % 4;
-            const __m256i sc = _mm256_shuffle_epi8(
-                c < 4 ? sc_lo : sc_hi,
-                _mm256_setr_epi8(b, -1, b, -1, 4 + b, -1, 4 + b, -1, 8 + b, -1, 8 + b, -1, 12 + b, -1, 12 + b, -1,
-                                 b, -1, b, -1, 4 + b, -1, 4 + b, -1, 8 + b, -1, 8 + b, -1, 12 + b, -1, 12 + b, -1));
+            const __m256i sc = byte_pair_low(c < 4 ? sc_lo : sc_hi, b, b);
             __m256i q[8];
             unpack_pieces(qs + 32 * 8 * (c / 2), 4 * (c % 2), m4, five ? qh : NULL, c, 4, q);
             UNROLL
@@ -778,12 +801,8 @@ FORCE_INLINE void packed_q45k_tile(const bool five, const int TT, int64_t nb, co
             }
         }
         /* mins as 16-bit pairs (m_2j, m_2j+1) per row lane, j = 0..3 */
-        const __m256i pick_lo = _mm256_setr_epi8(0, -1, 1, -1, 4, -1, 5, -1, 8, -1, 9, -1, 12, -1, 13, -1, 0, -1, 1,
-                                                 -1, 4, -1, 5, -1, 8, -1, 9, -1, 12, -1, 13, -1);
-        const __m256i pick_hi = _mm256_setr_epi8(2, -1, 3, -1, 6, -1, 7, -1, 10, -1, 11, -1, 14, -1, 15, -1, 2, -1,
-                                                 3, -1, 6, -1, 7, -1, 10, -1, 11, -1, 14, -1, 15, -1);
-        const __m256i mp0 = _mm256_shuffle_epi8(mn_lo, pick_lo), mp1 = _mm256_shuffle_epi8(mn_lo, pick_hi);
-        const __m256i mp2 = _mm256_shuffle_epi8(mn_hi, pick_lo), mp3 = _mm256_shuffle_epi8(mn_hi, pick_hi);
+        const __m256i mp0 = byte_pair_low(mn_lo, 0, 1), mp1 = byte_pair_low(mn_lo, 2, 3);
+        const __m256i mp2 = byte_pair_low(mn_hi, 0, 1), mp3 = byte_pair_low(mn_hi, 2, 3);
         UNROLL
         for (int t = 0; t < TT; t++) {
             const block_q8_K *xb = (const block_q8_K *)(x + (size_t)t * x_stride) + i;
@@ -801,24 +820,6 @@ FORCE_INLINE void packed_q45k_tile(const bool five, const int TT, int64_t nb, co
     }
     UNROLL
     for (int t = 0; t < TT; t++) _mm256_storeu_ps(out + t * out_stride, run[t]);
-}
-
-
-/* Per 32-bit lane (row) of v, its bytes b0 and b1 as the high bytes of
- * the two 16-bit halves (the low bytes zero). */
-FORCE_INLINE __m256i byte_pair_high(__m256i v, int b0, int b1)
-{
-    const __m256i pick = _mm256_setr_epi8(-1, b0, -1, b1, -1, 4 + b0, -1, 4 + b1, -1, 8 + b0, -1, 8 + b1, -1,
-                                          12 + b0, -1, 12 + b1, -1, b0, -1, b1, -1, 4 + b0, -1, 4 + b1, -1, 8 + b0,
-                                          -1, 8 + b1, -1, 12 + b0, -1, 12 + b1);
-    return _mm256_shuffle_epi8(v, pick);
-}
-
-/* Per 32-bit lane (row) of v, its signed bytes b0 and b1 as the two
- * 16-bit halves. */
-FORCE_INLINE __m256i signed_byte_pair(__m256i v, int b0, int b1)
-{
-    return _mm256_srai_epi16(byte_pair_high(v, b0, b1), 8);
 }
 
 /* Per row lane, sum_j of the two products of the 16-bit pair pairs[j]
@@ -872,6 +873,7 @@ FORCE_INLINE void packed_q23k_tile(const bool three, const int TT, int64_t nb, c
         const uint8_t *blk = wg + (size_t)i * pb;
         prefetch_packed_block(blk, pb);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+        const __m256 dmin = three ? _mm256_setzero_ps() : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16)));
         /* per row lane: the scale bytes of sub-blocks 4k .. 4k + 3 */
         __m256i sp[4];
         const uint8_t *hmask, *qs;
@@ -907,8 +909,8 @@ FORCE_INLINE void packed_q23k_tile(const bool three, const int TT, int64_t nb, c
                 sc0 = signed_byte_pair(sp[c / 2], b, b);
                 sc1 = signed_byte_pair(sp[c / 2], b + 1, b + 1);
             } else {
-                sc0 = _mm256_and_si256(_mm256_srli_epi16(byte_pair_high(sp[c / 2], b, b), 8), low4);
-                sc1 = _mm256_and_si256(_mm256_srli_epi16(byte_pair_high(sp[c / 2], b + 1, b + 1), 8), low4);
+                sc0 = _mm256_and_si256(byte_pair_low(sp[c / 2], b, b), low4);
+                sc1 = _mm256_and_si256(byte_pair_low(sp[c / 2], b + 1, b + 1), low4);
             }
             __m256i u[8];
             unpack_pieces(qs + 32 * 8 * (c / 4), 2 * (c % 4), m2, three ? hmask : NULL, c, 2, u);
@@ -926,7 +928,7 @@ FORCE_INLINE void packed_q23k_tile(const bool three, const int TT, int64_t nb, c
         for (int j = 0; j < 8; j++) {
             const int b = 2 * (j % 2);
             pairs[j] = three ? signed_byte_pair(sp[j / 2], b, b + 1)
-                             : _mm256_srli_epi16(byte_pair_high(sp[j / 2], b, b + 1), 12);
+                             : _mm256_srli_epi16(byte_pair_low(sp[j / 2], b, b + 1), 4);
         }
         UNROLL
         for (int t = 0; t < TT; t++) {
@@ -937,7 +939,6 @@ FORCE_INLINE void packed_q23k_tile(const bool three, const int TT, int64_t nb, c
                 const __m256i q = _mm256_sub_epi32(acc[t], _mm256_slli_epi32(m, 2));
                 run[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(q), run[t]);
             } else {
-                const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16)));
                 run[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(acc[t]), run[t]);
                 run[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dy), _mm256_cvtepi32_ps(m), run[t]);
             }
@@ -946,7 +947,6 @@ FORCE_INLINE void packed_q23k_tile(const bool three, const int TT, int64_t nb, c
     UNROLL
     for (int t = 0; t < TT; t++) _mm256_storeu_ps(out + t * out_stride, run[t]);
 }
-
 
 /* A tile of one packed Q6_K group times TT tokens.  Scales piece j holds
  * the signed scales of sub-blocks 4j .. 4j + 3 of every row; ql piece
