@@ -1,4 +1,18 @@
 # models/local.mk -- one file per architecture family.
 
 src_libhearth_core_la_SOURCES += \
-	models/llama.c
+	models/family.c \
+	models/family.h \
+	models/gemma.c \
+	models/llama.c \
+	models/moe.c \
+	models/moe.h \
+	models/phi3.c \
+	models/qwen2moe.c \
+	models/qwen3.c \
+	models/qwen3moe.c
+
+# RWKV-6 and QRWKV-6: recurrent layers with a fixed-size state.
+src_libhearth_core_la_SOURCES += \
+	models/rwkv6.c \
+	src/backend_cpu_rwkv.c

@@ -91,9 +91,11 @@ struct ocl_backend {
     bool clblast_worked;          /* an SGEMM has succeeded on this backend */
     bool clblast_unusable;        /* CLBlast cannot build its kernels here */
     CLBlastStatusCode clblast_status; /* of the last failed SGEMM */
-    cl_mem pos;                   /* positions of the current batch */
+    cl_mem pos;                   /* the batch's places: positions, slots, the
+                                   * block-table offset of each row, then the
+                                   * block tables */
     int32_t *pos_host;            /* what pos holds */
-    int64_t pos_n, pos_capacity;
+    int64_t pos_n, pos_capacity;  /* ints */
     cl_mem tile;                  /* dequantized weights for CLBlast */
     size_t tile_floats;
     cl_mem xq;                    /* activations rounded to their product format */
@@ -106,6 +108,7 @@ struct ocl_backend {
     size_t scores_bytes;
     struct kv_cache *kv;
     int32_t first_layer;
+    int32_t n_ctx;                /* most positions of one sequence */
 };
 
 static struct ocl_backend *impl(struct hearth_backend *be)
@@ -198,15 +201,24 @@ static hearth_status run_items(struct ocl_backend *b, cl_kernel k, const struct 
     return run(b, k, args, n_args, 1, global, local);
 }
 
+/* The places of a batch of n rows as the kernels read them, in one
+ * buffer: pos[0 .. n), slot[n .. 2n), then per row the offset of its
+ * sequence's block table within the tables that follow from 3n on. */
 static hearth_status upload_positions(struct ocl_backend *b, const struct batch_pos *bp)
 {
-    if (bp->n_tokens == b->pos_n && memcmp(bp->pos, b->pos_host, (size_t)bp->n_tokens * sizeof(int32_t)) == 0)
-        return HEARTH_OK;
-    if (bp->n_tokens > b->pos_capacity) {
+    const int64_t n = bp->n_tokens;
+    const int32_t B = b->kv->block_tokens;
+    /* the tables up to the last block any row reads */
+    int64_t n_table = 0;
+    for (int32_t s = 0; s < bp->n_seqs; s++)
+        if (bp->seq_start[s + 1] > bp->seq_start[s])
+            n_table = HEARTH_MAX(n_table, (int64_t)bp->table_start[s] + bp->pos[bp->seq_start[s + 1] - 1] / B + 1);
+    const int64_t need = 3 * n + n_table;
+    if (need > b->pos_capacity) {
         cl_mem m;
-        HEARTH_TRY(ocl_buffer_new(b->dev, CL_MEM_READ_ONLY, (size_t)bp->n_tokens * sizeof(cl_int),
+        HEARTH_TRY(ocl_buffer_new(b->dev, CL_MEM_READ_ONLY, (size_t)need * sizeof(cl_int),
                                   "token positions", &m));
-        int32_t *h = hearth_realloc(b->pos_host, (size_t)bp->n_tokens * sizeof *h, "token positions");
+        int32_t *h = hearth_realloc(b->pos_host, (size_t)need * 2 * sizeof *h, "token positions");
         if (!h) {
             ocl_buffer_free(b->dev, m);
             return HEARTH_E_NOMEM;
@@ -214,12 +226,22 @@ static hearth_status upload_positions(struct ocl_backend *b, const struct batch_
         ocl_buffer_free(b->dev, b->pos);
         b->pos = m;
         b->pos_host = h;
-        b->pos_capacity = bp->n_tokens;
+        b->pos_capacity = need;
+        b->pos_n = 0;
     }
-    memcpy(b->pos_host, bp->pos, (size_t)bp->n_tokens * sizeof(int32_t));
-    b->pos_n = bp->n_tokens;
-    cl_int err = clEnqueueWriteBuffer(b->queue, b->pos, CL_TRUE, 0,
-                                      (size_t)bp->n_tokens * sizeof(cl_int), b->pos_host, 0, NULL, NULL);
+    /* build the new places after the ones the device holds, to compare */
+    int32_t *next = b->pos_host + b->pos_capacity;
+    memcpy(next, bp->pos, (size_t)n * sizeof(int32_t));
+    memcpy(next + n, bp->slot, (size_t)n * sizeof(int32_t));
+    for (int32_t s = 0; s < bp->n_seqs; s++)
+        for (int32_t t = bp->seq_start[s]; t < bp->seq_start[s + 1]; t++) next[2 * n + t] = bp->table_start[s];
+    if (n_table > 0) memcpy(next + 3 * n, bp->blocks, (size_t)n_table * sizeof(int32_t));
+    if (need == b->pos_n && memcmp(next, b->pos_host, (size_t)need * sizeof(int32_t)) == 0)
+        return HEARTH_OK;
+    memcpy(b->pos_host, next, (size_t)need * sizeof(int32_t));
+    b->pos_n = need;
+    cl_int err = clEnqueueWriteBuffer(b->queue, b->pos, CL_TRUE, 0, (size_t)need * sizeof(cl_int),
+                                      b->pos_host, 0, NULL, NULL);
     if (err != CL_SUCCESS) {
         b->pos_n = 0;
         return ocl_fail(err, "uploading token positions");
@@ -299,18 +321,18 @@ static hearth_status ocl_act_download(struct hearth_backend *be, float *dst, con
     return HEARTH_OK;
 }
 
-static hearth_status ocl_copy_rows(struct hearth_backend *be, struct act *dst, const struct act *src,
-                                   int64_t first, int64_t n_rows)
+static hearth_status ocl_copy_rows(struct hearth_backend *be, struct act *dst, int64_t dst_first,
+                                   const struct act *src, int64_t first, int64_t n_rows)
 {
     HEARTH_TRY(check_fits(src, first + n_rows, src->width, "copy_rows source"));
-    HEARTH_TRY(check_fits(dst, n_rows, src->width, "copy_rows destination"));
+    HEARTH_TRY(check_fits(dst, dst_first + n_rows, src->width, "copy_rows destination"));
     const size_t row = (size_t)src->width * sizeof(float);
     if (n_rows > 0) {
-        cl_int err = clEnqueueCopyBuffer(impl(be)->queue, mem(src), mem(dst), (size_t)first * row, 0,
-                                         (size_t)n_rows * row, 0, NULL, NULL);
+        cl_int err = clEnqueueCopyBuffer(impl(be)->queue, mem(src), mem(dst), (size_t)first * row,
+                                         (size_t)dst_first * row, (size_t)n_rows * row, 0, NULL, NULL);
         if (err != CL_SUCCESS) return ocl_fail(err, "copying rows on the device");
     }
-    dst->rows = n_rows;
+    dst->rows = dst_first + n_rows;
     dst->width = src->width;
     return HEARTH_OK;
 }
@@ -687,13 +709,14 @@ static hearth_status ocl_attention(struct hearth_backend *be, struct act *out, c
     const size_t items = (size_t)kv->row_elems * (size_t)bp->n_tokens;
     cl_int row_elems = (cl_int)kv->row_elems, n = (cl_int)items;
     cl_mem km = mem(k), vm = mem(v), kc = L->k_dev, vc = L->v_dev;
-    const struct karg k_args[] = {ARG(km), ARG(kc), ARG(b->pos), ARG(row_elems), ARG(n)};
-    HEARTH_TRY(run_items(b, store, k_args, 5, items));
-    const struct karg v_args[] = {ARG(vm), ARG(vc), ARG(b->pos), ARG(row_elems), ARG(n)};
-    HEARTH_TRY(run_items(b, store, v_args, 5, items));
+    cl_int slot_off = (cl_int)bp->n_tokens;
+    const struct karg k_args[] = {ARG(km), ARG(kc), ARG(b->pos), ARG(slot_off), ARG(row_elems), ARG(n)};
+    HEARTH_TRY(run_items(b, store, k_args, 6, items));
+    const struct karg v_args[] = {ARG(vm), ARG(vc), ARG(b->pos), ARG(slot_off), ARG(row_elems), ARG(n)};
+    HEARTH_TRY(run_items(b, store, v_args, 6, items));
 
     /* scores for as many tokens at a time as the scratch budget allows */
-    const size_t per_token = (size_t)hp->n_head * (size_t)kv->n_ctx;
+    const size_t per_token = (size_t)hp->n_head * (size_t)b->n_ctx;
     size_t chunk = SCORE_FLOATS / per_token;
     if (chunk < 1) chunk = 1;
     if (chunk > (size_t)bp->n_tokens) chunk = (size_t)bp->n_tokens;
@@ -702,21 +725,39 @@ static hearth_status ocl_attention(struct hearth_backend *be, struct act *out, c
     cl_kernel att;
     HEARTH_TRY(fixed_kernel(b, f16 ? K_ATTENTION_F16 : K_ATTENTION_F32, &att));
     cl_mem qm = mem(q), o = mem(out);
-    cl_int n_head = hp->n_head, n_head_kv = hp->n_head_kv, hd = hp->head_dim, n_ctx = kv->n_ctx;
+    cl_int n_head = hp->n_head, n_head_kv = hp->n_head_kv, hd = hp->head_dim, n_ctx = b->n_ctx;
+    cl_int block_tokens = kv->block_tokens, n_rows = (cl_int)bp->n_tokens;
     float scale = 1.0f / sqrtf((float)hp->head_dim);
     for (size_t t0 = 0; t0 < (size_t)bp->n_tokens; t0 += chunk) {
         cl_int first = (cl_int)t0;
         const size_t n_chunk = HEARTH_MIN(chunk, (size_t)bp->n_tokens - t0);
         const struct karg args[] = {ARG(qm), ARG(kc), ARG(vc), ARG(b->pos), ARG(o), ARG(n_head),
                                     ARG(n_head_kv), ARG(hd), ARG(scale), ARG(b->scores), ARG(n_ctx),
-                                    ARG(first), LOCAL_FLOATS(hp->head_dim),
-                                    LOCAL_FLOATS(2 * b->wg_attention)};
+                                    ARG(first), ARG(block_tokens), ARG(n_rows),
+                                    LOCAL_FLOATS(hp->head_dim), LOCAL_FLOATS(2 * b->wg_attention)};
         const size_t global[2] = {(size_t)hp->n_head * b->wg_attention, n_chunk};
         const size_t local[2] = {b->wg_attention, 1};
-        HEARTH_TRY(run(b, att, args, 14, 2, global, local));
+        HEARTH_TRY(run(b, att, args, 16, 2, global, local));
     }
     out->rows = bp->n_tokens;
     out->width = (int64_t)hp->n_head * hp->head_dim;
+    return HEARTH_OK;
+}
+
+static hearth_status ocl_kv_copy_block(struct hearth_backend *be, struct kv_cache *kv, int32_t src,
+                                       int32_t dst, int32_t n_rows)
+{
+    struct ocl_backend *b = impl(be);
+    const size_t bytes = (size_t)n_rows * kv->row_bytes;
+    if (bytes == 0) return HEARTH_OK;
+    for (int32_t il = b->first_layer; il < kv->n_layer; il++) {
+        cl_mem bufs[2] = {(cl_mem)kv->layers[il].k_dev, (cl_mem)kv->layers[il].v_dev};
+        for (int i = 0; i < 2; i++) {
+            cl_int err = clEnqueueCopyBuffer(b->queue, bufs[i], bufs[i], (size_t)src * kv->block_bytes,
+                                             (size_t)dst * kv->block_bytes, bytes, 0, NULL, NULL);
+            if (err != CL_SUCCESS) return ocl_fail(err, "copying a KV block of layer %d on the device", il);
+        }
+    }
     return HEARTH_OK;
 }
 
@@ -734,6 +775,7 @@ static const struct backend_ops ocl_ops = {
     .add = ocl_add,
     .swiglu = ocl_swiglu,
     .copy_rows = ocl_copy_rows,
+    .kv_copy_block = ocl_kv_copy_block,
 };
 
 /* ---- set-up ------------------------------------------------------------------------- */
@@ -766,14 +808,14 @@ static hearth_status prefill_from_env(enum prefill_path *out)
  * offloaded, the products' rounded or quantized activations and
  * dequantized weight tile, the attention scores and the positions. */
 static void context_device_bytes(const hearth_model *m, const struct kv_cache *kv, int32_t first,
-                                 int32_t n_batch, uint64_t *kv_bytes, uint64_t *work_bytes)
+                                 int32_t n_batch, int32_t n_ctx, uint64_t *kv_bytes, uint64_t *work_bytes)
 {
     const struct hparams *hp = &m->hp;
     const uint64_t nb = (uint64_t)(n_batch > 0 ? n_batch : 1);
     const uint64_t n_q = (uint64_t)hp->n_head * (uint64_t)hp->head_dim;
     const uint64_t n_kv = (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
     const uint64_t n_embd = (uint64_t)hp->n_embd, n_ff = (uint64_t)hp->n_ff;
-    *kv_bytes = 2 * (uint64_t)(kv->n_layer - first) * (uint64_t)kv->row_bytes * (uint64_t)kv->n_ctx;
+    *kv_bytes = 2 * (uint64_t)(kv->n_layer - first) * (uint64_t)kv->block_bytes * (uint64_t)kv->n_blocks;
 
     uint64_t widest = HEARTH_MAX(HEARTH_MAX(n_embd, n_q), n_ff);
     uint64_t floats = nb * (n_embd + HEARTH_MAX(n_embd, n_q) + 2 * n_q + 2 * n_kv + 2 * n_ff);
@@ -789,13 +831,16 @@ static void context_device_bytes(const hearth_model *m, const struct kv_cache *k
         if (shapes[i][0] > 0 && shapes[i][1] > 0)
             tile = HEARTH_MAX(tile, clblast_tile_floats(shapes[i][0], shapes[i][1]));
     floats += tile;
-    const uint64_t per_token = (uint64_t)hp->n_head * (uint64_t)kv->n_ctx;
+    const uint64_t per_token = (uint64_t)hp->n_head * (uint64_t)n_ctx;
     uint64_t chunk = per_token ? SCORE_FLOATS / per_token : 1;
     chunk = HEARTH_MIN(HEARTH_MAX(chunk, 1), nb);
     floats += chunk * per_token;                            /* attention scores */
-    /* quants (a byte each) and block scales of the exact products, positions */
+    /* quants (a byte each) and block scales of the exact products; the
+     * places (positions, slots, table offsets) and, at most, a full block
+     * table per row */
+    const uint64_t table = ((uint64_t)n_ctx + (uint64_t)kv->block_tokens - 1) / (uint64_t)kv->block_tokens;
     *work_bytes = floats * sizeof(float) + nb * widest + nb * widest / 32 * sizeof(float) +
-                  nb * sizeof(cl_int);
+                  nb * (3 + HEARTH_MIN(table, (uint64_t)kv->n_blocks)) * sizeof(cl_int);
 }
 
 /* KV cache of the offloaded layers in device memory, zero-filled so that
@@ -807,8 +852,9 @@ static hearth_status alloc_kv(struct ocl_backend *b)
         return hearth_error(HEARTH_E_UNSUPPORTED, "KV cache type %s is not supported on OpenCL "
                             "devices (f32, f16)", hearth_type_name(kv->type));
     size_t bytes;
-    if (hearth_mul_overflow(kv->row_bytes, (size_t)kv->n_ctx, &bytes))
-        return hearth_error(HEARTH_E_NOMEM, "KV cache of %d positions is too large", kv->n_ctx);
+    if (hearth_mul_overflow(kv->block_bytes, (size_t)kv->n_blocks, &bytes))
+        return hearth_error(HEARTH_E_NOMEM, "KV cache of %lld positions is too large",
+                            (long long)kv->n_slots);
     if (bytes > b->dev->max_alloc_bytes)
         return hearth_error(HEARTH_E_NOMEM, "a layer's KV cache of %zu bytes is larger than the "
                             "largest buffer OpenCL device %d (%s) allows (CL_DEVICE_MAX_MEM_ALLOC_SIZE "
@@ -863,7 +909,7 @@ void backend_opencl_free(struct hearth_backend *be)
 }
 
 hearth_status backend_opencl_new(const hearth_model *model, struct kv_cache *kv, int32_t n_batch,
-                                 struct hearth_backend **out)
+                                 int32_t n_ctx, struct hearth_backend **out)
 {
     *out = NULL;
     const struct ocl_model *om = model->offload.ocl;
@@ -882,6 +928,7 @@ hearth_status backend_opencl_new(const hearth_model *model, struct kv_cache *kv,
     b->dev = om->dev;
     b->kv = kv;
     b->first_layer = model->offload.first_layer;
+    b->n_ctx = n_ctx > 0 ? n_ctx : 1;
     hearth_status st = prefill_from_env(&b->prefill);
     if (st) {
         free(be);
@@ -890,7 +937,7 @@ hearth_status backend_opencl_new(const hearth_model *model, struct kv_cache *kv,
     }
 
     uint64_t kv_bytes, work_bytes;
-    context_device_bytes(model, kv, b->first_layer, n_batch, &kv_bytes, &work_bytes);
+    context_device_bytes(model, kv, b->first_layer, n_batch, b->n_ctx, &kv_bytes, &work_bytes);
     char what[160];
     snprintf(what, sizeof what, "a context's KV cache (%llu bytes) and work buffers (up to %llu "
              "bytes)", (unsigned long long)kv_bytes, (unsigned long long)work_bytes);

@@ -45,11 +45,12 @@ void ocl_offload_release(hearth_model *m)
 }
 
 hearth_status backend_opencl_new(const hearth_model *model, struct kv_cache *kv, int32_t n_batch,
-                                 struct hearth_backend **out)
+                                 int32_t n_ctx, struct hearth_backend **out)
 {
     (void)model;
     (void)kv;
     (void)n_batch;
+    (void)n_ctx;
     *out = NULL;
     return hearth_error(HEARTH_E_UNSUPPORTED, NO_OPENCL);
 }

@@ -44,6 +44,8 @@ static size_t offloaded_weights(hearth_model *m, int32_t first, bool output, str
         ADD(&L->bq);
         ADD(&L->bk);
         ADD(&L->bv);
+        ADD(&L->attn_q_norm);
+        ADD(&L->attn_k_norm);
         ADD(&L->ffn_norm);
         ADD(&L->w_gate);
         ADD(&L->w_up);

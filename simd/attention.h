@@ -38,6 +38,10 @@ struct attn_rows {
     int32_t n_rows;
     const float *q;           /* n_rows x head_dim, already scaled by 1/sqrt(head_dim) */
     const int32_t *n_visible; /* row r sees keys j < n_visible[r] (the causal mask) */
+    const int32_t *first_visible; /* and keys j >= first_visible[r] (a sliding window);
+                                   * NULL: from key 0 */
+    float softcap;            /* > 0: scores s become softcap * tanh(s / softcap)
+                               * before the softmax (Gemma 2); 0: none */
     float *max;               /* per row: the running maximum m (-inf: no key yet) */
     float *sum;               /* per row: the running sum l */
     float *acc;               /* n_rows x head_dim: the running weighted sum a */
@@ -47,8 +51,8 @@ struct attn_rows {
 /* Fold keys j0 <= j < j1 (j1 - j0 <= ATTN_KEY_BLOCK) into every row's
  * state.  k and v point at this head's entry of position 0 of the cache;
  * position j's entry is row_bytes further on per position.  Keys at or
- * past a row's n_visible are masked (weight 0); a row that sees none of
- * the block is left as it was. */
+ * past a row's n_visible, and before its first_visible, are masked
+ * (weight 0); a row that sees none of the block is left as it was. */
 typedef void (*attn_block_fn)(const struct attn_rows *rows, const uint8_t *k, const uint8_t *v,
                               size_t row_bytes, int32_t j0, int32_t j1);
 

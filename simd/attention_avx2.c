@@ -28,6 +28,7 @@ FORCE_INLINE vf v_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
 FORCE_INLINE vf v_add(vf a, vf b) { return _mm256_add_ps(a, b); }
 FORCE_INLINE vf v_sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
 FORCE_INLINE vf v_max(vf a, vf b) { return _mm256_max_ps(a, b); }
+FORCE_INLINE vf v_div(vf a, vf b) { return _mm256_div_ps(a, b); }
 FORCE_INLINE vf v_loadf(const float *p) { return _mm256_loadu_ps(p); }
 FORCE_INLINE void v_storef(float *p, vf x) { _mm256_storeu_ps(p, x); }
 

@@ -30,6 +30,7 @@ FORCE_INLINE vf v_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
 FORCE_INLINE vf v_add(vf a, vf b) { return _mm512_add_ps(a, b); }
 FORCE_INLINE vf v_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
 FORCE_INLINE vf v_max(vf a, vf b) { return _mm512_max_ps(a, b); }
+FORCE_INLINE vf v_div(vf a, vf b) { return _mm512_div_ps(a, b); }
 FORCE_INLINE vf v_loadf(const float *p) { return _mm512_loadu_ps(p); }
 FORCE_INLINE void v_storef(float *p, vf x) { _mm512_storeu_ps(p, x); }
 

@@ -31,6 +31,7 @@ FORCE_INLINE vf v_mul(vf a, vf b) { return vmulq_f32(a, b); }
 FORCE_INLINE vf v_add(vf a, vf b) { return vaddq_f32(a, b); }
 FORCE_INLINE vf v_sub(vf a, vf b) { return vsubq_f32(a, b); }
 FORCE_INLINE vf v_max(vf a, vf b) { return vmaxq_f32(a, b); }
+FORCE_INLINE vf v_div(vf a, vf b) { return vdivq_f32(a, b); }
 FORCE_INLINE vf v_loadf(const float *p) { return vld1q_f32(p); }
 FORCE_INLINE void v_storef(float *p, vf x) { vst1q_f32(p, x); }
 FORCE_INLINE float v_hsum(vf x) { return vaddvq_f32(x); }

@@ -29,14 +29,16 @@ static void block_any(hearth_type type, const struct attn_rows *rows, const uint
     const int32_t hd = rows->head_dim;
     for (int32_t r = 0; r < rows->n_rows; r++) {
         const int32_t end = HEARTH_MIN(j1, rows->n_visible[r]);
-        if (end <= j0) continue;
+        const int32_t start = rows->first_visible ? HEARTH_MAX(j0, rows->first_visible[r]) : j0;
+        if (end <= start) continue;
         const float *q = rows->q + (int64_t)r * hd;
         float *s = rows->scores + (size_t)r * ATTN_KEY_BLOCK;
         float bmax = -INFINITY;
-        for (int32_t j = j0; j < end; j++) {
+        for (int32_t j = start; j < end; j++) {
             const uint8_t *e = k + (size_t)j * row_bytes;
             float dot = 0.0f;
             for (int32_t i = 0; i < hd; i++) dot += q[i] * entry_elem(type, e, i);
+            if (rows->softcap > 0.0f) dot = rows->softcap * tanhf(dot * (1.0f / rows->softcap));
             s[j - j0] = dot;
             if (dot > bmax) bmax = dot;
         }
@@ -44,7 +46,7 @@ static void block_any(hearth_type type, const struct attn_rows *rows, const uint
         const float m_new = bmax > m_old ? bmax : m_old;
         const float alpha = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
         float l = 0.0f;
-        for (int32_t j = j0; j < end; j++) {
+        for (int32_t j = start; j < end; j++) {
             s[j - j0] = expf(s[j - j0] - m_new);
             l += s[j - j0];
         }
@@ -52,7 +54,7 @@ static void block_any(hearth_type type, const struct attn_rows *rows, const uint
         rows->sum[r] = rows->sum[r] * alpha + l;
         float *a = rows->acc + (int64_t)r * hd;
         for (int32_t i = 0; i < hd; i++) a[i] *= alpha;
-        for (int32_t j = j0; j < end; j++) {
+        for (int32_t j = start; j < end; j++) {
             const uint8_t *e = v + (size_t)j * row_bytes;
             const float p = s[j - j0];
             for (int32_t i = 0; i < hd; i++) a[i] += p * entry_elem(type, e, i);

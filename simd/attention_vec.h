@@ -4,7 +4,7 @@
  * vocabulary that the including file defines for its register width:
  *
  *   vf, VL                  the float vector type and its lanes
- *   v_zero, v_set1, v_fma, v_mul, v_add, v_sub, v_max
+ *   v_zero, v_set1, v_fma, v_mul, v_add, v_sub, v_max, v_div
  *   v_hsum, v_hmax          horizontal sum and maximum
  *   v_loadf, v_storef       VL floats
  *   v_loadf_n, v_storef_n   the first n < VL floats (zero-padded)
@@ -139,13 +139,26 @@ FORCE_INLINE void value_tile(hearth_type t, const struct attn_rows *rows, int32_
     }
 }
 
-/* Turn row r's n valid scores of the block (n >= 1) into weights
- * exp(s - m') and update its max, sum and (rescaled) accumulator; the
- * weights of the masked keys up to `width` become 0. */
-FORCE_INLINE void softmax_row(const struct attn_rows *rows, int32_t r, int32_t n, int32_t width)
+/* Turn row r's valid scores lo .. n-1 of the block (lo < n) into weights
+ * exp(s - m') (soft-capped first where the rows ask) and update its max,
+ * sum and (rescaled) accumulator; the weights of the masked keys up to
+ * `width` become 0. */
+FORCE_INLINE void softmax_row(const struct attn_rows *rows, int32_t r, int32_t lo, int32_t n, int32_t width)
 {
     float *s = rows->scores + (size_t)r * ATTN_KEY_BLOCK;
     const int32_t padded = (width + VL - 1) / VL * VL;
+    if (rows->softcap > 0.0f) {
+        /* cap tanh(s / cap), tanh(z) = 1 - 2 / (e^2z + 1) (v_exp saturates
+         * at both ends, so tanh does); lanes outside lo .. n-1 are masked
+         * below */
+        const vf cap = v_set1(rows->softcap), inv2 = v_set1(2.0f / rows->softcap);
+        const vf one = v_set1(1.0f), two = v_set1(2.0f);
+        for (int32_t jj = 0; jj < padded; jj += VL) {
+            const vf e = v_exp(v_mul(v_loadf(s + jj), inv2));
+            v_storef(s + jj, v_mul(cap, v_sub(one, v_div(two, v_add(e, one)))));
+        }
+    }
+    for (int32_t jj = 0; jj < lo; jj++) s[jj] = -INFINITY;
     for (int32_t jj = n; jj < padded; jj++) s[jj] = -INFINITY;
     vf vmax = v_set1(-INFINITY);
     for (int32_t jj = 0; jj < padded; jj += VL) vmax = v_max(vmax, v_loadf(s + jj));
@@ -197,8 +210,9 @@ FORCE_INLINE void block_kernel(hearth_type t, const struct attn_rows *rows, cons
     }
     for (int32_t r = 0; r < n_rows; r++) {
         const int32_t n = HEARTH_MIN(j1, rows->n_visible[r]) - j0;
-        if (n > 0) {
-            softmax_row(rows, r, n, width);
+        const int32_t lo = rows->first_visible ? HEARTH_MAX(rows->first_visible[r] - j0, 0) : 0;
+        if (n > lo) {
+            softmax_row(rows, r, lo, n, width);
         } else {
             float *s = rows->scores + (size_t)r * ATTN_KEY_BLOCK;
             for (int32_t jj = 0; jj < width; jj++) s[jj] = 0.0f;

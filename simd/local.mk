@@ -45,6 +45,12 @@ src_libhearth_core_la_SOURCES += \
 	simd/attention_scalar.c
 noinst_HEADERS += simd/attention_vec.h
 simd_libkernels_avx2_la_SOURCES += simd/attention_avx2.c
+
+# The recurrences of linear-attention layers (RWKV-6): the body every path
+# compiles, the scalar twin in the library, the AVX2 build in its library.
+src_libhearth_core_la_SOURCES += simd/wkv.h simd/wkv_scalar.c
+noinst_HEADERS += simd/wkv_impl.h
+simd_libkernels_avx2_la_SOURCES += simd/wkv_avx2.c
 simd_libkernels_avx512_la_SOURCES += simd/attention_avx512.c
 
 # AArch64: Advanced SIMD, and the same source with the dot-product

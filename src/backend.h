@@ -17,6 +17,17 @@
 
 struct hearth_backend;
 struct kv_cache;
+struct rstate;
+
+/* Elementwise functions of the recurrent layers (backend_ops.map). */
+enum map_fn {
+    MAP_TANH,
+    MAP_SIGMOID,
+    MAP_SILU,
+    MAP_RELU_SQR,    /* max(x, 0)^2 */
+    MAP_LOG_DECAY,   /* -exp(x): the log of the decay exp(-exp(x)) */
+    MAP_SCALE        /* x * arg */
+};
 
 /* An activation buffer of `rows` tokens by `width` floats, row-major.
  * host is valid on the CPU backend; dev is a device backend's handle. */
@@ -28,11 +39,41 @@ struct act {
     int64_t capacity;   /* floats allocated */
 };
 
-/* The positions of the tokens of a batch (one sequence). */
+/* Where the tokens of a batch belong.  A batch holds the tokens of one or
+ * more sequences: the rows of sequence s are seq_start[s] ..
+ * seq_start[s + 1] - 1, at consecutive positions.  Each sequence reads its
+ * keys and values through its block table: position p of sequence s is in
+ * cache slot blocks[table_start[s] + p / block_tokens] * block_tokens +
+ * p % block_tokens (kv_cache.h), and row t's own keys and values go to
+ * slot[t]. */
 struct batch_pos {
-    const int32_t *pos; /* pos[t] for each row t */
+    const int32_t *pos;         /* pos[t]: position of row t in its sequence */
+    const int32_t *slot;        /* slot[t]: cache slot of row t */
     int64_t n_tokens;
+    int32_t n_seqs;
+    const int32_t *seq_start;   /* n_seqs + 1 row indices */
+    const int32_t *blocks;      /* the sequences' block tables back to back */
+    const int32_t *table_start; /* n_seqs offsets into blocks */
+    const int32_t *state_slot;  /* n_seqs recurrent state slots (engine/rstate.h);
+                                 * NULL: sequence s has slot s */
 };
+
+/* The experts of one mixture-of-experts layer (models/moe.c): n_expert
+ * views each of the gate, up and down matrices, and how a token picks
+ * its n_used experts. */
+struct moe_experts {
+    int32_t n_expert;
+    int32_t n_used;
+    bool norm_topk;          /* the chosen weights renormalised to sum 1 */
+    const struct weight *gate, *up, *down;
+};
+
+/* The routing of one token: p = softmax(logits) over the n_expert
+ * experts; ids[0..k-1] the k experts of highest p, highest first (ties:
+ * the lower index first); w[j] = p[ids[j]], divided by their sum when
+ * norm_topk (the sum held at 2^-14 or more).  The same for every backend
+ * (backend_cpu.c). */
+void moe_route(const float *logits, int32_t n_expert, int32_t k, bool norm_topk, int32_t *ids, float *w);
 
 struct backend_ops {
     const char *name;
@@ -60,9 +101,12 @@ struct backend_ops {
     /* Rotate each head of x (heads of head_dim) by its token's position. */
     hearth_status (*rope)(struct hearth_backend *be, struct act *x, int32_t n_heads, int32_t head_dim,
                           const struct rope_params *rope, const struct batch_pos *bp);
-    /* Store k and v of the batch in the layer's cache at their positions,
-     * then out = causal softmax(q k^T / sqrt(head_dim)) v per head, grouped
-     * query heads sharing key/value heads. */
+    /* Store k and v of the batch in the layer's cache at their slots,
+     * then out = causal softmax(q k^T * hp->attn_scale) v per head, grouped
+     * query heads sharing key/value heads, each row over the positions of
+     * its own sequence up to its own -- the last hparams_layer_window(hp,
+     * il) of them in a sliding-window layer -- with the scores
+     * soft-capped where hp->attn_softcap is set. */
     hearth_status (*attention)(struct hearth_backend *be, struct act *out, const struct act *q,
                                const struct act *k, const struct act *v, struct kv_cache *kv,
                                int il, const struct hparams *hp, const struct batch_pos *bp);
@@ -72,10 +116,72 @@ struct backend_ops {
     /* out = silu(gate) * up */
     hearth_status (*swiglu)(struct hearth_backend *be, struct act *out, const struct act *gate,
                             const struct act *up);
-    /* dst rows 0 .. n_rows-1 = src rows first .. first+n_rows-1 (dst and
-     * src distinct buffers). */
-    hearth_status (*copy_rows)(struct hearth_backend *be, struct act *dst, const struct act *src,
-                               int64_t first, int64_t n_rows);
+    /* Mixture-of-experts feed-forward: for each row t of in, with the
+     * experts e_j and weights w_j (j < n_used) that moe_route gives for
+     * row t of logits,
+     *     out[t] = sum_j w_j * down_e_j(silu(gate_e_j in[t]) * up_e_j in[t]),
+     * the terms added in order j = 0, 1, ... with one fused multiply-add
+     * each (out[t] starts at 0).  The rows routed to one expert pass its
+     * matrices together, but each row's result is the one it gets alone.
+     * NULL: the backend does not run such layers. */
+    hearth_status (*moe_ffn)(struct hearth_backend *be, struct act *out, const struct act *in,
+                             const struct act *logits, const struct moe_experts *moe);
+    /* x[t][i] += sigmoid(gate[t][0]) * y[t][i] (the shared expert's gate);
+     * NULL where moe_ffn is. */
+    hearth_status (*add_gated)(struct hearth_backend *be, struct act *x, const struct act *y,
+                               const struct act *gate);
+    /* out = gelu(gate) * up, GELU in its tanh form (Gemma).  NULL on a
+     * backend without it (the families that need it are refused there,
+     * struct arch's no_device). */
+    hearth_status (*geglu)(struct hearth_backend *be, struct act *out, const struct act *gate,
+                           const struct act *up);
+    /* dst rows dst_first .. dst_first+n_rows-1 = src rows first ..
+     * first+n_rows-1 (dst and src distinct buffers); dst then holds
+     * dst_first + n_rows rows. */
+    hearth_status (*copy_rows)(struct hearth_backend *be, struct act *dst, int64_t dst_first,
+                               const struct act *src, int64_t first, int64_t n_rows);
+    /* Copy the first n_rows rows of KV block src into block dst in every
+     * layer of kv whose cache this backend holds (copy-on-write). */
+    hearth_status (*kv_copy_block)(struct hearth_backend *be, struct kv_cache *kv, int32_t src,
+                                   int32_t dst, int32_t n_rows);
+
+    /* ---- recurrent layers (models/rwkv6.c); NULL on a backend without them */
+    /* out[t] = (in[t] - mean) / sqrt(var + eps) * w + b, mean and variance
+     * over each group of `group` elements (group = width: layer norm); b
+     * may be NULL. */
+    hearth_status (*norm)(struct hearth_backend *be, struct act *out, const struct act *in,
+                          int64_t group, const float *w, const float *b, float eps);
+    /* prev[t] = the row of x before t in t's sequence; for a sequence's
+     * first row of the batch, the row saved in its state (zeros at
+     * position 0), which then becomes its last row.  `which` selects one
+     * of the layer's saved rows. */
+    hearth_status (*token_shift)(struct hearth_backend *be, struct act *prev, const struct act *x,
+                                 struct rstate *rs, int il, int which, const struct batch_pos *bp);
+    /* out[t][i] = x[t][i] + (prev[t][i] - x[t][i]) * (mu[i] + mix[t][mix_col + i]),
+     * without the mix term when mix is NULL. */
+    hearth_status (*lerp)(struct hearth_backend *be, struct act *out, const struct act *x,
+                          const struct act *prev, const float *mu, const struct act *mix,
+                          int64_t mix_col);
+    /* out = f(in) elementwise (out may be in). */
+    hearth_status (*map)(struct hearth_backend *be, struct act *out, const struct act *in,
+                         enum map_fn fn, float arg);
+    /* out = a * b elementwise (out may be a or b). */
+    hearth_status (*mul)(struct hearth_backend *be, struct act *out, const struct act *a,
+                         const struct act *b);
+    /* dst = columns first .. first+n_cols-1 of src. */
+    hearth_status (*copy_cols)(struct hearth_backend *be, struct act *dst, const struct act *src,
+                               int64_t first, int64_t n_cols);
+    /* The WKV-6 (u given) or gated-linear-attention (u NULL) recurrence
+     * over each sequence's rows (simd/wkv.h): r, lw (log-decays) n_head
+     * heads wide, k, v n_head_kv heads (shared by groups of query heads),
+     * its state the layer's WKV state of the sequence's slot (reset at
+     * position 0); prompts in chunks of chunk_size tokens, single tokens
+     * one step. */
+    hearth_status (*wkv)(struct hearth_backend *be, struct act *out, const struct act *r,
+                         const struct act *k, const struct act *v, const struct act *lw,
+                         const float *u, float scale, int32_t n_head, int32_t n_head_kv,
+                         int32_t head_size, struct rstate *rs, int il, int32_t chunk_size,
+                         const struct batch_pos *bp);
 };
 
 struct hearth_backend {
@@ -99,20 +205,28 @@ static inline hearth_status backend_matmul_set(struct hearth_backend *be, int n,
     return HEARTH_OK;
 }
 
-/* The CPU backend (always available). */
+/* The kernel table a CPU backend uses. */
+const struct hearth_kernels *backend_cpu_kernels(const struct hearth_backend *be);
+
+/* The CPU backend (always available), with the kernels chosen for this
+ * CPU, or with a given kernel table (tests compare the paths). */
+struct hearth_kernels;
 hearth_status backend_cpu_new(int n_threads, struct hearth_backend **out);
+hearth_status backend_cpu_new_with(int n_threads, const struct hearth_kernels *kernels,
+                                   struct hearth_backend **out);
 void backend_cpu_free(struct hearth_backend *be);
 
 /* The OpenCL backend (opencl/): runs the layers the model offloaded
  * (model->offload), whose weights are already on the device, and keeps
  * their KV cache in device memory (allocated here for kv's layers from
- * model->offload.first_layer on).  Before allocating anything it checks
- * that the KV cache and the buffers of batches of up to n_batch tokens
- * fit the device memory left (HEARTH_E_NOMEM naming the bytes needed and
- * available when not).  Without OpenCL support in the build it fails with
- * HEARTH_E_UNSUPPORTED. */
+ * model->offload.first_layer on, in the same blocks and slots as the
+ * host's).  Before allocating anything it checks that the KV cache and
+ * the buffers of batches of up to n_batch tokens, of sequences of up to
+ * n_ctx positions, fit the device memory left (HEARTH_E_NOMEM naming the
+ * bytes needed and available when not).  Without OpenCL support in the
+ * build it fails with HEARTH_E_UNSUPPORTED. */
 hearth_status backend_opencl_new(const hearth_model *model, struct kv_cache *kv, int32_t n_batch,
-                                 struct hearth_backend **out);
+                                 int32_t n_ctx, struct hearth_backend **out);
 void backend_opencl_free(struct hearth_backend *be);
 
 #endif /* HEARTH_BACKEND_H */

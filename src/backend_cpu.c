@@ -13,6 +13,7 @@
 #endif
 
 #include "attention.h"
+#include "backend_cpu_rwkv.h"
 #include "kernels.h"
 #include "kv_cache.h"
 
@@ -44,6 +45,12 @@ struct cpu_backend {
     const struct attn_kernels *attn;
     float *attn_scratch;       /* attention states and per-thread scratch */
     size_t attn_scratch_floats;
+    uint8_t *attn_index;       /* attention tiles and the tile of each row */
+    size_t attn_index_bytes;
+    uint8_t *moe_index;        /* routing of a step's rows to experts */
+    size_t moe_index_bytes;
+    float *moe_act;            /* the rows grouped by expert, and their results */
+    size_t moe_act_bytes;
 };
 
 static struct cpu_backend *cpu(struct hearth_backend *be)
@@ -60,6 +67,34 @@ static hearth_status grow(void **buf, size_t *have, size_t need, const char *wha
     *buf = p;
     *have = need;
     return HEARTH_OK;
+}
+
+/* Run fn(arg) as one OpenMP parallel region of n_threads threads, or
+ * directly on this thread when n_threads is 1.  Even a one-thread region
+ * costs a system call in the OpenMP runtime (libgomp wakes a futex at the
+ * end of every region), several microseconds, and a decode step of a small
+ * model is a hundred operations of less than that.  fn shares its loops
+ * out with orphaned "omp for" directives, which outside a region run all
+ * their iterations on the calling thread. */
+static void run_parallel(int n_threads, void (*fn)(void *), void *arg)
+{
+#ifdef _OPENMP
+    if (n_threads > 1) {
+#pragma omp parallel num_threads(n_threads)
+        fn(arg);
+        return;
+    }
+#endif
+    fn(arg);
+}
+
+static int thread_index(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
 }
 
 /* ---- buffers ----------------------------------------------------------------- */
@@ -139,6 +174,66 @@ static void convert_token(const struct matmul_conv *conv, const float *x, int64_
     }
 }
 
+/* A set of products as the threads of a region share it out. */
+struct matmul_job {
+    const struct matmul_part *parts;
+    const struct matmul_conv *convs;
+    int n_convs;
+    int64_t n_chunks;
+    int n;
+    int64_t n_tok, n_in;
+    const float *x;
+    uint8_t *xq;          /* converted activations: one copy, or one per thread */
+    int32_t *sums;
+    size_t act_bytes, sums_count; /* per copy */
+    bool private_act;
+};
+
+static void matmul_run(void *arg)
+{
+    const struct matmul_job *j = arg;
+    const struct matmul_part *parts = j->parts;
+    const struct matmul_conv *convs = j->convs;
+    const int n = j->n, n_convs = j->n_convs;
+    const int64_t n_tok = j->n_tok, n_in = j->n_in, n_chunks = j->n_chunks;
+    const float *x = j->x;
+    uint8_t *xq = j->xq;
+    int32_t *sums = j->sums;
+    const int tid = thread_index();
+    const uint8_t *xs = xq;
+    const int32_t *xsums = sums;
+    if (j->private_act) {
+        uint8_t *mine = xq + (size_t)tid * j->act_bytes;
+        int32_t *my_sums = j->sums_count ? sums + (size_t)tid * j->sums_count : NULL;
+        for (int ci = 0; ci < n_convs; ci++)
+            for (int64_t t = 0; t < n_tok; t++) convert_token(&convs[ci], x, n_in, t, mine, my_sums);
+        xs = mine;
+        xsums = my_sums;
+    } else {
+#pragma omp for schedule(static) collapse(2)
+        for (int ci = 0; ci < n_convs; ci++)
+            for (int64_t t = 0; t < n_tok; t++) convert_token(&convs[ci], x, n_in, t, xq, sums);
+    }
+
+#pragma omp for schedule(static)
+    for (int64_t ch = 0; ch < n_chunks; ch++) {
+        int i = n - 1;
+        while (parts[i].first_chunk > ch) i--;
+        const struct matmul_part *pt = &parts[i];
+        const int64_t n_out = pt->w->n_out;
+        const int64_t r0 = (ch - pt->first_chunk) * MATMUL_ROW_CHUNK;
+        const int64_t rows = HEARTH_MIN(MATMUL_ROW_CHUNK, n_out - r0);
+        const uint8_t *wr = pt->wd + (size_t)r0 * pt->w->row_bytes; /* packed rows take as many bytes */
+        const struct matmul_conv *cv = pt->conv;
+        const uint8_t *xa = xs + cv->act_off;
+        if (pt->gemm_packed)
+            pt->gemm_packed(n_in, rows, n_tok, wr, xa, cv->act_row,
+                            cv->sums_off != SIZE_MAX ? xsums + cv->sums_off : NULL, pt->out->host + r0, n_out);
+        else
+            pt->gemm(n_in, rows, n_tok, wr, pt->w->row_bytes, xa, cv->act_row, pt->out->host + r0, n_out);
+    }
+}
+
 static hearth_status cpu_matmul_set(struct hearth_backend *be, int n, struct act *const outs[],
                                     const struct weight *const ws[], const struct act *in)
 {
@@ -204,9 +299,6 @@ static hearth_status cpu_matmul_set(struct hearth_backend *be, int n, struct act
                   "activation block sums");
         if (st) return st;
     }
-    uint8_t *xq = c->act_scratch;
-    int32_t *sums = c->act_sums;
-    const float *x = in->host;
 
     /* Every output is one dot product computed by one thread in the
      * kernels' fixed order, so the result does not depend on the number
@@ -218,45 +310,22 @@ static hearth_status cpu_matmul_set(struct hearth_backend *be, int n, struct act
      * agreement.  The products of one set share one parallel step: their
      * row chunks are dealt out together, so the threads meet once, not
      * once per product. */
-#pragma omp parallel num_threads(n_threads) if (n_threads > 1)
-    {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
-        const uint8_t *xs = xq;
-        const int32_t *xsums = sums;
-        if (private_act) {
-            uint8_t *mine = xq + (size_t)tid * act_bytes;
-            int32_t *my_sums = sums_count ? sums + (size_t)tid * sums_count : NULL;
-            for (int ci = 0; ci < n_convs; ci++)
-                for (int64_t t = 0; t < n_tok; t++) convert_token(&convs[ci], x, n_in, t, mine, my_sums);
-            xs = mine;
-            xsums = my_sums;
-        } else {
-#pragma omp for schedule(static) collapse(2)
-            for (int ci = 0; ci < n_convs; ci++)
-                for (int64_t t = 0; t < n_tok; t++) convert_token(&convs[ci], x, n_in, t, xq, sums);
-        }
-
-#pragma omp for schedule(static)
-        for (int64_t ch = 0; ch < n_chunks; ch++) {
-            int i = n - 1;
-            while (parts[i].first_chunk > ch) i--;
-            const struct matmul_part *pt = &parts[i];
-            const int64_t n_out = pt->w->n_out;
-            const int64_t r0 = (ch - pt->first_chunk) * MATMUL_ROW_CHUNK;
-            const int64_t rows = HEARTH_MIN(MATMUL_ROW_CHUNK, n_out - r0);
-            const uint8_t *wr = pt->wd + (size_t)r0 * pt->w->row_bytes; /* packed rows take as many bytes */
-            const struct matmul_conv *cv = pt->conv;
-            const uint8_t *xa = xs + cv->act_off;
-            if (pt->gemm_packed)
-                pt->gemm_packed(n_in, rows, n_tok, wr, xa, cv->act_row,
-                                cv->sums_off != SIZE_MAX ? xsums + cv->sums_off : NULL, pt->out->host + r0, n_out);
-            else
-                pt->gemm(n_in, rows, n_tok, wr, pt->w->row_bytes, xa, cv->act_row, pt->out->host + r0, n_out);
-        }
-    }
+    const struct matmul_job job = {
+        .parts = parts,
+        .convs = convs,
+        .n_convs = n_convs,
+        .n_chunks = n_chunks,
+        .n = n,
+        .n_tok = n_tok,
+        .n_in = n_in,
+        .x = in->host,
+        .xq = c->act_scratch,
+        .sums = c->act_sums,
+        .act_bytes = act_bytes,
+        .sums_count = sums_count,
+        .private_act = private_act,
+    };
+    run_parallel(n_threads, matmul_run, (void *)&job);
     for (int i = 0; i < n; i++) {
         outs[i]->rows = n_tok;
         outs[i]->width = ws[i]->n_out;
@@ -272,43 +341,78 @@ static hearth_status cpu_matmul(struct hearth_backend *be, struct act *out, cons
 
 /* ---- elementwise operations ------------------------------------------------------- */
 
-static hearth_status cpu_add_bias(struct hearth_backend *be, struct act *x, const struct weight *bias)
+/* The elementwise operations' arguments, as their region functions take
+ * them (see run_parallel). */
+struct rows_job {
+    struct act *out;
+    const struct act *a, *b;
+    const float *w;                /* bias or norm weights */
+    float eps;
+    int32_t n_heads, head_dim;
+    const struct rope_params *rope;
+    const struct batch_pos *bp;
+};
+
+static int elementwise_threads(const struct hearth_backend *be, int64_t n)
 {
-    const float *b = bias->data;
+    return n >= ELEMENTWISE_SERIAL_WORK ? be->n_threads : 1;
+}
+
+static void add_bias_run(void *arg)
+{
+    const struct rows_job *j = arg;
+    struct act *x = j->out;
+    const float *b = j->w;
     const int64_t width = x->width;
-#pragma omp parallel for num_threads(be->n_threads) schedule(static) \
-    if (x->rows * width >= ELEMENTWISE_SERIAL_WORK)
+#pragma omp for schedule(static)
     for (int64_t t = 0; t < x->rows; t++) {
         float *row = x->host + t * width;
         for (int64_t i = 0; i < width; i++) row[i] += b[i];
     }
+}
+
+static hearth_status cpu_add_bias(struct hearth_backend *be, struct act *x, const struct weight *bias)
+{
+    const struct rows_job j = {.out = x, .w = bias->data};
+    run_parallel(elementwise_threads(be, x->rows * x->width), add_bias_run, (void *)&j);
     return HEARTH_OK;
+}
+
+static void rmsnorm_run(void *arg)
+{
+    const struct rows_job *j = arg;
+    const struct act *in = j->a;
+    const float *g = j->w;
+    const int64_t n = in->width;
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < in->rows; t++) {
+        const float *x = in->host + t * n;
+        float *y = j->out->host + t * n;
+        double ss = 0.0;
+        for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+        const float scale = (float)(1.0 / sqrt(ss / (double)n + (double)j->eps));
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale * g[i];
+    }
 }
 
 static hearth_status cpu_rmsnorm(struct hearth_backend *be, struct act *out, const struct act *in,
                                  const struct weight *w, float eps)
 {
-    const float *g = w->data;
-    const int64_t n = in->width;
-#pragma omp parallel for num_threads(be->n_threads) schedule(static) if (in->rows > 1)
-    for (int64_t t = 0; t < in->rows; t++) {
-        const float *x = in->host + t * n;
-        float *y = out->host + t * n;
-        double ss = 0.0;
-        for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
-        const float scale = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
-        for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale * g[i];
-    }
+    const struct rows_job j = {.out = out, .a = in, .w = w->data, .eps = eps};
+    run_parallel(in->rows > 1 ? be->n_threads : 1, rmsnorm_run, (void *)&j);
     out->rows = in->rows;
-    out->width = n;
+    out->width = in->width;
     return HEARTH_OK;
 }
 
-static hearth_status cpu_rope(struct hearth_backend *be, struct act *x, int32_t n_heads, int32_t head_dim,
-                              const struct rope_params *rope, const struct batch_pos *bp)
+static void rope_run(void *arg)
 {
-    const int32_t half = rope->n_dims / 2;
-#pragma omp parallel for num_threads(be->n_threads) schedule(static) if (bp->n_tokens > 1)
+    const struct rows_job *j = arg;
+    const struct rope_params *rope = j->rope;
+    const struct batch_pos *bp = j->bp;
+    struct act *x = j->out;
+    const int32_t half = rope->n_dims / 2, n_heads = j->n_heads, head_dim = j->head_dim;
+#pragma omp for schedule(static)
     for (int64_t t = 0; t < bp->n_tokens; t++) {
         const double pos = (double)bp->pos[t] * rope->freq_scale;
         for (int32_t i = 0; i < half; i++) {
@@ -316,7 +420,7 @@ static hearth_status cpu_rope(struct hearth_backend *be, struct act *x, int32_t 
              * of long-context models (RoFormer eq. 15; Llama 3.1 rope_freqs). */
             double theta = pos * pow((double)rope->freq_base, -2.0 * i / rope->n_dims);
             if (rope->freq_factors) theta /= rope->freq_factors[i];
-            const float cs = (float)cos(theta), sn = (float)sin(theta);
+            const float cs = (float)cos(theta) * rope->mscale, sn = (float)sin(theta) * rope->mscale;
             for (int32_t h = 0; h < n_heads; h++) {
                 float *v = x->host + t * x->width + (int64_t)h * head_dim;
                 int32_t a, b;
@@ -333,61 +437,260 @@ static hearth_status cpu_rope(struct hearth_backend *be, struct act *x, int32_t 
             }
         }
     }
+}
+
+static hearth_status cpu_rope(struct hearth_backend *be, struct act *x, int32_t n_heads, int32_t head_dim,
+                              const struct rope_params *rope, const struct batch_pos *bp)
+{
+    const struct rows_job j = {.out = x, .n_heads = n_heads, .head_dim = head_dim, .rope = rope, .bp = bp};
+    run_parallel(bp->n_tokens > 1 ? be->n_threads : 1, rope_run, (void *)&j);
     return HEARTH_OK;
+}
+
+static void add_run(void *arg)
+{
+    const struct rows_job *j = arg;
+    const float *a = j->a->host, *b = j->b->host;
+    float *out = j->out->host;
+    const int64_t n = j->a->rows * j->a->width;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
 static hearth_status cpu_add(struct hearth_backend *be, struct act *out, const struct act *a, const struct act *b)
 {
-    const int64_t n = a->rows * a->width;
-#pragma omp parallel for num_threads(be->n_threads) schedule(static) if (n >= ELEMENTWISE_SERIAL_WORK)
-    for (int64_t i = 0; i < n; i++) out->host[i] = a->host[i] + b->host[i];
+    const struct rows_job j = {.out = out, .a = a, .b = b};
+    run_parallel(elementwise_threads(be, a->rows * a->width), add_run, (void *)&j);
     out->rows = a->rows;
     out->width = a->width;
     return HEARTH_OK;
 }
 
+static void swiglu_run(void *arg)
+{
+    const struct rows_job *j = arg;
+    const float *gate = j->a->host, *up = j->b->host;
+    float *out = j->out->host;
+    const int64_t n = j->a->rows * j->a->width;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        const float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
 static hearth_status cpu_swiglu(struct hearth_backend *be, struct act *out, const struct act *gate,
                                 const struct act *up)
 {
-    const int64_t n = gate->rows * gate->width;
-#pragma omp parallel for num_threads(be->n_threads) schedule(static) if (n >= ELEMENTWISE_SERIAL_WORK)
-    for (int64_t i = 0; i < n; i++) {
-        const float g = gate->host[i];
-        out->host[i] = g / (1.0f + expf(-g)) * up->host[i];
-    }
+    const struct rows_job j = {.out = out, .a = gate, .b = up};
+    run_parallel(elementwise_threads(be, gate->rows * gate->width), swiglu_run, (void *)&j);
     out->rows = gate->rows;
     out->width = gate->width;
     return HEARTH_OK;
 }
 
-static hearth_status cpu_copy_rows(struct hearth_backend *be, struct act *dst, const struct act *src,
-                                   int64_t first, int64_t n_rows)
+/* GELU in its tanh form (Hendrycks and Gimpel 2016, eq. 2), the gate of
+ * Gemma's feed-forward: out = gelu(gate) * up, computed as
+ * 0.5 g (1 + tanh(y)) = g / (1 + e^(-2y)), y = sqrt(2/pi) (g + 0.044715 g^3),
+ * which needs one expf instead of a tanhf. */
+static void geglu_run(void *arg)
+{
+    const struct rows_job *j = arg;
+    const float *gate = j->a->host, *up = j->b->host;
+    float *out = j->out->host;
+    const int64_t n = j->a->rows * j->a->width;
+    const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        const float g = gate[i];
+        out[i] = g / (1.0f + expf(-2.0f * k * (g + 0.044715f * g * g * g))) * up[i];
+    }
+}
+
+static hearth_status cpu_geglu(struct hearth_backend *be, struct act *out, const struct act *gate,
+                               const struct act *up)
+{
+    const struct rows_job j = {.out = out, .a = gate, .b = up};
+    run_parallel(elementwise_threads(be, gate->rows * gate->width), geglu_run, (void *)&j);
+    out->rows = gate->rows;
+    out->width = gate->width;
+    return HEARTH_OK;
+}
+
+static hearth_status cpu_copy_rows(struct hearth_backend *be, struct act *dst, int64_t dst_first,
+                                   const struct act *src, int64_t first, int64_t n_rows)
 {
     (void)be;
-    memmove(dst->host, src->host + first * src->width, (size_t)(n_rows * src->width) * sizeof(float));
-    dst->rows = n_rows;
+    memmove(dst->host + dst_first * src->width, src->host + first * src->width,
+            (size_t)(n_rows * src->width) * sizeof(float));
+    dst->rows = dst_first + n_rows;
     dst->width = src->width;
+    return HEARTH_OK;
+}
+
+/* ---- mixture of experts ------------------------------------------------------------ */
+
+void moe_route(const float *logits, int32_t n_expert, int32_t k, bool norm_topk, int32_t *ids, float *w)
+{
+    float max = logits[0];
+    for (int32_t e = 1; e < n_expert; e++) max = logits[e] > max ? logits[e] : max;
+    double sum = 0.0;
+    for (int32_t e = 0; e < n_expert; e++) sum += (double)expf(logits[e] - max);
+    const float inv = (float)(1.0 / sum);
+    /* top k by selection: the probabilities are in the logits' order, so
+     * the largest logits are the largest probabilities */
+    for (int32_t j = 0; j < k; j++) {
+        int32_t best = -1;
+        for (int32_t e = 0; e < n_expert; e++) {
+            bool taken = false;
+            for (int32_t i = 0; i < j && !taken; i++) taken = ids[i] == e;
+            if (!taken && (best < 0 || logits[e] > logits[best])) best = e;
+        }
+        ids[j] = best;
+        w[j] = expf(logits[best] - max) * inv;
+    }
+    if (norm_topk) {
+        float s = 0.0f;
+        for (int32_t j = 0; j < k; j++) s += w[j];
+        s = s > 0x1p-14f ? s : 0x1p-14f;
+        for (int32_t j = 0; j < k; j++) w[j] /= s;
+    }
+}
+
+/* A view of rows first .. first+n-1 of a buffer of rows of width floats. */
+static struct act act_view(float *base, int64_t first, int64_t n, int64_t width)
+{
+    struct act a = {base + first * width, NULL, n, width, n * width};
+    return a;
+}
+
+static hearth_status cpu_moe_ffn(struct hearth_backend *be, struct act *out, const struct act *in,
+                                 const struct act *logits, const struct moe_experts *moe)
+{
+    struct cpu_backend *c = cpu(be);
+    const int64_t n_tok = in->rows, n_embd = in->width;
+    const int32_t E = moe->n_expert, k = moe->n_used;
+    const int64_t n_ff = moe->gate[0].n_out;
+    const int64_t n_pairs = n_tok * k;
+    if (k < 1 || k > E || logits->width != E || moe->down[0].n_out != n_embd)
+        return hearth_error(HEARTH_E_INTERNAL, "moe_ffn: %d of %d experts, logits %lld wide", k, E,
+                            (long long)logits->width);
+
+    /* Index: per expert its first grouped row and a cursor; per pair
+     * (t, j) its expert, its row among the grouped rows and its weight;
+     * per grouped row its token. */
+    const size_t idx_bytes = (size_t)(2 * E + 1) * sizeof(int64_t) +
+                             (size_t)n_pairs * (3 * sizeof(int32_t) + sizeof(float));
+    HEARTH_TRY(grow((void **)&c->moe_index, &c->moe_index_bytes, idx_bytes, "expert routing"));
+    int64_t *start = (int64_t *)(void *)c->moe_index;
+    int64_t *next = start + E + 1;
+    int32_t *ids = (int32_t *)(void *)(next + E);
+    int32_t *row_of = ids + n_pairs;
+    int32_t *token_of = row_of + n_pairs;
+    float *wts = (float *)(void *)(token_of + n_pairs);
+    /* grouped inputs, gate and up products, and results */
+    const size_t n_floats = (size_t)n_pairs * (size_t)(2 * n_embd + 2 * n_ff);
+    HEARTH_TRY(grow((void **)&c->moe_act, &c->moe_act_bytes, n_floats * sizeof(float), "expert activations"));
+    float *xg = c->moe_act;
+    float *gg = xg + n_pairs * n_embd;
+    float *ug = gg + n_pairs * n_ff;
+    float *yg = ug + n_pairs * n_ff;
+
+    for (int64_t t = 0; t < n_tok; t++)
+        moe_route(logits->host + t * E, E, k, moe->norm_topk, ids + t * k, wts + t * k);
+    /* group the pairs by expert, tokens in order within a group */
+    for (int32_t e = 0; e <= E; e++) start[e] = 0;
+    for (int64_t p = 0; p < n_pairs; p++) start[ids[p] + 1]++;
+    for (int32_t e = 0; e < E; e++) start[e + 1] += start[e];
+    for (int32_t e = 0; e < E; e++) next[e] = start[e];
+    for (int64_t p = 0; p < n_pairs; p++) {
+        const int64_t r = next[ids[p]]++;
+        row_of[p] = (int32_t)r;
+        token_of[r] = (int32_t)(p / k);
+    }
+#pragma omp parallel for num_threads(be->n_threads) schedule(static) \
+    if (n_pairs * n_embd >= ELEMENTWISE_SERIAL_WORK)
+    for (int64_t r = 0; r < n_pairs; r++)
+        memcpy(xg + r * n_embd, in->host + (int64_t)token_of[r] * n_embd, (size_t)n_embd * sizeof(float));
+
+    /* each expert with rows routed to it: its matrices once for all of them */
+    for (int32_t e = 0; e < E; e++) {
+        const int64_t r0 = start[e], n = start[e + 1] - start[e];
+        if (n == 0) continue;
+        struct act x = act_view(xg, r0, n, n_embd);
+        struct act g = act_view(gg, r0, n, n_ff), u = act_view(ug, r0, n, n_ff);
+        struct act y = act_view(yg, r0, n, n_embd);
+        struct act *const gu[] = {&g, &u};
+        const struct weight *const wgu[] = {&moe->gate[e], &moe->up[e]};
+        HEARTH_TRY(cpu_matmul_set(be, 2, gu, wgu, &x));
+        HEARTH_TRY(cpu_swiglu(be, &g, &g, &u));
+        HEARTH_TRY(cpu_matmul(be, &y, &moe->down[e], &g));
+    }
+
+    /* each token's experts' results, weighted, in its routing order */
+#pragma omp parallel for num_threads(be->n_threads) schedule(static) \
+    if (n_tok * n_embd * k >= ELEMENTWISE_SERIAL_WORK)
+    for (int64_t t = 0; t < n_tok; t++) {
+        float *o = out->host + t * n_embd;
+        for (int64_t i = 0; i < n_embd; i++) o[i] = 0.0f;
+        for (int32_t j = 0; j < k; j++) {
+            const float w = wts[t * k + j];
+            const float *y = yg + (int64_t)row_of[t * k + j] * n_embd;
+            for (int64_t i = 0; i < n_embd; i++) o[i] = fmaf(w, y[i], o[i]);
+        }
+    }
+    out->rows = n_tok;
+    out->width = n_embd;
+    return HEARTH_OK;
+}
+
+static hearth_status cpu_add_gated(struct hearth_backend *be, struct act *x, const struct act *y,
+                                   const struct act *gate)
+{
+    const int64_t width = x->width;
+#pragma omp parallel for num_threads(be->n_threads) schedule(static) \
+    if (x->rows * width >= ELEMENTWISE_SERIAL_WORK)
+    for (int64_t t = 0; t < x->rows; t++) {
+        const float s = 1.0f / (1.0f + expf(-gate->host[t * gate->width]));
+        float *row = x->host + t * width;
+        const float *yr = y->host + t * width;
+        for (int64_t i = 0; i < width; i++) row[i] += s * yr[i];
+    }
     return HEARTH_OK;
 }
 
 /* ---- attention -------------------------------------------------------------------- */
 
-/* Tokens whose query heads of one key/value head make one work item in
- * prefill: their keys are read once for all of them (8 query heads of a
+/* Tokens of one sequence whose query heads of one key/value head make one
+ * work item: their keys are read once for all of them (8 query heads of a
  * group x 16 tokens = 128 rows per pass over a key block). */
 #define ATTN_QUERY_TILE 16
-/* With fewer items than this (decode, short batches) the keys are split
- * into ranges of ATTN_SPLIT_KEYS whose partial softmax states are merged,
- * so that a long context keeps every thread busy.  The split depends only
- * on the shapes, never on the number of threads: results do not either. */
-#define ATTN_FEW_ITEMS 16
+/* Keys are taken in ranges of ATTN_SPLIT_KEYS positions (aligned to the
+ * sequence's position 0) whose partial softmax states are merged in
+ * order, so that a long context keeps every thread busy in decode.  The
+ * ranges, and the blocks of keys within them (ATTN_KEY_BLOCK, cut where a
+ * KV block ends), depend only on a row's own position and the block size:
+ * a row's result does not depend on the other rows of the batch, on how
+ * its sequence's prompt was split into batches, or on the thread count. */
 #define ATTN_SPLIT_KEYS 256
-#define ATTN_MAX_SPLITS 64
+
+/* Multiply-adds (scores and weighted values) below which a layer's
+ * attention runs on one thread. */
+#define ATTN_SERIAL_WORK (64 * 1024)
 
 static size_t round_up16(size_t n)
 {
     return (n + 15) & ~(size_t)15;
 }
+
+/* A tile: rows t0 .. t1-1 of one sequence; its items are item0 .. item0 +
+ * n_head_kv * n_splits - 1, (key/value head, key range) in that order. */
+struct attn_tile {
+    int32_t seq;
+    int32_t t0, t1;
+    int32_t n_splits;
+    int64_t item0;
+};
 
 static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, const struct act *q,
                                    const struct act *k, const struct act *v, struct kv_cache *kv,
@@ -398,6 +701,8 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
     const int32_t hd = hp->head_dim, n_head = hp->n_head, n_head_kv = hp->n_head_kv;
     const int32_t group = n_head / n_head_kv;
     const int64_t n_tok = bp->n_tokens;
+    const int32_t B = kv->block_tokens;
+    const int32_t window = hparams_layer_window(hp, il);
     attn_block_fn block = c->attn->block[kv->type];
     if (!block)
         return hearth_error(HEARTH_E_UNSUPPORTED, "attention over a %s KV cache is not supported",
@@ -405,44 +710,72 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
 
     /* The batch's keys and values go into the cache first: a token sees
      * every position up to its own, including earlier tokens of the batch. */
-    int32_t n_keys = 0;
     for (int64_t t = 0; t < n_tok; t++) {
-        kv_cache_store(kv, L->k, bp->pos[t], k->host + t * k->width);
-        kv_cache_store(kv, L->v, bp->pos[t], v->host + t * v->width);
-        if (bp->pos[t] + 1 > n_keys) n_keys = bp->pos[t] + 1;
+        kv_cache_store(kv, L->k, bp->slot[t], k->host + t * k->width);
+        kv_cache_store(kv, L->v, bp->slot[t], v->host + t * v->width);
     }
 
-    /* Work items: (key/value head, tile of tokens, range of keys). */
-    const int64_t n_tiles = (n_tok + ATTN_QUERY_TILE - 1) / ATTN_QUERY_TILE;
-    const int32_t tile_rows = (int32_t)HEARTH_MIN(n_tok, ATTN_QUERY_TILE) * group;
-    int32_t n_splits = 1;
-    if (n_tiles * n_head_kv < ATTN_FEW_ITEMS)
-        n_splits = HEARTH_MIN((n_keys + ATTN_SPLIT_KEYS - 1) / ATTN_SPLIT_KEYS, ATTN_MAX_SPLITS);
-    const int32_t split_keys = (n_keys + n_splits - 1) / n_splits;
-    const int64_t n_items = n_head_kv * n_tiles * n_splits;
+    /* Tiles of each sequence's rows, and their work items. */
+    int64_t n_tiles = 0;
+    for (int32_t s = 0; s < bp->n_seqs; s++)
+        n_tiles += (bp->seq_start[s + 1] - bp->seq_start[s] + ATTN_QUERY_TILE - 1) / ATTN_QUERY_TILE;
+    const size_t tiles_bytes = ((size_t)n_tiles * sizeof(struct attn_tile) + 63) & ~(size_t)63;
+    const size_t tile_of_bytes = ((size_t)n_tok * sizeof(int32_t) + 63) & ~(size_t)63;
+    hearth_status st = grow((void **)&c->attn_index, &c->attn_index_bytes, tiles_bytes + tile_of_bytes,
+                            "attention work items");
+    if (st) return st;
+    struct attn_tile *tiles = (struct attn_tile *)c->attn_index;
+    int32_t *tile_of = (int32_t *)(c->attn_index + tiles_bytes);
+    int64_t n_items = 0;
+    int32_t max_rows = 0;
+    {
+        int64_t ti = 0;
+        for (int32_t s = 0; s < bp->n_seqs; s++)
+            for (int32_t t0 = bp->seq_start[s]; t0 < bp->seq_start[s + 1]; t0 += ATTN_QUERY_TILE) {
+                struct attn_tile *T = &tiles[ti];
+                T->seq = s;
+                T->t0 = t0;
+                T->t1 = HEARTH_MIN(bp->seq_start[s + 1], t0 + ATTN_QUERY_TILE);
+                const int32_t hi = bp->pos[T->t1 - 1] + 1; /* positions increase */
+                T->n_splits = (hi + ATTN_SPLIT_KEYS - 1) / ATTN_SPLIT_KEYS;
+                T->item0 = n_items;
+                n_items += (int64_t)n_head_kv * T->n_splits;
+                max_rows = HEARTH_MAX(max_rows, (T->t1 - T->t0) * group);
+                for (int32_t t = T->t0; t < T->t1; t++) tile_of[t] = (int32_t)ti;
+                ti++;
+            }
+    }
+    const int32_t tile_rows = max_rows;
 
     /* Per item: max, sum and accumulators of its rows, each on its own
      * cache lines (no false sharing between threads).  Per thread: the
-     * scaled queries, the mask limits and the block's scores. */
+     * scaled queries, the mask limits (absolute and within a KV block)
+     * and the block's scores. */
     const size_t ms_floats = round_up16((size_t)tile_rows);
     const size_t item_floats = 2 * ms_floats + round_up16((size_t)tile_rows * (size_t)hd);
-    const size_t thread_floats = round_up16((size_t)tile_rows * (size_t)hd) + ms_floats +
+    const size_t thread_floats = round_up16((size_t)tile_rows * (size_t)hd) + 4 * ms_floats +
                                  round_up16((size_t)tile_rows * ATTN_KEY_BLOCK);
     const size_t need = item_floats * (size_t)n_items + thread_floats * (size_t)be->n_threads;
     void *scratch = c->attn_scratch;
     size_t have = c->attn_scratch_floats * sizeof(float);
-    hearth_status st = grow(&scratch, &have, need * sizeof(float), "attention scratch");
+    st = grow(&scratch, &have, need * sizeof(float), "attention scratch");
     if (st) return st;
     c->attn_scratch = scratch;
     c->attn_scratch_floats = have / sizeof(float);
     float *states = c->attn_scratch;
     float *thread_scratch = states + item_floats * (size_t)n_items;
 
-    const float scale = 1.0f / sqrtf((float)hd);
+    const float scale = hp->attn_scale > 0.0f ? hp->attn_scale : 1.0f / sqrtf((float)hd);
     const uint8_t *kbase = L->k, *vbase = L->v;
-    const size_t row_bytes = kv->row_bytes, head_bytes = kv->head_bytes;
+    const size_t row_bytes = kv->row_bytes, head_bytes = kv->head_bytes, block_bytes = kv->block_bytes;
     const int64_t n_pairs = n_tok * n_head;
-#pragma omp parallel num_threads(be->n_threads)
+    /* Below ATTN_SERIAL_WORK multiply-adds (a decode step over a short
+     * context) the work stays on one thread. */
+    int32_t max_pos = 0;
+    for (int64_t t = 0; t < n_tok; t++) max_pos = HEARTH_MAX(max_pos, bp->pos[t]);
+    const double work = 2.0 * (double)n_tok * (double)n_head * (double)(max_pos + 1) * (double)hd;
+    const int n_threads = (n_items > 1 || n_tok > 1) && work >= ATTN_SERIAL_WORK ? be->n_threads : 1;
+#pragma omp parallel num_threads(n_threads) if (n_threads > 1)
     {
 #ifdef _OPENMP
         float *mine = thread_scratch + thread_floats * (size_t)omp_get_thread_num();
@@ -451,43 +784,85 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
 #endif
         float *qs = mine;
         int32_t *n_visible = (int32_t *)(qs + round_up16((size_t)tile_rows * (size_t)hd));
-        float *scores = (float *)n_visible + ms_floats;
+        int32_t *n_visible_rel = n_visible + ms_floats;
+        int32_t *first = n_visible_rel + ms_floats;
+        int32_t *first_rel = first + ms_floats;
+        float *scores = (float *)(first_rel + ms_floats);
 
         /* Later tiles see more keys: hand items out dynamically. */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < n_items; it++) {
-            const int32_t split = (int32_t)(it % n_splits);
-            const int64_t tile = (it / n_splits) % n_tiles;
-            const int32_t kvh = (int32_t)(it / n_splits / n_tiles);
-            const int64_t t0 = tile * ATTN_QUERY_TILE;
-            const int64_t t1 = HEARTH_MIN(n_tok, t0 + ATTN_QUERY_TILE);
-            const int32_t n_rows = (int32_t)(t1 - t0) * group;
+            /* the tile: the last one whose items start at or before it */
+            int64_t lo = 0, hi_t = n_tiles - 1;
+            while (lo < hi_t) {
+                const int64_t mid = (lo + hi_t + 1) / 2;
+                if (tiles[mid].item0 <= it) lo = mid;
+                else hi_t = mid - 1;
+            }
+            const struct attn_tile *T = &tiles[lo];
+            const int32_t split = (int32_t)((it - T->item0) % T->n_splits);
+            const int32_t kvh = (int32_t)((it - T->item0) / T->n_splits);
+            const int32_t n_rows = (T->t1 - T->t0) * group;
             /* row (t - t0) * group + g is query head kvh * group + g of token t */
             int32_t hi = 0;
-            for (int64_t t = t0; t < t1; t++) {
+            for (int32_t t = T->t0; t < T->t1; t++) {
                 const float *src = q->host + t * q->width + (int64_t)kvh * group * hd;
-                float *dst = qs + (t - t0) * group * hd;
+                float *dst = qs + (int64_t)(t - T->t0) * group * hd;
                 for (int64_t i = 0; i < (int64_t)group * hd; i++) dst[i] = src[i] * scale;
-                for (int32_t g = 0; g < group; g++) n_visible[(t - t0) * group + g] = bp->pos[t] + 1;
+                const int32_t lo_t = window ? HEARTH_MAX(0, bp->pos[t] + 1 - window) : 0;
+                for (int32_t g = 0; g < group; g++) {
+                    n_visible[(t - T->t0) * group + g] = bp->pos[t] + 1;
+                    first[(t - T->t0) * group + g] = lo_t;
+                }
                 hi = HEARTH_MAX(hi, bp->pos[t] + 1);
+            }
+            /* A sliding window: the tile's first row sees the earliest key
+             * of any of its rows.  Key blocks start at the last cut (a
+             * multiple of ATTN_KEY_BLOCK or a KV block's start) at or
+             * before it, so that every row folds the same blocks as when
+             * it runs alone (decode), and no block wholly before the
+             * window -- which the pool may have given back -- is read. */
+            int32_t key_start = 0;
+            if (window) {
+                const int32_t w0 = first[0];
+                key_start = HEARTH_MAX(w0 / ATTN_KEY_BLOCK * ATTN_KEY_BLOCK, w0 / B * B);
             }
             float *state = states + item_floats * (size_t)it;
             struct attn_rows rows = {
                 .head_dim = hd,
                 .n_rows = n_rows,
                 .q = qs,
-                .n_visible = n_visible,
+                .n_visible = n_visible_rel,
+                .first_visible = window ? first_rel : NULL,
+                .softcap = hp->attn_softcap,
                 .max = state,
                 .sum = state + ms_floats,
                 .acc = state + 2 * ms_floats,
                 .scores = scores,
             };
             attn_state_init(n_rows, hd, rows.max, rows.sum, rows.acc);
-            const int32_t k0 = split * split_keys;
-            const int32_t k1 = HEARTH_MIN(HEARTH_MIN(n_keys, k0 + split_keys), hi);
-            const uint8_t *kh = kbase + (size_t)kvh * head_bytes, *vh = vbase + (size_t)kvh * head_bytes;
-            for (int32_t j0 = k0; j0 < k1; j0 += ATTN_KEY_BLOCK)
-                block(&rows, kh, vh, row_bytes, j0, HEARTH_MIN(k1, j0 + ATTN_KEY_BLOCK));
+            const int32_t *table = bp->blocks + bp->table_start[T->seq];
+            const int32_t k0 = HEARTH_MAX(split * ATTN_SPLIT_KEYS, key_start);
+            const int32_t k1 = HEARTH_MIN(split * ATTN_SPLIT_KEYS + ATTN_SPLIT_KEYS, hi);
+            int32_t page_start = -1;
+            const uint8_t *kh = NULL, *vh = NULL;
+            for (int32_t j0 = k0; j0 < k1;) {
+                if (j0 >= page_start + B || page_start < 0) {
+                    const int32_t page = j0 / B;
+                    page_start = page * B;
+                    const size_t off = (size_t)table[page] * block_bytes + (size_t)kvh * head_bytes;
+                    kh = kbase + off;
+                    vh = vbase + off;
+                    for (int32_t r = 0; r < n_rows; r++) {
+                        n_visible_rel[r] = n_visible[r] - page_start;
+                        first_rel[r] = first[r] - page_start;
+                    }
+                }
+                int32_t j1 = (j0 / ATTN_KEY_BLOCK + 1) * ATTN_KEY_BLOCK;
+                j1 = HEARTH_MIN(j1, HEARTH_MIN(k1, page_start + B));
+                block(&rows, kh, vh, row_bytes, j0 - page_start, j1 - page_start);
+                j0 = j1;
+            }
         }
 
         /* out = merged state / sum, per token and query head */
@@ -495,16 +870,24 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
         for (int64_t pair = 0; pair < n_pairs; pair++) {
             const int64_t t = pair / n_head;
             const int32_t h = (int32_t)(pair % n_head), kvh = h / group;
-            const int64_t tile = t / ATTN_QUERY_TILE;
-            const int32_t r = (int32_t)(t - tile * ATTN_QUERY_TILE) * group + h % group;
-            const float *state = states + item_floats * (size_t)((kvh * n_tiles + tile) * n_splits);
-            attn_merge(hd, n_splits, state + r, state + ms_floats + r, item_floats,
+            const struct attn_tile *T = &tiles[tile_of[t]];
+            const int32_t r = (int32_t)(t - T->t0) * group + h % group;
+            const float *state = states + item_floats * (size_t)(T->item0 + (int64_t)kvh * T->n_splits);
+            attn_merge(hd, T->n_splits, state + r, state + ms_floats + r, item_floats,
                        state + 2 * ms_floats + (size_t)r * hd, item_floats,
                        out->host + t * out->width + (int64_t)h * hd);
         }
     }
     out->rows = n_tok;
     out->width = (int64_t)n_head * hd;
+    return HEARTH_OK;
+}
+
+static hearth_status cpu_kv_copy_block(struct hearth_backend *be, struct kv_cache *kv, int32_t src,
+                                       int32_t dst, int32_t n_rows)
+{
+    (void)be;
+    kv_cache_copy_block(kv, src, dst, n_rows);
     return HEARTH_OK;
 }
 
@@ -522,10 +905,33 @@ static const struct backend_ops cpu_ops = {
     .attention = cpu_attention,
     .add = cpu_add,
     .swiglu = cpu_swiglu,
+    .moe_ffn = cpu_moe_ffn,
+    .add_gated = cpu_add_gated,
+    .geglu = cpu_geglu,
     .copy_rows = cpu_copy_rows,
+    .kv_copy_block = cpu_kv_copy_block,
+    .norm = cpu_norm,
+    .token_shift = cpu_token_shift,
+    .lerp = cpu_lerp,
+    .map = cpu_map,
+    .mul = cpu_mul,
+    .copy_cols = cpu_copy_cols,
+    .wkv = cpu_wkv,
 };
 
+const hearth_kernels *backend_cpu_kernels(const struct hearth_backend *be)
+{
+    return ((const struct cpu_backend *)be->impl)->kernels;
+}
+
 hearth_status backend_cpu_new(int n_threads, struct hearth_backend **out)
+{
+    const hearth_kernels *k;
+    HEARTH_TRY(hearth_kernels_select(&k));
+    return backend_cpu_new_with(n_threads, k, out);
+}
+
+hearth_status backend_cpu_new_with(int n_threads, const hearth_kernels *kernels, struct hearth_backend **out)
 {
     struct hearth_backend *be = hearth_calloc(1, sizeof *be, "the CPU backend");
     struct cpu_backend *c = hearth_calloc(1, sizeof *c, "the CPU backend");
@@ -534,12 +940,7 @@ hearth_status backend_cpu_new(int n_threads, struct hearth_backend **out)
         free(c);
         return HEARTH_E_NOMEM;
     }
-    hearth_status st = hearth_kernels_select(&c->kernels);
-    if (st) {
-        free(be);
-        free(c);
-        return st;
-    }
+    c->kernels = kernels;
     c->attn = attn_kernels_matching(c->kernels);
     be->ops = &cpu_ops;
     be->n_threads = n_threads > 0 ? n_threads : 1;
@@ -555,6 +956,9 @@ void backend_cpu_free(struct hearth_backend *be)
     hearth_aligned_free(c->act_scratch);
     hearth_aligned_free(c->act_sums);
     hearth_aligned_free(c->attn_scratch);
+    hearth_aligned_free(c->attn_index);
+    hearth_aligned_free(c->moe_index);
+    hearth_aligned_free(c->moe_act);
     free(c);
     free(be);
 }

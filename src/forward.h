@@ -9,19 +9,36 @@
 #include "kv_cache.h"
 #include "model.h"
 
+/* The most extra buffers an architecture asks for. */
+#define FORWARD_EXTRA_MAX 16
+
+struct rstate;
+
 /* Activation buffers on one backend, sized for the context's largest
  * batch.  Widths: x, cur: n_embd; q, att: n_head * head_dim; k, v:
- * n_head_kv * head_dim; gate, up: n_ff. */
+ * n_head_kv * head_dim; gate, up: n_ff (or the shared expert's, when
+ * wider). */
 struct forward {
     const hearth_model *model;
     struct hearth_backend *be;
     struct kv_cache *kv;
     struct batch_pos bp;
+    int32_t n_ctx;     /* the context's positions (Phi-3 picks its RoPE factors by it) */
     struct act x;      /* the residual stream */
     struct act cur;
     struct act q, k, v;
     struct act att;
     struct act gate, up;
+    /* mixture of experts (hp.n_expert > 0): router logits (n_expert
+     * wide), the experts' sum and the shared expert's output (n_embd),
+     * the shared expert's gate (1) */
+    struct act router, moe_out, moe_shared, shared_gate;
+    /* Recurrent architectures: their own buffers (widths from
+     * arch->extra_widths; 0: none), the sequences' states and the chunk
+     * size of prefill (tokens; engine/rstate.h, DESIGN.md). */
+    struct act extra[FORWARD_EXTRA_MAX];
+    struct rstate *rs;
+    int32_t chunk_size;
 };
 
 #endif /* HEARTH_FORWARD_H */

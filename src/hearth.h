@@ -280,7 +280,8 @@ typedef int32_t hearth_token;
 
 typedef enum hearth_vocab_kind {
     HEARTH_VOCAB_SPM = 1, /* SentencePiece BPE ("llama") */
-    HEARTH_VOCAB_BPE = 2  /* byte-level BPE ("gpt2") */
+    HEARTH_VOCAB_BPE = 2, /* byte-level BPE ("gpt2") */
+    HEARTH_VOCAB_RWKV = 3 /* RWKV World: greedy longest match ("rwkv") */
 } hearth_vocab_kind;
 
 /* Token types, with the values tokenizer.ggml.token_type stores. */
@@ -557,12 +558,57 @@ hearth_status hearth_text_stream_finish(hearth_text_stream *stream, const char *
  * -1 while none has. */
 int hearth_text_stream_stop_index(const hearth_text_stream *stream);
 
+/* == grammars =========================================================== */
+
+/*
+ * A grammar constrains generation: compiled for a vocabulary, it gives the
+ * sampler the tokens that may come next, so that the output is in the
+ * grammar's language by construction.  The notation is GBNF (see
+ * hearth-grammar(7)); a JSON Schema (the subset hearth-grammar(7) lists)
+ * is translated to it.  A grammar is reference-counted and may be shared
+ * by any number of samplers on any threads; the token-mask cache it keeps
+ * is filled as states are met and serves them all.
+ */
+typedef struct hearth_grammar hearth_grammar;
+
+/* Compile GBNF text (start rule "root") for vocab (which must outlive the
+ * grammar).  HEARTH_E_FORMAT names the line and column of an error. */
+hearth_status hearth_grammar_new(const hearth_vocab *vocab, const char *gbnf, size_t len,
+                                 hearth_grammar **out);
+/* Compile a JSON Schema; a keyword outside the supported subset is
+ * HEARTH_E_UNSUPPORTED naming it. */
+hearth_status hearth_grammar_from_json_schema(const hearth_vocab *vocab, const char *schema,
+                                              size_t len, hearth_grammar **out);
+/* JSON mode: any JSON object. */
+hearth_status hearth_grammar_json_object(const hearth_vocab *vocab, hearth_grammar **out);
+/* Check GBNF text without a vocabulary. */
+hearth_status hearth_grammar_check(const char *gbnf, size_t len);
+/* The GBNF text a JSON Schema translates to, for hearth_free(). */
+hearth_status hearth_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf_out);
+/* Take one more reference (returns g); hearth_grammar_free() drops one. */
+hearth_grammar *hearth_grammar_ref(hearth_grammar *g);
+void hearth_grammar_free(hearth_grammar *g);
+
+typedef struct hearth_grammar_stats {
+    int32_t n_rules;          /* after expanding groups, repetitions, classes */
+    int32_t n_positions;      /* grammar elements */
+    double compile_ms;        /* parsing and the vocabulary's prefix tree */
+    int32_t n_cached_states;  /* mask-cache entries computed so far */
+    size_t cache_bytes;
+} hearth_grammar_stats;
+
+void hearth_grammar_get_stats(hearth_grammar *g, hearth_grammar_stats *out);
+
 /* == sampling =========================================================== */
 
 /*
  * A sampler turns one row of logits (n_vocab floats) into the next token.
  * The chain runs in this order:
  *
+ *   0. grammar (when the parameters name one): every token the grammar
+ *      does not allow next gets -INFINITY, so the distribution is the
+ *      model's renormalised over the allowed tokens; end-of-generation
+ *      tokens are allowed exactly where the grammar may end
  *   1. penalties over the last repeat_last_n accepted tokens: for each
  *      distinct token t among them, occurring c times,
  *        repetition: l = l / repeat_penalty if l > 0, else l * repeat_penalty
@@ -610,6 +656,9 @@ typedef struct hearth_sampler_params {
     uint64_t seed;             /* 0; any value */
     const hearth_logit_bias *logit_bias; /* NULL; entries for one token add up */
     size_t n_logit_bias;       /* 0 */
+    hearth_grammar *grammar;   /* NULL; when set, step 0 of the chain: every
+                                * token the grammar does not allow next is
+                                * impossible (the sampler holds a reference) */
 } hearth_sampler_params;
 
 /* Fill params with the defaults above. */
@@ -654,8 +703,15 @@ hearth_status hearth_sampler_probs(hearth_sampler *sampler, const float *logits,
                                    float *probs_out);
 
 /* Record a token of the sequence (a prompt token or a sampled one) for the
- * penalties; only the last repeat_last_n count. */
+ * penalties; only the last repeat_last_n count.  With a grammar, a
+ * generated token also advances it (HEARTH_E_INVALID if the grammar does
+ * not allow it): give prompt tokens to hearth_sampler_accept_prompt(). */
 hearth_status hearth_sampler_accept(hearth_sampler *sampler, int32_t token);
+/* Record a prompt token for the penalties only. */
+hearth_status hearth_sampler_accept_prompt(hearth_sampler *sampler, int32_t token);
+/* With a grammar: whether it is complete and nothing may follow (the
+ * sequence is then over); false without one. */
+bool hearth_sampler_grammar_done(const hearth_sampler *sampler);
 
 /* Forget the accepted tokens and restart the random generator from the
  * seed: the sampler then behaves exactly like a new one. */
@@ -705,6 +761,9 @@ uint64_t hearth_model_size_bytes(const hearth_model *model);   /* bytes of tenso
 const hearth_gguf *hearth_model_gguf(const hearth_model *model);
 /* The model's tokenizer, or NULL when the file has none. */
 const hearth_vocab *hearth_model_vocab(const hearth_model *model);
+/* Whether the model's layers are recurrent (rwkv6, rwkv6qwen2): a
+ * fixed-size state per sequence instead of a KV cache. */
+bool hearth_model_is_recurrent(const hearth_model *model);
 
 typedef struct hearth_context_params {
     int32_t n_ctx;          /* positions of context; 0: the model's training
@@ -712,6 +771,9 @@ typedef struct hearth_context_params {
     int32_t n_batch;        /* most tokens per forward pass; 0: 512 */
     int32_t n_threads;      /* 0: one per available processor */
     hearth_type cache_type; /* KV cache: HEARTH_TYPE_F32, F16 (default) or Q8_0 */
+    int32_t chunk_size;     /* recurrent models (RWKV-6): tokens per chunk of
+                             * the chunk-parallel prefill; 0: 16.  Changes
+                             * results only by float rounding. */
 } hearth_context_params;
 
 void hearth_context_default_params(hearth_context_params *params);
@@ -727,12 +789,21 @@ int32_t hearth_context_n_ctx(const hearth_context *ctx);
 int32_t hearth_context_n_batch(const hearth_context *ctx);
 int32_t hearth_context_n_threads(const hearth_context *ctx);
 hearth_type hearth_context_cache_type(const hearth_context *ctx);
-/* Bytes of KV cache allocated for all n_ctx positions. */
+/* Bytes of KV cache allocated for all n_ctx positions; for a recurrent
+ * model (hearth_model_is_recurrent), the bytes of its fixed-size state. */
 size_t hearth_context_kv_bytes(const hearth_context *ctx);
 /* Tokens the sequence holds so far (the next token's position). */
 int32_t hearth_context_n_past(const hearth_context *ctx);
-/* Forget every position from n_past on (0 empties the sequence). */
+/* Forget every position from n_past on (0 empties the sequence).  A
+ * recurrent model's state summarizes all positions and cannot be cut: it
+ * rewinds only to 0, to n_past itself, or to the position of the snapshot
+ * saved by hearth_context_snapshot(); any other position fails with
+ * HEARTH_E_UNSUPPORTED, changing nothing. */
 hearth_status hearth_context_rewind(hearth_context *ctx, int32_t n_past);
+/* Recurrent models: save the state at the current position as the one
+ * snapshot a later hearth_context_rewind() can return to (replacing an
+ * earlier snapshot).  Attention models need none (HEARTH_OK, nothing done). */
+hearth_status hearth_context_snapshot(hearth_context *ctx);
 
 /* Append n_tokens tokens to the sequence and run them through the model,
  * in batches of at most n_batch.  Logits are computed for the last
@@ -749,6 +820,245 @@ const float *hearth_context_logits(const hearth_context *ctx, int32_t i);
 /* A function polled between layers; when it returns true, hearth_eval()
  * stops with HEARTH_E_INTERRUPTED (positions evaluated so far are kept). */
 void hearth_context_set_abort(hearth_context *ctx, bool (*should_abort)(void *data), void *data);
+
+/* == serving engine ====================================================== */
+
+/*
+ * An engine runs many generation requests at once over one model:
+ * iteration-level (continuous) batching, each step one forward pass over
+ * the decode tokens of every running sequence and chunks of the prompts
+ * still being prefilled, within a token budget.  Keys and values live in
+ * one pool of fixed-size blocks; a sequence holds the blocks its positions
+ * need and no more, and frees them the moment it ends.  Full blocks stay
+ * in a prefix cache after their sequence ends, so a later request whose
+ * prompt starts with the same tokens reuses them instead of computing
+ * them again (evicted least recently used, only when the pool needs room).
+ * When the pool runs out mid-decode, the most recently admitted sequence
+ * is preempted: its blocks are freed and it is recomputed later, with the
+ * same results.
+ *
+ * Batch invariance: a sequence's logits, and so its tokens for a given
+ * seed, are bit for bit the same whether it runs alone or beside any
+ * other requests, however its prompt is split into chunks, and whether or
+ * not its prompt came from the prefix cache.  (Layers offloaded to an
+ * OpenCL device keep this for quantized weights; float weights there go
+ * through CLBlast in steps of more than 4 rows, which agrees only within
+ * rounding, unless HEARTH_OPENCL_GEMM=gemv.)
+ *
+ * Threading: one thread runs hearth_engine_step() (or
+ * hearth_engine_run()); events are delivered on that thread, from inside
+ * the step.  hearth_engine_submit(), hearth_engine_cancel() and
+ * hearth_engine_get_stats() may be called from any thread at any time,
+ * also from inside an event callback.  hearth_engine_free() must not race
+ * with any other call.
+ */
+typedef struct hearth_engine hearth_engine;
+
+typedef struct hearth_engine_params {
+    int32_t n_ctx;          /* most positions one sequence may hold; 0: the
+                             * model's training context, at most 4096 */
+    int32_t n_batch;        /* tokens of one step (decode tokens and prompt
+                             * chunks together); 0: 512; more than
+                             * n_ctx x n_seq_max is cut to that */
+    int32_t n_seq_max;      /* most sequences running at once; 0: 64 */
+    int32_t block_tokens;   /* positions per KV block, a power of two from
+                             * 16 to 1024; 0: 64 */
+    int64_t kv_tokens;      /* positions of the pool (rounded up to whole
+                             * blocks); 0: from kv_bytes */
+    uint64_t kv_bytes;      /* the pool's memory budget when kv_tokens is 0;
+                             * 0 too: room for one sequence of n_ctx */
+    int32_t n_threads;      /* 0: one per available processor */
+    hearth_type cache_type; /* F32, F16 (default) or Q8_0 */
+    bool no_prefix_cache;   /* never reuse blocks across sequences (always so
+                             * for recurrent models, whose state cannot be
+                             * shared) */
+    int32_t chunk_size;     /* recurrent models: as in hearth_context_params */
+    const hearth_model *draft_model; /* NULL, or a smaller model with the
+                             * same vocabulary that drafts tokens for the
+                             * requests asking for speculation (its own KV
+                             * pool of as many positions; it must outlive
+                             * the engine) */
+} hearth_engine_params;
+
+void hearth_engine_default_params(hearth_engine_params *params);
+
+typedef enum hearth_finish_reason {
+    HEARTH_FINISH_NONE = 0,   /* still generating */
+    HEARTH_FINISH_STOP,       /* a stop string was completed */
+    HEARTH_FINISH_EOS,        /* an end-of-generation token */
+    HEARTH_FINISH_LENGTH,     /* max_tokens were generated */
+    HEARTH_FINISH_CONTEXT,    /* the sequence filled n_ctx, its last token
+                               * sampled from the logits of position
+                               * n_ctx - 1 (or it filled the whole pool) */
+    HEARTH_FINISH_CANCELLED,  /* hearth_engine_cancel() */
+    HEARTH_FINISH_ERROR       /* the step failed; see the event's status */
+} hearth_finish_reason;
+
+/* "stop", "eos", "length", "context", "cancelled", "error" or "none". */
+const char *hearth_finish_reason_name(hearth_finish_reason reason);
+
+/* What one sample of a request cost; times in milliseconds from the
+ * submission. */
+typedef struct hearth_request_stats {
+    int32_t n_prompt;        /* prompt tokens */
+    int32_t n_cached;        /* of those, taken from the prefix cache */
+    int32_t n_generated;     /* tokens sampled (an end-of-generation one too) */
+    int32_t n_preempted;     /* times the sequence was preempted */
+    double queue_ms;         /* until it was first admitted */
+    double ttft_ms;          /* until its first token */
+    double tpot_ms;          /* mean time per output token after the first */
+    double total_ms;         /* until it finished */
+    int stop_index;          /* the stop string, for HEARTH_FINISH_STOP; else -1 */
+    int32_t n_steps;         /* target forward passes that yielded tokens
+                              * (n_generated / n_steps: tokens per step) */
+    int32_t n_drafted;       /* tokens drafted and verified (speculation) */
+    int32_t n_accepted;      /* of those, accepted (alpha = n_accepted / n_drafted) */
+} hearth_request_stats;
+
+typedef struct hearth_event {
+    uint64_t request;        /* the id hearth_engine_submit() gave */
+    int32_t index;           /* which sample of the request, 0 .. n-1 */
+    hearth_token token;      /* the token sampled, or -1 (a final event
+                              * after a stop string, cancellation, ...) */
+    const float *logits;     /* the n_vocab logits token was drawn from, or
+                              * NULL; valid during the callback only */
+    const char *text;        /* text this event releases (valid UTF-8, never
+                              * part of a stop string); valid during the
+                              * callback only */
+    size_t len;
+    hearth_finish_reason finish;        /* NONE while the sample goes on */
+    const hearth_request_stats *stats;  /* with a finish reason */
+    hearth_status status;    /* the failure, with HEARTH_FINISH_ERROR */
+} hearth_event;
+
+/* Called on the stepping thread for every generated token (finish NONE)
+ * and once more per sample at its end (finish set; an end-of-generation
+ * token is reported here, not as a text event). */
+typedef void (*hearth_event_fn)(void *user, const hearth_event *event);
+
+/* Speculative decoding for a request: tokens drafted cheaply -- by the
+ * engine's draft model or by prompt lookup (the tokens that followed an
+ * earlier occurrence of the text's last n-gram, in the prompt or the text
+ * generated) -- are scored by the model in one forward pass with the
+ * sequence's own next token.  Greedy requests keep the longest drafted
+ * prefix that matches the model's own choices, then the model's next
+ * token; sampled ones keep a drafted token x with probability
+ * min(1, p(x)/q(x)) (p the model's and q the draft's distribution, both
+ * through the request's whole sampling chain) and otherwise draw from the
+ * normalised max(0, p - q), so the output is distributed exactly as
+ * without speculation (greedy output is the same tokens).  Rejected
+ * tokens' keys and values are dropped.  The draft length adapts to the
+ * measured acceptance rate and costs, and drafting stops where it would
+ * not pay (a full batch, a draft that is seldom right). */
+typedef struct hearth_speculation {
+    int32_t draft_max;       /* most tokens drafted per step; 0: none (default) */
+    int32_t draft_min;       /* a shorter draft is not verified; 0 */
+    float draft_p_min;       /* draft model: stop drafting at a token whose
+                              * probability under the draft is below this
+                              * (0 .. 1; 0: never) */
+    int32_t lookup;          /* > 0: draft by prompt lookup with n-grams of
+                              * up to this many tokens (at most 64); 0: by
+                              * the engine's draft model */
+    bool fixed;              /* always draft draft_max tokens (where the
+                              * context and max_tokens leave room): no
+                              * adaptation, for measurements */
+} hearth_speculation;
+
+typedef struct hearth_request {
+    const hearth_token *prompt;  /* the prompt's tokens (copied) ... */
+    size_t n_prompt;
+    const char *prompt_text;     /* ... or, when prompt is NULL, its text */
+    size_t prompt_text_len;
+    unsigned tokenize_flags;     /* HEARTH_TOKENIZE_* for prompt_text */
+    hearth_sampler_params sampling; /* copied; sample i uses seed + i */
+    const char *const *stop;     /* stop strings (copied) */
+    size_t n_stop;
+    int32_t max_tokens;          /* most tokens per sample; < 0: no limit; 0:
+                                  * the prompt is computed (and cached), and
+                                  * nothing is sampled */
+    int32_t n;                   /* samples of the prompt, sharing its KV
+                                  * blocks; 0 means 1 */
+    bool ignore_eos;             /* keep going past end-of-generation tokens */
+    unsigned decode_flags;       /* HEARTH_DECODE_* for the events' text */
+    hearth_event_fn on_event;
+    void *user;
+    hearth_speculation speculation; /* none by default */
+} hearth_request;
+
+/* Defaults: sampling defaults, max_tokens -1, n 1, no stop strings,
+ * decode_flags HEARTH_DECODE_CONTINUATION (the text continues the
+ * prompt's; without it SentencePiece's leading space of the first piece
+ * is dropped, as for a reply that starts a text of its own). */
+void hearth_request_default(hearth_request *request);
+
+/* An engine over model (which must outlive it).  It reports the pool it
+ * allocated through hearth_engine_get_stats(). */
+hearth_status hearth_engine_new(const hearth_model *model, const hearth_engine_params *params,
+                                hearth_engine **out);
+void hearth_engine_free(hearth_engine *engine);
+
+/* The parameters in effect: those given with every default resolved. */
+void hearth_engine_get_params(const hearth_engine *engine, hearth_engine_params *out);
+
+/* The layers the engine runs on the device: those of its model, or 0 when
+ * the engine could not set up the device (its KV pool, buffers) and
+ * gpu_fallback let it run on the CPU; hearth_engine_gpu_fallback() then
+ * says why (NULL otherwise). */
+int32_t hearth_engine_n_gpu_layers(const hearth_engine *engine);
+const char *hearth_engine_gpu_fallback(const hearth_engine *engine);
+
+/* Queue a request; its id goes to *id (may be NULL).  A request that can
+ * never run is refused here with HEARTH_E_RANGE (a prompt longer than the
+ * context or the pool) or HEARTH_E_INVALID (bad parameters), naming the
+ * limit. */
+hearth_status hearth_engine_submit(hearth_engine *engine, const hearth_request *request,
+                                   uint64_t *id);
+/* Cancel a request wherever it is (waiting, in prefill, decoding): its
+ * blocks are freed at the next step, which reports
+ * HEARTH_FINISH_CANCELLED for each unfinished sample.  Cancelling a
+ * request that has finished does nothing; HEARTH_E_NOT_FOUND for an id
+ * never given out. */
+hearth_status hearth_engine_cancel(hearth_engine *engine, uint64_t id);
+
+/* Run one step: admit, schedule, one forward pass, sample, deliver
+ * events.  *did_work (may be NULL) is false when there was nothing to do.
+ * A failed forward pass ends the requests of that step with
+ * HEARTH_FINISH_ERROR and returns the failure; the engine stays usable. */
+hearth_status hearth_engine_step(hearth_engine *engine, bool *did_work);
+/* Step until no request is left (or a step fails). */
+hearth_status hearth_engine_run(hearth_engine *engine);
+
+typedef struct hearth_engine_stats {
+    int32_t n_ctx;             /* positions per sequence */
+    int32_t block_tokens;
+    int32_t n_blocks;          /* of the pool */
+    uint64_t kv_bytes;         /* bytes allocated for the pool (host and device);
+                                * recurrent models: for the states of n_seq_max
+                                * sequences */
+    uint64_t bytes_per_token;  /* 2 x layers x kv heads x row bytes of a head
+                                * (0 for recurrent models) */
+    int32_t max_full_sequences;/* sequences of n_ctx that fit at once */
+    int32_t blocks_used;       /* held by sequences */
+    int32_t blocks_cached;     /* kept for the prefix cache, free to evict */
+    int32_t running;           /* sequences admitted */
+    int32_t waiting;           /* sequences queued (preempted ones too) */
+    uint64_t prefix_queries;   /* block lookups */
+    uint64_t prefix_hits;      /* blocks found */
+    uint64_t evictions;        /* cached blocks reused */
+    uint64_t preemptions;
+    uint64_t steps;
+    uint64_t prompt_tokens;    /* computed in prefill */
+    uint64_t generated_tokens;
+    uint64_t draft_steps;      /* forward passes of the draft model */
+    uint64_t drafted_tokens;   /* drafted tokens verified */
+    uint64_t accepted_tokens;  /* of those, accepted */
+    uint64_t verify_steps;     /* sample verifications (a sequence's drafted
+                                * tokens scored in a step) */
+    uint64_t state_bytes_per_seq; /* recurrent models: the fixed-size state one
+                                   * sequence keeps (0 for attention models) */
+} hearth_engine_stats;
+
+void hearth_engine_get_stats(hearth_engine *engine, hearth_engine_stats *out);
 
 /* == quantization ======================================================= */
 

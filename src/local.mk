@@ -13,19 +13,15 @@ EXTRA_DIST += src/hearth.pc.in
 src_libhearth_core_la_SOURCES = \
 	src/backend.h \
 	src/backend_cpu.c \
+	src/backend_cpu_rwkv.h \
 	src/context.c \
 	src/download.c \
 	src/download.h \
 	src/download_names.c \
 	src/error.c \
 	src/forward.h \
-	src/gguf.c \
-	src/gguf.h \
-	src/gguf_write.c \
 	src/fp16.h \
 	src/internal.h \
-	src/kv_cache.c \
-	src/kv_cache.h \
 	src/model.c \
 	src/model.h \
 	src/offload.c \
@@ -33,42 +29,64 @@ src_libhearth_core_la_SOURCES = \
 	src/quant.h \
 	src/quantize.c \
 	src/quantize.h \
-	src/chat_builtin.c \
-	src/chat_builtin.h \
-	src/chat_template.c \
-	src/jinja.h \
-	src/jinja_eval.c \
-	src/jinja_filters.c \
-	src/jinja_lexer.c \
-	src/jinja_methods.c \
-	src/jinja_ops.c \
-	src/jinja_parser.c \
-	src/jinja_tests.c \
-	src/jinja_text.c \
-	src/json.c \
-	src/json.h \
 	src/rng.h \
 	src/sampler.c \
 	src/sampler.h \
 	src/sha256.c \
 	src/sha256.h \
-	src/text_stream.c \
 	src/textbuf.c \
 	src/textbuf.h \
-	src/tokenizer.c \
-	src/tokenizer.h \
-	src/tokenizer_bpe.c \
-	src/tokenizer_pretok.c \
-	src/tokenizer_special.c \
-	src/tokenizer_spm.c \
-	src/tokenizer_vocab.c \
 	src/types.c \
-	src/unichar.c \
-	src/unichar.h \
 	src/utf8.c \
-	src/utf8.h \
-	src/value.c \
-	src/value.h
+	src/utf8.h
+
+# The GGUF reader and writer.
+src_libhearth_core_la_SOURCES += \
+	src/gguf/gguf.c \
+	src/gguf/gguf.h \
+	src/gguf/gguf_write.c
+
+# The tokenizers and the streaming detokenizer.
+src_libhearth_core_la_SOURCES += \
+	src/tokenizer/text_stream.c \
+	src/tokenizer/tokenizer.c \
+	src/tokenizer/tokenizer.h \
+	src/tokenizer/tokenizer_bpe.c \
+	src/tokenizer/tokenizer_pretok.c \
+	src/tokenizer/tokenizer_rwkv.c \
+	src/tokenizer/tokenizer_special.c \
+	src/tokenizer/tokenizer_spm.c \
+	src/tokenizer/tokenizer_vocab.c
+
+# The grammars: GBNF, the matcher, token masks and JSON Schema.
+src_libhearth_core_la_SOURCES += \
+	src/grammar/gbnf.c \
+	src/grammar/grammar.c \
+	src/grammar/grammar.h \
+	src/grammar/json_schema.c \
+	src/grammar/mask.c \
+	src/grammar/matcher.c
+
+# The chat templates: the Jinja interpreter, its values and JSON.
+src_libhearth_core_la_SOURCES += \
+	src/template/chat_builtin.c \
+	src/template/chat_builtin.h \
+	src/template/chat_template.c \
+	src/template/jinja.h \
+	src/template/jinja_eval.c \
+	src/template/jinja_filters.c \
+	src/template/jinja_lexer.c \
+	src/template/jinja_methods.c \
+	src/template/jinja_ops.c \
+	src/template/jinja_parser.c \
+	src/template/jinja_tests.c \
+	src/template/jinja_text.c \
+	src/template/json.c \
+	src/template/json.h \
+	src/template/unichar.c \
+	src/template/unichar.h \
+	src/template/value.c \
+	src/template/value.h
 
 src_libhearth_core_la_LIBADD = \
 	$(PCRE2_LIBS) \

@@ -14,7 +14,9 @@
 
 #include "kernels.h"
 
-static const struct arch *const architectures[] = {&arch_llama, &arch_qwen2};
+static const struct arch *const architectures[] = {&arch_llama,    &arch_qwen2,    &arch_qwen2moe,
+                                                 &arch_qwen3,    &arch_qwen3moe, &arch_gemma2,
+                                                 &arch_gemma3,   &arch_phi3,    &arch_rwkv6,    &arch_rwkv6qwen2};
 
 hearth_status model_bind(hearth_model *m, struct weight *w, const char *name, int64_t ne0,
                          int64_t ne1, bool required)
@@ -55,6 +57,37 @@ hearth_status model_bind(hearth_model *m, struct weight *w, const char *name, in
     return HEARTH_OK;
 }
 
+hearth_status model_bind_experts(hearth_model *m, struct weight *views, const char *name, int64_t ne0,
+                                 int64_t ne1, int64_t n_views)
+{
+    const char *path = hearth_gguf_path(m->gguf);
+    const hearth_gguf_tensor *t = hearth_gguf_find_tensor(m->gguf, name);
+    memset(views, 0, sizeof *views * (size_t)n_views);
+    if (!t)
+        return hearth_error(HEARTH_E_FORMAT, "%s: tensor '%s' is missing (architecture %s, %lld "
+                            "experts)", path, name, m->arch->name, (long long)n_views);
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != n_views || t->ne[3] != 1)
+        return hearth_error(HEARTH_E_FORMAT, "%s: tensor '%s' has shape %lld x %lld x %lld x %lld, "
+                            "expected %lld x %lld x %lld (one matrix per expert)", path, name,
+                            (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                            (long long)t->ne[3], (long long)ne0, (long long)ne1, (long long)n_views);
+    if (!hearth_type_can_compute(t->type))
+        return hearth_error(HEARTH_E_UNSUPPORTED, "%s: tensor '%s' has type %s, which hearth "
+                            "cannot compute with", path, name, hearth_type_name(t->type));
+    const size_t row_bytes = hearth_type_row_bytes(t->type, ne0);
+    const size_t matrix_bytes = row_bytes * (size_t)ne1;
+    for (int64_t e = 0; e < n_views; e++) {
+        struct weight *w = &views[e];
+        w->name = t->name;
+        w->type = t->type;
+        w->n_in = ne0;
+        w->n_out = ne1;
+        w->row_bytes = row_bytes;
+        w->data = (const uint8_t *)t->data + (size_t)e * matrix_bytes;
+    }
+    return HEARTH_OK;
+}
+
 /* The alignment of the packed weights: a huge page on x86-64 and AArch64
  * Linux. */
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)
@@ -90,16 +123,31 @@ static hearth_status pack_weights(hearth_model *m)
     const hearth_kernels *k;
     if (hearth_kernels_select(&k) != HEARTH_OK) return HEARTH_OK;
     const int32_t n_layer = m->hp.n_layer;
-    const size_t per_layer = 7;
+    const size_t per_layer = m->rec ? ARCH_MATRICES_MAX : 10 + 3 * (size_t)m->hp.n_expert;
     const size_t n_mats = (size_t)n_layer * per_layer + 1;
     struct weight **mats = hearth_calloc(n_mats, sizeof *mats, "the list of matrices to pack");
     if (!mats) return HEARTH_E_NOMEM;
     size_t n = 0, total = 0;
     for (int32_t il = 0; il < n_layer && il < m->offload.first_layer; il++) {
+        if (m->rec) {
+            struct weight *ws[ARCH_MATRICES_MAX];
+            const int nw = m->rec->matrices(m, il, ws);
+            for (int i = 0; i < nw; i++)
+                if (wants_packing(k, ws[i])) mats[n++] = ws[i];
+            continue;
+        }
         struct layer *L = &m->layers[il];
-        struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                               &L->w_gate_shexp, &L->w_up_shexp, &L->w_down_shexp};
         for (size_t i = 0; i < HEARTH_ARRAY_LEN(ws); i++)
             if (wants_packing(k, ws[i])) mats[n++] = ws[i];
+        /* the experts' matrices, as every other: the kernels read them in
+         * the packed order whether one token or a group passes them */
+        for (int32_t e = 0; L->gate_exps && e < m->hp.n_expert; e++) {
+            struct weight *xs[] = {&L->gate_exps[e], &L->up_exps[e], &L->down_exps[e]};
+            for (size_t i = 0; i < HEARTH_ARRAY_LEN(xs); i++)
+                if (wants_packing(k, xs[i])) mats[n++] = xs[i];
+        }
     }
     if (!m->offload.output && wants_packing(k, &m->output)) mats[n++] = &m->output;
     for (size_t i = 0; i < n; i++) total += hearth_packed_bytes(mats[i]->type, mats[i]->n_out, mats[i]->n_in);
@@ -172,6 +220,7 @@ hearth_status hearth_model_load(const char *path, const hearth_model_params *par
     }
     for (size_t i = 0; i < HEARTH_ARRAY_LEN(architectures); i++)
         if (strcmp(architectures[i]->name, arch_name) == 0) m->arch = architectures[i];
+    if (m->arch) m->rec = arch_recurrent_of(m->arch);
     if (!m->arch) {
         char list[256] = "";
         for (size_t i = 0; i < HEARTH_ARRAY_LEN(architectures); i++) {
@@ -221,7 +270,9 @@ void hearth_model_free(hearth_model *m)
 {
     if (!m) return;
     model_offload_release(m);
+    if (m->rec && m->rec->release) m->rec->release(m);
     free(m->layers);
+    free(m->experts);
     hearth_aligned_free(m->packed);
     hearth_vocab_free(m->vocab);
     hearth_gguf_close(m->gguf);
@@ -238,3 +289,4 @@ uint64_t hearth_model_n_params(const hearth_model *m) { return m->n_params; }
 uint64_t hearth_model_size_bytes(const hearth_model *m) { return m->weight_bytes; }
 const hearth_gguf *hearth_model_gguf(const hearth_model *m) { return m->gguf; }
 const hearth_vocab *hearth_model_vocab(const hearth_model *m) { return m->vocab; }
+bool hearth_model_is_recurrent(const hearth_model *m) { return m->rec != NULL; }

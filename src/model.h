@@ -10,6 +10,8 @@
 
 struct hearth_backend;
 struct forward;
+struct act;
+struct rwkv_model;
 
 /* A weight matrix (or vector) as stored in the file: ne[0] = n_in elements
  * per row, ne[1] = n_out rows.  data points into the mapping; a device
@@ -40,10 +42,13 @@ struct rope_params {
     float freq_base;       /* theta base */
     float freq_scale;      /* 1 / linear scaling factor */
     const float *freq_factors; /* per pair divisors (Llama 3.1 rope_freqs), or NULL */
+    float mscale;          /* cos and sin multiplied by this (Phi-3's LongRoPE
+                            * attention factor); 1: none */
 };
 
 struct hparams {
     int32_t n_ctx_train;
+    int32_t n_ctx_orig;    /* Phi-3: the context its short RoPE factors are for */
     int32_t n_embd;
     int32_t n_layer;
     int32_t n_ff;
@@ -53,15 +58,78 @@ struct hparams {
     int32_t n_vocab;
     float norm_eps;
     struct rope_params rope;
+    /* Mixture of experts (models/moe.c); n_expert 0: a dense feed-forward. */
+    int32_t n_expert;      /* experts per layer */
+    int32_t n_expert_used; /* experts each token is routed to (top k) */
+    int32_t n_ff_exp;      /* rows of one expert's gate and up matrices */
+    int32_t n_ff_shexp;    /* the shared expert's (qwen2moe); 0: none */
+    bool moe_norm_topk;    /* the k routing weights renormalised to sum 1 */
+    struct rope_params rope_swa; /* RoPE of the sliding-window layers (Gemma 3's
+                                  * local base); the same as rope elsewhere */
+    float attn_scale;      /* queries are multiplied by this: 1/sqrt(head_dim),
+                            * or the family's own (Gemma's query_pre_attn_scalar);
+                            * 0: 1/sqrt(head_dim) */
+    float attn_softcap;    /* > 0: attention scores soft-capped (Gemma 2) */
+    float final_softcap;   /* > 0: logits soft-capped (Gemma 2, some Gemma 3) */
+    float embd_scale;      /* token embeddings multiplied by this (Gemma: sqrt(d));
+                            * 0 or 1: none */
+    int32_t n_swa;         /* sliding window: a position sees at most the last
+                            * n_swa positions, itself included; 0: none */
+    int32_t swa_period;    /* with n_swa: layer il slides when il % swa_period <
+                            * swa_period - 1 (Gemma 2: 2, Gemma 3: 6); 1: all */
+    /* Recurrent layers (models/rwkv6.c); all zero for attention models. */
+    int32_t wkv_head_size;    /* head size of the WKV state (n_head heads) */
+    int32_t time_mix_extra;   /* rank of the five-way token-shift interpolation */
+    int32_t time_decay_extra; /* rank of the data-dependent decay */
+    int32_t rescale_every;    /* halve the residual stream every n layers; 0: never */
+    int32_t n_token_shift;    /* saved previous-token rows per layer */
 };
+
+/* The window of layer il: 0 where it sees every earlier position. */
+static inline int32_t hparams_layer_window(const struct hparams *hp, int32_t il)
+{
+    if (hp->n_swa <= 0) return 0;
+    if (hp->swa_period <= 1 || il % hp->swa_period < hp->swa_period - 1) return hp->n_swa;
+    return 0;
+}
+
+/* The widest window of the layers when every layer slides, 0 when any
+ * layer attends to every position: a sequence needs only the keys and
+ * values of the last hparams_max_window positions (when not 0). */
+static inline int32_t hparams_max_window(const struct hparams *hp)
+{
+    int32_t w = 0;
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const int32_t lw = hparams_layer_window(hp, il);
+        if (lw == 0) return 0; /* a global layer needs everything */
+        if (lw > w) w = lw;
+    }
+    return w;
+}
 
 struct layer {
     struct weight attn_norm;
     struct weight wq, wk, wv, wo;
     struct weight bq, bk, bv;     /* biases (qwen2); data NULL when absent */
+    struct weight attn_q_norm;    /* per-head query and key norms (qwen3, gemma3), */
+    struct weight attn_k_norm;    /* head_dim weights each; data NULL when absent */
+    struct weight attn_post_norm; /* norms of the attention and FFN outputs (gemma2, */
+    struct weight ffn_post_norm;  /* gemma3); data NULL when absent */
     struct weight ffn_norm;
     struct weight w_gate, w_up, w_down;
+    /* Mixture of experts: the router (n_embd x n_expert), and per expert
+     * a view of its matrix in the file's 3-D tensors (n_expert views
+     * each, in the model's expert table); NULL for a dense layer. */
+    struct weight ffn_gate_inp;
+    struct weight *gate_exps, *up_exps, *down_exps;
+    /* The shared expert and its scalar gate (qwen2moe); data NULL when
+     * absent. */
+    struct weight gate_inp_shexp;
+    struct weight w_gate_shexp, w_up_shexp, w_down_shexp;
 };
+
+/* The most matrices of one layer an architecture lists for packing. */
+#define ARCH_MATRICES_MAX 24
 
 /* What an architecture provides (models/<family>.c). */
 struct arch {
@@ -70,7 +138,27 @@ struct arch {
     hearth_status (*load)(hearth_model *model);
     /* One transformer layer over the batch in f (see src/forward.h). */
     hearth_status (*layer)(struct forward *f, int il);
+    /* Why the OpenCL backend cannot run this family's layers (an operation
+     * it lacks), or NULL when it can. */
+    const char *no_device;
 };
+
+/* What recurrent architectures (models/rwkv6.c) add to struct arch.
+ * Floats of the fixed-size state one sequence keeps per layer (struct
+ * rstate); the final norm of the rows in x (instead of the RMS norm with
+ * output_norm); the widths of the extra activation buffers their layers
+ * use (forward.h); the matrices of a layer the CPU may read packed (at
+ * most ARCH_MATRICES_MAX); and freeing what load allocated. */
+struct arch_recurrent {
+    size_t (*state_floats)(const hearth_model *m);
+    hearth_status (*output_norm)(struct forward *f, struct act *x);
+    void (*extra_widths)(const hearth_model *m, int64_t widths[]);
+    int (*matrices)(hearth_model *m, int il, struct weight *out[]);
+    void (*release)(hearth_model *m);
+};
+
+/* The recurrent hooks of an architecture, NULL for attention ones. */
+const struct arch_recurrent *arch_recurrent_of(const struct arch *a);
 
 /* Where the layers run (src/offload.c; the device side in opencl/). */
 struct offload {
@@ -94,13 +182,18 @@ struct hearth_model {
     struct weight output_norm;
     struct weight output;         /* may alias tok_embd (tied embeddings) */
     struct weight rope_freqs;     /* data NULL when absent */
+    struct weight rope_long;      /* Phi-3's LongRoPE factors; data NULL when absent */
+    struct weight rope_short;
     struct layer *layers;
+    struct weight *experts;       /* the layers' expert views, or NULL */
     void *packed;                 /* the packed copies of weights (see pack_weights) */
     uint64_t n_params;
     uint64_t weight_bytes;
     char desc[128];
     hearth_vocab *vocab;          /* NULL when the file has no tokenizer */
     struct offload offload;
+    const struct arch_recurrent *rec; /* arch_recurrent_of(arch) */
+    struct rwkv_model *rwkv;      /* recurrent weights (models/rwkv6.c), or NULL */
 };
 
 /* Memory for packed weights (simd/kernels.h): aligned to a huge page and
@@ -113,6 +206,12 @@ void *model_packed_alloc(size_t bytes);
  * required = false leaves w->data NULL when the tensor is missing. */
 hearth_status model_bind(hearth_model *m, struct weight *w, const char *name, int64_t ne0,
                          int64_t ne1, bool required);
+
+/* Bind n_views matrices of ne0 x ne1 to the consecutive slices of a 3-D
+ * tensor of ne0 x ne1 x n_views (the experts of a layer), each view
+ * pointing into the mapping where its slice lies: nothing is copied. */
+hearth_status model_bind_experts(hearth_model *m, struct weight *views, const char *name, int64_t ne0,
+                                 int64_t ne1, int64_t n_views);
 
 /* Offload the layers model->params asks for (falling back to the CPU
  * when allowed), and release the device copies (src/offload.c). */
@@ -127,5 +226,13 @@ void ocl_offload_release(hearth_model *m);
 /* The architectures hearth runs; NULL-terminated by name. */
 extern const struct arch arch_llama;
 extern const struct arch arch_qwen2;
+extern const struct arch arch_qwen2moe;
+extern const struct arch arch_qwen3moe;
+extern const struct arch arch_qwen3;
+extern const struct arch arch_gemma2;
+extern const struct arch arch_gemma3;
+extern const struct arch arch_phi3;
+extern const struct arch arch_rwkv6;
+extern const struct arch arch_rwkv6qwen2;
 
 #endif /* HEARTH_MODEL_H */

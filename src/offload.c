@@ -30,7 +30,24 @@ hearth_status model_offload(hearth_model *m)
     if (ngl <= 0) return HEARTH_OK;
     const int32_t n_layer = m->hp.n_layer;
     const int32_t first = ngl >= n_layer ? 0 : n_layer - ngl;
-    hearth_status st = ocl_offload_model(m, first, ngl > n_layer);
+    hearth_status st;
+    if (m->arch->no_device)
+        st = hearth_error(HEARTH_E_UNSUPPORTED, "%s: architecture %s cannot be offloaded to an "
+                          "OpenCL device: %s; run it on the CPU (-ngl 0)",
+                          hearth_gguf_path(m->gguf), m->arch->name, m->arch->no_device);
+    else if (m->hp.n_expert > 0)
+        /* The device backend has no expert routing (backend.h, moe_ffn):
+         * a llama file with experts runs on the CPU, or is refused. */
+        st = hearth_error(HEARTH_E_UNSUPPORTED, "%s: offloading mixture-of-experts layers (%s, %d "
+                          "experts) to a device is not supported; run it on the CPU (-ngl 0)",
+                          hearth_gguf_path(m->gguf), m->arch->name, m->hp.n_expert);
+    else if (m->rec)
+        /* The device backend has no recurrent-layer operations. */
+        st = hearth_error(HEARTH_E_UNSUPPORTED, "%s: the recurrent layers of %s cannot be offloaded to a "
+                          "device; run them on the CPU (no GPU layers)", hearth_gguf_path(m->gguf),
+                          m->arch->name);
+    else
+        st = ocl_offload_model(m, first, ngl > n_layer);
     if (st == HEARTH_OK) return HEARTH_OK;
     offload_clear(m);
     if (!m->params.gpu_fallback) return st;

@@ -161,10 +161,13 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* Whether a tensor is a weight matrix the recipe applies to. */
+/* Whether a tensor is a weight matrix the recipe applies to.  Expert
+ * routers (ffn_gate_inp) keep their type: they are small, and a token's
+ * choice of experts is sensitive to their rounding. */
 static bool is_matrix_weight(const char *name, uint32_t n_dims)
 {
-    return n_dims >= 2 && ends_with(name, ".weight") && !strstr(name, "_norm.weight");
+    return n_dims >= 2 && ends_with(name, ".weight") && !strstr(name, "_norm.weight") &&
+           !strstr(name, "ffn_gate_inp");
 }
 
 /* Layers that get more bits in the _M recipes: the first and last eighth

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar.h"
 #include "rng.h"
 #include "sampler.h"
 
@@ -50,6 +51,8 @@ struct hearth_sampler {
     float *logits;      /* the caller's logits after steps 1 and 2 */
     int32_t *ids;       /* candidate token ids */
     double *weights;    /* by token id: exp((l - l_max) / temperature) */
+
+    struct grammar_matcher *grammar; /* step 0, when the parameters have one */
 };
 
 /* ------------------------------------------------------------------------
@@ -220,6 +223,13 @@ hearth_status hearth_sampler_new(const hearth_sampler_params *params, int32_t n_
         memcpy(s->bias, params->logit_bias, params->n_logit_bias * sizeof *s->bias);
     }
     s->params.logit_bias = s->bias;
+    if (params->grammar) {
+        hearth_status gst = grammar_matcher_new(params->grammar, &s->grammar);
+        if (gst) {
+            hearth_sampler_free(s);
+            return gst;
+        }
+    }
     if (s->penalties_active) {
         s->history = hearth_calloc((size_t)params->repeat_last_n, sizeof *s->history,
                                    "sampler history");
@@ -248,6 +258,7 @@ void hearth_sampler_free(hearth_sampler *s)
     free(s->logits);
     free(s->ids);
     free(s->weights);
+    grammar_matcher_free(s->grammar);
     free(s);
 }
 
@@ -262,6 +273,22 @@ int32_t hearth_sampler_n_vocab(const hearth_sampler *s)
 }
 
 hearth_status hearth_sampler_accept(hearth_sampler *s, int32_t token)
+{
+    if (s->grammar && token >= 0 && token < s->n_vocab) {
+        if (token >= grammar_n_tokens(s->params.grammar))
+            return hearth_error(HEARTH_E_INVALID, "sampler: token %d is not allowed by the grammar",
+                                (int)token);
+        HEARTH_TRY(grammar_matcher_accept(s->grammar, token));
+    }
+    return hearth_sampler_accept_prompt(s, token);
+}
+
+bool hearth_sampler_grammar_done(const hearth_sampler *s)
+{
+    return s->grammar && grammar_matcher_done(s->grammar);
+}
+
+hearth_status hearth_sampler_accept_prompt(hearth_sampler *s, int32_t token)
 {
     if (token < 0 || token >= s->n_vocab)
         return hearth_error(HEARTH_E_INVALID,
@@ -288,6 +315,9 @@ void hearth_sampler_reset(hearth_sampler *s)
     s->history_len = 0;
     s->history_next = 0;
     hearth_rng_seed(&s->rng, s->params.seed);
+    /* a reset of a grammar that was set up once only allocates what it
+     * freed; a failure leaves it refusing every token */
+    if (s->grammar) (void)grammar_matcher_reset(s->grammar);
 }
 
 /* ------------------------------------------------------------------------
@@ -337,6 +367,16 @@ static hearth_status load_logits(hearth_sampler *s, const float *logits)
     }
 
     for (size_t i = 0; i < s->params.n_logit_bias; i++) dst[s->bias[i].token] += s->bias[i].bias;
+
+    if (s->grammar) {
+        /* step 0: the grammar's mask (tokens beyond its vocabulary are never allowed) */
+        const uint64_t *mask;
+        HEARTH_TRY(grammar_matcher_mask(s->grammar, &mask));
+        const int32_t n_mask = HEARTH_MIN(n, grammar_n_tokens(s->params.grammar));
+        for (int32_t i = 0; i < n_mask; i++)
+            if (!((mask[i >> 6] >> (i & 63)) & 1u)) dst[i] = -INFINITY;
+        for (int32_t i = n_mask; i < n; i++) dst[i] = -INFINITY;
+    }
     return HEARTH_OK;
 }
 

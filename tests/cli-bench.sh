@@ -58,6 +58,30 @@ grep -q '^"[^"]*","[^"]*","CPU","scalar",' "$tmpdir/out" || fail "csv: backends 
 expect_status 1 "an unknown kernel path" -- env HEARTH_CPU=bogus "$HEARTH" bench -m "$m" -p 4 -n 0
 grep -q "HEARTH_CPU=bogus" "$tmpdir/err" || fail "the unknown kernel path is named"
 
+# --parallel: the batched table, one row per B, its numbers consistent
+expect_status 0 "parallel" -- "$HEARTH" bench -m "$m" --parallel 1,3 -p 20 -n 6 -t 2
+grep -q '^|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |$' \
+    "$tmpdir/out" || fail "parallel: the batched benchmark's header"
+awk -F'|' '$2 ~ /^ *[0-9]+ *$/ { n++; b = $4 + 0;
+        if ($2 + 0 != 20 || $3 + 0 != 6 || $5 + 0 != b * 26) bad = 1;
+        if ($7 <= 0 || $9 <= 0) bad = 1;
+        # the speeds follow from the times (printed to the millisecond)
+        if ($6 >= 0.1 && (b * 20 / $6 / $7 > 1.05 || b * 20 / $6 / $7 < 0.95)) bad = 1;
+        if ($8 >= 0.1 && (b * 6 / $8 / $9 > 1.05 || b * 6 / $8 / $9 < 0.95)) bad = 1 }
+     END { exit !(n == 2 && !bad) }' "$tmpdir/out" || fail "parallel: two rows, N_KV and speeds follow from the times"
+grep -q "KV pool: [0-9]* blocks of 64 positions" "$tmpdir/err" || fail "parallel: the pool is reported"
+expect_status 0 "parallel json" -- "$HEARTH" bench -m "$m" --parallel 2 -p 8 -n 4 -o json -q --kv-block 16
+python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r[0]["n_parallel"] == 2 and r[0]["speed_tg"] > 0' \
+    "$tmpdir/out" || fail "parallel json: valid"
+expect_status 0 "shared prefix" -- "$HEARTH" bench -m "$m" --parallel 4 --shared-prefix 100 -p 10 -n 4 -q
+awk -F'|' '$2 ~ /^ *4 *$/ { split($9, c, " of "); if (c[1] + 0 >= 4 * 64 && $10 + 0 > 50) ok = 1 } END { exit !ok }' \
+    "$tmpdir/out" || fail "shared prefix: the prefix's full blocks come from the cache"
+expect_status 2 "shared prefix without parallel" -- "$HEARTH" bench -m "$m" --shared-prefix 10
+expect_status 2 "a bad block size" -- "$HEARTH" bench -m "$m" --parallel 2 --kv-block 48
+grep -q "power of two" "$tmpdir/err" || fail "the bad block size is explained"
+expect_status 2 "parallel with lists" -- "$HEARTH" bench -m "$m" --parallel 2 -p 8,16
+expect_status 2 "parallel in csv" -- "$HEARTH" bench -m "$m" --parallel 2 -o csv
+
 expect_status 2 "no model" -- "$HEARTH" bench -p 8
 expect_status 2 "nothing to run" -- "$HEARTH" bench -m "$m" -p 0 -n 0
 expect_status 2 "bad list" -- "$HEARTH" bench -m "$m" -t 1,,2

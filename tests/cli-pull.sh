@@ -212,11 +212,11 @@ done
 [ -s "$tmpdir/requests" ] && fail "a rejected spec made a request" || pass "rejected specs make no request"
 
 # OWNER/REPO without a file: the listing decides.
-expect_status 0 "the repository's Q4_K_M file" -- "$HEARTH" pull -hf test/only-qwen2-Q4
-stdout_is "$cache/hf/test/only-qwen2-Q4/micro-qwen2-Q4_K_M.gguf" "the Q4_K_M file is chosen"
-same "$cache/hf/test/only-qwen2-Q4/micro-qwen2-Q4_K_M.gguf" "$models/micro-qwen2-Q4_K_M.gguf" \
+expect_status 0 "the repository's Q4_K_M file" -- "$HEARTH" pull -hf test/only-micro-qwen2-Q4
+stdout_is "$cache/hf/test/only-micro-qwen2-Q4/micro-qwen2-Q4_K_M.gguf" "the Q4_K_M file is chosen"
+same "$cache/hf/test/only-micro-qwen2-Q4/micro-qwen2-Q4_K_M.gguf" "$models/micro-qwen2-Q4_K_M.gguf" \
     "the chosen file arrives whole"
-requested "GET /api/models/test/only-qwen2-Q4 " "the listing is asked for"
+requested "GET /api/models/test/only-micro-qwen2-Q4 " "the listing is asked for"
 expect_status 0 "the repository's only GGUF file" -- "$HEARTH" pull -hf test/only-stories
 stdout_is "$cache/hf/test/only-stories/stories260K.gguf" "the only GGUF file is chosen"
 expect_status 2 "several Q4_K_M files" -- "$HEARTH" pull -hf test/models

@@ -8,21 +8,31 @@ m="$HEARTH_TEST_DATA/models/stories260K.gguf"
 ref="$HEARTH_TEST_DATA/reference/stories260K-greedy.txt"
 
 # The reference continuation: the text after the header line "--- output",
-# without the BOS marker.
+# without the BOS marker.  The story does not end in a newline; hearth
+# writes one after it, before the statistics.
 sed -n '/^--- output/,$p' "$ref" | tail -n +2 | sed '1s/^<s> //' > "$tmpdir/want"
 
 expect_status 0 "greedy story" -- "$HEARTH" run -m "$m" -p "Once upon a time" -n 100 --temp 0
-printf '\n' >> "$tmpdir/out"
 cmp -s "$tmpdir/want" "$tmpdir/out" || { fail "greedy output differs from the reference"; diff "$tmpdir/want" "$tmpdir/out" >&2; }
-for field in "prompt: 5 tokens" "time to first token:" "generated: 100 tokens" \
+for field in "prompt: 5 tokens (0 from the cache), " "time to first token:" "generated: 100 tokens" \
              "ms per output token" "finish reason: length" "sampling: temp=0 " "seed="; do
     grep -q "$field" "$tmpdir/err" || fail "statistics lack '$field'"
 done
 
 # The same with prefill in batches of one token and a single thread.
 expect_status 0 "greedy story, batch 1" -- "$HEARTH" run -m "$m" -p "Once upon a time" -n 100 --temp 0 -b 1 -t 1
-printf '\n' >> "$tmpdir/out"
 cmp -s "$tmpdir/want" "$tmpdir/out" || fail "greedy output with -b 1 differs"
+
+# The statistics start on a line of their own, also on a shared output;
+# text that ends in a newline gets no second one.
+"$HEARTH" run -m "$m" -p "Once upon a time" -n 10 --temp 0 >"$tmpdir/both" 2>&1
+[ "$(tail -c 1 "$tmpdir/both" | od -An -tx1 | tr -d ' ')" = 0a ] || fail "output does not end in a newline"
+grep -q '^hearth: run: prompt: 5 tokens (0 from the cache), ' "$tmpdir/both" ||
+    { fail "the statistics' first line is not on its own line"; cat "$tmpdir/both" >&2; }
+grep -q 'Once upon a time.*hearth:' "$tmpdir/both" && fail "text and statistics share a line"
+printf 'Once upon a time\n' > "$tmpdir/prompt"
+expect_status 0 "prompt ending in a newline, -n 0" -- "$HEARTH" run -m "$m" -f "$tmpdir/prompt" -n 0
+cmp -s "$tmpdir/prompt" "$tmpdir/out" || fail "a newline was added after text ending in one"
 
 # Stop strings: never shown, found across token boundaries.
 expect_status 0 "stop string" -- "$HEARTH" run -m "$m" -p "Once upon a time" -n 100 --temp 0 --stop "little girl"

@@ -95,6 +95,6 @@ expect_status 2 "unknown option" -- "$HEARTH" template -t chatml --no-such-optio
 expect_status 2 "missing option argument" -- "$HEARTH" template -t
 expect_status 2 "stray argument" -- "$HEARTH" template -t chatml extra
 expect_status 0 "--help" -- "$HEARTH" template --help
-grep -q "chatml, gemma, llama2, llama3, mistral, phi3, zephyr" "$tmpdir/out" || fail "--help lists the built-in templates"
+grep -q "chatml, gemma, llama2, llama3, mistral, phi3, rwkv-world, zephyr" "$tmpdir/out" || fail "--help lists the built-in templates"
 
 finish

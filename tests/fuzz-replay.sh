@@ -6,13 +6,21 @@
 # so every past finding stays fixed.
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
 require_data models/stories260K.gguf vocab/ggml-vocab-llama-spm.gguf vocab/ggml-vocab-gpt-2.gguf \
-    vocab/vocab-llama3.gguf vocab/vocab-qwen3.gguf vocab/tokenizer-tests.inp chat/conversations.json
+    vocab/vocab-llama3.gguf vocab/vocab-qwen3.gguf vocab/vocab-rwkv-world-synthetic.gguf vocab/tokenizer-tests.inp chat/conversations.json
 
 bin="${HEARTH_BUILDDIR:-.}/tests/fuzz"
-for target in gguf template tokenizer; do
+targets="gguf template tokenizer grammar schema"
+# the request target exists where hearth serve was built
+if "${HEARTH_BUILDDIR:-.}/src/hearth" serve --help 2>/dev/null | grep -q "no HTTP server"; then :
+else targets="$targets request"; fi
+for target in $targets; do
     replay="$bin/replay-$target"
     [ -x "$replay" ] || { fail "missing $replay"; continue; }
     case $target in
+    request|grammar)
+        set -- ;;
+    schema)
+        set -- "$HEARTH_TEST_DATA"/chat/conversations.json ;;
     tokenizer)
         set -- "$HEARTH_TEST_DATA"/vocab/tokenizer-tests.inp "$HEARTH_TEST_DATA"/text/*.txt \
             "$HEARTH_TEST_DATA"/chat/*.jinja "$HEARTH_TEST_DATA"/vocab/*.gguf \

@@ -49,18 +49,24 @@ check_PROGRAMS += \
 	tests/test-download \
 	tests/test-engine \
 	tests/test-gguf \
+	tests/test-grammar \
 	tests/test-jinja \
 	tests/test-json \
 	tests/test-kernels \
+	tests/test-kv-pool \
+	tests/test-moe \
 	tests/test-offload \
 	tests/test-opencl \
 	tests/test-quant \
 	tests/test-quantize \
 	tests/test-sampler \
+	tests/test-serving \
+	tests/test-speculate \
 	tests/test-sha256 \
 	tests/test-text-stream \
 	tests/test-tokenizer \
-	tests/test-types
+	tests/test-types \
+	tests/test-wkv
 TESTS += \
 	tests/test-attention \
 	tests/test-chat-template \
@@ -68,19 +74,37 @@ TESTS += \
 	tests/test-download \
 	tests/test-engine \
 	tests/test-gguf \
+	tests/test-grammar \
 	tests/test-jinja \
 	tests/test-json \
 	tests/test-kernels \
+	tests/test-kv-pool \
+	tests/test-moe \
 	tests/test-offload \
 	tests/test-opencl \
 	tests/test-quant \
 	tests/test-quantize \
 	tests/test-sampler \
+	tests/test-serving \
+	tests/test-speculate \
 	tests/test-sha256 \
 	tests/test-text-stream \
 	tests/test-tokenizer \
-	tests/test-types
+	tests/test-types \
+	tests/test-wkv
 endif
+
+# hearth serve's request parsing, where the server is built.
+if HAVE_SERVER
+if HAVE_CHECK
+check_PROGRAMS += tests/test-request
+TESTS += tests/test-request
+endif
+endif
+tests_test_request_SOURCES = tests/test-request.c tests/testutil.c src/server/request.c
+tests_test_request_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/server $(JSON_CFLAGS)
+tests_test_request_CFLAGS = $(TEST_CFLAGS)
+tests_test_request_LDADD = $(TEST_LIBS) $(JSON_LIBS)
 
 # The command-line helpers are tested by linking their sources directly.
 tests_test_cli_sampling_SOURCES = tests/test-cli-sampling.c tests/testutil.c \
@@ -93,13 +117,29 @@ tests_test_download_SOURCES = tests/test-download.c tests/testutil.c
 tests_test_download_CFLAGS = $(TEST_CFLAGS)
 tests_test_download_LDADD = $(TEST_LIBS)
 
+tests_test_grammar_SOURCES = tests/test-grammar.c tests/testutil.c
+tests_test_grammar_CFLAGS = $(TEST_CFLAGS)
+tests_test_grammar_LDADD = $(TEST_LIBS)
+
 tests_test_attention_SOURCES = tests/test-attention.c tests/testutil.c
 tests_test_attention_CFLAGS = $(TEST_CFLAGS)
 tests_test_attention_LDADD = $(TEST_LIBS) -lm
 
+tests_test_wkv_SOURCES = tests/test-wkv.c tests/testutil.c
+tests_test_wkv_CFLAGS = $(TEST_CFLAGS)
+tests_test_wkv_LDADD = $(TEST_LIBS) -lm
+
 tests_test_engine_SOURCES = tests/test-engine.c tests/testutil.c
 tests_test_engine_CFLAGS = $(TEST_CFLAGS)
 tests_test_engine_LDADD = $(TEST_LIBS)
+
+tests_test_serving_SOURCES = tests/test-serving.c tests/testutil.c
+tests_test_serving_CFLAGS = $(TEST_CFLAGS)
+tests_test_serving_LDADD = $(TEST_LIBS)
+
+tests_test_speculate_SOURCES = tests/test-speculate.c tests/testutil.c
+tests_test_speculate_CFLAGS = $(TEST_CFLAGS)
+tests_test_speculate_LDADD = $(TEST_LIBS) -lm
 
 tests_test_gguf_SOURCES = tests/test-gguf.c tests/testutil.c
 tests_test_gguf_CFLAGS = $(TEST_CFLAGS)
@@ -108,6 +148,14 @@ tests_test_gguf_LDADD = $(TEST_LIBS)
 tests_test_kernels_SOURCES = tests/test-kernels.c tests/testutil.c
 tests_test_kernels_CFLAGS = $(TEST_CFLAGS)
 tests_test_kernels_LDADD = $(TEST_LIBS)
+
+tests_test_kv_pool_SOURCES = tests/test-kv-pool.c tests/testutil.c
+tests_test_kv_pool_CFLAGS = $(TEST_CFLAGS)
+tests_test_kv_pool_LDADD = $(TEST_LIBS)
+
+tests_test_moe_SOURCES = tests/test-moe.c tests/testutil.c
+tests_test_moe_CFLAGS = $(TEST_CFLAGS)
+tests_test_moe_LDADD = $(TEST_LIBS) -lm
 
 tests_test_offload_SOURCES = tests/test-offload.c tests/testutil.c
 tests_test_offload_CFLAGS = $(TEST_CFLAGS)
@@ -163,11 +211,20 @@ tests_test_chat_template_SOURCES = tests/test-chat-template.c tests/testutil.c
 tests_test_chat_template_CFLAGS = $(TEST_CFLAGS)
 tests_test_chat_template_LDADD = $(TEST_LIBS)
 
+# The architecture oracle: dump-logits writes hearth's logits for
+# tests/oracle-forward.py (NumPy) to compare.
+check_PROGRAMS += tests/dump-logits
+tests_dump_logits_SOURCES = tests/dump-logits.c
+tests_dump_logits_LDADD = src/libhearth-core.la
+
 # End-to-end tests of the hearth program (the longest first, so that a
 # parallel make check starts it early).
 TESTS += \
 	tests/cli-perplexity.sh \
+	tests/archs-oracle.sh \
 	tests/cli-kernel-paths.sh \
+	tests/cli-serve.sh \
+	tests/cli-moe.sh \
 	tests/cli-basics.sh \
 	tests/cli-bench.sh \
 	tests/cli-chat.sh \
@@ -177,10 +234,16 @@ TESTS += \
 	tests/cli-pull.sh \
 	tests/cli-quantize.sh \
 	tests/cli-run.sh \
+	tests/cli-speculate.sh \
 	tests/cli-symbols.sh \
 	tests/cli-template.sh \
-	tests/cli-tokenize.sh
+	tests/cli-tokenize.sh \
+	tests/grammar-validity.sh \
+	tests/server-openai.sh
 EXTRA_DIST += \
+	tests/cli-moe.sh \
+	tests/archs-oracle.sh \
+	tests/oracle-forward.py \
 	tests/cli-symbols.sh \
 	tests/cli-basics.sh \
 	tests/cli-bench.sh \
@@ -193,19 +256,33 @@ EXTRA_DIST += \
 	tests/cli-pull.sh \
 	tests/cli-quantize.sh \
 	tests/cli-run.sh \
+	tests/cli-speculate.sh \
+	tests/cli-serve.sh \
 	tests/cli-template.sh \
 	tests/cli-tokenize.sh \
-	tests/http-server.py
+	tests/grammar-validity.py \
+	tests/grammar-validity.sh \
+	tests/http-server.py \
+	tests/server-api.py \
+	tests/server-openai.mjs \
+	tests/server-openai.sh
 
 # Fuzz targets.  With --enable-fuzzing (clang) each is a libFuzzer program,
 # tests/fuzz/fuzz-<target>; every build also links it with a replay driver,
 # tests/fuzz/replay-<target>, that make check runs over the seed inputs and
 # the crash reproducers in tests/fuzz/regressions-<target>/.
-FUZZ_TARGETS = gguf template tokenizer
+FUZZ_TARGETS = gguf template tokenizer grammar schema
 EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/regressions-gguf/.keep \
-	tests/fuzz/regressions-template tests/fuzz/regressions-tokenizer
+	tests/fuzz/regressions-template tests/fuzz/regressions-tokenizer \
+	tests/fuzz/regressions-request tests/fuzz/fuzz-request.c \
+	tests/fuzz/regressions-grammar tests/fuzz/regressions-schema
 TESTS += tests/fuzz-replay.sh
 check_PROGRAMS += tests/fuzz/replay-gguf tests/fuzz/replay-template tests/fuzz/replay-tokenizer
+check_PROGRAMS += tests/fuzz/replay-grammar tests/fuzz/replay-schema
+tests_fuzz_replay_grammar_SOURCES = tests/fuzz/fuzz-grammar.c tests/fuzz/replay.c
+tests_fuzz_replay_grammar_LDADD = src/libhearth-core.la
+tests_fuzz_replay_schema_SOURCES = tests/fuzz/fuzz-schema.c tests/fuzz/replay.c
+tests_fuzz_replay_schema_LDADD = src/libhearth-core.la
 tests_fuzz_replay_gguf_SOURCES = tests/fuzz/fuzz-gguf.c tests/fuzz/replay.c
 tests_fuzz_replay_gguf_LDADD = src/libhearth-core.la
 tests_fuzz_replay_template_SOURCES = tests/fuzz/fuzz-template.c tests/fuzz/replay.c
@@ -218,6 +295,22 @@ tests_fuzz_replay_tokenizer_SOURCES = tests/fuzz/fuzz-tokenizer.c tests/fuzz/rep
 tests_fuzz_replay_tokenizer_CPPFLAGS = $(FUZZ_DATA_CPPFLAGS)
 tests_fuzz_replay_tokenizer_LDADD = src/libhearth-core.la
 
+# The request target is hearth serve's parser, built where the server is.
+if HAVE_SERVER
+REQUEST_FUZZ_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/server $(JSON_CFLAGS)
+check_PROGRAMS += tests/fuzz/replay-request
+tests_fuzz_replay_request_SOURCES = tests/fuzz/fuzz-request.c tests/fuzz/replay.c src/server/request.c
+tests_fuzz_replay_request_CPPFLAGS = $(REQUEST_FUZZ_CPPFLAGS)
+tests_fuzz_replay_request_LDADD = src/libhearth-core.la $(JSON_LIBS)
+if ENABLE_FUZZING
+noinst_PROGRAMS += tests/fuzz/fuzz-request
+tests_fuzz_fuzz_request_SOURCES = tests/fuzz/fuzz-request.c src/server/request.c
+tests_fuzz_fuzz_request_CPPFLAGS = $(REQUEST_FUZZ_CPPFLAGS)
+tests_fuzz_fuzz_request_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_request_LDADD = src/libhearth-core.la $(JSON_LIBS)
+endif
+endif
+
 if ENABLE_FUZZING
 noinst_PROGRAMS += tests/fuzz/fuzz-gguf tests/fuzz/fuzz-template
 tests_fuzz_fuzz_gguf_SOURCES = tests/fuzz/fuzz-gguf.c
@@ -226,7 +319,13 @@ tests_fuzz_fuzz_gguf_LDADD = src/libhearth-core.la
 tests_fuzz_fuzz_template_SOURCES = tests/fuzz/fuzz-template.c
 tests_fuzz_fuzz_template_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_template_LDADD = src/libhearth-core.la
-noinst_PROGRAMS += tests/fuzz/fuzz-tokenizer
+noinst_PROGRAMS += tests/fuzz/fuzz-tokenizer tests/fuzz/fuzz-grammar tests/fuzz/fuzz-schema
+tests_fuzz_fuzz_grammar_SOURCES = tests/fuzz/fuzz-grammar.c
+tests_fuzz_fuzz_grammar_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_grammar_LDADD = src/libhearth-core.la
+tests_fuzz_fuzz_schema_SOURCES = tests/fuzz/fuzz-schema.c
+tests_fuzz_fuzz_schema_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_schema_LDADD = src/libhearth-core.la
 tests_fuzz_fuzz_tokenizer_SOURCES = tests/fuzz/fuzz-tokenizer.c
 tests_fuzz_fuzz_tokenizer_CPPFLAGS = $(FUZZ_DATA_CPPFLAGS)
 tests_fuzz_fuzz_tokenizer_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer

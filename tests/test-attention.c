@@ -6,14 +6,23 @@
  *   and split into ranges whose states are merged, against softmax(q k) v
  *   computed in double precision from the cache entries read back as
  *   floats: ragged head dimensions, numbers of rows and keys, a causal
- *   limit per row (rows that see none of a block or of a range), every
- *   cache type, and scores large enough that exp would overflow without
- *   subtracting the maximum.
+ *   limit per row (rows that see none of a block or of a range), a
+ *   sliding-window start per row and soft-capped scores in some problems,
+ *   every cache type, and scores large enough that exp would overflow
+ *   without subtracting the maximum.
  * - Every instruction-set path this build has and this CPU runs (AVX2,
  *   AVX-512, NEON) against its scalar twin on the same problems.
  * - The CPU backend's attention (cache store, grouped query heads, tiles
- *   of tokens, split key ranges in decode) against the double-precision
- *   formula, for 1 to 3 threads.
+ *   of tokens, split key ranges in decode, sliding windows and
+ *   soft-capping) against the double-precision formula, for 1 to 3
+ *   threads.
+ * - Attention through block tables, on every path and cache type: a
+ *   batch of several sequences (prefill chunks and decode rows, some past
+ *   one key range) whose blocks are scattered over the pool gives each
+ *   sequence's rows bit for bit as the sequence alone through the same
+ *   table; with blocks of a multiple of ATTN_KEY_BLOCK positions, bit for
+ *   bit as the sequence alone in one contiguous block, and within rounding
+ *   of it with blocks of 16.
  */
 #include "internal.h"
 
@@ -54,7 +63,7 @@ struct cache_fixture {
 static void fixture_new(struct cache_fixture *f, hearth_type type, int32_t n_pos, int32_t n_head_kv,
                         int32_t hd, test_rng *rng)
 {
-    ck_assert_int_eq(kv_cache_new(type, n_pos, 1, n_head_kv, hd, NULL, &f->kv), HEARTH_OK);
+    ck_assert_int_eq(kv_cache_new(type, n_pos, 1, 1, n_head_kv, hd, NULL, &f->kv), HEARTH_OK);
     const int64_t row = (int64_t)n_head_kv * hd;
     float *tmp = xmalloc((size_t)row * sizeof(float));
     f->k_f = xmalloc((size_t)(n_pos * row) * sizeof(float));
@@ -79,29 +88,31 @@ static void fixture_free(struct cache_fixture *f)
     free(f->v_f);
 }
 
-/* out = softmax_j(q . k_j * scale) v_j over j < n_visible, in double. */
-static void reference_row(const struct cache_fixture *f, int32_t h, const float *q, double scale,
-                          int32_t n_visible, float *out)
+/* out = softmax_j(c tanh(q . k_j * scale / c)) v_j over first <= j <
+ * n_visible, in double; softcap c = 0: the scores as they are. */
+static void reference_row_window(const struct cache_fixture *f, int32_t h, const float *q, double scale,
+                                 int32_t first, int32_t n_visible, double softcap, float *out)
 {
     const int32_t hd = f->kv->head_dim;
     const int64_t row = f->kv->row_elems;
     double *s = xmalloc((size_t)n_visible * sizeof(double));
     double m = -INFINITY;
-    for (int32_t j = 0; j < n_visible; j++) {
+    for (int32_t j = first; j < n_visible; j++) {
         const float *k = f->k_f + j * row + (int64_t)h * hd;
         double d = 0.0;
         for (int32_t i = 0; i < hd; i++) d += (double)q[i] * k[i];
         s[j] = d * scale;
+        if (softcap > 0) s[j] = softcap * tanh(s[j] / softcap);
         if (s[j] > m) m = s[j];
     }
     double l = 0.0;
-    for (int32_t j = 0; j < n_visible; j++) {
+    for (int32_t j = first; j < n_visible; j++) {
         s[j] = exp(s[j] - m);
         l += s[j];
     }
     for (int32_t i = 0; i < hd; i++) {
         double a = 0.0;
-        for (int32_t j = 0; j < n_visible; j++) a += s[j] * f->v_f[j * row + (int64_t)h * hd + i];
+        for (int32_t j = first; j < n_visible; j++) a += s[j] * f->v_f[j * row + (int64_t)h * hd + i];
         out[i] = (float)(a / l);
     }
     free(s);
@@ -110,8 +121,8 @@ static void reference_row(const struct cache_fixture *f, int32_t h, const float 
 /* Run a block kernel over keys [0, n_keys) in `parts` ranges, each in
  * blocks of random lengths, and merge: out is n_rows x hd. */
 static void run_kernel(attn_block_fn block, const struct cache_fixture *f, int32_t h, int32_t n_rows,
-                       const float *q, const int32_t *n_visible, int32_t n_keys, int32_t parts,
-                       uint64_t seed, float *out)
+                       const float *q, const int32_t *n_visible, const int32_t *first_visible, float softcap,
+                       int32_t n_keys, int32_t parts, uint64_t seed, float *out)
 {
     const int32_t hd = f->kv->head_dim;
     float *max = xmalloc((size_t)(parts * n_rows) * sizeof(float));
@@ -128,6 +139,8 @@ static void run_kernel(attn_block_fn block, const struct cache_fixture *f, int32
             .n_rows = n_rows,
             .q = q,
             .n_visible = n_visible,
+            .first_visible = first_visible,
+            .softcap = softcap,
             .max = max + p * n_rows,
             .sum = sum + p * n_rows,
             .acc = acc + (size_t)p * n_rows * hd,
@@ -177,6 +190,11 @@ static void check_problem(const struct attn_kernels *path, hearth_type type, int
     float *q = xmalloc((size_t)n_rows * hd * sizeof(float));
     float *q_raw = xmalloc((size_t)n_rows * hd * sizeof(float));
     int32_t *n_visible = xmalloc((size_t)n_rows * sizeof(int32_t));
+    int32_t *first = xmalloc((size_t)n_rows * sizeof(int32_t));
+    /* a third of the problems have a sliding window (a first visible key
+     * per row), a quarter soft-capped scores */
+    const bool windowed = seed % 3 == 0;
+    const float softcap = seed % 4 == 1 ? 1.5f : 0.0f;
     for (int32_t r = 0; r < n_rows; r++) {
         for (int32_t i = 0; i < hd; i++) {
             q_raw[r * hd + i] = (float)(query_scale * test_rng_normal(&rng));
@@ -184,17 +202,21 @@ static void check_problem(const struct attn_kernels *path, hearth_type type, int
         }
         /* every row sees at least one key; some see all */
         n_visible[r] = r == 0 ? n_keys : 1 + (int32_t)(test_rng_next(&rng) % (uint64_t)n_keys);
+        first[r] = windowed ? (int32_t)(test_rng_next(&rng) % (uint64_t)n_visible[r]) : 0;
     }
     float *want = xmalloc((size_t)n_rows * hd * sizeof(float));
     float *got = xmalloc((size_t)n_rows * hd * sizeof(float));
     const int32_t parts = 1 + (int32_t)(seed % 3);
-    run_kernel(attn_kernels_scalar()->block[type], &f, h, n_rows, q, n_visible, n_keys, parts, seed, got);
+    const int32_t *fv = windowed ? first : NULL;
+    run_kernel(attn_kernels_scalar()->block[type], &f, h, n_rows, q, n_visible, fv, softcap, n_keys, parts,
+               seed, got);
     if (path) {
-        run_kernel(path->block[type], &f, h, n_rows, q, n_visible, n_keys, 1 + (int32_t)((seed + 1) % 3),
-                   seed + 7, want);
+        run_kernel(path->block[type], &f, h, n_rows, q, n_visible, fv, softcap, n_keys,
+                   1 + (int32_t)((seed + 1) % 3), seed + 7, want);
     } else {
         for (int32_t r = 0; r < n_rows; r++)
-            reference_row(&f, h, q_raw + r * hd, scale, n_visible[r], want + (size_t)r * hd);
+            reference_row_window(&f, h, q_raw + r * hd, scale, first[r], n_visible[r], softcap,
+                                 want + (size_t)r * hd);
     }
     /* outputs are convex combinations of values in [-1, 1] */
     const double d = max_diff(got, want, (int64_t)n_rows * hd);
@@ -204,6 +226,7 @@ static void check_problem(const struct attn_kernels *path, hearth_type type, int
     free(q);
     free(q_raw);
     free(n_visible);
+    free(first);
     free(want);
     free(got);
     fixture_free(&f);
@@ -264,15 +287,16 @@ END_TEST
 
 /* The backend's attention: a prefill of n_prompt tokens, then one decode
  * token, each output against the formula over the cache as stored. */
-static void check_backend(hearth_type type, int n_threads, int32_t n_head, int32_t n_head_kv, int32_t hd,
-                          int32_t n_prompt)
+static void check_backend_window(hearth_type type, int n_threads, int32_t n_head, int32_t n_head_kv,
+                                 int32_t hd, int32_t n_prompt, int32_t window, float softcap)
 {
     struct hearth_backend *be;
     ck_assert_int_eq(backend_cpu_new(n_threads, &be), HEARTH_OK);
-    struct hparams hp = {.n_head = n_head, .n_head_kv = n_head_kv, .head_dim = hd};
+    struct hparams hp = {.n_head = n_head, .n_head_kv = n_head_kv, .head_dim = hd, .n_layer = 1,
+                         .n_swa = window, .swa_period = 1, .attn_softcap = softcap};
     const int32_t n_pos = n_prompt + 1;
     struct kv_cache *kv;
-    ck_assert_int_eq(kv_cache_new(type, n_pos, 1, n_head_kv, hd, NULL, &kv), HEARTH_OK);
+    ck_assert_int_eq(kv_cache_new(type, n_pos, 1, 1, n_head_kv, hd, NULL, &kv), HEARTH_OK);
     struct act q, k, v, out;
     ck_assert_int_eq(be->ops->act_alloc(be, &q, n_prompt, (int64_t)n_head * hd), HEARTH_OK);
     ck_assert_int_eq(be->ops->act_alloc(be, &k, n_prompt, (int64_t)n_head_kv * hd), HEARTH_OK);
@@ -295,7 +319,9 @@ static void check_backend(hearth_type type, int n_threads, int32_t n_head, int32
         for (int64_t i = 0; i < n_tok * k.width; i++) k.host[i] = (float)test_rng_normal(&rng);
         for (int64_t i = 0; i < n_tok * v.width; i++) v.host[i] = (float)(2.0 * test_rng_uniform(&rng) - 1.0);
         q.rows = k.rows = v.rows = n_tok;
-        struct batch_pos bp = {.pos = pos + first, .n_tokens = n_tok};
+        const int32_t seq_start[2] = {0, n_tok}, table_start[1] = {0}, blocks[1] = {0};
+        struct batch_pos bp = {.pos = pos + first, .slot = pos + first, .n_tokens = n_tok, .n_seqs = 1,
+                               .seq_start = seq_start, .blocks = blocks, .table_start = table_start};
         ck_assert_int_eq(be->ops->attention(be, &out, &q, &k, &v, kv, 0, &hp, &bp), HEARTH_OK);
         for (int32_t p = first; p < first + n_tok; p++)
             for (int32_t h = 0; h < n_head_kv; h++) {
@@ -304,8 +330,9 @@ static void check_backend(hearth_type type, int n_threads, int32_t n_head, int32
             }
         for (int32_t t = 0; t < n_tok; t++)
             for (int32_t h = 0; h < n_head; h++) {
-                reference_row(&f, h / (n_head / n_head_kv), q.host + t * q.width + (int64_t)h * hd, scale,
-                              first + t + 1, want);
+                const int32_t p = first + t;
+                reference_row_window(&f, h / (n_head / n_head_kv), q.host + t * q.width + (int64_t)h * hd,
+                                     scale, window ? HEARTH_MAX(0, p + 1 - window) : 0, p + 1, softcap, want);
                 const double d = max_diff(out.host + t * out.width + (int64_t)h * hd, want, hd);
                 ck_assert_msg(d < 2e-5, "%s cache, %d threads, %d tokens from %d: token %d head %d differs by %g",
                               hearth_type_name(type), n_threads, n_tok, first, t, h, d);
@@ -323,6 +350,12 @@ static void check_backend(hearth_type type, int n_threads, int32_t n_head, int32
     backend_cpu_free(be);
 }
 
+static void check_backend(hearth_type type, int n_threads, int32_t n_head, int32_t n_head_kv, int32_t hd,
+                          int32_t n_prompt)
+{
+    check_backend_window(type, n_threads, n_head, n_head_kv, hd, n_prompt, 0, 0.0f);
+}
+
 START_TEST(test_backend_attention)
 {
     const hearth_type type = cache_types[_i];
@@ -333,7 +366,225 @@ START_TEST(test_backend_attention)
         /* one head, multi-head (group 1), short prompts */
         check_backend(type, n_threads, 1, 1, 32, 5);
         check_backend(type, n_threads, 4, 4, 32, 17);
+        /* sliding windows (shorter than a key block, one, and longer than a
+         * key range) with soft-capped scores */
+        check_backend_window(type, n_threads, 4, 2, 32, 300, 37, 0.0f);
+        check_backend_window(type, n_threads, 4, 2, 32, 300, 64, 1.5f);
+        check_backend_window(type, n_threads, 6, 2, 64, 600, 290, 2.0f);
     }
+}
+END_TEST
+
+/* Attention through block tables.  One batch holds several sequences at
+ * once: a prefill chunk from position 0 past ATTN_SPLIT_KEYS (its keys
+ * split into ranges), a decode row at position 520 (three ranges), a
+ * later prefill chunk starting inside a block and a decode row of a short
+ * sequence.  Their earlier positions are in the cache already, their
+ * blocks scattered over the pool in a random order, the rest of the pool
+ * holding NaN bytes that any read outside the tables would spread. */
+struct paged_seq {
+    int32_t first; /* positions before it are in the cache already */
+    int32_t n_tok; /* rows of the batch */
+};
+static const struct paged_seq paged_seqs[] = {{0, 300}, {520, 1}, {250, 37}, {5, 1}, {130, 20}};
+#define N_PAGED ((int32_t)HEARTH_ARRAY_LEN(paged_seqs))
+#define PAGED_CTX 544
+static const int32_t paged_block_sizes[] = {16, 64, 128};
+
+/* Queries, keys and values of every position of one sequence. */
+struct seq_data {
+    int32_t len;
+    float *q, *k, *v;
+};
+
+/* A cache of n_blocks blocks of block_tokens positions, every byte NaN
+ * (0xff is a NaN in F32 and F16, and a NaN scale in Q8_0). */
+static struct kv_cache *nan_cache(hearth_type type, int32_t block_tokens, int32_t n_blocks, int32_t n_head_kv,
+                                  int32_t hd)
+{
+    struct kv_cache *kv;
+    ck_assert_int_eq(kv_cache_new(type, block_tokens, n_blocks, 1, n_head_kv, hd, NULL, &kv), HEARTH_OK);
+    memset(kv->layers[0].k, 0xff, kv->block_bytes * (size_t)n_blocks);
+    memset(kv->layers[0].v, 0xff, kv->block_bytes * (size_t)n_blocks);
+    return kv;
+}
+
+static int32_t table_slot(const struct kv_cache *kv, const int32_t *table, int32_t p)
+{
+    return table[p / kv->block_tokens] * kv->block_tokens + p % kv->block_tokens;
+}
+
+/* Positions [0, to) of a sequence stored through its table. */
+static void store_history(struct kv_cache *kv, const int32_t *table, const struct seq_data *d, int32_t to)
+{
+    for (int32_t p = 0; p < to; p++) {
+        kv_cache_store(kv, kv->layers[0].k, table_slot(kv, table, p), d->k + p * kv->row_elems);
+        kv_cache_store(kv, kv->layers[0].v, table_slot(kv, table, p), d->v + p * kv->row_elems);
+    }
+}
+
+/* One attention call over a batch of the rows first[s] .. first[s] +
+ * n_tok[s] - 1 of each sequence s < n_seqs, each read through tables[s];
+ * out gets the batch's output rows in order. */
+static void run_paged(struct hearth_backend *be, struct kv_cache *kv, const struct hparams *hp, int32_t n_seqs,
+                      const struct seq_data *const *d, const int32_t *first, const int32_t *n_tok,
+                      const int32_t *const *tables, float *out)
+{
+    const int32_t B = kv->block_tokens;
+    int32_t n_rows = 0, n_table = 0;
+    for (int32_t s = 0; s < n_seqs; s++) {
+        n_rows += n_tok[s];
+        n_table += (first[s] + n_tok[s] + B - 1) / B;
+    }
+    const int64_t qw = (int64_t)hp->n_head * hp->head_dim, kw = kv->row_elems;
+    struct act q, k, v, o;
+    ck_assert_int_eq(be->ops->act_alloc(be, &q, n_rows, qw), HEARTH_OK);
+    ck_assert_int_eq(be->ops->act_alloc(be, &k, n_rows, kw), HEARTH_OK);
+    ck_assert_int_eq(be->ops->act_alloc(be, &v, n_rows, kw), HEARTH_OK);
+    ck_assert_int_eq(be->ops->act_alloc(be, &o, n_rows, qw), HEARTH_OK);
+    int32_t *pos = xmalloc((size_t)n_rows * sizeof(int32_t));
+    int32_t *slot = xmalloc((size_t)n_rows * sizeof(int32_t));
+    int32_t *seq_start = xmalloc((size_t)(n_seqs + 1) * sizeof(int32_t));
+    int32_t *table_start = xmalloc((size_t)n_seqs * sizeof(int32_t));
+    int32_t *blocks = xmalloc((size_t)n_table * sizeof(int32_t));
+    int32_t t = 0, nb = 0;
+    for (int32_t s = 0; s < n_seqs; s++) {
+        seq_start[s] = t;
+        table_start[s] = nb;
+        const int32_t len = (first[s] + n_tok[s] + B - 1) / B;
+        memcpy(blocks + nb, tables[s], (size_t)len * sizeof(int32_t));
+        nb += len;
+        for (int32_t p = first[s]; p < first[s] + n_tok[s]; p++, t++) {
+            pos[t] = p;
+            slot[t] = table_slot(kv, tables[s], p);
+            memcpy(q.host + t * qw, d[s]->q + p * qw, (size_t)qw * sizeof(float));
+            memcpy(k.host + t * kw, d[s]->k + p * kw, (size_t)kw * sizeof(float));
+            memcpy(v.host + t * kw, d[s]->v + p * kw, (size_t)kw * sizeof(float));
+        }
+    }
+    seq_start[n_seqs] = t;
+    q.rows = k.rows = v.rows = n_rows;
+    struct batch_pos bp = {.pos = pos, .slot = slot, .n_tokens = n_rows, .n_seqs = n_seqs,
+                           .seq_start = seq_start, .blocks = blocks, .table_start = table_start};
+    ck_assert_int_eq(be->ops->attention(be, &o, &q, &k, &v, kv, 0, hp, &bp), HEARTH_OK);
+    ck_assert_int_eq(o.rows, n_rows);
+    memcpy(out, o.host, (size_t)n_rows * (size_t)qw * sizeof(float));
+    free(pos);
+    free(slot);
+    free(seq_start);
+    free(table_start);
+    free(blocks);
+    be->ops->act_free(be, &q);
+    be->ops->act_free(be, &k);
+    be->ops->act_free(be, &v);
+    be->ops->act_free(be, &o);
+}
+
+static void check_paged(const hearth_kernels *kernels, const char *path, hearth_type type, int32_t B,
+                        uint64_t seed)
+{
+    const int32_t n_head = 6, n_head_kv = 2, hd = type == HEARTH_TYPE_Q8_0 ? 64 : 40;
+    const struct hparams hp = {.n_head = n_head, .n_head_kv = n_head_kv, .head_dim = hd};
+    const int64_t qw = (int64_t)n_head * hd, kw = (int64_t)n_head_kv * hd;
+    struct hearth_backend *be_batch, *be_alone;
+    ck_assert_int_eq(backend_cpu_new_with(2, kernels, &be_batch), HEARTH_OK);
+    ck_assert_int_eq(backend_cpu_new_with(1, kernels, &be_alone), HEARTH_OK);
+    test_rng rng;
+    test_rng_seed(&rng, seed);
+
+    struct seq_data data[N_PAGED];
+    const struct seq_data *dp[N_PAGED];
+    int32_t first[N_PAGED], n_tok[N_PAGED], n_blocks = 3, n_rows = 0; /* 3 blocks nobody's */
+    for (int32_t s = 0; s < N_PAGED; s++) {
+        struct seq_data *d = &data[s];
+        first[s] = paged_seqs[s].first;
+        n_tok[s] = paged_seqs[s].n_tok;
+        d->len = first[s] + n_tok[s];
+        ck_assert_int_le(d->len, PAGED_CTX);
+        d->q = xmalloc((size_t)(d->len * qw) * sizeof(float));
+        d->k = xmalloc((size_t)(d->len * kw) * sizeof(float));
+        d->v = xmalloc((size_t)(d->len * kw) * sizeof(float));
+        for (int64_t i = 0; i < d->len * qw; i++) d->q[i] = (float)test_rng_normal(&rng);
+        for (int64_t i = 0; i < d->len * kw; i++) d->k[i] = (float)test_rng_normal(&rng);
+        for (int64_t i = 0; i < d->len * kw; i++) d->v[i] = (float)(2.0 * test_rng_uniform(&rng) - 1.0);
+        dp[s] = d;
+        n_blocks += (d->len + B - 1) / B;
+        n_rows += n_tok[s];
+    }
+    /* the pool's blocks in a random order, dealt out to the tables */
+    int32_t *perm = xmalloc((size_t)n_blocks * sizeof(int32_t));
+    for (int32_t b = 0; b < n_blocks; b++) perm[b] = b;
+    for (int32_t b = n_blocks - 1; b > 0; b--) {
+        const int32_t j = (int32_t)(test_rng_next(&rng) % (uint64_t)(b + 1));
+        const int32_t tmp = perm[b];
+        perm[b] = perm[j];
+        perm[j] = tmp;
+    }
+    const int32_t *tables[N_PAGED];
+    for (int32_t s = 0, next = 0; s < N_PAGED; s++) {
+        tables[s] = perm + next;
+        next += (data[s].len + B - 1) / B;
+    }
+
+    struct kv_cache *pool = nan_cache(type, B, n_blocks, n_head_kv, hd);
+    for (int32_t s = 0; s < N_PAGED; s++) store_history(pool, tables[s], &data[s], first[s]);
+    float *got = xmalloc((size_t)(n_rows * qw) * sizeof(float));
+    run_paged(be_batch, pool, &hp, N_PAGED, dp, first, n_tok, tables, got);
+
+    float *alone = xmalloc((size_t)(PAGED_CTX * qw) * sizeof(float));
+    const int32_t contiguous[1] = {0}, *ctable = contiguous, zero = 0;
+    for (int32_t s = 0, row0 = 0; s < N_PAGED; row0 += n_tok[s], s++) {
+        const float *mine = got + (int64_t)row0 * qw;
+        const size_t bytes = (size_t)(n_tok[s] * qw) * sizeof(float);
+        /* alone, through the same table of a pool of the same blocks */
+        struct kv_cache *same = nan_cache(type, B, n_blocks, n_head_kv, hd);
+        store_history(same, tables[s], &data[s], first[s]);
+        run_paged(be_alone, same, &hp, 1, &dp[s], &first[s], &n_tok[s], &tables[s], alone);
+        ck_assert_msg(memcmp(mine, alone, bytes) == 0,
+                      "%s, %s cache, blocks of %d: sequence %d in the batch differs from it alone (%g)", path,
+                      hearth_type_name(type), B, s, max_diff(mine, alone, n_tok[s] * qw));
+        kv_cache_free(same);
+        /* alone in one block of PAGED_CTX positions, every position in one call */
+        struct kv_cache *flat = nan_cache(type, PAGED_CTX, 1, n_head_kv, hd);
+        run_paged(be_alone, flat, &hp, 1, &dp[s], &zero, &data[s].len, &ctable, alone);
+        const float *flat_rows = alone + (int64_t)first[s] * qw;
+        if (B % ATTN_KEY_BLOCK == 0) {
+            ck_assert_msg(memcmp(mine, flat_rows, bytes) == 0,
+                          "%s, %s cache, blocks of %d: sequence %d differs from the contiguous cache (%g)",
+                          path, hearth_type_name(type), B, s, max_diff(mine, flat_rows, n_tok[s] * qw));
+        } else {
+            const double diff = max_diff(mine, flat_rows, n_tok[s] * qw);
+            ck_assert_msg(diff < 2e-5, "%s, %s cache, blocks of %d: sequence %d differs from the contiguous "
+                          "cache by %g", path, hearth_type_name(type), B, s, diff);
+        }
+        kv_cache_free(flat);
+    }
+    free(alone);
+    free(got);
+    kv_cache_free(pool);
+    free(perm);
+    for (int32_t s = 0; s < N_PAGED; s++) {
+        free(data[s].q);
+        free(data[s].k);
+        free(data[s].v);
+    }
+    backend_cpu_free(be_batch);
+    backend_cpu_free(be_alone);
+}
+
+START_TEST(test_paged_attention)
+{
+    const hearth_type type = cache_types[_i];
+    int n_paths = 0;
+    for (int p = 0; p < KERNEL_PATH_COUNT; p++) {
+        const hearth_kernels *kernels = kernel_path_table((kernel_path)p, NULL);
+        if (!kernels) continue;
+        n_paths++;
+        for (int b = 0; b < (int)HEARTH_ARRAY_LEN(paged_block_sizes); b++)
+            check_paged(kernels, kernel_path_name((kernel_path)p), type, paged_block_sizes[b],
+                        500 + 10 * (uint64_t)type + (uint64_t)b);
+    }
+    ck_assert_int_gt(n_paths, 0);
 }
 END_TEST
 
@@ -346,6 +597,7 @@ static Suite *attention_suite(void)
     tcase_add_loop_test(tc, test_scalar_against_double, 0, N_CACHE_TYPES);
     tcase_add_loop_test(tc, test_paths_against_scalar, 0, N_CACHE_TYPES);
     tcase_add_loop_test(tc, test_backend_attention, 0, N_CACHE_TYPES);
+    tcase_add_loop_test(tc, test_paged_attention, 0, N_CACHE_TYPES);
     suite_add_tcase(s, tc);
     return s;
 }

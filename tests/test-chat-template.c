@@ -194,6 +194,9 @@ static const struct {
     {"phi3",
      "<|system|>\nS<|end|>\n<|user|>\nU1<|end|>\n<|assistant|>\nA1<|end|>\n<|user|>\nU2<|end|>\n<|assistant|>\n",
      "<|system|>\nS<|end|>\n<|user|>\nU1<|end|>\n<|assistant|>\nA1<|end|>\n<|user|>\nU2<|end|>\n</s>"},
+    {"rwkv-world",
+     "System: S\n\nUser: U1\n\nAssistant: A1\n\nUser: U2\n\nAssistant:",
+     "System: S\n\nUser: U1\n\nAssistant: A1\n\nUser: U2\n\n"},
     {"zephyr",
      "<|system|>\nS</s>\n<|user|>\nU1</s>\n<|assistant|>\nA1</s>\n<|user|>\nU2</s>\n<|assistant|>\n",
      "<|system|>\nS</s>\n<|user|>\nU1</s>\n<|assistant|>\nA1</s>\n<|user|>\nU2</s>\n"},
@@ -227,6 +230,22 @@ START_TEST(test_builtins)
     hearth_template *t;
     ck_assert_int_eq(hearth_template_builtin("vicuna", &t), HEARTH_E_NOT_FOUND);
     ck_assert_str_eq(hearth_last_error(), "no built-in chat template named 'vicuna'");
+    /* a model file that names a built-in format instead of a template
+     * (RWKV World files store "rwkv-world") gets that built-in */
+    if (test_data_dir()) {
+        hearth_gguf *g;
+        if (hearth_gguf_open(test_data_path("vocab/vocab-rwkv-world-synthetic.gguf"), &g) == HEARTH_OK) {
+            ck_assert_int_eq(hearth_template_from_gguf(g, &t), HEARTH_OK);
+            hearth_chat_options opts = {true, "<s>", "</s>", NULL, "29 Nov 2026", NULL};
+            char *out;
+            size_t len;
+            ck_assert_int_eq(hearth_template_render_messages(t, conv, 4, &opts, &out, &len), HEARTH_OK);
+            ck_assert_str_eq(out, builtin_cases[6].with_prompt);
+            hearth_free(out);
+            hearth_template_free(t);
+            hearth_gguf_close(g);
+        }
+    }
     /* templates that take alternating turns say so */
     ck_assert_int_eq(hearth_template_builtin("llama2", &t), HEARTH_OK);
     static const hearth_chat_message tool[] = {{"user", "U"}, {"tool", "T"}};

@@ -16,18 +16,6 @@
 
 #define PROMPT_LEN 40
 
-static hearth_model *load(const char *name)
-{
-    char rel[256];
-    snprintf(rel, sizeof rel, "models/%s", name);
-    const char *path = test_data_path(rel);
-    ck_assert_msg(path != NULL, "missing %s", rel);
-    hearth_model *m;
-    hearth_status st = hearth_model_load(path, NULL, &m);
-    ck_assert_msg(st == HEARTH_OK, "%s: %s", path, hearth_last_error());
-    return m;
-}
-
 static hearth_context *new_context(const hearth_model *m, int32_t n_ctx, int32_t n_batch,
                                    hearth_type cache)
 {
@@ -96,7 +84,7 @@ static double rel_error(const float *a, const float *b, int32_t n)
 
 static void check_equivalence(const char *name)
 {
-    hearth_model *m = load(name);
+    hearth_model *m = test_load_model(name);
     const int32_t V = hearth_model_n_vocab(m);
     float *one = malloc((size_t)V * sizeof(float));
     float *seven = malloc((size_t)V * sizeof(float));
@@ -130,7 +118,7 @@ END_TEST
 START_TEST(test_cache_types)
 {
     if (!test_require_data()) return;
-    hearth_model *m = load("micro-llama-f32.gguf");
+    hearth_model *m = test_load_model("micro-llama-f32.gguf");
     const int32_t V = hearth_model_n_vocab(m);
     float *ref = malloc((size_t)V * sizeof(float)), *x = malloc((size_t)V * sizeof(float));
     int32_t g_ref[8], g[8];
@@ -140,7 +128,7 @@ START_TEST(test_cache_types)
     run(m, 16, PROMPT_LEN, HEARTH_TYPE_Q8_0, x, g, 8);
     ck_assert_double_lt(rel_error(x, ref, V), 2e-2);
     hearth_context *c;
-    hearth_model *small = load("stories260K.gguf");
+    hearth_model *small = test_load_model("stories260K.gguf");
     hearth_context_params p;
     hearth_context_default_params(&p);
     p.cache_type = HEARTH_TYPE_Q8_0;
@@ -156,7 +144,7 @@ END_TEST
 START_TEST(test_context_limits)
 {
     if (!test_require_data()) return;
-    hearth_model *m = load("stories260K.gguf");
+    hearth_model *m = test_load_model("stories260K.gguf");
     hearth_context *c = new_context(m, 16, 8, HEARTH_TYPE_F16);
     ck_assert_int_eq(hearth_context_n_ctx(c), 16);
     /* keys and values x 16 positions x 5 layers x 4 KV heads x 8 dims x 2 bytes */
@@ -218,7 +206,7 @@ static bool stop_now(void *data)
 START_TEST(test_abort)
 {
     if (!test_require_data()) return;
-    hearth_model *m = load("stories260K.gguf");
+    hearth_model *m = test_load_model("stories260K.gguf");
     hearth_context *c = new_context(m, 64, 8, HEARTH_TYPE_F16);
     int calls = 0;
     hearth_context_set_abort(c, stop_now, &calls);
@@ -294,7 +282,7 @@ END_TEST
 START_TEST(test_model_info)
 {
     if (!test_require_data()) return;
-    hearth_model *m = load("micro-qwen2-f32.gguf");
+    hearth_model *m = test_load_model("micro-qwen2-f32.gguf");
     ck_assert_str_eq(hearth_model_arch(m), "qwen2");
     ck_assert_int_eq(hearth_model_n_layer(m), 2);
     ck_assert_int_eq(hearth_model_n_embd(m), 256);

@@ -5,7 +5,10 @@
  * offloaded; greedy generation with stories260K gives the same 100
  * tokens; prefill and decode agree on the device; rewinding works; the
  * offload report is right; errors (bad device, no platform, a cache type
- * the device refuses) fail clearly or fall back with the reason kept.
+ * the device refuses) fail clearly or fall back with the reason kept; the
+ * serving engine on a fully offloaded model gives each of several
+ * requests run together, and each of two parallel samples, what it gives
+ * alone.
  *
  * Perplexity follows the method of the shared reference table (chunks of
  * 128 tokens from an empty cache, BOS first, positions 64..126 scored),
@@ -24,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine.h"
 #include "kernels.h"
 #include "quant.h"
 #include "testutil.h"
@@ -581,6 +585,203 @@ START_TEST(test_no_platform)
 }
 END_TEST
 
+/* ---- serving ------------------------------------------------------------------------ */
+
+/* What one sample of an engine request produced: its tokens and a
+ * fingerprint (FNV-1a) of the logits each was drawn from. */
+#define SERVE_MAX 16
+struct served {
+    int32_t tokens[SERVE_MAX];
+    uint64_t logits_hash[SERVE_MAX];
+    int32_t n;
+    hearth_finish_reason finish;
+};
+
+struct serve_sink {
+    struct served *out; /* n samples */
+    int32_t n;
+    int32_t n_vocab;
+    int finished;
+};
+
+static uint64_t fnv(const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * UINT64_C(0x100000001b3);
+    return h;
+}
+
+static void on_serve_event(void *user, const hearth_event *ev)
+{
+    struct serve_sink *c = user;
+    ck_assert_int_lt(ev->index, c->n);
+    struct served *o = &c->out[ev->index];
+    ck_assert_int_eq(o->finish, HEARTH_FINISH_NONE);
+    if (ev->token >= 0 && o->n < SERVE_MAX) {
+        o->tokens[o->n] = ev->token;
+        o->logits_hash[o->n] = ev->logits ? fnv(ev->logits, (size_t)c->n_vocab * sizeof(float)) : 0;
+        o->n++;
+    }
+    if (ev->finish != HEARTH_FINISH_NONE) {
+        o->finish = ev->finish;
+        c->finished++;
+    }
+}
+
+static void serve_submit(hearth_engine *e, const int32_t *prompt, int32_t n_prompt, float temp, uint64_t seed,
+                         int32_t n, struct serve_sink *c)
+{
+    hearth_request r;
+    hearth_request_default(&r);
+    r.prompt = prompt;
+    r.n_prompt = (size_t)n_prompt;
+    r.max_tokens = 8;
+    r.n = n;
+    r.sampling.temperature = temp;
+    r.sampling.seed = seed;
+    if (temp > 0) {
+        r.sampling.top_k = 0;
+        r.sampling.top_p = 1.0f;
+        r.sampling.min_p = 0.0f;
+    }
+    r.ignore_eos = true;
+    r.on_event = on_serve_event;
+    r.user = c;
+    hearth_status st = hearth_engine_submit(e, &r, NULL);
+    ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
+}
+
+/* Step until nothing is left, checking the pool after every step. */
+static void serve_run(hearth_engine *e)
+{
+    for (int guard = 0; guard < 10000; guard++) {
+        bool worked;
+        hearth_status st = hearth_engine_step(e, &worked);
+        ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
+        st = engine_check(e);
+        ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
+        hearth_engine_stats s;
+        hearth_engine_get_stats(e, &s);
+        if (!worked && s.running == 0 && s.waiting == 0) return;
+    }
+    ck_abort_msg("the engine did not finish");
+}
+
+static void expect_served(const struct served *a, const struct served *b, const char *what)
+{
+    ck_assert_msg(a->n == 8 && b->n == 8, "%s: %d tokens, alone %d", what, a->n, b->n);
+    ck_assert_int_eq(a->finish, HEARTH_FINISH_LENGTH);
+    for (int32_t i = 0; i < a->n; i++) {
+        ck_assert_msg(a->tokens[i] == b->tokens[i], "%s: token %d is %d, alone %d", what, i, a->tokens[i],
+                      b->tokens[i]);
+        ck_assert_msg(a->logits_hash[i] == b->logits_hash[i], "%s: the logits of token %d differ from alone",
+                      what, i);
+    }
+}
+
+/* The serving engine on a model whose layers and output layer are all on
+ * the device: requests of different prompt lengths run together (prompt
+ * chunks beside decode rows, each sequence through its own block table on
+ * the device) give the tokens and logits each gives alone on the same
+ * engine, bit for bit; and two samples of one prompt, whose last block
+ * they share part full until the device copies it on write, give what
+ * two single requests with their seeds give. */
+START_TEST(test_engine_offloaded)
+{
+    if (!test_require_data()) return;
+    static const char *const names[] = {"micro-llama-Q8_0.gguf", "micro-qwen2-Q4_K_M.gguf"};
+    hearth_model *m = load(model_path(names[_i]), 99, 0, false, HEARTH_OK);
+    ck_assert_int_gt(hearth_model_n_gpu_layers(m), 0);
+    ck_assert(hearth_model_output_on_gpu(m));
+    const int32_t V = hearth_model_n_vocab(m);
+    hearth_engine_params p;
+    hearth_engine_default_params(&p);
+    p.n_ctx = 256;
+    p.n_batch = 48;
+    p.block_tokens = 16;
+    p.kv_tokens = 1024;
+    p.n_threads = 2;
+    p.cache_type = HEARTH_TYPE_F16;
+    p.no_prefix_cache = true; /* every prompt computed, none taken from the alone runs */
+    hearth_engine *e;
+    hearth_status st = hearth_engine_new(m, &p, &e);
+    ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
+
+    enum { N = 4 };
+    static const int32_t lens[N] = {5, 37, 70, 130};
+    int32_t prompts[N][130];
+    test_rng rng;
+    test_rng_seed(&rng, 31 + (uint64_t)_i);
+    for (int i = 0; i < N; i++) {
+        prompts[i][0] = 1;
+        for (int32_t j = 1; j < lens[i]; j++) prompts[i][j] = (int32_t)(3 + test_rng_next(&rng) % (uint64_t)(V - 3));
+    }
+    static struct served alone[N], together[N];
+    memset(alone, 0, sizeof alone);
+    memset(together, 0, sizeof together);
+    for (int i = 0; i < N; i++) {
+        struct serve_sink c = {&alone[i], 1, V, 0};
+        serve_submit(e, prompts[i], lens[i], 0.0f, 0, 1, &c);
+        serve_run(e);
+        ck_assert_int_eq(c.finished, 1);
+    }
+    struct serve_sink c[N];
+    for (int i = 0; i < N; i++) {
+        c[i] = (struct serve_sink){&together[i], 1, V, 0};
+        serve_submit(e, prompts[i], lens[i], 0.0f, 0, 1, &c[i]);
+        if (i == 1) {
+            /* the later ones join while the first ones run */
+            bool w;
+            ck_assert_int_eq(hearth_engine_step(e, &w), HEARTH_OK);
+        }
+    }
+    serve_run(e);
+    for (int i = 0; i < N; i++) {
+        char what[128];
+        snprintf(what, sizeof what, "%s, request %d of %d tokens", names[_i], i, lens[i]);
+        ck_assert_int_eq(c[i].finished, 1);
+        expect_served(&together[i], &alone[i], what);
+    }
+
+    /* two samples of a prompt of 2.5 blocks, and each seed alone; a high
+     * temperature over the whole distribution, so that the samples part
+     * at once and write different rows into their copies */
+    static struct served single[2], fork[2];
+    memset(single, 0, sizeof single);
+    memset(fork, 0, sizeof fork);
+    for (int i = 0; i < 2; i++) {
+        struct serve_sink one = {&single[i], 1, V, 0};
+        serve_submit(e, prompts[2], 40, 5.0f, 500 + (uint64_t)i, 1, &one);
+        serve_run(e);
+    }
+    struct serve_sink two = {fork, 2, V, 0};
+    serve_submit(e, prompts[2], 40, 5.0f, 500, 2, &two);
+    bool w;
+    ck_assert_int_eq(hearth_engine_step(e, &w), HEARTH_OK); /* the prompt: its 3 blocks shared */
+    hearth_engine_stats s;
+    hearth_engine_get_stats(e, &s);
+    ck_assert_int_eq(s.running, 2);
+    ck_assert_int_eq(s.blocks_used, 3);
+    ck_assert_int_eq(hearth_engine_step(e, &w), HEARTH_OK); /* the first decode: the third block copied */
+    hearth_engine_get_stats(e, &s);
+    ck_assert_int_eq(s.blocks_used, 4);
+    serve_run(e);
+    ck_assert_int_eq(two.finished, 2);
+    for (int i = 0; i < 2; i++) {
+        char what[128];
+        snprintf(what, sizeof what, "%s, sample %d of 2", names[_i], i);
+        expect_served(&fork[i], &single[i], what);
+    }
+    ck_assert_msg(memcmp(fork[0].tokens, fork[1].tokens, sizeof fork[0].tokens) != 0,
+                  "%s: the two samples are the same", names[_i]);
+    hearth_engine_get_stats(e, &s);
+    ck_assert_int_eq(s.blocks_used, 0);
+    hearth_engine_free(e);
+    hearth_model_free(m);
+}
+END_TEST
+
 static Suite *offload_suite(void)
 {
     Suite *s = suite_create("offload");
@@ -599,6 +800,10 @@ static Suite *offload_suite(void)
     tcase_add_test(tc, test_memory_limit);
     tcase_add_test(tc, test_no_platform);
     suite_add_tcase(s, tc);
+    TCase *tc_serving = tcase_create("serving");
+    tcase_set_timeout(tc_serving, 600);
+    tcase_add_loop_test(tc_serving, test_engine_offloaded, 0, 2);
+    suite_add_tcase(s, tc_serving);
     return s;
 }
 

@@ -64,12 +64,12 @@ static void fixture_open(struct fixture *f, const char *gemm, const struct hpara
     f->model.offload.ocl = &f->om;
     const struct hparams *h = &f->model.hp;
     bool *on_host = calloc((size_t)h->n_layer, sizeof *on_host);
-    ck_assert_int_eq(kv_cache_new(cache, n_ctx, h->n_layer, h->n_head_kv, h->head_dim, on_host,
+    ck_assert_int_eq(kv_cache_new(cache, n_ctx, 1, h->n_layer, h->n_head_kv, h->head_dim, on_host,
                                   &f->kv_dev), HEARTH_OK);
     free(on_host);
-    ck_assert_int_eq(kv_cache_new(cache, n_ctx, h->n_layer, h->n_head_kv, h->head_dim, NULL,
+    ck_assert_int_eq(kv_cache_new(cache, n_ctx, 1, h->n_layer, h->n_head_kv, h->head_dim, NULL,
                                   &f->kv_cpu), HEARTH_OK);
-    st = backend_opencl_new(&f->model, f->kv_dev, 64, &f->gpu);
+    st = backend_opencl_new(&f->model, f->kv_dev, 64, n_ctx, &f->gpu);
     ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
     ck_assert_int_eq(backend_cpu_new(2, &f->cpu), HEARTH_OK);
     cl_int err;
@@ -90,6 +90,30 @@ static void fixture_close(struct fixture *f)
     if (f->model.rope_freqs.dev) clReleaseMemObject(f->model.rope_freqs.dev);
     clReleaseCommandQueue(f->queue);
     ocl_device_close(f->om.dev);
+}
+
+/* The places of n rows of one sequence at positions pos whose cache is
+ * one block, slot = position (valid until the next call). The block
+ * table is as long as the last row's position asks for at one token a
+ * block (the backend sizes the table it uploads from that position);
+ * every entry names block 0, which is all that rope and attention over
+ * the fixture's one-block cache read. */
+static struct batch_pos one_sequence(const int32_t *pos, int64_t n)
+{
+    static const int32_t table_start[1] = {0};
+    static int32_t seq_start[2], *blocks;
+    static size_t n_blocks;
+    size_t need = n > 0 ? (size_t)pos[n - 1] + 1 : 1;
+    if (need > n_blocks) {
+        free(blocks);
+        blocks = calloc(need, sizeof *blocks);
+        ck_assert_ptr_nonnull(blocks);
+        n_blocks = need;
+    }
+    seq_start[0] = 0;
+    seq_start[1] = (int32_t)n;
+    return (struct batch_pos){.pos = pos, .slot = pos, .n_tokens = n, .n_seqs = 1,
+                              .seq_start = seq_start, .blocks = blocks, .table_start = table_start};
 }
 
 static cl_mem upload_bytes(struct fixture *f, const void *data, size_t bytes)
@@ -503,10 +527,10 @@ START_TEST(test_gemm_unknown)
     one_layer_model(1, &model, &om);
     struct kv_cache *kv;
     bool on_host[1] = {false};
-    ck_assert_int_eq(kv_cache_new(HEARTH_TYPE_F16, 16, 1, 1, 32, on_host, &kv), HEARTH_OK);
+    ck_assert_int_eq(kv_cache_new(HEARTH_TYPE_F16, 16, 1, 1, 1, 32, on_host, &kv), HEARTH_OK);
     struct hearth_backend *be;
     setenv("HEARTH_OPENCL_GEMM", "fastest", 1);
-    ck_assert_int_eq(backend_opencl_new(&model, kv, 16, &be), HEARTH_E_INVALID);
+    ck_assert_int_eq(backend_opencl_new(&model, kv, 16, 16, &be), HEARTH_E_INVALID);
     unsetenv("HEARTH_OPENCL_GEMM");
     ck_assert_ptr_nonnull(strstr(hearth_last_error(), "HEARTH_OPENCL_GEMM='fastest' is not a "
                                                       "prefill path (clblast, exact, tiled or gemv)"));
@@ -583,7 +607,7 @@ static void check_rope(enum rope_style style, int32_t n_heads, int32_t head_dim,
     test_rng rng;
     test_rng_seed(&rng, (uint64_t)(n_heads * 1000 + head_dim));
     float *ff = NULL;
-    struct rope_params rp = {style, n_dims, base, scale, NULL};
+    struct rope_params rp = {style, n_dims, base, scale, NULL, 1.0f};
     if (factors) {
         ff = malloc((size_t)(n_dims / 2) * sizeof *ff);
         for (int i = 0; i < n_dims / 2; i++) ff[i] = (float)(1.0 + 7.0 * test_rng_uniform(&rng));
@@ -592,7 +616,7 @@ static void check_rope(enum rope_style style, int32_t n_heads, int32_t head_dim,
     }
     const int64_t n_tok = 6, width = (int64_t)n_heads * head_dim;
     int32_t pos[6] = {0, 1, 2, 17, 4095, 100000};
-    struct batch_pos bp = {pos, n_tok};
+    struct batch_pos bp = one_sequence(pos, n_tok);
     float *x = random_floats(&rng, (size_t)(n_tok * width), 1.0);
     struct pair p;
     pair_alloc(&f, &p, n_tok, width);
@@ -651,8 +675,11 @@ START_TEST(test_elementwise)
         ck_assert_int_eq(f.cpu->ops->add_bias(f.cpu, &pb.cpu, &w), HEARTH_OK);
         pair_compare(&f, &pb, 0, 0, "add_bias");
         for (int64_t first = 0; first < rows; first += 2) {
-            ck_assert_int_eq(f.gpu->ops->copy_rows(f.gpu, &out.gpu, &pb.gpu, first, rows - first), HEARTH_OK);
-            ck_assert_int_eq(f.cpu->ops->copy_rows(f.cpu, &out.cpu, &pb.cpu, first, rows - first), HEARTH_OK);
+            const int64_t dst_first = first > 0 ? 1 : 0; /* into a row past the first, too */
+            ck_assert_int_eq(f.gpu->ops->copy_rows(f.gpu, &out.gpu, dst_first, &pb.gpu, first, rows - first),
+                             HEARTH_OK);
+            ck_assert_int_eq(f.cpu->ops->copy_rows(f.cpu, &out.cpu, dst_first, &pb.cpu, first, rows - first),
+                             HEARTH_OK);
             pair_compare(&f, &out, 0, 0, "copy_rows");
         }
         clReleaseMemObject(w.dev);
@@ -697,7 +724,7 @@ static void check_attention(hearth_type cache, int32_t n_head, int32_t n_head_kv
     for (size_t bi = 0; bi < HEARTH_ARRAY_LEN(batches); bi++) {
         const int64_t n = batches[bi];
         for (int64_t t = 0; t < n; t++) pos[t] = n_past + (int32_t)t;
-        struct batch_pos bp = {pos, n};
+        struct batch_pos bp = one_sequence(pos, n);
         float *xq = random_floats(&rng, (size_t)(n * wq), 1.0);
         float *xk = random_floats(&rng, (size_t)(n * wkv), 1.0);
         float *xv = random_floats(&rng, (size_t)(n * wkv), 1.0);
@@ -720,7 +747,7 @@ static void check_attention(hearth_type cache, int32_t n_head, int32_t n_head_kv
     }
     /* rewinding: overwrite positions from 50 on, as a rewound context does */
     for (int64_t t = 0; t < 4; t++) pos[t] = 50 + (int32_t)t;
-    struct batch_pos bp = {pos, 4};
+    struct batch_pos bp = one_sequence(pos, 4);
     float *xq = random_floats(&rng, (size_t)(4 * wq), 1.0);
     float *xk = random_floats(&rng, (size_t)(4 * wkv), 1.0);
     pair_set(&f, &q, xq, 4, wq);
@@ -756,9 +783,9 @@ START_TEST(test_cache_type_refused)
     one_layer_model(2, &model, &om);
     struct kv_cache *kv;
     bool on_host[1] = {false};
-    ck_assert_int_eq(kv_cache_new(HEARTH_TYPE_Q8_0, 16, 1, 2, 32, on_host, &kv), HEARTH_OK);
+    ck_assert_int_eq(kv_cache_new(HEARTH_TYPE_Q8_0, 16, 1, 1, 2, 32, on_host, &kv), HEARTH_OK);
     struct hearth_backend *be;
-    ck_assert_int_eq(backend_opencl_new(&model, kv, 16, &be), HEARTH_E_UNSUPPORTED);
+    ck_assert_int_eq(backend_opencl_new(&model, kv, 16, 16, &be), HEARTH_E_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(hearth_last_error(), "KV cache type Q8_0 is not supported on OpenCL"));
     ck_assert_ptr_null(kv->layers[0].k_dev);
     kv_cache_free(kv);

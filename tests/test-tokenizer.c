@@ -21,6 +21,7 @@ static const char *const shared_vocabs[] = {
     "ggml-vocab-gpt-2",
     "vocab-llama3",
     "vocab-qwen3",
+    "vocab-rwkv-world-synthetic",
 };
 
 static hearth_vocab *load_vocab_path(const char *path)

@@ -169,3 +169,15 @@ int test_run_suite(Suite *suite)
     srunner_free(sr);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+hearth_model *test_load_model(const char *name)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "models/%s", name);
+    const char *path = test_data_path(rel);
+    ck_assert_msg(path != NULL, "missing %s", rel);
+    hearth_model *m;
+    hearth_status st = hearth_model_load(path, NULL, &m);
+    ck_assert_msg(st == HEARTH_OK, "%s: %s", path, hearth_last_error());
+    return m;
+}

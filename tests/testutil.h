@@ -25,6 +25,11 @@ const char *test_data_path(const char *relative);
  * in which case missing data is a failure (the calling test fails). */
 bool test_require_data(void);
 
+/* Load models/NAME from the test data with default parameters; the test
+ * fails (naming the file and the error) when it is missing or refused.
+ * Call after test_require_data(). */
+struct hearth_model *test_load_model(const char *name);
+
 /* Read a whole file into a NUL-terminated malloc'ed buffer (length in
  * *len_out); fails the test when it cannot. */
 char *test_read_file(const char *path, size_t *len_out);

@@ -13,6 +13,17 @@
  * with unused "[PADn]" tokens up to the embedding rows, as model converters
  * pad) or is a synthetic SentencePiece one.  Not installed: a development
  * and benchmarking tool.
+ *
+ * Speculative decoding needs a draft that agrees with its target, which
+ * random layers never do: each rewrites the residual stream.  With
+ * --residual-scale F the residual writers (attn_output, ffn_down) are F
+ * times smaller, so every layer only nudges the stream, and the model's
+ * choices are mostly those of its embeddings and output layer
+ * (--output-scale makes that distribution peaked); --draft-layers N
+ * --draft FILE also writes the draft: the first N layers of the same
+ * file, with the same embeddings and output layer (every row is drawn
+ * from its tensor's name, so they are the same bits).  F tunes how often
+ * the two agree.
  */
 #include "internal.h"
 
@@ -37,23 +48,117 @@
 
 struct shape {
     const char *name;
-    const char *arch;        /* "llama" or "qwen2" */
+    const char *arch;        /* general.architecture */
     const char *title;       /* general.name */
     int n_layer, n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
+    int head_dim;            /* attention.key_length; 0: n_embd / n_head, not written */
     float rope_base, norm_eps;
     bool tied;               /* no output.weight: token_embd doubles as it */
     bool qkv_bias;
     bool llama3_rope;        /* rope_freqs.weight with Llama 3.1 scaling */
+    bool qk_norm;            /* attn_q_norm / attn_k_norm per layer (qwen3, gemma3) */
+    /* Weights' standard deviations: the matrices (0: WEIGHT_STD), the
+     * output layer (0: as the matrices), and the norms' spread around 1
+     * (0: all ones).  The micro shapes use larger values so that every
+     * part of the layer moves the logits (a sensitive test fingerprint). */
+    double weight_std, output_std, norm_std;
+    /* Gemma: post-attention and post-FFN norms, soft-capping, windows */
+    bool post_norms;
+    float attn_softcap, final_softcap; /* written when > 0 */
+    int sliding_window, swa_pattern;   /* written when > 0 */
+    float rope_base_swa;               /* written when > 0 */
+    float rope_linear;                 /* rope.scaling linear factor, when > 0 */
+    /* Phi-3: fused attn_qkv and gate/up, LongRoPE factors and their
+     * original context and attention factor */
+    bool fused;
+    int n_ctx_orig;                    /* > 0: LongRoPE */
+    /* mixture of experts: 0 experts for a dense feed-forward */
+    int n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
+    int head_size;           /* rwkv6: WKV head size (n_head = n_embd / head_size) */
 };
 
 static const struct shape shapes[] = {
-    {"tinyllama-1.1b", "llama", "TinyLlama-1.1B shape, random weights", 22, 2048, 5632, 32, 4,
-     32000, 2048, 10000.0f, 1e-5f, false, false, false},
-    {"llama-3.2-1b", "llama", "Llama-3.2-1B shape, random weights", 16, 2048, 8192, 32, 8,
-     128256, 131072, 500000.0f, 1e-5f, true, false, true},
-    {"qwen2.5-0.5b", "qwen2", "Qwen2.5-0.5B shape, random weights", 24, 896, 4864, 14, 2,
-     151936, 32768, 1000000.0f, 1e-6f, true, true, false},
+    {.name = "tinyllama-1.1b", .arch = "llama", .title = "TinyLlama-1.1B shape, random weights",
+     .n_layer = 22, .n_embd = 2048, .n_ff = 5632, .n_head = 32, .n_head_kv = 4, .n_vocab = 32000,
+     .n_ctx = 2048, .rope_base = 10000.0f, .norm_eps = 1e-5f},
+    {.name = "llama-3.2-1b", .arch = "llama", .title = "Llama-3.2-1B shape, random weights",
+     .n_layer = 16, .n_embd = 2048, .n_ff = 8192, .n_head = 32, .n_head_kv = 8, .n_vocab = 128256,
+     .n_ctx = 131072, .rope_base = 500000.0f, .norm_eps = 1e-5f, .tied = true, .llama3_rope = true},
+    {.name = "qwen2.5-0.5b", .arch = "qwen2", .title = "Qwen2.5-0.5B shape, random weights",
+     .n_layer = 24, .n_embd = 896, .n_ff = 4864, .n_head = 14, .n_head_kv = 2, .n_vocab = 151936,
+     .n_ctx = 32768, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .tied = true, .qkv_bias = true},
+    {.name = "qwen3-0.6b", .arch = "qwen3", .title = "Qwen3-0.6B shape, random weights",
+     .n_layer = 28, .n_embd = 1024, .n_ff = 3072, .n_head = 16, .n_head_kv = 8, .n_vocab = 151936,
+     .n_ctx = 40960, .head_dim = 128, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .tied = true,
+     .qk_norm = true},
+    {.name = "micro-qwen3", .arch = "qwen3", .title = "micro qwen3, random weights",
+     .n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 8, .n_head_kv = 2, .n_vocab = 512,
+     .n_ctx = 4096, .head_dim = 64, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .tied = true,
+     .qk_norm = true, .weight_std = 0.08, .output_std = 0.5, .norm_std = 0.2},
+    {.name = "gemma-2-2b", .arch = "gemma2", .title = "Gemma-2-2B shape, random weights",
+     .n_layer = 26, .n_embd = 2304, .n_ff = 9216, .n_head = 8, .n_head_kv = 4, .n_vocab = 256000,
+     .n_ctx = 8192, .head_dim = 256, .rope_base = 10000.0f, .norm_eps = 1e-6f, .tied = true,
+     .post_norms = true, .attn_softcap = 50.0f, .final_softcap = 30.0f, .sliding_window = 4096},
+    {.name = "micro-gemma2", .arch = "gemma2", .title = "micro gemma2, random weights",
+     .n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
+     .n_ctx = 8192, .head_dim = 64, .rope_base = 10000.0f, .norm_eps = 1e-6f, .tied = true,
+     .post_norms = true, .attn_softcap = 1.5f, .final_softcap = 8.0f, .sliding_window = 32,
+     .weight_std = 0.08, .output_std = 0.3, .norm_std = 0.2},
+    {.name = "gemma-3-1b", .arch = "gemma3", .title = "Gemma-3-1B shape, random weights",
+     .n_layer = 26, .n_embd = 1152, .n_ff = 6912, .n_head = 4, .n_head_kv = 1, .n_vocab = 262144,
+     .n_ctx = 32768, .head_dim = 256, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .tied = true,
+     .qk_norm = true, .post_norms = true, .sliding_window = 512, .swa_pattern = 6,
+     .rope_base_swa = 10000.0f},
+    {.name = "micro-gemma3", .arch = "gemma3", .title = "micro gemma3, random weights",
+     .n_layer = 3, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
+     .n_ctx = 32768, .head_dim = 64, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .tied = true,
+     .qk_norm = true, .post_norms = true, .sliding_window = 24, .swa_pattern = 3,
+     .rope_base_swa = 10000.0f, .rope_linear = 4.0f, .final_softcap = 8.0f,
+     .weight_std = 0.08, .output_std = 0.3, .norm_std = 0.2},
+    {.name = "phi-3.5-mini", .arch = "phi3", .title = "Phi-3.5-mini shape, random weights",
+     .n_layer = 32, .n_embd = 3072, .n_ff = 8192, .n_head = 32, .n_head_kv = 32, .n_vocab = 32064,
+     .n_ctx = 131072, .rope_base = 10000.0f, .norm_eps = 1e-5f, .fused = true, .n_ctx_orig = 4096,
+     .sliding_window = 262144},
+    {.name = "micro-phi3", .arch = "phi3", .title = "micro test shape (Phi family), random weights",
+     .n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 8, .n_head_kv = 4, .n_vocab = 512,
+     .n_ctx = 8192, .rope_base = 10000.0f, .norm_eps = 1e-5f, .fused = true, .n_ctx_orig = 256,
+     .sliding_window = 40, .weight_std = 0.08, .output_std = 0.5, .norm_std = 0.2},
+    /* mixtures of experts */
+    {.name = "qwen1.5-moe-a2.7b", .arch = "qwen2moe", .title = "Qwen1.5-MoE-A2.7B shape, random weights",
+     .n_layer = 24, .n_embd = 2048, .n_ff = 5632, .n_head = 16, .n_head_kv = 16, .n_vocab = 151936,
+     .n_ctx = 8192, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .qkv_bias = true, .n_expert = 60,
+     .n_expert_used = 4, .n_ff_exp = 1408, .n_ff_shexp = 5632},
+    {.name = "qwen3-30b-a3b", .arch = "qwen3moe", .title = "Qwen3-30B-A3B shape, random weights",
+     .n_layer = 48, .n_embd = 2048, .n_ff = 6144, .n_head = 32, .n_head_kv = 4, .n_vocab = 151936,
+     .n_ctx = 40960, .head_dim = 128, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .qk_norm = true,
+     .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 768},
+    {.name = "mixtral-8x7b", .arch = "llama", .title = "Mixtral-8x7B shape, random weights",
+     .n_layer = 32, .n_embd = 4096, .n_ff = 14336, .n_head = 32, .n_head_kv = 8, .n_vocab = 32000,
+     .n_ctx = 32768, .rope_base = 1000000.0f, .norm_eps = 1e-5f, .n_expert = 8, .n_expert_used = 2,
+     .n_ff_exp = 14336},
+    {.name = "micro-qwen2moe", .arch = "qwen2moe", .title = "micro qwen2moe, random weights",
+     .n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
+     .n_ctx = 4096, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .qkv_bias = true, .n_expert = 8,
+     .n_expert_used = 2, .n_ff_exp = 256, .n_ff_shexp = 512, .weight_std = 0.08, .output_std = 0.5,
+     .norm_std = 0.2},
+    {.name = "micro-qwen3moe", .arch = "qwen3moe", .title = "micro qwen3moe, random weights",
+     .n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 8, .n_head_kv = 2, .n_vocab = 512,
+     .n_ctx = 4096, .head_dim = 64, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .qk_norm = true,
+     .n_expert = 16, .n_expert_used = 4, .n_ff_exp = 256, .weight_std = 0.08, .output_std = 0.5,
+     .norm_std = 0.2},
+    {.name = "micro-mixtral", .arch = "llama", .title = "micro Mixtral-style llama, random weights",
+     .n_layer = 2, .n_embd = 256, .n_ff = 256, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
+     .n_ctx = 4096, .rope_base = 10000.0f, .norm_eps = 1e-5f, .n_expert = 8, .n_expert_used = 2,
+     .n_ff_exp = 256, .weight_std = 0.08, .output_std = 0.5, .norm_std = 0.2},
+    {.name = "rwkv6-world-1.6b", .arch = "rwkv6", .title = "RWKV-6-World-1.6B shape, random weights",
+     .n_layer = 24, .n_embd = 2048, .n_ff = 7168, .n_head = 32, .n_head_kv = 32, .n_vocab = 65536,
+     .n_ctx = 1048576, .rope_base = 0.0f, .norm_eps = 1e-5f, .head_size = 64},
 };
+
+/* RWKV-6's low-rank sizes (time_mix_extra_dim, time_decay_extra_dim) at
+ * the 1.6B width, as the published models have them. */
+#define RWKV_MIX_EXTRA 32
+#define RWKV_DECAY_EXTRA 64
 
 /* ------------------------------------------------------------------------
  * Random numbers
@@ -92,19 +197,31 @@ static void normal_row(uint64_t seed, float *x, int64_t n, double std)
  * Tensors
  * ------------------------------------------------------------------------ */
 
-enum fill_kind { FILL_NORMAL, FILL_ONES, FILL_ROPE_FACTORS };
+/* FILL_HALF: interpolation weights (0.5); FILL_DECAY: RWKV decay
+ * biases spread from -6 (weak decay) to 1 (strong) over the channels. */
+enum fill_kind { FILL_NORMAL, FILL_ONES, FILL_ROPE_FACTORS, FILL_LONGROPE_SHORT, FILL_LONGROPE_LONG,
+                 FILL_HALF, FILL_DECAY };
+
+static int64_t shape_head_dim(const struct shape *s)
+{
+    return s->head_dim ? s->head_dim : s->n_embd / s->n_head;
+}
 
 struct gen_tensor {
     char name[64];
-    int64_t ne[2];           /* ne[0] per row, ne[1] rows (1 for vectors) */
+    int64_t ne[4];           /* ne[0] per row; ne[1] x ne[2] x ne[3] rows (ne[2]:
+                              * experts, or RWKV's stacked low-rank matrices) */
     uint32_t n_dims;
     enum fill_kind fill;
+    bool keep_f32;           /* small RWKV tensors stay F32, as converters keep them */
     hearth_type type;
 };
 
 struct generator {
     const struct shape *shape;
     uint64_t seed;
+    double residual_scale;   /* attn_output and ffn_down */
+    double output_scale;     /* output.weight (token_embd when tied) */
     int threads;
     struct gen_tensor *tensors;
     size_t n_tensors;
@@ -112,24 +229,111 @@ struct generator {
     int64_t scratch_row;
 };
 
-static void add_tensor(struct generator *g, const char *name, int64_t ne0, int64_t ne1,
-                       enum fill_kind fill)
+static void add_tensor3(struct generator *g, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
+                        enum fill_kind fill)
 {
     struct gen_tensor *t = &g->tensors[g->n_tensors++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->ne[0] = ne0;
     t->ne[1] = ne1;
-    t->n_dims = ne1 > 1 ? 2 : 1;
+    t->ne[2] = ne2;
+    t->ne[3] = 1;
+    t->n_dims = ne2 > 1 ? 3 : ne1 > 1 ? 2 : 1;
     t->fill = fill;
+    t->keep_f32 = false;
+}
+
+static void add_tensor(struct generator *g, const char *name, int64_t ne0, int64_t ne1,
+                       enum fill_kind fill);
+
+/* The last tensor added becomes ne0 x ne1 x ne2 x ne3, kept in F32. */
+static void shape_f32(struct generator *g, int64_t ne2, int64_t ne3, uint32_t n_dims)
+{
+    struct gen_tensor *t = &g->tensors[g->n_tensors - 1];
+    t->ne[2] = ne2;
+    t->ne[3] = ne3;
+    t->n_dims = n_dims;
+    t->keep_f32 = true;
+}
+
+/* RWKV-6 (models/rwkv6.c): the tensors the reference engine reads. */
+static void list_rwkv6_tensors(struct generator *g)
+{
+    const struct shape *s = g->shape;
+    const int64_t E = s->n_embd, N = s->head_size, H = E / N, F = s->n_ff;
+    char name[64];
+    add_tensor(g, "token_embd.weight", E, s->n_vocab, FILL_NORMAL);
+    add_tensor(g, "token_embd_norm.weight", E, 1, FILL_ONES);
+    add_tensor(g, "token_embd_norm.bias", E, 1, FILL_NORMAL);
+    add_tensor(g, "output_norm.weight", E, 1, FILL_ONES);
+    add_tensor(g, "output_norm.bias", E, 1, FILL_NORMAL);
+    add_tensor(g, "output.weight", E, s->n_vocab, FILL_NORMAL);
+    for (int il = 0; il < s->n_layer; il++) {
+#define LAYER(suffix, ne0, ne1, fill) \
+    do { \
+        snprintf(name, sizeof name, "blk.%d.%s", il, suffix); \
+        add_tensor(g, name, ne0, ne1, fill); \
+    } while (0)
+        LAYER("attn_norm.weight", E, 1, FILL_ONES);
+        LAYER("attn_norm.bias", E, 1, FILL_NORMAL);
+        LAYER("attn_norm_2.weight", E, 1, FILL_ONES);
+        LAYER("attn_norm_2.bias", E, 1, FILL_NORMAL);
+        LAYER("time_mix_lerp_x.weight", E, 1, FILL_HALF);
+        shape_f32(g, 1, 1, 3);
+        LAYER("time_mix_lerp_fused.weight", E, 1, FILL_HALF);
+        shape_f32(g, 1, 5, 4);
+        LAYER("time_mix_w1.weight", E, 5 * RWKV_MIX_EXTRA, FILL_NORMAL);
+        shape_f32(g, 1, 1, 2);
+        LAYER("time_mix_w2.weight", RWKV_MIX_EXTRA, E, FILL_NORMAL);
+        shape_f32(g, 5, 1, 3);
+        LAYER("time_mix_decay.weight", E, 1, FILL_DECAY);
+        shape_f32(g, 1, 1, 3);
+        LAYER("time_mix_decay_w1.weight", E, RWKV_DECAY_EXTRA, FILL_NORMAL);
+        shape_f32(g, 1, 1, 2);
+        LAYER("time_mix_decay_w2.weight", RWKV_DECAY_EXTRA, E, FILL_NORMAL);
+        shape_f32(g, 1, 1, 2);
+        LAYER("time_mix_first.weight", N, H, FILL_NORMAL);
+        shape_f32(g, 1, 1, 2);
+        LAYER("time_mix_key.weight", E, E, FILL_NORMAL);
+        LAYER("time_mix_value.weight", E, E, FILL_NORMAL);
+        LAYER("time_mix_receptance.weight", E, E, FILL_NORMAL);
+        LAYER("time_mix_gate.weight", E, E, FILL_NORMAL);
+        LAYER("time_mix_ln.weight", E, 1, FILL_ONES);
+        LAYER("time_mix_ln.bias", E, 1, FILL_NORMAL);
+        LAYER("time_mix_output.weight", E, E, FILL_NORMAL);
+        LAYER("channel_mix_lerp_k.weight", E, 1, FILL_HALF);
+        shape_f32(g, 1, 1, 3);
+        LAYER("channel_mix_lerp_r.weight", E, 1, FILL_HALF);
+        shape_f32(g, 1, 1, 3);
+        LAYER("channel_mix_key.weight", E, F, FILL_NORMAL);
+        LAYER("channel_mix_value.weight", F, E, FILL_NORMAL);
+        LAYER("channel_mix_receptance.weight", E, E, FILL_NORMAL);
+#undef LAYER
+    }
+}
+
+static void add_tensor(struct generator *g, const char *name, int64_t ne0, int64_t ne1,
+                       enum fill_kind fill)
+{
+    add_tensor3(g, name, ne0, ne1, 1, fill);
 }
 
 static void list_tensors(struct generator *g)
 {
     const struct shape *s = g->shape;
-    const int64_t head_dim = s->n_embd / s->n_head, n_kv = head_dim * s->n_head_kv;
+    if (s->head_size) {
+        list_rwkv6_tensors(g);
+        return;
+    }
+    const int64_t head_dim = shape_head_dim(s), n_q = head_dim * s->n_head;
+    const int64_t n_kv = head_dim * s->n_head_kv;
     char name[64];
     add_tensor(g, "token_embd.weight", s->n_embd, s->n_vocab, FILL_NORMAL);
     if (s->llama3_rope) add_tensor(g, "rope_freqs.weight", head_dim / 2, 1, FILL_ROPE_FACTORS);
+    if (s->n_ctx_orig) {
+        add_tensor(g, "rope_factors_long.weight", head_dim / 2, 1, FILL_LONGROPE_LONG);
+        add_tensor(g, "rope_factors_short.weight", head_dim / 2, 1, FILL_LONGROPE_SHORT);
+    }
     add_tensor(g, "output_norm.weight", s->n_embd, 1, FILL_ONES);
     if (!s->tied) add_tensor(g, "output.weight", s->n_embd, s->n_vocab, FILL_NORMAL);
     for (int il = 0; il < s->n_layer; il++) {
@@ -139,19 +343,51 @@ static void list_tensors(struct generator *g)
         add_tensor(g, name, ne0, ne1, fill); \
     } while (0)
         LAYER("attn_norm.weight", s->n_embd, 1, FILL_ONES);
-        LAYER("attn_q.weight", s->n_embd, s->n_embd, FILL_NORMAL);
-        LAYER("attn_k.weight", s->n_embd, n_kv, FILL_NORMAL);
-        LAYER("attn_v.weight", s->n_embd, n_kv, FILL_NORMAL);
+        if (s->fused) {
+            LAYER("attn_qkv.weight", s->n_embd, n_q + 2 * n_kv, FILL_NORMAL);
+        } else {
+            LAYER("attn_q.weight", s->n_embd, n_q, FILL_NORMAL);
+            LAYER("attn_k.weight", s->n_embd, n_kv, FILL_NORMAL);
+            LAYER("attn_v.weight", s->n_embd, n_kv, FILL_NORMAL);
+        }
         if (s->qkv_bias) {
-            LAYER("attn_q.bias", s->n_embd, 1, FILL_NORMAL);
+            LAYER("attn_q.bias", n_q, 1, FILL_NORMAL);
             LAYER("attn_k.bias", n_kv, 1, FILL_NORMAL);
             LAYER("attn_v.bias", n_kv, 1, FILL_NORMAL);
         }
-        LAYER("attn_output.weight", s->n_embd, s->n_embd, FILL_NORMAL);
+        if (s->qk_norm) {
+            LAYER("attn_q_norm.weight", head_dim, 1, FILL_ONES);
+            LAYER("attn_k_norm.weight", head_dim, 1, FILL_ONES);
+        }
+        LAYER("attn_output.weight", n_q, s->n_embd, FILL_NORMAL);
+        if (s->post_norms) LAYER("post_attention_norm.weight", s->n_embd, 1, FILL_ONES);
         LAYER("ffn_norm.weight", s->n_embd, 1, FILL_ONES);
-        LAYER("ffn_gate.weight", s->n_embd, s->n_ff, FILL_NORMAL);
-        LAYER("ffn_up.weight", s->n_embd, s->n_ff, FILL_NORMAL);
-        LAYER("ffn_down.weight", s->n_ff, s->n_embd, FILL_NORMAL);
+        if (s->n_expert > 0) {
+#define EXPERTS(suffix, ne0, ne1) \
+    do { \
+        snprintf(name, sizeof name, "blk.%d.%s", il, suffix); \
+        add_tensor3(g, name, ne0, ne1, s->n_expert, FILL_NORMAL); \
+    } while (0)
+            LAYER("ffn_gate_inp.weight", s->n_embd, s->n_expert, FILL_NORMAL);
+            EXPERTS("ffn_gate_exps.weight", s->n_embd, s->n_ff_exp);
+            EXPERTS("ffn_up_exps.weight", s->n_embd, s->n_ff_exp);
+            EXPERTS("ffn_down_exps.weight", s->n_ff_exp, s->n_embd);
+#undef EXPERTS
+            if (s->n_ff_shexp > 0) {
+                LAYER("ffn_gate_inp_shexp.weight", s->n_embd, 1, FILL_NORMAL);
+                LAYER("ffn_gate_shexp.weight", s->n_embd, s->n_ff_shexp, FILL_NORMAL);
+                LAYER("ffn_up_shexp.weight", s->n_embd, s->n_ff_shexp, FILL_NORMAL);
+                LAYER("ffn_down_shexp.weight", s->n_ff_shexp, s->n_embd, FILL_NORMAL);
+            }
+        } else if (s->fused) {
+            LAYER("ffn_up.weight", s->n_embd, 2 * s->n_ff, FILL_NORMAL);
+            LAYER("ffn_down.weight", s->n_ff, s->n_embd, FILL_NORMAL);
+        } else {
+            LAYER("ffn_gate.weight", s->n_embd, s->n_ff, FILL_NORMAL);
+            LAYER("ffn_up.weight", s->n_embd, s->n_ff, FILL_NORMAL);
+            LAYER("ffn_down.weight", s->n_ff, s->n_embd, FILL_NORMAL);
+        }
+        if (s->post_norms) LAYER("post_ffw_norm.weight", s->n_embd, 1, FILL_ONES);
 #undef LAYER
     }
 }
@@ -189,27 +425,49 @@ static hearth_status fill_tensor(void *user, size_t index, void *buf, size_t byt
     const size_t row_bytes = hearth_type_row_bytes(t->type, t->ne[0]);
     (void)bytes;
     bool ok = true;
+    const int64_t n_rows = t->ne[1] * t->ne[2] * t->ne[3];
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(g->threads) schedule(dynamic, 16) reduction(&& : ok)
 #endif
-    for (int64_t r = 0; r < t->ne[1]; r++) {
+    for (int64_t r = 0; r < n_rows; r++) {
 #ifdef _OPENMP
         float *x = g->scratch + (size_t)omp_get_thread_num() * (size_t)g->scratch_row;
 #else
         float *x = g->scratch;
 #endif
+        const struct shape *sh = g->shape;
+        uint64_t s = tensor_seed + (uint64_t)r * 0x9e3779b97f4a7c15u;
         if (t->fill == FILL_ONES) {
-            for (int64_t i = 0; i < t->ne[0]; i++) x[i] = 1.0f;
+            if (sh->norm_std > 0) normal_row(splitmix64(&s), x, t->ne[0], sh->norm_std);
+            else for (int64_t i = 0; i < t->ne[0]; i++) x[i] = 0.0f;
+            for (int64_t i = 0; i < t->ne[0]; i++) x[i] += 1.0f;
         } else if (t->fill == FILL_ROPE_FACTORS) {
-            rope_factors(x, t->ne[0], g->shape->rope_base);
+            rope_factors(x, t->ne[0], sh->rope_base);
+        } else if (t->fill == FILL_LONGROPE_SHORT || t->fill == FILL_LONGROPE_LONG) {
+            /* LongRoPE-like divisors: near 1 for the short context, rising
+             * towards the low frequencies for the long one */
+            for (int64_t i = 0; i < t->ne[0]; i++) {
+                const double f = (double)i / (double)t->ne[0];
+                x[i] = (float)(t->fill == FILL_LONGROPE_SHORT ? 1.0 + 0.1 * f : 1.0 + 7.0 * f * f);
+            }
+        } else if (t->fill == FILL_HALF) {
+            for (int64_t i = 0; i < t->ne[0]; i++) x[i] = 0.5f;
+        } else if (t->fill == FILL_DECAY) {
+            for (int64_t i = 0; i < t->ne[0]; i++) x[i] = (float)(-6.0 + 7.0 * (double)i / (double)t->ne[0]);
         } else {
-            uint64_t s = tensor_seed + (uint64_t)r * 0x9e3779b97f4a7c15u;
-            normal_row(splitmix64(&s), x, t->ne[0], WEIGHT_STD);
+            double std = sh->weight_std > 0 ? sh->weight_std : WEIGHT_STD;
+            const bool is_output = strcmp(t->name, "output.weight") == 0 ||
+                                   (sh->tied && strcmp(t->name, "token_embd.weight") == 0);
+            if (is_output && sh->output_std > 0) std = sh->output_std;
+            if (strstr(t->name, "attn_output.") || strstr(t->name, "ffn_down.")) std *= g->residual_scale;
+            if (is_output) std *= g->output_scale;
+            normal_row(splitmix64(&s), x, t->ne[0], std);
         }
         ok = quant_quantize_row(t->type, x, (uint8_t *)buf + (size_t)r * row_bytes, t->ne[0]) && ok;
     }
-    fprintf(stderr, "gen-model: [%zu/%zu] %-26s %-5s %lld x %lld\n", index + 1, g->n_tensors,
-            t->name, hearth_type_name(t->type), (long long)t->ne[0], (long long)t->ne[1]);
+    fprintf(stderr, "gen-model: [%zu/%zu] %-26s %-5s %lld x %lld x %lld\n", index + 1, g->n_tensors,
+            t->name, hearth_type_name(t->type), (long long)t->ne[0], (long long)t->ne[1],
+            (long long)t->ne[2]);
     return ok ? HEARTH_OK : hearth_error(HEARTH_E_INTERNAL, "cannot quantize %s", t->name);
 }
 
@@ -353,11 +611,52 @@ static hearth_status set_metadata(hearth_gguf_writer *w, const struct shape *s,
     HEARTH_TRY(ARCH_U32("embedding_length", (uint32_t)s->n_embd));
     HEARTH_TRY(ARCH_U32("block_count", (uint32_t)s->n_layer));
     HEARTH_TRY(ARCH_U32("feed_forward_length", (uint32_t)s->n_ff));
+    if (s->head_size) {
+        HEARTH_TRY(ARCH_U32("attention.head_count", 0));
+        HEARTH_TRY(ARCH_U32("wkv.head_size", (uint32_t)s->head_size));
+        HEARTH_TRY(ARCH_U32("time_mix_extra_dim", RWKV_MIX_EXTRA));
+        HEARTH_TRY(ARCH_U32("time_decay_extra_dim", RWKV_DECAY_EXTRA));
+        HEARTH_TRY(ARCH_U32("rescale_every_n_layers", 6));
+        HEARTH_TRY(ARCH_F32("attention.layer_norm_epsilon", s->norm_eps));
+        HEARTH_TRY(hearth_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype));
+        HEARTH_TRY(hearth_gguf_writer_set_u32(w, "general.quantization_version", 2));
+        return vocab_path ? copy_vocab(w, vocab_path, s->n_vocab) : synthetic_vocab(w, s->n_vocab);
+    }
     HEARTH_TRY(ARCH_U32("attention.head_count", (uint32_t)s->n_head));
     HEARTH_TRY(ARCH_U32("attention.head_count_kv", (uint32_t)s->n_head_kv));
-    HEARTH_TRY(ARCH_U32("rope.dimension_count", (uint32_t)(s->n_embd / s->n_head)));
+    if (s->head_dim) {
+        HEARTH_TRY(ARCH_U32("attention.key_length", (uint32_t)s->head_dim));
+        HEARTH_TRY(ARCH_U32("attention.value_length", (uint32_t)s->head_dim));
+    }
+    HEARTH_TRY(ARCH_U32("rope.dimension_count", (uint32_t)shape_head_dim(s)));
     HEARTH_TRY(ARCH_F32("rope.freq_base", s->rope_base));
     HEARTH_TRY(ARCH_F32("attention.layer_norm_rms_epsilon", s->norm_eps));
+    if (s->attn_softcap > 0) HEARTH_TRY(ARCH_F32("attn_logit_softcapping", s->attn_softcap));
+    if (s->final_softcap > 0) HEARTH_TRY(ARCH_F32("final_logit_softcapping", s->final_softcap));
+    if (s->sliding_window >= 0 && (s->sliding_window > 0 || s->fused))
+        HEARTH_TRY(ARCH_U32("attention.sliding_window", (uint32_t)s->sliding_window));
+    if (s->swa_pattern > 0) HEARTH_TRY(ARCH_U32("attention.sliding_window_pattern", (uint32_t)s->swa_pattern));
+    if (s->rope_base_swa > 0) HEARTH_TRY(ARCH_F32("rope.freq_base_swa", s->rope_base_swa));
+    if (s->rope_linear > 0) {
+        snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+        HEARTH_TRY(hearth_gguf_writer_set_str(w, key, "linear"));
+        HEARTH_TRY(ARCH_F32("rope.scaling.factor", s->rope_linear));
+    }
+    if (s->n_ctx_orig) {
+        /* LongRoPE's attention factor for a context extended n_ctx / n_ctx_orig times */
+        const double scale = (double)s->n_ctx / (double)s->n_ctx_orig;
+        HEARTH_TRY(ARCH_U32("rope.scaling.original_context_length", (uint32_t)s->n_ctx_orig));
+        HEARTH_TRY(ARCH_F32("rope.scaling.attn_factor",
+                            (float)sqrt(1.0 + log(scale) / log((double)s->n_ctx_orig))));
+    }
+    if (s->n_expert > 0) {
+        HEARTH_TRY(ARCH_U32("expert_count", (uint32_t)s->n_expert));
+        HEARTH_TRY(ARCH_U32("expert_used_count", (uint32_t)s->n_expert_used));
+        if (strcmp(a, "llama") != 0)
+            HEARTH_TRY(ARCH_U32("expert_feed_forward_length", (uint32_t)s->n_ff_exp));
+        if (s->n_ff_shexp > 0)
+            HEARTH_TRY(ARCH_U32("expert_shared_feed_forward_length", (uint32_t)s->n_ff_shexp));
+    }
 #undef ARCH_U32
 #undef ARCH_F32
     HEARTH_TRY(hearth_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype));
@@ -365,11 +664,17 @@ static hearth_status set_metadata(hearth_gguf_writer *w, const struct shape *s,
     return vocab_path ? copy_vocab(w, vocab_path, s->n_vocab) : synthetic_vocab(w, s->n_vocab);
 }
 
+static int write_model(struct generator *g_in, const struct shape *sp, hearth_ftype ftype, const char *vocab_path,
+                       const char *out_path);
+
 static void usage(FILE *out)
 {
     fputs("usage: gen-model --shape NAME [--type TYPE] [--vocab FILE] [--seed N]\n"
           "                 [--threads N] [--layers N] [--embd N] [--ff N] [--heads N]\n"
-          "                 [--kv-heads N] [--n-vocab N] OUT\n"
+          "                 [--kv-heads N] [--n-vocab N] [--window N] [--experts N]\n"
+          "                 [--experts-used N] [--expert-ff N] [--shared-ff N]\n"
+          "                 [--output-std X] [--residual-scale F] [--output-scale F]\n"
+          "                 [--draft-layers N --draft FILE] OUT\n"
           "\n"
           "Write a model with random weights and the tensor shapes of NAME:\n"
           "  tinyllama-1.1b   llama, 22 layers, d 2048, ff 5632, 32/4 heads, vocab 32000\n"
@@ -377,10 +682,48 @@ static void usage(FILE *out)
           "                   RoPE frequency factors, tied embeddings\n"
           "  qwen2.5-0.5b     qwen2, 24 layers, d 896, ff 4864, 14/2 heads, vocab 151936,\n"
           "                   q/k/v biases, tied embeddings\n"
+          "  rwkv6-world-1.6b rwkv6, 24 layers, d 2048, ff 7168, 32 heads of 64, vocab 65536\n"
+          "                   (recurrent: the low-rank and bonus tensors stay F32)\n"
+          "  qwen1.5-moe-a2.7b  qwen2moe, 24 layers, d 2048, 16 heads, 60 experts (4 used)\n"
+          "                   of ff 1408, a shared expert of ff 5632, vocab 151936\n"
+          "  mixtral-8x7b     llama with experts, 32 layers, d 4096, 32/8 heads, 8 experts\n"
+          "                   (2 used) of ff 14336, vocab 32000\n"
+          "  qwen3-30b-a3b    qwen3moe, 48 layers, d 2048, 32/4 heads of 128, 128 experts\n"
+          "                   (8 used) of ff 768, q/k norms, vocab 151936\n"
+          "  micro-qwen2moe   qwen2moe, 2 layers, d 256, 4/2 heads, 8 experts (2 used)\n"
+          "                   of ff 256, a shared expert of ff 512, vocab 512\n"
+          "  micro-qwen3moe   qwen3moe, 2 layers, d 256, 8/2 heads of 64, 16 experts\n"
+          "                   (4 used) of ff 256, vocab 512\n"
+          "  micro-mixtral    llama with experts, 2 layers, d 256, 4/2 heads, 8 experts\n"
+          "                   (2 used) of ff 256, vocab 512\n"
+          "  qwen3-0.6b       qwen3, 28 layers, d 1024, ff 3072, 16/8 heads of 128,\n"
+          "                   vocab 151936, q/k norms, tied embeddings\n"
+          "  micro-qwen3      qwen3, 2 layers, d 256, ff 512, 8/2 heads of 64, vocab 512\n"
+          "  gemma-2-2b       gemma2, 26 layers, d 2304, ff 9216, 8/4 heads of 256,\n"
+          "                   vocab 256000, window 4096 every other layer, soft-capping\n"
+          "  micro-gemma2     gemma2, 2 layers, d 256, 4/2 heads of 64, window 32,\n"
+          "                   soft-capping 1.5 (scores) and 8 (logits)\n"
+          "  gemma-3-1b       gemma3, 26 layers, d 1152, ff 6912, 4/1 heads of 256,\n"
+          "                   vocab 262144, window 512 on 5 of 6 layers, q/k norms\n"
+          "  micro-gemma3     gemma3, 3 layers, d 256, 4/2 heads of 64, window 24 on 2 of\n"
+          "                   3 layers, local RoPE base, RoPE scaling 4, logit capping 8\n"
+          "  phi-3.5-mini     phi3, 32 layers, d 3072, ff 8192, 32/32 heads, vocab 32064,\n"
+          "                   fused qkv and gate/up, LongRoPE (original context 4096)\n"
+          "  micro-phi3       phi3, 2 layers, d 256, 8/4 heads, window 40, LongRoPE\n"
+          "                   (original context 256)\n"
+          "(micro shapes: larger weights and random norms, test models).  --window N\n"
+          "sets the sliding window (0: none).\n"
           "quantized with a recipe of hearth quantize (TYPE, default Q8_0).  --vocab\n"
           "copies the tokenizer of a vocabulary GGUF file (padded to the vocabulary\n"
           "size); without it the vocabulary is a synthetic SentencePiece one.  The\n"
-          "other options override the shape's sizes (for small test models).\n",
+          "other options override the shape's sizes (for small test models);\n"
+          "--output-std sets the spread of the output layer's weights (default 0.02;\n"
+          "larger values make the next-token distribution peaked).\n"
+          "--residual-scale F scales the residual writers (attn_output, ffn_down) and\n"
+          "--output-scale F the output layer; --draft-layers N --draft FILE also\n"
+          "writes FILE, the first N layers of the model with its embeddings and output\n"
+          "layer: a draft for speculative decoding that agrees with the model more\n"
+          "often the smaller F.\n",
           out);
 }
 
@@ -399,7 +742,9 @@ static bool parse_positive(const char *opt, const char *arg, int *out)
 int main(int argc, char **argv)
 {
     enum { OPT_SHAPE = 256, OPT_TYPE, OPT_VOCAB, OPT_SEED, OPT_THREADS, OPT_LAYERS, OPT_EMBD,
-           OPT_FF, OPT_HEADS, OPT_KV_HEADS, OPT_N_VOCAB };
+           OPT_FF, OPT_HEADS, OPT_KV_HEADS, OPT_N_VOCAB, OPT_WINDOW, OPT_RESIDUAL_SCALE,
+           OPT_OUTPUT_SCALE, OPT_DRAFT, OPT_DRAFT_LAYERS, OPT_EXPERTS, OPT_EXPERTS_USED,
+           OPT_EXPERT_FF, OPT_SHARED_FF, OPT_OUTPUT_STD };
     static const struct option longopts[] = {
         {"shape", required_argument, NULL, OPT_SHAPE},
         {"type", required_argument, NULL, OPT_TYPE},
@@ -412,15 +757,28 @@ int main(int argc, char **argv)
         {"heads", required_argument, NULL, OPT_HEADS},
         {"kv-heads", required_argument, NULL, OPT_KV_HEADS},
         {"n-vocab", required_argument, NULL, OPT_N_VOCAB},
+        {"experts", required_argument, NULL, OPT_EXPERTS},
+        {"experts-used", required_argument, NULL, OPT_EXPERTS_USED},
+        {"expert-ff", required_argument, NULL, OPT_EXPERT_FF},
+        {"shared-ff", required_argument, NULL, OPT_SHARED_FF},
+        {"output-std", required_argument, NULL, OPT_OUTPUT_STD},
+        {"window", required_argument, NULL, OPT_WINDOW},
+        {"residual-scale", required_argument, NULL, OPT_RESIDUAL_SCALE},
+        {"output-scale", required_argument, NULL, OPT_OUTPUT_SCALE},
+        {"draft", required_argument, NULL, OPT_DRAFT},
+        {"draft-layers", required_argument, NULL, OPT_DRAFT_LAYERS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct shape s;
     bool have_shape = false;
-    int override[OPT_N_VOCAB + 1] = {0};
+    int override[OPT_OUTPUT_STD + 1] = {0};
+    double output_std = 0.0;
+    int window = -1;
+    const char *draft_path = NULL;
     hearth_ftype ftype = HEARTH_FTYPE_Q8_0;
     const char *vocab_path = NULL;
-    struct generator g = {.seed = 42};
+    struct generator g = {.seed = 42, .residual_scale = 1.0, .output_scale = 1.0};
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
@@ -442,6 +800,19 @@ int main(int argc, char **argv)
             }
             break;
         case OPT_VOCAB: vocab_path = optarg; break;
+        case OPT_DRAFT: draft_path = optarg; break;
+        case OPT_RESIDUAL_SCALE:
+        case OPT_OUTPUT_SCALE: {
+            char *end;
+            double v = strtod(optarg, &end);
+            if (end == optarg || *end || !(v > 0) || v > 1e6) {
+                fprintf(stderr, "gen-model: %s: expected a positive number, got '%s'\n", argv[optind - 1], optarg);
+                return 2;
+            }
+            if (c == OPT_RESIDUAL_SCALE) g.residual_scale = v;
+            else g.output_scale = v;
+            break;
+        }
         case OPT_SEED: g.seed = strtoull(optarg, NULL, 10); break;
         case OPT_THREADS:
         case OPT_LAYERS:
@@ -450,8 +821,33 @@ int main(int argc, char **argv)
         case OPT_HEADS:
         case OPT_KV_HEADS:
         case OPT_N_VOCAB:
+        case OPT_DRAFT_LAYERS:
+        case OPT_EXPERTS:
+        case OPT_EXPERTS_USED:
+        case OPT_EXPERT_FF:
+        case OPT_SHARED_FF:
             if (!parse_positive(argv[optind - 1], optarg, &override[c])) return 2;
             break;
+        case OPT_WINDOW: {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (end == optarg || *end || v < 0 || v > (1 << 24)) {
+                fprintf(stderr, "gen-model: --window: expected a count, got '%s'\n", optarg);
+                return 2;
+            }
+            window = (int)v;
+            break;
+        }
+        case OPT_OUTPUT_STD: {
+            char *end;
+            output_std = strtod(optarg, &end);
+            if (end == optarg || *end || !(output_std > 0.0 && output_std < 100.0)) {
+                fprintf(stderr, "gen-model: --output-std: expected a number in (0, 100), got '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        }
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -461,15 +857,52 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *out_path = argv[optind];
+    if (!draft_path != !override[OPT_DRAFT_LAYERS]) {
+        fprintf(stderr, "gen-model: --draft FILE and --draft-layers N go together\n");
+        return 2;
+    }
     if (override[OPT_LAYERS]) s.n_layer = override[OPT_LAYERS];
     if (override[OPT_EMBD]) s.n_embd = override[OPT_EMBD];
     if (override[OPT_FF]) s.n_ff = override[OPT_FF];
     if (override[OPT_HEADS]) s.n_head = override[OPT_HEADS];
     if (override[OPT_KV_HEADS]) s.n_head_kv = override[OPT_KV_HEADS];
     if (override[OPT_N_VOCAB]) s.n_vocab = override[OPT_N_VOCAB];
-    if (s.n_embd % s.n_head != 0 || s.n_head % s.n_head_kv != 0 || (s.n_embd / s.n_head) % 2) {
+    if (s.head_size) {
+        if (s.n_embd % s.head_size != 0) {
+            fprintf(stderr, "gen-model: heads of %d do not divide %d dimensions\n", s.head_size, s.n_embd);
+            return 2;
+        }
+        s.n_head = s.n_head_kv = s.n_embd / s.head_size;
+    }
+    if (window >= 0) s.sliding_window = window;
+    if (output_std > 0) s.output_std = output_std;
+    if (override[OPT_EXPERTS]) s.n_expert = override[OPT_EXPERTS];
+    if (override[OPT_EXPERTS_USED]) s.n_expert_used = override[OPT_EXPERTS_USED];
+    if (override[OPT_EXPERT_FF]) s.n_ff_exp = override[OPT_EXPERT_FF];
+    if (override[OPT_SHARED_FF]) s.n_ff_shexp = override[OPT_SHARED_FF];
+    /* Mixtral's experts are feed_forward_length wide */
+    if (s.n_expert > 0 && strcmp(s.arch, "llama") == 0) {
+        if (override[OPT_EXPERT_FF]) s.n_ff = s.n_ff_exp;
+        else s.n_ff_exp = s.n_ff;
+    }
+    if (s.n_expert > 0 && (s.n_expert_used > s.n_expert || s.n_expert < 2)) {
+        fprintf(stderr, "gen-model: %d experts used of %d: need 2 or more experts, at most all used\n",
+                s.n_expert_used, s.n_expert);
+        return 2;
+    }
+    if (s.n_expert == 0 && (override[OPT_EXPERTS_USED] || override[OPT_EXPERT_FF] ||
+                            override[OPT_SHARED_FF])) {
+        fprintf(stderr, "gen-model: shape %s has no experts\n", s.name);
+        return 2;
+    }
+    if ((!s.head_dim && s.n_embd % s.n_head != 0) || s.n_head % s.n_head_kv != 0 ||
+        shape_head_dim(&s) % 2) {
         fprintf(stderr, "gen-model: %d heads of %d/%d KV heads do not divide %d dimensions\n",
                 s.n_head, s.n_head, s.n_head_kv, s.n_embd);
+        return 2;
+    }
+    if (override[OPT_DRAFT_LAYERS] > s.n_layer) {
+        fprintf(stderr, "gen-model: a draft of %d layers of a model of %d\n", override[OPT_DRAFT_LAYERS], s.n_layer);
         return 2;
     }
 #ifdef _OPENMP
@@ -477,9 +910,24 @@ int main(int argc, char **argv)
 #else
     g.threads = 1;
 #endif
+    int rc = write_model(&g, &s, ftype, vocab_path, out_path);
+    if (rc == 0 && draft_path) {
+        s.n_layer = override[OPT_DRAFT_LAYERS];
+        rc = write_model(&g, &s, ftype, vocab_path, draft_path);
+    }
+    return rc;
+}
+
+/* Write the model of shape s to out_path. */
+static int write_model(struct generator *g_in, const struct shape *sp, hearth_ftype ftype, const char *vocab_path,
+                       const char *out_path)
+{
+    struct generator g = *g_in;
+    struct shape s = *sp;
+    g.n_tensors = 0;
     g.shape = &s;
-    /* at most 4 model-wide tensors and 12 per layer */
-    g.tensors = calloc(4 + 12 * (size_t)s.n_layer, sizeof *g.tensors);
+    /* at most 6 model-wide tensors and 32 per layer */
+    g.tensors = calloc(6 + 32 * (size_t)s.n_layer, sizeof *g.tensors);
     if (!g.tensors) return 1;
     list_tensors(&g);
 
@@ -492,14 +940,15 @@ int main(int argc, char **argv)
     int64_t widest = 0;
     for (size_t i = 0; i < g.n_tensors && !st; i++) {
         struct gen_tensor *t = &g.tensors[i];
-        int64_t ne4[4] = {t->ne[0], t->ne[1], 1, 1};
+        int64_t ne4[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
         hearth_type chosen;
         t->type = quant_recipe_type(&recipe, t->name, t->n_dims, ne4, HEARTH_TYPE_F32, &chosen);
+        if (t->keep_f32) t->type = chosen = HEARTH_TYPE_F32;
         if (t->type != chosen)
             fprintf(stderr, "gen-model: %s: rows of %lld do not fill %s blocks; using %s\n",
                     t->name, (long long)t->ne[0], hearth_type_name(chosen),
                     hearth_type_name(t->type));
-        size_t bytes = hearth_type_row_bytes(t->type, t->ne[0]) * (size_t)t->ne[1];
+        size_t bytes = hearth_type_row_bytes(t->type, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
         st = hearth_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, NULL, bytes);
         widest = HEARTH_MAX(widest, t->ne[0]);
     }

@@ -1,16 +1,25 @@
 # tools/local.mk -- development and benchmarking tools, built but not
 # installed: the benchmark-model generator, the memory-bandwidth probe, the
 # per-kernel speed probe and the side-by-side benchmark script (see
-# BENCHMARKS.md).
+# BENCHMARKS.md); the load test, soak test and side-by-side server benchmark
+# of hearth serve (tools/loadtest.py, tools/soak.py, tools/bench-serve.sh).
 
-noinst_PROGRAMS += tools/gen-model tools/membw tools/kbench
+noinst_PROGRAMS += tools/gen-model tools/membw tools/kbench tools/wkvbench tools/maskbench
 
 tools_gen_model_SOURCES = tools/gen-model.c
 tools_gen_model_LDADD = src/libhearth-core.la -lm
 
 tools_membw_SOURCES = tools/membw.c
 
+# grammar token masks per token (BENCHMARKS.md)
+tools_maskbench_SOURCES = tools/maskbench.c
+tools_maskbench_LDADD = src/libhearth-core.la
+
 tools_kbench_SOURCES = tools/kbench.c
 tools_kbench_LDADD = src/libhearth-core.la -lm
 
-EXTRA_DIST += BENCHMARKS.md tools/bench-compare.sh
+tools_wkvbench_SOURCES = tools/wkvbench.c
+tools_wkvbench_LDADD = src/libhearth-core.la -lm
+
+EXTRA_DIST += BENCHMARKS.md tools/bench-compare.sh tools/bench-serve.sh tools/loadtest.py \
+	tools/soak.py

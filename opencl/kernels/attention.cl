@@ -2,8 +2,12 @@
  * attention.cl -- the KV cache of offloaded layers and causal attention
  * over it (Vaswani et al. 2017, eq. 1), with grouped-query heads.
  *
- * Cache rows are positions; a row holds n_head_kv heads of head_dim
- * elements (F32, or F16 rounded to nearest even), as in src/kv_cache.h.
+ * Cache rows are slots; a row holds n_head_kv heads of head_dim elements
+ * (F32, or F16 rounded to nearest even), as in src/engine/kv_cache.h.
+ * Position j of a row's sequence is in slot tables[j / block_tokens] *
+ * block_tokens + j % block_tokens, tables being that sequence's block
+ * table.  The places buffer holds, for n rows, pos[0 .. n), slot[n .. 2n),
+ * the offset of each row's block table [2n .. 3n), and the tables from 3n.
  *
  * One work-group per (query head, token), computing what the CPU
  * computes in the same order: the scores s_j = (q . k_j) / sqrt(d) of
@@ -15,24 +19,24 @@
  * scratch row of n_ctx floats per (token, head).
  */
 
-/* Row t of src (row_elems floats) into the cache row of position pos[t];
- * n = tokens * row_elems items. */
+/* Row t of src (row_elems floats) into the cache row of slot
+ * places[slot_off + t]; n = tokens * row_elems items. */
 __kernel void kv_store_f32(__global const float *src, __global float *cache,
-                           __global const int *pos, int row_elems, int n)
+                           __global const int *places, int slot_off, int row_elems, int n)
 {
     const int i = get_global_id(0);
     if (i >= n) return;
     const int t = i / row_elems, e = i % row_elems;
-    cache[(size_t)pos[t] * row_elems + e] = src[i];
+    cache[(size_t)places[slot_off + t] * row_elems + e] = src[i];
 }
 
 __kernel void kv_store_f16(__global const float *src, __global half *cache,
-                           __global const int *pos, int row_elems, int n)
+                           __global const int *places, int slot_off, int row_elems, int n)
 {
     const int i = get_global_id(0);
     if (i >= n) return;
     const int t = i / row_elems, e = i % row_elems;
-    vstore_half_rte(src[i], (size_t)pos[t] * row_elems + e, cache);
+    vstore_half_rte(src[i], (size_t)places[slot_off + t] * row_elems + e, cache);
 }
 
 #define LOAD_F32(p, i) ((p)[i])
@@ -55,20 +59,22 @@ typedef float att_acc;
 __kernel void NAME(__global const float *q, __global const CT *kc, __global const CT *vc, \
                    __global const int *pos, __global float *out, int n_head, int n_head_kv, \
                    int head_dim, float scale, __global float *scores, int n_ctx, int t0, \
-                   __local float *qs, __local att_acc *red) \
+                   int block_tokens, int n_rows, __local float *qs, __local att_acc *red) \
 { \
     const int h = get_group_id(0), tc = get_group_id(1), t = t0 + tc; \
     const int lid = get_local_id(0), lsize = get_local_size(0); \
     const int kvh = h / (n_head / n_head_kv); \
     const size_t row_elems = (size_t)n_head_kv * head_dim; \
     const int p = pos[t]; \
+    __global const int *table = pos + 3 * n_rows + pos[2 * n_rows + t]; \
     __global const float *qh = q + ((size_t)t * n_head + h) * head_dim; \
     __global float *sc = scores + ((size_t)tc * n_head + h) * n_ctx; \
     for (int d = lid; d < head_dim; d += lsize) qs[d] = qh[d]; \
     barrier(CLK_LOCAL_MEM_FENCE); \
     float m = -INFINITY; \
     for (int j = lid; j <= p; j += lsize) { \
-        __global const CT *kr = kc + (size_t)j * row_elems + (size_t)kvh * head_dim; \
+        const size_t slot = (size_t)table[j / block_tokens] * block_tokens + j % block_tokens; \
+        __global const CT *kr = kc + slot * row_elems + (size_t)kvh * head_dim; \
         float s = 0.0f; \
         for (int d = 0; d < head_dim; d++) s += qs[d] * LOAD(kr, d); \
         s = s * scale; \
@@ -100,8 +106,10 @@ __kernel void NAME(__global const float *q, __global const CT *kc, __global cons
     __global float *o = out + ((size_t)t * n_head + h) * head_dim; \
     for (int d = lid; d < head_dim; d += lsize) { \
         float acc = 0.0f; \
-        for (int j = 0; j <= p; j++) \
-            acc += (sc[j] * inv) * LOAD(vc + (size_t)j * row_elems + (size_t)kvh * head_dim, d); \
+        for (int j = 0; j <= p; j++) { \
+            const size_t slot = (size_t)table[j / block_tokens] * block_tokens + j % block_tokens; \
+            acc += (sc[j] * inv) * LOAD(vc + slot * row_elems + (size_t)kvh * head_dim, d); \
+        } \
         o[d] = acc; \
     } \
 }

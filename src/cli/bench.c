@@ -15,6 +15,9 @@
  * Token ids are pseudo-random (a fixed seed) with BOS first when the
  * vocabulary puts one in front of a text: no tokenizer is involved.
  *
+ * With --parallel B,... the engine runs B sequences at once instead
+ * (bench_parallel.c), reported in the batched benchmark tool's layout.
+ *
  * With -ngl the model's last layers run on an OpenCL device (the shared
  * model options); each row says which device ran it, since a context
  * that could not set up the device falls back to the CPU only when
@@ -28,7 +31,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "bench_parallel.h"
 #include "cli.h"
 #include "hearth.h"
 #include "model_options.h"
@@ -39,6 +44,8 @@
 #define DEFAULT_N_GEN 128
 #define DEFAULT_N_BATCH 512
 #define DEFAULT_REPS 5
+#define DEFAULT_PARALLEL_PROMPT 128
+#define DEFAULT_PARALLEL_GEN 128
 
 enum output_format { OUTPUT_MD, OUTPUT_CSV, OUTPUT_JSON };
 
@@ -51,6 +58,12 @@ struct int_list {
 struct bench_opts {
     struct cli_model_source src;
     struct int_list n_prompt, n_gen, threads, batch;
+    struct int_list parallel;   /* --parallel: batch sizes of sequences */
+    int shared_prefix;          /* --shared-prefix N */
+    int kv_block;               /* --kv-block N */
+    bool reps_given;
+    int parallel_batch;         /* -b with --parallel; 0: every prompt in one step */
+    int chunk_size;             /* --chunk-size (recurrent models); 0: the default */
     int reps;
     hearth_type cache_type;
     enum output_format format;
@@ -86,6 +99,8 @@ static void usage(FILE *out)
     fputs("usage: hearth bench -m MODEL [-p N,...] [-n N,...] [-t N,...] [-b N,...]\n"
           "                    [-r REPS] [-o md|csv|json] [--cache-type TYPE] [-q]\n"
           "                    [-ngl N] [--device N] [--gpu-fallback]\n"
+          "       hearth bench -m MODEL --parallel B,... [-p P] [-n G] [-t N] [-b N]\n"
+          "                    [--shared-prefix N] [--kv-block N] [-r REPS] [-o md|json]\n"
           "\n"
           "Measure prompt processing (ppN: N prompt tokens at once) and generation\n"
           "(tgN: N tokens one at a time) from an empty cache, REPS times after a\n"
@@ -96,6 +111,7 @@ static void usage(FILE *out)
           "  -n, --n-gen N,...       generation lengths (default 128; 0: no tg test)\n"
           "  -t, --threads N,...     thread counts (default: one per processor)\n"
           "  -b, --batch-size N,...  most tokens per forward pass (default 512)\n"
+          "  --chunk-size N          recurrent models: tokens per chunk of the prefill (default 16)\n"
           "  -r, --repetitions N     measured runs per test (default 5)\n"
           "  -o, --output FORMAT     md (default), csv or json\n"
           "      --cache-type TYPE   KV cache: f16 (default), f32 or q8_0\n"
@@ -103,7 +119,13 @@ static void usage(FILE *out)
           "  -ngl, --gpu-layers N    offload the last N layers to an OpenCL device\n"
           "                          (more than the model has: the output layer too)\n"
           "  --device N              the device (see hearth devices; default 0)\n"
-          "  --gpu-fallback          run on the CPU if offloading fails, saying why\n",
+          "  --gpu-fallback          run on the CPU if offloading fails, saying why\n"
+          "  --parallel B,...        B sequences at once, each a prompt of P tokens (-p,\n"
+          "                          default 128) and G generated (-n, default 128):\n"
+          "                          prefill and aggregate decode speed per B\n"
+          "  --shared-prefix N       with --parallel: B requests sharing an N-token\n"
+          "                          prefix (questions of -p tokens): the prefix cache\n"
+          "  --kv-block N            with --parallel: positions per KV block (default 64)\n",
           out);
 }
 
@@ -137,7 +159,7 @@ static bool parse_list(const char *opt, const char *arg, int min, int max, struc
 
 static int parse_args(int argc, char **argv, struct bench_opts *o)
 {
-    enum { OPT_CACHE_TYPE = 0x2000 };
+    enum { OPT_CACHE_TYPE = 0x2000, OPT_PARALLEL, OPT_SHARED_PREFIX, OPT_KV_BLOCK, OPT_CHUNK_SIZE };
     static const struct option longopts[] = {
         CLI_MODEL_LONG_OPTIONS,
         {"n-prompt", required_argument, NULL, 'p'},
@@ -147,6 +169,10 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
         {"repetitions", required_argument, NULL, 'r'},
         {"output", required_argument, NULL, 'o'},
         {"cache-type", required_argument, NULL, OPT_CACHE_TYPE},
+        {"parallel", required_argument, NULL, OPT_PARALLEL},
+        {"shared-prefix", required_argument, NULL, OPT_SHARED_PREFIX},
+        {"kv-block", required_argument, NULL, OPT_KV_BLOCK},
+        {"chunk-size", required_argument, NULL, OPT_CHUNK_SIZE},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -171,8 +197,25 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
         case 'b':
             if (!parse_list("--batch-size", optarg, 1, 1 << 20, &o->batch)) return CLI_EXIT_USAGE;
             break;
+        case OPT_CHUNK_SIZE:
+            if (!cli_parse_int(CMD, "--chunk-size", optarg, 1, 4096, &o->chunk_size)) return CLI_EXIT_USAGE;
+            break;
         case 'r':
             if (!cli_parse_int(CMD, "--repetitions", optarg, 1, 1000, &o->reps))
+                return CLI_EXIT_USAGE;
+            o->reps_given = true;
+            break;
+        case OPT_PARALLEL:
+            if (!parse_list("--parallel", optarg, 1, 4096, &o->parallel)) return CLI_EXIT_USAGE;
+            break;
+        case OPT_KV_BLOCK:
+            if (!cli_parse_int(CMD, "--kv-block", optarg, 16, 1024, &o->kv_block)) return CLI_EXIT_USAGE;
+            if (o->kv_block & (o->kv_block - 1))
+                return cli_usage_error(CMD, "--kv-block: expected a power of two from 16 to 1024, got %d",
+                                       o->kv_block);
+            break;
+        case OPT_SHARED_PREFIX:
+            if (!cli_parse_int(CMD, "--shared-prefix", optarg, 1, 1 << 20, &o->shared_prefix))
                 return CLI_EXIT_USAGE;
             break;
         case 'o':
@@ -196,6 +239,20 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
     if (optind < argc) return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
     int rc = cli_model_check(CMD, &o->src, true);
     if (rc != CLI_EXIT_OK) return rc;
+    if (o->shared_prefix && !o->parallel.n)
+        return cli_usage_error(CMD, "--shared-prefix needs --parallel");
+    if (o->kv_block && !o->parallel.n) return cli_usage_error(CMD, "--kv-block needs --parallel");
+    if (o->parallel.n) {
+        if (o->n_prompt.n > 1 || o->n_gen.n > 1 || o->threads.n > 1 || o->batch.n > 1)
+            return cli_usage_error(CMD, "--parallel takes one value of -p, -n, -t and -b");
+        if (o->format == OUTPUT_CSV) return cli_usage_error(CMD, "--parallel prints md or json");
+        if (o->n_prompt.n == 0) o->n_prompt.v[o->n_prompt.n++] = DEFAULT_PARALLEL_PROMPT;
+        if (o->n_gen.n == 0) o->n_gen.v[o->n_gen.n++] = DEFAULT_PARALLEL_GEN;
+        if (o->n_prompt.v[0] == 0 && !o->shared_prefix)
+            return cli_usage_error(CMD, "--parallel needs prompts of at least one token (-p)");
+        if (!o->reps_given) o->reps = 1;
+        o->parallel_batch = o->batch.n ? o->batch.v[0] : 0;
+    }
     if (o->n_prompt.n == 0) o->n_prompt.v[o->n_prompt.n++] = DEFAULT_N_PROMPT;
     if (o->n_gen.n == 0) o->n_gen.v[o->n_gen.n++] = DEFAULT_N_GEN;
     if (o->threads.n == 0) o->threads.v[o->threads.n++] = 0;
@@ -214,15 +271,6 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* splitmix64: a fixed sequence of token ids, the same on every run. */
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15u);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    return z ^ (z >> 31);
-}
-
 struct token_source {
     uint64_t state;
     int32_t n_vocab;
@@ -231,7 +279,7 @@ struct token_source {
 
 static int32_t random_token(struct token_source *s)
 {
-    return (int32_t)(next_random(&s->state) % (uint64_t)s->n_vocab);
+    return (int32_t)(bench_next_random(&s->state) % (uint64_t)s->n_vocab);
 }
 
 static hearth_status run_prompt(hearth_context *ctx, struct token_source *s, int32_t *tokens,
@@ -292,6 +340,7 @@ static hearth_status run_test(const hearth_model *model, const struct bench_opts
     cp.n_batch = r->n_batch;
     cp.n_threads = r->n_threads;
     cp.cache_type = o->cache_type;
+    cp.chunk_size = o->chunk_size;
     hearth_context *ctx;
     hearth_status st = hearth_context_new(model, &cp, &ctx);
     if (st) return st;
@@ -645,6 +694,39 @@ static int plan_tests(const struct bench_opts *o, struct result **rows_out)
     return n;
 }
 
+/* --parallel: load the model and hand over to bench_parallel.c. */
+static int run_parallel(struct bench_opts *o)
+{
+    o->src.quiet = o->quiet;
+    char *path = NULL;
+    int rc = cli_model_resolve(CMD, &o->src, &path);
+    if (rc != CLI_EXIT_OK) return rc;
+    hearth_model *model = NULL;
+    hearth_status st = hearth_model_load(path, &o->src.params, &model);
+    free(path);
+    if (st) return cli_fail(CMD, st);
+    if (!o->quiet || hearth_model_gpu_fallback(model)) cli_model_report_offload(stderr, CMD, model, NULL);
+    struct parallel_opts po = {
+        .parallel = o->parallel.v,
+        .n_parallel = o->parallel.n,
+        .n_prompt = o->n_prompt.v[0],
+        .n_gen = o->n_gen.v[0],
+        .n_threads = o->threads.v[0] > 0 ? o->threads.v[0] : (int)sysconf(_SC_NPROCESSORS_ONLN),
+        .n_batch = o->parallel_batch,
+        .reps = o->reps,
+        .shared_prefix = o->shared_prefix,
+        .kv_block = o->kv_block,
+        .cache_type = o->cache_type,
+        .json = o->format == OUTPUT_JSON,
+        .quiet = o->quiet,
+    };
+    cli_interrupt_catch();
+    rc = bench_parallel(CMD, model, &po);
+    cli_interrupt_release();
+    hearth_model_free(model);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     struct bench_opts o;
@@ -656,6 +738,7 @@ int cmd_bench(int argc, char **argv)
     if (rc < 0) return CLI_EXIT_OK;
     if (rc != CLI_EXIT_OK) return rc;
 
+    if (o.parallel.n) return run_parallel(&o);
     struct result *rows = NULL;
     const int n_rows = plan_tests(&o, &rows);
     if (n_rows < 0) return cli_error(CMD, "out of memory");
@@ -691,11 +774,8 @@ int cmd_bench(int argc, char **argv)
         cli_model_report_offload(stderr, CMD, model, NULL);
     struct bench_info info;
     fill_info(&info, &o, path, model, kernels);
-    const hearth_vocab *vocab = hearth_model_vocab(model);
     struct token_source tokens = {.state = 1, .n_vocab = hearth_model_n_vocab(model),
-                                  .bos = HEARTH_TOKEN_NONE};
-    if (vocab && hearth_vocab_adds_bos(vocab))
-        tokens.bos = hearth_vocab_special(vocab, HEARTH_SPECIAL_BOS);
+                                  .bos = bench_bos(model)};
 
     cli_interrupt_catch();
 

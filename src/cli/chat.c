@@ -2,11 +2,12 @@
  * chat.c -- `hearth chat`: an interactive conversation on the model's chat
  * template.
  *
- * Each turn renders the whole conversation with the template and
- * tokenizes it; the tokens that match what the KV cache already holds are
- * kept, so only the new turn is prefilled.  (Rendering the whole
- * conversation, rather than appending text, keeps templates that rewrite
- * earlier turns correct: the cache is rewound to where they differ.)
+ * Each turn renders the whole conversation with the template, tokenizes
+ * it and submits it to the engine as a new request; the engine's prefix
+ * cache still holds the blocks of the turns before, so only the new turn
+ * is prefilled.  (Rendering the whole conversation, rather than appending
+ * text, keeps templates that rewrite earlier turns correct: the cache
+ * serves the blocks up to where they differ.)
  */
 #include "config.h"
 
@@ -23,6 +24,7 @@
 #include "model_options.h"
 #include "prompt.h"
 #include "sampling_options.h"
+#include "spec_options.h"
 
 #define CMD "chat"
 
@@ -80,9 +82,11 @@ static void usage(FILE *out)
             "  -b, --batch N            prompt tokens per forward pass (default 512)\n"
             "  -t, --threads N          threads (default: all processors)\n"
             "  --cache-type TYPE        KV cache type: f32, f16 (default), q8_0\n"
+            CLI_CHUNK_SIZE_HELP
             "  -v, --verbose            statistics after every reply\n");
     cli_model_help(out);
     cli_sampling_help(out);
+    cli_spec_help(out);
 }
 
 /* Read one message: a line, where a trailing backslash continues it on the
@@ -137,14 +141,18 @@ int cmd_chat(int argc, char **argv)
         {"batch-size", required_argument, NULL, 'b'},
         {"threads", required_argument, NULL, 't'},
         {"cache-type", required_argument, NULL, OPT_CACHE_TYPE},
+        CLI_CHUNK_SIZE_LONG_OPTION,
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         CLI_MODEL_LONG_OPTIONS,
         CLI_SAMPLING_LONG_OPTIONS,
+        CLI_SPEC_LONG_OPTIONS,
         {NULL, 0, NULL, 0},
     };
     struct cli_model_source src;
     struct cli_sampling sampling;
+    struct cli_spec spec;
+    cli_spec_init(&spec);
     cli_model_source_init(&src);
     cli_sampling_init(&sampling);
     const char *system = NULL, *template_spec = NULL;
@@ -154,10 +162,12 @@ int cmd_chat(int argc, char **argv)
     int rc = CLI_EXIT_USAGE;
 
     cli_model_normalize_args(argc, argv);
+    cli_spec_normalize_args(argc, argv);
     int c;
     while ((c = getopt_long(argc, argv, ":m:n:c:b:t:vh", longopts, NULL)) != -1) {
         int r = cli_model_option(CMD, &src, c, optarg);
         if (r == 0) r = cli_sampling_option(CMD, &sampling, c, optarg);
+        if (r == 0) r = cli_spec_option(CMD, &spec, c, optarg);
         if (r == 0) r = cli_context_option(CMD, &copts, OPT_CACHE_TYPE, c, optarg);
         if (r < 0) goto done;
         if (r > 0) continue;
@@ -183,18 +193,16 @@ int cmd_chat(int argc, char **argv)
     }
     if (cli_model_check(CMD, &src, true) != CLI_EXIT_OK) goto done;
     cli_sampling_finish(&sampling);
+    if (cli_spec_finish(CMD, &spec) != CLI_EXIT_OK) goto done;
 
     char *model_path = NULL, *input = NULL;
     size_t input_cap = 0;
-    hearth_model *model = NULL;
-    hearth_context *ctx = NULL;
-    hearth_sampler *sampler = NULL;
-    hearth_text_stream *stream = NULL;
-    hearth_token *cached = NULL, *tokens = NULL, *reply = NULL;
-    size_t n_cached = 0, cached_cap = 0, n_reply = 0, reply_cap = 0;
+    hearth_model *model = NULL, *draft = NULL;
+    hearth_engine *engine = NULL;
+    hearth_token *tokens = NULL, *reply = NULL;
+    size_t n_reply = 0, reply_cap = 0;
     struct conversation cv = {0};
     struct chat_prompt cp = {0};
-    hearth_status st;
     rc = CLI_EXIT_FAILURE;
 
     if (cli_model_load(CMD, &src, &model_path, &model) != CLI_EXIT_OK) goto cleanup;
@@ -205,24 +213,17 @@ int cmd_chat(int argc, char **argv)
     }
     if (chat_prompt_load(CMD, template_spec, hearth_model_gguf(model), vocab, &cp) != CLI_EXIT_OK) goto cleanup;
 
-    hearth_context_params cparams;
-    hearth_context_default_params(&cparams);
-    cli_context_apply(&copts, &cparams);
-    if ((st = hearth_context_new(model, &cparams, &ctx)) ||
-        (st = hearth_sampler_new(&sampling.params, hearth_model_n_vocab(model), &sampler)) ||
-        (st = hearth_text_stream_new(vocab, NULL, &stream))) {
-        cli_fail(CMD, st);
-        goto cleanup;
-    }
-    cli_model_report_offload(stderr, CMD, model, ctx);
+    if (cli_spec_load_draft(CMD, &spec, &src.params, &draft) != CLI_EXIT_OK) goto cleanup;
+    if (gen_engine_new(CMD, model, draft, &copts, &engine) != CLI_EXIT_OK) goto cleanup;
+    hearth_engine_params ep;
+    hearth_engine_get_params(engine, &ep);
     if (system && conv_add(&cv, "system", system, strlen(system)) != 0) goto nomem;
 
     const bool interactive = isatty(STDIN_FILENO);
     if (interactive)
         fprintf(stderr, "hearth: chatting with %s (%s); context %d tokens. /exit quits, /reset "
-                "starts over.\n", model_path, hearth_model_desc(model), hearth_context_n_ctx(ctx));
+                "starts over.\n", model_path, hearth_model_desc(model), ep.n_ctx);
     cli_interrupt_catch();
-    hearth_context_set_abort(ctx, cli_should_abort, NULL);
 
     for (;;) {
         ssize_t len = read_message(&input, &input_cap, interactive);
@@ -238,8 +239,6 @@ int cmd_chat(int argc, char **argv)
         }
         if (strcmp(input, "/reset") == 0) {
             conv_clear(&cv, system ? 1 : 0);
-            hearth_context_rewind(ctx, 0);
-            n_cached = 0;
             if (interactive) fprintf(stderr, "hearth: conversation reset\n");
             continue;
         }
@@ -252,48 +251,42 @@ int cmd_chat(int argc, char **argv)
             conv_clear(&cv, cv.n - 1);
             continue;
         }
-        /* Keep the cached prefix the new rendering shares. */
-        size_t common = 0;
-        while (common < n_cached && common < n_tokens && cached[common] == tokens[common]) common++;
-        if (common == n_tokens && common > 0) common--; /* something must be evaluated */
-        hearth_context_rewind(ctx, (int32_t)common);
-        n_cached = common;
-
-        hearth_text_stream_reset(stream);
-        hearth_sampler_reset(sampler);
+        /* The whole conversation is the prompt: the prefix cache has the
+         * blocks it shares with the turns before.  The reply is a text of
+         * its own (no leading space). */
         n_reply = 0;
         cli_interrupt_catch();
-        struct gen_request req = {tokens + common, n_tokens - common, n_predict, stream, stdout,
-                                  &reply, &n_reply, &reply_cap};
+        struct gen_request req = {
+            .prompt = tokens,
+            .n_prompt = n_tokens,
+            .n_predict = n_predict,
+            .sampling = &sampling.params,
+            .speculation = &spec.speculation,
+            .decode_flags = 0,
+            .out = stdout,
+            .tokens = &reply,
+            .n_tokens = &n_reply,
+            .tokens_cap = &reply_cap,
+        };
         struct gen_stats stats;
-        int gen_rc = gen_run(CMD, ctx, sampler, vocab, &req, &stats);
+        int gen_rc;
+        if (n_tokens > (size_t)ep.n_ctx)
+            gen_rc = cli_error(CMD, "the conversation has %zu tokens but the context holds %d; /reset "
+                               "to start over", n_tokens, ep.n_ctx);
+        else
+            gen_rc = gen_run(CMD, engine, &req, &stats);
         fputc('\n', stdout);
         fflush(stdout);
         if (gen_rc != CLI_EXIT_OK) {
-            if (stats.status == HEARTH_E_RANGE)
-                fprintf(stderr, "hearth: %s: the conversation no longer fits in the context; "
-                        "/reset to start over\n", CMD);
             conv_clear(&cv, cv.n - 1);
-            hearth_context_rewind(ctx, (int32_t)n_cached);
             continue;
         }
-        if (verbose) gen_print_stats(CMD, &stats, &sampling.params);
+        if (verbose) {
+            gen_print_stats(CMD, &stats, &sampling.params);
+            cli_spec_print_stats(CMD, &spec, stats.n_gen, stats.n_steps, stats.n_drafted, stats.n_accepted);
+        }
         if (stats.context_full)
             fprintf(stderr, "hearth: %s: the context is full; /reset to start over\n", CMD);
-
-        /* What the cache now holds: the prompt, then the reply tokens that
-         * were evaluated. */
-        size_t need = n_tokens + n_reply;
-        if (need > cached_cap) {
-            hearth_token *b = realloc(cached, need * sizeof *b);
-            if (!b) goto nomem;
-            cached = b;
-            cached_cap = need;
-        }
-        memcpy(cached, tokens, n_tokens * sizeof *tokens);
-        memcpy(cached + n_tokens, reply, n_reply * sizeof *reply);
-        n_cached = (size_t)hearth_context_n_past(ctx);
-        if (n_cached > need) n_cached = need;
 
         /* The reply as the assistant's message (without SentencePiece's
          * leading space). */
@@ -314,13 +307,11 @@ nomem:
     cli_error(CMD, "out of memory");
     rc = CLI_EXIT_FAILURE;
 cleanup:
-    hearth_text_stream_free(stream);
-    hearth_sampler_free(sampler);
-    hearth_context_free(ctx);
+    hearth_engine_free(engine);
     hearth_model_free(model);
+    hearth_model_free(draft);
     chat_prompt_free(&cp);
     conv_free(&cv);
-    free(cached);
     free(tokens);
     free(reply);
     free(input);

@@ -1,12 +1,14 @@
 /*
- * generate.c -- the generation loop shared by `hearth run` and `hearth
- * chat` (see generate.h).
+ * generate.c -- the generation shared by `hearth run` and `hearth chat`
+ * (see generate.h): a request to the engine, stepped on this thread, its
+ * events streamed to the output.
  */
 #include "config.h"
 
 #include "generate.h"
 
 #include "cli.h"
+#include "model_options.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,12 +25,33 @@ const char *gen_finish_name(enum finish_reason reason)
     return "none";
 }
 
-static void emit(FILE *out, const char *text, size_t len)
+int gen_engine_new(const char *cmd, const hearth_model *model, const hearth_model *draft,
+                   const struct cli_context_opts *opts, hearth_engine **out)
 {
-    if (len == 0) return;
-    fwrite(text, 1, len, out);
-    fflush(out);
+    hearth_engine_params p;
+    hearth_engine_default_params(&p);
+    cli_engine_apply(opts, &p);
+    p.draft_model = draft;
+    p.n_seq_max = 1; /* one request at a time; the pool holds its whole context */
+    hearth_status st = hearth_engine_new(model, &p, out);
+    if (st) return cli_fail(cmd, st);
+    cli_model_report_engine_offload(stderr, cmd, model, *out);
+    return CLI_EXIT_OK;
 }
+
+/* One request in flight: what the event callback needs. */
+struct gen_state {
+    hearth_engine *engine;
+    const struct gen_request *req;
+    struct gen_stats *stats;
+    uint64_t id;
+    bool cancelled;           /* hearth_engine_cancel() was called */
+    hearth_status failure;    /* a failure of ours that cancelled the request */
+    bool done;                /* the final event came */
+    hearth_finish_reason why;
+    hearth_status status;     /* with HEARTH_FINISH_ERROR */
+    hearth_request_stats rs;
+};
 
 static hearth_status remember(const struct gen_request *req, hearth_token token)
 {
@@ -44,6 +67,37 @@ static hearth_status remember(const struct gen_request *req, hearth_token token)
     return HEARTH_OK;
 }
 
+/* The request ends at the next step, with HEARTH_FINISH_CANCELLED. */
+static void cancel(struct gen_state *g)
+{
+    if (g->cancelled) return;
+    g->cancelled = true;
+    hearth_engine_cancel(g->engine, g->id);
+}
+
+static void on_event(void *user, const hearth_event *ev)
+{
+    struct gen_state *g = user;
+    struct gen_stats *s = g->stats;
+    if (ev->len > 0) {
+        fwrite(ev->text, 1, ev->len, g->req->out);
+        fflush(g->req->out);
+        s->n_bytes += ev->len;
+        s->last_byte = ev->text[ev->len - 1];
+    }
+    if (ev->finish == HEARTH_FINISH_NONE) {
+        /* a generated token; an end-of-generation one comes with the
+         * final event and is not part of the text */
+        if (!g->failure && ev->token >= 0) g->failure = remember(g->req, ev->token);
+        if (g->failure || cli_interrupted()) cancel(g);
+        return;
+    }
+    g->done = true;
+    g->why = ev->finish;
+    g->status = ev->status;
+    if (ev->stats) g->rs = *ev->stats;
+}
+
 /* Record a failure for the caller: print it and keep its status. */
 static int failed(const char *cmd, struct gen_stats *stats, hearth_status st)
 {
@@ -51,106 +105,83 @@ static int failed(const char *cmd, struct gen_stats *stats, hearth_status st)
     return cli_fail(cmd, st);
 }
 
-int gen_run(const char *cmd, hearth_context *ctx, hearth_sampler *sampler, const hearth_vocab *vocab,
-            const struct gen_request *req, struct gen_stats *stats)
+int gen_run(const char *cmd, hearth_engine *engine, const struct gen_request *req, struct gen_stats *stats)
 {
     memset(stats, 0, sizeof *stats);
     stats->stop_index = -1;
-    const int32_t n_ctx = hearth_context_n_ctx(ctx);
-    const double t_start = cli_now_s();
-    hearth_status st;
-
-    if (req->n_prompt > 0) {
-        int32_t n_past = hearth_context_n_past(ctx);
-        if (req->n_prompt > (size_t)(n_ctx - n_past)) {
-            stats->status = HEARTH_E_RANGE;
-            if (n_past == 0)
-                return cli_error(cmd, "the prompt has %zu tokens but the context holds %d; use a "
-                                 "larger --ctx-size or a shorter prompt", req->n_prompt, n_ctx);
-            return cli_error(cmd, "%zu more tokens do not fit: %d of the context's %d positions "
-                             "are used", req->n_prompt, n_past, n_ctx);
-        }
-        st = hearth_eval(ctx, req->prompt, (int32_t)req->n_prompt, 1);
-        if (st == HEARTH_E_INTERRUPTED) {
-            stats->finish = FINISH_INTERRUPTED;
-            return CLI_EXIT_OK;
-        }
+    struct gen_state g = {.engine = engine, .req = req, .stats = stats};
+    hearth_request r;
+    hearth_request_default(&r);
+    r.prompt = req->prompt;
+    r.n_prompt = req->n_prompt;
+    r.sampling = *req->sampling;
+    if (req->speculation) r.speculation = *req->speculation;
+    r.stop = req->stop;
+    r.n_stop = req->n_stop;
+    r.max_tokens = req->n_predict;
+    r.decode_flags = req->decode_flags;
+    r.on_event = on_event;
+    r.user = &g;
+    hearth_status st = hearth_engine_submit(engine, &r, &g.id);
+    if (st) return failed(cmd, stats, st);
+    while (!g.done) {
+        if (cli_interrupted()) cancel(&g);
+        bool worked;
+        st = hearth_engine_step(engine, &worked);
+        if (g.done) break;
         if (st) return failed(cmd, stats, st);
-        for (size_t i = 0; i < req->n_prompt; i++) {
-            st = hearth_sampler_accept(sampler, req->prompt[i]);
-            if (st) return failed(cmd, stats, st);
+        if (!worked) {
+            stats->status = HEARTH_E_INTERNAL;
+            return cli_error(cmd, "the engine stopped before the request ended");
         }
-        stats->n_prompt = (int32_t)req->n_prompt;
-    } else if (!hearth_context_logits(ctx, 0)) {
-        stats->status = HEARTH_E_INVALID;
-        return cli_error(cmd, "nothing to generate from: the prompt is empty");
     }
-    stats->prompt_s = cli_now_s() - t_start;
 
-    double t_first = 0.0;
-    const char *text;
-    size_t len;
-    for (;;) {
-        if (cli_interrupted()) {
-            stats->finish = FINISH_INTERRUPTED;
-            break;
-        }
-        if (req->n_predict >= 0 && stats->n_gen >= req->n_predict) {
-            stats->finish = FINISH_LENGTH;
-            break;
-        }
-        hearth_token token;
-        st = hearth_sampler_sample(sampler, hearth_context_logits(ctx, 0), &token);
-        if (st) return failed(cmd, stats, st);
-        if (stats->n_gen == 0) {
-            t_first = cli_now_s();
-            stats->ttft_s = t_first - t_start;
-        }
-        stats->n_gen++;
-        if (hearth_vocab_is_eog(vocab, token)) {
-            stats->finish = FINISH_EOS;
-            break;
-        }
-        if ((st = hearth_sampler_accept(sampler, token)) || (st = remember(req, token)) ||
-            (st = hearth_text_stream_push_token(req->stream, token, &text, &len)))
-            return failed(cmd, stats, st);
-        emit(req->out, text, len);
-        if (hearth_text_stream_stop_index(req->stream) >= 0) {
-            stats->finish = FINISH_STOP;
-            stats->stop_index = hearth_text_stream_stop_index(req->stream);
-            break;
-        }
-        if (hearth_context_n_past(ctx) >= n_ctx) {
-            stats->finish = FINISH_LENGTH;
-            stats->context_full = true;
-            break;
-        }
-        if (req->n_predict >= 0 && stats->n_gen >= req->n_predict) {
-            /* the last token needs no evaluation */
-            stats->finish = FINISH_LENGTH;
-            break;
-        }
-        st = hearth_eval(ctx, &token, 1, 1);
-        if (st == HEARTH_E_INTERRUPTED) {
-            stats->finish = FINISH_INTERRUPTED;
-            break;
-        }
-        if (st) return failed(cmd, stats, st);
+    switch (g.why) {
+    case HEARTH_FINISH_STOP:
+        stats->finish = FINISH_STOP;
+        stats->stop_index = g.rs.stop_index;
+        break;
+    case HEARTH_FINISH_EOS: stats->finish = FINISH_EOS; break;
+    case HEARTH_FINISH_LENGTH: stats->finish = FINISH_LENGTH; break;
+    case HEARTH_FINISH_CONTEXT:
+        stats->finish = FINISH_LENGTH;
+        stats->context_full = true;
+        break;
+    case HEARTH_FINISH_CANCELLED:
+        if (g.failure) return failed(cmd, stats, g.failure);
+        stats->finish = FINISH_INTERRUPTED;
+        break;
+    case HEARTH_FINISH_ERROR:
+    case HEARTH_FINISH_NONE:
+        return failed(cmd, stats, g.status ? g.status : HEARTH_E_INTERNAL);
     }
-    if (stats->n_gen > 0) stats->gen_s = cli_now_s() - t_first;
-    if (stats->finish != FINISH_STOP) {
-        st = hearth_text_stream_finish(req->stream, &text, &len);
-        if (st) return failed(cmd, stats, st);
-        emit(req->out, text, len);
+
+    const hearth_request_stats *rs = &g.rs;
+    stats->n_gen = rs->n_generated;
+    stats->n_steps = rs->n_steps;
+    stats->n_drafted = rs->n_drafted;
+    stats->n_accepted = rs->n_accepted;
+    stats->ttft_s = rs->ttft_ms * 1e-3;
+    if (rs->n_generated > 1) stats->gen_s = rs->tpot_ms * (rs->n_generated - 1) * 1e-3;
+    /* The prompt was processed when a token came (or none was wanted):
+     * from the admission to the first token, or to the end. */
+    if (rs->n_generated > 0 || stats->finish != FINISH_INTERRUPTED) {
+        stats->n_prompt = rs->n_prompt;
+        stats->n_cached = rs->n_cached;
+        const double end_ms = rs->n_generated > 0 ? rs->ttft_ms : rs->total_ms;
+        stats->prompt_s = (end_ms - rs->queue_ms) * 1e-3;
     }
     return CLI_EXIT_OK;
 }
 
 void gen_print_stats(const char *cmd, const struct gen_stats *s, const hearth_sampler_params *sampling)
 {
-    if (s->n_prompt > 0)
-        fprintf(stderr, "hearth: %s: prompt: %d tokens, %.2f tokens/s\n", cmd, s->n_prompt,
-                s->prompt_s > 0 ? s->n_prompt / s->prompt_s : 0.0);
+    if (s->n_prompt > 0) {
+        /* Prefill speed: the tokens computed, not those from the cache. */
+        const int32_t computed = s->n_prompt - s->n_cached;
+        fprintf(stderr, "hearth: %s: prompt: %d tokens (%d from the cache), %.2f tokens/s\n", cmd,
+                s->n_prompt, s->n_cached, s->prompt_s > 0 ? computed / s->prompt_s : 0.0);
+    }
     if (s->n_gen > 0) {
         /* Decode speed: the tokens after the first, each one evaluation,
          * over the time between the first and the last. */

@@ -1,8 +1,9 @@
 /*
- * generate.h -- the generation loop shared by `hearth run` and `hearth
- * chat`: prefill new prompt tokens, then sample, evaluate and stream text
- * until an end-of-generation token, a stop string, the token limit, the end
- * of the context or SIGINT; and the statistics every request reports.
+ * generate.h -- the generation shared by `hearth run` and `hearth chat`:
+ * one engine per program run (hearth.h, "serving engine"), each request a
+ * prompt whose text is streamed as the engine generates it, until an
+ * end-of-generation token, a stop string, the token limit, the end of the
+ * context or SIGINT; and the statistics every request reports.
  */
 #ifndef HEARTH_CLI_GENERATE_H
 #define HEARTH_CLI_GENERATE_H
@@ -11,6 +12,7 @@
 #include <stdio.h>
 
 #include "hearth.h"
+#include "prompt.h"
 
 enum finish_reason {
     FINISH_NONE,
@@ -21,22 +23,35 @@ enum finish_reason {
 };
 
 struct gen_stats {
-    int32_t n_prompt;      /* tokens prefilled for this request */
-    double prompt_s;       /* prefill time */
-    double ttft_s;         /* from the start to the first generated token */
+    int32_t n_prompt;      /* prompt tokens; 0 when interrupted before the
+                              prompt was processed */
+    int32_t n_cached;      /* of those, taken from the prefix cache */
+    double prompt_s;       /* prefill time of the others */
+    double ttft_s;         /* from the submission to the first generated token */
     int32_t n_gen;         /* tokens generated */
     double gen_s;          /* time from the first to the last generated token */
     enum finish_reason finish;
     bool context_full;     /* FINISH_LENGTH because the context ran out */
     int stop_index;        /* which stop string, for FINISH_STOP */
     hearth_status status;  /* after a failure: the library's status */
+    int32_t n_steps;       /* forward passes of the model that yielded tokens */
+    int32_t n_drafted;     /* speculation: tokens drafted and verified */
+    int32_t n_accepted;    /* of those, accepted */
+    size_t n_bytes;        /* bytes of generated text written */
+    char last_byte;        /* the last of them */
 };
 
 struct gen_request {
-    const hearth_token *prompt;   /* tokens to prefill (appended to the context) */
+    const hearth_token *prompt;   /* the whole prompt, at most the context (the
+                                     engine refuses more); a prefix the engine
+                                     has cached is not computed again */
     size_t n_prompt;
     int32_t n_predict;            /* most tokens to generate; < 0: no limit */
-    hearth_text_stream *stream;   /* decodes tokens, holds back stop strings */
+    const hearth_sampler_params *sampling;
+    const hearth_speculation *speculation; /* NULL: none */
+    const char *const *stop;      /* stop strings, held back from the text */
+    size_t n_stop;
+    unsigned decode_flags;        /* HEARTH_DECODE_* for the text */
     FILE *out;                    /* where text goes (flushed per token) */
     /* Generated tokens are appended here when not NULL (grown with realloc). */
     hearth_token **tokens;
@@ -44,12 +59,20 @@ struct gen_request {
     size_t *tokens_cap;
 };
 
-/* Run one request (it stops after the current token once
- * cli_interrupted() says SIGINT arrived).  Returns CLI_EXIT_OK when generation ended by a finish
- * reason (see stats->finish), CLI_EXIT_FAILURE after printing an error
- * (its status in stats->status). */
-int gen_run(const char *cmd, hearth_context *ctx, hearth_sampler *sampler,
-            const hearth_vocab *vocab, const struct gen_request *req, struct gen_stats *stats);
+/* The engine of a generating command: context size, batch, threads and
+ * cache type from the options, one sequence at a time in a KV pool of one
+ * context, drafting with draft (may be NULL).  Reports where the model runs (cli_model_report_engine_offload)
+ * and returns CLI_EXIT_OK, or prints the error and returns
+ * CLI_EXIT_FAILURE. */
+int gen_engine_new(const char *cmd, const hearth_model *model, const hearth_model *draft,
+                   const struct cli_context_opts *opts, hearth_engine **out);
+
+/* Run one request to the end (it stops after the current token once
+ * cli_interrupted() says SIGINT arrived).  Returns CLI_EXIT_OK when
+ * generation ended by a finish reason (see stats->finish),
+ * CLI_EXIT_FAILURE after printing an error (its status in
+ * stats->status). */
+int gen_run(const char *cmd, hearth_engine *engine, const struct gen_request *req, struct gen_stats *stats);
 
 const char *gen_finish_name(enum finish_reason reason);
 

@@ -39,8 +39,24 @@ struct summary {
     int64_t head_dim_v;
     int64_t n_embd;
     int64_t n_vocab;
+    int64_t n_expert;            /* mixture of experts; -1 when not declared */
+    int64_t n_expert_used;
+    int64_t n_ff_exp;
+    int64_t n_ff_shexp;
+    int64_t sliding_window;      /* attention.sliding_window; -1 when not set */
+    int64_t swa_pattern;         /* attention.sliding_window_pattern */
+    double attn_softcap, final_softcap; /* logit soft-capping; 0 when not set */
     uint64_t kv_bytes_per_token; /* F16 cache */
 };
+
+/* A float under "ARCH.suffix"; 0 when missing. */
+static double arch_float(const hearth_gguf *g, const char *arch, const char *suffix)
+{
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    float v;
+    return hearth_gguf_get_f32(g, key, &v) == HEARTH_OK ? v : 0.0;
+}
 
 /* An integer under "ARCH.suffix"; -1 when missing.  Per-layer arrays (some
  * models vary head counts by layer) give their largest element. */
@@ -81,7 +97,12 @@ static void summarise(const hearth_gguf *g, struct summary *s)
     }
     s->context_length = s->n_layers = s->n_heads = s->n_kv_heads = -1;
     s->head_dim_k = s->head_dim_v = s->n_embd = s->n_vocab = -1;
+    s->n_expert = s->n_expert_used = s->n_ff_exp = s->n_ff_shexp = -1;
     if (s->arch) {
+        s->n_expert = arch_int(g, s->arch, "expert_count");
+        s->n_expert_used = arch_int(g, s->arch, "expert_used_count");
+        s->n_ff_exp = arch_int(g, s->arch, "expert_feed_forward_length");
+        s->n_ff_shexp = arch_int(g, s->arch, "expert_shared_feed_forward_length");
         s->context_length = arch_int(g, s->arch, "context_length");
         s->n_layers = arch_int(g, s->arch, "block_count");
         s->n_embd = arch_int(g, s->arch, "embedding_length");
@@ -94,6 +115,12 @@ static void summarise(const hearth_gguf *g, struct summary *s)
             s->head_dim_k = s->n_embd / s->n_heads;
         if (s->head_dim_v < 0) s->head_dim_v = s->head_dim_k;
         s->n_vocab = arch_int(g, s->arch, "vocab_size");
+        s->sliding_window = arch_int(g, s->arch, "attention.sliding_window");
+        s->swa_pattern = arch_int(g, s->arch, "attention.sliding_window_pattern");
+        s->attn_softcap = arch_float(g, s->arch, "attn_logit_softcapping");
+        s->final_softcap = arch_float(g, s->arch, "final_logit_softcapping");
+    } else {
+        s->sliding_window = s->swa_pattern = -1;
     }
     hearth_gguf_value tokens;
     if (hearth_gguf_get_array(g, "tokenizer.ggml.tokens", &tokens) == HEARTH_OK)
@@ -262,6 +289,22 @@ static void print_text(const hearth_gguf *g, const struct inspect_opts *o)
     ROW("head dim", s.head_dim_k);
     if (s.head_dim_v != s.head_dim_k) ROW("value head dim", s.head_dim_v);
     ROW("vocab size", s.n_vocab);
+    if (s.n_expert > 0) {
+        printf("  %-22s %" PRId64, "experts", s.n_expert);
+        if (s.n_expert_used > 0) printf(" (%" PRId64 " used per token)", s.n_expert_used);
+        putchar('\n');
+        if (s.n_ff_exp > 0) ROW("expert FF length", s.n_ff_exp);
+        if (s.n_ff_shexp > 0) ROW("shared expert FF", s.n_ff_shexp);
+    }
+    if (s.sliding_window >= 0) {
+        if (s.swa_pattern > 1)
+            printf("  %-22s %" PRId64 " (%" PRId64 " of every %" PRId64 " layers)\n", "sliding window",
+                   s.sliding_window, s.swa_pattern - 1, s.swa_pattern);
+        else
+            ROW("sliding window", s.sliding_window);
+    }
+    if (s.attn_softcap > 0) printf("  %-22s %g\n", "attention soft-cap", s.attn_softcap);
+    if (s.final_softcap > 0) printf("  %-22s %g\n", "logit soft-cap", s.final_softcap);
 #undef ROW
     if (s.kv_bytes_per_token)
         printf("  %-22s %" PRIu64 " bytes (F16 keys and values)\n", "KV cache per token",
@@ -327,6 +370,12 @@ static void print_json(const hearth_gguf *g, const struct inspect_opts *o)
     json_int_field("head_dim", s.head_dim_k, true);
     json_int_field("value_head_dim", s.head_dim_v, true);
     json_int_field("vocab_size", s.n_vocab, true);
+    json_int_field("experts", s.n_expert, true);
+    json_int_field("experts_used", s.n_expert_used, true);
+    json_int_field("expert_feed_forward_length", s.n_ff_exp, true);
+    json_int_field("expert_shared_feed_forward_length", s.n_ff_shexp, true);
+    json_int_field("sliding_window", s.sliding_window, true);
+    json_int_field("sliding_window_pattern", s.swa_pattern, true);
     json_int_field("kv_cache_bytes_per_token", s.kv_bytes_per_token ? (int64_t)s.kv_bytes_per_token : -1,
                    false);
     printf("  }\n}\n");

@@ -4,6 +4,8 @@ bin_PROGRAMS += src/hearth
 
 src_hearth_SOURCES = \
 	src/cli/bench.c \
+	src/cli/bench_parallel.c \
+	src/cli/bench_parallel.h \
 	src/cli/chat.c \
 	src/cli/cli.h \
 	src/cli/commands.def \
@@ -24,6 +26,9 @@ src_hearth_SOURCES = \
 	src/cli/run.c \
 	src/cli/sampling_options.c \
 	src/cli/sampling_options.h \
+	src/cli/serve.c \
+	src/cli/spec_options.c \
+	src/cli/spec_options.h \
 	src/cli/template.c \
 	src/cli/tokenize.c
 src_hearth_LDADD = src/libhearth.la -lm

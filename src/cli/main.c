@@ -57,6 +57,9 @@ static void print_version(bool verbose)
 #ifdef HAVE_OPENCL
     printf(" opencl");
 #endif
+#ifdef HEARTH_HAVE_SERVER
+    printf(" server");
+#endif
     printf("\n");
     const char *features = hearth_cpu_features();
     printf("cpu: %s\n", *features ? features : "(no SIMD extensions the kernels use)");

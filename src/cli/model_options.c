@@ -251,13 +251,14 @@ void cli_model_help(FILE *out)
  * Offload report
  * ------------------------------------------------------------------------ */
 
-void cli_model_format_offload(char *buf, size_t size, const hearth_model *m,
-                              const hearth_context *ctx)
+/* The line for a model whose context or engine runs n_gpu layers on the
+ * device, having fallen back to the CPU for run_fallback (or NULL). */
+static void format_offload(char *buf, size_t size, const hearth_model *m, int32_t n_gpu,
+                           const char *run_fallback)
 {
     const int32_t n_layer = hearth_model_n_layer(m);
     const char *reason = hearth_model_gpu_fallback(m);
-    if (!reason && ctx) reason = hearth_context_gpu_fallback(ctx);
-    const int32_t n_gpu = ctx ? hearth_context_n_gpu_layers(ctx) : hearth_model_n_gpu_layers(m);
+    if (!reason) reason = run_fallback;
     /* the output layer is only offloaded with every layer */
     if (n_gpu == 0) {
         if (reason) snprintf(buf, size, "all %d layers on the CPU (offload failed: %s)", n_layer, reason);
@@ -279,13 +280,32 @@ void cli_model_format_offload(char *buf, size_t size, const hearth_model *m,
         snprintf(buf + n, size - (size_t)n, "; the output layer on the CPU");
 }
 
+void cli_model_format_offload(char *buf, size_t size, const hearth_model *m,
+                              const hearth_context *ctx)
+{
+    format_offload(buf, size, m, ctx ? hearth_context_n_gpu_layers(ctx) : hearth_model_n_gpu_layers(m),
+                   ctx ? hearth_context_gpu_fallback(ctx) : NULL);
+}
+
+static void report_offload(FILE *out, const char *cmd, const hearth_model *m, int32_t n_gpu,
+                           const char *run_fallback)
+{
+    const bool asked = hearth_model_n_gpu_layers(m) > 0 || hearth_model_gpu_fallback(m) || run_fallback;
+    if (!asked) return;
+    char line[1536];
+    format_offload(line, sizeof line, m, n_gpu, run_fallback);
+    fprintf(out, "hearth: %s: offload: %s\n", cmd, line);
+}
+
 void cli_model_report_offload(FILE *out, const char *cmd, const hearth_model *m,
                               const hearth_context *ctx)
 {
-    const bool asked = hearth_model_n_gpu_layers(m) > 0 || hearth_model_gpu_fallback(m) ||
-                       (ctx && hearth_context_gpu_fallback(ctx));
-    if (!asked) return;
-    char line[1536];
-    cli_model_format_offload(line, sizeof line, m, ctx);
-    fprintf(out, "hearth: %s: offload: %s\n", cmd, line);
+    report_offload(out, cmd, m, ctx ? hearth_context_n_gpu_layers(ctx) : hearth_model_n_gpu_layers(m),
+                   ctx ? hearth_context_gpu_fallback(ctx) : NULL);
+}
+
+void cli_model_report_engine_offload(FILE *out, const char *cmd, const hearth_model *m,
+                                     const hearth_engine *engine)
+{
+    report_offload(out, cmd, m, hearth_engine_n_gpu_layers(engine), hearth_engine_gpu_fallback(engine));
 }

@@ -11,8 +11,9 @@
  * CLI_MODEL_LONG_OPTIONS in its table and "m:" in its short options,
  * offers each option to cli_model_option(), and after the loop calls
  * cli_model_check() and cli_model_resolve() (or cli_model_load()).  It
- * loads the model with src.params and, after creating its context, prints
- * cli_model_report_offload() on stderr.
+ * loads the model with src.params and, after creating its context (or
+ * engine), prints cli_model_report_offload() (or
+ * cli_model_report_engine_offload()) on stderr.
  */
 #ifndef HEARTH_CLI_MODEL_OPTIONS_H
 #define HEARTH_CLI_MODEL_OPTIONS_H
@@ -102,5 +103,8 @@ void cli_model_format_offload(char *buf, size_t size, const hearth_model *model,
  * back); nothing for a run on the CPU alone. */
 void cli_model_report_offload(FILE *out, const char *cmd, const hearth_model *model,
                               const hearth_context *ctx);
+/* The same for an engine over the model (never NULL). */
+void cli_model_report_engine_offload(FILE *out, const char *cmd, const hearth_model *model,
+                                     const hearth_engine *engine);
 
 #endif /* HEARTH_CLI_MODEL_OPTIONS_H */

@@ -39,20 +39,21 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: hearth perplexity -m MODEL -f TEXT [-c CTX] [-b BATCH] [--chunks N]\n"
-            "                         [-t THREADS] [--cache-type f32|f16|q8_0]\n"
+            "                         [-t THREADS] [--cache-type f32|f16|q8_0] [--chunk-size N]\n"
             "\n"
             "Compute the perplexity of MODEL on the text in TEXT.\n"
             "  -c, --ctx-size N      tokens per chunk (default 512)\n"
             "  -b, --batch N         tokens per forward pass (default: the chunk)\n"
             "  --chunks N            evaluate only the first N chunks\n"
             "  -t, --threads N       threads (default: all processors)\n"
-            "  --cache-type TYPE     KV cache type (default f16)\n");
+            "  --cache-type TYPE     KV cache type (default f16)\n"
+            "  --chunk-size N        recurrent models: tokens per chunk of the prefill (default 16)\n");
     cli_model_help(out);
 }
 
 int cmd_perplexity(int argc, char **argv)
 {
-    enum { OPT_CHUNKS = 1000, OPT_CACHE_TYPE };
+    enum { OPT_CHUNKS = 1000, OPT_CACHE_TYPE, OPT_CHUNK_SIZE };
     static const struct option longopts[] = {
         {"file", required_argument, NULL, 'f'},
         {"ctx-size", required_argument, NULL, 'c'},
@@ -61,6 +62,7 @@ int cmd_perplexity(int argc, char **argv)
         {"threads", required_argument, NULL, 't'},
         {"chunks", required_argument, NULL, OPT_CHUNKS},
         {"cache-type", required_argument, NULL, OPT_CACHE_TYPE},
+        {"chunk-size", required_argument, NULL, OPT_CHUNK_SIZE},
         {"help", no_argument, NULL, 'h'},
         CLI_MODEL_LONG_OPTIONS,
         {NULL, 0, NULL, 0},
@@ -68,7 +70,7 @@ int cmd_perplexity(int argc, char **argv)
     struct cli_model_source src;
     cli_model_source_init(&src);
     const char *text_path = NULL;
-    int n_ctx = 512, n_batch = 0, n_threads = 0;
+    int n_ctx = 512, n_batch = 0, n_threads = 0, chunk_size = 0;
     long max_chunks = -1;
     hearth_type cache_type = HEARTH_TYPE_F16;
     int c;
@@ -93,6 +95,9 @@ int cmd_perplexity(int argc, char **argv)
             break;
         case OPT_CACHE_TYPE:
             if (!cli_parse_cache_type(CMD, optarg, &cache_type)) return CLI_EXIT_USAGE;
+            break;
+        case OPT_CHUNK_SIZE:
+            if (!cli_parse_int(CMD, "--chunk-size", optarg, 1, 4096, &chunk_size)) return CLI_EXIT_USAGE;
             break;
         case 'h': usage(stdout); return CLI_EXIT_OK;
         default: return cli_option_error(CMD, c, argv);
@@ -138,6 +143,7 @@ int cmd_perplexity(int argc, char **argv)
     cp.n_batch = n_batch > 0 ? n_batch : n_ctx;
     cp.n_threads = n_threads;
     cp.cache_type = cache_type;
+    cp.chunk_size = chunk_size;
     st = hearth_context_new(model, &cp, &ctx);
     if (st) {
         cli_fail(CMD, st);

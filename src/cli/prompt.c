@@ -12,25 +12,46 @@
 
 #include "cli.h"
 
-int cli_tokenize(const char *cmd, const hearth_vocab *vocab, const char *text, size_t len,
-                 unsigned flags, hearth_token **tokens, size_t *n_tokens)
+hearth_status prompt_tokenize(const hearth_vocab *vocab, const char *text, size_t len, unsigned flags,
+                              hearth_token **tokens, size_t *n_tokens)
 {
     size_t cap = len + 8;
     for (int attempt = 0; attempt < 2; attempt++) {
         hearth_token *buf = malloc(cap * sizeof *buf);
-        if (!buf) return cli_error(cmd, "out of memory tokenizing %zu bytes", len);
+        if (!buf) return HEARTH_E_NOMEM;
         size_t n = 0;
         hearth_status st = hearth_tokenize(vocab, text, len, flags, buf, cap, &n);
         if (st == HEARTH_OK) {
             *tokens = buf;
             *n_tokens = n;
-            return CLI_EXIT_OK;
+            return HEARTH_OK;
         }
         free(buf);
-        if (st != HEARTH_E_RANGE) return cli_fail(cmd, st);
+        if (st != HEARTH_E_RANGE) return st;
         cap = n;
     }
-    return cli_error(cmd, "tokenizing failed: the token count changed between attempts");
+    return HEARTH_E_RANGE;
+}
+
+int cli_tokenize(const char *cmd, const hearth_vocab *vocab, const char *text, size_t len,
+                 unsigned flags, hearth_token **tokens, size_t *n_tokens)
+{
+    hearth_status st = prompt_tokenize(vocab, text, len, flags, tokens, n_tokens);
+    if (st == HEARTH_E_NOMEM) return cli_error(cmd, "out of memory tokenizing %zu bytes", len);
+    if (st == HEARTH_E_RANGE)
+        return cli_error(cmd, "tokenizing failed: the token count changed between attempts");
+    if (st) return cli_fail(cmd, st);
+    return CLI_EXIT_OK;
+}
+
+unsigned chat_prompt_tokenize_flags(const char *bos_text, const char *text, size_t len)
+{
+    /* Templates that write the BOS text themselves (Llama 3) must not get a
+     * second BOS from the tokenizer. */
+    size_t bos_len = strlen(bos_text);
+    if (bos_len > 0 && len >= bos_len && memcmp(text, bos_text, bos_len) == 0)
+        return HEARTH_TOKENIZE_PARSE_SPECIAL;
+    return HEARTH_TOKENIZE_PARSE_SPECIAL | HEARTH_TOKENIZE_ADD_SPECIAL;
 }
 
 static char *token_text(const hearth_vocab *vocab, hearth_special_token which)
@@ -110,13 +131,8 @@ int chat_prompt_tokens(const char *cmd, const struct chat_prompt *cp, const hear
     size_t len;
     hearth_status st = hearth_template_render_messages(cp->tmpl, messages, n_messages, &opts, &text, &len);
     if (st) return cli_error(cmd, "chat template (%s): %s", cp->source, hearth_last_error());
-    /* Templates that write the BOS text themselves (Llama 3) must not get a
-     * second BOS from the tokenizer. */
-    unsigned flags = HEARTH_TOKENIZE_PARSE_SPECIAL;
-    size_t bos_len = strlen(cp->bos_text);
-    if (!(bos_len > 0 && len >= bos_len && memcmp(text, cp->bos_text, bos_len) == 0))
-        flags |= HEARTH_TOKENIZE_ADD_SPECIAL;
-    int rc = cli_tokenize(cmd, vocab, text, len, flags, tokens, n_tokens);
+    int rc = cli_tokenize(cmd, vocab, text, len, chat_prompt_tokenize_flags(cp->bos_text, text, len),
+                          tokens, n_tokens);
     hearth_free(text);
     return rc;
 }
@@ -129,16 +145,18 @@ int cli_context_option(const char *cmd, struct cli_context_opts *o, int cache_ty
     else if (opt == 'b') ok = cli_parse_int(cmd, "--batch", arg, 1, 1 << 20, &o->n_batch);
     else if (opt == 't') ok = cli_parse_int(cmd, "--threads", arg, 1, 1024, &o->n_threads);
     else if (opt == cache_type_opt) ok = cli_parse_cache_type(cmd, arg, &o->cache_type);
+    else if (opt == CLI_OPT_CHUNK_SIZE) ok = cli_parse_int(cmd, "--chunk-size", arg, 1, 4096, &o->chunk_size);
     else return 0;
     return ok ? 1 : -1;
 }
 
-void cli_context_apply(const struct cli_context_opts *o, hearth_context_params *p)
+void cli_engine_apply(const struct cli_context_opts *o, hearth_engine_params *p)
 {
     p->n_ctx = o->n_ctx;
     p->n_batch = o->n_batch;
     p->n_threads = o->n_threads;
     p->cache_type = o->cache_type;
+    p->chunk_size = o->chunk_size;
 }
 
 bool cli_parse_cache_type(const char *cmd, const char *arg, hearth_type *out)

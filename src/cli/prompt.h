@@ -11,8 +11,13 @@
 
 #include "hearth.h"
 
-/* Tokenize text into a malloc'ed array.  Returns a CLI exit status (after
- * printing on failure). */
+/* Tokenize text into a malloc'ed array: HEARTH_OK, HEARTH_E_NOMEM, or the
+ * tokenizer's failure (HEARTH_E_RANGE should the count change between the
+ * two attempts). */
+hearth_status prompt_tokenize(const hearth_vocab *vocab, const char *text, size_t len, unsigned flags,
+                              hearth_token **tokens, size_t *n_tokens);
+
+/* The same, returning a CLI exit status (after printing on failure). */
 int cli_tokenize(const char *cmd, const hearth_vocab *vocab, const char *text, size_t len,
                  unsigned flags, hearth_token **tokens, size_t *n_tokens);
 
@@ -29,6 +34,10 @@ struct chat_prompt {
 int chat_prompt_load(const char *cmd, const char *spec, const hearth_gguf *gguf,
                      const hearth_vocab *vocab, struct chat_prompt *cp);
 void chat_prompt_free(struct chat_prompt *cp);
+
+/* The tokenizer flags for text a chat template rendered: special-token
+ * text parsed, and BOS added unless the text starts with bos_text. */
+unsigned chat_prompt_tokenize_flags(const char *bos_text, const char *text, size_t len);
 
 /* Render the conversation and tokenize the result (special-token text is
  * parsed, BOS added unless the template wrote it).  Returns a CLI exit
@@ -47,8 +56,16 @@ bool cli_parse_cache_type(const char *cmd, const char *arg, hearth_type *out);
 struct cli_context_opts {
     int n_ctx, n_batch, n_threads;
     hearth_type cache_type;
+    int chunk_size;         /* --chunk-size (recurrent models); 0: the default */
 };
-#define CLI_CONTEXT_OPTS_INIT {0, 0, 0, HEARTH_TYPE_F16}
+#define CLI_CONTEXT_OPTS_INIT {0, 0, 0, HEARTH_TYPE_F16, 0}
+
+/* The getopt value of --chunk-size, which cli_context_option() handles. */
+#define CLI_OPT_CHUNK_SIZE 0x3c00
+#define CLI_CHUNK_SIZE_LONG_OPTION {"chunk-size", required_argument, NULL, CLI_OPT_CHUNK_SIZE}
+#define CLI_CHUNK_SIZE_HELP \
+    "  --chunk-size N           recurrent models (RWKV-6): tokens per chunk of the\n" \
+    "                           chunk-parallel prefill (default 16)\n"
 
 /* Handle one getopt_long() result: 1 when it was a context option with a
  * valid value, 0 when it is not one, -1 after printing a usage error. */
@@ -56,6 +73,6 @@ int cli_context_option(const char *cmd, struct cli_context_opts *o, int cache_ty
                        const char *arg);
 
 /* Set the fields of p the options control. */
-void cli_context_apply(const struct cli_context_opts *o, hearth_context_params *p);
+void cli_engine_apply(const struct cli_context_opts *o, hearth_engine_params *p);
 
 #endif /* HEARTH_CLI_PROMPT_H */

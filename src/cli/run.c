@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "generate.h"
@@ -16,9 +15,49 @@
 #include "model_options.h"
 #include "prompt.h"
 #include "sampling_options.h"
+#include "spec_options.h"
 
 #define CMD "run"
 #define MAX_STOP 64
+
+enum {
+    OPT_STOP = 0x2000, OPT_CHAT, OPT_SYSTEM, OPT_CHAT_TEMPLATE, OPT_SPECIAL, OPT_NO_ECHO,
+    OPT_CACHE_TYPE, OPT_GRAMMAR, OPT_GRAMMAR_FILE, OPT_JSON_SCHEMA, OPT_JSON
+};
+
+/* The grammar of --grammar, --grammar-file, --json-schema or --json. */
+static int run_grammar(const hearth_vocab *vocab, int kind, const char *arg, hearth_grammar **out)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    const char *text = arg, *what = "--grammar";
+    if (kind == OPT_GRAMMAR_FILE) {
+        what = arg;
+        text = buf = cli_read_file(CMD, arg, &len);
+        if (!buf) return CLI_EXIT_FAILURE;
+    } else if (kind == OPT_JSON_SCHEMA) {
+        what = "--json-schema";
+        const char *p = arg;
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+        if (*p != '{') {
+            /* not a schema's text: a file */
+            what = arg;
+            text = buf = cli_read_file(CMD, arg, &len);
+            if (!buf) return CLI_EXIT_FAILURE;
+        }
+    }
+    if (text && !buf) len = strlen(text);
+    hearth_status st;
+    if (kind == OPT_JSON) st = hearth_grammar_json_object(vocab, out);
+    else if (kind == OPT_JSON_SCHEMA) st = hearth_grammar_from_json_schema(vocab, text, len, out);
+    else st = hearth_grammar_new(vocab, text, len, out);
+    free(buf);
+    if (st) {
+        cli_error(CMD, "%s: %s", kind == OPT_JSON ? "--json" : what, hearth_last_error());
+        return CLI_EXIT_FAILURE;
+    }
+    return CLI_EXIT_OK;
+}
 
 static void usage(FILE *out)
 {
@@ -34,6 +73,7 @@ static void usage(FILE *out)
             "  -b, --batch N            prompt tokens per forward pass (default 512)\n"
             "  -t, --threads N          threads (default: all processors)\n"
             "  --cache-type TYPE        KV cache type: f32, f16 (default), q8_0\n"
+            CLI_CHUNK_SIZE_HELP
             "  --stop TEXT              stop when TEXT is generated (repeatable)\n"
             "  --chat                   apply the chat template to the prompt\n"
             "  --system TEXT            system message for --chat\n"
@@ -41,17 +81,18 @@ static void usage(FILE *out)
             "  --special                parse special-token text in the prompt and\n"
             "                           show special tokens in the output\n"
             "  --no-echo                do not print the prompt before the output\n"
+            "  --grammar TEXT           constrain the output to a GBNF grammar\n"
+            "  --grammar-file FILE      ... read from FILE\n"
+            "  --json-schema FILE|TEXT  ... to JSON valid for a JSON Schema\n"
+            "  --json                   ... to a JSON object (see hearth-grammar(7))\n"
             "  -v, --verbose            report the model, context and cache\n");
     cli_model_help(out);
     cli_sampling_help(out);
+    cli_spec_help(out);
 }
 
 int cmd_run(int argc, char **argv)
 {
-    enum {
-        OPT_STOP = 0x2000, OPT_CHAT, OPT_SYSTEM, OPT_CHAT_TEMPLATE, OPT_SPECIAL, OPT_NO_ECHO,
-        OPT_CACHE_TYPE
-    };
     static const struct option longopts[] = {
         {"prompt", required_argument, NULL, 'p'},
         {"file", required_argument, NULL, 'f'},
@@ -61,20 +102,28 @@ int cmd_run(int argc, char **argv)
         {"batch-size", required_argument, NULL, 'b'},
         {"threads", required_argument, NULL, 't'},
         {"cache-type", required_argument, NULL, OPT_CACHE_TYPE},
+        CLI_CHUNK_SIZE_LONG_OPTION,
         {"stop", required_argument, NULL, OPT_STOP},
         {"chat", no_argument, NULL, OPT_CHAT},
         {"system", required_argument, NULL, OPT_SYSTEM},
         {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
         {"special", no_argument, NULL, OPT_SPECIAL},
         {"no-echo", no_argument, NULL, OPT_NO_ECHO},
+        {"grammar", required_argument, NULL, OPT_GRAMMAR},
+        {"grammar-file", required_argument, NULL, OPT_GRAMMAR_FILE},
+        {"json-schema", required_argument, NULL, OPT_JSON_SCHEMA},
+        {"json", no_argument, NULL, OPT_JSON},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         CLI_MODEL_LONG_OPTIONS,
         CLI_SAMPLING_LONG_OPTIONS,
+        CLI_SPEC_LONG_OPTIONS,
         {NULL, 0, NULL, 0},
     };
     struct cli_model_source src;
     struct cli_sampling sampling;
+    struct cli_spec spec;
+    cli_spec_init(&spec);
     cli_model_source_init(&src);
     cli_sampling_init(&sampling);
     const char *prompt_arg = NULL, *prompt_file = NULL, *system = NULL, *template_spec = NULL;
@@ -83,13 +132,17 @@ int cmd_run(int argc, char **argv)
     int n_predict = -1;
     struct cli_context_opts copts = CLI_CONTEXT_OPTS_INIT;
     bool chat = false, special = false, echo = true, verbose = cli_verbose > 0;
+    int grammar_kind = 0; /* OPT_GRAMMAR, OPT_GRAMMAR_FILE, OPT_JSON_SCHEMA or OPT_JSON */
+    const char *grammar_arg = NULL;
     int rc = CLI_EXIT_USAGE;
 
     cli_model_normalize_args(argc, argv);
+    cli_spec_normalize_args(argc, argv);
     int c;
     while ((c = getopt_long(argc, argv, ":m:p:f:n:c:b:t:vh", longopts, NULL)) != -1) {
         int r = cli_model_option(CMD, &src, c, optarg);
         if (r == 0) r = cli_sampling_option(CMD, &sampling, c, optarg);
+        if (r == 0) r = cli_spec_option(CMD, &spec, c, optarg);
         if (r == 0) r = cli_context_option(CMD, &copts, OPT_CACHE_TYPE, c, optarg);
         if (r < 0) goto done;
         if (r > 0) continue;
@@ -112,6 +165,15 @@ int cmd_run(int argc, char **argv)
             break;
         case OPT_CHAT: chat = true; break;
         case OPT_SYSTEM: system = optarg; break;
+        case OPT_GRAMMAR: case OPT_GRAMMAR_FILE: case OPT_JSON_SCHEMA: case OPT_JSON:
+            if (grammar_kind) {
+                cli_usage_error(CMD, "give at most one of --grammar, --grammar-file, "
+                                "--json-schema and --json");
+                goto done;
+            }
+            grammar_kind = c;
+            grammar_arg = optarg;
+            break;
         case OPT_CHAT_TEMPLATE: template_spec = optarg; break;
         case OPT_SPECIAL: special = true; break;
         case OPT_NO_ECHO: echo = false; break;
@@ -139,16 +201,15 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     cli_sampling_finish(&sampling);
+    if (cli_spec_finish(CMD, &spec) != CLI_EXIT_OK) goto done;
 
     char *model_path = NULL, *prompt_buf = NULL;
-    hearth_model *model = NULL;
-    hearth_context *ctx = NULL;
-    hearth_sampler *sampler = NULL;
-    hearth_text_stream *stream = NULL;
+    hearth_model *model = NULL, *draft = NULL;
+    hearth_engine *engine = NULL;
     hearth_token *tokens = NULL;
     size_t n_tokens = 0;
     struct chat_prompt cp = {0};
-    hearth_status st;
+    hearth_grammar *grammar = NULL;
     rc = CLI_EXIT_FAILURE;
 
     size_t prompt_len;
@@ -166,6 +227,10 @@ int cmd_run(int argc, char **argv)
         cli_error(CMD, "%s has no tokenizer", model_path);
         goto cleanup;
     }
+
+    if (grammar_kind && run_grammar(vocab, grammar_kind, grammar_arg, &grammar) != CLI_EXIT_OK)
+        goto cleanup;
+    sampling.params.grammar = grammar;
 
     if (chat) {
         if (chat_prompt_load(CMD, template_spec, hearth_model_gguf(model), vocab, &cp) != CLI_EXIT_OK) goto cleanup;
@@ -185,58 +250,54 @@ int cmd_run(int argc, char **argv)
         goto cleanup;
     }
 
-    hearth_context_params cparams;
-    hearth_context_default_params(&cparams);
-    cli_context_apply(&copts, &cparams);
-    st = hearth_context_new(model, &cparams, &ctx);
-    if (st) {
-        cli_fail(CMD, st);
-        goto cleanup;
-    }
-    cli_model_report_offload(stderr, CMD, model, ctx);
-    if (n_tokens > (size_t)hearth_context_n_ctx(ctx)) {
+    if (cli_spec_load_draft(CMD, &spec, &src.params, &draft) != CLI_EXIT_OK) goto cleanup;
+    if (gen_engine_new(CMD, model, draft, &copts, &engine) != CLI_EXIT_OK) goto cleanup;
+    hearth_engine_params ep;
+    hearth_engine_get_params(engine, &ep);
+    if (n_tokens > (size_t)ep.n_ctx) {
         cli_error(CMD, "the prompt has %zu tokens but the context holds %d; use a larger "
-                  "--ctx-size (the model was trained with %d)", n_tokens,
-                  hearth_context_n_ctx(ctx), hearth_model_n_ctx_train(model));
+                  "--ctx-size (the model was trained with %d)", n_tokens, ep.n_ctx,
+                  hearth_model_n_ctx_train(model));
         goto cleanup;
     }
     if (verbose) {
+        hearth_engine_stats es;
+        hearth_engine_get_stats(engine, &es);
         fprintf(stderr, "hearth: %s: model %s: %s, %.2f MiB of weights\n", CMD, model_path,
                 hearth_model_desc(model), hearth_model_size_bytes(model) / 1048576.0);
         const char *kernels = "?";
         hearth_cpu_kernels(&kernels);
         fprintf(stderr, "hearth: %s: context %d tokens, batch %d, %d threads, %s kernels\n", CMD,
-                hearth_context_n_ctx(ctx), hearth_context_n_batch(ctx),
-                hearth_context_n_threads(ctx), kernels);
-        fprintf(stderr, "hearth: %s: KV cache %s, %zu bytes (%.2f MiB)\n", CMD,
-                hearth_type_name(hearth_context_cache_type(ctx)), hearth_context_kv_bytes(ctx),
-                hearth_context_kv_bytes(ctx) / 1048576.0);
+                ep.n_ctx, ep.n_batch, ep.n_threads, kernels);
+        fprintf(stderr, "hearth: %s: KV cache %s, %llu bytes (%.2f MiB)\n", CMD,
+                hearth_type_name(ep.cache_type), (unsigned long long)es.kv_bytes, es.kv_bytes / 1048576.0);
         fprintf(stderr, "hearth: %s: prompt %zu tokens%s\n", CMD, n_tokens, chat ? " (chat template)" : "");
     }
 
-    st = hearth_sampler_new(&sampling.params, hearth_model_n_vocab(model), &sampler);
-    if (st) {
-        cli_fail(CMD, st);
-        goto cleanup;
-    }
-    hearth_text_stream_options so = {
-        HEARTH_DECODE_CONTINUATION | (special ? HEARTH_DECODE_SPECIAL : 0u), stops, n_stop};
-    st = hearth_text_stream_new(vocab, &so, &stream);
-    if (st) {
-        cli_fail(CMD, st);
-        goto cleanup;
-    }
-
     cli_interrupt_catch();
-    hearth_context_set_abort(ctx, cli_should_abort, NULL);
-    if (echo && !chat) {
+    /* The last byte on stdout, to end the text's line before the
+     * statistics; -1 before any. */
+    int last = -1;
+    if (echo && !chat && prompt_len > 0) {
         fwrite(prompt, 1, prompt_len, stdout);
         fflush(stdout);
+        last = (unsigned char)prompt[prompt_len - 1];
     }
-    struct gen_request req = {tokens, n_tokens, n_predict, stream, stdout, NULL, NULL, NULL};
+    struct gen_request req = {
+        .prompt = tokens,
+        .n_prompt = n_tokens,
+        .n_predict = n_predict,
+        .sampling = &sampling.params,
+        .speculation = &spec.speculation,
+        .stop = stops,
+        .n_stop = n_stop,
+        .decode_flags = HEARTH_DECODE_CONTINUATION | (special ? HEARTH_DECODE_SPECIAL : 0u),
+        .out = stdout,
+    };
     struct gen_stats stats;
-    int gen_rc = gen_run(CMD, ctx, sampler, vocab, &req, &stats);
-    if (isatty(STDOUT_FILENO)) fputc('\n', stdout);
+    int gen_rc = gen_run(CMD, engine, &req, &stats);
+    if (stats.n_bytes > 0) last = (unsigned char)stats.last_byte;
+    if (last >= 0 && last != '\n') fputc('\n', stdout);
     fflush(stdout);
     if (gen_rc != CLI_EXIT_OK) goto cleanup;
     if (ferror(stdout)) {
@@ -244,18 +305,21 @@ int cmd_run(int argc, char **argv)
         goto cleanup;
     }
     gen_print_stats(CMD, &stats, &sampling.params);
-    if (stats.finish == FINISH_STOP)
+    cli_spec_print_stats(CMD, &spec, stats.n_gen, stats.n_steps, stats.n_drafted, stats.n_accepted);
+    if (stats.finish == FINISH_STOP && stats.stop_index >= 0)
         fprintf(stderr, "hearth: %s: stopped by --stop '%s'\n", CMD, stops[stats.stop_index]);
+    else if (stats.finish == FINISH_STOP)
+        fprintf(stderr, "hearth: %s: the grammar is complete\n", CMD);
     if (stats.context_full)
         fprintf(stderr, "hearth: %s: the context of %d tokens is full; use a larger --ctx-size "
-                "for longer output\n", CMD, hearth_context_n_ctx(ctx));
+                "for longer output\n", CMD, ep.n_ctx);
     rc = stats.finish == FINISH_INTERRUPTED ? CLI_EXIT_INTERRUPTED : CLI_EXIT_OK;
 
 cleanup:
-    hearth_text_stream_free(stream);
-    hearth_sampler_free(sampler);
-    hearth_context_free(ctx);
+    hearth_engine_free(engine);
+    hearth_grammar_free(grammar);
     hearth_model_free(model);
+    hearth_model_free(draft);
     chat_prompt_free(&cp);
     free(tokens);
     free(prompt_buf);

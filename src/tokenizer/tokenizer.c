@@ -117,6 +117,7 @@ static hearth_status encode_ordinary(const hearth_vocab *v, const char *text, si
     if (len == 0) return HEARTH_OK;
     if (v->kind == HEARTH_VOCAB_SPM)
         return spm_encode(v, text, len, v->add_space_prefix && after_special, s, out);
+    if (v->kind == HEARTH_VOCAB_RWKV) return rwkv_encode(v, text, len, out);
     return bpe_encode(v, text, len, s, out);
 }
 

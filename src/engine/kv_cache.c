@@ -1,5 +1,5 @@
 /*
- * kv_cache.c -- allocation and element conversion of the key/value cache.
+ * kv_cache.c -- allocation and element conversion of the key/value storage.
  */
 #include "kv_cache.h"
 
@@ -8,38 +8,57 @@
 
 #include "quant.h"
 
-hearth_status kv_cache_new(hearth_type type, int32_t n_ctx, int32_t n_layer, int32_t n_head_kv,
-                           int32_t head_dim, const bool *on_host, struct kv_cache **out)
+hearth_status kv_cache_check(hearth_type type, int32_t block_tokens, int32_t n_blocks, int32_t n_head_kv,
+                             int32_t head_dim)
 {
     if (type != HEARTH_TYPE_F32 && type != HEARTH_TYPE_F16 && type != HEARTH_TYPE_Q8_0)
         return hearth_error(HEARTH_E_INVALID, "KV cache type %s is not supported (f32, f16, q8_0)",
                             hearth_type_name(type) ? hearth_type_name(type) : "?");
-    if (n_ctx <= 0 || n_layer <= 0 || n_head_kv <= 0 || head_dim <= 0)
-        return hearth_error(HEARTH_E_INVALID, "KV cache: invalid size (context %d, layers %d)",
-                            n_ctx, n_layer);
+    if (block_tokens <= 0 || n_blocks <= 0 || n_head_kv <= 0 || head_dim <= 0)
+        return hearth_error(HEARTH_E_INVALID, "KV cache: invalid size (%d blocks of %d positions)",
+                            n_blocks, block_tokens);
+    if ((int64_t)block_tokens * n_blocks > INT32_MAX)
+        return hearth_error(HEARTH_E_INVALID, "KV cache of %d blocks of %d positions is too large",
+                            n_blocks, block_tokens);
     if (hearth_type_row_bytes(type, head_dim) == 0)
         return hearth_error(HEARTH_E_INVALID, "KV cache type %s needs a head dimension that is a "
                             "multiple of %lld, the model has %d", hearth_type_name(type),
                             (long long)hearth_type_block_elems(type), head_dim);
+    return HEARTH_OK;
+}
+
+size_t kv_cache_bytes_per_token(hearth_type type, int32_t n_layer, int32_t n_head_kv, int32_t head_dim)
+{
+    return 2 * hearth_type_row_bytes(type, head_dim) * (size_t)n_head_kv * (size_t)n_layer;
+}
+
+hearth_status kv_cache_new(hearth_type type, int32_t block_tokens, int32_t n_blocks, int32_t n_layer,
+                           int32_t n_head_kv, int32_t head_dim, const bool *on_host, struct kv_cache **out)
+{
+    HEARTH_TRY(kv_cache_check(type, block_tokens, n_blocks, n_head_kv, head_dim));
+    if (n_layer <= 0) return hearth_error(HEARTH_E_INVALID, "KV cache: %d layers", n_layer);
     struct kv_cache *kv = hearth_calloc(1, sizeof *kv, "the KV cache");
     if (!kv) return HEARTH_E_NOMEM;
     kv->type = type;
-    kv->n_ctx = n_ctx;
+    kv->block_tokens = block_tokens;
+    kv->n_blocks = n_blocks;
+    kv->n_slots = (int64_t)block_tokens * n_blocks;
     kv->n_layer = n_layer;
     kv->n_head_kv = n_head_kv;
     kv->head_dim = head_dim;
     kv->row_elems = (int64_t)n_head_kv * head_dim;
     kv->head_bytes = hearth_type_row_bytes(type, head_dim);
     kv->row_bytes = kv->head_bytes * (size_t)n_head_kv;
+    kv->block_bytes = kv->row_bytes * (size_t)block_tokens;
     kv->layers = hearth_calloc((size_t)n_layer, sizeof *kv->layers, "the KV cache layers");
     if (!kv->layers) {
         free(kv);
         return HEARTH_E_NOMEM;
     }
     size_t bytes;
-    if (hearth_mul_overflow(kv->row_bytes, (size_t)n_ctx, &bytes)) {
+    if (hearth_mul_overflow(kv->block_bytes, (size_t)n_blocks, &bytes)) {
         kv_cache_free(kv);
-        return hearth_error(HEARTH_E_NOMEM, "KV cache of %d positions is too large", n_ctx);
+        return hearth_error(HEARTH_E_NOMEM, "KV cache of %d blocks is too large", n_blocks);
     }
     for (int32_t il = 0; il < n_layer; il++) {
         if (on_host && !on_host[il]) continue;
@@ -47,8 +66,8 @@ hearth_status kv_cache_new(hearth_type type, int32_t n_ctx, int32_t n_layer, int
         kv->layers[il].v = hearth_aligned_alloc(64, bytes, "the KV cache");
         if (!kv->layers[il].k || !kv->layers[il].v) {
             kv_cache_free(kv);
-            return hearth_error(HEARTH_E_NOMEM, "out of memory for a KV cache of %d positions "
-                                "(%zu bytes per layer)", n_ctx, 2 * bytes);
+            return hearth_error(HEARTH_E_NOMEM, "out of memory for a KV cache of %lld positions "
+                                "(%zu bytes per layer)", (long long)kv->n_slots, 2 * bytes);
         }
     }
     *out = kv;
@@ -68,12 +87,12 @@ void kv_cache_free(struct kv_cache *kv)
 
 size_t kv_cache_bytes(const struct kv_cache *kv)
 {
-    return 2 * kv->row_bytes * (size_t)kv->n_ctx * (size_t)kv->n_layer;
+    return 2 * kv->block_bytes * (size_t)kv->n_blocks * (size_t)kv->n_layer;
 }
 
-void kv_cache_store(const struct kv_cache *kv, uint8_t *base, int32_t pos, const float *row)
+void kv_cache_store(const struct kv_cache *kv, uint8_t *base, int64_t slot, const float *row)
 {
-    uint8_t *dst = base + (size_t)pos * kv->row_bytes;
+    uint8_t *dst = base + (size_t)slot * kv->row_bytes;
     switch (kv->type) {
     case HEARTH_TYPE_F32:
         memcpy(dst, row, (size_t)kv->row_elems * sizeof(float));
@@ -89,10 +108,10 @@ void kv_cache_store(const struct kv_cache *kv, uint8_t *base, int32_t pos, const
     }
 }
 
-void kv_cache_load_head(const struct kv_cache *kv, const uint8_t *base, int32_t pos, int32_t h,
+void kv_cache_load_head(const struct kv_cache *kv, const uint8_t *base, int64_t slot, int32_t h,
                         float *out)
 {
-    const uint8_t *src = base + (size_t)pos * kv->row_bytes + (size_t)h * kv->head_bytes;
+    const uint8_t *src = base + (size_t)slot * kv->row_bytes + (size_t)h * kv->head_bytes;
     switch (kv->type) {
     case HEARTH_TYPE_F32:
         memcpy(out, src, (size_t)kv->head_dim * sizeof(float));
@@ -105,5 +124,16 @@ void kv_cache_load_head(const struct kv_cache *kv, const uint8_t *base, int32_t 
     default:
         quant_dequantize_row(kv->type, src, out, kv->head_dim);
         break;
+    }
+}
+
+void kv_cache_copy_block(const struct kv_cache *kv, int32_t src, int32_t dst, int32_t n_rows)
+{
+    const size_t n = (size_t)n_rows * kv->row_bytes;
+    for (int32_t il = 0; il < kv->n_layer; il++) {
+        const struct kv_layer *L = &kv->layers[il];
+        if (!L->k) continue;
+        memcpy(L->k + (size_t)dst * kv->block_bytes, L->k + (size_t)src * kv->block_bytes, n);
+        memcpy(L->v + (size_t)dst * kv->block_bytes, L->v + (size_t)src * kv->block_bytes, n);
     }
 }

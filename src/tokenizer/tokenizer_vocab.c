@@ -327,6 +327,7 @@ static size_t decode_piece(const hearth_vocab *v, hearth_token id, char *out)
         }
     }
     size_t used = 0;
+    if (v->kind == HEARTH_VOCAB_RWKV) return rwkv_unescape(t, n, out);
     if (v->kind == HEARTH_VOCAB_SPM) {
         for (size_t i = 0; i < n;) {
             if (i + SPM_SPACE_LEN <= n && memcmp(t + i, SPM_SPACE, SPM_SPACE_LEN) == 0) {
@@ -415,6 +416,7 @@ void hearth_vocab_free(hearth_vocab *v)
     pretok_free(v->pretok);
     bpe_free_merges(v);
     special_free(v);
+    free(v->rwkv_trie.nodes);
     free(v->by_text.slots);
     free(v->tokens);
     free(v->text);
@@ -446,10 +448,12 @@ hearth_status hearth_vocab_load(const hearth_gguf *g, const hearth_vocab_options
         v->add_space_prefix = true;
     } else if (strcmp(model, "gpt2") == 0) {
         v->kind = HEARTH_VOCAB_BPE;
+    } else if (strcmp(model, "rwkv") == 0) {
+        v->kind = HEARTH_VOCAB_RWKV;
     } else {
         hearth_vocab_free(v);
         return hearth_error(HEARTH_E_UNSUPPORTED,
-                            "%s: tokenizer model '%s' is not supported (supported: llama, gpt2)",
+                            "%s: tokenizer model '%s' is not supported (supported: llama, gpt2, rwkv)",
                             path, model);
     }
 
@@ -472,6 +476,10 @@ hearth_status hearth_vocab_load(const hearth_gguf *g, const hearth_vocab_options
     build_byte_tokens(v);
     build_pieces(v);
     if (v->kind == HEARTH_VOCAB_SPM) find_isolated_bytes(v);
+    if (v->kind == HEARTH_VOCAB_RWKV && (st = rwkv_build(v))) {
+        hearth_error_prefix("%s", path);
+        goto fail;
+    }
     if ((st = special_build(v))) goto fail;
     *out = v;
     return HEARTH_OK;

@@ -91,6 +91,7 @@ struct hearth_vocab {
 
     struct special_trie specials;     /* control, user-defined, unknown */
     struct special_trie user_defined; /* user-defined only */
+    struct special_trie rwkv_trie;    /* RWKV World: every token's bytes */
 };
 
 /* ---- vocabulary tables (tokenizer_vocab.c) ---- */
@@ -177,6 +178,13 @@ hearth_status bpe_load_merges(hearth_vocab *v, const hearth_gguf *gguf);
 void bpe_free_merges(hearth_vocab *v);
 
 /* Encode one fragment of raw text: pre-tokenize, then merge each word. */
+/* RWKV World (tokenizer_rwkv.c): the bytes an escaped token text stands
+ * for (never more than its length); the byte trie of every token; greedy
+ * longest-match encoding. */
+size_t rwkv_unescape(const char *t, size_t n, char *out);
+hearth_status rwkv_build(hearth_vocab *v);
+hearth_status rwkv_encode(const hearth_vocab *v, const char *text, size_t len, tok_vec *out);
+
 hearth_status bpe_encode(const hearth_vocab *v, const char *text, size_t len, tok_scratch *s,
                          tok_vec *out);
 

@@ -112,16 +112,31 @@ static const char zephyr[] =
     "{{- '<|assistant|>\\n' -}}\n"
     "{%- endif -%}\n";
 
+/* RWKV World: "User: text\n\nAssistant: text\n\n", contents trimmed,
+ * "Assistant:" (no space: the model writes it) to prompt a reply.  The
+ * turns end with "\n\n", which these vocabularies have as EOT. */
+static const char rwkv_world[] =
+    "{%- for message in messages -%}\n"
+    "{%- set role = {'system': 'System', 'user': 'User', 'assistant': 'Assistant'}[message.role] -%}\n"
+    "{%- if role is not defined -%}\n"
+    "{{- raise_exception('the rwkv-world template takes system, user and assistant messages') -}}\n"
+    "{%- endif -%}\n"
+    "{{- role ~ ': ' ~ " CONTENT " | trim ~ '\\n\\n' -}}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "{{- 'Assistant:' -}}\n"
+    "{%- endif -%}\n";
+
 static const struct {
     const char *name;
     const char *text;
 } builtins[] = {
     {"chatml", chatml}, {"gemma", gemma}, {"llama2", llama2}, {"llama3", llama3},
-    {"mistral", mistral}, {"phi3", phi3}, {"zephyr", zephyr},
+    {"mistral", mistral}, {"phi3", phi3}, {"rwkv-world", rwkv_world}, {"zephyr", zephyr},
 };
 
 static const char *const builtin_names[] = {
-    "chatml", "gemma", "llama2", "llama3", "mistral", "phi3", "zephyr", NULL,
+    "chatml", "gemma", "llama2", "llama3", "mistral", "phi3", "rwkv-world", "zephyr", NULL,
 };
 
 const char *chat_builtin_text(const char *name)

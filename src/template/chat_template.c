@@ -73,6 +73,11 @@ hearth_status hearth_template_from_gguf(const hearth_gguf *gguf, hearth_template
                             hearth_gguf_type_name(v.type));
     /* the text as stored, NUL bytes and all */
     if (v.v.str.len > SIZE_MAX) return hearth_error(HEARTH_E_RANGE, "%s: %s is too long", hearth_gguf_path(gguf), key);
+    /* Some conversions store the name of a well-known format instead of
+     * a template (RWKV World files: "rwkv-world"): that built-in. */
+    for (const char *const *name = hearth_template_builtin_names(); *name; name++)
+        if (v.v.str.len == strlen(*name) && memcmp(v.v.str.ptr, *name, v.v.str.len) == 0)
+            return hearth_template_builtin(*name, out);
     st = hearth_template_parse(v.v.str.ptr, (size_t)v.v.str.len, out);
     if (st != HEARTH_OK) hearth_error_prefix("%s: %s", hearth_gguf_path(gguf), key);
     return st;

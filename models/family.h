@@ -1,0 +1,72 @@
+/*
+ * family.h -- the pieces the architecture files of models/ share: reading
+ * the hyperparameters every decoder-only family declares, binding the
+ * tensors of a pre-norm attention + feed-forward layer, and the small
+ * steps several families add to it (per-head RMS norms of queries and
+ * keys, the grouped products of q/k/v and gate/up).
+ */
+#ifndef HEARTH_MODELS_FAMILY_H
+#define HEARTH_MODELS_FAMILY_H
+
+#include "internal.h"
+
+#include "forward.h"
+#include "model.h"
+
+/* "ARCH.suffix" as an unsigned value that must be positive; a missing
+ * required key is an error naming it, a missing optional one gives dflt. */
+hearth_status family_get_positive(hearth_model *m, const char *suffix, bool required, int32_t dflt,
+                                  int32_t *out);
+/* "ARCH.suffix" as a float, dflt when absent. */
+hearth_status family_get_float(hearth_model *m, const char *suffix, float dflt, float *out);
+/* Whether "ARCH.suffix" is present. */
+bool family_has_key(hearth_model *m, const char *suffix);
+
+/* The hyperparameters of the llama layout: sizes, heads (with
+ * attention.key_length), the RMS norm epsilon and RoPE (base, dimension
+ * count, linear scaling), in the given RoPE style.  Also sets the
+ * attention scale to 1/sqrt(head_dim), the sliding-window layers' RoPE to
+ * the same, and no embedding scale, soft-capping or window. */
+hearth_status family_read_hparams(hearth_model *m, enum rope_style style);
+
+/* The per-layer table, then token_embd, output_norm, output (or the tied
+ * embeddings) and rope_freqs. */
+hearth_status family_bind_globals(hearth_model *m);
+
+/* What family_bind_layer binds besides the attention and FFN norms. */
+struct layer_tensors {
+    bool qkv_bias;      /* attn_{q,k,v}.bias are required */
+    bool qk_norm;       /* attn_q_norm / attn_k_norm (head_dim vectors) are required */
+    bool fused_qkv;     /* attn_qkv.weight where the file has it, else attn_q/k/v */
+    bool fused_gate_up; /* ffn_up.weight holds gate and up rows (2 n_ff) */
+    bool post_norms;    /* post_attention_norm and post_ffw_norm are required */
+    bool no_ffn;        /* the feed-forward tensors are bound elsewhere (MoE) */
+};
+
+/* Bind layer il's tensors as described. */
+hearth_status family_bind_layer(hearth_model *m, int il, const struct layer_tensors *t);
+
+/* Name of tensor "blk.IL.SUFFIX" into buf. */
+void family_layer_name(char *buf, size_t size, int il, const char *suffix);
+
+/* x holds rows of n_heads heads of head_dim: RMS-normalise each head on
+ * its own, times w (head_dim weights): the query and key norms of Qwen3
+ * and Gemma 3 (the backend's rmsnorm over a view of head-sized rows). */
+hearth_status family_rmsnorm_heads(struct forward *f, struct act *x, int32_t n_heads,
+                                   const struct weight *w);
+
+/* q, k, v = W_q n, W_k n, W_v n for n = f->cur, plus the biases the layer
+ * has. */
+hearth_status family_qkv(struct forward *f, const struct layer *L);
+
+/* The attention half of a pre-norm layer, from x to x + W_o attention:
+ *   n = rmsnorm(x); q, k, v = W n (+ b); [q, k = headnorm(q), headnorm(k)];
+ *   q, k = rope(q), rope(k); x += W_o attention(q, k, v)
+ * with the head norms where the layer has attn_q_norm (Qwen3). */
+hearth_status family_attention_block(struct forward *f, int il);
+
+/* The SwiGLU feed-forward half: x += W_down (silu(W_gate m) * W_up m),
+ * m = rmsnorm(x). */
+hearth_status family_swiglu_block(struct forward *f, int il);
+
+#endif /* HEARTH_MODELS_FAMILY_H */

@@ -1,0 +1,157 @@
+/*
+ * moe.c -- the mixture-of-experts feed-forward block (Shazeer et al.
+ * 2017; Mixtral: Jiang et al. 2024; Qwen1.5-MoE / Qwen2-MoE with a shared
+ * expert; Qwen3-MoE).  Per token, with m = rmsnorm(h):
+ *   p      = softmax(W_router m)                    (over all experts)
+ *   E      = the k experts of highest p, w_e = p_e  (renormalised to sum 1
+ *            over E for Mixtral and qwen3moe; as they are for qwen2moe)
+ *   moe    = sum_{e in E} w_e W_down_e (silu(W_gate_e m) * (W_up_e m))
+ *   shared = sigmoid(g . m) W_down_s (silu(W_gate_s m) * (W_up_s m))   (qwen2moe)
+ *   out    = h + moe + shared
+ * The experts' matrices are views into the file's 3-D tensors
+ * (ffn_{gate,up,down}_exps, one slice per expert); the backend groups
+ * the rows of a step by expert so that each expert's matrices are read
+ * once per step (backend.h, moe_ffn).
+ */
+#include "moe.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static hearth_status get_u32(const hearth_model *m, const char *suffix, bool *found, uint32_t *out)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", m->arch->name, suffix);
+    hearth_status st = hearth_gguf_get_u32(m->gguf, key, out);
+    *found = st == HEARTH_OK;
+    return st == HEARTH_E_NOT_FOUND ? HEARTH_OK : st;
+}
+
+bool moe_file_has_experts(const hearth_model *m)
+{
+    bool found;
+    uint32_t n;
+    return get_u32(m, "expert_count", &found, &n) == HEARTH_OK && found && n > 1;
+}
+
+hearth_status moe_read_hparams(hearth_model *m, const struct moe_opts *o)
+{
+    struct hparams *hp = &m->hp;
+    const char *path = hearth_gguf_path(m->gguf);
+    const char *a = m->arch->name;
+    bool found;
+    uint32_t v;
+    HEARTH_TRY(get_u32(m, "expert_count", &found, &v));
+    if (!found)
+        return hearth_error(HEARTH_E_FORMAT, "%s: required metadata '%s.expert_count' is missing "
+                            "(a mixture-of-experts architecture)", path, a);
+    if (v < 1 || v > 4096)
+        return hearth_error(HEARTH_E_FORMAT, "%s: metadata '%s.expert_count' = %u is out of range "
+                            "(1 to 4096)", path, a, v);
+    hp->n_expert = (int32_t)v;
+    HEARTH_TRY(get_u32(m, "expert_used_count", &found, &v));
+    if (!found)
+        return hearth_error(HEARTH_E_FORMAT, "%s: required metadata '%s.expert_used_count' is "
+                            "missing (%d experts)", path, a, hp->n_expert);
+    if (v < 1 || v > (uint32_t)hp->n_expert)
+        return hearth_error(HEARTH_E_FORMAT, "%s: metadata '%s.expert_used_count' = %u is out of "
+                            "range (1 to the expert count %d)", path, a, v, hp->n_expert);
+    hp->n_expert_used = (int32_t)v;
+
+    HEARTH_TRY(get_u32(m, "expert_feed_forward_length", &found, &v));
+    if (o->ff_exp_is_ff) hp->n_ff_exp = hp->n_ff;
+    else if (found) hp->n_ff_exp = (int32_t)v;
+    else hp->n_ff_exp = hp->n_ff / hp->n_expert_used;
+    if (hp->n_ff_exp < 1 || (found && v > INT32_MAX))
+        return hearth_error(HEARTH_E_FORMAT, "%s: expert feed-forward length %d ('%s.expert_feed_"
+                            "forward_length') is out of range", path, hp->n_ff_exp, a);
+    hp->n_ff_shexp = 0;
+    if (o->shared_expert) {
+        HEARTH_TRY(get_u32(m, "expert_shared_feed_forward_length", &found, &v));
+        hp->n_ff_shexp = found ? (int32_t)v : hp->n_ff;
+        if (hp->n_ff_shexp < 1 || (found && v > INT32_MAX))
+            return hearth_error(HEARTH_E_FORMAT, "%s: metadata '%s.expert_shared_feed_forward_length' "
+                                "= %u is out of range", path, a, v);
+    }
+    hp->moe_norm_topk = o->norm_topk;
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", a);
+    bool norm;
+    if (hearth_gguf_get_bool(m->gguf, key, &norm) == HEARTH_OK) hp->moe_norm_topk = norm;
+    return HEARTH_OK;
+}
+
+hearth_status moe_bind_layer(hearth_model *m, int il, const struct moe_opts *o)
+{
+    const struct hparams *hp = &m->hp;
+    const int64_t n_embd = hp->n_embd, n_ff = hp->n_ff_exp, E = hp->n_expert;
+    if (!m->experts) {
+        m->experts = hearth_calloc((size_t)hp->n_layer * 3 * (size_t)E, sizeof *m->experts,
+                                   "the expert table");
+        if (!m->experts) return HEARTH_E_NOMEM;
+    }
+    struct layer *L = &m->layers[il];
+    struct weight *views = m->experts + (size_t)il * 3 * (size_t)E;
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", il);
+    HEARTH_TRY(model_bind(m, &L->ffn_gate_inp, name, n_embd, E, true));
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.weight", il);
+    if (!hearth_gguf_find_tensor(m->gguf, name)) {
+        char old[96];
+        snprintf(old, sizeof old, "blk.%d.ffn_gate.0.weight", il);
+        if (hearth_gguf_find_tensor(m->gguf, old))
+            return hearth_error(HEARTH_E_UNSUPPORTED, "%s: the experts are stored one tensor each "
+                                "('%s', an early Mixtral conversion); hearth reads them from the "
+                                "3-D tensor '%s': convert the model again", hearth_gguf_path(m->gguf),
+                                old, name);
+    }
+    L->gate_exps = views;
+    L->up_exps = views + E;
+    L->down_exps = views + 2 * E;
+    HEARTH_TRY(model_bind_experts(m, L->gate_exps, name, n_embd, n_ff, E));
+    snprintf(name, sizeof name, "blk.%d.ffn_up_exps.weight", il);
+    HEARTH_TRY(model_bind_experts(m, L->up_exps, name, n_embd, n_ff, E));
+    snprintf(name, sizeof name, "blk.%d.ffn_down_exps.weight", il);
+    HEARTH_TRY(model_bind_experts(m, L->down_exps, name, n_ff, n_embd, E));
+    if (o->shared_expert) {
+        const int64_t n_sh = hp->n_ff_shexp;
+        snprintf(name, sizeof name, "blk.%d.ffn_gate_inp_shexp.weight", il);
+        HEARTH_TRY(model_bind(m, &L->gate_inp_shexp, name, n_embd, 0, true));
+        snprintf(name, sizeof name, "blk.%d.ffn_gate_shexp.weight", il);
+        HEARTH_TRY(model_bind(m, &L->w_gate_shexp, name, n_embd, n_sh, true));
+        snprintf(name, sizeof name, "blk.%d.ffn_up_shexp.weight", il);
+        HEARTH_TRY(model_bind(m, &L->w_up_shexp, name, n_embd, n_sh, true));
+        snprintf(name, sizeof name, "blk.%d.ffn_down_shexp.weight", il);
+        HEARTH_TRY(model_bind(m, &L->w_down_shexp, name, n_sh, n_embd, true));
+    }
+    return HEARTH_OK;
+}
+
+hearth_status moe_ffn_block(struct forward *f, int il)
+{
+    const struct hparams *hp = &f->model->hp;
+    const struct layer *L = &f->model->layers[il];
+    struct hearth_backend *be = f->be;
+    const struct backend_ops *op = be->ops;
+    if (!op->moe_ffn || !op->add_gated)
+        return hearth_error(HEARTH_E_UNSUPPORTED, "the %s backend does not run mixture-of-experts "
+                            "layers", op->name);
+
+    HEARTH_TRY(op->rmsnorm(be, &f->cur, &f->x, &L->ffn_norm, hp->norm_eps));
+    const bool shared = L->w_gate_shexp.data != NULL;
+    /* the router and the shared expert's gate and up products read the
+     * same input: one step */
+    struct act *const outs[] = {&f->router, &f->gate, &f->up};
+    const struct weight *const ws[] = {&L->ffn_gate_inp, &L->w_gate_shexp, &L->w_up_shexp};
+    HEARTH_TRY(backend_matmul_set(be, shared ? 3 : 1, outs, ws, &f->cur));
+    const struct moe_experts ex = {hp->n_expert, hp->n_expert_used, hp->moe_norm_topk,
+                                   L->gate_exps, L->up_exps, L->down_exps};
+    HEARTH_TRY(op->moe_ffn(be, &f->moe_out, &f->cur, &f->router, &ex));
+    if (shared) {
+        HEARTH_TRY(op->swiglu(be, &f->gate, &f->gate, &f->up));
+        HEARTH_TRY(op->matmul(be, &f->moe_shared, &L->w_down_shexp, &f->gate));
+        HEARTH_TRY(op->matmul(be, &f->shared_gate, &L->gate_inp_shexp, &f->cur));
+        HEARTH_TRY(op->add_gated(be, &f->moe_out, &f->moe_shared, &f->shared_gate));
+    }
+    return op->add(be, &f->x, &f->x, &f->moe_out);
+}

@@ -1,0 +1,21 @@
+/*
+ * wkv_avx2.c -- the WKV kernels (wkv_impl.h) compiled for AVX2 and FMA:
+ * the inner loops along value columns and keys become 8-lane multiply-adds.
+ * The AVX-512 paths use these too (the head sizes of real models, 64, fill
+ * 8-lane vectors exactly).
+ */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3", "vect-cost-model=dynamic")
+#endif
+#include "internal.h"
+
+#include "wkv.h"
+
+#define WKV_NAME(x) wkv_avx2_##x
+#include "wkv_impl.h"
+
+const struct wkv_kernels *wkv_kernels_avx2(void)
+{
+    static const struct wkv_kernels k = {"avx2", wkv_avx2_recurrent, wkv_avx2_chunked};
+    return &k;
+}

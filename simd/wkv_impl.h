@@ -1,0 +1,277 @@
+/*
+ * wkv_impl.h -- the body of the WKV kernels (wkv.h), compiled once per
+ * instruction set: simd/wkv_scalar.c for the baseline (the twin), and the
+ * vector paths' files with their own flags, where the compiler turns the
+ * inner loops -- every one runs along contiguous value columns or keys,
+ * multiply-adds without reassociation -- into vector code.  The includer
+ * defines WKV_NAME(x), the path's name for function x.
+ *
+ * The chunked form (DESIGN.md, "Chunk-parallel prefill").  Within a chunk
+ * of L tokens with incoming state S0, A_t = sum_{s <= t} l_s (per key
+ * channel, in double), and with a_t = A_{t-1} for RWKV-6 (the current
+ * token reaches the state only after being read) or A_t for GLA:
+ *
+ *   y_t = (r_t e^{a_t}) S0                                   inter-chunk
+ *       + sum_{s < t} [sum_i r_ti k_si e^{a_ti - A_si}] v_s   strict lower triangle
+ *       + (r_t . u . k_t) v_t            (RWKV-6)             the bonus diagonal
+ *   (GLA: s <= t in the triangle, no bonus, k already k (1 - w), times scale)
+ *   S_L = e^{A_L} S0 + sum_s (k_s e^{A_L - A_s}) v_s^T
+ *
+ * Every exponent is a difference a - A of a later and an earlier
+ * cumulative sum, so <= 0.  Off-diagonal sub-chunk blocks (queries in
+ * sub-chunk a, keys in an earlier sub-chunk b) factor through the two
+ * sub-chunk boundaries: e^{a_t - A_s} = e^{a_t - A_{start(a)-1}} *
+ * e^{A_{start(a)-1} - A_{end(b)}} * e^{A_{end(b)} - A_s}, each factor's
+ * exponent <= 0, so the block is a product of three bounded matrices (a
+ * GEMM), never the overflowing (R e^{A})(K e^{-A})^T.  Diagonal blocks
+ * take each pair's exponent directly.
+ */
+
+#include <math.h>
+#include <string.h>
+
+static inline double WKV_NAME(clamp_log)(float l)
+{
+    return l < WKV_LOG_DECAY_MIN ? WKV_LOG_DECAY_MIN : (double)l;
+}
+
+/* e^x for x <= 0 (differences of cumulative sums, taken in double and
+ * rounded to float), within 2 ulp, 0 below -103 where float underflows:
+ * x = n ln 2 + r with |r| <= ln 2 / 2, e^r by its degree-6 Taylor
+ * polynomial, 2^n put into the exponent bits.  Branch-free, so the
+ * compiler vectorizes the loops that call it. */
+static inline float WKV_NAME(exp)(float x)
+{
+    const float xc = x < -103.0f ? -103.0f : x;
+    const float n = __builtin_floorf(xc * 1.44269504f + 0.5f);
+    const float r = (xc - n * 0.693145752f) - n * 1.42860677e-6f;
+    float p = 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    /* 2^n for n in [-149, 0]: as two factors so that each is a normal float */
+    const int32_t ni = (int32_t)n;
+    const int32_t n1 = ni / 2, n2 = ni - n1;
+    union { int32_t i; float f; } a = {(n1 + 127) << 23}, b = {(n2 + 127) << 23};
+    const float y = p * a.f * b.f;
+    return x < -103.0f ? 0.0f : y;
+}
+#define EXPD(d) WKV_NAME(exp)((float)(d))
+
+static void WKV_NAME(recurrent)(const struct wkv_head *h)
+{
+    const int32_t N = h->N, j0 = h->j0, J = h->j1 - h->j0;
+    const bool gla = h->u == NULL;
+    for (int64_t t = 0; t < h->n; t++) {
+        const float *r = h->r + t * h->r_stride, *k = h->k + t * h->k_stride;
+        const float *v = h->v + t * h->v_stride + j0, *lw = h->lw + t * h->lw_stride;
+        float *y = h->y + t * h->y_stride + j0;
+        for (int32_t j = 0; j < J; j++) y[j] = 0.0f;
+        for (int32_t i = 0; i < N; i++) {
+            const double l = WKV_NAME(clamp_log)(lw[i]);
+            const float w = EXPD(l);
+            float *S = h->S + (size_t)i * N + j0;
+            if (gla) {
+                const float kk = k[i] * (float)-expm1(l), rr = r[i] * h->scale;
+                for (int32_t j = 0; j < J; j++) {
+                    S[j] = S[j] * w + kk * v[j];
+                    y[j] += rr * S[j];
+                }
+            } else {
+                const float rr = r[i], kk = k[i], b = r[i] * h->u[i] * k[i];
+                for (int32_t j = 0; j < J; j++) {
+                    y[j] += rr * S[j] + b * v[j];
+                    S[j] = S[j] * w + kk * v[j];
+                }
+            }
+        }
+    }
+}
+
+/* The scratch of one call, carved from one block (wkv_chunk_scratch_bytes). */
+struct WKV_NAME(scratch) {
+    double *A;     /* (C + 1) x N: A[t] = the sum of the log-decays of tokens < t */
+    double *AT;    /* N x (C + 1): the same, transposed */
+    float *kpT;    /* N x C: kp transposed */
+    float *kp;     /* C x N: the keys that enter the state (GLA: k (1 - w)) */
+    float *Rq;     /* C x N: r_t e^{a_t} */
+    float *Qh;     /* C x N: r_t e^{a_t - A(start of its sub-chunk)} */
+    float *KhT;    /* N x C: k_s e^{A(end of its sub-chunk) - A_s}, transposed */
+    float *KeT;    /* N x C: k_s e^{A_L - A_s}, transposed */
+    float *P;      /* C x C: the masked products */
+    float *g;      /* N */
+};
+
+static void WKV_NAME(carve)(void *mem, int32_t C, int32_t N, struct WKV_NAME(scratch) *s)
+{
+    const size_t CN = (size_t)C * N;
+    double *d = mem;
+    s->A = d;
+    s->AT = d + (size_t)(C + 1) * N;
+    float *f = (float *)(d + 2 * (size_t)(C + 1) * N);
+    s->kpT = f;
+    f += CN;
+    s->kp = f;
+    s->Rq = s->kp + CN;
+    s->Qh = s->Rq + CN;
+    s->KhT = s->Qh + CN;
+    s->KeT = s->KhT + CN;
+    s->P = s->KeT + CN;
+    s->g = s->P + (size_t)C * C;
+}
+
+static void WKV_NAME(chunk)(const struct wkv_head *h, int64_t t0, int32_t L, int32_t C,
+                            const struct WKV_NAME(scratch) *sc)
+{
+    const int32_t N = h->N, j0 = h->j0, J = h->j1 - h->j0;
+    const bool gla = h->u == NULL;
+    double *A = sc->A, *AT = sc->AT;
+    float *kpT = sc->kpT;
+    float *kp = sc->kp, *Rq = sc->Rq, *Qh = sc->Qh, *KhT = sc->KhT, *KeT = sc->KeT, *P = sc->P,
+          *g = sc->g;
+#define ROW(p, t) (h->p + (t0 + (t)) * h->p##_stride)
+    /* chunk-local cumulative log-decays, and the keys entering the state */
+    for (int32_t i = 0; i < N; i++) A[i] = AT[(size_t)i * (C + 1)] = 0.0;
+    for (int32_t t = 0; t < L; t++) {
+        const float *lw = ROW(lw, t), *k = ROW(k, t);
+        const double *prev = A + (size_t)t * N;
+        double *cur = A + (size_t)(t + 1) * N;
+        for (int32_t i = 0; i < N; i++) {
+            const double l = WKV_NAME(clamp_log)(lw[i]);
+            cur[i] = prev[i] + l;
+            kp[(size_t)t * N + i] = gla ? k[i] * (float)-expm1(l) : k[i];
+            AT[(size_t)i * (C + 1) + t + 1] = cur[i];
+            kpT[(size_t)i * C + t] = kp[(size_t)t * N + i];
+        }
+    }
+    /* a_t: the sum up to the token before t (RWKV-6) or up to t (GLA) */
+#define AQ(t) (A + (size_t)((t) + (gla ? 1 : 0)) * N)
+
+    /* inter-chunk: y_t = (r_t e^{a_t}) S0 */
+    for (int32_t t = 0; t < L; t++) {
+        const float *r = ROW(r, t);
+        const double *a = AQ(t);
+        float *q = Rq + (size_t)t * N;
+        for (int32_t i = 0; i < N; i++) q[i] = r[i] * EXPD(a[i]);
+        float *y = ROW(y, t) + j0;
+        for (int32_t j = 0; j < J; j++) y[j] = 0.0f;
+        if (wkv_inject_bug == 1) continue;
+        for (int32_t i = 0; i < N; i++) {
+            const float qi = q[i];
+            const float *S = h->S + (size_t)i * N + j0;
+            for (int32_t j = 0; j < J; j++) y[j] += qi * S[j];
+        }
+    }
+
+    /* intra-chunk: the masked C x C products, sub-chunk by sub-chunk */
+    const int32_t n_sub = (L + WKV_SUB - 1) / WKV_SUB;
+    for (int32_t b = 0; b < n_sub; b++) {
+        const int32_t sb = b * WKV_SUB, eb = HEARTH_MIN(sb + WKV_SUB, L) - 1;
+        const double *Aend = A + (size_t)(eb + 1) * N;
+        for (int32_t s = sb; s <= eb; s++) {
+            const double *As = A + (size_t)(s + 1) * N;
+            for (int32_t i = 0; i < N; i++)
+                KhT[(size_t)i * C + s] = kp[(size_t)s * N + i] * EXPD(Aend[i] - As[i]);
+        }
+    }
+    for (int32_t a = 0; a < n_sub; a++) {
+        const int32_t sa = a * WKV_SUB, ea = HEARTH_MIN(sa + WKV_SUB, L) - 1;
+        const double *Astart = A + (size_t)sa * N;
+        for (int32_t t = sa; t <= ea; t++) {
+            const float *r = ROW(r, t);
+            const double *at = AQ(t);
+            float *q = Qh + (size_t)t * N;
+            for (int32_t i = 0; i < N; i++) q[i] = r[i] * EXPD(at[i] - Astart[i]);
+            float *p = P + (size_t)t * C;
+            for (int32_t s = 0; s < sa; s++) p[s] = 0.0f;
+        }
+        /* blocks left of the diagonal: Qh diag(g) KhT, g = e^{A(start a) - A(end b)} */
+        for (int32_t b = 0; b < a; b++) {
+            const int32_t sb = b * WKV_SUB, eb = sb + WKV_SUB - 1;
+            const double *Aend = A + (size_t)(eb + 1) * N;
+            for (int32_t i = 0; i < N; i++) g[i] = EXPD(Astart[i] - Aend[i]);
+            for (int32_t t = sa; t <= ea; t++) {
+                const float *q = Qh + (size_t)t * N;
+                float *p = P + (size_t)t * C + sb;
+                for (int32_t i = 0; i < N; i++) {
+                    const float qi = q[i] * g[i];
+                    const float *kt = KhT + (size_t)i * C + sb;
+                    for (int32_t s = 0; s < WKV_SUB; s++) p[s] += qi * kt[s];
+                }
+            }
+        }
+        /* the diagonal block, pair by pair */
+        for (int32_t t = sa; t <= ea; t++) {
+            const float *r = ROW(r, t);
+            const double *at = AQ(t);
+            float *p = P + (size_t)t * C;
+            int32_t last = gla ? t : t - 1; /* the keys t reads through the state */
+            if (wkv_inject_bug == 2 && t < ea) last = t + 1;
+            for (int32_t s = sa; s <= last; s++) p[s] = 0.0f;
+            for (int32_t i = 0; i < N; i++) {
+                const float q = r[i];
+                const double ai = at[i];
+                const double *As = AT + (size_t)i * (C + 1) + 1;
+                const float *ks = kpT + (size_t)i * C;
+                for (int32_t s = sa; s <= last; s++) {
+                    const double e = ai - As[s];
+                    p[s] += q * ks[s] * EXPD(e < 0.0 ? e : 0.0);
+                }
+            }
+            if (!gla) {
+                const float *k = ROW(k, t);
+                float acc = 0.0f;
+                for (int32_t i = 0; i < N; i++) acc += r[i] * h->u[i] * k[i];
+                if (last < t) p[t] = acc;
+                else p[t] += acc;
+            }
+        }
+    }
+    /* y_t += sum_s P[t][s] v_s; GLA scales the whole output */
+    for (int32_t t = 0; t < L; t++) {
+        const float *p = P + (size_t)t * C;
+        float *y = ROW(y, t) + j0;
+        int32_t last = (wkv_inject_bug == 2 && t + 1 < L && (t + 1) % WKV_SUB != 0) ? t + 1 : t;
+        for (int32_t s = 0; s <= last; s++) {
+            const float ps = p[s];
+            const float *v = ROW(v, s) + j0;
+            for (int32_t j = 0; j < J; j++) y[j] += ps * v[j];
+        }
+        if (gla)
+            for (int32_t j = 0; j < J; j++) y[j] *= h->scale;
+    }
+
+    /* the outgoing state: S = e^{A_L} S0 + sum_s (k_s e^{A_L - A_s}) v_s^T */
+    const double *AL = A + (size_t)L * N;
+    for (int32_t s = 0; s < L; s++) {
+        const double *As = A + (size_t)(s + 1) * N;
+        for (int32_t i = 0; i < N; i++)
+            KeT[(size_t)i * C + s] = kp[(size_t)s * N + i] * EXPD(AL[i] - As[i]);
+    }
+    for (int32_t i = 0; i < N; i++) {
+        const float e = EXPD(AL[i]);
+        float *S = h->S + (size_t)i * N + j0;
+        for (int32_t j = 0; j < J; j++) S[j] *= e;
+        const float *kt = KeT + (size_t)i * C;
+        for (int32_t s = 0; s < L; s++) {
+            const float ks = kt[s];
+            const float *v = ROW(v, s) + j0;
+            for (int32_t j = 0; j < J; j++) S[j] += ks * v[j];
+        }
+    }
+#undef AQ
+#undef ROW
+}
+
+static void WKV_NAME(chunked)(const struct wkv_head *h, int32_t C, void *scratch)
+{
+    struct WKV_NAME(scratch) sc;
+    WKV_NAME(carve)(scratch, C, h->N, &sc);
+    for (int64_t t0 = 0; t0 < h->n; t0 += C) {
+        const int32_t L = (int32_t)HEARTH_MIN((int64_t)C, h->n - t0);
+        WKV_NAME(chunk)(h, t0, L, C, &sc);
+    }
+}

@@ -1,0 +1,27 @@
+/*
+ * engine.h -- internals of the serving engine (engine.c) that the tests
+ * reach: the pool's invariants checked against every sequence's block
+ * table.
+ */
+#ifndef HEARTH_ENGINE_H
+#define HEARTH_ENGINE_H
+
+#include "internal.h"
+
+/* Check that every KV block is accounted for: each block's reference
+ * count equals the number of block tables holding it, and the pool's
+ * free list, LRU and prefix index agree (kv_pool_check).  Call between
+ * steps. */
+hearth_status engine_check(hearth_engine *e);
+
+/* The identity key the prefix cache's hash chains start from. */
+uint64_t engine_identity(const hearth_engine *e);
+
+/* Tests: a function called with every sequence's drafts after they are
+ * made and before they are verified, which may change them (to force
+ * rejections at chosen places). */
+void engine_set_draft_hook(hearth_engine *e,
+                           void (*hook)(void *user, uint64_t request, int32_t index, int32_t *draft, int32_t n),
+                           void *user);
+
+#endif /* HEARTH_ENGINE_H */

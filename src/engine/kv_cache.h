@@ -1,0 +1,73 @@
+/*
+ * kv_cache.h -- the key/value storage of a KV pool: for every layer, rows
+ * of keys and values in F32, F16 or Q8_0, grouped into fixed-size blocks.
+ *
+ * A row is one position of one sequence; it holds n_head_kv heads of
+ * head_dim elements back to back, so one head of one position is a
+ * contiguous run (whole Q8_0 blocks, since head_dim must then be a
+ * multiple of 32).  Rows are numbered by slot: block b holds slots
+ * b * block_tokens .. (b + 1) * block_tokens - 1, contiguous in memory.
+ * Which block holds which positions of which sequence is the business of
+ * the block tables (struct batch_pos, engine/kv_pool.h); this file only
+ * stores and converts.
+ */
+#ifndef HEARTH_KV_CACHE_H
+#define HEARTH_KV_CACHE_H
+
+#include "internal.h"
+
+/* Positions per block unless the caller chooses (the choice is explained
+ * in DESIGN.md, "The KV pool"). */
+#define HEARTH_KV_BLOCK_DEFAULT 64
+
+struct kv_layer {
+    uint8_t *k;      /* n_blocks * block_tokens rows of row_bytes (host layers) */
+    uint8_t *v;
+    void *k_dev;     /* device copies for offloaded layers */
+    void *v_dev;
+};
+
+struct kv_cache {
+    hearth_type type;      /* F32, F16 or Q8_0 */
+    int32_t block_tokens;  /* rows per block */
+    int32_t n_blocks;
+    int64_t n_slots;       /* n_blocks * block_tokens */
+    int32_t n_layer;
+    int32_t n_head_kv;
+    int32_t head_dim;
+    int64_t row_elems;     /* n_head_kv * head_dim */
+    size_t row_bytes;
+    size_t head_bytes;     /* bytes of one head in one row */
+    size_t block_bytes;    /* bytes of one block of one layer's keys (or values) */
+    struct kv_layer *layers;
+};
+
+/* Check the shape and type of a cache without allocating it (the message
+ * names what is wrong). */
+hearth_status kv_cache_check(hearth_type type, int32_t block_tokens, int32_t n_blocks, int32_t n_head_kv,
+                             int32_t head_dim);
+
+/* Bytes of keys and values one position takes in every layer. */
+size_t kv_cache_bytes_per_token(hearth_type type, int32_t n_layer, int32_t n_head_kv, int32_t head_dim);
+
+/* Allocate host storage for every layer whose on_host[il] is true (all
+ * layers when on_host is NULL). */
+hearth_status kv_cache_new(hearth_type type, int32_t block_tokens, int32_t n_blocks, int32_t n_layer,
+                           int32_t n_head_kv, int32_t head_dim, const bool *on_host, struct kv_cache **out);
+void kv_cache_free(struct kv_cache *kv);
+
+/* Bytes of cache for all layers and slots. */
+size_t kv_cache_bytes(const struct kv_cache *kv);
+
+/* Store one row (n_head_kv * head_dim floats) of keys or values at slot. */
+void kv_cache_store(const struct kv_cache *kv, uint8_t *base, int64_t slot, const float *row);
+
+/* Read head h of the row at slot back as floats. */
+void kv_cache_load_head(const struct kv_cache *kv, const uint8_t *base, int64_t slot, int32_t h,
+                        float *out);
+
+/* Copy the first n_rows rows of block src into block dst in every host
+ * layer (copy-on-write of a shared block). */
+void kv_cache_copy_block(const struct kv_cache *kv, int32_t src, int32_t dst, int32_t n_rows);
+
+#endif /* HEARTH_KV_CACHE_H */

@@ -1,0 +1,62 @@
+/*
+ * rstate.c -- allocation and snapshots of the recurrent states (rstate.h).
+ */
+#include "rstate.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+hearth_status rstate_new(int32_t n_slots, int32_t n_layer, size_t layer_floats, struct rstate **out)
+{
+    size_t per_slot, n;
+    if (n_slots <= 0 || n_layer <= 0 || layer_floats == 0 ||
+        hearth_mul_overflow((size_t)n_layer, layer_floats, &per_slot) ||
+        hearth_mul_overflow(per_slot, (size_t)n_slots, &n) || n > SIZE_MAX / sizeof(float))
+        return hearth_error(HEARTH_E_INVALID, "recurrent state of %d sequences x %d layers x %zu "
+                            "floats is invalid", n_slots, n_layer, layer_floats);
+    struct rstate *rs = hearth_calloc(1, sizeof *rs, "the recurrent state");
+    if (!rs) return HEARTH_E_NOMEM;
+    rs->n_slots = n_slots;
+    rs->n_layer = n_layer;
+    rs->layer_floats = layer_floats;
+    rs->snapshot_pos = -1;
+    rs->data = hearth_aligned_alloc(64, n * sizeof(float), "the recurrent state");
+    if (!rs->data) {
+        free(rs);
+        return hearth_error(HEARTH_E_NOMEM, "out of memory for the recurrent state of %d "
+                            "sequences (%zu bytes each)", n_slots, per_slot * sizeof(float));
+    }
+    memset(rs->data, 0, n * sizeof(float));
+    *out = rs;
+    return HEARTH_OK;
+}
+
+void rstate_free(struct rstate *rs)
+{
+    if (!rs) return;
+    hearth_aligned_free(rs->data);
+    hearth_aligned_free(rs->snapshot);
+    free(rs);
+}
+
+size_t rstate_bytes_per_seq(const struct rstate *rs)
+{
+    return rs ? (size_t)rs->n_layer * rs->layer_floats * sizeof(float) : 0;
+}
+
+hearth_status rstate_save(struct rstate *rs, int32_t slot, int32_t pos)
+{
+    const size_t bytes = rstate_bytes_per_seq(rs);
+    if (!rs->snapshot) {
+        rs->snapshot = hearth_aligned_alloc(64, bytes, "a recurrent state snapshot");
+        if (!rs->snapshot) return HEARTH_E_NOMEM;
+    }
+    memcpy(rs->snapshot, rstate_layer(rs, slot, 0), bytes);
+    rs->snapshot_pos = pos;
+    return HEARTH_OK;
+}
+
+void rstate_restore(const struct rstate *rs, int32_t slot)
+{
+    memcpy(rstate_layer(rs, slot, 0), rs->snapshot, rstate_bytes_per_seq(rs));
+}

@@ -1,0 +1,45 @@
+/*
+ * rstate.h -- the recurrent state of sequences: what a recurrent layer
+ * (RWKV-6, models/rwkv6.c) keeps instead of keys and values.  Each slot
+ * holds one sequence's state for every layer, a fixed number of floats
+ * per layer however long the sequence is (the token-shift rows, then the
+ * WKV state of every head).  A sequence's slot is named in its batch
+ * (struct batch_pos, state_slot) as its KV blocks are in its block table.
+ *
+ * A state summarizes every position before it: it cannot be cut back to
+ * an earlier position.  Rewinding a recurrent sequence is possible only to
+ * position 0 (a fresh state) or to a position whose state was saved
+ * (rstate_save / rstate_restore, a snapshot).  The layers start a
+ * sequence's state from zero at its position 0.
+ */
+#ifndef HEARTH_RSTATE_H
+#define HEARTH_RSTATE_H
+
+#include "internal.h"
+
+struct rstate {
+    int32_t n_slots;       /* sequences that hold a state at once */
+    int32_t n_layer;
+    size_t layer_floats;   /* per slot and layer */
+    float *data;           /* n_slots x n_layer x layer_floats */
+    float *snapshot;       /* one saved slot (n_layer x layer_floats), or NULL */
+    int32_t snapshot_pos;  /* the position it was saved at; -1: none */
+};
+
+hearth_status rstate_new(int32_t n_slots, int32_t n_layer, size_t layer_floats, struct rstate **out);
+void rstate_free(struct rstate *rs);
+
+/* Layer il's state of slot. */
+static inline float *rstate_layer(const struct rstate *rs, int32_t slot, int32_t il)
+{
+    return rs->data + ((size_t)slot * (size_t)rs->n_layer + (size_t)il) * rs->layer_floats;
+}
+
+/* Bytes of one sequence's state (every layer). */
+size_t rstate_bytes_per_seq(const struct rstate *rs);
+
+/* Save slot's state as the snapshot of position pos, and put it back. */
+hearth_status rstate_save(struct rstate *rs, int32_t slot, int32_t pos);
+void rstate_restore(const struct rstate *rs, int32_t slot);
+
+#endif /* HEARTH_RSTATE_H */

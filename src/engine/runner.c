@@ -1,0 +1,376 @@
+/*
+ * runner.c -- the forward pass of one batch of rows from any number of
+ * sequences (runner.h).
+ *
+ * When the model offloaded its last layers to a device, the layers before
+ * them run on the CPU backend and those on the device backend, each with
+ * its own buffers and its part of the KV cache; the hidden state crosses
+ * once per step, and the logits come back from wherever the output layer
+ * is.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "backend.h"
+#include "forward.h"
+#include "kv_cache.h"
+#include "model.h"
+#include "quant.h"
+#include "rstate.h"
+#include "runner.h"
+
+struct runner {
+    const hearth_model *model;
+    struct runner_params params;
+    struct hearth_backend *cpu;
+    struct hearth_backend *gpu;    /* offloaded layers, or NULL */
+    struct kv_cache *kv;
+    struct rstate *rs;             /* recurrent models' states, or NULL */
+    struct forward fw;             /* buffers on the CPU backend */
+    struct forward fw_gpu;         /* buffers on the device */
+    struct act gpu_logits;         /* logits computed on the device */
+    int32_t first_gpu_layer;       /* n_layer when nothing is offloaded */
+    bool output_on_gpu;
+    char *gpu_fallback;            /* why the device was not used, or NULL */
+    float *embd;                   /* host staging for the embeddings */
+    float *logits;                 /* n_logits rows of n_vocab */
+    int32_t n_logits;              /* rows valid after the last step */
+    int32_t logits_capacity;       /* rows allocated */
+    bool (*abort_cb)(void *);
+    void *abort_data;
+};
+
+#define DEFAULT_N_CTX_CAP 4096
+#define DEFAULT_N_BATCH 512
+
+hearth_status runner_resolve_sizes(const hearth_model *model, int32_t *n_ctx, int32_t *n_batch,
+                                   int32_t *n_threads)
+{
+    const struct hparams *hp = &model->hp;
+    if (*n_ctx < 0) return hearth_error(HEARTH_E_INVALID, "context size %d is negative", *n_ctx);
+    if (*n_ctx == 0) *n_ctx = hp->n_ctx_train < DEFAULT_N_CTX_CAP ? hp->n_ctx_train : DEFAULT_N_CTX_CAP;
+    if (*n_ctx > (1 << 24))
+        return hearth_error(HEARTH_E_INVALID, "context size %d is too large (at most %d)", *n_ctx, 1 << 24);
+    if (*n_batch < 0) return hearth_error(HEARTH_E_INVALID, "batch size %d is negative", *n_batch);
+    if (*n_batch == 0) *n_batch = DEFAULT_N_BATCH;
+    if (*n_threads < 0) return hearth_error(HEARTH_E_INVALID, "thread count %d is negative", *n_threads);
+#ifdef _OPENMP
+    if (*n_threads == 0) *n_threads = omp_get_num_procs();
+#else
+    if (*n_threads == 0) *n_threads = 1;
+#endif
+    if (*n_threads > 1024) return hearth_error(HEARTH_E_INVALID, "thread count %d is too large", *n_threads);
+    return HEARTH_OK;
+}
+
+static void free_forward(struct forward *f)
+{
+    if (!f->be) return;
+    struct act *bufs[] = {&f->x,    &f->cur,     &f->q,          &f->k,         &f->v,
+                          &f->att,  &f->gate,    &f->up,         &f->router,    &f->moe_out,
+                          &f->moe_shared, &f->shared_gate};
+    for (size_t i = 0; i < HEARTH_ARRAY_LEN(bufs); i++)
+        if (bufs[i]->host || bufs[i]->dev) f->be->ops->act_free(f->be, bufs[i]);
+    for (int i = 0; i < FORWARD_EXTRA_MAX; i++)
+        if (f->extra[i].host || f->extra[i].dev) f->be->ops->act_free(f->be, &f->extra[i]);
+}
+
+static hearth_status alloc_forward(struct forward *f, int64_t rows)
+{
+    const struct hparams *hp = &f->model->hp;
+    const int64_t n_q = (int64_t)hp->n_head * hp->head_dim;
+    const int64_t n_kv = (int64_t)hp->n_head_kv * hp->head_dim;
+    const struct backend_ops *op = f->be->ops;
+    HEARTH_TRY(op->act_alloc(f->be, &f->x, rows, hp->n_embd));
+    HEARTH_TRY(op->act_alloc(f->be, &f->cur, rows, hp->n_embd > n_q ? hp->n_embd : n_q));
+    HEARTH_TRY(op->act_alloc(f->be, &f->q, rows, n_q));
+    HEARTH_TRY(op->act_alloc(f->be, &f->k, rows, n_kv));
+    HEARTH_TRY(op->act_alloc(f->be, &f->v, rows, n_kv));
+    HEARTH_TRY(op->act_alloc(f->be, &f->att, rows, n_q));
+    const int64_t n_ff = hp->n_ff > hp->n_ff_shexp ? hp->n_ff : hp->n_ff_shexp;
+    HEARTH_TRY(op->act_alloc(f->be, &f->gate, rows, n_ff));
+    HEARTH_TRY(op->act_alloc(f->be, &f->up, rows, n_ff));
+    if (hp->n_expert > 0) {
+        HEARTH_TRY(op->act_alloc(f->be, &f->router, rows, hp->n_expert));
+        HEARTH_TRY(op->act_alloc(f->be, &f->moe_out, rows, hp->n_embd));
+        if (hp->n_ff_shexp > 0) {
+            HEARTH_TRY(op->act_alloc(f->be, &f->moe_shared, rows, hp->n_embd));
+            HEARTH_TRY(op->act_alloc(f->be, &f->shared_gate, rows, 1));
+        }
+    }
+    if (f->model->rec) {
+        int64_t widths[FORWARD_EXTRA_MAX] = {0};
+        f->model->rec->extra_widths(f->model, widths);
+        for (int i = 0; i < FORWARD_EXTRA_MAX; i++)
+            if (widths[i] > 0) HEARTH_TRY(op->act_alloc(f->be, &f->extra[i], rows, widths[i]));
+    }
+    return HEARTH_OK;
+}
+
+/* Drop the device side: its buffers, its KV cache and the backend. */
+static void free_gpu(struct runner *r)
+{
+    free_forward(&r->fw_gpu);
+    if (r->gpu_logits.dev) r->gpu->ops->act_free(r->gpu, &r->gpu_logits);
+    backend_opencl_free(r->gpu);
+    memset(&r->fw_gpu, 0, sizeof r->fw_gpu);
+    r->gpu = NULL;
+}
+
+void runner_free(struct runner *r)
+{
+    if (!r) return;
+    free_forward(&r->fw);
+    free_gpu(r);
+    backend_cpu_free(r->cpu);
+    kv_cache_free(r->kv);
+    rstate_free(r->rs);
+    free(r->gpu_fallback);
+    hearth_aligned_free(r->embd);
+    hearth_aligned_free(r->logits);
+    free(r);
+}
+
+static hearth_status new_kv(struct runner *r, const bool *on_host)
+{
+    const struct hparams *hp = &r->model->hp;
+    const struct runner_params *p = &r->params;
+    if (r->model->rec) {
+        /* Recurrent layers keep no keys and values: a cache with the
+         * pool's shape for the bookkeeping, none of its layers allocated,
+         * and a state per sequence instead. */
+        bool *none = hearth_calloc((size_t)hp->n_layer, sizeof *none, "the KV cache layout");
+        if (!none) return HEARTH_E_NOMEM;
+        hearth_status st = kv_cache_new(p->cache_type, p->block_tokens, p->n_blocks, hp->n_layer,
+                                        hp->n_head_kv, hp->head_dim, none, &r->kv);
+        free(none);
+        if (st) return st;
+        return rstate_new(p->n_states > 0 ? p->n_states : 1, hp->n_layer,
+                          r->model->rec->state_floats(r->model), &r->rs);
+    }
+    return kv_cache_new(p->cache_type, p->block_tokens, p->n_blocks, hp->n_layer, hp->n_head_kv,
+                        hp->head_dim, on_host, &r->kv);
+}
+
+/* The device part: the KV cache split between host and device, the
+ * device backend and its buffers.  When that fails and the model allows
+ * it, the runner uses the CPU alone and keeps the reason. */
+static hearth_status setup_gpu(struct runner *r)
+{
+    const hearth_model *m = r->model;
+    const struct hparams *hp = &m->hp;
+    const struct runner_params *p = &r->params;
+    const int32_t first = m->offload.first_layer;
+    bool *on_host = hearth_calloc((size_t)hp->n_layer, sizeof *on_host, "the KV cache layout");
+    if (!on_host) return HEARTH_E_NOMEM;
+    for (int32_t il = 0; il < first; il++) on_host[il] = true;
+    hearth_status st = new_kv(r, on_host);
+    free(on_host);
+    if (st) return st;
+    st = backend_opencl_new(m, r->kv, p->n_batch, p->n_ctx, &r->gpu);
+    if (!st) {
+        r->fw_gpu.model = m;
+        r->fw_gpu.be = r->gpu;
+        r->fw_gpu.kv = r->kv;
+        st = alloc_forward(&r->fw_gpu, p->n_batch);
+    }
+    if (!st) {
+        r->first_gpu_layer = first;
+        r->output_on_gpu = m->offload.output;
+        return HEARTH_OK;
+    }
+    if (r->gpu) free_gpu(r);
+    kv_cache_free(r->kv);
+    r->kv = NULL;
+    if (!m->params.gpu_fallback) return st;
+    r->gpu_fallback = hearth_strdup(hearth_last_error(), "the offload fallback reason");
+    return r->gpu_fallback ? HEARTH_OK : HEARTH_E_NOMEM;
+}
+
+hearth_status runner_new(const hearth_model *model, const struct runner_params *params,
+                         struct runner **out)
+{
+    const struct hparams *hp = &model->hp;
+    struct runner *r = hearth_calloc(1, sizeof *r, "a forward-pass runner");
+    if (!r) return HEARTH_E_NOMEM;
+    r->model = model;
+    r->params = *params;
+    r->first_gpu_layer = hp->n_layer;
+    hearth_status st = backend_cpu_new(params->n_threads, &r->cpu);
+    if (!st && model->offload.ocl) st = setup_gpu(r);
+    if (!st && !r->gpu) st = new_kv(r, NULL);
+    if (!st && (r->first_gpu_layer > 0 || !r->output_on_gpu)) {
+        r->fw.model = model;
+        r->fw.be = r->cpu;
+        r->fw.kv = r->kv;
+        r->fw.rs = r->rs;
+        r->fw.chunk_size = params->chunk_size;
+        st = alloc_forward(&r->fw, params->n_batch);
+    }
+    if (!st) {
+        r->embd = hearth_aligned_alloc(64, (size_t)params->n_batch * (size_t)hp->n_embd * sizeof(float),
+                                       "embeddings");
+        if (!r->embd) st = HEARTH_E_NOMEM;
+    }
+    if (st) {
+        runner_free(r);
+        return st;
+    }
+    *out = r;
+    return HEARTH_OK;
+}
+
+const struct kv_cache *runner_kv(const struct runner *r) { return r->kv; }
+struct rstate *runner_rstate(const struct runner *r) { return r->rs; }
+
+size_t runner_memory_bytes(const struct runner *r)
+{
+    if (r->rs) return rstate_bytes_per_seq(r->rs) * (size_t)r->rs->n_slots;
+    return kv_cache_bytes(r->kv);
+}
+const struct runner_params *runner_params(const struct runner *r) { return &r->params; }
+int32_t runner_n_gpu_layers(const struct runner *r) { return r->model->hp.n_layer - r->first_gpu_layer; }
+const char *runner_gpu_fallback(const struct runner *r) { return r->gpu_fallback; }
+
+size_t runner_kv_device_bytes(const struct runner *r)
+{
+    return 2 * r->kv->block_bytes * (size_t)r->kv->n_blocks * (size_t)runner_n_gpu_layers(r);
+}
+
+void runner_set_abort(struct runner *r, bool (*should_abort)(void *data), void *data)
+{
+    r->abort_cb = should_abort;
+    r->abort_data = data;
+}
+
+const float *runner_logits(const struct runner *r, int32_t i)
+{
+    if (i < 0 || i >= r->n_logits) return NULL;
+    return r->logits + (size_t)i * (size_t)r->model->hp.n_vocab;
+}
+
+hearth_status runner_copy_block(struct runner *r, int32_t src, int32_t dst, int32_t n_rows)
+{
+    if (r->first_gpu_layer > 0) HEARTH_TRY(r->cpu->ops->kv_copy_block(r->cpu, r->kv, src, dst, n_rows));
+    if (r->gpu) HEARTH_TRY(r->gpu->ops->kv_copy_block(r->gpu, r->kv, src, dst, n_rows));
+    return HEARTH_OK;
+}
+
+/* Token embeddings: row `token` of token_embd, dequantized. */
+static hearth_status embed(struct runner *r, const int32_t *tokens, int64_t n)
+{
+    const struct weight *e = &r->model->tok_embd;
+    const int64_t n_embd = r->model->hp.n_embd;
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *row = (const uint8_t *)e->data + (size_t)tokens[t] * e->row_bytes;
+        float *x = r->embd + t * n_embd;
+        if (!quant_dequantize_row(e->type, row, x, n_embd))
+            return hearth_error(HEARTH_E_UNSUPPORTED, "token_embd.weight: type %s cannot be read",
+                                hearth_type_name(e->type));
+        const float scale = r->model->hp.embd_scale;
+        if (scale != 0.0f && scale != 1.0f) /* 0: not set by the family, none */
+            for (int64_t i = 0; i < n_embd; i++) x[i] *= scale;
+    }
+    return HEARTH_OK;
+}
+
+/* Hand the hidden state of n tokens from one backend's buffers to the
+ * other's, through the host staging buffer. */
+static hearth_status move_hidden(struct runner *r, const struct forward *from, struct forward *to, int64_t n)
+{
+    HEARTH_TRY(from->be->ops->act_download(from->be, r->embd, &from->x, n));
+    HEARTH_TRY(to->be->ops->act_upload(to->be, &to->x, r->embd, n));
+    to->x.rows = n;
+    return HEARTH_OK;
+}
+
+/* Final logit soft-capping (Gemma 2): z = cap * tanh(z / cap), on the
+ * host copy of the logits. */
+static void softcap_logits(struct runner *r, int32_t n_logits)
+{
+    const float cap = r->model->hp.final_softcap, inv = 1.0f / cap;
+    const int64_t n = (int64_t)n_logits * r->model->hp.n_vocab;
+    float *z = r->logits;
+#pragma omp parallel for num_threads(r->params.n_threads) schedule(static) if (n >= 65536)
+    for (int64_t i = 0; i < n; i++) z[i] = cap * tanhf(z[i] * inv);
+}
+
+/* Final norm and LM head for the wanted rows of f->x, into r->logits. */
+static hearth_status output_head(struct runner *r, struct forward *f, const int32_t *rows, int32_t n_logits)
+{
+    const hearth_model *m = r->model;
+    struct hearth_backend *be = f->be;
+    const struct backend_ops *op = be->ops;
+    const int64_t V = m->hp.n_vocab;
+    /* gather the rows, a run of consecutive ones at a time */
+    for (int32_t i = 0; i < n_logits;) {
+        int32_t j = i + 1;
+        while (j < n_logits && rows[j] == rows[j - 1] + 1) j++;
+        HEARTH_TRY(op->copy_rows(be, &f->cur, i, &f->x, rows[i], j - i));
+        i = j;
+    }
+    if (m->rec) HEARTH_TRY(m->rec->output_norm(f, &f->cur));
+    else HEARTH_TRY(op->rmsnorm(be, &f->cur, &f->cur, &m->output_norm, m->hp.norm_eps));
+    if (be == r->cpu) {
+        struct act logits = {r->logits, NULL, n_logits, V, n_logits * V};
+        return op->matmul(be, &logits, &m->output, &f->cur);
+    }
+    if (r->gpu_logits.capacity < n_logits * V) {
+        if (r->gpu_logits.dev) op->act_free(be, &r->gpu_logits);
+        HEARTH_TRY(op->act_alloc(be, &r->gpu_logits, n_logits, V));
+    }
+    HEARTH_TRY(op->matmul(be, &r->gpu_logits, &m->output, &f->cur));
+    return op->act_download(be, r->logits, &r->gpu_logits, n_logits);
+}
+
+hearth_status runner_eval(struct runner *r, const struct runner_step *step)
+{
+    const hearth_model *m = r->model;
+    const int64_t n = step->bp.n_tokens;
+    if (n <= 0 || n > r->params.n_batch)
+        return hearth_error(HEARTH_E_INTERNAL, "a step of %lld rows (at most %d)", (long long)n,
+                            r->params.n_batch);
+    if (step->n_logits > r->logits_capacity) {
+        float *l = hearth_aligned_alloc(64, (size_t)step->n_logits * (size_t)m->hp.n_vocab * sizeof(float),
+                                        "logits");
+        if (!l) return HEARTH_E_NOMEM;
+        hearth_aligned_free(r->logits);
+        r->logits = l;
+        r->logits_capacity = step->n_logits;
+    }
+    r->n_logits = 0;
+
+    struct forward *f = r->first_gpu_layer == 0 ? &r->fw_gpu : &r->fw;
+    r->fw.bp = r->fw_gpu.bp = step->bp;
+    r->fw.n_ctx = r->fw_gpu.n_ctx = r->params.n_ctx;
+    HEARTH_TRY(embed(r, step->tokens, n));
+    HEARTH_TRY(f->be->ops->act_upload(f->be, &f->x, r->embd, n));
+    f->x.rows = n;
+
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        if (r->abort_cb && r->abort_cb(r->abort_data))
+            return hearth_error(HEARTH_E_INTERRUPTED, "evaluation interrupted");
+        if (il == r->first_gpu_layer && f != &r->fw_gpu) {
+            HEARTH_TRY(move_hidden(r, f, &r->fw_gpu, n));
+            f = &r->fw_gpu;
+        }
+        HEARTH_TRY(m->arch->layer(f, il));
+    }
+
+    if (step->n_logits > 0) {
+        if (f == &r->fw_gpu && !r->output_on_gpu) {
+            HEARTH_TRY(move_hidden(r, f, &r->fw, n));
+            f = &r->fw;
+        }
+        HEARTH_TRY(output_head(r, f, step->logit_rows, step->n_logits));
+        if (m->hp.final_softcap > 0.0f) softcap_logits(r, step->n_logits);
+    }
+    r->n_logits = step->n_logits;
+    return HEARTH_OK;
+}

@@ -1,0 +1,86 @@
+/*
+ * runner.h -- the forward pass over one batch of tokens from any number
+ * of sequences: the backends a model's layers run on, their activation
+ * buffers, the KV storage of a pool, and the logits of the rows that need
+ * them.
+ *
+ * Every weight matrix is applied once to all the batch's rows (decode
+ * tokens and prompt chunks of different sequences together, one GEMM);
+ * attention reads each row's own sequence through its block table
+ * (struct batch_pos); the LM head runs only for the rows asked for.  A
+ * row's results depend only on its own token, position and sequence, never
+ * on the other rows of the batch (DESIGN.md, "Batch invariance").
+ *
+ * A hearth_context (one sequence) and a hearth_engine (many) both run on
+ * a runner.
+ */
+#ifndef HEARTH_RUNNER_H
+#define HEARTH_RUNNER_H
+
+#include "backend.h"
+#include "kv_cache.h"
+#include "model.h"
+
+struct runner_params {
+    int32_t n_batch;       /* most rows per step */
+    int32_t n_ctx;         /* most positions of one sequence */
+    int32_t n_threads;
+    hearth_type cache_type;
+    int32_t block_tokens;  /* positions per KV block */
+    int32_t n_blocks;      /* blocks of the pool */
+    int32_t n_states;      /* recurrent models: sequences holding a state at
+                            * once (state slots, rstate.h); 0: 1 */
+    int32_t chunk_size;    /* recurrent models: tokens per chunk of a
+                            * prompt; 0: the default (DESIGN.md) */
+};
+
+struct runner;
+
+/* One step: n rows (bp.n_tokens) of tokens with their places, and the rows
+ * whose logits are wanted (increasing). */
+struct runner_step {
+    const int32_t *tokens;
+    struct batch_pos bp;
+    const int32_t *logit_rows;
+    int32_t n_logits;
+};
+
+/* The sizes a context and an engine share, resolved and checked: n_ctx
+ * (0: the model's training context, at most 4096; at most 2^24), n_batch
+ * (0: 512) and n_threads (0: one per processor; at most 1024). */
+hearth_status runner_resolve_sizes(const hearth_model *model, int32_t *n_ctx, int32_t *n_batch,
+                                   int32_t *n_threads);
+
+/* A runner for the model; with offloaded layers, their KV blocks live on
+ * the device (or, when that fails and the model allows it, everything runs
+ * on the CPU and runner_gpu_fallback() says why). */
+hearth_status runner_new(const hearth_model *model, const struct runner_params *params,
+                         struct runner **out);
+void runner_free(struct runner *r);
+
+/* Run one step (1 .. n_batch rows; the caller guarantees the places are
+ * valid).  Logits of the wanted rows are read with runner_logits(). */
+hearth_status runner_eval(struct runner *r, const struct runner_step *step);
+const float *runner_logits(const struct runner *r, int32_t i);
+
+/* Copy the first n_rows rows of KV block src into block dst, on every
+ * backend holding layers of the cache. */
+hearth_status runner_copy_block(struct runner *r, int32_t src, int32_t dst, int32_t n_rows);
+
+const struct kv_cache *runner_kv(const struct runner *r);
+/* The recurrent states (NULL for attention models, whose KV cache then
+ * holds everything a sequence keeps). */
+struct rstate *runner_rstate(const struct runner *r);
+/* Bytes a sequence keeps: its recurrent state, or its KV cache. */
+size_t runner_memory_bytes(const struct runner *r);
+const struct runner_params *runner_params(const struct runner *r);
+int32_t runner_n_gpu_layers(const struct runner *r);
+const char *runner_gpu_fallback(const struct runner *r);
+/* Bytes of KV cache held on the device. */
+size_t runner_kv_device_bytes(const struct runner *r);
+
+/* A function polled between layers; when it returns true, runner_eval()
+ * stops with HEARTH_E_INTERRUPTED. */
+void runner_set_abort(struct runner *r, bool (*should_abort)(void *data), void *data);
+
+#endif /* HEARTH_RUNNER_H */

@@ -1,0 +1,115 @@
+/*
+ * speculate.c -- prompt-lookup drafts, the rejection rule's residual, the
+ * expected gain of a draft and the step-cost fit (speculate.h).
+ */
+#include "speculate.h"
+
+#include <math.h>
+#include <string.h>
+
+void spec_fit_add(struct spec_fit *f, double x, double y)
+{
+    const double d = SPEC_FIT_DECAY;
+    f->w = f->w * d + 1.0;
+    f->x = f->x * d + x;
+    f->y = f->y * d + y;
+    f->xx = f->xx * d + x * x;
+    f->xy = f->xy * d + x * y;
+}
+
+bool spec_fit_line(const struct spec_fit *f, double *a, double *b)
+{
+    *a = *b = 0.0;
+    if (f->w <= 0.0) return false;
+    const double mx = f->x / f->w, my = f->y / f->w;
+    const double var = f->xx / f->w - mx * mx;
+    /* an x spread of less than a row is no spread (rounding of equal x) */
+    if (var > 0.25) {
+        double slope = (f->xy / f->w - mx * my) / var;
+        if (slope < 0.0) slope = 0.0;
+        double icpt = my - slope * mx;
+        if (icpt < 0.0) {
+            /* a line through the origin */
+            icpt = 0.0;
+            slope = f->xx > 0.0 ? f->xy / f->xx : 0.0;
+        }
+        *a = icpt;
+        *b = slope;
+        return true;
+    }
+    /* y = a (1 + prior x) at the mean */
+    *a = my / (1.0 + SPEC_ROW_PRIOR * mx);
+    *b = SPEC_ROW_PRIOR * *a;
+    return true;
+}
+
+int32_t spec_lookup(const int32_t *tokens, int32_t n, int32_t ngram_max, int32_t k_max, int32_t *out)
+{
+    if (k_max <= 0 || n < 2) return 0;
+    for (int32_t g = HEARTH_MIN(ngram_max, n - 1); g >= 1; g--) {
+        const int32_t *suffix = tokens + n - g;
+        /* the latest occurrence that ends before the suffix begins to
+         * overlap its own end: start i with i + g < n */
+        for (int32_t i = n - g - 1; i >= 0; i--) {
+            if (tokens[i] != suffix[0] || memcmp(tokens + i, suffix, (size_t)g * sizeof *tokens) != 0) continue;
+            const int32_t from = i + g;
+            const int32_t k = HEARTH_MIN(k_max, n - from);
+            memcpy(out, tokens + from, (size_t)k * sizeof *out);
+            return k;
+        }
+    }
+    return 0;
+}
+
+double spec_expected_tokens(double alpha, int32_t k)
+{
+    double e = 1.0, term = 1.0;
+    for (int32_t i = 0; i < k; i++) {
+        term *= alpha;
+        e += term;
+    }
+    return e;
+}
+
+int32_t spec_best_length(double alpha, int32_t k_max, double time_per_token, double row_cost,
+                         double draft_cost)
+{
+    int32_t best = 0;
+    double best_saved = 0.0, e = 1.0, term = 1.0;
+    for (int32_t k = 1; k <= k_max; k++) {
+        term *= alpha;
+        e += term;
+        const double saved = (e - 1.0) * time_per_token - (double)k * (row_cost + draft_cost);
+        if (saved > best_saved) {
+            best_saved = saved;
+            best = k;
+        }
+    }
+    return best;
+}
+
+int32_t spec_draw(const float *w, int32_t n, double sum, double u)
+{
+    const double target = u * sum;
+    double cum = 0.0;
+    int32_t chosen = -1;
+    for (int32_t i = 0; i < n; i++) {
+        if (!(w[i] > 0.0f)) continue;
+        chosen = i;
+        cum += (double)w[i];
+        if (target < cum) break;
+    }
+    return chosen;
+}
+
+double spec_residual(const float *p, const float *q, int32_t x, int32_t n, float *residual)
+{
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        const float qi = q ? q[i] : (i == x ? 1.0f : 0.0f);
+        const float r = p[i] > qi ? p[i] - qi : 0.0f;
+        residual[i] = r;
+        sum += (double)r;
+    }
+    return sum;
+}

@@ -1,0 +1,232 @@
+/*
+ * grammar.h -- internal interface of the grammar engine: the compiled form
+ * of a GBNF grammar (gbnf.c), the pushdown matcher that runs it over bytes
+ * (matcher.c), the token masks over a vocabulary (mask.c), the JSON Schema
+ * translator (json_schema.c) and the public hearth_grammar (grammar.c).
+ *
+ * A grammar is compiled to bytes: every character class becomes
+ * alternatives of UTF-8 byte ranges, so a token whose bytes end inside a
+ * character simply leaves the matcher inside that character, and a token
+ * that is not UTF-8 where the grammar needs a character is refused.
+ */
+#ifndef HEARTH_GRAMMAR_H
+#define HEARTH_GRAMMAR_H
+
+#include "internal.h"
+
+/* ---- the compiled grammar (gbnf.c) ------------------------------------- */
+
+enum gelem_type {
+    GE_END = 0,   /* end of an alternative */
+    GE_BYTES = 1, /* one byte of the set `value` */
+    GE_REF = 2    /* the rule `value` */
+};
+
+struct gelem {
+    int32_t type;
+    int32_t value;
+};
+
+/* Rules are lists of alternatives; an alternative is a run of elements in
+ * elems ending with GE_END, so the element after a position is the next
+ * one to match.  There is no left recursion (the compiler refuses it). */
+struct grammar_ir {
+    struct gelem *elems;
+    int32_t n_elems;
+    int32_t *alt_start;   /* first element of each alternative */
+    int32_t n_alts;
+    int32_t *rule_first;  /* rule r's alternatives: rule_first[r] .. rule_first[r + 1] - 1 */
+    int32_t n_rules;
+    char **rule_names;    /* as written, or "<parent>-<n>" for the generated ones */
+    uint64_t (*sets)[4];  /* byte sets, 256 bits each */
+    int32_t n_sets;
+    int32_t root;
+};
+
+static inline bool byteset_has(const uint64_t set[4], unsigned b)
+{
+    return (set[b >> 6] >> (b & 63)) & 1u;
+}
+
+/* Compile GBNF text (valid UTF-8) with start rule `root` (NULL: "root").
+ * HEARTH_E_FORMAT names the line and column of the first error. */
+hearth_status grammar_ir_parse(const char *text, size_t len, const char *root,
+                               struct grammar_ir *out);
+void grammar_ir_free(struct grammar_ir *ir);
+
+/* ---- the matcher (matcher.c) ------------------------------------------ */
+
+/* A stack is a node: the position it is at (an element index) and the
+ * stack below it.  Nodes are shared (a stack that differs only at its top
+ * from another shares their rest) and hash-consed in an arena, so equal
+ * stacks are one node.  These two values are not nodes: */
+#define GSTACK_EMPTY (-1)    /* the root rule is complete */
+#define GSTACK_CONTEXT (-2)  /* bottom of a stack-independent simulation (mask.c) */
+
+struct gnode {
+    int32_t pos;
+    int32_t parent;
+};
+
+struct garena {
+    struct gnode *nodes;
+    uint32_t *visit;      /* per node: the step that last expanded it */
+    int32_t n, cap;
+    int32_t *slots;       /* hash table of nodes, valid where stamp == gen */
+    uint32_t *stamps;
+    uint32_t table_mask;
+    uint32_t gen;
+    int32_t gen_first;    /* nodes from here on are in the table */
+    int32_t gen_count;
+    uint32_t visit_gen;
+};
+
+/* A set of stacks whose tops are GE_BYTES positions (or the two markers). */
+struct gset {
+    int32_t *s;
+    int32_t n, cap;
+};
+
+/* Most stacks one set may hold; past it the grammar is refused as too
+ * ambiguous for the input. */
+#define GSET_MAX 4096
+
+hearth_status garena_init(struct garena *a);
+void garena_free(struct garena *a);
+/* Forget every node from `mark` on (and start a new hash generation). */
+void garena_truncate(struct garena *a, int32_t mark);
+
+void gset_free(struct gset *set);
+/* Stacks after `parent` ends an alternative or a rule is pushed: the
+ * closure of node `n` into `out` (which keeps what it had). */
+hearth_status gset_expand(const struct grammar_ir *g, struct garena *a, int32_t n,
+                          struct gset *out);
+/* The stacks of `in` that accept byte b, advanced over it, into out
+ * (emptied first).  in and out must differ. */
+hearth_status gset_step(const struct grammar_ir *g, struct garena *a, const struct gset *in,
+                        unsigned b, struct gset *out);
+/* The stacks the grammar starts with. */
+hearth_status gset_initial(const struct grammar_ir *g, struct garena *a, struct gset *out);
+bool gset_has(const struct gset *set, int32_t n);
+/* Copy the stacks of `set` (nodes of `from`) into a fresh arena `to`. */
+hearth_status gset_rebuild(const struct garena *from, const struct gset *set, struct garena *to,
+                           struct gset *out);
+/* The node (pos, parent), created if new. */
+hearth_status garena_node(struct garena *a, int32_t pos, int32_t parent, int32_t *out);
+
+/* ---- tokens and masks (mask.c) ----------------------------------------- */
+
+/* The vocabulary as the grammar sees it: each token's bytes, the tokens
+ * in byte order with the common prefix of neighbours, and a prefix tree. */
+struct gvocab {
+    int32_t n_tokens;
+    uint32_t *off, *len;          /* bytes of token t: bytes[off[t] .. off[t] + len[t]) */
+    unsigned char *bytes;
+    uint8_t *kind;                /* GTOK_* */
+    int32_t *sorted;              /* maskable tokens in byte order */
+    int32_t n_sorted;
+    uint16_t *lcp;                /* common prefix of sorted[i - 1] and sorted[i] */
+    int32_t max_len;
+    /* the prefix tree in preorder: node i's subtree is i .. end[i] - 1 */
+    int32_t n_trie;
+    int32_t *trie_end;
+    int32_t *trie_tok_lo;         /* tokens ending here: sorted[tok_lo .. tok_hi) */
+    int32_t *trie_tok_hi;
+    int32_t *trie_sub_hi;         /* tokens of the subtree: sorted[tok_lo .. sub_hi) */
+    uint16_t *trie_depth;         /* bytes of the node's prefix (the root's children: 1) */
+    unsigned char *trie_byte;
+    int32_t *eog;                 /* end-of-generation tokens */
+    int32_t n_eog;
+    uint64_t *universe;           /* bitset of maskable tokens */
+};
+
+enum { GTOK_NONE = 0, GTOK_TEXT = 1, GTOK_EOG = 2 };
+
+/* Build from explicit tokens: bytes of token t at pieces[t] (lens[t]),
+ * kind[t] one of GTOK_*. */
+hearth_status gvocab_build(int32_t n_tokens, const char *const *pieces, const size_t *lens,
+                           const uint8_t *kinds, struct gvocab *out);
+void gvocab_free(struct gvocab *v);
+
+/* What a stack accepts is decided, for most tokens, by its top few
+ * positions alone: the cache is keyed by the top GCACHE_DEPTH positions
+ * of a stack (and whether the stack ends below them), and holds the
+ * tokens accepted whatever lies below (as a list, as the complement of a
+ * list, or as a bitset) and the tokens that reach below the key part way,
+ * which only the whole stack decides.  Entries are computed the first
+ * time a key is met and shared by every matcher of the grammar. */
+#define GCACHE_DEPTH 3
+enum { GCACHE_ACCEPT_LIST = 0, GCACHE_REJECT_LIST = 1, GCACHE_BITSET = 2 };
+
+struct gcache_entry {
+    int32_t key[GCACHE_DEPTH + 1];
+    int32_t kind;
+    int32_t n_ids;
+    int32_t *ids;          /* ACCEPT_LIST / REJECT_LIST: token ids */
+    uint64_t *bits;        /* BITSET */
+    int32_t n_uncertain;
+    int32_t *uncertain;    /* indices into vocab->sorted, increasing */
+    uint16_t *uncertain_lcp;
+};
+
+struct gcache;
+
+hearth_status gcache_new(struct gcache **out);
+void gcache_free(struct gcache *c);
+/* Entries and bytes held (for the statistics). */
+void gcache_stats(struct gcache *c, int32_t *n_entries, size_t *bytes);
+
+/* Scratch state of mask computations: per-depth sets and an arena. */
+struct gmask_work {
+    struct gset *sets;     /* max_len + 1 */
+    int32_t n_sets;
+    uint64_t *tmp;         /* a bitset */
+    uint8_t *cls;          /* per sorted token */
+    struct garena sim;     /* for cache entries */
+};
+
+hearth_status gmask_work_init(struct gmask_work *w, const struct gvocab *v);
+void gmask_work_free(struct gmask_work *w);
+
+/* The allowed tokens for the stacks in `set` (nodes of `a`) into mask
+ * (a bitset of n_tokens bits), through the cache. */
+hearth_status gmask_compute(const struct grammar_ir *g, const struct gvocab *v, struct gcache *c,
+                            struct garena *a, const struct gset *set, struct gmask_work *w,
+                            uint64_t *mask);
+/* The same by simulating every token (the reference for the tests). */
+hearth_status gmask_brute(const struct grammar_ir *g, const struct gvocab *v, struct garena *a,
+                          const struct gset *set, uint64_t *mask);
+
+/* Advance set over bytes (nodes of a), into out; out->n == 0 when the
+ * grammar refuses them. */
+hearth_status gset_advance_bytes(const struct grammar_ir *g, struct garena *a,
+                                 const struct gset *set, const unsigned char *bytes, size_t len,
+                                 struct gset *out);
+
+/* ---- JSON Schema (json_schema.c) -------------------------------------- */
+
+/* The GBNF text for a JSON Schema (a malloc'ed string).  A keyword
+ * outside the supported subset is HEARTH_E_UNSUPPORTED naming it; a
+ * malformed schema HEARTH_E_FORMAT naming where. */
+hearth_status json_schema_to_gbnf(const char *schema, size_t len, char **gbnf_out);
+/* The GBNF text of JSON mode: any JSON object. */
+extern const char json_object_gbnf[];
+
+/* ---- the matcher of a sequence (grammar.c) ----------------------------- */
+
+struct grammar_matcher;
+
+hearth_status grammar_matcher_new(hearth_grammar *g, struct grammar_matcher **out);
+void grammar_matcher_free(struct grammar_matcher *m);
+hearth_status grammar_matcher_reset(struct grammar_matcher *m);
+/* The allowed tokens (a bitset of the grammar's n_tokens bits). */
+hearth_status grammar_matcher_mask(struct grammar_matcher *m, const uint64_t **mask_out);
+/* Advance over a token; HEARTH_E_INVALID when the grammar does not allow it. */
+hearth_status grammar_matcher_accept(struct grammar_matcher *m, int32_t token);
+/* Whether the grammar is complete and nothing may follow. */
+bool grammar_matcher_done(const struct grammar_matcher *m);
+/* Whether the grammar may end here. */
+bool grammar_matcher_can_end(const struct grammar_matcher *m);
+int32_t grammar_n_tokens(const hearth_grammar *g);
+
+#endif /* HEARTH_GRAMMAR_H */

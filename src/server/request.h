@@ -1,0 +1,129 @@
+/*
+ * request.h -- the body of an OpenAI API request turned into generation
+ * parameters, with every field checked: the first step of a request's
+ * path through hearth serve (request -> server -> engine).
+ *
+ * Parsing needs no model: the limits it checks against (vocabulary size,
+ * the max_tokens cap, the sampling defaults) come in a srv_limits.  A
+ * field hearth does not know is ignored; a known field of the wrong type
+ * or out of range is an error naming it, as the OpenAI API does.
+ */
+#ifndef HEARTH_SERVER_REQUEST_H
+#define HEARTH_SERVER_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hearth.h"
+
+enum srv_kind { SRV_CHAT, SRV_COMPLETION };
+
+/* Most prompts in one completions request, samples per prompt, stop
+ * strings, top log probabilities. */
+#define SRV_MAX_PROMPTS 16
+#define SRV_MAX_N 16
+#define SRV_MAX_STOP 16
+#define SRV_MAX_TOP_LOGPROBS 20
+
+/* An error for the client: HTTP status and the OpenAI error object. */
+struct srv_error {
+    int status;               /* 400, 413, ... */
+    const char *type;         /* "invalid_request_error", ... */
+    const char *code;         /* "invalid_value", ... or NULL */
+    char param[96];           /* the field at fault, "" for none */
+    char message[512];
+};
+
+/* Fill err and return false (for `return srv_fail(...)`). */
+bool srv_fail(struct srv_error *err, int status, const char *type, const char *code,
+              const char *param, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 6, 7)))
+#endif
+    ;
+
+/* One prompt of a completions request: text or token ids. */
+struct srv_prompt {
+    char *text;               /* NUL-terminated, or NULL for tokens */
+    size_t len;
+    hearth_token *tokens;
+    size_t n_tokens;
+};
+
+/* What constrains the output (response_format, or the grammar extension). */
+enum srv_grammar {
+    SRV_GRAMMAR_NONE = 0,
+    SRV_GRAMMAR_JSON_OBJECT,  /* response_format json_object */
+    SRV_GRAMMAR_JSON_SCHEMA,  /* response_format json_schema: grammar_text is the schema */
+    SRV_GRAMMAR_GBNF          /* "grammar": grammar_text is GBNF */
+};
+
+struct srv_request {
+    enum srv_kind kind;
+    /* chat: the messages as a JSON array for the template, every content
+     * a string (text parts joined, null as "") */
+    char *messages_json;
+    /* completions: the prompts (one at least) */
+    struct srv_prompt prompts[SRV_MAX_PROMPTS];
+    size_t n_prompts;
+    hearth_sampler_params sampling;  /* sampling.logit_bias -> bias */
+    bool seed_given;
+    hearth_logit_bias *bias;
+    size_t n_bias;
+    char *stop[SRV_MAX_STOP];
+    size_t n_stop;
+    int32_t max_tokens;       /* -1: none given (the cap applies) */
+    int32_t n;                /* samples per prompt */
+    bool logprobs;            /* log probabilities of the tokens */
+    int32_t top_logprobs;     /* alternatives per token, 0 .. 20 */
+    bool stream;
+    bool include_usage;       /* stream_options.include_usage */
+    bool echo;                /* completions: the prompt before the text */
+    bool ignore_eos;          /* hearth: go on past end-of-generation tokens */
+    char *user;
+    enum srv_grammar grammar; /* checked here; compiled by the server, which
+                               * puts it in sampling.grammar (freed here) */
+    char *grammar_text;
+};
+
+struct srv_limits {
+    int32_t n_vocab;                    /* token ids 0 .. n_vocab-1; 0: unchecked */
+    int32_t max_tokens_cap;             /* most max_tokens a request may ask */
+    const hearth_sampler_params *defaults; /* the server's sampling flags */
+};
+
+/* Parse and check a request body of len bytes.  On failure *err says why
+ * (status 400) and out holds nothing to free. */
+bool srv_request_parse(enum srv_kind kind, const char *body, size_t len,
+                       const struct srv_limits *limits, struct srv_request *out,
+                       struct srv_error *err);
+void srv_request_free(struct srv_request *r);
+
+/* POST /tokenize: {"content", "add_special", "parse_special", "with_pieces"}. */
+struct srv_tokenize {
+    char *content;
+    size_t len;
+    bool add_special, parse_special, with_pieces;
+};
+bool srv_tokenize_parse(const char *body, size_t len, struct srv_tokenize *out,
+                        struct srv_error *err);
+void srv_tokenize_free(struct srv_tokenize *t);
+
+/* POST /detokenize: {"tokens": [ids]}. */
+struct srv_detokenize {
+    hearth_token *tokens;
+    size_t n_tokens;
+};
+bool srv_detokenize_parse(const char *body, size_t len, int32_t n_vocab,
+                          struct srv_detokenize *out, struct srv_error *err);
+void srv_detokenize_free(struct srv_detokenize *d);
+
+/* Whether p[0..len) is valid UTF-8 (JSON text must be). */
+bool srv_utf8_valid(const char *p, size_t len);
+
+/* The length of the valid UTF-8 character at p (n > 0 bytes left), or 0
+ * when the bytes there are not one. */
+size_t srv_utf8_char_len(const char *p, size_t n);
+
+#endif /* HEARTH_SERVER_REQUEST_H */

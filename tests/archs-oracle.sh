@@ -1,0 +1,71 @@
+#!/bin/sh
+# archs-oracle.sh -- every architecture against an independent forward
+# pass: random-weight micro models of each family (tools/gen-model, F32,
+# made here), their all-position logits from hearth (tests/dump-logits,
+# which also checks that decode equals the prompt bit for bit) compared
+# with tests/oracle-forward.py's NumPy implementation of the published
+# equations.  Sequences run past the sliding windows of the micro shapes.
+# The mixture-of-experts families (micro-qwen2moe, micro-qwen3moe,
+# micro-mixtral) are checked the same way.
+# dump-logits -e also runs each model in the serving engine: two greedy
+# samples whose logits must equal the context's bit for bit, the pool
+# consistent after every step, and for micro-phi3 (every layer slides)
+# the blocks wholly before the window given back.
+# Skips (77) where NumPy is missing, unless CI is set.
+. "${HEARTH_SRCDIR:-.}/tests/lib.sh"
+# the first Python 3 with NumPy: $PYTHON3, python3 on the PATH, the system's
+python=
+for p in ${PYTHON3:-} python3 /usr/bin/python3; do
+    if "$p" -c 'import numpy' 2>/dev/null; then python=$p; break; fi
+done
+if [ -z "$python" ]; then
+    if [ -n "${CI:-}" ]; then
+        echo "FAIL: NumPy (python3-numpy) is needed for the architecture oracle" >&2
+        exit 1
+    fi
+    echo "skip: NumPy is not installed"
+    exit 77
+fi
+gen="${HEARTH_BUILDDIR:-.}/tools/gen-model"
+dump="${HEARTH_BUILDDIR:-.}/tests/dump-logits"
+oracle="${HEARTH_SRCDIR:-.}/tests/oracle-forward.py"
+
+# 80 tokens of a fixed pseudo-random sequence over the micro vocabulary
+tokens=$(awk 'BEGIN { x = 12345; for (i = 0; i < 80; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%d ", 1 + x % 511 } }')
+
+for shape in ${ARCHS_ORACLE_SHAPES:-micro-qwen3 micro-gemma2 micro-gemma3 micro-phi3 micro-qwen2moe micro-qwen3moe micro-mixtral}; do
+    model="$tmpdir/$shape.gguf"
+    if ! "$gen" --shape "$shape" --type F32 --threads 2 "$model" 2>"$tmpdir/gen.err"; then
+        cat "$tmpdir/gen.err" >&2
+        fail "$shape: gen-model writes the model"
+        continue
+    fi
+    # shellcheck disable=SC2086
+    if ! "$dump" -e 200 "$model" "$tmpdir/$shape.f32" $tokens >"$tmpdir/engine" 2>"$tmpdir/err"; then
+        cat "$tmpdir/err" >&2
+        fail "$shape: hearth computes the logits, decode and the engine equal to the prompt"
+        continue
+    fi
+    [ -s "$tmpdir/engine" ] && echo "ok: $shape: $(cat "$tmpdir/engine")"
+    # shellcheck disable=SC2086
+    if "$python" "$oracle" --n-ctx 512 "$model" "$tmpdir/$shape.f32" $tokens >"$tmpdir/out" 2>&1; then
+        echo "ok: $(cat "$tmpdir/out")"
+    else
+        cat "$tmpdir/out" >&2
+        fail "$shape: hearth's logits agree with the oracle"
+    fi
+done
+# hearth inspect shows the window and its layer pattern and the soft-cap;
+# the CPU-only families refuse to be offloaded, naming what is missing.
+m="$tmpdir/micro-gemma3.gguf"
+if [ -f "$m" ]; then
+    "$HEARTH" inspect "$m" >"$tmpdir/inspect" 2>&1
+    grep -q "sliding window *24 (2 of every 3 layers)" "$tmpdir/inspect" &&
+        grep -q "logit soft-cap *8" "$tmpdir/inspect" && pass "inspect shows the window and the soft-cap" ||
+        fail "inspect shows the window and the soft-cap"
+    expect_status 1 "gemma3 is not offloaded" -- "$HEARTH" run -m "$m" -p hi -n 1 -ngl 1
+    grep -q "architecture gemma3 cannot be offloaded to an OpenCL device: the OpenCL backend has no GELU" \
+        "$tmpdir/err" && pass "the refusal names what is missing" || fail "the refusal names what is missing"
+    expect_status 0 "gemma3 falls back to the CPU" -- "$HEARTH" run -m "$m" -p hi -n 1 -ngl 1 --gpu-fallback
+fi
+finish

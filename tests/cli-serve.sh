@@ -1,0 +1,39 @@
+#!/bin/sh
+# cli-serve.sh -- hearth serve end to end: tests/server-api.py starts
+# servers on stories260K with the chatml template and checks every
+# endpoint, the response and stream formats, errors and limits, API keys,
+# the queue, cancellation when a client goes away, 16 requests at once
+# against the same requests alone, metrics and the drain on SIGTERM.
+# Skipped when hearth was built without the server (libmicrohttpd and
+# jansson) or python3 is missing, unless CI is set.
+. "${HEARTH_SRCDIR:-.}/tests/lib.sh"
+
+unavailable() {
+    if [ -n "${CI:-}" ]; then
+        echo "FAIL: $* and CI is set" >&2
+        exit 1
+    fi
+    echo "SKIP: $*" >&2
+    exit 77
+}
+
+require_data models/stories260K.gguf reference/stories260K-greedy.txt
+command -v python3 >/dev/null 2>&1 || unavailable "python3 is not installed"
+
+# A build without the server's libraries has no serve command, or one
+# whose help or error says the build has no HTTP server; any other
+# failure is a failure.
+if "$HEARTH" serve --help >"$tmpdir/help" 2>&1; then
+    grep -qi 'no HTTP server' "$tmpdir/help" &&
+        unavailable "hearth serve is not available: $(grep -i 'no HTTP server' "$tmpdir/help" | head -n 1)"
+else
+    if grep -qi 'not a hearth command\|no HTTP server\|microhttpd\|jansson' "$tmpdir/help"; then
+        unavailable "hearth serve is not available: $(head -n 1 "$tmpdir/help")"
+    fi
+    fail "hearth serve --help failed"
+    sed 's/^/  /' "$tmpdir/help" >&2
+    finish
+fi
+
+python3 "${HEARTH_SRCDIR:-.}/tests/server-api.py" "$HEARTH" || fail "hearth serve end to end (see the FAIL lines above)"
+finish

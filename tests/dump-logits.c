@@ -1,0 +1,194 @@
+/*
+ * dump-logits.c -- the logits of every position of a token sequence, for
+ * the architecture oracle (tests/archs-oracle.sh, tests/oracle-forward.py).
+ *
+ *     dump-logits [-c N_CTX] [-b N_BATCH] [-e N_GEN] MODEL OUT.f32 TOKEN...
+ *
+ * runs the tokens as one prompt (in batches of N_BATCH, default 7, so that
+ * a prompt spans several batches) with an F32 KV cache and writes the
+ * n_tokens x n_vocab logits to OUT as float32.  It then runs the same
+ * tokens one at a time (decode) in a fresh sequence and fails unless
+ * every logit equals the prompt's bit for bit.
+ *
+ * With -e, the serving engine (blocks of 64 positions, two greedy samples
+ * of the tokens as a prompt, N_GEN tokens each, in steps of 48 tokens)
+ * must give every sampled token's logits bit for bit as the context does
+ * for the same sequence, keep its pool consistent (engine_check) after
+ * every step, and -- for a model whose every layer slides -- hold no more
+ * blocks than the window needs.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "hearth.h"
+#include "model.h"
+
+static int die(const char *what)
+{
+    fprintf(stderr, "dump-logits: %s: %s\n", what, hearth_last_error());
+    return 1;
+}
+
+struct gen {
+    int32_t V, n_gen;
+    int32_t *tokens[2];   /* the samples' tokens */
+    float *logits[2];     /* and the logits each was drawn from */
+    int32_t n[2];
+    int32_t max_blocks;   /* most blocks held at once */
+    hearth_engine *engine;
+};
+
+static void on_event(void *user, const hearth_event *ev)
+{
+    struct gen *g = user;
+    if (ev->token < 0 || ev->index > 1) return;
+    const int k = ev->index;
+    if (g->n[k] < g->n_gen) {
+        g->tokens[k][g->n[k]] = ev->token;
+        memcpy(g->logits[k] + (size_t)g->n[k] * g->V, ev->logits, (size_t)g->V * sizeof(float));
+        g->n[k]++;
+    }
+    hearth_engine_stats st;
+    hearth_engine_get_stats(g->engine, &st);
+    if (st.blocks_used > g->max_blocks) g->max_blocks = st.blocks_used;
+}
+
+/* The engine part of the check (see the top of the file). */
+static int check_engine(hearth_model *m, hearth_context *ctx, const int32_t *prompt, int n, int n_gen, int n_ctx)
+{
+    const int32_t V = hearth_model_n_vocab(m);
+    struct gen g = {.V = V, .n_gen = n_gen};
+    for (int k = 0; k < 2; k++) {
+        g.tokens[k] = calloc((size_t)n_gen, sizeof(int32_t));
+        g.logits[k] = malloc((size_t)n_gen * (size_t)V * sizeof(float));
+        if (!g.tokens[k] || !g.logits[k]) return 1;
+    }
+    hearth_engine_params ep;
+    hearth_engine_default_params(&ep);
+    ep.n_ctx = n_ctx;
+    ep.n_batch = 48;
+    ep.block_tokens = 64;
+    ep.kv_tokens = 2 * (int64_t)n_ctx;
+    ep.n_threads = 2;
+    ep.cache_type = HEARTH_TYPE_F32;
+    if (hearth_engine_new(m, &ep, &g.engine)) return die("engine");
+    hearth_request rq;
+    hearth_request_default(&rq);
+    rq.prompt = prompt;
+    rq.n_prompt = (size_t)n;
+    rq.sampling.temperature = 0.0f;
+    rq.max_tokens = n_gen;
+    rq.n = 2;
+    rq.ignore_eos = true;
+    rq.on_event = on_event;
+    rq.user = &g;
+    uint64_t id;
+    if (hearth_engine_submit(g.engine, &rq, &id)) return die("submit");
+    for (;;) {
+        bool did = false;
+        if (hearth_engine_step(g.engine, &did)) return die("engine step");
+        if (engine_check(g.engine)) return die("engine check");
+        if (!did) break;
+    }
+    int bad = 0;
+    for (int k = 0; k < 2 && !bad; k++) {
+        if (g.n[k] != n_gen) {
+            fprintf(stderr, "dump-logits: sample %d: %d tokens, expected %d\n", k, g.n[k], n_gen);
+            return 1;
+        }
+        /* the context over prompt + sampled tokens */
+        int32_t *all = malloc((size_t)(n + n_gen) * sizeof *all);
+        if (!all) return 1;
+        memcpy(all, prompt, (size_t)n * sizeof *all);
+        memcpy(all + n, g.tokens[k], (size_t)n_gen * sizeof *all);
+        if (hearth_context_rewind(ctx, 0) || hearth_eval(ctx, all, n + n_gen - 1, n_gen))
+            return die("context");
+        for (int i = 0; i < n_gen && !bad; i++)
+            if (memcmp(hearth_context_logits(ctx, i), g.logits[k] + (size_t)i * V, (size_t)V * sizeof(float))) {
+                fprintf(stderr, "dump-logits: engine sample %d, token %d: logits differ from the context's\n", k, i);
+                bad = 1;
+            }
+        free(all);
+    }
+    /* every layer slides: at most the window's blocks, the block being
+     * written and one of each sample's own, beyond what the window needs */
+    const int32_t window = hparams_max_window(&m->hp);
+    const int32_t total_blocks = (n + n_gen + 63) / 64;
+    if (window > 0) {
+        const int32_t bound = 2 * ((window + 63) / 64 + 1) + 1;
+        printf("engine: window %d, at most %d blocks held (a sample's whole sequence: %d)\n", window,
+               g.max_blocks, total_blocks);
+        if (g.max_blocks > bound) {
+            fprintf(stderr, "dump-logits: %d blocks held, more than the window's %d\n", g.max_blocks, bound);
+            bad = 1;
+        }
+    }
+    hearth_engine_free(g.engine);
+    for (int k = 0; k < 2; k++) {
+        free(g.tokens[k]);
+        free(g.logits[k]);
+    }
+    return bad;
+}
+
+
+
+int main(int argc, char **argv)
+{
+    int n_ctx = 512, n_batch = 7, n_gen = 0, opt;
+    while ((opt = getopt(argc, argv, "c:b:e:")) != -1) {
+        if (opt == 'c') n_ctx = atoi(optarg);
+        else if (opt == 'b') n_batch = atoi(optarg);
+        else if (opt == 'e') n_gen = atoi(optarg);
+        else return 2;
+    }
+    if (argc - optind < 3) {
+        fprintf(stderr, "usage: dump-logits [-c N_CTX] [-b N_BATCH] [-e N_GEN] MODEL OUT.f32 TOKEN...\n");
+        return 2;
+    }
+    const char *model_path = argv[optind], *out_path = argv[optind + 1];
+    const int n = argc - optind - 2;
+    int32_t *tokens = calloc((size_t)n, sizeof *tokens);
+    if (!tokens) return 1;
+    for (int i = 0; i < n; i++) tokens[i] = atoi(argv[optind + 2 + i]);
+
+    hearth_model *m;
+    if (hearth_model_load(model_path, NULL, &m)) return die(model_path);
+    const int32_t V = hearth_model_n_vocab(m);
+    hearth_context_params cp;
+    hearth_context_default_params(&cp);
+    cp.n_ctx = n_ctx;
+    cp.n_batch = n_batch;
+    cp.n_threads = 2;
+    cp.cache_type = HEARTH_TYPE_F32;
+    hearth_context *ctx;
+    if (hearth_context_new(m, &cp, &ctx)) return die("context");
+    if (hearth_eval(ctx, tokens, n, n)) return die("prompt");
+    float *prefill = malloc((size_t)n * (size_t)V * sizeof *prefill);
+    if (!prefill) return 1;
+    for (int i = 0; i < n; i++) memcpy(prefill + (size_t)i * V, hearth_context_logits(ctx, i), (size_t)V * sizeof(float));
+    FILE *f = fopen(out_path, "wb");
+    if (!f || fwrite(prefill, sizeof(float), (size_t)n * V, f) != (size_t)n * V || fclose(f)) {
+        fprintf(stderr, "dump-logits: cannot write %s\n", out_path);
+        return 1;
+    }
+    /* decode: one token at a time gives the same bits */
+    if (hearth_context_rewind(ctx, 0)) return die("rewind");
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        if (hearth_eval(ctx, tokens + i, 1, 1)) return die("decode");
+        if (memcmp(hearth_context_logits(ctx, 0), prefill + (size_t)i * V, (size_t)V * sizeof(float)) != 0) {
+            if (!bad) fprintf(stderr, "dump-logits: position %d: decode differs from the prompt\n", i);
+            bad = 1;
+        }
+    }
+    if (!bad && n_gen > 0) bad = check_engine(m, ctx, tokens, n, n_gen, n_ctx);
+    hearth_context_free(ctx);
+    hearth_model_free(m);
+    free(prefill);
+    free(tokens);
+    return bad;
+}

@@ -1,0 +1,351 @@
+#!/usr/bin/env python3
+"""oracle-forward.py -- an independent forward pass of the decoder
+families hearth runs, in NumPy (float64), from the published equations,
+with its own GGUF reader: the test oracle for the architectures.
+
+    oracle-forward.py MODEL.gguf LOGITS.f32 TOKEN...
+
+reads MODEL (F32 and F16 tensors only), computes the logits of every
+position of the token sequence with explicit causal (and sliding-window)
+masks and a full score matrix -- none of the engine's blocking, online
+softmax or caches -- and compares them with LOGITS (float32, n_tokens x
+n_vocab, row-major, as tests/dump-logits writes them).  Exit 0 when every
+logit agrees within the tolerance, 1 otherwise, 77 when NumPy is missing.
+
+The equations (DESIGN.md, "Architectures", gives the sources):
+  llama/qwen2: x += Wo attn(rope(Wq n), rope(Wk n), Wv n); x += Wd(silu(Wg m) * Wu m)
+  qwen3:       as qwen2 without biases, q and k heads RMS-normed before RoPE
+  gemma2/3:    x = embd * sqrt(d); post-norms on the attention and FFN outputs;
+               GELU (tanh) gate; soft-capped scores (gemma2) and logits;
+               sliding-window layers; gemma3: q/k head norms, local RoPE base
+  phi3:        fused qkv and gate/up rows; LongRoPE factors and attention factor
+  experts:     (llama with ffn_gate_inp: Mixtral; qwen2moe; qwen3moe) in place of
+               the feed-forward, p = softmax(W_router m) over all experts, the k
+               highest (ties to the lower index) weight their experts' SwiGLU:
+               x += sum_e w_e Wd_e(silu(Wg_e m) * Wu_e m), w = p renormalised
+               over the k (Mixtral, qwen3moe) or as it is (qwen2moe), plus for
+               qwen2moe sigmoid(g . m) times the shared expert
+"""
+import math
+import struct
+import sys
+
+try:
+    import numpy as np
+except ImportError:
+    sys.stderr.write("oracle-forward: NumPy is not installed\n")
+    sys.exit(77)
+
+GGML_F32, GGML_F16 = 0, 1
+
+
+class Gguf:
+    """The metadata and the F32/F16 tensors of a GGUF file (version 2 or 3)."""
+
+    def __init__(self, path):
+        with open(path, "rb") as f:
+            self.data = f.read()
+        self.pos = 0
+        if self.data[:4] != b"GGUF":
+            raise ValueError(path + ": not a GGUF file")
+        self.pos = 4
+        version = self.u32()
+        if version not in (2, 3):
+            raise ValueError("GGUF version %d" % version)
+        n_tensors, n_kv = self.u64(), self.u64()
+        self.kv = {}
+        for _ in range(n_kv):
+            key = self.string()
+            self.kv[key] = self.value(self.u32())
+        infos = []
+        for _ in range(n_tensors):
+            name = self.string()
+            n_dims = self.u32()
+            ne = [self.u64() for _ in range(n_dims)]
+            ttype = self.u32()
+            offset = self.u64()
+            infos.append((name, ne, ttype, offset))
+        align = self.kv.get("general.alignment", 32)
+        start = (self.pos + align - 1) // align * align
+        self.tensors = {}
+        for name, ne, ttype, offset in infos:
+            count = 1
+            for n in ne:
+                count *= n
+            if ttype == GGML_F32:
+                arr = np.frombuffer(self.data, np.float32, count, start + offset)
+            elif ttype == GGML_F16:
+                arr = np.frombuffer(self.data, np.float16, count, start + offset)
+            else:
+                arr = None  # quantized: not read by the oracle
+            if arr is not None:
+                # ne[0] is the fastest-varying dimension: rows of ne[0]
+                arr = arr.astype(np.float64).reshape(list(reversed(ne)) if len(ne) > 1 else [ne[0]])
+            self.tensors[name] = arr
+
+    def take(self, fmt):
+        v = struct.unpack_from("<" + fmt, self.data, self.pos)[0]
+        self.pos += struct.calcsize("<" + fmt)
+        return v
+
+    def u32(self):
+        return self.take("I")
+
+    def u64(self):
+        return self.take("Q")
+
+    def string(self):
+        n = self.u64()
+        s = self.data[self.pos:self.pos + n].decode("utf-8", "replace")
+        self.pos += n
+        return s
+
+    def value(self, t):
+        fmts = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+        if t in fmts:
+            return self.take(fmts[t])
+        if t == 8:
+            return self.string()
+        if t == 9:
+            et, n = self.u32(), self.u64()
+            return [self.value(et) for _ in range(n)]
+        raise ValueError("GGUF value type %d" % t)
+
+    def tensor(self, name):
+        if name not in self.tensors:
+            raise KeyError("tensor %s is missing" % name)
+        t = self.tensors[name]
+        if t is None:
+            raise ValueError("tensor %s is quantized; the oracle reads F32 and F16" % name)
+        return t
+
+
+def rmsnorm(x, w, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def rope(x, pos, n_dims, base, scale, neox, factors=None, mscale=1.0):
+    """x: tokens x heads x head_dim, rotated by RoPE (RoFormer eq. 34)."""
+    half = n_dims // 2
+    i = np.arange(half, dtype=np.float64)
+    inv = base ** (-2.0 * i / n_dims)
+    theta = np.outer(pos * scale, inv)  # tokens x half
+    if factors is not None:
+        theta = theta / factors
+    c, s = np.cos(theta)[:, None, :] * mscale, np.sin(theta)[:, None, :] * mscale
+    y = x.copy()
+    if neox:
+        a, b = x[..., :half], x[..., half:n_dims]
+        y[..., :half] = a * c - b * s
+        y[..., half:n_dims] = a * s + b * c
+    else:
+        a, b = x[..., 0:n_dims:2], x[..., 1:n_dims:2]
+        y[..., 0:n_dims:2] = a * c - b * s
+        y[..., 1:n_dims:2] = a * s + b * c
+    return y
+
+
+def attention(q, k, v, scale, window, softcap):
+    """Full-matrix causal attention: q tokens x heads x hd, k/v tokens x
+    kv_heads x hd; key j is visible to query i when j <= i and (no window
+    or i - j < window)."""
+    n, n_head, hd = q.shape
+    group = n_head // k.shape[1]
+    i = np.arange(n)[:, None]
+    j = np.arange(n)[None, :]
+    visible = j <= i
+    if window:
+        visible &= (i - j) < window
+    out = np.empty_like(q)
+    for h in range(n_head):
+        s = (q[:, h, :] @ k[:, h // group, :].T) * scale
+        if softcap:
+            s = softcap * np.tanh(s / softcap)
+        s = np.where(visible, s, -np.inf)
+        s = s - s.max(axis=1, keepdims=True)
+        p = np.exp(s)
+        p /= p.sum(axis=1, keepdims=True)
+        out[:, h, :] = p @ v[:, h // group, :]
+    return out
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def forward(g, tokens):
+    arch = g.kv["general.architecture"]
+
+    def key(suffix, default=None):
+        v = g.kv.get(arch + "." + suffix, default)
+        if v is None:
+            raise KeyError("metadata %s.%s is missing" % (arch, suffix))
+        return v
+
+    n_embd = key("embedding_length")
+    n_layer = key("block_count")
+    n_head = key("attention.head_count")
+    n_head_kv = key("attention.head_count_kv", n_head)
+    hd = key("attention.key_length", n_embd // n_head)
+    eps = key("attention.layer_norm_rms_epsilon", 1e-5)
+    n_rot = key("rope.dimension_count", hd)
+    base = key("rope.freq_base", 10000.0)
+    scale = 1.0
+    if g.kv.get(arch + ".rope.scaling.type", "none") == "linear":
+        scale = 1.0 / key("rope.scaling.factor", 1.0)
+    neox = arch != "llama"
+    gemma = arch in ("gemma2", "gemma3")
+    n_ctx_train = key("context_length")
+    window = g.kv.get(arch + ".attention.sliding_window", 0)
+    if arch == "gemma2":
+        window = window or 4096
+        period = g.kv.get(arch + ".attention.sliding_window_pattern", 2)
+    elif arch == "gemma3":
+        period = g.kv.get(arch + ".attention.sliding_window_pattern", 6)
+    else:
+        period = 1  # phi3: every layer
+    attn_cap = key("attn_logit_softcapping", 50.0) if arch == "gemma2" else 0.0
+    final_cap = g.kv.get(arch + ".final_logit_softcapping", 30.0 if arch == "gemma2" else 0.0)
+    base_swa = g.kv.get(arch + ".rope.freq_base_swa", 10000.0 if arch == "gemma3" else base)
+    q_scale = 1.0 / math.sqrt(hd)
+    if gemma and ((arch == "gemma2" and n_layer == 46) or (arch == "gemma3" and n_layer == 62)):
+        q_scale = 1.0 / math.sqrt(n_embd / n_head)  # the 27B models' query_pre_attn_scalar
+    factors, mscale = None, 1.0
+    if arch == "phi3" and "rope_factors_long.weight" in g.tensors:
+        n_ctx_orig = key("rope.scaling.original_context_length", n_ctx_train)
+        use_long = N_CTX > n_ctx_orig
+        factors = g.tensor("rope_factors_long.weight" if use_long else "rope_factors_short.weight")
+        mscale = key("rope.scaling.attn_factor", 1.0)
+
+    n = len(tokens)
+    pos = np.arange(n, dtype=np.float64)
+    x = g.tensor("token_embd.weight")[tokens].copy()
+    if gemma:
+        x *= math.sqrt(n_embd)
+    for il in range(n_layer):
+        def t(name):
+            return g.tensor("blk.%d.%s" % (il, name))
+
+        def has(name):
+            return ("blk.%d.%s" % (il, name)) in g.tensors
+
+        is_swa = window > 0 and (period <= 1 or il % period < period - 1)
+        h = rmsnorm(x, t("attn_norm.weight"), eps)
+        if has("attn_qkv.weight"):
+            qkv = h @ t("attn_qkv.weight").T
+            q = qkv[:, :n_head * hd]
+            k = qkv[:, n_head * hd:(n_head + n_head_kv) * hd]
+            v = qkv[:, (n_head + n_head_kv) * hd:]
+        else:
+            q, k, v = h @ t("attn_q.weight").T, h @ t("attn_k.weight").T, h @ t("attn_v.weight").T
+        if has("attn_q.bias"):
+            q, k, v = q + t("attn_q.bias"), k + t("attn_k.bias"), v + t("attn_v.bias")
+        q = q.reshape(n, n_head, hd)
+        k = k.reshape(n, n_head_kv, hd)
+        v = v.reshape(n, n_head_kv, hd)
+        if has("attn_q_norm.weight"):
+            q = rmsnorm(q, t("attn_q_norm.weight"), eps)
+            k = rmsnorm(k, t("attn_k_norm.weight"), eps)
+        b, sc = base, scale
+        if gemma and is_swa:
+            b, sc = base_swa, (1.0 if arch == "gemma3" else scale)
+        q = rope(q, pos, n_rot, b, sc, neox, factors, mscale)
+        k = rope(k, pos, n_rot, b, sc, neox, factors, mscale)
+        a = attention(q, k, v, q_scale, window if is_swa else 0, attn_cap).reshape(n, n_head * hd)
+        a = a @ t("attn_output.weight").T
+        if has("post_attention_norm.weight"):
+            a = rmsnorm(a, t("post_attention_norm.weight"), eps)
+        x = x + a
+        m = rmsnorm(x, t("ffn_norm.weight"), eps)
+        if has("ffn_gate_inp.weight"):
+            x = x + experts(g, arch, il, m)
+            continue
+        if has("ffn_gate.weight"):
+            gate, up = m @ t("ffn_gate.weight").T, m @ t("ffn_up.weight").T
+        else:
+            gu = m @ t("ffn_up.weight").T
+            gate, up = gu[:, :gu.shape[1] // 2], gu[:, gu.shape[1] // 2:]
+        f = (gelu_tanh(gate) if gemma else silu(gate)) * up
+        f = f @ t("ffn_down.weight").T
+        if has("post_ffw_norm.weight"):
+            f = rmsnorm(f, t("post_ffw_norm.weight"), eps)
+        x = x + f
+    x = rmsnorm(x, g.tensor("output_norm.weight"), eps)
+    out = g.tensors.get("output.weight")
+    if out is None:
+        out = g.tensor("token_embd.weight")
+    logits = x @ out.T
+    if final_cap:
+        logits = final_cap * np.tanh(logits / final_cap)
+    return logits
+
+
+def experts(g, arch, il, m):
+    """The mixture-of-experts feed-forward of layer il for the rows of m."""
+    def t(name):
+        return g.tensor("blk.%d.%s" % (il, name))
+
+    k = g.kv[arch + ".expert_used_count"]
+    norm = g.kv.get(arch + ".expert_weights_norm", arch != "qwen2moe")
+    logits = m @ t("ffn_gate_inp.weight").T
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    gate, up, down = t("ffn_gate_exps.weight"), t("ffn_up_exps.weight"), t("ffn_down_exps.weight")
+    out = np.zeros_like(m)
+    for r in range(m.shape[0]):
+        chosen = np.argsort(-p[r], kind="stable")[:k]
+        w = p[r, chosen]
+        if norm:
+            w = w / w.sum()
+        for e, we in zip(chosen, w):
+            out[r] += we * (down[e] @ (silu(gate[e] @ m[r]) * (up[e] @ m[r])))
+    if ("blk.%d.ffn_gate_inp_shexp.weight" % il) in g.tensors:
+        sh = silu(m @ t("ffn_gate_shexp.weight").T) * (m @ t("ffn_up_shexp.weight").T)
+        sh = sh @ t("ffn_down_shexp.weight").T
+        out += (1.0 / (1.0 + np.exp(-(m @ t("ffn_gate_inp_shexp.weight")))))[:, None] * sh
+    return out
+
+
+N_CTX = 0
+
+
+def main(argv):
+    global N_CTX
+    args = argv[1:]
+    tol = 2e-3
+    while args and args[0].startswith("--"):
+        opt = args.pop(0)
+        if opt == "--tol":
+            tol = float(args.pop(0))
+        elif opt == "--n-ctx":
+            N_CTX = int(args.pop(0))
+        else:
+            sys.stderr.write("oracle-forward: unknown option %s\n" % opt)
+            return 2
+    if len(args) < 3:
+        sys.stderr.write(__doc__)
+        return 2
+    g = Gguf(args[0])
+    tokens = [int(t) for t in args[2:]]
+    want = forward(g, tokens)
+    got = np.fromfile(args[1], dtype=np.float32).astype(np.float64)
+    if got.size != want.size:
+        sys.stderr.write("oracle-forward: %d logits, expected %d x %d\n" % (got.size, *want.shape))
+        return 1
+    got = got.reshape(want.shape)
+    # relative to each row's spread of logits
+    spread = np.maximum(np.abs(want).max(axis=1, keepdims=True), 1e-6)
+    err = np.abs(got - want) / spread
+    worst = np.unravel_index(np.argmax(err), err.shape)
+    print("oracle-forward: %s (%s), %d positions: max relative error %.3g at position %d, "
+          "token %d (%.6g vs %.6g)" % (args[0].split("/")[-1], g.kv["general.architecture"], len(tokens),
+                                       err.max(), worst[0], worst[1], got[worst], want[worst]))
+    return 0 if err.max() <= tol else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,1982 @@
+#!/usr/bin/env python3
+# server-api.py -- hearth serve end to end over HTTP, for tests/cli-serve.sh.
+#
+# usage: server-api.py [HEARTH [SECTION...]]
+#
+# HEARTH is the hearth program (default: $HEARTH, else src/hearth in the
+# source tree above this script).  The model is stories260K.gguf from
+# $HEARTH_TEST_DATA/models (default: ../shared beside the source tree),
+# served with the chatml template.  With SECTION names only those sections
+# run (the names are printed as each section starts).
+#
+# Several servers are started, each on 127.0.0.1 with --port 0, the port
+# taken from the "listening on" line of its standard error, then /health
+# polled until it answers 200:
+#
+#   main     -c 256 -np 16 --max-body 16384: every endpoint, the response
+#            shapes, streaming framing, stop strings, seeds, n, logprobs,
+#            token prompts, errors, limits, the prefix cache, 16 requests
+#            at once against the same requests sent alone, metrics and
+#            the access log
+#   single   -c 4096 -np 1 --max-queue 1: a client that goes away while
+#            its request decodes, waits in the queue or runs without
+#            streaming; a full queue (429)
+#   slow     -c 8192 -np 2 --timeout 1: the per-request deadline (504, and
+#            an error event in a stream)
+#   keys     --api-key twice: 401 without or with a wrong key; then SIGTERM
+#            while a stream runs: /health says draining, new requests get
+#            503, the stream ends normally, exit status 0
+#   keyfile  --api-key-file with a comment and a blank line
+#   tight    -c 256 -np 4 --kv-size 320: four requests that cannot all
+#            grow at once in the pool give the texts they give alone
+#   grace    -c 8192 -np 2 --grace 1: requests still running a second
+#            after SIGTERM end (an error event in a stream, 503 without)
+#   draft    -md (the model drafting for itself) and lookup --lookup 3:
+#            speculation gives the greedy reference text, the usage
+#            extension and the /metrics counters of speculation
+#
+# Every socket operation has a timeout and the whole script a time limit,
+# so a server that hangs fails the test instead of hanging it; every
+# server is killed at the end.  Each failed check prints a line starting
+# "FAIL:" with what the server answered; the exit status is 1 if any
+# check failed, else 0.
+
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+SRCDIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HEARTH = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("HEARTH", os.path.join(SRCDIR, "src", "hearth"))
+ONLY = sys.argv[2:]
+DATA = os.environ.get("HEARTH_TEST_DATA") or os.path.join(SRCDIR, "..", "shared")
+MODEL = os.path.join(DATA, "models", "stories260K.gguf")
+REFERENCE = os.path.join(DATA, "reference", "stories260K-greedy.txt")
+ALIAS = "stories260K"
+IO_TIMEOUT = 20.0       # seconds, every socket operation
+WALL_LIMIT = 150.0      # seconds, the whole script
+SETTLE = 8.0            # seconds for the server to free a cancelled request
+NO_EOS = {"2": -100}    # token 2 is </s>: generation runs to max_tokens
+SYSTEM = "You are a storyteller."
+USER = "Tell me a story about a cat."
+LONG = 4000             # max_tokens of the requests that are cancelled
+
+
+# ---------------------------------------------------------------- checks
+
+failures = []
+out_lock = threading.Lock()
+section_name = "-"
+
+
+class Abort(Exception):
+    """Ends the current section: what follows depends on what failed."""
+
+
+def say(line):
+    with out_lock:
+        print(line, flush=True)
+
+
+def ok(desc):
+    say(f"ok: {section_name}: {desc}")
+
+
+def fail(desc):
+    failures.append(f"{section_name}: {desc}")
+    say(f"FAIL: {section_name}: {desc}")
+
+
+def check(cond, desc, detail=""):
+    if cond:
+        ok(desc)
+    else:
+        fail(f"{desc}: {detail}" if detail else desc)
+    return bool(cond)
+
+
+def need(cond, desc):
+    if not cond:
+        raise Abort(desc)
+
+
+def short(data, n=600):
+    if isinstance(data, (bytes, bytearray)):
+        data = data.decode("utf-8", "replace")
+    elif not isinstance(data, str):
+        data = json.dumps(data)
+    return data if len(data) <= n else data[:n] + "..."
+
+
+def is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def is_num(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def wait_for(fn, timeout, interval=0.05):
+    """Calls fn until it returns (True, value) or timeout passes; gives
+    (done, last value)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done, value = fn()
+        if done or time.monotonic() > deadline:
+            return done, value
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------- servers
+
+def die_with_parent():
+    """On Linux, a server gets SIGKILL when this script dies, even of
+    SIGKILL itself."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+class Server:
+    started = []
+
+    def __init__(self, name, *args):
+        self.name = name
+        self.cmd = [HEARTH, "serve", "-m", MODEL, "--chat-template", "chatml",
+                    "--host", "127.0.0.1", "--port", "0"] + list(args)
+        self.port = None
+        self.lines = []
+        self.eof = False
+        self.ready = None          # None: not yet waited for; else True/False
+        self.cond = threading.Condition()
+        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, preexec_fn=die_with_parent)
+        Server.started.append(self)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for raw in self.proc.stderr:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            with self.cond:
+                self.lines.append(line)
+                if self.port is None:
+                    m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+                    if m:
+                        self.port = int(m.group(1))
+                self.cond.notify_all()
+        with self.cond:
+            self.eof = True
+            self.cond.notify_all()
+
+    def log(self, n=15):
+        with self.cond:
+            tail = self.lines[-n:]
+        return " | ".join(tail) if tail else "(nothing on stderr)"
+
+    def wait_ready(self):
+        if self.ready is not None:
+            need(self.ready, f"server {self.name} did not start")
+            return
+        self.ready = False
+        with self.cond:
+            self.cond.wait_for(lambda: self.port is not None or self.eof, timeout=30)
+            port = self.port
+        need(port is not None, f"server {self.name} ({' '.join(self.cmd[1:])}) printed no "
+             f"'listening on http://127.0.0.1:PORT' line; exit status {self.proc.poll()}; stderr: {self.log()}")
+        seen = []
+
+        def healthy():
+            if self.proc.poll() is not None:
+                seen.append(f"exited with status {self.proc.poll()}")
+                return True, None
+            try:
+                r = request(self, "GET", "/health", timeout=2)
+            except OSError as e:
+                seen.append(f"{type(e).__name__}: {e}")
+                return False, None
+            seen.append(f"{r.status} {short(r.data, 80)}")
+            return r.status == 200, r
+
+        done, r = wait_for(healthy, 30, 0.05)
+        need(done and r is not None, f"server {self.name}: /health never answered 200 (last answers: "
+             f"{seen[-3:]}); stderr: {self.log()}")
+        odd = [s for s in seen[:-1] if not s.startswith("503")]
+        check(not odd, f"{self.name}: /health answers 503 until the model is loaded, then 200",
+              f"answers before the 200: {odd[:3]}")
+        with self.cond:
+            ready_line = any(re.search(r"hearth: serve: ready: model " + re.escape(ALIAS) + r"\b", l)
+                             for l in self.lines)
+        check(ready_line, f"{self.name}: stderr has a 'ready: model {ALIAS}' line", self.log(5))
+        self.ready = True
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def kill_all():
+    for s in Server.started:
+        s.kill()
+
+
+# ---------------------------------------------------------------- HTTP
+
+class Resp:
+    def __init__(self, status, headers, data):
+        self.status, self.headers, self.data = status, headers, data
+        try:
+            self.json = json.loads(data.decode("utf-8")) if data else None
+        except ValueError:
+            self.json = None
+
+    def header(self, name):
+        return self.headers.get(name.lower())
+
+    def __str__(self):
+        return f"HTTP {self.status} {short(self.data)}"
+
+
+def request(srv, method, path, body=None, raw=None, key=None, headers=None, timeout=IO_TIMEOUT, conn=None):
+    """One request with http.client; gives a Resp.  With conn, that
+    (kept-alive) connection is used and left open."""
+    c = conn or http.client.HTTPConnection("127.0.0.1", srv.port, timeout=timeout)
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    h = {}
+    if data is not None:
+        h["Content-Type"] = "application/json"
+    if key:
+        h["Authorization"] = f"Bearer {key}"
+    h.update(headers or {})
+    try:
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        payload = r.read()
+        return Resp(r.status, {k.lower(): v for k, v in r.getheaders()}, payload)
+    finally:
+        if conn is None:
+            c.close()
+
+
+def post(srv, path, body, **kw):
+    return request(srv, "POST", path, body=body, **kw)
+
+
+def ok_json(srv, path, body, what, **kw):
+    """POSTs body, requires a 200 JSON answer, gives the JSON."""
+    r = post(srv, path, body, **kw)
+    need(r.status == 200 and isinstance(r.json, dict),
+         f"{what}: expected 200 with a JSON object, got {r} for {short(body, 300)}")
+    return r.json
+
+
+class Raw:
+    """One HTTP/1.1 request over a plain socket; the response is read and
+    its chunked transfer coding decoded here, byte by byte."""
+
+    def __init__(self, srv, path, body=None, raw=None, key=None, method="POST", timeout=IO_TIMEOUT):
+        self.sock = socket.create_connection(("127.0.0.1", srv.port), timeout=timeout)
+        data = raw if raw is not None else json.dumps(body).encode()
+        head = [f"{method} {path} HTTP/1.1", f"Host: 127.0.0.1:{srv.port}",
+                "Content-Type: application/json", f"Content-Length: {len(data)}"]
+        if key:
+            head.append(f"Authorization: Bearer {key}")
+        try:
+            self.sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # a server may answer (413) and close before reading it all
+        self.buf = b""
+        self.status = None
+        self.headers = {}
+        self.done = False
+        self.problems = []
+
+    def _fill(self):
+        d = self.sock.recv(65536)
+        if not d:
+            raise EOFError("the server closed the connection")
+        self.buf += d
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            self._fill()
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _exact(self, n):
+        while len(self.buf) < n:
+            self._fill()
+        d, self.buf = self.buf[:n], self.buf[n:]
+        return d
+
+    def read_head(self):
+        line = self._line().decode("latin-1")
+        m = re.match(r"HTTP/(\d\.\d) (\d{3})(?: .*)?$", line)
+        need(m, f"bad status line {line!r}")
+        self.version, self.status = m.group(1), int(m.group(2))
+        while True:
+            line = self._line()
+            if not line:
+                break
+            k, _, v = line.decode("latin-1").partition(":")
+            self.headers[k.strip().lower()] = v.strip()
+        self.chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
+        self.left = int(self.headers["content-length"]) if "content-length" in self.headers else None
+        return self.status
+
+    def part(self):
+        """The next piece of the body; b"" at its end."""
+        if self.done:
+            return b""
+        if self.chunked:
+            line = self._line().decode("latin-1")
+            try:
+                size = int(line.split(";")[0].strip(), 16)
+            except ValueError:
+                raise Abort(f"bad chunk size line {line!r}")
+            if size == 0:
+                while self._line():
+                    pass
+                self.done = True
+                return b""
+            d = self._exact(size)
+            tail = self._exact(2)
+            if tail != b"\r\n":
+                raise Abort(f"a chunk of {size} bytes is followed by {tail!r}, not CRLF")
+            return d
+        if self.left is not None:
+            d = self._exact(self.left)
+            self.done = True
+            return d
+        try:
+            if not self.buf:
+                self._fill()
+        except EOFError:
+            self.done = True
+            return b""
+        d, self.buf = self.buf, b""
+        return d
+
+    def body(self):
+        parts = []
+        while True:
+            p = self.part()
+            if not p:
+                return b"".join(parts)
+            parts.append(p)
+
+    def events(self):
+        """Yields the data of each event; framing problems go to
+        self.problems."""
+        pending = b""
+        while True:
+            while b"\n\n" not in pending:
+                p = self.part()
+                if not p:
+                    if pending:
+                        self.problems.append(f"the stream ends inside an event: {pending[:200]!r}")
+                    return
+                pending += p
+            ev, pending = pending.split(b"\n\n", 1)
+            if not ev.startswith(b"data: ") or b"\n" in ev or b"\r" in ev:
+                self.problems.append(f"an event is not exactly 'data: ...\\n\\n': {ev[:200]!r}")
+            try:
+                yield ev[6:].decode("utf-8")
+            except UnicodeDecodeError:
+                self.problems.append(f"an event is not UTF-8: {ev[:200]!r}")
+                yield ev[6:].decode("utf-8", "replace")
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class Stream:
+    """A whole streamed response: status, headers, the events' data."""
+
+    def __init__(self, srv, path, body, key=None):
+        r = Raw(srv, path, body, key=key)
+        try:
+            self.status = r.read_head()
+            self.version = r.version
+            self.headers = r.headers
+            self.chunked = r.chunked
+            if self.status != 200:
+                self.data = [r.body().decode("utf-8", "replace")]
+                self.problems = []
+                return
+            self.data = list(r.events())
+            self.problems = r.problems
+            if r.buf:
+                self.problems.append(f"bytes after the last chunk: {r.buf[:100]!r}")
+        finally:
+            r.close()
+
+    def framing(self):
+        """Problems with the HTTP framing and the event format."""
+        p = list(self.problems)
+        if self.status != 200:
+            return [f"status {self.status}: {short(self.data[0])}"]
+        if self.version != "1.1":
+            p.append(f"HTTP/{self.version}, not HTTP/1.1")
+        ct = self.headers.get("content-type", "")
+        if not ct.startswith("text/event-stream"):
+            p.append(f"Content-Type {ct!r}")
+        if not self.chunked:
+            p.append(f"not chunked (Transfer-Encoding {self.headers.get('transfer-encoding')!r})")
+        if not self.data or self.data[-1] != "[DONE]":
+            p.append(f"the last event is {short(self.data[-1], 200) if self.data else None!r}, not [DONE]")
+        if self.data.count("[DONE]") != 1:
+            p.append(f"{self.data.count('[DONE]')} [DONE] events")
+        return p
+
+    def chunks(self):
+        """The JSON events before [DONE]; Abort on one that is not JSON."""
+        out = []
+        for d in self.data:
+            if d == "[DONE]":
+                break
+            try:
+                out.append(json.loads(d))
+            except ValueError:
+                raise Abort(f"an event is not JSON: {short(d, 200)!r}")
+        return out
+
+
+def chat_stream(chunks, n=1, include_usage=False, logprobs=False):
+    """Checks the chunks of a chat stream; gives (texts, finish reasons,
+    usage, problems)."""
+    p = []
+    texts = [None] * n
+    finish = [None] * n
+    usage = None
+    first_id = chunks[0].get("id") if chunks else None
+    if not (isinstance(first_id, str) and first_id.startswith("chatcmpl-")):
+        p.append(f"id {first_id!r}")
+    for k, c in enumerate(chunks):
+        if "error" in c:
+            p.append(f"an error event: {short(c)}")
+            continue
+        if c.get("object") != "chat.completion.chunk":
+            p.append(f"object {c.get('object')!r}")
+        if c.get("id") != first_id:
+            p.append(f"chunk {k} has id {c.get('id')!r}, the first {first_id!r}")
+        if c.get("model") != ALIAS:
+            p.append(f"model {c.get('model')!r}")
+        if not is_int(c.get("created")):
+            p.append(f"created {c.get('created')!r}")
+        last = k == len(chunks) - 1
+        if include_usage:
+            if "usage" not in c:
+                p.append(f"chunk {k} has no usage key")
+            elif last:
+                usage = c["usage"]
+                if c.get("choices") != []:
+                    p.append(f"the usage chunk has choices {short(c.get('choices'), 200)}")
+                p += usage_problems(usage)
+                continue
+            elif c["usage"] is not None:
+                p.append(f"chunk {k} has usage {c['usage']!r} before the last")
+        for ch in c.get("choices") or []:
+            i = ch.get("index")
+            if not (is_int(i) and 0 <= i < n):
+                p.append(f"choice index {i!r}")
+                continue
+            delta = ch.get("delta")
+            if not isinstance(delta, dict):
+                p.append(f"delta {delta!r}")
+                continue
+            if "finish_reason" not in ch or "logprobs" not in ch:
+                p.append(f"a chunk choice lacks finish_reason or logprobs: {short(ch, 200)}")
+            if not logprobs and ch.get("logprobs") is not None:
+                p.append(f"logprobs {short(ch.get('logprobs'), 100)} not asked for")
+            if finish[i] is not None:
+                p.append(f"choice {i} has a chunk after its finish chunk: {short(ch, 200)}")
+            if texts[i] is None:
+                if delta.get("role") != "assistant" or delta.get("content") != "":
+                    p.append(f"the first chunk of choice {i} has delta {short(delta, 200)}, "
+                             "not {\"role\":\"assistant\",\"content\":\"\"}")
+                texts[i] = delta.get("content") or ""
+                if ch.get("finish_reason") is not None:
+                    finish[i] = ch["finish_reason"]
+                continue
+            if "role" in delta:
+                p.append(f"a later chunk of choice {i} has a role: {short(delta, 200)}")
+            if ch.get("finish_reason") is not None:
+                finish[i] = ch["finish_reason"]
+                if finish[i] not in ("stop", "length"):
+                    p.append(f"finish_reason {finish[i]!r}")
+                if delta != {}:
+                    p.append(f"the finish chunk of choice {i} has delta {short(delta, 200)}, not {{}}")
+            elif not isinstance(delta.get("content"), str):
+                p.append(f"a content chunk of choice {i} has delta {short(delta, 200)}")
+            if isinstance(delta.get("content"), str):
+                texts[i] += delta["content"]
+    for i in range(n):
+        if texts[i] is None:
+            p.append(f"choice {i} has no chunks")
+        elif finish[i] is None:
+            p.append(f"choice {i} has no finish chunk")
+    if include_usage and usage is None:
+        p.append("no usage chunk")
+    return texts, finish, usage, p
+
+
+def text_stream(chunks, n=1):
+    """The same for a /v1/completions stream."""
+    p = []
+    texts = [""] * n
+    finish = [None] * n
+    first_id = chunks[0].get("id") if chunks else None
+    if not (isinstance(first_id, str) and first_id.startswith("cmpl-")):
+        p.append(f"id {first_id!r}")
+    for c in chunks:
+        if "error" in c:
+            p.append(f"an error event: {short(c)}")
+            continue
+        if c.get("object") != "text_completion" or c.get("model") != ALIAS or c.get("id") != first_id:
+            p.append(f"chunk {short(c, 200)}: object, model or id")
+        for ch in c.get("choices") or []:
+            i = ch.get("index")
+            if not (is_int(i) and 0 <= i < n) or not isinstance(ch.get("text"), str):
+                p.append(f"chunk choice {short(ch, 200)}")
+                continue
+            if finish[i] is not None:
+                p.append(f"choice {i} has a chunk after its finish chunk")
+            texts[i] += ch["text"]
+            if ch.get("finish_reason") is not None:
+                finish[i] = ch["finish_reason"]
+    if None in finish:
+        p.append(f"finish reasons {finish}")
+    return texts, finish, p
+
+
+def usage_problems(u):
+    p = []
+    if not isinstance(u, dict):
+        return [f"usage {u!r}"]
+    pt, ct, tt = u.get("prompt_tokens"), u.get("completion_tokens"), u.get("total_tokens")
+    if not (is_int(pt) and pt > 0 and is_int(ct) and ct >= 0 and is_int(tt)):
+        p.append(f"usage {short(u, 200)}")
+    elif tt != pt + ct:
+        p.append(f"total_tokens {tt} != prompt_tokens {pt} + completion_tokens {ct}")
+    d = u.get("prompt_tokens_details")
+    if not (isinstance(d, dict) and is_int(d.get("cached_tokens"))
+            and 0 <= d["cached_tokens"] <= (pt if is_int(pt) else 0)):
+        p.append(f"prompt_tokens_details {d!r}")
+    return p
+
+
+def response_problems(j, kind, n=1):
+    """Problems with the shape of a non-stream response; kind "chat" or
+    "text"."""
+    p = []
+    prefix, obj = ("chatcmpl-", "chat.completion") if kind == "chat" else ("cmpl-", "text_completion")
+    if not (isinstance(j.get("id"), str) and j["id"].startswith(prefix)):
+        p.append(f"id {j.get('id')!r}")
+    if j.get("object") != obj:
+        p.append(f"object {j.get('object')!r}")
+    if not (is_int(j.get("created")) and abs(j["created"] - time.time()) < 3600):
+        p.append(f"created {j.get('created')!r}")
+    if j.get("model") != ALIAS:
+        p.append(f"model {j.get('model')!r}, not {ALIAS!r}")
+    fp = j.get("system_fingerprint")
+    if not (isinstance(fp, str) and fp.startswith("hearth-")):
+        p.append(f"system_fingerprint {fp!r}")
+    choices = j.get("choices")
+    if not (isinstance(choices, list) and len(choices) == n):
+        p.append(f"{len(choices) if isinstance(choices, list) else choices!r} choices, expected {n}")
+        choices = []
+    for i, ch in enumerate(choices):
+        if ch.get("index") != i:
+            p.append(f"choice {i} has index {ch.get('index')!r}")
+        if kind == "chat":
+            msg = ch.get("message")
+            if not (isinstance(msg, dict) and msg.get("role") == "assistant" and isinstance(msg.get("content"), str)):
+                p.append(f"message {short(msg, 200)}")
+        elif not isinstance(ch.get("text"), str):
+            p.append(f"text {ch.get('text')!r}")
+        if "logprobs" not in ch:
+            p.append(f"choice {i} has no logprobs key")
+        if ch.get("finish_reason") not in ("stop", "length"):
+            p.append(f"finish_reason {ch.get('finish_reason')!r}")
+    p += usage_problems(j.get("usage"))
+    h = j.get("hearth")
+    if not (isinstance(h, dict) and is_int(h.get("seed")) and isinstance(h.get("sampling"), str)):
+        p.append(f"hearth {h!r}")
+    elif f"seed={h['seed']}" not in h["sampling"]:
+        p.append(f"hearth.sampling {h['sampling']!r} does not say seed={h['seed']}")
+    return p
+
+
+def content(j, i=0):
+    return j["choices"][i]["message"]["content"]
+
+
+def text(j, i=0):
+    return j["choices"][i]["text"]
+
+
+def chat_body(**kw):
+    b = {"model": "gpt-4o", "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER}],
+         "max_tokens": 12, "temperature": 0}
+    b.update(kw)
+    return {k: v for k, v in b.items() if v is not None}
+
+
+def error_problems(r, status, code=None, param=None, etype=None):
+    p = []
+    if r.status != status:
+        p.append(f"status {r.status}, expected {status}")
+    if not (r.header("content-type") or "").startswith("application/json"):
+        p.append(f"Content-Type {r.header('content-type')!r}")
+    e = r.json.get("error") if isinstance(r.json, dict) else None
+    if not (isinstance(e, dict) and isinstance(e.get("message"), str) and isinstance(e.get("type"), str)
+            and "param" in e and "code" in e):
+        p.append("not an OpenAI error object")
+        return p + [f"body {short(r.data, 300)}"]
+    if code is not None and e.get("code") != code:
+        p.append(f"code {e.get('code')!r}, expected {code!r}")
+    if param is not None and param.endswith("*"):
+        if not str(e.get("param")).startswith(param[:-1]):
+            p.append(f"param {e.get('param')!r}, expected {param[:-1]!r} or a part of it")
+    elif param is not None and e.get("param") != param:
+        p.append(f"param {e.get('param')!r}, expected {param!r}")
+    if etype is not None and e.get("type") != etype:
+        p.append(f"type {e.get('type')!r}, expected {etype!r}")
+    if p:
+        p.append(f"body {short(r.data, 300)}")
+    return p
+
+
+def expect_error(r, desc, status, code=None, param=None, etype=None):
+    """r is a Resp, or a function giving one: then a connection that fails
+    fails only this check."""
+    if callable(r):
+        try:
+            r = r()
+        except (OSError, EOFError, http.client.HTTPException) as e:
+            return check(False, desc, f"no answer: {type(e).__name__}: {e}")
+    p = error_problems(r, status, code, param, etype)
+    return check(not p, desc, "; ".join(p))
+
+
+# ---------------------------------------------------------------- metrics
+
+class Metrics:
+    SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+)?$")
+    LABELS = re.compile(r'[ \t]*(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*"[ \t]*(?:,[ \t]*|$))*')
+    LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\.)*)"')
+
+    def __init__(self, textdata):
+        self.types = {}
+        self.samples = {}
+        self.problems = []
+        for line in textdata.split("\n"):
+            if not line.strip():
+                continue
+            if line.startswith("#"):
+                f = line.split(None, 3)
+                if len(f) >= 4 and f[1] == "TYPE":
+                    self.types[f[2]] = f[3].strip()
+                continue
+            m = self.SAMPLE.match(line)
+            if not m or (m.group(2) is not None and not self.LABELS.fullmatch(m.group(2))):
+                self.problems.append(f"not a Prometheus sample line: {line!r}")
+                continue
+            labels = tuple(sorted(self.LABEL.findall(m.group(2) or "")))
+            try:
+                value = float(m.group(3))
+            except ValueError:
+                self.problems.append(f"bad value in {line!r}")
+                continue
+            self.samples[(m.group(1), labels)] = value
+
+    def get(self, name, default=None, **labels):
+        return self.samples.get((name, tuple(sorted(labels.items()))), default)
+
+    def series(self, name):
+        return [(dict(lab), v) for (n, lab), v in self.samples.items() if n == name]
+
+
+GAUGES = ["hearth_requests_running", "hearth_requests_waiting", "hearth_kv_blocks_used",
+          "hearth_kv_blocks_cached", "hearth_kv_blocks_total"]
+COUNTERS = ["hearth_prompt_tokens_total", "hearth_prompt_tokens_cached_total", "hearth_generated_tokens_total",
+            "hearth_prefix_cache_queries_total", "hearth_prefix_cache_hits_total", "hearth_preemptions_total"]
+HISTOGRAMS = ["hearth_time_to_first_token_seconds", "hearth_time_per_output_token_seconds",
+              "hearth_request_duration_seconds", "hearth_queue_time_seconds"]
+
+
+def metrics(srv, key=None):
+    r = request(srv, "GET", "/metrics", key=key)
+    need(r.status == 200, f"/metrics: {r}")
+    m = Metrics(r.data.decode("utf-8", "replace"))
+    m.content_type = r.header("content-type") or ""
+    return m
+
+
+def finished(m, reason):
+    return m.get("hearth_requests_total", 0.0, finish_reason=reason)
+
+
+def metrics_problems(m):
+    """The names of the spec, their types, histogram consistency."""
+    p = list(m.problems)
+    for g in GAUGES:
+        if m.get(g) is None:
+            p.append(f"no {g}")
+        elif m.types.get(g) != "gauge":
+            p.append(f"{g} has TYPE {m.types.get(g)!r}")
+    for c in COUNTERS + ["hearth_requests_total", "hearth_http_responses_total"]:
+        if c not in m.types and not m.series(c):
+            p.append(f"no {c}")
+        elif m.types.get(c) != "counter":
+            p.append(f"{c} has TYPE {m.types.get(c)!r}")
+    for c in COUNTERS:
+        if m.get(c) is None:
+            p.append(f"no unlabelled sample of {c}")
+    for lab, _ in m.series("hearth_requests_total"):
+        if set(lab) != {"finish_reason"} or lab["finish_reason"] not in ("stop", "length", "cancelled",
+                                                                          "error", "timeout"):
+            p.append(f"hearth_requests_total with labels {lab}")
+    for h in HISTOGRAMS:
+        if m.types.get(h) != "histogram":
+            p.append(f"{h} has TYPE {m.types.get(h)!r}")
+        buckets = sorted(((float(lab["le"]), v) for lab, v in m.series(h + "_bucket") if "le" in lab))
+        count, total = m.get(h + "_count"), m.get(h + "_sum")
+        if not buckets or buckets[-1][0] != float("inf"):
+            p.append(f"{h}_bucket has no le=\"+Inf\"")
+        elif count is None or total is None:
+            p.append(f"{h} lacks _count or _sum")
+        else:
+            if buckets[-1][1] != count:
+                p.append(f"{h}: the +Inf bucket {buckets[-1][1]} != _count {count}")
+            if any(a[1] > b[1] for a, b in zip(buckets, buckets[1:])):
+                p.append(f"{h}: the buckets are not cumulative")
+            if total < 0:
+                p.append(f"{h}_sum {total} < 0")
+    used, total = m.get("hearth_kv_blocks_used"), m.get("hearth_kv_blocks_total")
+    if used is not None and total is not None and not (total > 0 and 0 <= used <= total):
+        p.append(f"hearth_kv_blocks_used {used}, hearth_kv_blocks_total {total}")
+    return p
+
+
+# ---------------------------------------------------------------- servers used
+
+key_file = tempfile.NamedTemporaryFile("w", prefix="hearth-keys.", suffix=".txt", delete=False)
+key_file.write("# the keys of the test\n\n  \nk-file\n")
+key_file.close()
+
+SERVERS = {
+    "main": ["-c", "256", "-np", "16", "--max-body", "16384"],
+    "single": ["-c", "4096", "-np", "1", "--max-queue", "1"],
+    "slow": ["-c", "8192", "-np", "2", "--timeout", "1"],
+    "keys": ["-c", "1280", "-np", "2", "--api-key", "k-one", "--api-key", "k-two"],
+    "keyfile": ["-c", "256", "-np", "1", "--api-key-file", key_file.name],
+    "tight": ["-c", "256", "-np", "4", "--kv-size", "320"],
+    "grace": ["-c", "8192", "-np", "2", "--grace", "1"],
+    "draft": ["-c", "512", "-np", "4", "-md", MODEL, "--draft-max", "6", "--draft-p-min", "0"],
+    "lookup": ["-c", "512", "-np", "4", "--lookup", "3", "--draft-fixed"],
+}
+servers = {}
+sections = []
+
+
+def section(server):
+    def register(fn):
+        sections.append((fn.__name__.replace("_", "-"), server, fn))
+        return fn
+    return register
+
+
+def srv(name):
+    s = servers[name]
+    s.wait_ready()
+    need(s.alive(), f"server {name} is no longer running (exit status {s.proc.poll()}); stderr: {s.log(5)}")
+    return s
+
+
+# ---------------------------------------------------------------- main server
+
+@section("main")
+def endpoints():
+    s = srv("main")
+    r = request(s, "GET", "/health")
+    check(r.status == 200 and r.json == {"status": "ok"}, "GET /health: 200 {\"status\":\"ok\"}", str(r))
+    check((r.header("content-type") or "").startswith("application/json"), "/health is application/json",
+          repr(r.header("content-type")))
+
+    r = request(s, "GET", "/v1/models")
+    j = r.json
+    good = (r.status == 200 and isinstance(j, dict) and j.get("object") == "list"
+            and isinstance(j.get("data"), list) and len(j["data"]) == 1)
+    d = j["data"][0] if good else {}
+    check(good and d.get("id") == ALIAS and d.get("object") == "model" and d.get("owned_by") == "hearth"
+          and is_int(d.get("created")), f"GET /v1/models lists {ALIAS}", str(r))
+
+    j = ok_json(s, "/tokenize", {"content": "Once upon a time"}, "/tokenize")
+    check(j.get("tokens") == [403, 407, 261, 378], "/tokenize: the ids of 'Once upon a time', no BOS",
+          short(j))
+    j = ok_json(s, "/tokenize", {"content": "Once upon a time", "add_special": True}, "/tokenize add_special")
+    check(j.get("tokens") == [1, 403, 407, 261, 378], "/tokenize add_special: BOS first", short(j))
+    j = ok_json(s, "/tokenize", {"content": "Once upon a time", "with_pieces": True}, "/tokenize with_pieces")
+    want = [{"id": 403, "piece": " Once"}, {"id": 407, "piece": " upon"}, {"id": 261, "piece": " a"},
+            {"id": 378, "piece": " time"}]
+    check(j.get("tokens") == want, "/tokenize with_pieces: ids and pieces", short(j))
+    j = ok_json(s, "/tokenize", {"content": "<s>Once"}, "/tokenize special")
+    check(j.get("tokens", [None])[0] == 1, "/tokenize parses special-token text by default", short(j))
+    j = ok_json(s, "/tokenize", {"content": "<s>Once", "parse_special": False}, "/tokenize parse_special")
+    check(1 not in j.get("tokens", [1]), "/tokenize parse_special false: <s> is plain text", short(j))
+    expect_error(post(s, "/tokenize", {"text": "x"}), "/tokenize without content: 400 param content", 400,
+                 param="content", etype="invalid_request_error")
+    expect_error(post(s, "/tokenize", {"content": 5}), "/tokenize content 5: 400 param content", 400,
+                 param="content")
+
+    j = ok_json(s, "/detokenize", {"tokens": [403, 407, 261, 378]}, "/detokenize")
+    check(j.get("content") in ("Once upon a time", " Once upon a time"), "/detokenize: 'Once upon a time'",
+          short(j))
+    r = post(s, "/detokenize", {"tokens": "403"})
+    check(r.status == 400 and isinstance(r.json, dict) and str((r.json.get("error") or {}).get("param"))
+          .startswith("tokens"), "/detokenize tokens '403': 400 param tokens", str(r))
+    r = post(s, "/detokenize", {"tokens": [403, 99999]})
+    check(r.status == 400 and isinstance(r.json, dict) and str((r.json.get("error") or {}).get("param"))
+          .startswith("tokens"), "/detokenize an id beyond the vocabulary: 400 param tokens", str(r))
+
+    m = metrics(s)
+    check("text/plain" in m.content_type and "version=0.0.4" in m.content_type,
+          "/metrics is text/plain; version=0.0.4", repr(m.content_type))
+    p = metrics_problems(m)
+    check(not p, "/metrics parses as Prometheus text with the names of the spec", "; ".join(p[:8]))
+
+    # Two requests on one kept-alive HTTP/1.1 connection.
+    c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=IO_TIMEOUT)
+    try:
+        r1 = request(s, "GET", "/health", conn=c)
+        r2 = request(s, "POST", "/tokenize", body={"content": "Once"}, conn=c)
+        check(r1.status == 200 and r2.status == 200 and r2.json == {"tokens": [403]},
+              "two requests on one kept-alive connection", f"{r1}; {r2}")
+    except (OSError, http.client.HTTPException) as e:
+        fail(f"two requests on one kept-alive connection: {type(e).__name__}: {e}")
+    finally:
+        c.close()
+
+
+@section("main")
+def chat():
+    s = srv("main")
+    r = post(s, "/v1/chat/completions", chat_body())
+    need(r.status == 200 and isinstance(r.json, dict), f"greedy chat request: {r}")
+    check((r.header("content-type") or "").startswith("application/json"), "chat response is application/json",
+          repr(r.header("content-type")))
+    j = r.json
+    p = response_problems(j, "chat")
+    check(not p, "chat response shape (id, object, created, model, choices, usage, hearth)",
+          "; ".join(p) + f" in {short(j)}")
+    need(not p, "the chat response has the wrong shape")
+    check(j["choices"][0]["logprobs"] is None, "logprobs null when not asked for", short(j["choices"][0]))
+    u = j["usage"]
+    check(u["completion_tokens"] <= 12 and (j["choices"][0]["finish_reason"] == "stop"
+                                            or u["completion_tokens"] == 12),
+          "finish_reason length means max_tokens tokens", short(j))
+
+    # The same conversation through hearth run --chat: the same greedy text
+    # and the same number of prompt tokens.
+    cli = subprocess.run([HEARTH, "run", "-m", MODEL, "--chat", "--chat-template", "chatml", "--system", SYSTEM,
+                          "-p", USER, "-n", "12", "--temp", "0", "-v"], capture_output=True, timeout=60)
+    want = cli.stdout.decode("utf-8", "replace")
+    m = re.search(r"prompt (\d+) tokens \(chat template\)", cli.stderr.decode("utf-8", "replace"))
+    if cli.returncode == 0 and m:
+        check(content(j).rstrip("\n") == want.rstrip("\n"), "the greedy reply is the one hearth run --chat gives",
+              f"server {content(j)!r}, hearth run {want!r}")
+        check(u["prompt_tokens"] == int(m.group(1)), "prompt_tokens is the count hearth run --chat gives",
+              f"server {u['prompt_tokens']}, hearth run {m.group(1)}")
+    else:
+        fail(f"hearth run --chat failed (status {cli.returncode}): {short(cli.stderr)}")
+
+    j2 = ok_json(s, "/v1/chat/completions", chat_body(logit_bias=NO_EOS), "chat with EOS banned")
+    check(j2["choices"][0]["finish_reason"] == "length" and j2["usage"]["completion_tokens"] == 12,
+          "EOS banned: finish_reason length after max_tokens tokens", short(j2))
+    j3 = ok_json(s, "/v1/chat/completions", chat_body(max_tokens=None, max_completion_tokens=5, logit_bias=NO_EOS),
+                 "max_completion_tokens")
+    check(j3["usage"]["completion_tokens"] == 5, "max_completion_tokens limits the reply", short(j3))
+
+    parts = chat_body(messages=[{"role": "system", "content": [{"type": "text", "text": SYSTEM}]},
+                                {"role": "user", "content": [{"type": "text", "text": USER}]}])
+    j4 = ok_json(s, "/v1/chat/completions", parts, "content as text parts")
+    check(content(j4) == content(j) and j4["usage"]["prompt_tokens"] == u["prompt_tokens"],
+          "content as an array of text parts is the same conversation",
+          f"{content(j4)!r}, {j4['usage']['prompt_tokens']} prompt tokens vs {content(j)!r}, {u['prompt_tokens']}")
+
+    conv = chat_body(messages=[{"role": "user", "content": "Hi", "name": "tom"},
+                               {"role": "assistant", "content": None},
+                               {"role": "user", "content": "Tell me more."}])
+    r = post(s, "/v1/chat/completions", conv)
+    check(r.status == 200, "a message with name and an assistant message with content null", str(r))
+
+    for desc, extra in [("unknown fields are ignored", {"frobnicate": {"x": 1}, "logit_bias": {}}),
+                        ("response_format text", {"response_format": {"type": "text"}}),
+                        ("tools []", {"tools": []}),
+                        ("tool_choice none", {"tool_choice": "none"}),
+                        ("tool_choice auto", {"tool_choice": "auto"}),
+                        ("user string", {"user": "someone"}),
+                        ("stream false", {"stream": False})]:
+        r = post(s, "/v1/chat/completions", chat_body(max_tokens=2, **extra))
+        check(r.status == 200, f"{desc}: 200", str(r))
+
+
+@section("main")
+def structured():
+    """response_format json_object and json_schema, and the grammar
+    extension: outputs sampled at temperature 1 are valid by construction,
+    streamed or not; schemas and grammars that cannot compile are 400s
+    naming what is wrong."""
+    s = srv("main")
+    cc = "/v1/chat/completions"
+    for seed in range(1, 4):
+        j = ok_json(s, cc, chat_body(max_tokens=256, temperature=1, seed=seed,
+                                     response_format={"type": "json_object"}), "json_object")
+        c = content(j)
+        try:
+            v = json.loads(c)
+            check(isinstance(v, dict), f"json_object seed {seed}: an object", short(c))
+        except ValueError:
+            check(j["choices"][0]["finish_reason"] == "length", f"json_object seed {seed}: JSON unless cut short",
+                  short(c))
+    # small enough that whitespace cannot take it past the token limit
+    schema = {"type": "object",
+              "properties": {"name": {"type": "string", "maxLength": 4},
+                             "n": {"type": "integer", "minimum": 1, "maximum": 9}},
+              "required": ["name", "n"], "additionalProperties": False}
+
+    def valid(v):
+        return (isinstance(v, dict) and set(v) == {"name", "n"} and isinstance(v.get("name"), str)
+                and len(v["name"]) <= 4 and isinstance(v.get("n"), int) and 1 <= v["n"] <= 9)
+    rf = {"type": "json_schema", "json_schema": {"name": "thing", "schema": schema, "strict": True}}
+    for seed in range(1, 4):
+        j = ok_json(s, cc, chat_body(max_tokens=256, temperature=1, seed=seed, response_format=rf), "json_schema")
+        c = content(j)
+        fr = j["choices"][0]["finish_reason"]
+        check(fr == "stop", f"json_schema seed {seed}: finish_reason stop", fr)
+        try:
+            v = json.loads(c)
+        except ValueError:
+            v = None
+        check(valid(v), f"json_schema seed {seed}: the content validates", short(c))
+    # the same, streamed: the deltas join to a valid document
+    st = Stream(s, cc, chat_body(max_tokens=256, temperature=1, seed=7, response_format=rf, stream=True))
+    check(not st.framing(), "json_schema streamed: framing", "; ".join(st.framing()))
+    joined = ""
+    for ev in st.chunks():
+        for ch in ev.get("choices", []):
+            joined += (ch.get("delta") or {}).get("content") or ""
+    try:
+        v = json.loads(joined)
+    except ValueError:
+        v = None
+    check(valid(v), "json_schema streamed: the joined deltas validate", short(joined))
+    # the grammar extension, on both endpoints
+    g = 'root ::= [1-9] [0-9]{0,2} (" + " [1-9] [0-9]{0,2}){0,3} " ="'
+    for seed in range(1, 4):
+        j = ok_json(s, cc, chat_body(max_tokens=100, temperature=1, seed=seed, grammar=g), "grammar")
+        c = content(j)
+        check(re.fullmatch(r"[1-9][0-9]{0,2}( \+ [1-9][0-9]{0,2}){0,3} =", c) is not None,
+              f"grammar seed {seed}: the content is in the language", repr(c))
+        j = ok_json(s, "/v1/completions", {"prompt": "Once", "max_tokens": 100, "temperature": 1, "seed": seed,
+                                           "grammar": g}, "completion grammar")
+        check(re.fullmatch(r"[1-9][0-9]{0,2}( \+ [1-9][0-9]{0,2}){0,3} =", text(j)) is not None,
+              f"completion grammar seed {seed}: the text is in the language", repr(text(j)))
+    r = post(s, cc, chat_body(response_format={"type": "json_schema",
+                                                "json_schema": {"schema": {"type": "string", "multipleOf": 3}}}))
+    e = r.json.get("error", {}) if isinstance(r.json, dict) else {}
+    check(r.status == 400 and "multipleOf" in (e.get("message") or ""), "an unsupported keyword is named",
+          short(r.json))
+    r = post(s, cc, chat_body(grammar="root ::= \"a\"\nx ::= [a-"))
+    e = r.json.get("error", {}) if isinstance(r.json, dict) else {}
+    check(r.status == 400 and "line 2, column 7" in (e.get("message") or ""),
+          "a grammar error gives its line and column", short(r.json))
+
+
+def reference_continuation():
+    with open(REFERENCE, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    k = next(i for i, l in enumerate(lines) if l.startswith("--- output"))
+    story = "\n".join(lines[k + 1:])
+    if story.startswith("<s> "):
+        story = story[4:]
+    assert story.startswith("Once upon a time")
+    return story[len("Once upon a time"):]
+
+
+@section("main")
+def completions():
+    s = srv("main")
+    ref = reference_continuation()
+    body = {"model": "x", "prompt": "Once upon a time", "max_tokens": 24, "temperature": 0}
+    r = post(s, "/v1/completions", body)
+    need(r.status == 200 and isinstance(r.json, dict), f"greedy completion: {r}")
+    j = r.json
+    p = response_problems(j, "text")
+    check(not p, "completion response shape", "; ".join(p) + f" in {short(j)}")
+    need(not p, "the completion response has the wrong shape")
+    t = text(j)
+    check(len(t) > 20 and ref.startswith(t), "the greedy text is the reference story's",
+          f"got {t!r}, the reference goes on {ref[:len(t) + 10]!r}")
+    check(j["usage"]["prompt_tokens"] == 5 and j["usage"]["completion_tokens"] == 24
+          and j["choices"][0]["finish_reason"] == "length",
+          "prompt 5 tokens (BOS added), 24 generated, finish_reason length", short(j["usage"]))
+
+    j2 = ok_json(s, "/v1/completions", dict(body, echo=True), "echo")
+    check(text(j2) == "Once upon a time" + t, "echo: the text starts with the prompt", repr(text(j2)))
+
+    j3 = ok_json(s, "/v1/completions", dict(body, prompt=[1, 403, 407, 261, 378]), "token prompt")
+    check(text(j3) == t and j3["usage"]["prompt_tokens"] == 5, "a prompt of token ids gives the same text",
+          f"{text(j3)!r}, usage {short(j3['usage'])}")
+
+    j4 = ok_json(s, "/v1/completions", dict(body, prompt=["Once upon a time", "One day"]), "two prompts")
+    p = response_problems(j4, "text", n=2)
+    check(not p and text(j4, 0) == t, "two string prompts: choices 0 and 1, the first the same text",
+          "; ".join(p) + f" {short(j4)}")
+    j5 = ok_json(s, "/v1/completions", dict(body, prompt=[[1, 403, 407, 261, 378], [1, 403]]), "two token prompts")
+    p = response_problems(j5, "text", n=2)
+    check(not p and text(j5, 0) == t, "two token-id prompts: choices 0 and 1", "; ".join(p) + f" {short(j5)}")
+
+    j6 = ok_json(s, "/v1/completions", dict(body, stop="little girl", max_tokens=24), "stop")
+    check(text(j6) == ", there was a " and j6["choices"][0]["finish_reason"] == "stop",
+          "stop 'little girl': the text before it, finish_reason stop", short(j6["choices"]))
+
+    j7 = ok_json(s, "/v1/completions", {"prompt": "Once", "max_tokens": 6, "temperature": 0,
+                                        "logit_bias": {"378": 100}}, "logit_bias +100")
+    d = ok_json(s, "/detokenize", {"tokens": [378] * 6}, "detokenize")
+    check(text(j7).strip() == d.get("content", "").strip() and j7["usage"]["completion_tokens"] == 6,
+          "logit_bias +100 on ' time': six times ' time'", f"{text(j7)!r} vs {d.get('content')!r}")
+
+
+def speculation_checks(name):
+    s = srv(name)
+    ref = reference_continuation()
+    body = {"model": "x", "prompt": "Once upon a time", "max_tokens": 48, "temperature": 0,
+            "logit_bias": NO_EOS}
+    j = ok_json(s, "/v1/completions", body, f"{name}: greedy completion")
+    t = text(j)
+    check(len(t) > 40 and ref.startswith(t), f"{name}: speculation gives the reference story's greedy text",
+          f"got {t!r}, the reference goes on {ref[:len(t) + 10]!r}")
+    u = j.get("usage", {}).get("hearth_speculation")
+    good = (isinstance(u, dict) and all(is_int(u.get(k)) for k in ("drafted_tokens", "accepted_tokens", "model_steps"))
+            and is_num(u.get("acceptance_rate")) and is_num(u.get("tokens_per_step")))
+    check(good and u["accepted_tokens"] <= u["drafted_tokens"] and 0 < u["model_steps"] <= 48
+          and abs(u["tokens_per_step"] * u["model_steps"] - 48) < 1e-6,
+          f"{name}: usage.hearth_speculation: drafted, accepted, rate, steps, tokens per step", short(u))
+    # sampled requests side by side, streamed and not
+    bodies = [{"messages": [{"role": "user", "content": f"Tell me story number {i}."}], "max_tokens": 40,
+               "temperature": 0, "stream": True, "logit_bias": NO_EOS} for i in range(4)]
+    alone_then_together(s, bodies, f"{name}: speculative requests at once")
+    r = ok_json(s, "/v1/chat/completions", chat_body(temperature=0.9, seed=5, max_tokens=30), f"{name}: sampled")
+    check(len(content(r)) > 0, f"{name}: a sampled request speculates too", short(r))
+    m = metrics(s)
+    p = metrics_problems(m)
+    check(not p, f"{name}: /metrics parses", "; ".join(p[:8]))
+    d, a = m.get("hearth_drafted_tokens_total") or 0, m.get("hearth_accepted_tokens_total")
+    check(d > 0 and a is not None and (0 < a or name == "lookup") and a <= d and (m.get("hearth_verify_steps_total") or 0) > 0,
+          f"{name}: /metrics counts drafted {d} and accepted {a} tokens and verifications",
+          str({k: m.get(k) for k in ("hearth_drafted_tokens_total", "hearth_accepted_tokens_total",
+                                      "hearth_verify_steps_total", "hearth_draft_steps_total")}))
+    if name == "draft":
+        check((m.get("hearth_draft_steps_total") or 0) > 0, "draft: the draft model ran",
+              str(m.get("hearth_draft_steps_total")))
+    check(m.get("hearth_kv_blocks_used") == 0, f"{name}: every block free again", str(m.get("hearth_kv_blocks_used")))
+
+
+@section("draft")
+def speculation_draft():
+    speculation_checks("draft")
+
+
+@section("lookup")
+def speculation_lookup():
+    speculation_checks("lookup")
+
+
+@section("main")
+def streaming():
+    s = srv("main")
+    body = chat_body(temperature=1, seed=1234, max_tokens=16,
+                     stream=True, stream_options={"include_usage": True})
+    st = Stream(s, "/v1/chat/completions", body)
+    p = st.framing()
+    check(not p, "chat stream: HTTP/1.1 200, text/event-stream, chunked, every event 'data: ...\\n\\n', "
+          "[DONE] last", "; ".join(p))
+    need(st.status == 200, f"chat stream: status {st.status}")
+    texts, fin, usage, p = chat_stream(st.chunks(), include_usage=True)
+    check(not p, "chat stream chunks: role first, content deltas, finish chunk, usage chunk with choices []",
+          "; ".join(p[:6]))
+    plain = dict(body, stream=False)
+    del plain["stream_options"]
+    j = ok_json(s, "/v1/chat/completions", plain, "the same request without streaming")
+    check(texts[0] == content(j), "the streamed deltas make the non-stream text (same seed)",
+          f"stream {texts[0]!r}, non-stream {content(j)!r}")
+    check(fin[0] == j["choices"][0]["finish_reason"], "the same finish_reason streamed", f"{fin} vs {short(j)}")
+    if isinstance(usage, dict):
+        check(usage.get("prompt_tokens") == j["usage"]["prompt_tokens"]
+              and usage.get("completion_tokens") == j["usage"]["completion_tokens"],
+              "the usage chunk counts what the non-stream usage counts", f"{short(usage)} vs {short(j['usage'])}")
+
+    st = Stream(s, "/v1/chat/completions", chat_body(temperature=1, seed=99, max_tokens=10, n=2, stream=True,
+                                                      logit_bias=NO_EOS))
+    p = st.framing()
+    texts, fin, usage, p2 = chat_stream(st.chunks(), n=2) if st.status == 200 else ([None, None], [], None, [])
+    check(not p and not p2, "n=2 stream: both choices framed and finished", "; ".join((p + p2)[:6]))
+    j = ok_json(s, "/v1/chat/completions", chat_body(temperature=1, seed=99, max_tokens=10, n=2,
+                                                     logit_bias=NO_EOS), "n=2")
+    check(texts == [content(j, 0), content(j, 1)], "n=2 stream: each choice's deltas make its non-stream text",
+          f"stream {texts}, non-stream {[c['message']['content'] for c in j['choices']]}")
+
+    st = Stream(s, "/v1/completions", {"prompt": "Once upon a time", "max_tokens": 20, "temperature": 0,
+                                       "stream": True})
+    p = st.framing()
+    texts, fin, p2 = text_stream(st.chunks()) if st.status == 200 else ([None], [], [])
+    check(not p and not p2, "completion stream: framing and text_completion chunks", "; ".join((p + p2)[:6]))
+    j = ok_json(s, "/v1/completions", {"prompt": "Once upon a time", "max_tokens": 20, "temperature": 0},
+                "the same completion without streaming")
+    check(texts[0] == text(j) and fin == [j["choices"][0]["finish_reason"]],
+          "the completion stream's text and finish_reason are the non-stream ones",
+          f"stream {texts[0]!r} {fin}, non-stream {text(j)!r}")
+
+
+@section("main")
+def stop():
+    s = srv("main")
+    j = ok_json(s, "/v1/chat/completions", chat_body(max_tokens=24, logit_bias=NO_EOS), "greedy, EOS banned")
+    t = content(j)
+    need(len(t) >= 12, f"the greedy reply {t!r} is too short to cut")
+    mid = len(t) // 2
+    while mid < len(t) - 4 and not t[mid:mid + 4].strip():
+        mid += 1
+    cut = t[mid:mid + 4]
+    want = t[:t.find(cut)]
+    for desc, stopv in [("a string", cut), ("an array", ["zqzqzq", cut])]:
+        j2 = ok_json(s, "/v1/chat/completions", chat_body(max_tokens=24, logit_bias=NO_EOS, stop=stopv), "stop")
+        c2 = content(j2)
+        check(c2 == want and cut not in c2 and j2["choices"][0]["finish_reason"] == "stop",
+              f"stop {cut!r} as {desc}: the text before it, finish_reason stop",
+              f"got {c2!r} ({j2['choices'][0]['finish_reason']}), expected {want!r}")
+    st = Stream(s, "/v1/chat/completions", chat_body(max_tokens=24, logit_bias=NO_EOS, stop=cut, stream=True))
+    p = st.framing()
+    chunks = st.chunks() if st.status == 200 else []
+    texts, fin, _, p2 = chat_stream(chunks)
+    pieces = [c["choices"][0]["delta"].get("content", "") for c in chunks if c.get("choices")]
+    check(not p and not p2 and texts[0] == want and fin == ["stop"] and not any(cut in x for x in pieces),
+          f"stop {cut!r} streamed: no chunk holds it, the deltas make the text before it",
+          "; ".join(p + p2) + f" got {texts} {fin}, expected {want!r}")
+    j3 = ok_json(s, "/v1/chat/completions", chat_body(max_tokens=24, logit_bias=NO_EOS, stop="zqzqzq"), "stop")
+    check(content(j3) == t and j3["choices"][0]["finish_reason"] == "length",
+          "a stop string never generated: the whole text, finish_reason length", short(j3["choices"]))
+
+
+@section("main")
+def seed():
+    s = srv("main")
+    b = chat_body(temperature=1, seed=42, max_tokens=16, logit_bias=NO_EOS)
+    a = ok_json(s, "/v1/chat/completions", b, "seed 42")
+    a2 = ok_json(s, "/v1/chat/completions", b, "seed 42 again")
+    check(content(a) == content(a2), "temperature 1, the same seed: the same text", f"{content(a)!r} vs {content(a2)!r}")
+    check(a["hearth"]["seed"] == 42 and "seed=42" in a["hearth"]["sampling"], "hearth.seed 42 reported",
+          short(a["hearth"]))
+    check("temp=1" in a["hearth"]["sampling"], "hearth.sampling says temp=1", short(a["hearth"]))
+    b43 = ok_json(s, "/v1/chat/completions", dict(b, seed=43), "seed 43")
+
+    free = dict(b)
+    del free["seed"]
+    f = ok_json(s, "/v1/chat/completions", free, "no seed")
+    sd = f["hearth"]["seed"]
+    f2 = ok_json(s, "/v1/chat/completions", dict(b, seed=sd), "the reported seed")
+    check(content(f) == content(f2), "the seed a seedless request reports reproduces its text",
+          f"seed {sd}: {content(f)!r} vs {content(f2)!r}")
+
+    n2 = ok_json(s, "/v1/chat/completions", dict(b, n=2), "n=2")
+    p = response_problems(n2, "chat", n=2)
+    check(not p, "n=2: two choices, index 0 and 1", "; ".join(p))
+    if not p:
+        check(content(n2, 0) == content(a) and content(n2, 1) == content(b43),
+              "n=2 with seed 42: choice 0 is seed 42's text, choice 1 seed 43's",
+              f"{[content(n2, 0), content(n2, 1)]} vs {[content(a), content(b43)]}")
+        check(n2["usage"]["completion_tokens"] == 32, "n=2: completion_tokens counts both choices",
+              short(n2["usage"]))
+
+
+@section("main")
+def logprobs():
+    s = srv("main")
+    j = ok_json(s, "/v1/chat/completions", chat_body(max_tokens=8, logit_bias=NO_EOS, logprobs=True, top_logprobs=3),
+                "chat logprobs")
+    lp = j["choices"][0].get("logprobs")
+    c = lp.get("content") if isinstance(lp, dict) else None
+    need(isinstance(c, list), f"chat logprobs: logprobs is {short(lp)}")
+    p = []
+    if len(c) != 8:
+        p.append(f"{len(c)} entries for 8 tokens")
+    for e in c:
+        if not (isinstance(e, dict) and isinstance(e.get("token"), str) and is_num(e.get("logprob"))
+                and e["logprob"] <= 1e-6 and isinstance(e.get("bytes"), list)
+                and all(is_int(b) and 0 <= b < 256 for b in e["bytes"])):
+            p.append(f"entry {short(e, 200)}")
+            continue
+        top = e.get("top_logprobs")
+        if not (isinstance(top, list) and len(top) == 3 and all(
+                isinstance(x, dict) and isinstance(x.get("token"), str) and is_num(x.get("logprob"))
+                and isinstance(x.get("bytes"), list) for x in top)):
+            p.append(f"top_logprobs {short(top, 200)}")
+            continue
+        if any(a["logprob"] < b["logprob"] for a, b in zip(top, top[1:])):
+            p.append(f"top_logprobs not sorted: {short(top, 200)}")
+        if abs(top[0]["logprob"] - e["logprob"]) > 1e-4:
+            p.append(f"greedy token {e['token']!r} ({e['logprob']}) is not the most likely {short(top[0], 100)}")
+    check(not p, "chat logprobs: 8 entries of token, logprob, bytes and 3 top_logprobs", "; ".join(p[:5]))
+    if not p:
+        joined = b"".join(bytes(e["bytes"]) for e in c).decode("utf-8", "replace")
+        check(joined == content(j) or joined.lstrip(" ") == content(j).lstrip(" "),
+              "the tokens' bytes make the text", f"{joined!r} vs {content(j)!r}")
+    j = ok_json(s, "/v1/chat/completions", chat_body(max_tokens=4, logprobs=True), "logprobs without top_logprobs")
+    lp = j["choices"][0].get("logprobs")
+    check(isinstance(lp, dict) and isinstance(lp.get("content"), list) and lp["content"]
+          and all(e.get("top_logprobs") == [] for e in lp["content"]),
+          "logprobs true without top_logprobs: entries with top_logprobs []", short(lp))
+
+    st = Stream(s, "/v1/chat/completions", chat_body(max_tokens=8, logit_bias=NO_EOS, logprobs=True,
+                                                     top_logprobs=2, stream=True))
+    n = 0
+    for ch in st.chunks() if st.status == 200 else []:
+        for x in ch.get("choices") or []:
+            if isinstance(x.get("logprobs"), dict):
+                n += len(x["logprobs"].get("content") or [])
+    check(n == 8, "a chat stream with logprobs carries one entry per token", f"{n} entries for 8 tokens")
+
+    j = ok_json(s, "/v1/completions", {"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0,
+                                       "logprobs": 2}, "completion logprobs")
+    lp = j["choices"][0].get("logprobs")
+    good = (isinstance(lp, dict) and all(isinstance(lp.get(k), list) and len(lp[k]) == 8
+                                         for k in ("tokens", "token_logprobs", "top_logprobs", "text_offset")))
+    check(good and all(isinstance(d, dict) and 1 <= len(d) <= 2 for d in lp["top_logprobs"])
+          and all(is_num(x) and x <= 1e-6 for x in lp["token_logprobs"]),
+          "completion logprobs 2: tokens, token_logprobs, top_logprobs of 2, text_offset for 8 tokens", short(lp))
+    if good:
+        check("".join(lp["tokens"]) == text(j), "the completion's logprob tokens make its text",
+              f"{lp['tokens']} vs {text(j)!r}")
+
+
+@section("main")
+def prefix_cache():
+    s = srv("main")
+    m0 = metrics(s)
+    system = ("You are a kind old storyteller who lives in a small house by the sea and tells the children "
+              "of the village stories about the animals of the forest.")
+    b = chat_body(messages=[{"role": "system", "content": system}, {"role": "user", "content": "Tell me one."}],
+                  max_tokens=8)
+    a = ok_json(s, "/v1/chat/completions", b, "first")
+    a2 = ok_json(s, "/v1/chat/completions", b, "again")
+    k = a2["usage"]["prompt_tokens_details"]["cached_tokens"]
+    check(0 < k < a2["usage"]["prompt_tokens"], "the same prompt again: cached_tokens > 0",
+          f"{short(a['usage'])} then {short(a2['usage'])}")
+    check(content(a) == content(a2), "the reply from the prefix cache is the same", f"{content(a)!r} vs {content(a2)!r}")
+    m1 = metrics(s)
+    check(m1.get("hearth_prefix_cache_hits_total", 0) > m0.get("hearth_prefix_cache_hits_total", 0)
+          and m1.get("hearth_prompt_tokens_cached_total", 0) >= m0.get("hearth_prompt_tokens_cached_total", 0) + k,
+          "hearth_prefix_cache_hits_total and hearth_prompt_tokens_cached_total rose",
+          f"hits {m0.get('hearth_prefix_cache_hits_total')} -> {m1.get('hearth_prefix_cache_hits_total')}, "
+          f"cached {m0.get('hearth_prompt_tokens_cached_total')} -> {m1.get('hearth_prompt_tokens_cached_total')}")
+
+
+@section("main")
+def errors():
+    s = srv("main")
+    cc = "/v1/chat/completions"
+    for desc, raw in [("malformed JSON", b'{"messages": [{"role": "user", "content": "Hi"'),
+                      ("a body that is not an object", b'[1, 2]'),
+                      ("an empty body", b'')]:
+        expect_error(lambda: post(s, cc, None, raw=raw), f"{desc}: 400", 400, etype="invalid_request_error")
+    cases = [
+        ("temperature 'hot'", {"temperature": "hot"}, "temperature"),
+        ("temperature 2.5", {"temperature": 2.5}, "temperature"),
+        ("temperature -0.5", {"temperature": -0.5}, "temperature"),
+        ("top_p 1.5", {"top_p": 1.5}, "top_p"),
+        ("n 0", {"n": 0}, "n"),
+        ("n 17", {"n": 17}, "n"),
+        ("n 1.5", {"n": 1.5}, "n"),
+        ("max_tokens 0", {"max_tokens": 0}, "max_tokens"),
+        ("max_tokens '5'", {"max_tokens": "5"}, "max_tokens"),
+        ("max_tokens beyond the cap", {"max_tokens": 100000}, "max_tokens"),
+        ("max_completion_tokens 0", {"max_tokens": None, "max_completion_tokens": 0}, "max_completion_tokens"),
+        ("presence_penalty 3", {"presence_penalty": 3}, "presence_penalty"),
+        ("frequency_penalty -2.5", {"frequency_penalty": -2.5}, "frequency_penalty"),
+        ("seed 'x'", {"seed": "x"}, "seed"),
+        ("stream 'yes'", {"stream": "yes"}, "stream"),
+        ("stream_options without stream", {"stream_options": {"include_usage": True}}, "stream_options"),
+        ("logprobs 'yes'", {"logprobs": "yes"}, "logprobs"),
+        ("top_logprobs 21", {"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+        ("top_logprobs without logprobs", {"top_logprobs": 2}, "top_logprobs"),
+        ("stop 5", {"stop": 5}, "stop"),
+        ("stop of 17 strings", {"stop": [f"s{i}" for i in range(17)]}, "stop"),
+        ("stop ['']", {"stop": [""]}, "stop"),
+        ("top_k -1", {"top_k": -1}, "top_k"),
+        ("min_p 2", {"min_p": 2}, "min_p"),
+        ("repeat_penalty 0", {"repeat_penalty": 0}, "repeat_penalty"),
+        ("repeat_penalty 101", {"repeat_penalty": 101}, "repeat_penalty"),
+        ("user 5", {"user": 5}, "user"),
+        ("response_format 'xml'", {"response_format": {"type": "xml"}}, "response_format"),
+        ("response_format json_schema without json_schema", {"response_format": {"type": "json_schema"}},
+         "response_format"),
+        ("response_format json_schema with an unsupported keyword",
+         {"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "string", "multipleOf": 3}}}},
+         "response_format"),
+        ("response_format json_schema with a schema that is not an object",
+         {"response_format": {"type": "json_schema", "json_schema": {"schema": [1]}}}, "response_format"),
+        ("grammar 5", {"grammar": 5}, "grammar"),
+        ("grammar that does not parse", {"grammar": "root ::= \"a"}, "grammar"),
+        ("grammar with an undefined rule", {"grammar": "root ::= x"}, "grammar"),
+        ("grammar and response_format json_object",
+         {"grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}}, "grammar"),
+        ("tools", {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
+        ("tool_choice required", {"tool_choice": "required"}, "tool_choice"),
+        ("messages missing", {"messages": None}, "messages"),
+        ("messages []", {"messages": []}, "messages"),
+        ("messages 'hi'", {"messages": "hi"}, "messages"),
+        ("messages[0].content 5", {"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
+        ("messages[1].content a part that is not text",
+         {"messages": [{"role": "system", "content": "x"},
+                       {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+         "messages[1].content*"),
+        ("messages[0].role missing", {"messages": [{"content": "Hi"}]}, "messages[0].role"),
+        ("messages[0].role 'wizard'", {"messages": [{"role": "wizard", "content": "Hi"}]}, "messages[0].role"),
+    ]
+    for desc, extra, param in cases:
+        b = chat_body(max_tokens=4)
+        for k, v in extra.items():
+            if v is None:
+                b.pop(k, None)
+            else:
+                b[k] = v
+        expect_error(lambda: post(s, cc, b), f"chat {desc}: 400 param {param.rstrip('*')}", 400, param=param,
+                     etype="invalid_request_error")
+    for desc, v in [("logit_bias 200", {"5": 200}), ("logit_bias with a key that is not an id", {"abc": 1}),
+                    ("logit_bias []", [])]:
+        try:
+            r = post(s, cc, chat_body(max_tokens=4, logit_bias=v))
+        except (OSError, http.client.HTTPException) as e:
+            fail(f"chat {desc}: no answer: {type(e).__name__}: {e}")
+            continue
+        e = r.json.get("error") if isinstance(r.json, dict) else None
+        check(r.status == 400 and isinstance(e, dict) and str(e.get("param")).startswith("logit_bias"),
+              f"chat {desc}: 400 param logit_bias", str(r))
+    tc = [("prompt missing", {"prompt": None}, "prompt"),
+          ("prompt 5", {"prompt": 5}, "prompt"),
+          ("prompt [[1, 'a']]", {"prompt": [[1, "a"]]}, "prompt*"),
+          ("prompt id beyond the vocabulary", {"prompt": [1, 99999]}, "prompt*"),
+          ("logprobs 6", {"logprobs": 6}, "logprobs"),
+          ("echo 'x'", {"echo": "x"}, "echo"),
+          ("max_tokens -1", {"max_tokens": -1}, "max_tokens")]
+    for desc, extra, param in tc:
+        b = {"prompt": "Once", "max_tokens": 4}
+        for k, v in extra.items():
+            if v is None:
+                b.pop(k, None)
+            else:
+                b[k] = v
+        expect_error(lambda: post(s, "/v1/completions", b), f"completions {desc}: 400 param {param.rstrip('*')}", 400,
+                     param=param,
+                     etype="invalid_request_error")
+
+    for method, path in [("GET", "/nope"), ("POST", "/v1/nope"), ("GET", "/v1"), ("GET", "/v1/models/x/y")]:
+        expect_error(lambda: request(s, method, path, body={} if method == "POST" else None), f"{method} {path}: 404",
+                     404, code="not_found")
+    for method, path in [("GET", cc), ("GET", "/v1/completions"), ("POST", "/health"), ("POST", "/v1/models"),
+                         ("POST", "/metrics"), ("GET", "/tokenize"), ("DELETE", "/v1/models"), ("PUT", cc)]:
+        expect_error(lambda: request(s, method, path, body={} if method in ("POST", "PUT") else None),
+                     f"{method} {path}: 405", 405, code="method_not_allowed")
+    r = request(s, "GET", "/health")
+    check(r.status == 200, "the server answers after the errors", str(r))
+
+
+@section("main")
+def limits():
+    s = srv("main")
+    long_text = "The cat sat on the mat and looked at the big red ball. " * 40
+    r = post(s, "/v1/chat/completions", chat_body(messages=[{"role": "user", "content": long_text}]))
+    p = error_problems(r, 400, code="context_length_exceeded", etype="invalid_request_error")
+    msg = str(((r.json or {}).get("error") or {}).get("message")) if isinstance(r.json, dict) else ""
+    check(not p and "256" in msg, "chat prompt longer than the context (256): 400 context_length_exceeded "
+          "naming 256", "; ".join(p) + f" message {msg!r}")
+    r = post(s, "/v1/completions", {"prompt": [1] + [378] * 300, "max_tokens": 4})
+    expect_error(r, "token prompt longer than the context: 400 context_length_exceeded", 400,
+                 code="context_length_exceeded")
+
+    # 413: a valid body over --max-body 16384, over a raw socket so that a
+    # server that answers before reading it all is fine.
+    big = json.dumps(chat_body(user="x" * 20000)).encode()
+    raw = Raw(s, "/v1/chat/completions", raw=big)
+    try:
+        status = raw.read_head()
+        data = raw.body()
+        r = Resp(status, raw.headers, data)
+        expect_error(r, "a body over --max-body: 413 request_too_large", 413, code="request_too_large")
+    except (OSError, EOFError) as e:
+        fail(f"a body over --max-body: no answer ({type(e).__name__}: {e})")
+    finally:
+        raw.close()
+    small = chat_body(user="x" * 15000, max_tokens=2)
+    r = post(s, "/v1/chat/completions", small)
+    check(r.status == 200, "a body just under --max-body: 200", str(r))
+    r = request(s, "GET", "/health")
+    check(r.status == 200, "the server answers after the limits", str(r))
+
+
+def stream_text(s, b):
+    """A streamed chat request's text, or (None, what went wrong)."""
+    try:
+        st = Stream(s, "/v1/chat/completions", b)
+    except (Abort, OSError, EOFError) as e:
+        return None, f"{type(e).__name__}: {e}"
+    p = st.framing()
+    if p:
+        return None, "; ".join(p)
+    texts, fin, _, p = chat_stream(st.chunks())
+    return (texts[0], None) if not p else (None, "; ".join(p[:3]))
+
+
+def alone_then_together(s, bodies, what):
+    """Sends each request alone, one after the other, then all at once;
+    checks each gives the same text both ways.  Gives the most requests
+    seen running at once."""
+    alone = [stream_text(s, b) for b in bodies]
+    bad = [f"request {i}: {e}" for i, (_, e) in enumerate(alone) if e]
+    need(not bad, f"{what}: requests sent alone failed: " + "; ".join(bad[:3]))
+
+    results = [None] * len(bodies)
+    barrier = threading.Barrier(len(bodies))
+    running = []
+    stop_monitor = threading.Event()
+
+    def worker(i):
+        try:
+            barrier.wait(timeout=IO_TIMEOUT)
+            results[i] = stream_text(s, bodies[i])
+        except Exception as e:
+            results[i] = (None, f"{type(e).__name__}: {e}")
+
+    def monitor():
+        while not stop_monitor.is_set():
+            try:
+                running.append(metrics(s).get("hearth_requests_running", 0))
+            except Exception:
+                pass
+            time.sleep(0.02)
+
+    mon = threading.Thread(target=monitor, daemon=True)
+    mon.start()
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    stop_monitor.set()
+    mon.join(timeout=5)
+    need(not any(t.is_alive() for t in threads), f"{what}: the concurrent requests did not finish in 60 s")
+    bad = [f"request {i}: {e}" for i, (_, e) in enumerate(results) if e]
+    check(not bad, f"{what}: {len(bodies)} concurrent streaming requests complete", "; ".join(bad[:3]))
+    diff = [f"request {i}: alone {alone[i][0]!r}, at once {results[i][0]!r}"
+            for i in range(len(bodies)) if not results[i][1] and results[i][0] != alone[i][0]]
+    check(not diff, f"{what}: each text of {len(bodies)} concurrent requests is the text it gets alone",
+          f"{len(diff)} differ: " + "; ".join(diff[:3]))
+    return max(running) if running else 0
+
+
+@section("main")
+def batch():
+    s = srv("main")
+    animals = ["cat", "dog", "fox", "bird", "fish", "frog", "bear", "duck", "mouse", "horse", "lion", "owl",
+               "pig", "cow", "bee", "sheep"]
+    bodies = []
+    for i, a in enumerate(animals):
+        u = f"Tell me a story about a {a}." + (" Make it a happy one, please." if i % 3 == 0 else "")
+        bodies.append({"messages": [{"role": "user", "content": u}], "max_tokens": 24 if i % 2 else 16,
+                       "temperature": 0, "stream": True, "logit_bias": NO_EOS})
+    top = alone_then_together(s, bodies, "greedy")
+    check(top >= 2, "the 16 requests ran at once (hearth_requests_running reached 2 or more)",
+          f"the most seen was {top}")
+    # Sampled requests, each with its own seed, are independent of their
+    # neighbours in the batch too.
+    seeded = [dict(b, temperature=1, seed=100 + i, max_tokens=16) for i, b in enumerate(bodies[:8])]
+    alone_then_together(s, seeded, "temperature 1, seeded")
+
+
+@section("tight")
+def preemption():
+    # A pool of 5 blocks of 64 positions for 4 sequences of about 140
+    # positions each (3 blocks): they cannot all grow at once.
+    s = srv("tight")
+    bodies = [{"messages": [{"role": "user", "content": f"Tell me story number {i}."}], "max_tokens": 100,
+               "temperature": 0, "stream": True, "logit_bias": NO_EOS} for i in range(4)]
+    alone_then_together(s, bodies, "a KV pool too small for all at once")
+    m = metrics(s)
+    ok(f"hearth_preemptions_total is {m.get('hearth_preemptions_total')}")
+    check(m.get("hearth_requests_running") == 0 and m.get("hearth_kv_blocks_used") == 0,
+          "the small pool is free again", f"running {m.get('hearth_requests_running')}, "
+          f"used {m.get('hearth_kv_blocks_used')}")
+
+
+@section("main")
+def metrics_after():
+    s = srv("main")
+    m = metrics(s)
+    p = metrics_problems(m)
+    check(not p, "/metrics after the requests: names, types, histograms", "; ".join(p[:8]))
+    g = {n: m.get(n) for n in GAUGES}
+    check(g["hearth_requests_running"] == 0 and g["hearth_requests_waiting"] == 0,
+          "idle: hearth_requests_running and hearth_requests_waiting 0", str(g))
+    for c in ["hearth_prompt_tokens_total", "hearth_generated_tokens_total", "hearth_prefix_cache_queries_total",
+              "hearth_prefix_cache_hits_total", "hearth_prompt_tokens_cached_total"]:
+        check((m.get(c) or 0) > 0, f"{c} > 0", str(m.get(c)))
+    check((m.get("hearth_prefix_cache_queries_total") or 0) >= (m.get("hearth_prefix_cache_hits_total") or 0),
+          "prefix cache queries >= hits", f"queries {m.get('hearth_prefix_cache_queries_total')}, "
+          f"hits {m.get('hearth_prefix_cache_hits_total')}")
+    for reason in ("stop", "length"):
+        check(finished(m, reason) > 0, f"hearth_requests_total{{finish_reason=\"{reason}\"}} > 0",
+              str(m.series("hearth_requests_total")))
+    for code in ("200", "400", "404", "405", "413"):
+        check((m.get("hearth_http_responses_total", status=code) or 0) > 0,
+              f"hearth_http_responses_total{{status=\"{code}\"}} > 0",
+              str(m.series("hearth_http_responses_total")))
+    for h in HISTOGRAMS:
+        check((m.get(h + "_count") or 0) > 0, f"{h}_count > 0", str(m.get(h + "_count")))
+
+
+@section("main")
+def access_log():
+    s = srv("main")
+    with s.cond:
+        lines = list(s.lines)
+    pat = re.compile(r"^hearth: serve: (\S+) (GET|POST|PUT|DELETE) (\S+) (\d{3}) prompt=(\d+) cached=(\d+) "
+                     r"completion=(\d+) ttft=(\d+(?:\.\d+)?)ms tpot=(\d+(?:\.\d+)?)ms total=(\d+(?:\.\d+)?)ms$")
+    log = [m for m in (pat.match(l) for l in lines) if m]
+    chat = [m for m in log if m.group(3) == "/v1/chat/completions" and m.group(4) == "200" and int(m.group(7)) > 0]
+    check(chat, "the access log has lines 'REQID POST /v1/chat/completions 200 prompt= cached= completion= "
+          "ttft= tpot= total='", " | ".join(l for l in lines if "/v1/chat" in l)[:400] or "no such line")
+    check(any(m.group(4) == "404" and m.group(3) == "/nope" for m in log)
+          or any(re.match(r"^hearth: serve: \S+ GET /nope 404\b", l) for l in lines),
+          "the access log has the 404 of GET /nope")
+    # monitoring polls /health and /metrics: they are left out of the log
+    check(not any(re.match(r"^hearth: serve: \S+ GET /(health|metrics) ", l) for l in lines),
+          "the access log leaves out GET /health and GET /metrics")
+    ids = [m.group(1) for m in log]
+    check(len(ids) == len(set(ids)), "the access log's request ids are distinct",
+          f"{len(ids) - len(set(ids))} repeated")
+
+
+# ---------------------------------------------------------------- cancellation
+
+def long_body(stream=True, **kw):
+    b = {"messages": [{"role": "user", "content": "Tell me a very long story."}], "max_tokens": LONG,
+         "temperature": 1, "seed": 7, "logit_bias": NO_EOS, "stream": stream}
+    b.update(kw)
+    return b
+
+
+def open_until_content(s, body=None, key=None):
+    """A long streaming chat request read up to its first content delta."""
+    r = Raw(s, "/v1/chat/completions", body or long_body(), key=key)
+    status = r.read_head()
+    if status != 200:
+        data = r.body()
+        r.close()
+        raise Abort(f"a long streaming request: status {status} {short(data)}")
+    it = r.events()
+    for data in it:
+        need(data != "[DONE]", "the long stream ended before any content")
+        j = json.loads(data)
+        need("error" not in j, f"the long stream sent an error: {short(j)}")
+        if any((c.get("delta") or {}).get("content") for c in j.get("choices") or []):
+            return r, it
+    raise Abort("the long stream ended before any content")
+
+
+def settled(s, base_used, what, cancelled_before, n_cancelled=1):
+    """Waits for the server to free what a closed request held."""
+    def idle():
+        m = metrics(s)
+        return (m.get("hearth_requests_running") == 0 and m.get("hearth_requests_waiting") == 0
+                and m.get("hearth_kv_blocks_used", 1e9) <= base_used
+                and finished(m, "cancelled") >= cancelled_before + n_cancelled), m
+
+    t0 = time.monotonic()
+    done, m = wait_for(idle, SETTLE, 0.05)
+    check(m.get("hearth_requests_running") == 0 and m.get("hearth_requests_waiting") == 0,
+          f"{what}: hearth_requests_running and _waiting back to 0",
+          f"running {m.get('hearth_requests_running')}, waiting {m.get('hearth_requests_waiting')} after {SETTLE} s")
+    check(m.get("hearth_kv_blocks_used", 1e9) <= base_used, f"{what}: hearth_kv_blocks_used back to its baseline",
+          f"{m.get('hearth_kv_blocks_used')} (cached {m.get('hearth_kv_blocks_cached')}), baseline {base_used}, "
+          f"after {SETTLE} s")
+    check(finished(m, "cancelled") >= cancelled_before + n_cancelled,
+          f"{what}: hearth_requests_total{{finish_reason=\"cancelled\"}} rose by {n_cancelled}",
+          f"{cancelled_before} -> {finished(m, 'cancelled')}; {m.series('hearth_requests_total')}")
+    if done:
+        ok(f"{what}: freed in {time.monotonic() - t0:.2f} s")
+    return m
+
+
+@section("single")
+def cancel():
+    s = srv("single")
+    m0 = metrics(s)
+    base = m0.get("hearth_kv_blocks_used")
+    need(base is not None, "no hearth_kv_blocks_used")
+
+    # Decoding: the client reads the first content and goes away.
+    g0 = m0.get("hearth_generated_tokens_total", 0)
+    r, _ = open_until_content(s)
+    m = metrics(s)
+    check(m.get("hearth_requests_running") == 1 and m.get("hearth_kv_blocks_used", 0) > base,
+          "a decoding request is running and holds KV blocks",
+          f"running {m.get('hearth_requests_running')}, used {m.get('hearth_kv_blocks_used')}, baseline {base}")
+    r.close()
+    m1 = settled(s, base, "stream closed while decoding", finished(m0, "cancelled"))
+    check(m1.get("hearth_generated_tokens_total", 0) - g0 < LONG / 2,
+          "the cancelled stream stopped generating", f"{m1.get('hearth_generated_tokens_total', 0) - g0} tokens")
+
+    # Waiting in the queue: the one sequence is busy; the second request
+    # waits and its client goes away before it starts.
+    m0 = metrics(s)
+    busy, busy_events = open_until_content(s)
+    try:
+        q = Raw(s, "/v1/chat/completions", long_body(seed=8))
+        done, m = wait_for(lambda: (lambda m: (m.get("hearth_requests_waiting") == 1, m))(metrics(s)), 5)
+        check(done, "a second request waits in the queue (--parallel 1)",
+              f"waiting {m.get('hearth_requests_waiting')}, running {m.get('hearth_requests_running')}")
+        q.close()
+        done, m = wait_for(lambda: (lambda m: (m.get("hearth_requests_waiting") == 0
+                                               and finished(m, "cancelled") > finished(m0, "cancelled"), m))(
+            metrics(s)), SETTLE)
+        check(done and m.get("hearth_requests_running") == 1,
+              "the queued request whose client went away is dropped; the running one goes on",
+              f"waiting {m.get('hearth_requests_waiting')}, running {m.get('hearth_requests_running')}, "
+              f"cancelled {finished(m0, 'cancelled')} -> {finished(m, 'cancelled')}")
+        more = len(_take(busy_events, 3))
+        check(more == 3, "the running stream still sends events", f"{more} more events")
+    finally:
+        busy.close()
+    settled(s, base, "queued request closed, then the running one", finished(m0, "cancelled"), 2)
+
+    # Without streaming: the client goes away while the reply is generated.
+    m0 = metrics(s)
+    g0 = m0.get("hearth_generated_tokens_total", 0)
+    r = Raw(s, "/v1/chat/completions", long_body(stream=False))
+    done, m = wait_for(lambda: (lambda m: (m.get("hearth_requests_running") == 1
+                                           and m.get("hearth_generated_tokens_total", 0) > g0 + 5, m))(metrics(s)), 5)
+    check(done, "a non-stream request is generating",
+          f"running {m.get('hearth_requests_running')}, generated {m.get('hearth_generated_tokens_total', 0) - g0}")
+    r.close()
+    m1 = settled(s, base, "non-stream request closed mid-way", finished(m0, "cancelled"))
+    check(m1.get("hearth_generated_tokens_total", 0) - g0 < LONG / 2,
+          "the cancelled non-stream request stopped generating",
+          f"{m1.get('hearth_generated_tokens_total', 0) - g0} tokens")
+
+    j = ok_json(s, "/v1/chat/completions", chat_body(max_tokens=4), "after the cancellations")
+    check(j["usage"]["completion_tokens"] >= 1, "the server answers after the cancellations")
+
+
+def _take(it, n):
+    """Up to n more events of an open stream's events."""
+    out = []
+    for data in it:
+        out.append(data)
+        if len(out) == n:
+            break
+    return out
+
+
+@section("single")
+def queue_full():
+    s = srv("single")
+    m0 = metrics(s)
+    base = m0.get("hearth_kv_blocks_used")
+    busy, _ = open_until_content(s)
+    queued = None
+    try:
+        queued = Raw(s, "/v1/chat/completions", long_body(seed=9))
+        done, m = wait_for(lambda: (lambda m: (m.get("hearth_requests_waiting") == 1, m))(metrics(s)), 5)
+        need(done, f"the second request did not wait in the queue: waiting {m.get('hearth_requests_waiting')}")
+        results = [None] * 3
+
+        def fire(i):
+            try:
+                results[i] = post(s, "/v1/chat/completions", chat_body(max_tokens=LONG, logit_bias=NO_EOS))
+            except Exception as e:
+                results[i] = f"{type(e).__name__}: {e}"
+
+        threads = [threading.Thread(target=fire, args=(i,), daemon=True) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=IO_TIMEOUT + 5)
+        for i, r in enumerate(results):
+            if not isinstance(r, Resp):
+                fail(f"request {i} beyond --max-queue: {r}")
+                continue
+            p = error_problems(r, 429, code="queue_full", etype="rate_limit_error")
+            if r.header("retry-after") != "1":
+                p.append(f"Retry-After {r.header('retry-after')!r}")
+            check(not p, f"request {i} beyond --max-queue 1: 429 queue_full, Retry-After: 1", "; ".join(p))
+    finally:
+        if queued:
+            queued.close()
+        busy.close()
+    settled(s, base, "after the full queue", finished(m0, "cancelled"), 2)
+
+
+@section("slow")
+def timeout():
+    s = srv("slow")
+    m0 = metrics(s)
+    base = m0.get("hearth_kv_blocks_used")
+    t0 = time.monotonic()
+    r = post(s, "/v1/chat/completions", long_body(stream=False, max_tokens=8000))
+    dt = time.monotonic() - t0
+    expect_error(r, "a request past --timeout 1: 504 timeout", 504, code="timeout")
+    check(dt < 10, "the deadline ends it in time", f"{dt:.1f} s")
+    st = Stream(s, "/v1/chat/completions", long_body(max_tokens=8000))
+    p = st.framing()
+    chunks = st.chunks() if st.status == 200 else []
+    err = [c for c in chunks if "error" in c]
+    check(not p and len(err) == 1 and chunks[-1] is err[0] and (err[0]["error"] or {}).get("code") == "timeout",
+          "a stream past --timeout 1: a data: {\"error\"} event with code timeout, then [DONE]",
+          "; ".join(p) + f" last events {[short(c, 150) for c in chunks[-2:]]}")
+    done, m = wait_for(lambda: (lambda m: (finished(m, "timeout") >= finished(m0, "timeout") + 2
+                                           and m.get("hearth_kv_blocks_used", 1e9) <= base, m))(metrics(s)), SETTLE)
+    check(done, "hearth_requests_total{finish_reason=\"timeout\"} rose by 2 and the KV blocks are freed",
+          f"timeout {finished(m0, 'timeout')} -> {finished(m, 'timeout')}, used {m.get('hearth_kv_blocks_used')} "
+          f"baseline {base}")
+
+
+# ---------------------------------------------------------------- keys, drain
+
+@section("keys")
+def api_key():
+    s = srv("keys")
+    r = request(s, "GET", "/health")
+    check(r.status == 200, "with --api-key, /health needs no key", str(r))
+    for method, path, body in [("GET", "/v1/models", None), ("GET", "/metrics", None),
+                               ("POST", "/v1/chat/completions", chat_body(max_tokens=2)),
+                               ("POST", "/v1/completions", {"prompt": "Once", "max_tokens": 2}),
+                               ("POST", "/tokenize", {"content": "Once"})]:
+        expect_error(request(s, method, path, body=body), f"{method} {path} without a key: 401", 401,
+                     code="invalid_api_key")
+        expect_error(request(s, method, path, body=body, key="k-wrong"), f"{method} {path} with a wrong key: 401",
+                     401, code="invalid_api_key")
+        for k in ("k-one", "k-two"):
+            r = request(s, method, path, body=body, key=k)
+            check(r.status == 200, f"{method} {path} with key {k}: 200", str(r))
+    r = request(s, "GET", "/v1/models", headers={"Authorization": "k-one"})
+    expect_error(r, "a key without 'Bearer': 401", 401, code="invalid_api_key")
+    r = request(s, "GET", "/v1/models", headers={"Authorization": "Bearer k-one-more"})
+    expect_error(r, "a key with the right prefix: 401", 401, code="invalid_api_key")
+
+
+@section("keyfile")
+def api_key_file():
+    s = srv("keyfile")
+    r = request(s, "GET", "/v1/models", key="k-file")
+    check(r.status == 200, "--api-key-file: its key works", str(r))
+    expect_error(request(s, "GET", "/v1/models", key="# the keys of the test"),
+                 "--api-key-file: a comment line is no key", 401, code="invalid_api_key")
+    expect_error(request(s, "GET", "/v1/models"), "--api-key-file: no key: 401", 401, code="invalid_api_key")
+
+
+@section("keys")
+def drain():
+    s = srv("keys")
+    n = 1000
+    body = {"messages": [{"role": "user", "content": "Tell me a long story."}], "max_tokens": n, "temperature": 1,
+            "seed": 3, "logit_bias": NO_EOS, "stream": True, "stream_options": {"include_usage": True}}
+    r = Raw(s, "/v1/chat/completions", body, key="k-one")
+    try:
+        status = r.read_head()
+        if status != 200:
+            raise Abort(f"the stream to drain: status {status} {short(r.body())}")
+        headers, chunked = r.headers, r.chunked
+        it = r.events()
+        first = []
+        for data in it:
+            first.append(data)
+            if len(first) >= 3:
+                break
+        s.proc.send_signal(signal.SIGTERM)
+        seen = []
+
+        def draining():
+            try:
+                h = request(s, "GET", "/health", timeout=2)
+            except OSError as e:
+                seen.append(f"{type(e).__name__}: {e}")
+                return True, None
+            seen.append(str(h))
+            return h.status == 503, h
+
+        done, h = wait_for(draining, 5, 0.02)
+        check(h is not None and h.status == 503 and h.json == {"status": "draining"},
+              "after SIGTERM, /health answers 503 {\"status\":\"draining\"}", f"answers {seen[-3:]}")
+        if h is not None:
+            expect_error(post(s, "/v1/chat/completions", chat_body(max_tokens=2), key="k-one"),
+                         "while draining, a new request: 503 shutting_down", 503, code="shutting_down")
+        rest = list(it)
+        st_data = first + rest
+        fake = Stream.__new__(Stream)
+        fake.status, fake.version, fake.headers, fake.chunked = 200, r.version, headers, chunked
+        fake.data, fake.problems = st_data, r.problems
+        p = fake.framing()
+        texts, fin, usage, p2 = chat_stream(fake.chunks(), include_usage=True)
+        check(not p and not p2 and fin == ["length"] and isinstance(usage, dict)
+              and usage.get("completion_tokens") == n,
+              f"the stream running at SIGTERM ends normally: {n} tokens, finish_reason length, [DONE]",
+              "; ".join((p + p2)[:4]) + f" finish {fin}, usage {short(usage)}")
+    finally:
+        r.close()
+    try:
+        rc = s.proc.wait(timeout=20)
+        check(rc == 0, "the drained server exits with status 0", f"status {rc}; stderr: {s.log(5)}")
+    except subprocess.TimeoutExpired:
+        fail(f"the server did not exit within 20 s of SIGTERM; stderr: {s.log(5)}")
+
+
+@section("grace")
+def grace():
+    # --grace 1: requests still running a second after SIGTERM end; the
+    # stream with an error event and [DONE], the non-stream one with 503.
+    s = srv("grace")
+    n = 8000
+    body = {"messages": [{"role": "user", "content": "Tell me a long story."}], "max_tokens": n, "temperature": 1,
+            "seed": 5, "logit_bias": NO_EOS, "stream": True}
+    r, it = open_until_content(s, body)
+    plain = Raw(s, "/v1/chat/completions", dict(body, stream=False, seed=6))
+    try:
+        done, m = wait_for(lambda: (lambda m: (m.get("hearth_requests_running") == 2, m))(metrics(s)), 5)
+        need(done, f"two requests should be running: running {m.get('hearth_requests_running')}")
+        t0 = time.monotonic()
+        s.proc.send_signal(signal.SIGTERM)
+        rest = list(it)
+        dt = time.monotonic() - t0
+        chunks = []
+        for d in rest:
+            if d != "[DONE]":
+                chunks.append(json.loads(d))
+        err = [c for c in chunks if "error" in c]
+        check(rest and rest[-1] == "[DONE]" and len(err) == 1 and chunks[-1] is err[0] and not r.problems,
+              "past --grace, the stream ends with a data: {\"error\"} event, then [DONE]",
+              f"{r.problems} last events {[short(x, 150) for x in rest[-2:]]}")
+        check(dt < 8, "the stream ends about --grace 1 s after SIGTERM", f"{dt:.1f} s")
+        try:
+            status = plain.read_head()
+            resp = Resp(status, plain.headers, plain.body())
+            expect_error(resp, "past --grace, the non-stream request gets 503", 503)
+        except (OSError, EOFError) as e:
+            fail(f"past --grace, the non-stream request got no answer: {type(e).__name__}: {e}")
+    finally:
+        r.close()
+        plain.close()
+    try:
+        rc = s.proc.wait(timeout=15)
+        check(rc == 0, "the server exits with status 0 after the grace period", f"status {rc}; stderr: {s.log(5)}")
+    except subprocess.TimeoutExpired:
+        fail(f"the server did not exit within 15 s of SIGTERM with --grace 1; stderr: {s.log(5)}")
+
+
+@section(None)
+def exit_status():
+    for name, s in servers.items():
+        if not s.ready or not s.alive():
+            continue
+        s.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = s.proc.wait(timeout=15)
+            check(rc == 0, f"idle server {name}: SIGTERM, exit status 0", f"status {rc}; stderr: {s.log(5)}")
+        except subprocess.TimeoutExpired:
+            fail(f"idle server {name} did not exit within 15 s of SIGTERM")
+
+
+# ---------------------------------------------------------------- driver
+
+def watchdog():
+    say(f"FAIL: the test ran past {WALL_LIMIT:.0f} s; killing the servers")
+    for s in Server.started:
+        say(f"  {s.name} stderr: {s.log(5)}")
+    kill_all()
+    os._exit(1)
+
+
+def on_signal(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def main():
+    global section_name
+    if not os.path.exists(MODEL):
+        print(f"SKIP: {MODEL} is missing", file=sys.stderr)
+        return 77
+    signal.signal(signal.SIGTERM, on_signal)
+    dog = threading.Timer(WALL_LIMIT, watchdog)
+    dog.daemon = True
+    dog.start()
+    chosen = [x for x in sections if not ONLY or x[0] in ONLY or x[1] is None]
+    t_start = time.monotonic()
+    dead = set()
+    try:
+        for name in dict.fromkeys(x[1] for x in chosen if x[1]):
+            servers[name] = Server(name, *SERVERS[name])
+        for name, server, fn in chosen:
+            section_name = name
+            say(f"--- {name}" + (f" (server {server})" if server else ""))
+            t0 = time.monotonic()
+            try:
+                fn()
+            except Abort as e:
+                fail(f"{e}")
+            except (socket.timeout, TimeoutError) as e:
+                fail(f"a socket operation timed out after {IO_TIMEOUT:.0f} s (is the server hung?): {e}")
+            except (OSError, EOFError, http.client.HTTPException) as e:
+                fail(f"{type(e).__name__}: {e}" + (f"; server stderr: {servers[server].log(5)}" if server else ""))
+            except Exception:
+                fail("the test itself failed:\n" + traceback.format_exc())
+            if (server and servers[server].ready and not servers[server].alive() and name not in ("drain", "grace")
+                    and server not in dead):
+                dead.add(server)
+                fail(f"server {server} died (exit status {servers[server].proc.poll()}); "
+                     f"stderr: {servers[server].log(10)}")
+            say(f"    ({time.monotonic() - t0:.1f} s)")
+    finally:
+        kill_all()
+        dog.cancel()
+        try:
+            os.unlink(key_file.name)
+        except OSError:
+            pass
+    say(f"{len(failures)} check(s) failed in {time.monotonic() - t_start:.1f} s" if failures
+        else f"all checks passed in {time.monotonic() - t_start:.1f} s")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+#!/bin/sh
+# server-openai.sh -- hearth serve through the official OpenAI Node.js
+# client (tests/server-openai.mjs): the npm package openai is installed
+# into a temporary directory, two servers are started on stories260K (one
+# with the default deadline, one with --timeout 1 for the error that comes
+# in the middle of a stream), both with an API key, and stopped with
+# SIGTERM at the end, which must give exit status 0 and no sanitizer
+# report.  Skips (77) when node or npm is not installed, when hearth has
+# no serve command, or when the npm registry cannot be reached;
+# HEARTH_OPENAI_NODE_MODULES=DIR uses DIR/openai instead of installing.
+. "${HEARTH_SRCDIR:-.}/tests/lib.sh"
+require_data models/stories260K.gguf
+
+m="$HEARTH_TEST_DATA/models/stories260K.gguf"
+alias=stories260K
+key="test-key-$$"
+
+skip() { echo "SKIP: $*" >&2; exit 77; }
+command -v node >/dev/null 2>&1 || skip "node is not installed"
+command -v npm >/dev/null 2>&1 || skip "npm is not installed"
+"$HEARTH" serve --help >/dev/null 2>&1 || skip "$HEARTH has no serve command"
+
+pids=''
+stop_servers() {
+    for p in $pids; do kill -KILL "$p" 2>/dev/null; done
+    pids=''
+}
+trap 'stop_servers; rm -rf "$tmpdir"' EXIT
+trap 'exit 130' INT TERM
+
+# The client, in a directory of its own; the test script is copied beside
+# its node_modules so that `import "openai"` finds it.
+work="$tmpdir/node"
+mkdir -p "$work/node_modules"
+if [ -n "${HEARTH_OPENAI_NODE_MODULES:-}" ] && [ -d "$HEARTH_OPENAI_NODE_MODULES/openai" ]; then
+    ln -s "$HEARTH_OPENAI_NODE_MODULES/openai" "$work/node_modules/openai"
+else
+    echo '{"name": "hearth-openai-test", "private": true}' > "$work/package.json"
+    npm_config_update_notifier=false; export npm_config_update_notifier
+    if [ -z "${HOME:-}" ] || [ ! -w "$HOME" ]; then
+        npm_config_cache="$tmpdir/npm-cache"; export npm_config_cache
+    fi
+    if ! (cd "$work" && timeout 600 npm install --no-audit --no-fund --no-save openai) \
+            >"$tmpdir/npm.log" 2>&1; then
+        if grep -Eq 'ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|EHOSTUNREACH|network|socket hang up|getaddrinfo' "$tmpdir/npm.log"; then
+            sed 's/^/  npm: /' "$tmpdir/npm.log" | tail -n 5 >&2
+            skip "the npm registry cannot be reached; npm install openai failed"
+        fi
+        sed 's/^/  npm: /' "$tmpdir/npm.log" >&2
+        echo "FAIL: npm install openai failed" >&2
+        exit 1
+    fi
+fi
+cp "${HEARTH_SRCDIR:-.}/tests/server-openai.mjs" "$work/"
+
+# start_server NAME ARGS...: start hearth serve in the background; sets
+# $port and $pid once the "listening on" line is there.
+start_server() {
+    name=$1; shift
+    "$HEARTH" serve -m "$m" --alias "$alias" --chat-template chatml --host 127.0.0.1 --port 0 \
+        --api-key "$key" -t 1 "$@" >"$tmpdir/$name.out" 2>"$tmpdir/$name.err" &
+    pid=$!
+    pids="$pids $pid"
+    port=''
+    i=0
+    while [ $i -lt 300 ]; do
+        port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$tmpdir/$name.err" | head -n 1)
+        [ -n "$port" ] && return 0
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+        i=$((i + 1))
+    done
+    fail "$name server: no 'listening on' line"
+    sed 's/^/  stderr: /' "$tmpdir/$name.err" >&2
+    finish
+}
+
+# stop_server NAME PID: SIGTERM, exit status 0, no sanitizer report.
+stop_server() {
+    name=$1 p=$2
+    kill -TERM "$p" 2>/dev/null
+    ( sleep 60; kill -KILL "$p" 2>/dev/null ) >/dev/null 2>&1 &
+    watchdog=$!
+    wait "$p"
+    rc=$?
+    kill "$watchdog" 2>/dev/null
+    [ "$rc" -eq 0 ] && pass "$name server: exit status 0 after SIGTERM" ||
+        { fail "$name server: exit status $rc after SIGTERM"; tail -n 20 "$tmpdir/$name.err" | sed 's/^/  stderr: /' >&2; }
+    if grep -Eq 'ERROR: AddressSanitizer|runtime error:|LeakSanitizer' "$tmpdir/$name.err"; then
+        fail "$name server: sanitizer report"
+        sed 's/^/  stderr: /' "$tmpdir/$name.err" >&2
+    fi
+}
+
+start_server main -c 2048
+main_pid=$pid main_port=$port
+start_server deadline -c 4096 -np 8 --timeout 1
+deadline_pid=$pid deadline_port=$port
+
+HEARTH_URL="http://127.0.0.1:$main_port" HEARTH_TIMEOUT_URL="http://127.0.0.1:$deadline_port" \
+HEARTH_KEY="$key" HEARTH_ALIAS="$alias" \
+    timeout 300 node "$work/server-openai.mjs" >"$tmpdir/node.out" 2>"$tmpdir/node.err"
+rc=$?
+cat "$tmpdir/node.out"
+if [ "$rc" -ne 0 ]; then
+    fail "server-openai.mjs: exit status $rc"
+    sed 's/^/  node: /' "$tmpdir/node.err" >&2
+    tail -n 30 "$tmpdir/main.err" | sed 's/^/  main server: /' >&2
+    tail -n 10 "$tmpdir/deadline.err" | sed 's/^/  deadline server: /' >&2
+fi
+
+stop_server main "$main_pid"
+stop_server deadline "$deadline_pid"
+pids=''
+finish

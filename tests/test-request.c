@@ -1,0 +1,260 @@
+/*
+ * test-request.c -- hearth serve's request parsing (src/server/request.c):
+ * every field read with its type and range, null as absent, unknown
+ * fields ignored, each refusal a 400 naming the field, chat content parts
+ * joined, prompts in every form, and the tokenize/detokenize bodies.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "request.h"
+#include "testutil.h"
+
+static hearth_sampler_params defaults;
+static const struct srv_limits limits = {100, 64, &defaults};
+
+static void parse_ok(enum srv_kind kind, const char *body, struct srv_request *r)
+{
+    struct srv_error e;
+    hearth_sampler_params_default(&defaults);
+    ck_assert_msg(srv_request_parse(kind, body, strlen(body), &limits, r, &e), "%s: %s", body,
+                  e.message);
+}
+
+/* The body is refused with status and param. */
+static void parse_bad(enum srv_kind kind, const char *body, int status, const char *param)
+{
+    struct srv_request r;
+    struct srv_error e;
+    hearth_sampler_params_default(&defaults);
+    ck_assert_msg(!srv_request_parse(kind, body, strlen(body), &limits, &r, &e), "accepted: %s", body);
+    ck_assert_msg(e.status == status, "%s: status %d, not %d (%s)", body, e.status, status, e.message);
+    ck_assert_msg(strcmp(e.param, param) == 0, "%s: param '%s', not '%s' (%s)", body, e.param, param,
+                  e.message);
+    ck_assert_msg(e.message[0] && e.type, "%s: no message", body);
+}
+
+START_TEST(test_structured_fields)
+{
+    struct srv_request r;
+    parse_ok(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                       "\"response_format\":{\"type\":\"json_object\"}}", &r);
+    ck_assert_int_eq(r.grammar, SRV_GRAMMAR_JSON_OBJECT);
+    srv_request_free(&r);
+    parse_ok(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                       "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\","
+                       "\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}}}}",
+             &r);
+    ck_assert_int_eq(r.grammar, SRV_GRAMMAR_JSON_SCHEMA);
+    ck_assert_str_eq(r.grammar_text, "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}");
+    srv_request_free(&r);
+    parse_ok(SRV_COMPLETION, "{\"prompt\":\"x\",\"grammar\":\"root ::= [0-9]+\"}", &r);
+    ck_assert_int_eq(r.grammar, SRV_GRAMMAR_GBNF);
+    ck_assert_str_eq(r.grammar_text, "root ::= [0-9]+");
+    srv_request_free(&r);
+}
+END_TEST
+
+START_TEST(test_chat_fields)
+{
+    struct srv_request r;
+    parse_ok(SRV_CHAT,
+             "{\"model\":\"x\",\"messages\":[{\"role\":\"developer\",\"content\":\"Be brief.\"},"
+             "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]},"
+             "{\"role\":\"assistant\",\"content\":null}],\"max_completion_tokens\":7,\"max_tokens\":9,"
+             "\"stop\":\"END\",\"seed\":-2,\"n\":3,\"temperature\":0.5,\"top_p\":0.25,\"top_k\":7,\"min_p\":0.5,"
+             "\"presence_penalty\":-1.5,\"frequency_penalty\":2,\"repeat_penalty\":1.25,\"logit_bias\":{\"5\":-100,\"9\":3},"
+             "\"logprobs\":true,\"top_logprobs\":4,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+             "\"user\":\"u1\",\"ignore_eos\":true,\"unknown\":{\"deep\":[1,2]},\"tools\":[],\"tool_choice\":\"none\","
+             "\"response_format\":{\"type\":\"text\"}}",
+             &r);
+    ck_assert_str_eq(r.messages_json, "[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                                      "{\"role\":\"user\",\"content\":\"a\\nb\"},"
+                                      "{\"role\":\"assistant\",\"content\":\"\"}]");
+    ck_assert_int_eq(r.max_tokens, 7);
+    ck_assert_int_eq((int)r.n_stop, 1);
+    ck_assert_str_eq(r.stop[0], "END");
+    ck_assert(r.seed_given);
+    ck_assert(r.sampling.seed == (uint64_t)-2);
+    ck_assert_int_eq(r.n, 3);
+    ck_assert(r.sampling.temperature == 0.5f && r.sampling.top_p == 0.25f && r.sampling.top_k == 7);
+    ck_assert(r.sampling.min_p == 0.5f && r.sampling.presence_penalty == -1.5f);
+    ck_assert(r.sampling.frequency_penalty == 2.0f && r.sampling.repeat_penalty == 1.25f);
+    ck_assert_int_eq((int)r.sampling.n_logit_bias, 2);
+    ck_assert(r.sampling.logit_bias == r.bias);
+    ck_assert(r.logprobs && r.top_logprobs == 4 && r.stream && r.include_usage && r.ignore_eos);
+    ck_assert_str_eq(r.user, "u1");
+    ck_assert_int_eq(hearth_sampler_params_check(&r.sampling), HEARTH_OK);
+    srv_request_free(&r);
+
+    /* nulls are absent fields; the defaults stay */
+    parse_ok(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":null,"
+                       "\"stop\":null,\"seed\":null,\"temperature\":null,\"stream_options\":null}", &r);
+    ck_assert_int_eq(r.max_tokens, -1);
+    ck_assert(!r.seed_given && r.n_stop == 0 && r.n == 1);
+    ck_assert(r.sampling.temperature == defaults.temperature);
+    srv_request_free(&r);
+}
+END_TEST
+
+START_TEST(test_chat_refusals)
+{
+    const char *m = "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]";
+    char b[512];
+#define BAD(extra, status, param)                              \
+    snprintf(b, sizeof b, "{%s,%s}", m, extra);               \
+    parse_bad(SRV_CHAT, b, status, param)
+    BAD("\"temperature\":\"hot\"", 400, "temperature");
+    BAD("\"temperature\":2.5", 400, "temperature");
+    BAD("\"top_p\":-0.1", 400, "top_p");
+    BAD("\"max_tokens\":0", 400, "max_tokens");
+    BAD("\"max_tokens\":65", 400, "max_tokens");          /* over the cap */
+    BAD("\"max_tokens\":1.5", 400, "max_tokens");
+    BAD("\"n\":17", 400, "n");
+    BAD("\"seed\":\"1\"", 400, "seed");
+    BAD("\"stop\":\"\"", 400, "stop");
+    BAD("\"stop\":[\"a\",3]", 400, "stop");
+    BAD("\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"10\",\"11\",\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]",
+        400, "stop");
+    BAD("\"logit_bias\":{\"100\":1}", 400, "logit_bias");  /* outside the vocabulary */
+    BAD("\"logit_bias\":{\"x\":1}", 400, "logit_bias");
+    BAD("\"logit_bias\":{\"1\":101}", 400, "logit_bias");
+    BAD("\"logit_bias\":[1]", 400, "logit_bias");
+    BAD("\"top_logprobs\":3", 400, "top_logprobs");        /* without logprobs */
+    BAD("\"logprobs\":true,\"top_logprobs\":21", 400, "top_logprobs");
+    BAD("\"logprobs\":1", 400, "logprobs");
+    BAD("\"stream\":\"yes\"", 400, "stream");
+    BAD("\"stream_options\":{\"include_usage\":true}", 400, "stream_options");
+    BAD("\"stream\":true,\"stream_options\":{\"include_usage\":1}", 400, "stream_options.include_usage");
+    BAD("\"response_format\":{\"type\":\"xml\"}", 400, "response_format");
+    BAD("\"response_format\":{\"type\":\"json_schema\"}", 400, "response_format");
+    BAD("\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"not\":{}}}}", 400,
+        "response_format");
+    BAD("\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{},\"strict\":1}}", 400,
+        "response_format");
+    BAD("\"grammar\":\"root ::= [\"", 400, "grammar");
+    BAD("\"grammar\":7", 400, "grammar");
+    BAD("\"grammar\":\"root ::= \\\"a\\\"\",\"response_format\":{\"type\":\"json_object\"}", 400, "grammar");
+    BAD("\"tools\":[{\"type\":\"function\"}]", 400, "tools");
+    BAD("\"tool_choice\":\"required\"", 400, "tool_choice");
+    BAD("\"repeat_penalty\":0", 400, "repeat_penalty");
+    BAD("\"model\":5", 400, "model");
+    BAD("\"user\":[]", 400, "user");
+#undef BAD
+    parse_bad(SRV_CHAT, "{}", 400, "messages");
+    parse_bad(SRV_CHAT, "{\"messages\":[]}", 400, "messages");
+    parse_bad(SRV_CHAT, "{\"messages\":{}}", 400, "messages");
+    parse_bad(SRV_CHAT, "{\"messages\":[\"hi\"]}", 400, "messages[0]");
+    parse_bad(SRV_CHAT, "{\"messages\":[{\"content\":\"hi\"}]}", 400, "messages[0].role");
+    parse_bad(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"name\":5}]}", 400,
+              "messages[0].name");
+    parse_bad(SRV_CHAT, "{\"messages\":[{\"role\":\"wizard\",\"content\":\"hi\"}]}", 400, "messages[0].role");
+    parse_bad(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", 400, "messages[0].content");
+    parse_bad(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", 400,
+              "messages[0].content[0]");
+    /* not JSON, not an object, invalid UTF-8, NUL in a string, trailing garbage */
+    parse_bad(SRV_CHAT, "{\"messages\":", 400, "");
+    parse_bad(SRV_CHAT, "[1]", 400, "");
+    parse_bad(SRV_CHAT, "", 400, "");
+    parse_bad(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}", 400, "");
+    parse_bad(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}", 400, "");
+    parse_bad(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]} x", 400, "");
+}
+END_TEST
+
+START_TEST(test_completion_prompts)
+{
+    struct srv_request r;
+    parse_ok(SRV_COMPLETION, "{\"prompt\":\"Once upon\",\"echo\":true,\"logprobs\":2,\"best_of\":1,\"suffix\":\"\"}", &r);
+    ck_assert_int_eq((int)r.n_prompts, 1);
+    ck_assert_str_eq(r.prompts[0].text, "Once upon");
+    ck_assert(r.echo && r.logprobs && r.top_logprobs == 2);
+    srv_request_free(&r);
+    parse_ok(SRV_COMPLETION, "{\"prompt\":[1,2,99]}", &r);
+    ck_assert_int_eq((int)r.n_prompts, 1);
+    ck_assert_int_eq((int)r.prompts[0].n_tokens, 3);
+    ck_assert_int_eq(r.prompts[0].tokens[2], 99);
+    srv_request_free(&r);
+    parse_ok(SRV_COMPLETION, "{\"prompt\":[\"a\",[4,5],\"\"]}", &r);
+    ck_assert_int_eq((int)r.n_prompts, 3);
+    ck_assert_str_eq(r.prompts[0].text, "a");
+    ck_assert_int_eq((int)r.prompts[1].n_tokens, 2);
+    ck_assert_str_eq(r.prompts[2].text, "");
+    srv_request_free(&r);
+    parse_bad(SRV_COMPLETION, "{}", 400, "prompt");
+    parse_bad(SRV_COMPLETION, "{\"prompt\":5}", 400, "prompt");
+    parse_bad(SRV_COMPLETION, "{\"prompt\":[]}", 400, "prompt");
+    parse_bad(SRV_COMPLETION, "{\"prompt\":[1,100]}", 400, "prompt");
+    parse_bad(SRV_COMPLETION, "{\"prompt\":[1,-1]}", 400, "prompt");
+    parse_bad(SRV_COMPLETION, "{\"prompt\":[\"a\",7]}", 400, "prompt[1]");
+    parse_bad(SRV_COMPLETION, "{\"prompt\":[\"a\",[]]}", 400, "prompt[1]");
+    parse_bad(SRV_COMPLETION, "{\"prompt\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"10\",\"11\","
+                              "\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]}", 400, "prompt");
+    parse_bad(SRV_COMPLETION, "{\"prompt\":\"a\",\"logprobs\":6}", 400, "logprobs");
+    parse_bad(SRV_COMPLETION, "{\"prompt\":\"a\",\"logprobs\":true}", 400, "logprobs");
+    parse_bad(SRV_COMPLETION, "{\"prompt\":\"a\",\"suffix\":\"b\"}", 400, "suffix");
+    parse_bad(SRV_COMPLETION, "{\"prompt\":\"a\",\"best_of\":2}", 400, "best_of");
+    parse_bad(SRV_COMPLETION, "{\"prompt\":\"a\",\"echo\":1}", 400, "echo");
+}
+END_TEST
+
+START_TEST(test_tokenize_bodies)
+{
+    struct srv_tokenize t;
+    struct srv_error e;
+    const char *b = "{\"content\":\"hi <s>\",\"add_special\":true,\"parse_special\":false,\"with_pieces\":true}";
+    ck_assert(srv_tokenize_parse(b, strlen(b), &t, &e));
+    ck_assert_str_eq(t.content, "hi <s>");
+    ck_assert(t.add_special && !t.parse_special && t.with_pieces);
+    srv_tokenize_free(&t);
+    b = "{\"content\":3}";
+    ck_assert(!srv_tokenize_parse(b, strlen(b), &t, &e));
+    ck_assert_str_eq(e.param, "content");
+    b = "{}";
+    ck_assert(!srv_tokenize_parse(b, strlen(b), &t, &e));
+    ck_assert_str_eq(e.code, "missing_required_parameter");
+
+    struct srv_detokenize d;
+    b = "{\"tokens\":[0,99]}";
+    ck_assert(srv_detokenize_parse(b, strlen(b), 100, &d, &e));
+    ck_assert_int_eq((int)d.n_tokens, 2);
+    srv_detokenize_free(&d);
+    b = "{\"tokens\":[]}";
+    ck_assert(srv_detokenize_parse(b, strlen(b), 100, &d, &e));
+    ck_assert_int_eq((int)d.n_tokens, 0);
+    b = "{\"tokens\":[100]}";
+    ck_assert(!srv_detokenize_parse(b, strlen(b), 100, &d, &e));
+    ck_assert_str_eq(e.param, "tokens");
+    b = "{\"tokens\":\"1 2\"}";
+    ck_assert(!srv_detokenize_parse(b, strlen(b), 100, &d, &e));
+}
+END_TEST
+
+START_TEST(test_messages_are_utf8)
+{
+    /* a JSON syntax error quoting bytes of a multi-byte character */
+    const char body[] = "\"s\\\xdb\x83\xf3\x95null\xdb\x83\xf3\x95\x82\x9a}";
+    struct srv_request r;
+    struct srv_error e;
+    ck_assert(!srv_request_parse(SRV_CHAT, body, sizeof body - 1, &limits, &r, &e));
+    ck_assert(srv_utf8_valid(e.message, strlen(e.message)));
+    ck_assert(srv_utf8_valid("\xc3\xa9\xf0\x9f\x98\x80", 6));
+    ck_assert(!srv_utf8_valid("\xc3", 1));
+    ck_assert(!srv_utf8_valid("\xed\xa0\x80", 3)); /* a surrogate */
+    ck_assert(!srv_utf8_valid("\xc0\x80", 2));     /* overlong */
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("request");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_chat_fields);
+    tcase_add_test(tc, test_structured_fields);
+    tcase_add_test(tc, test_chat_refusals);
+    tcase_add_test(tc, test_completion_prompts);
+    tcase_add_test(tc, test_tokenize_bodies);
+    tcase_add_test(tc, test_messages_are_utf8);
+    suite_add_tcase(s, tc);
+    return test_run_suite(s);
+}
