@@ -499,6 +499,64 @@ START_TEST(test_cancel_in_verification)
 }
 END_TEST
 
+/* The samples of a request of n > 1 all begin with the prompt's logits.
+ * A prompt whose prefill leaves one token for a later step (chunks of
+ * n_batch tokens) has that token scheduled like a decode row, but it must
+ * not draft before the samples are forked: it had, and the samples forked
+ * later took the first one's computed positions. */
+static void on_event_by_index(void *user, const hearth_event *ev)
+{
+    struct out *o = user;
+    ck_assert_int_lt(ev->index, 2);
+    on_event(&o[ev->index], ev);
+}
+
+START_TEST(test_samples_after_chunked_prompt)
+{
+    if (!test_require_data()) return;
+    hearth_model *m = test_load_model("stories260K.gguf");
+    const int32_t V = hearth_model_n_vocab(m);
+    enum { LEN = 2 * 16 + 1, GEN = 40 };
+    int32_t prompt[LEN];
+    make_prompt(V, 77, prompt, LEN, true);
+    hearth_engine_params p;
+    hearth_engine_default_params(&p);
+    p.n_ctx = 256;
+    p.n_batch = 16;
+    p.kv_tokens = 1024;
+    p.block_tokens = 16;
+    p.n_threads = 2;
+    p.n_seq_max = 4;
+    p.no_prefix_cache = true;
+    hearth_engine *e;
+    ck_assert_int_eq(hearth_engine_new(m, &p, &e), HEARTH_OK);
+    for (int32_t lookup = 1; lookup <= 3; lookup += 2) {
+        static struct out plain, samples[2];
+        hearth_request r;
+        request_init(&r, prompt, LEN, GEN, 0.0f, 0, &plain);
+        submit(e, &r, &plain, V);
+        run_checked(e);
+        request_init(&r, prompt, LEN, GEN, 0.0f, 0, samples);
+        r.n = 2;
+        r.on_event = on_event_by_index;
+        r.speculation.draft_max = 4;
+        r.speculation.lookup = lookup;
+        r.speculation.fixed = true;
+        submit(e, &r, samples, V);
+        samples[1] = samples[0];
+        run_checked(e);
+        for (int k = 0; k < 2; k++) {
+            char what[80];
+            snprintf(what, sizeof what, "lookup %d, sample %d of 2 after a chunked prompt", lookup, k);
+            expect_same(&samples[k], &plain, what);
+        }
+        ck_assert_int_gt(samples[0].stats.n_drafted + samples[1].stats.n_drafted, 0);
+    }
+    hearth_engine_free(e);
+    hearth_model_free(m);
+}
+END_TEST
+
 /* A seeded random mix of speculative and plain submissions,
  * cancellations and steps in a small pool (preemptions): every block is
  * accounted for after every step. */
@@ -536,10 +594,10 @@ START_TEST(test_stress)
         if (mode) {
             r.speculation.draft_max = 1 + (int32_t)(test_rng_next(&rng) % 8);
             r.speculation.lookup = mode == 1 ? 3 : 0;
-            /* fixed draft lengths: the adaptive length follows measured
-             * step times, which would make the run depend on the machine */
-            (void)test_rng_next(&rng);
-            r.speculation.fixed = true;
+            /* fixed or adaptive draft lengths: the adaptive length
+             * follows measured step times, so the schedule depends on the
+             * machine; the accounting must hold for every schedule */
+            r.speculation.fixed = test_rng_next(&rng) % 2;
         }
         /* the samples of a request report into one out: only n = 1 is
          * checked for its events */
@@ -742,6 +800,7 @@ static Suite *speculate_suite(void)
         {"greedy_lookup", test_greedy_lookup},
         {"cancel_in_verification", test_cancel_in_verification},
         {"mixed_batch", test_mixed_batch},
+        {"samples_after_chunked_prompt", test_samples_after_chunked_prompt},
         {"stress", test_stress},
         {"sampled_distribution", test_sampled_distribution},
     };

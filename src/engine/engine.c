@@ -1046,6 +1046,10 @@ static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int
     const struct request *r = s->req;
     const hearth_speculation *sp = &r->params.speculation;
     if (sp->draft_max <= 0) return 0;
+    /* the first logits of a request of n samples are sampled n times, for
+     * the samples forked from it (fork_samples()): nothing is drafted
+     * before, even when its prompt's last token is computed on its own */
+    if (r->n > 1 && !r->forked) return 0;
     int32_t k = HEARTH_MIN(sp->draft_max, e->params.n_ctx - 1 - s->n_computed);
     if (r->params.max_tokens >= 0) k = HEARTH_MIN(k, r->params.max_tokens - s->stats.n_generated - 1);
     const int32_t k_min = HEARTH_MAX(1, sp->draft_min);
