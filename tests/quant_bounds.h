@@ -8,7 +8,7 @@
 #ifndef HEARTH_TEST_QUANT_BOUNDS_H
 #define HEARTH_TEST_QUANT_BOUNDS_H
 
-#include <check.h>
+#include "testutil.h"
 #include <math.h>
 #include <stdbool.h>
 
