@@ -775,6 +775,7 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
     for (int64_t t = 0; t < n_tok; t++) max_pos = HEARTH_MAX(max_pos, bp->pos[t]);
     const double work = 2.0 * (double)n_tok * (double)n_head * (double)(max_pos + 1) * (double)hd;
     const int n_threads = (n_items > 1 || n_tok > 1) && work >= ATTN_SERIAL_WORK ? be->n_threads : 1;
+    (void)n_threads; /* read only by the OpenMP pragma */
 #pragma omp parallel num_threads(n_threads) if (n_threads > 1)
     {
 #ifdef _OPENMP
