@@ -61,7 +61,9 @@ static void on_event(void *user, const hearth_event *ev)
     }
 }
 
-static hearth_engine *new_engine(const hearth_model *m, const hearth_model *draft, int32_t n_seq_max)
+/* The tests' engine parameters, which a test may change before
+ * engine_from(). */
+static hearth_engine_params engine_params(const hearth_model *draft, int32_t n_seq_max)
 {
     hearth_engine_params p;
     hearth_engine_default_params(&p);
@@ -72,10 +74,21 @@ static hearth_engine *new_engine(const hearth_model *m, const hearth_model *draf
     p.n_threads = 2;
     p.n_seq_max = n_seq_max;
     p.draft_model = draft;
+    return p;
+}
+
+static hearth_engine *engine_from(const hearth_model *m, const hearth_engine_params *p)
+{
     hearth_engine *e;
-    hearth_status st = hearth_engine_new(m, &p, &e);
+    hearth_status st = hearth_engine_new(m, p, &e);
     ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
     return e;
+}
+
+static hearth_engine *new_engine(const hearth_model *m, const hearth_model *draft, int32_t n_seq_max)
+{
+    const hearth_engine_params p = engine_params(draft, n_seq_max);
+    return engine_from(m, &p);
 }
 
 static void request_init(hearth_request *r, const int32_t *prompt, int32_t n_prompt, int32_t max_tokens,
@@ -519,17 +532,12 @@ START_TEST(test_samples_after_chunked_prompt)
     enum { LEN = 2 * 16 + 1, GEN = 40 };
     int32_t prompt[LEN];
     make_prompt(V, 77, prompt, LEN, true);
-    hearth_engine_params p;
-    hearth_engine_default_params(&p);
-    p.n_ctx = 256;
+    /* without the prefix cache the second request computes its prompt
+     * again, in chunks of 16 */
+    hearth_engine_params p = engine_params(NULL, 4);
     p.n_batch = 16;
-    p.kv_tokens = 1024;
-    p.block_tokens = 16;
-    p.n_threads = 2;
-    p.n_seq_max = 4;
     p.no_prefix_cache = true;
-    hearth_engine *e;
-    ck_assert_int_eq(hearth_engine_new(m, &p, &e), HEARTH_OK);
+    hearth_engine *e = engine_from(m, &p);
     for (int32_t lookup = 1; lookup <= 3; lookup += 2) {
         static struct out plain, samples[2];
         hearth_request r;
@@ -566,17 +574,11 @@ START_TEST(test_stress)
     hearth_model *m = test_load_model("stories260K.gguf");
     hearth_model *d = test_load_model("micro-llama-Q4_0.gguf");
     const int32_t V = hearth_model_n_vocab(m);
-    hearth_engine_params p;
-    hearth_engine_default_params(&p);
+    hearth_engine_params p = engine_params(d, 6);
     p.n_ctx = 256;
     p.n_batch = 40;
     p.kv_tokens = 512;
-    p.block_tokens = 16;
-    p.n_threads = 2;
-    p.n_seq_max = 6;
-    p.draft_model = d;
-    hearth_engine *e;
-    ck_assert_int_eq(hearth_engine_new(m, &p, &e), HEARTH_OK);
+    hearth_engine *e = engine_from(m, &p);
     test_rng rng;
     test_rng_seed(&rng, 2024);
     enum { N = 40 };
