@@ -97,14 +97,18 @@ endif
 # hearth serve's request parsing, where the server is built.
 if HAVE_SERVER
 if HAVE_CHECK
-check_PROGRAMS += tests/test-request
-TESTS += tests/test-request
+check_PROGRAMS += tests/test-request tests/test-toolcall
+TESTS += tests/test-request tests/test-toolcall
 endif
 endif
 tests_test_request_SOURCES = tests/test-request.c tests/testutil.c src/server/request.c
 tests_test_request_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/server $(JSON_CFLAGS)
 tests_test_request_CFLAGS = $(TEST_CFLAGS)
 tests_test_request_LDADD = $(TEST_LIBS) $(JSON_LIBS)
+tests_test_toolcall_SOURCES = tests/test-toolcall.c tests/testutil.c src/server/toolcall.c src/server/request.c
+tests_test_toolcall_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/server $(JSON_CFLAGS)
+tests_test_toolcall_CFLAGS = $(TEST_CFLAGS)
+tests_test_toolcall_LDADD = $(TEST_LIBS) $(JSON_LIBS)
 
 # The command-line helpers are tested by linking their sources directly.
 tests_test_cli_sampling_SOURCES = tests/test-cli-sampling.c tests/testutil.c \

@@ -87,12 +87,13 @@ static bool add_call(struct srv_tool_calls *c, json_t *o)
     json_t *args = json_object_get(o, "arguments");
     if (!args) args = json_object_get(o, "parameters");
     json_t *owned = NULL;
-    if (json_is_string(args)) {
+    if (!args) {
+        args = owned = json_object();
+    } else if (json_is_string(args)) {
         owned = json_loadb(json_string_value(args), json_string_length(args), 0, NULL);
         args = owned;
     }
-    if (!args) args = owned = json_object();
-    if (!json_is_object(args)) {
+    if (!args || !json_is_object(args)) {
         json_decref(owned);
         return false;
     }
