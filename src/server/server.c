@@ -487,6 +487,7 @@ static void tool_call_id(const struct job *j, char *out, size_t cap)
     const bool mistral = j->s->tool_format == SRV_TOOLS_MISTRAL;
     const size_t n = mistral ? 9 : 24, at = mistral ? 0 : 5;
     unsigned char r[24];
+    out[0] = '\0';
     if (getrandom(r, n, 0) != (ssize_t)n)
         for (size_t i = 0; i < n; i++) r[i] = (unsigned char)(rand() & 0xff);
     if (cap < at + n + 1) return;
