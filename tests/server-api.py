@@ -1067,7 +1067,7 @@ def tool_calls_section(name, fmt):
     body = {"messages": TOOL_MESSAGES, "tools": TOOLS, "max_tokens": 400, "temperature": 1}
     named = {"type": "function", "function": {"name": "get_weather"}}
     answers = []
-    for desc, choice, seeds in (("required", "required", (1, 2, 3)), ("named", named, (1, 2))):
+    for desc, choice, seeds in (("required", "required", (1, 2)), ("named", named, (3,))):
         for seed in seeds:
             j = ok_json(s, cc, dict(body, tool_choice=choice, seed=seed), f"tool_choice {desc}")
             ch = j["choices"][0]
@@ -1135,7 +1135,7 @@ def tool_calls_section(name, fmt):
         check(r.status == 200, "a conversation with the call and its result: 200", str(r))
 
     # auto: whatever the weights write is read, or given as content
-    for seed in (1, 2):
+    for seed in (1,):
         j = ok_json(s, cc, dict(body, tool_choice="auto", max_tokens=24, seed=seed), "tool_choice auto")
         ch = j["choices"][0]
         m = ch.get("message") or {}
