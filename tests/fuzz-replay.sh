@@ -10,14 +10,14 @@ require_data models/stories260K.gguf vocab/ggml-vocab-llama-spm.gguf vocab/ggml-
 
 bin="${HEARTH_BUILDDIR:-.}/tests/fuzz"
 targets="gguf template tokenizer grammar schema"
-# the request target exists where hearth serve was built
+# the request and toolcall targets exist where hearth serve was built
 if "${HEARTH_BUILDDIR:-.}/src/hearth" serve --help 2>/dev/null | grep -q "no HTTP server"; then :
-else targets="$targets request"; fi
+else targets="$targets request toolcall"; fi
 for target in $targets; do
     replay="$bin/replay-$target"
     [ -x "$replay" ] || { fail "missing $replay"; continue; }
     case $target in
-    request|grammar)
+    request|toolcall|grammar)
         set -- ;;
     schema)
         set -- "$HEARTH_TEST_DATA"/chat/conversations.json ;;

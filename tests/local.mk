@@ -97,14 +97,18 @@ endif
 # hearth serve's request parsing, where the server is built.
 if HAVE_SERVER
 if HAVE_CHECK
-check_PROGRAMS += tests/test-request
-TESTS += tests/test-request
+check_PROGRAMS += tests/test-request tests/test-toolcall
+TESTS += tests/test-request tests/test-toolcall
 endif
 endif
 tests_test_request_SOURCES = tests/test-request.c tests/testutil.c src/server/request.c
 tests_test_request_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/server $(JSON_CFLAGS)
 tests_test_request_CFLAGS = $(TEST_CFLAGS)
 tests_test_request_LDADD = $(TEST_LIBS) $(JSON_LIBS)
+tests_test_toolcall_SOURCES = tests/test-toolcall.c tests/testutil.c src/server/toolcall.c src/server/request.c
+tests_test_toolcall_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/server $(JSON_CFLAGS)
+tests_test_toolcall_CFLAGS = $(TEST_CFLAGS)
+tests_test_toolcall_LDADD = $(TEST_LIBS) $(JSON_LIBS)
 
 # The command-line helpers are tested by linking their sources directly.
 tests_test_cli_sampling_SOURCES = tests/test-cli-sampling.c tests/testutil.c \
@@ -275,6 +279,7 @@ FUZZ_TARGETS = gguf template tokenizer grammar schema
 EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/regressions-gguf/.keep \
 	tests/fuzz/regressions-template tests/fuzz/regressions-tokenizer \
 	tests/fuzz/regressions-request tests/fuzz/fuzz-request.c \
+	tests/fuzz/regressions-toolcall tests/fuzz/fuzz-toolcall.c \
 	tests/fuzz/regressions-grammar tests/fuzz/regressions-schema
 TESTS += tests/fuzz-replay.sh
 check_PROGRAMS += tests/fuzz/replay-gguf tests/fuzz/replay-template tests/fuzz/replay-tokenizer
@@ -295,19 +300,27 @@ tests_fuzz_replay_tokenizer_SOURCES = tests/fuzz/fuzz-tokenizer.c tests/fuzz/rep
 tests_fuzz_replay_tokenizer_CPPFLAGS = $(FUZZ_DATA_CPPFLAGS)
 tests_fuzz_replay_tokenizer_LDADD = src/libhearth-core.la
 
-# The request target is hearth serve's parser, built where the server is.
+# The request and toolcall targets are hearth serve's parsers, built where
+# the server is.
 if HAVE_SERVER
 REQUEST_FUZZ_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/server $(JSON_CFLAGS)
-check_PROGRAMS += tests/fuzz/replay-request
+check_PROGRAMS += tests/fuzz/replay-request tests/fuzz/replay-toolcall
 tests_fuzz_replay_request_SOURCES = tests/fuzz/fuzz-request.c tests/fuzz/replay.c src/server/request.c
 tests_fuzz_replay_request_CPPFLAGS = $(REQUEST_FUZZ_CPPFLAGS)
 tests_fuzz_replay_request_LDADD = src/libhearth-core.la $(JSON_LIBS)
+tests_fuzz_replay_toolcall_SOURCES = tests/fuzz/fuzz-toolcall.c tests/fuzz/replay.c src/server/toolcall.c
+tests_fuzz_replay_toolcall_CPPFLAGS = $(REQUEST_FUZZ_CPPFLAGS)
+tests_fuzz_replay_toolcall_LDADD = src/libhearth-core.la $(JSON_LIBS)
 if ENABLE_FUZZING
-noinst_PROGRAMS += tests/fuzz/fuzz-request
+noinst_PROGRAMS += tests/fuzz/fuzz-request tests/fuzz/fuzz-toolcall
 tests_fuzz_fuzz_request_SOURCES = tests/fuzz/fuzz-request.c src/server/request.c
 tests_fuzz_fuzz_request_CPPFLAGS = $(REQUEST_FUZZ_CPPFLAGS)
 tests_fuzz_fuzz_request_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_request_LDADD = src/libhearth-core.la $(JSON_LIBS)
+tests_fuzz_fuzz_toolcall_SOURCES = tests/fuzz/fuzz-toolcall.c src/server/toolcall.c
+tests_fuzz_fuzz_toolcall_CPPFLAGS = $(REQUEST_FUZZ_CPPFLAGS)
+tests_fuzz_fuzz_toolcall_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_toolcall_LDADD = src/libhearth-core.la $(JSON_LIBS)
 endif
 endif
 

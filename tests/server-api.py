@@ -152,8 +152,9 @@ class Server:
 
     def __init__(self, name, *args):
         self.name = name
-        self.cmd = [HEARTH, "serve", "-m", MODEL, "--chat-template", "chatml",
-                    "--host", "127.0.0.1", "--port", "0"] + list(args)
+        # the model and template unless args name their own
+        model = [] if "-m" in args else ["-m", MODEL, "--chat-template", "chatml"]
+        self.cmd = [HEARTH, "serve"] + model + ["--host", "127.0.0.1", "--port", "0"] + list(args)
         self.port = None
         self.lines = []
         self.eof = False
@@ -213,10 +214,13 @@ class Server:
         odd = [s for s in seen[:-1] if not s.startswith("503")]
         check(not odd, f"{self.name}: /health answers 503 until the model is loaded, then 200",
               f"answers before the 200: {odd[:3]}")
+        alias = ALIAS
+        if "-m" in self.cmd[3:]:   # a model of its own: named after its file
+            alias = os.path.basename(self.cmd[self.cmd.index("-m", 3) + 1]).removesuffix(".gguf")
         with self.cond:
-            ready_line = any(re.search(r"hearth: serve: ready: model " + re.escape(ALIAS) + r"\b", l)
+            ready_line = any(re.search(r"hearth: serve: ready: model " + re.escape(alias) + r"\b", l)
                              for l in self.lines)
-        check(ready_line, f"{self.name}: stderr has a 'ready: model {ALIAS}' line", self.log(5))
+        check(ready_line, f"{self.name}: stderr has a 'ready: model {alias}' line", self.log(5))
         self.ready = True
 
     def alive(self):
@@ -795,6 +799,14 @@ SERVERS = {
     "grace": ["-c", "8192", "-np", "2", "--grace", "1"],
     "draft": ["-c", "512", "-np", "4", "-md", MODEL, "--draft-max", "6", "--draft-p-min", "0"],
     "lookup": ["-c", "512", "-np", "4", "--lookup", "3", "--draft-fixed"],
+    # random weights, each with a template of one tool-call format
+    "tools-hermes": ["-m", os.path.join(DATA, "models", "micro-qwen2-Q8_0.gguf"), "--chat-template",
+                     os.path.join(DATA, "chat", "Qwen-Qwen2.5-7B-Instruct.jinja"), "-c", "2048", "-np", "2"],
+    "tools-llama3": ["-m", os.path.join(DATA, "models", "micro-llama-Q8_0.gguf"), "--chat-template",
+                     os.path.join(DATA, "chat", "meta-llama-Llama-3.1-8B-Instruct.jinja"), "-c", "2048", "-np", "2"],
+    "tools-mistral": ["-m", os.path.join(DATA, "models", "micro-llama-Q8_0.gguf"), "--chat-template",
+                      os.path.join(DATA, "chat", "mistralai-Mistral-Nemo-Instruct-2407.jinja"), "-c", "2048",
+                      "-np", "2"],
 }
 servers = {}
 sections = []
@@ -1012,6 +1024,154 @@ def structured():
     e = r.json.get("error", {}) if isinstance(r.json, dict) else {}
     check(r.status == 400 and "line 2, column 7" in (e.get("message") or ""),
           "a grammar error gives its line and column", short(r.json))
+
+
+# Tool calls on random-weight models: with tool_choice "required" or a
+# named function the grammar must force a well-formed call in the
+# template's format whatever the weights, and the answer must be an
+# OpenAI tool call whose arguments follow the tool's schema.
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "The weather in a city",
+        "parameters": {"type": "object",
+                       "properties": {"city": {"type": "string", "maxLength": 8},
+                                      "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+                       "required": ["city", "days"], "additionalProperties": False}}},
+    {"type": "function", "function": {"name": "ping", "description": "Checks the line"}},
+]
+TOOL_MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def tool_args_valid(name, args):
+    """Whether the arguments (a JSON string) follow the schema of the tool."""
+    try:
+        v = json.loads(args)
+    except (TypeError, ValueError):
+        return False
+    if name == "ping":
+        return v == {}
+    return (name == "get_weather" and isinstance(v, dict) and set(v) == {"city", "days"}
+            and isinstance(v["city"], str) and len(v["city"]) <= 8 and is_int(v["days"]) and 1 <= v["days"] <= 7)
+
+
+def tool_id_ok(fmt, i):
+    if fmt == "mistral":   # Mistral's template takes nine letters and digits
+        return isinstance(i, str) and re.fullmatch(r"[A-Za-z0-9]{9}", i) is not None
+    return isinstance(i, str) and re.fullmatch(r"call_[A-Za-z0-9]{24}", i) is not None
+
+
+def tool_calls_section(name, fmt):
+    s = srv(name)
+    cc = "/v1/chat/completions"
+    check(any(f"tool calls: {fmt}" in l for l in s.lines), f"the ready line names the {fmt} format", s.log(3))
+    body = {"messages": TOOL_MESSAGES, "tools": TOOLS, "max_tokens": 400, "temperature": 1}
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    answers = []
+    for desc, choice, seeds in (("required", "required", (1, 2)), ("named", named, (3,))):
+        for seed in seeds:
+            j = ok_json(s, cc, dict(body, tool_choice=choice, seed=seed), f"tool_choice {desc}")
+            ch = j["choices"][0]
+            m = ch.get("message") or {}
+            calls = m.get("tool_calls")
+            check(ch.get("finish_reason") == "tool_calls", f"{desc} seed {seed}: finish_reason tool_calls",
+                  short(ch))
+            check(m.get("role") == "assistant" and m.get("content") is None,
+                  f"{desc} seed {seed}: content null", short(m))
+            good = isinstance(calls, list) and len(calls) == 1 and isinstance(calls[0], dict)
+            check(good, f"{desc} seed {seed}: one tool call", short(m))
+            if not good:
+                continue
+            c = calls[0]
+            fn = c.get("function") or {}
+            check(tool_id_ok(fmt, c.get("id")) and c.get("type") == "function",
+                  f"{desc} seed {seed}: the call's id and type", short(c))
+            check(isinstance(fn.get("arguments"), str) and tool_args_valid(fn.get("name"), fn.get("arguments")),
+                  f"{desc} seed {seed}: the arguments are a JSON string that follows the schema", short(c))
+            if choice is named:
+                check(fn.get("name") == "get_weather", f"named seed {seed}: the named function", short(c))
+            answers.append(m)
+
+    # streamed: the role chunk, then per call its id, type and name with
+    # empty arguments, then the arguments; the finish is tool_calls
+    st = Stream(s, cc, dict(body, tool_choice=named, seed=4, stream=True))
+    check(not st.framing(), "named, streamed: framing", "; ".join(st.framing()))
+    chunks = st.chunks()
+    p, calls, finish, content = [], {}, None, ""
+    for k, c in enumerate(chunks):
+        for ch in c.get("choices") or []:
+            d = ch.get("delta") or {}
+            if k == 0:
+                if d != {"role": "assistant", "content": ""}:
+                    p.append(f"first delta {short(d, 200)}")
+                continue
+            content += d.get("content") or ""
+            for t in d.get("tool_calls") or []:
+                i = t.get("index")
+                if i not in calls:
+                    f0 = t.get("function") or {}
+                    if not (tool_id_ok(fmt, t.get("id")) and t.get("type") == "function"
+                            and isinstance(f0.get("name"), str) and f0.get("arguments") == ""):
+                        p.append(f"the first delta of call {i}: {short(t, 200)}")
+                    calls[i] = {"name": f0.get("name"), "arguments": ""}
+                else:
+                    if set(t) != {"index", "function"} or set(t["function"]) != {"arguments"}:
+                        p.append(f"a later delta of call {i}: {short(t, 200)}")
+                    calls[i]["arguments"] += (t.get("function") or {}).get("arguments") or ""
+            if ch.get("finish_reason") is not None:
+                finish = ch["finish_reason"]
+    check(not p, "named, streamed: the deltas have the OpenAI shape", "; ".join(p))
+    check(finish == "tool_calls", "named, streamed: finish_reason tool_calls", repr(finish))
+    check(content == "", "named, streamed: no content", repr(content))
+    check(list(calls) == [0] and calls[0]["name"] == "get_weather"
+          and tool_args_valid("get_weather", calls[0]["arguments"]),
+          "named, streamed: one call whose joined arguments follow the schema", short(calls))
+
+    # the call goes back with its result: the template renders the turn
+    if answers:
+        m = answers[0]
+        call = m["tool_calls"][0]
+        msgs = TOOL_MESSAGES + [m, {"role": "tool", "tool_call_id": call["id"], "content": "{\"temp\": 21}"}]
+        r = post(s, cc, {"messages": msgs, "tools": TOOLS, "max_tokens": 8, "temperature": 0})
+        check(r.status == 200, "a conversation with the call and its result: 200", str(r))
+
+    # auto: whatever the weights write is read, or given as content
+    for seed in (1,):
+        j = ok_json(s, cc, dict(body, tool_choice="auto", max_tokens=24, seed=seed), "tool_choice auto")
+        ch = j["choices"][0]
+        m = ch.get("message") or {}
+        check((ch.get("finish_reason") in ("stop", "length") and isinstance(m.get("content"), str)
+               and "tool_calls" not in m) or (ch.get("finish_reason") == "tool_calls" and m.get("tool_calls")),
+              f"auto seed {seed}: content, or calls with finish_reason tool_calls", short(ch))
+
+    for desc, extra, param in (
+            ("a tool_choice naming no tool", {"tool_choice": {"type": "function", "function": {"name": "nope"}}},
+             "tool_choice"),
+            ("tool_choice required without tools", {"tools": None, "tool_choice": "required"}, "tool_choice"),
+            ("a tool of another type", {"tools": [{"type": "retrieval", "function": {"name": "f"}}]}, "tools[0].type"),
+            ("a tool without a name", {"tools": [{"type": "function", "function": {}}]}, "tools[0].function.name"),
+            ("parameters that are not an object",
+             {"tools": [{"type": "function", "function": {"name": "f", "parameters": [1]}}]},
+             "tools[0].function.parameters"),
+            ("tool_choice required with response_format",
+             {"tool_choice": "required", "response_format": {"type": "json_object"}}, "tool_choice"),
+            ("the legacy functions", {"functions": [{"name": "f"}]}, "functions")):
+        b = {k: v for k, v in dict(body, **extra).items() if v is not None}
+        expect_error(post(s, cc, b), f"{desc}: 400 param {param}", 400, param=param)
+
+
+@section("tools-hermes")
+def tools_hermes():
+    tool_calls_section("tools-hermes", "hermes")
+
+
+@section("tools-llama3")
+def tools_llama3():
+    tool_calls_section("tools-llama3", "llama3")
+
+
+@section("tools-mistral")
+def tools_mistral():
+    tool_calls_section("tools-mistral", "mistral")
 
 
 def reference_continuation():
@@ -1352,7 +1512,8 @@ def errors():
         ("grammar with an undefined rule", {"grammar": "root ::= x"}, "grammar"),
         ("grammar and response_format json_object",
          {"grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}}, "grammar"),
-        ("tools", {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
+        ("tools with a function that is not an object", {"tools": [{"type": "function", "function": "f"}]},
+         "tools[0].function"),
         ("tool_choice required", {"tool_choice": "required"}, "tool_choice"),
         ("messages missing", {"messages": None}, "messages"),
         ("messages []", {"messages": []}, "messages"),

@@ -175,6 +175,57 @@ await group('completions.create', async () => {
         'completions: n=2 gives choices 0 and 1', show(n2.choices.map((c) => c.index)));
 });
 
+await group('tool calls', async () => {
+  // tool_choice forces a call; its arguments follow the tool's schema
+  const tools = [{
+    type: 'function',
+    function: {
+      name: 'get_weather', description: 'The weather in a city',
+      parameters: {
+        type: 'object', additionalProperties: false, required: ['city', 'days'],
+        properties: { city: { type: 'string', maxLength: 8 }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+      },
+    },
+  }];
+  const valid = (args) => {
+    try {
+      const v = JSON.parse(args);
+      return typeof v.city === 'string' && v.city.length <= 8 && Number.isInteger(v.days) && v.days >= 1 &&
+        v.days <= 7 && Object.keys(v).length === 2;
+    } catch {
+      return false;
+    }
+  };
+  const req = {
+    model: alias, messages: [{ role: 'user', content: 'The weather in Paris?' }], tools,
+    tool_choice: { type: 'function', function: { name: 'get_weather' } }, max_tokens: 300, temperature: 1, seed: 5,
+  };
+  const r = await client.chat.completions.create(req);
+  const c = r.choices[0];
+  check(c.finish_reason === 'tool_calls', 'tools: finish_reason tool_calls', c.finish_reason);
+  const call = c.message.tool_calls?.[0];
+  check(c.message.tool_calls?.length === 1 && call.type === 'function' && call.id.startsWith('call_') &&
+        call.function.name === 'get_weather' && valid(call.function.arguments),
+        'tools: one get_weather call with valid arguments', show(c.message));
+  // streamed: the client's own accumulation of the deltas gives the same call
+  const streamer = client.chat.completions.stream ?? client.beta?.chat?.completions?.stream;
+  if (streamer) {
+    const st = streamer.call(client.chat.completions.stream ? client.chat.completions : client.beta.chat.completions, req);
+    const done = await st.finalChatCompletion();
+    const sc = done.choices[0];
+    check(sc.finish_reason === 'tool_calls', 'tools stream: finish_reason tool_calls', sc.finish_reason);
+    check(sc.message.tool_calls?.length === 1 && sc.message.tool_calls[0].function.name === 'get_weather' &&
+          sc.message.tool_calls[0].function.arguments === call.function.arguments,
+          'tools stream: the accumulated call equals the non-streaming one', show(sc.message));
+  }
+  // the conversation goes on with the call's result
+  const next = await client.chat.completions.create({
+    model: alias, tools, max_tokens: 4, messages: [
+      ...req.messages, c.message, { role: 'tool', tool_call_id: call.id, content: '{"temp": 21}' }],
+  });
+  check(next.choices.length === 1, 'tools: the call and its result are accepted back');
+});
+
 await group('models.list', async () => {
   const page = await client.models.list();
   const ids = page.data.map((m) => m.id);

@@ -2,7 +2,8 @@
  * test-request.c -- hearth serve's request parsing (src/server/request.c):
  * every field read with its type and range, null as absent, unknown
  * fields ignored, each refusal a 400 naming the field, chat content parts
- * joined, prompts in every form, and the tokenize/detokenize bodies.
+ * joined, tools and tool_choice, prompts in every form, and the
+ * tokenize/detokenize bodies.
  */
 #include <stdio.h>
 #include <string.h>
@@ -135,7 +136,7 @@ START_TEST(test_chat_refusals)
     BAD("\"grammar\":\"root ::= [\"", 400, "grammar");
     BAD("\"grammar\":7", 400, "grammar");
     BAD("\"grammar\":\"root ::= \\\"a\\\"\",\"response_format\":{\"type\":\"json_object\"}", 400, "grammar");
-    BAD("\"tools\":[{\"type\":\"function\"}]", 400, "tools");
+    BAD("\"tools\":[{\"type\":\"function\"}]", 400, "tools[0].function");
     BAD("\"tool_choice\":\"required\"", 400, "tool_choice");
     BAD("\"repeat_penalty\":0", 400, "repeat_penalty");
     BAD("\"model\":5", 400, "model");
@@ -159,6 +160,117 @@ START_TEST(test_chat_refusals)
     parse_bad(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}", 400, "");
     parse_bad(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}", 400, "");
     parse_bad(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]} x", 400, "");
+}
+END_TEST
+
+#define TOOL(name, params) \
+    "{\"type\":\"function\",\"function\":{\"name\":\"" name "\",\"description\":\"d\"" params "}}"
+#define WEATHER TOOL("get_weather", ",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}")
+
+START_TEST(test_tools)
+{
+    const char *m = "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]";
+    char b[1024];
+    struct srv_request r;
+    /* tools alone: auto, shown to the template as given */
+    snprintf(b, sizeof b, "{%s,\"tools\":[" WEATHER "," TOOL("ping", "") "]}", m);
+    parse_ok(SRV_CHAT, b, &r);
+    ck_assert_int_eq(r.tool_choice, SRV_TOOL_AUTO);
+    ck_assert_ptr_nonnull(strstr(r.tools_json, "\"get_weather\""));
+    ck_assert_ptr_nonnull(strstr(r.tools_json, "\"ping\""));
+    ck_assert_ptr_null(r.tool_name);
+    srv_request_free(&r);
+    static const struct {
+        const char *choice;
+        enum srv_tool_choice want;
+        bool shown;
+    } choices[] = {
+        {"\"auto\"", SRV_TOOL_AUTO, true},
+        {"\"none\"", SRV_TOOL_NONE, false},
+        {"\"required\"", SRV_TOOL_REQUIRED, true},
+        {"{\"type\":\"function\",\"function\":{\"name\":\"ping\"}}", SRV_TOOL_NAMED, true},
+        {"null", SRV_TOOL_AUTO, true},
+    };
+    for (size_t i = 0; i < sizeof choices / sizeof choices[0]; i++) {
+        snprintf(b, sizeof b, "{%s,\"tools\":[" WEATHER "," TOOL("ping", "") "],\"tool_choice\":%s,"
+                 "\"parallel_tool_calls\":false}", m, choices[i].choice);
+        parse_ok(SRV_CHAT, b, &r);
+        ck_assert_msg(r.tool_choice == choices[i].want, "%s: %d", choices[i].choice, r.tool_choice);
+        ck_assert_msg((r.tools_json != NULL) == choices[i].shown, "%s", choices[i].choice);
+        if (choices[i].want == SRV_TOOL_NAMED) ck_assert_str_eq(r.tool_name, "ping");
+        srv_request_free(&r);
+    }
+    /* no tools: nothing to call, whatever "auto" says */
+    snprintf(b, sizeof b, "{%s,\"tools\":[],\"tool_choice\":\"auto\"}", m);
+    parse_ok(SRV_CHAT, b, &r);
+    ck_assert_int_eq(r.tool_choice, SRV_TOOL_NONE);
+    ck_assert_ptr_null(r.tools_json);
+    srv_request_free(&r);
+    /* auto with a JSON response_format: the tools are shown, the output is not read for calls */
+    snprintf(b, sizeof b, "{%s,\"tools\":[" WEATHER "],\"response_format\":{\"type\":\"json_object\"}}", m);
+    parse_ok(SRV_CHAT, b, &r);
+    ck_assert_int_eq(r.tool_choice, SRV_TOOL_NONE);
+    ck_assert_ptr_nonnull(r.tools_json);
+    ck_assert_int_eq(r.grammar, SRV_GRAMMAR_JSON_OBJECT);
+    srv_request_free(&r);
+    /* completions ignore tools */
+    parse_ok(SRV_COMPLETION, "{\"prompt\":\"x\",\"tools\":5}", &r);
+    ck_assert_ptr_null(r.tools_json);
+    srv_request_free(&r);
+    /* an assistant turn with calls: arguments given as a JSON string reach
+     * the template as the object, a null tool_calls as none */
+    parse_ok(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\","
+                       "\"content\":null,\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":"
+                       "{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"}},{\"id\":\"call_2\",\"type\":\"function\","
+                       "\"function\":{\"name\":\"g\",\"arguments\":\"not json\"}}]},{\"role\":\"tool\","
+                       "\"tool_call_id\":\"call_1\",\"content\":\"2\"},{\"role\":\"assistant\",\"content\":\"ok\","
+                       "\"tool_calls\":null}]}", &r);
+    ck_assert_str_eq(r.messages_json,
+                     "[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":\"\","
+                     "\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"f\","
+                     "\"arguments\":{\"a\":1}}},{\"id\":\"call_2\",\"type\":\"function\",\"function\":"
+                     "{\"name\":\"g\",\"arguments\":\"not json\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"call_1\","
+                     "\"content\":\"2\"},{\"role\":\"assistant\",\"content\":\"ok\"}]");
+    srv_request_free(&r);
+
+#define BAD(extra, param)                                \
+    snprintf(b, sizeof b, "{%s,%s}", m, extra);          \
+    parse_bad(SRV_CHAT, b, 400, param)
+    BAD("\"tools\":{}", "tools");
+    BAD("\"tools\":[5]", "tools[0]");
+    BAD("\"tools\":[{\"type\":\"retrieval\",\"function\":{\"name\":\"f\"}}]", "tools[0].type");
+    BAD("\"tools\":[{\"function\":{\"name\":\"f\"}}]", "tools[0].type");
+    BAD("\"tools\":[" WEATHER ",{\"type\":\"function\",\"function\":\"f\"}]", "tools[1].function");
+    BAD("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":7}}]", "tools[0].function.name");
+    BAD("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"\"}}]", "tools[0].function.name");
+    BAD("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]", "tools[0].function.name");
+    BAD("\"tools\":[" TOOL("f", "") "," TOOL("f", "") "]", "tools[1].function.name");
+    BAD("\"tools\":[" TOOL("f", ",\"parameters\":[]") "]", "tools[0].function.parameters");
+    BAD("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":1}}]",
+        "tools[0].function.description");
+    /* a schema the grammar cannot follow matters only where a call is forced */
+    BAD("\"tools\":[" TOOL("f", ",\"parameters\":{\"type\":\"object\",\"not\":{}}") "],\"tool_choice\":\"required\"",
+        "tools[0].function.parameters");
+    snprintf(b, sizeof b, "{%s,\"tools\":[" TOOL("f", ",\"parameters\":{\"type\":\"object\",\"not\":{}}") "]}", m);
+    parse_ok(SRV_CHAT, b, &r);
+    srv_request_free(&r);
+    BAD("\"tools\":[" WEATHER "],\"tool_choice\":\"always\"", "tool_choice");
+    BAD("\"tools\":[" WEATHER "],\"tool_choice\":3", "tool_choice");
+    BAD("\"tools\":[" WEATHER "],\"tool_choice\":{\"type\":\"function\"}", "tool_choice");
+    BAD("\"tools\":[" WEATHER "],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"nope\"}}",
+        "tool_choice");
+    BAD("\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", "tool_choice");
+    BAD("\"tools\":[" WEATHER "],\"tool_choice\":\"required\",\"response_format\":{\"type\":\"json_object\"}",
+        "tool_choice");
+    BAD("\"tools\":[" WEATHER "],\"tool_choice\":\"required\",\"grammar\":\"root ::= \\\"a\\\"\"", "tool_choice");
+    BAD("\"tools\":[" WEATHER "],\"parallel_tool_calls\":1", "parallel_tool_calls");
+    BAD("\"functions\":[{\"name\":\"f\"}]", "functions");
+    BAD("\"function_call\":\"auto\"", "function_call");
+#undef BAD
+    parse_bad(SRV_CHAT, "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":{}}]}", 400,
+              "messages[0].tool_calls");
+    parse_bad(SRV_CHAT, "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"x\"}]}]}",
+              400, "messages[0].tool_calls[0]");
 }
 END_TEST
 
@@ -252,6 +364,7 @@ int main(void)
     tcase_add_test(tc, test_chat_fields);
     tcase_add_test(tc, test_structured_fields);
     tcase_add_test(tc, test_chat_refusals);
+    tcase_add_test(tc, test_tools);
     tcase_add_test(tc, test_completion_prompts);
     tcase_add_test(tc, test_tokenize_bodies);
     tcase_add_test(tc, test_messages_are_utf8);

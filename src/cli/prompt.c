@@ -86,8 +86,11 @@ int chat_prompt_load(const char *cmd, const char *spec, const hearth_gguf *gguf,
             char *text = cli_read_file(cmd, spec, &len);
             if (!text) return CLI_EXIT_FAILURE;
             st = hearth_template_parse(text, len, &cp->tmpl);
-            free(text);
-            if (st) return cli_error(cmd, "%s: %s", spec, hearth_last_error());
+            if (st) {
+                free(text);
+                return cli_error(cmd, "%s: %s", spec, hearth_last_error());
+            }
+            cp->text = text;
             cp->source = spec;
         }
     } else {
@@ -100,10 +103,11 @@ int chat_prompt_load(const char *cmd, const char *spec, const hearth_gguf *gguf,
         st = hearth_template_parse(text, strlen(text), &cp->tmpl);
         if (st) return cli_error(cmd, "the model's chat template: %s", hearth_last_error());
         cp->source = "the model's template";
+        cp->text = strdup(text);
     }
     cp->bos_text = token_text(vocab, HEARTH_SPECIAL_BOS);
     cp->eos_text = token_text(vocab, HEARTH_SPECIAL_EOS);
-    if (!cp->bos_text || !cp->eos_text) {
+    if (!cp->bos_text || !cp->eos_text || (!spec && !cp->text)) {
         chat_prompt_free(cp);
         return cli_error(cmd, "out of memory");
     }
@@ -113,6 +117,7 @@ int chat_prompt_load(const char *cmd, const char *spec, const hearth_gguf *gguf,
 void chat_prompt_free(struct chat_prompt *cp)
 {
     hearth_template_free(cp->tmpl);
+    free(cp->text);
     free(cp->bos_text);
     free(cp->eos_text);
     memset(cp, 0, sizeof *cp);

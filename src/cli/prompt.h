@@ -24,6 +24,7 @@ int cli_tokenize(const char *cmd, const hearth_vocab *vocab, const char *text, s
 struct chat_prompt {
     hearth_template *tmpl;
     const char *source;     /* "the model's template", a built-in name or a file */
+    char *text;             /* the template's source; NULL for a built-in */
     char *bos_text;         /* text of the BOS/EOS tokens, "" when none */
     char *eos_text;
 };

@@ -373,16 +373,17 @@ int cmd_serve(int argc, char **argv)
     cfg.max_tokens_cap = max_tokens ? max_tokens : ep.n_ctx;
     hearth_engine_stats es;
     hearth_engine_get_stats(engine, &es);
+    const enum srv_tool_format tool_format = srv_tool_format_detect(cp.text ? NULL : cp.source, cp.text);
     if (!srv_server_set_limits(server, cfg.alias, cfg.max_tokens_cap) ||
-        !srv_server_ready(server, model, engine, cp.tmpl, cp.bos_text, cp.eos_text))
+        !srv_server_ready(server, model, engine, cp.tmpl, tool_format, cp.bos_text, cp.eos_text))
         goto cleanup;
     char pool[32];
     cli_format_bytes(pool, sizeof pool, (double)es.kv_bytes);
     fprintf(stderr, "hearth: %s: ready: model %s (%s), context %d, %d sequences at once, batch %d, "
             "%d threads; KV pool %d blocks of %d positions (%s), %d sequences of the full context at "
-            "once; chat template: %s%s\n", CMD, cfg.alias, hearth_model_desc(model), ep.n_ctx,
+            "once; chat template: %s, tool calls: %s%s\n", CMD, cfg.alias, hearth_model_desc(model), ep.n_ctx,
             ep.n_seq_max, ep.n_batch, ep.n_threads, es.n_blocks, es.block_tokens, pool,
-            es.max_full_sequences, cp.tmpl ? cp.source : "none",
+            es.max_full_sequences, cp.tmpl ? cp.source : "none", srv_tool_format_name(tool_format),
             n_keys ? "; API keys required" : "");
     if (verbose)
         fprintf(stderr, "hearth: %s: model %s: %.2f MiB of weights, %llu bytes of KV a position\n", CMD,

@@ -1,6 +1,7 @@
 # src/server/local.mk -- hearth serve's HTTP server, part of the hearth
-# program: request.c (bodies to parameters), server.c (connections, jobs,
-# the engine's thread), metrics.c (/metrics).
+# program: request.c (bodies to parameters), toolcall.c (the tool-call
+# formats), server.c (connections, jobs, the engine's thread), metrics.c
+# (/metrics).
 
 # set in both cases: the program's objects are named for it either way
 src_hearth_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/cli -I$(top_srcdir)/src/server $(MICROHTTPD_CFLAGS) \
@@ -13,9 +14,11 @@ src_hearth_SOURCES += \
 	src/server/request.c \
 	src/server/request.h \
 	src/server/server.c \
-	src/server/server.h
+	src/server/server.h \
+	src/server/toolcall.c \
+	src/server/toolcall.h
 src_hearth_LDADD += $(MICROHTTPD_LIBS) $(JSON_LIBS) -lpthread
 else
 EXTRA_DIST += src/server/metrics.c src/server/metrics.h src/server/request.c src/server/request.h \
-	src/server/server.c src/server/server.h
+	src/server/server.c src/server/server.h src/server/toolcall.c src/server/toolcall.h
 endif

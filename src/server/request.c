@@ -259,6 +259,39 @@ static bool content_text(json_t *content, size_t index, json_t **out, struct srv
     return *out ? true : oom(err);
 }
 
+/* An assistant message's tool_calls as templates read them: a null list
+ * is none (templates test whether the key is there), and each
+ * function.arguments that is a JSON string of an object (as the API
+ * sends it) becomes that object (as templates write it out). */
+static bool tool_calls_for_template(json_t *m, size_t index, struct srv_error *err)
+{
+    json_t *calls = json_object_get(m, "tool_calls");
+    if (!calls) return true;
+    if (json_is_null(calls)) {
+        json_object_del(m, "tool_calls");
+        return true;
+    }
+    char param[64];
+    snprintf(param, sizeof param, "messages[%zu].tool_calls", index);
+    if (!json_is_array(calls)) return bad(err, param, "'%s' must be an array, not %s", param, type_name(calls));
+    size_t i;
+    json_t *c;
+    json_array_foreach(calls, i, c) {
+        json_t *fn = json_is_object(c) ? json_object_get(c, "function") : NULL;
+        if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name"))) {
+            snprintf(param, sizeof param, "messages[%zu].tool_calls[%zu]", index, i);
+            return bad(err, param, "'%s' must be an object with a 'function' that has a 'name'", param);
+        }
+        json_t *args = json_object_get(fn, "arguments");
+        if (json_is_string(args)) {
+            json_t *v = json_loadb(json_string_value(args), json_string_length(args), 0, NULL);
+            if (json_is_object(v)) json_object_set_new(fn, "arguments", v);
+            else json_decref(v);
+        }
+    }
+    return true;
+}
+
 static bool parse_messages(json_t *root, struct srv_request *r, struct srv_error *err)
 {
     json_t *msgs = field(root, "messages");
@@ -315,6 +348,10 @@ static bool parse_messages(json_t *root, struct srv_request *r, struct srv_error
             json_decref(copy);
             json_decref(out);
             return oom(err);
+        }
+        if (!tool_calls_for_template(copy, i, err)) {
+            json_decref(out);
+            return false;
         }
     }
     r->messages_json = json_dumps(out, JSON_COMPACT);
@@ -462,10 +499,146 @@ static bool parse_logit_bias(json_t *root, struct srv_request *r, int32_t n_voca
     return true;
 }
 
+/* A tool's name: what the OpenAI API allows, which also keeps it plain
+ * in every tool-call format. */
+static bool tool_name_ok(const char *s, size_t n)
+{
+    if (n == 0 || n > 64) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '-'))
+            return false;
+    return true;
+}
+
+/* tools: [{"type": "function", "function": {"name", "description"?,
+ * "parameters"?}}]; with forced=true each parameters schema must
+ * translate to a grammar. */
+static bool check_tools(json_t *tools, bool forced, struct srv_error *err)
+{
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        char p[96];
+        snprintf(p, sizeof p, "tools[%zu]", i);
+        if (!json_is_object(t)) return bad(err, p, "'%s' must be an object, not %s", p, type_name(t));
+        json_t *type = json_object_get(t, "type");
+        if (!json_is_string(type) || strcmp(json_string_value(type), "function") != 0) {
+            snprintf(p, sizeof p, "tools[%zu].type", i);
+            return bad(err, p, "'%s' must be \"function\"", p);
+        }
+        json_t *fn = json_object_get(t, "function");
+        if (!json_is_object(fn)) {
+            snprintf(p, sizeof p, "tools[%zu].function", i);
+            return bad(err, p, "'%s' must be an object with a 'name'", p);
+        }
+        json_t *name = json_object_get(fn, "name");
+        if (!json_is_string(name) || !tool_name_ok(json_string_value(name), json_string_length(name))) {
+            snprintf(p, sizeof p, "tools[%zu].function.name", i);
+            return bad(err, p, "'%s' must be a string of 1 to 64 letters, digits, '_' or '-'", p);
+        }
+        for (size_t k = 0; k < i; k++) {
+            json_t *other = json_object_get(json_object_get(json_array_get(tools, k), "function"), "name");
+            if (strcmp(json_string_value(other), json_string_value(name)) == 0) {
+                snprintf(p, sizeof p, "tools[%zu].function.name", i);
+                return bad(err, p, "'%s': tools[%zu] has the name '%s' already", p, k,
+                           json_string_value(name));
+            }
+        }
+        json_t *desc = json_object_get(fn, "description");
+        if (desc && !json_is_null(desc) && !json_is_string(desc)) {
+            snprintf(p, sizeof p, "tools[%zu].function.description", i);
+            return bad(err, p, "'%s' must be a string, not %s", p, type_name(desc));
+        }
+        json_t *params = json_object_get(fn, "parameters");
+        if (params && !json_is_null(params)) {
+            snprintf(p, sizeof p, "tools[%zu].function.parameters", i);
+            if (!json_is_object(params))
+                return bad(err, p, "'%s' must be an object (a JSON Schema), not %s", p, type_name(params));
+            if (forced) {
+                char *text = json_dumps(params, JSON_COMPACT), *gbnf = NULL;
+                if (!text) return oom(err);
+                hearth_status st = hearth_json_schema_to_gbnf(text, strlen(text), &gbnf);
+                free(text);
+                hearth_free(gbnf);
+                if (st) return bad(err, p, "'%s': %s", p, hearth_last_error());
+            }
+        }
+    }
+    return true;
+}
+
+/* tools, tool_choice and parallel_tool_calls; the legacy functions and
+ * function_call are refused, not mapped. */
+static bool parse_tools(json_t *root, struct srv_request *r, struct srv_error *err)
+{
+    static const char *const legacy[] = {"functions", "function_call"};
+    for (size_t i = 0; i < 2; i++)
+        if (field(root, legacy[i]))
+            return srv_fail(err, 400, "invalid_request_error", "unsupported_value", legacy[i],
+                            "'%s' (the legacy function calling) is not supported by this server; "
+                            "give 'tools' and 'tool_choice'", legacy[i]);
+    bool parallel = true;
+    if (!get_bool(root, "parallel_tool_calls", &parallel, err)) return false;
+    json_t *tools = field(root, "tools");
+    if (tools && !json_is_array(tools))
+        return bad(err, "tools", "'tools' must be an array, not %s", type_name(tools));
+    if (tools && json_array_size(tools) == 0) tools = NULL;
+    json_t *tc = field(root, "tool_choice");
+    enum srv_tool_choice choice = tools ? SRV_TOOL_AUTO : SRV_TOOL_NONE;
+    const char *name = NULL;
+    if (json_is_string(tc)) {
+        const char *v = json_string_value(tc);
+        if (strcmp(v, "none") == 0) choice = SRV_TOOL_NONE;
+        else if (strcmp(v, "auto") == 0) choice = tools ? SRV_TOOL_AUTO : SRV_TOOL_NONE;
+        else if (strcmp(v, "required") == 0) choice = SRV_TOOL_REQUIRED;
+        else
+            return bad(err, "tool_choice", "'tool_choice' is '%.40s', not \"none\", \"auto\", "
+                       "\"required\" or a function", v);
+    } else if (tc) {
+        json_t *type = json_is_object(tc) ? json_object_get(tc, "type") : NULL;
+        json_t *fn = json_is_object(tc) ? json_object_get(tc, "function") : NULL;
+        json_t *n = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
+        if (!json_is_string(type) || strcmp(json_string_value(type), "function") != 0 || !json_is_string(n))
+            return bad(err, "tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" "
+                       "or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        name = json_string_value(n);
+        choice = SRV_TOOL_NAMED;
+    }
+    const bool forced = choice == SRV_TOOL_REQUIRED || choice == SRV_TOOL_NAMED;
+    if (forced && !tools)
+        return bad(err, "tool_choice", "'tool_choice' asks for a tool call, but no 'tools' are given");
+    if (forced && r->grammar != SRV_GRAMMAR_NONE)
+        return bad(err, "tool_choice", "give 'tool_choice' \"required\" or a function, or a JSON "
+                   "'response_format' or 'grammar', not both");
+    if (tools && !check_tools(tools, forced, err)) return false;
+    if (choice == SRV_TOOL_NAMED) {
+        bool found = false;
+        size_t i;
+        json_t *t;
+        json_array_foreach(tools, i, t)
+            found |= strcmp(json_string_value(json_object_get(json_object_get(t, "function"), "name")),
+                            name) == 0;
+        if (!found)
+            return bad(err, "tool_choice", "'tool_choice' names the function '%.64s', which is not in "
+                       "'tools'", name);
+        r->tool_name = dup_n(name, strlen(name));
+        if (!r->tool_name) return oom(err);
+    }
+    (void)parallel;
+    if (tools && choice != SRV_TOOL_NONE) {
+        r->tools_json = json_dumps(tools, JSON_COMPACT);
+        if (!r->tools_json) return oom(err);
+        /* a JSON response_format or grammar decides the output's form:
+         * the tools are shown, no calls are read */
+        r->tool_choice = r->grammar == SRV_GRAMMAR_NONE ? choice : SRV_TOOL_NONE;
+    }
+    return true;
+}
+
 /* response_format and the grammar extension, checked here so that a
  * schema or grammar that cannot compile is a 400 before anything runs;
- * tool calling is not built yet, and asking for it is refused rather than
- * ignored. */
+ * then the tools. */
 static bool parse_structured(json_t *root, struct srv_request *r, struct srv_error *err)
 {
     json_t *rf = field(root, "response_format");
@@ -526,21 +699,7 @@ static bool parse_structured(json_t *root, struct srv_request *r, struct srv_err
         r->grammar_text[len] = '\0';
         r->grammar = SRV_GRAMMAR_GBNF;
     }
-    static const char *const lists[] = {"tools", "functions"};
-    for (size_t i = 0; i < 2; i++) {
-        json_t *t = field(root, lists[i]);
-        if (t && !json_is_array(t))
-            return bad(err, lists[i], "'%s' must be an array, not %s", lists[i], type_name(t));
-        if (t && json_array_size(t) > 0)
-            return srv_fail(err, 400, "invalid_request_error", "unsupported_value", lists[i],
-                            "'%s' (tool calling) is not supported by this server", lists[i]);
-    }
-    json_t *tc = field(root, "tool_choice");
-    if (tc && !(json_is_string(tc) && (strcmp(json_string_value(tc), "none") == 0 ||
-                                       strcmp(json_string_value(tc), "auto") == 0)))
-        return srv_fail(err, 400, "invalid_request_error", "unsupported_value", "tool_choice",
-                        "'tool_choice' other than \"none\" or \"auto\" is not supported by this server");
-    return true;
+    return r->kind == SRV_CHAT ? parse_tools(root, r, err) : true;
 }
 
 bool srv_request_parse(enum srv_kind kind, const char *body, size_t len,
@@ -672,6 +831,8 @@ void srv_request_free(struct srv_request *r)
     free(r->bias);
     free(r->user);
     free(r->grammar_text);
+    free(r->tools_json);
+    free(r->tool_name);
     hearth_grammar_free(r->sampling.grammar);
     memset(r, 0, sizeof *r);
 }

@@ -59,6 +59,14 @@ enum srv_grammar {
     SRV_GRAMMAR_GBNF          /* "grammar": grammar_text is GBNF */
 };
 
+/* What tool_choice asks for (tools given; SRV_TOOL_NONE otherwise). */
+enum srv_tool_choice {
+    SRV_TOOL_NONE = 0,        /* no tool calls are read from the output */
+    SRV_TOOL_AUTO,            /* calls the model writes are read */
+    SRV_TOOL_REQUIRED,        /* a grammar forces a call of one of the tools */
+    SRV_TOOL_NAMED            /* ... of the tool tool_name */
+};
+
 struct srv_request {
     enum srv_kind kind;
     /* chat: the messages as a JSON array for the template, every content
@@ -85,6 +93,11 @@ struct srv_request {
     enum srv_grammar grammar; /* checked here; compiled by the server, which
                                * puts it in sampling.grammar (freed here) */
     char *grammar_text;
+    /* chat: the tools as a JSON array for the template, checked (NULL:
+     * none given, or tool_choice "none"), and what tool_choice asks */
+    char *tools_json;
+    enum srv_tool_choice tool_choice;
+    char *tool_name;          /* SRV_TOOL_NAMED */
 };
 
 struct srv_limits {

@@ -39,6 +39,7 @@
 #include "metrics.h"
 #include "prompt.h"
 #include "request.h"
+#include "toolcall.h"
 
 #define LOG_PREFIX "hearth: serve: "
 
@@ -54,6 +55,7 @@ struct srv_server {
     const hearth_vocab *vocab;
     hearth_engine *engine;
     const hearth_template *tmpl;
+    enum srv_tool_format tool_format;
     char *bos_text, *eos_text;
     int32_t n_ctx, n_vocab;
     struct srv_metrics metrics;
@@ -145,6 +147,7 @@ struct choice {
     hearth_finish_reason finish;
     hearth_request_stats stats;
     bool done;
+    size_t sent;                    /* a stream reading tool calls: bytes of text sent */
 };
 
 struct sub {                        /* one engine request: one prompt */
@@ -435,9 +438,10 @@ static void emit(struct job *j, json_t *o)
 }
 
 /* A chunk of one choice: delta text (or the finish), log probabilities
- * of the records not sent yet. */
-static void emit_chunk(struct job *j, size_t ci, const char *text, size_t len, bool role,
-                       const char *finish)
+ * of the records not sent yet; for chat, delta (consumed) replaces the
+ * text's when it is not NULL. */
+static void emit_delta(struct job *j, size_t ci, const char *text, size_t len, bool role,
+                       const char *finish, json_t *given)
 {
     struct choice *c = &j->choices[ci];
     json_t *o = envelope(j, true);
@@ -451,7 +455,7 @@ static void emit_chunk(struct job *j, size_t ci, const char *text, size_t len, b
         c->lp_sent = c->n_lp;
     }
     if (j->req.kind == SRV_CHAT) {
-        json_t *delta = json_object();
+        json_t *delta = given ? given : json_object();
         if (role) json_object_set_new(delta, "role", json_string("assistant"));
         if (text) json_object_set_new(delta, "content", json_stringn(text, len));
         json_object_set_new(ch, "delta", delta);
@@ -465,6 +469,83 @@ static void emit_chunk(struct job *j, size_t ci, const char *text, size_t len, b
     json_object_set_new(o, "choices", choices);
     if (j->req.include_usage) json_object_set_new(o, "usage", json_null());
     emit(j, o);
+}
+
+static void emit_chunk(struct job *j, size_t ci, const char *text, size_t len, bool role,
+                       const char *finish)
+{
+    emit_delta(j, ci, text, len, role, finish, NULL);
+}
+
+/* ---- tool calls ------------------------------------------------------ */
+
+/* An id for a tool call: Mistral's templates take nine letters and
+ * digits and refuse others; the rest get "call_" and 24. */
+static void tool_call_id(const struct job *j, char *out, size_t cap)
+{
+    static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    const bool mistral = j->s->tool_format == SRV_TOOLS_MISTRAL;
+    const size_t n = mistral ? 9 : 24, at = mistral ? 0 : 5;
+    unsigned char r[24];
+    out[0] = '\0';
+    if (getrandom(r, n, 0) != (ssize_t)n)
+        for (size_t i = 0; i < n; i++) r[i] = (unsigned char)(rand() & 0xff);
+    if (cap < at + n + 1) return;
+    memcpy(out, "call_", at);
+    for (size_t i = 0; i < n; i++) out[at + i] = alnum[r[i] % (sizeof alnum - 1)];
+    out[at + n] = '\0';
+}
+
+/* Whether the job's chat output is read for tool calls. */
+static bool reads_tool_calls(const struct job *j)
+{
+    return j->req.kind == SRV_CHAT && j->req.tool_choice != SRV_TOOL_NONE;
+}
+
+/* The calls of a choice's text, or false when it is plain content. */
+static bool choice_tool_calls(const struct job *j, const struct choice *c, struct srv_tool_calls *tc)
+{
+    return reads_tool_calls(j) && c->text.len > 0 &&
+           srv_tool_calls_parse(j->s->tool_format, c->text.p, c->text.len, tc);
+}
+
+/* A stream's text so far: send what cannot be part of a call. */
+static void stream_tool_text(struct job *j, size_t ci)
+{
+    struct choice *c = &j->choices[ci];
+    size_t safe = srv_tool_calls_safe_len(j->s->tool_format, c->text.p, c->text.len);
+    if (safe > c->sent) {
+        emit_chunk(j, ci, c->text.p + c->sent, safe - c->sent, false, NULL);
+        c->sent = safe;
+    }
+}
+
+/* The end of a stream that reads tool calls: the content held back, the
+ * calls (each: its id, type and name with empty arguments, then its
+ * arguments), and the finish. */
+static void stream_tool_end(struct job *j, size_t ci, const char *finish)
+{
+    struct choice *c = &j->choices[ci];
+    struct srv_tool_calls tc;
+    if (!choice_tool_calls(j, c, &tc)) {
+        if (c->text.len > c->sent) emit_chunk(j, ci, c->text.p + c->sent, c->text.len - c->sent, false, NULL);
+        c->sent = c->text.len;
+        emit_chunk(j, ci, NULL, 0, false, finish);
+        return;
+    }
+    if (tc.content_len > c->sent) emit_chunk(j, ci, c->text.p + c->sent, tc.content_len - c->sent, false, NULL);
+    c->sent = c->text.len;
+    for (size_t i = 0; i < tc.n; i++) {
+        char id[40];
+        tool_call_id(j, id, sizeof id);
+        json_t *call = json_pack("{s:I, s:s, s:s, s:{s:s, s:s}}", "index", (json_int_t)i, "id", id, "type",
+                                 "function", "function", "name", tc.calls[i].name, "arguments", "");
+        emit_delta(j, ci, NULL, 0, false, NULL, json_pack("{s:[o]}", "tool_calls", call));
+        call = json_pack("{s:I, s:{s:s}}", "index", (json_int_t)i, "function", "arguments", tc.calls[i].arguments);
+        emit_delta(j, ci, NULL, 0, false, NULL, json_pack("{s:[o]}", "tool_calls", call));
+    }
+    srv_tool_calls_free(&tc);
+    emit_chunk(j, ci, NULL, 0, false, "tool_calls");
 }
 
 /* The end of a stream: the usage chunk when asked, then [DONE]. */
@@ -555,7 +636,10 @@ static void on_event(void *user, const hearth_event *ev)
         }
     }
     if (ev->len > 0) {
-        if (j->req.stream) {
+        if (j->req.stream && reads_tool_calls(j)) {
+            buf_add(&c->text, ev->text, ev->len);
+            if (!j->stream_closed) stream_tool_text(j, ci);
+        } else if (j->req.stream) {
             if (!j->stream_closed) emit_chunk(j, ci, ev->text, ev->len, false, NULL);
         } else {
             buf_add(&c->text, ev->text, ev->len);
@@ -581,7 +665,8 @@ static void on_event(void *user, const hearth_event *ev)
             if (j->failed) {
                 emit_error(j, j->error, "server_error", "generation_failed");
             } else if (finish_name(ev->finish)) {
-                emit_chunk(j, ci, NULL, 0, false, finish_name(ev->finish));
+                if (reads_tool_calls(j)) stream_tool_end(j, ci, finish_name(ev->finish));
+                else emit_chunk(j, ci, NULL, 0, false, finish_name(ev->finish));
                 if (j->n_open == 0) emit_end(j);
             }
         }
@@ -853,6 +938,7 @@ static bool chat_tokens(struct srv_server *s, struct job *j, struct srv_error *e
     opts.add_generation_prompt = true;
     opts.bos_token = s->bos_text;
     opts.eos_token = s->eos_text;
+    opts.tools_json = j->req.tools_json;
     char *text;
     size_t len;
     hearth_status st = hearth_template_render(s->tmpl, j->req.messages_json,
@@ -971,6 +1057,17 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         goto fail_early;
     }
     if (!srv_request_parse(kind, cn->body.p, cn->body.len, &lim, &j->req, e)) goto fail_early;
+    if (j->req.tool_choice == SRV_TOOL_REQUIRED || j->req.tool_choice == SRV_TOOL_NAMED) {
+        /* the whole output is one call in the template's format */
+        char why[400];
+        if (!srv_tool_calls_grammar(s->tool_format, j->req.tools_json, j->req.tool_name,
+                                    &j->req.grammar_text, why, sizeof why)) {
+            srv_fail(e, 400, "invalid_request_error", "invalid_value", "tools",
+                     "the tools cannot be turned into a grammar for tool_choice: %s", why);
+            goto fail_early;
+        }
+        j->req.grammar = SRV_GRAMMAR_GBNF;
+    }
     if (j->req.grammar != SRV_GRAMMAR_NONE && !request_grammar(s, &j->req, e)) goto fail_early;
     if (!j->req.seed_given) {
         if (s->cfg.seed_given) j->req.sampling.seed = s->cfg.sampling.seed;
@@ -1057,6 +1154,8 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         q.n = j->req.n;
         q.ignore_eos = j->req.ignore_eos;
         q.decode_flags = kind == SRV_CHAT ? 0 : HEARTH_DECODE_CONTINUATION;
+        /* the formats' markers may be control tokens ([TOOL_CALLS]) */
+        if (reads_tool_calls(j)) q.decode_flags |= HEARTH_DECODE_SPECIAL;
         q.on_event = on_event;
         j->subs[i].job = j;
         j->subs[i].prompt = i;
@@ -1165,7 +1264,25 @@ static json_t *final_response(struct job *j)
         json_t *ch = json_object();
         json_object_set_new(ch, "index", json_integer((json_int_t)ci));
         const char *text = c->text.p ? c->text.p : "";
-        if (j->req.kind == SRV_CHAT) {
+        const char *f = finish_name(c->finish);
+        struct srv_tool_calls tc;
+        if (j->req.kind == SRV_CHAT && choice_tool_calls(j, c, &tc)) {
+            json_t *m = json_object(), *calls = json_array();
+            json_object_set_new(m, "role", json_string("assistant"));
+            json_object_set_new(m, "content", tc.content_len ? json_stringn(text, tc.content_len) : json_null());
+            for (size_t i = 0; i < tc.n; i++) {
+                char id[40];
+                tool_call_id(j, id, sizeof id);
+                json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function",
+                                                       "function", "name", tc.calls[i].name, "arguments",
+                                                       tc.calls[i].arguments));
+            }
+            srv_tool_calls_free(&tc);
+            json_object_set_new(m, "tool_calls", calls);
+            json_object_set_new(ch, "message", m);
+            json_object_set_new(ch, "logprobs", j->req.logprobs ? chat_logprobs(j->s, c, 0, c->n_lp) : json_null());
+            f = "tool_calls";
+        } else if (j->req.kind == SRV_CHAT) {
             json_t *m = json_object();
             json_object_set_new(m, "role", json_string("assistant"));
             json_object_set_new(m, "content", json_stringn(text, c->text.len));
@@ -1182,7 +1299,6 @@ static json_t *final_response(struct job *j)
                                 j->req.logprobs ? completion_logprobs(j->s, c, 0, c->n_lp, j->echo_len[p])
                                                 : json_null());
         }
-        const char *f = finish_name(c->finish);
         json_object_set_new(ch, "finish_reason", json_string(f ? f : "stop"));
         json_array_append_new(choices, ch);
     }
@@ -1445,8 +1561,10 @@ bool srv_server_set_limits(struct srv_server *s, const char *alias, int32_t max_
 }
 
 bool srv_server_ready(struct srv_server *s, const hearth_model *model, hearth_engine *engine,
-                      const hearth_template *tmpl, const char *bos_text, const char *eos_text)
+                      const hearth_template *tmpl, enum srv_tool_format tool_format,
+                      const char *bos_text, const char *eos_text)
 {
+    s->tool_format = tool_format;
     s->model = model;
     s->vocab = hearth_model_vocab(model);
     s->engine = engine;

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "hearth.h"
+#include "toolcall.h"
 
 struct srv_config {
     const char *host;            /* address to listen on */
@@ -47,10 +48,12 @@ bool srv_server_set_limits(struct srv_server *s, const char *alias, int32_t max_
 
 /* Serve with this model and engine (both owned by the caller, kept until
  * srv_server_free()).  tmpl may be NULL when the model has none: chat
- * requests are then refused.  bos_text and eos_text are the texts of the
- * model's BOS and EOS tokens. */
+ * requests are then refused.  tool_format is the syntax of the
+ * template's tool calls (srv_tool_format_detect()).  bos_text and
+ * eos_text are the texts of the model's BOS and EOS tokens. */
 bool srv_server_ready(struct srv_server *s, const hearth_model *model, hearth_engine *engine,
-                      const hearth_template *tmpl, const char *bos_text, const char *eos_text);
+                      const hearth_template *tmpl, enum srv_tool_format tool_format,
+                      const char *bos_text, const char *eos_text);
 
 /* Stop taking requests (503), wait up to grace_s seconds for those
  * running, then end the rest; returns how many had to be ended. */

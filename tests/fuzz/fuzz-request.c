@@ -4,9 +4,10 @@
  * endpoint (chat completions, completions, tokenize, detokenize), the
  * rest is the request body.  A body that is accepted must give
  * parameters the engine accepts (hearth_sampler_params_check) and, for
- * chat, messages the built-in ChatML template renders.  Every refusal
- * must be a 4xx with a message naming the problem; nothing may crash,
- * hang or leak.
+ * chat, messages the built-in ChatML template renders, and tool calls
+ * read or forced only where tools were given.  Every refusal must be a
+ * 4xx with a message naming the problem; nothing may crash, hang or
+ * leak.
  *
  * Run (see configure --enable-fuzzing) with a corpus directory seeded
  * from tests/fuzz/regressions-request:
@@ -52,6 +53,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (r.n < 1 || r.n > SRV_MAX_N || r.max_tokens == 0 || r.max_tokens > 1024) abort();
         for (size_t i = 0; i < r.n_stop; i++)
             if (!r.stop[i][0]) abort();
+        /* a call is read or forced only with tools, named only with a name */
+        if (r.tool_choice != SRV_TOOL_NONE && !r.tools_json) abort();
+        if ((r.tool_choice == SRV_TOOL_NAMED) != (r.tool_name != NULL)) abort();
         if (kind == SRV_CHAT) {
             hearth_template *t;
             if (hearth_template_builtin("chatml", &t) != HEARTH_OK) abort();

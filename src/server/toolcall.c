@@ -1,0 +1,315 @@
+/*
+ * toolcall.c -- the tool-call formats of chat models (see toolcall.h).
+ * JSON is read with jansson: a call's object is decoded where it starts
+ * (JSON_DISABLE_EOF_CHECK gives where it ends), its arguments written
+ * back compactly, which is the JSON string the OpenAI API returns.
+ */
+#include "toolcall.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_CALLS 64
+
+static const char *const markers[] = {"<tool_call>", "<|python_tag|>", "[TOOL_CALLS]"};
+
+const char *srv_tool_format_name(enum srv_tool_format f)
+{
+    switch (f) {
+    case SRV_TOOLS_LLAMA3: return "llama3";
+    case SRV_TOOLS_MISTRAL: return "mistral";
+    default: return "hermes";
+    }
+}
+
+enum srv_tool_format srv_tool_format_detect(const char *builtin, const char *text)
+{
+    if (text) {
+        if (strstr(text, "<tool_call>")) return SRV_TOOLS_HERMES;
+        if (strstr(text, "[TOOL_CALLS]")) return SRV_TOOLS_MISTRAL;
+        if (strstr(text, "<|python_tag|>") || strstr(text, "ipython")) return SRV_TOOLS_LLAMA3;
+        /* a template that does not write tool calls: by its family */
+        if (strstr(text, "<|start_header_id|>")) return SRV_TOOLS_LLAMA3;
+        if (strstr(text, "[INST]")) return SRV_TOOLS_MISTRAL;
+    }
+    if (builtin) {
+        if (strcmp(builtin, "llama3") == 0) return SRV_TOOLS_LLAMA3;
+        if (strcmp(builtin, "mistral") == 0) return SRV_TOOLS_MISTRAL;
+    }
+    return SRV_TOOLS_HERMES;
+}
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
+
+static size_t skip_space(const char *t, size_t len, size_t i)
+{
+    while (i < len && is_space(t[i])) i++;
+    return i;
+}
+
+/* The first occurrence of s in t[from..len), or len. */
+static size_t find(const char *t, size_t len, size_t from, const char *s)
+{
+    const size_t n = strlen(s);
+    for (size_t i = from; i + n <= len; i++)
+        if (t[i] == s[0] && memcmp(t + i, s, n) == 0) return i;
+    return len;
+}
+
+static bool starts(const char *t, size_t len, size_t i, const char *s)
+{
+    const size_t n = strlen(s);
+    return i + n <= len && memcmp(t + i, s, n) == 0;
+}
+
+void srv_tool_calls_free(struct srv_tool_calls *c)
+{
+    for (size_t i = 0; c->calls && i < c->n; i++) {
+        free(c->calls[i].name);
+        free(c->calls[i].arguments);
+    }
+    free(c->calls);
+    memset(c, 0, sizeof *c);
+}
+
+/* One call from a decoded object: {"name": string, "arguments" or
+ * "parameters": object, or a string holding one, or absent}. */
+static bool add_call(struct srv_tool_calls *c, json_t *o)
+{
+    if (!json_is_object(o) || c->n == MAX_CALLS) return false;
+    json_t *name = json_object_get(o, "name");
+    if (!json_is_string(name) || json_string_length(name) == 0) return false;
+    json_t *args = json_object_get(o, "arguments");
+    if (!args) args = json_object_get(o, "parameters");
+    json_t *owned = NULL;
+    if (!args) {
+        args = owned = json_object();
+    } else if (json_is_string(args)) {
+        owned = json_loadb(json_string_value(args), json_string_length(args), 0, NULL);
+        args = owned;
+    }
+    if (!args || !json_is_object(args)) {
+        json_decref(owned);
+        return false;
+    }
+    char *text = json_dumps(args, JSON_COMPACT);
+    json_decref(owned);
+    const size_t nl = json_string_length(name);
+    char *n = malloc(nl + 1);
+    if (n) memcpy(n, json_string_value(name), nl + 1);
+    struct srv_tool_call *calls = realloc(c->calls, (c->n + 1) * sizeof *calls);
+    if (!text || !n || !calls) {
+        free(text);
+        free(n);
+        if (calls) c->calls = calls;
+        return false;
+    }
+    c->calls = calls;
+    c->calls[c->n].name = n;
+    c->calls[c->n].arguments = text;
+    c->n++;
+    return true;
+}
+
+/* The JSON value at t[*i..len), which must be an object (or, with
+ * array_ok, an array); *i moves past it. */
+static json_t *value_at(const char *t, size_t len, size_t *i, bool array_ok)
+{
+    if (*i >= len || !(t[*i] == '{' || (array_ok && t[*i] == '['))) return NULL;
+    json_error_t je;
+    json_t *v = json_loadb(t + *i, len - *i, JSON_DISABLE_EOF_CHECK, &je);
+    if (v) *i += (size_t)je.position;
+    return v;
+}
+
+static size_t trim_end(const char *t, size_t n)
+{
+    while (n > 0 && is_space(t[n - 1])) n--;
+    return n;
+}
+
+static bool parse_hermes(const char *t, size_t len, struct srv_tool_calls *c)
+{
+    size_t i = find(t, len, 0, markers[SRV_TOOLS_HERMES]);
+    if (i == len) return false;
+    c->content_len = trim_end(t, i);
+    for (;;) {
+        i = skip_space(t, len, i);
+        if (i == len) break;
+        if (!starts(t, len, i, "<tool_call>")) return false;
+        i = skip_space(t, len, i + strlen("<tool_call>"));
+        json_t *o = value_at(t, len, &i, false);
+        bool ok = o && add_call(c, o);
+        json_decref(o);
+        if (!ok) return false;
+        i = skip_space(t, len, i);
+        if (starts(t, len, i, "</tool_call>")) i += strlen("</tool_call>");
+        else if (i < len) return false; /* an unclosed block only at the end */
+    }
+    return c->n > 0;
+}
+
+static bool parse_llama3(const char *t, size_t len, struct srv_tool_calls *c)
+{
+    size_t i = skip_space(t, len, 0);
+    if (i == len || t[i] != '{') {
+        i = find(t, len, 0, markers[SRV_TOOLS_LLAMA3]);
+        if (i == len) return false;
+        c->content_len = trim_end(t, i);
+        i = skip_space(t, len, i + strlen(markers[SRV_TOOLS_LLAMA3]));
+    }
+    for (;;) {
+        json_t *o = value_at(t, len, &i, false);
+        bool ok = o && add_call(c, o);
+        json_decref(o);
+        if (!ok) return false;
+        i = skip_space(t, len, i);
+        if (i == len) break;
+        if (t[i] != ';') return false;
+        i = skip_space(t, len, i + 1);
+        if (i == len) break;
+    }
+    return true;
+}
+
+static bool parse_mistral(const char *t, size_t len, struct srv_tool_calls *c)
+{
+    const char *m = markers[SRV_TOOLS_MISTRAL];
+    size_t i = find(t, len, 0, m);
+    if (i == len) return false;
+    c->content_len = trim_end(t, i);
+    while (i < len) {
+        if (!starts(t, len, i, m)) return false;
+        i = skip_space(t, len, i + strlen(m));
+        json_t *v = value_at(t, len, &i, true);
+        bool ok = v != NULL;
+        if (json_is_array(v)) {
+            size_t k;
+            json_t *o;
+            ok = json_array_size(v) > 0;
+            json_array_foreach(v, k, o) ok = ok && add_call(c, o);
+        } else if (v) {
+            ok = add_call(c, v);
+        }
+        json_decref(v);
+        if (!ok) return false;
+        i = skip_space(t, len, i);
+    }
+    return c->n > 0;
+}
+
+bool srv_tool_calls_parse(enum srv_tool_format f, const char *text, size_t len,
+                          struct srv_tool_calls *out)
+{
+    memset(out, 0, sizeof *out);
+    bool ok = f == SRV_TOOLS_LLAMA3    ? parse_llama3(text, len, out)
+              : f == SRV_TOOLS_MISTRAL ? parse_mistral(text, len, out)
+                                       : parse_hermes(text, len, out);
+    if (!ok) srv_tool_calls_free(out);
+    return ok;
+}
+
+size_t srv_tool_calls_safe_len(enum srv_tool_format f, const char *text, size_t len)
+{
+    if (f == SRV_TOOLS_LLAMA3) {
+        size_t i = skip_space(text, len, 0);
+        if (i == len || text[i] == '{') return 0;
+    }
+    const char *m = markers[f];
+    const size_t mn = strlen(m);
+    size_t safe = find(text, len, 0, m);
+    if (safe == len) {
+        /* the longest end of the text that begins the marker */
+        for (size_t k = mn - 1 < len ? mn - 1 : len; k > 0; k--)
+            if (memcmp(text + len - k, m, k) == 0) {
+                safe = len - k;
+                break;
+            }
+    }
+    return trim_end(text, safe);
+}
+
+/* ---- the grammar that forces a call --------------------------------- */
+
+static bool failf(char *why, size_t n, const char *msg)
+{
+    snprintf(why, n, "%s", msg);
+    return false;
+}
+
+/* The schema of one call object of the tool fn: its name as a constant,
+ * then its arguments (under the key of the format). */
+static json_t *call_schema(enum srv_tool_format f, json_t *fn)
+{
+    json_t *params = json_object_get(fn, "parameters");
+    json_t *props = json_object();
+    json_object_set_new(props, "name", json_pack("{s:O}", "const", json_object_get(fn, "name")));
+    const char *key = f == SRV_TOOLS_LLAMA3 ? "parameters" : "arguments";
+    if (json_is_object(params) && json_object_size(params) > 0) json_object_set(props, key, params);
+    else /* no parameters: no arguments */
+        json_object_set_new(props, key, json_pack("{s:s, s:{}, s:b}", "type", "object", "properties",
+                                                  "additionalProperties", 0));
+    return json_pack("{s:s, s:o, s:[s,s]}", "type", "object", "properties", props, "required", "name",
+                     key);
+}
+
+bool srv_tool_calls_grammar(enum srv_tool_format f, const char *tools_json, const char *name,
+                            char **out, char *why, size_t why_len)
+{
+    *out = NULL;
+    json_t *tools = json_loads(tools_json, 0, NULL);
+    if (!json_is_array(tools)) {
+        json_decref(tools);
+        return failf(why, why_len, "'tools' must be an array");
+    }
+    json_t *alts = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        json_t *fn = json_object_get(t, "function");
+        json_t *n = json_object_get(fn, "name");
+        if (!json_is_string(n)) continue;
+        if (name && strcmp(json_string_value(n), name) != 0) continue;
+        json_array_append_new(alts, call_schema(f, fn));
+    }
+    json_decref(tools);
+    if (json_array_size(alts) == 0) {
+        json_decref(alts);
+        snprintf(why, why_len, "no tool is named '%.64s'", name ? name : "");
+        return false;
+    }
+    json_t *schema = json_array_size(alts) == 1 ? json_incref(json_array_get(alts, 0))
+                                                : json_pack("{s:O}", "anyOf", alts);
+    json_decref(alts);
+    char *text = schema ? json_dumps(schema, JSON_COMPACT) : NULL;
+    json_decref(schema);
+    if (!text) return failf(why, why_len, "out of memory");
+    char *gbnf = NULL;
+    hearth_status st = hearth_json_schema_to_gbnf(text, strlen(text), &gbnf);
+    free(text);
+    if (st) return failf(why, why_len, hearth_last_error());
+    /* the translation starts "root ::= EXPR\n": the call is EXPR, put
+     * between the format's markers */
+    static const char head[] = "root ::= ";
+    char *nl = strchr(gbnf, '\n');
+    if (strncmp(gbnf, head, strlen(head)) != 0 || !nl) {
+        hearth_free(gbnf);
+        return failf(why, why_len, "the schema's grammar has no root rule");
+    }
+    static const char *const before[] = {"\"<tool_call>\\n\" ", "", "\"[TOOL_CALLS][\" "};
+    static const char *const after[] = {" \"\\n</tool_call>\"", "", " \"]\""};
+    const int expr_len = (int)(nl - gbnf - (ptrdiff_t)strlen(head));
+    size_t cap = strlen(gbnf) + 64;
+    char *g = malloc(cap);
+    if (g) snprintf(g, cap, "root ::= %s( %.*s )%s%s", before[f], expr_len, gbnf + strlen(head),
+                    after[f], nl);
+    hearth_free(gbnf);
+    if (!g) return failf(why, why_len, "out of memory");
+    *out = g;
+    return true;
+}

@@ -1,0 +1,76 @@
+/*
+ * toolcall.h -- tool calls in chat completions: which syntax the model
+ * writes them in (chosen from its chat template), reading them out of
+ * the generated text, how much of a stream may be sent before a call
+ * could begin, and the grammar that forces a call.
+ *
+ * The formats (what the model writes; JSON objects may hold any
+ * whitespace, and text may come before the first call):
+ *
+ *   hermes   <tool_call>{"name": N, "arguments": {...}}</tool_call>, one
+ *            block per call (Hermes fine-tunes, Qwen 2.5, the fallback)
+ *   llama3   {"name": N, "parameters": {...}} (or "arguments") as the whole
+ *            reply, or after <|python_tag|>; several separated by ';'
+ *   mistral  [TOOL_CALLS][{"name": N, "arguments": {...}}, ...]
+ *
+ * Everything here is a pure function of its arguments: no model, no
+ * server.  Text that is not in the format (malformed JSON, a call
+ * without a name, text after the calls) is not a tool call: the caller
+ * gives it to the client as content.
+ */
+#ifndef HEARTH_SERVER_TOOLCALL_H
+#define HEARTH_SERVER_TOOLCALL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "hearth.h"
+
+enum srv_tool_format { SRV_TOOLS_HERMES = 0, SRV_TOOLS_LLAMA3, SRV_TOOLS_MISTRAL };
+
+/* "hermes", "llama3", "mistral". */
+const char *srv_tool_format_name(enum srv_tool_format f);
+
+/* The format of a chat template: builtin is the name of a built-in
+ * template (or NULL), text the template's source (or NULL).  The source
+ * decides by what it writes ("<tool_call>", "[TOOL_CALLS]",
+ * "<|python_tag|>" or the ipython role); the built-ins by family; the
+ * rest get hermes. */
+enum srv_tool_format srv_tool_format_detect(const char *builtin, const char *text);
+
+struct srv_tool_call {
+    char *name;
+    char *arguments;          /* a JSON object, compact */
+};
+
+struct srv_tool_calls {
+    size_t content_len;       /* text before the first call, trailing whitespace left out */
+    struct srv_tool_call *calls;
+    size_t n;
+};
+
+/* The tool calls in text[0..len): true with *out filled (free it with
+ * srv_tool_calls_free()) when the text is content then one call or more,
+ * false (nothing to free) when it is plain content. */
+bool srv_tool_calls_parse(enum srv_tool_format f, const char *text, size_t len,
+                          struct srv_tool_calls *out);
+void srv_tool_calls_free(struct srv_tool_calls *c);
+
+/* Streaming: how many bytes of text[0..len) may be sent as content now.
+ * What follows may still become (the start of) a tool call: a start
+ * marker or a prefix of one, the whitespace before it, and for llama3 a
+ * reply that begins with '{'.  Later text never lowers the answer below
+ * what it was for a prefix of the text. */
+size_t srv_tool_calls_safe_len(enum srv_tool_format f, const char *text, size_t len);
+
+/* GBNF that lets the output be exactly one tool call in format f: of the
+ * tool named `name`, or of any tool in tools_json (a JSON array of
+ * {"type": "function", "function": {"name", "parameters"?}}, as checked
+ * by the request) when name is NULL; the arguments follow the tool's
+ * parameters schema.  *out is for free().  false with the reason in
+ * why[0..why_len) when a schema cannot be translated (or memory ran
+ * out). */
+bool srv_tool_calls_grammar(enum srv_tool_format f, const char *tools_json, const char *name,
+                            char **out, char *why, size_t why_len);
+
+#endif /* HEARTH_SERVER_TOOLCALL_H */

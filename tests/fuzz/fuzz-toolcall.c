@@ -1,0 +1,74 @@
+/*
+ * fuzz-toolcall.c -- fuzz target for hearth serve's tool calls
+ * (src/server/toolcall.c).  The first byte picks the format (its value
+ * modulo 3) and what the rest is: model output (bit 2 clear), read for
+ * calls and for how much of it a stream may send, or a tools array (bit
+ * 2 set) to build the forcing grammar from.  Calls read back must have a
+ * name and arguments that are a compact JSON object, the content must lie
+ * within the text, a stream's sendable length must never shrink as text
+ * comes and never reach into a call, and a grammar that is built must
+ * compile.  Nothing may crash, hang or leak.
+ *
+ * Run (see configure --enable-fuzzing) with a corpus directory seeded
+ * from tests/fuzz/regressions-toolcall:
+ *   tests/fuzz/fuzz-toolcall -max_len=65536 corpus
+ */
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hearth.h"
+#include "toolcall.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size == 0) return 0;
+    const enum srv_tool_format f = (enum srv_tool_format)(data[0] % 3);
+    const char *text = (const char *)data + 1;
+    const size_t len = size - 1;
+    if (data[0] & 4) {
+        char *s = malloc(len + 1), *gbnf = NULL, why[256];
+        if (!s) return 0;
+        memcpy(s, text, len);
+        s[len] = '\0';
+        /* the first tool's name when the text asks for it (bit 3) */
+        if (srv_tool_calls_grammar(f, s, (data[0] & 8) ? "f" : NULL, &gbnf, why, sizeof why)) {
+            if (hearth_grammar_check(gbnf, strlen(gbnf)) != HEARTH_OK) abort();
+            free(gbnf);
+        } else if (gbnf || !why[0]) {
+            abort();
+        }
+        free(s);
+        return 0;
+    }
+    struct srv_tool_calls c;
+    const bool calls = srv_tool_calls_parse(f, text, len, &c);
+    if (calls) {
+        if (c.n == 0 || c.content_len > len) abort();
+        for (size_t i = 0; i < c.n; i++) {
+            if (!c.calls[i].name[0]) abort();
+            json_t *v = json_loads(c.calls[i].arguments, 0, NULL);
+            if (!json_is_object(v)) abort();
+            char *again = json_dumps(v, JSON_COMPACT);
+            if (!again || strcmp(again, c.calls[i].arguments) != 0) abort();
+            free(again);
+            json_decref(v);
+        }
+    } else if (c.calls || c.n) {
+        abort();
+    }
+    /* every prefix's sendable length, which only grows */
+    size_t last = 0;
+    for (size_t n = len > 256 ? len - 256 : 0; n <= len; n++) {
+        size_t safe = srv_tool_calls_safe_len(f, text, n);
+        if (safe > n || (n > (len > 256 ? len - 256 : 0) && safe < last)) abort();
+        last = safe;
+    }
+    if (calls && last > c.content_len) abort();
+    if (calls) srv_tool_calls_free(&c);
+    return 0;
+}

@@ -1,0 +1,399 @@
+/*
+ * test-toolcall.c -- hearth serve's tool calls (src/server/toolcall.c):
+ * the format chosen from a chat template, each format's calls read back
+ * (one, several, text before them, malformed ones as plain content, the
+ * arguments written back as compact JSON), how much of a stream may be
+ * sent before a call could begin, the grammars that force a call, and
+ * round trips: an assistant message with tool calls rendered by the
+ * shared Qwen 2.5, Llama 3.1 and Mistral Nemo templates reads back as the
+ * same calls.
+ */
+#include "internal.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar.h"
+#include "request.h"
+#include "testutil.h"
+#include "toolcall.h"
+
+static bool parse(enum srv_tool_format f, const char *text, struct srv_tool_calls *c)
+{
+    return srv_tool_calls_parse(f, text, strlen(text), c);
+}
+
+/* text is content_len bytes of content then calls "name args" ... */
+static void expect_calls(enum srv_tool_format f, const char *text, size_t content_len, size_t n,
+                         const char *const *names, const char *const *args)
+{
+    struct srv_tool_calls c;
+    ck_assert_msg(parse(f, text, &c), "%s: not read as tool calls: %s", srv_tool_format_name(f), text);
+    ck_assert_msg(c.content_len == content_len, "%s: content %zu bytes, not %zu", text, c.content_len,
+                  content_len);
+    ck_assert_msg(c.n == n, "%s: %zu calls, not %zu", text, c.n, n);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_str_eq(c.calls[i].name, names[i]);
+        ck_assert_str_eq(c.calls[i].arguments, args[i]);
+    }
+    srv_tool_calls_free(&c);
+}
+
+static void expect_content(enum srv_tool_format f, const char *text)
+{
+    struct srv_tool_calls c;
+    ck_assert_msg(!parse(f, text, &c), "%s: read as tool calls: %s", srv_tool_format_name(f), text);
+    ck_assert_ptr_null(c.calls);
+}
+
+START_TEST(test_detect)
+{
+    ck_assert_int_eq(srv_tool_format_detect("chatml", NULL), SRV_TOOLS_HERMES);
+    ck_assert_int_eq(srv_tool_format_detect("llama3", NULL), SRV_TOOLS_LLAMA3);
+    ck_assert_int_eq(srv_tool_format_detect("mistral", NULL), SRV_TOOLS_MISTRAL);
+    ck_assert_int_eq(srv_tool_format_detect(NULL, NULL), SRV_TOOLS_HERMES);
+    ck_assert_int_eq(srv_tool_format_detect(NULL, "{{ messages }}"), SRV_TOOLS_HERMES);
+    if (!test_require_data()) return;
+    static const struct {
+        const char *file;
+        enum srv_tool_format f;
+    } t[] = {
+        {"chat/Qwen-Qwen2.5-7B-Instruct.jinja", SRV_TOOLS_HERMES},
+        {"chat/meta-llama-Llama-3.1-8B-Instruct.jinja", SRV_TOOLS_LLAMA3},
+        {"chat/llama3.jinja", SRV_TOOLS_LLAMA3},
+        {"chat/mistralai-Mistral-Nemo-Instruct-2407.jinja", SRV_TOOLS_MISTRAL},
+        {"chat/qwen3.jinja", SRV_TOOLS_HERMES},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        size_t len;
+        char *text = test_read_file(test_data_path(t[i].file), &len);
+        ck_assert_msg(srv_tool_format_detect(NULL, text) == t[i].f, "%s: %s", t[i].file,
+                      srv_tool_format_name(srv_tool_format_detect(NULL, text)));
+        free(text);
+    }
+}
+END_TEST
+
+START_TEST(test_hermes)
+{
+    const enum srv_tool_format h = SRV_TOOLS_HERMES;
+    static const char *const one[] = {"get_weather"}, *const one_args[] = {"{\"city\":\"Paris\",\"days\":2}"};
+    expect_calls(h, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n</tool_call>",
+                 0, 1, one, one_args);
+    /* re-serialised compactly, whatever the spacing; a string of JSON as arguments */
+    expect_calls(h, "<tool_call>{ \"name\" :\"get_weather\",\n \"arguments\" : \"{\\\"city\\\": \\\"Paris\\\", \\\"days\\\": 2}\" }</tool_call>\n",
+                 0, 1, one, one_args);
+    /* an unclosed last block; parameters for arguments */
+    expect_calls(h, "  <tool_call>\n{\"name\": \"get_weather\", \"parameters\": {\"city\":\"Paris\",\"days\":2}}", 0, 1,
+                 one, one_args);
+    static const char *const two[] = {"a", "b"}, *const two_args[] = {"{\"x\":[1,2,{\"y\":null}]}", "{}"};
+    expect_calls(h, "Let me look.\n\n<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": [1, 2, {\"y\": null}]}}\n</tool_call>\n"
+                 "<tool_call>\n{\"name\": \"b\"}\n</tool_call>",
+                 strlen("Let me look."), 2, two, two_args);
+    static const char *const u[] = {"f"}, *const u_args[] = {"{\"t\":\"caf\xc3\xa9 \\\"q\\\"\"}"};
+    expect_calls(h, "<tool_call>{\"name\":\"f\",\"arguments\":{\"t\":\"caf\\u00e9 \\\"q\\\"\"}}</tool_call>", 0, 1, u, u_args);
+    expect_content(h, "Hello, how can I help?");
+    expect_content(h, "");
+    expect_content(h, "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": }\n</tool_call>");     /* malformed JSON */
+    expect_content(h, "<tool_call>\n{\"arguments\": {}}\n</tool_call>");                          /* no name */
+    expect_content(h, "<tool_call>\n{\"name\": \"\", \"arguments\": {}}\n</tool_call>");         /* empty name */
+    expect_content(h, "<tool_call>\n{\"name\": \"a\", \"arguments\": [1]}\n</tool_call>");       /* not an object */
+    expect_content(h, "<tool_call>\n{\"name\": \"a\", \"arguments\": \"{x\"}\n</tool_call>");    /* a string, not JSON */
+    expect_content(h, "<tool_call>\n{\"name\": \"a\"}\n</tool_call> and then some text");       /* text after */
+    expect_content(h, "<tool_call>\n[{\"name\": \"a\"}]\n</tool_call>");
+    expect_content(h, "<tool_call>");
+    expect_content(h, "<tool_call>\n{\"name\": \"a\"}\n</tool_call><tool_call>");
+}
+END_TEST
+
+START_TEST(test_llama3)
+{
+    const enum srv_tool_format l = SRV_TOOLS_LLAMA3;
+    static const char *const one[] = {"get_weather"}, *const one_args[] = {"{\"city\":\"Paris\"}"};
+    expect_calls(l, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", 0, 1, one, one_args);
+    expect_calls(l, "\n {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n", 0, 1, one, one_args);
+    expect_calls(l, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", 0, 1, one,
+                 one_args);
+    expect_calls(l, "Checking.<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+                 strlen("Checking."), 1, one, one_args);
+    static const char *const two[] = {"a", "b"}, *const two_args[] = {"{\"n\":1}", "{\"n\":2.5}"};
+    expect_calls(l, "{\"name\": \"a\", \"parameters\": {\"n\": 1}}; {\"name\": \"b\", \"parameters\": {\"n\": 2.5}}", 0,
+                 2, two, two_args);
+    expect_content(l, "The weather in Paris is sunny.");
+    expect_content(l, "{\"answer\": 42}");                                   /* JSON, not a call */
+    expect_content(l, "{\"name\": \"get_weather\", \"parameters\": {\"city\": ");    /* cut short */
+    expect_content(l, "I will call {\"name\": \"a\", \"parameters\": {}}");       /* text first, no tag */
+    expect_content(l, "<|python_tag|>brave_search.call(query=\"x\")");          /* a built-in tool */
+    expect_content(l, "{\"name\": \"a\", \"parameters\": {}} trailing");
+}
+END_TEST
+
+START_TEST(test_mistral)
+{
+    const enum srv_tool_format m = SRV_TOOLS_MISTRAL;
+    static const char *const one[] = {"get_weather"}, *const one_args[] = {"{\"city\":\"Paris\"}"};
+    expect_calls(m, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]", 0, 1, one,
+                 one_args);
+    expect_calls(m, "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"abcdefghi\"}]\n",
+                 0, 1, one, one_args);
+    static const char *const two[] = {"a", "b"}, *const two_args[] = {"{}", "{\"k\":true}"};
+    expect_calls(m, "Sure. [TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": {\"k\": true}}]",
+                 strlen("Sure."), 2, two, two_args);
+    expect_content(m, "[{\"name\": \"a\", \"arguments\": {}}]");            /* no marker */
+    expect_content(m, "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}");  /* cut short */
+    expect_content(m, "[TOOL_CALLS][]");
+    expect_content(m, "[TOOL_CALLS][{\"name\": \"a\"}, 3]");
+    expect_content(m, "[TOOL_CALLS][{\"name\": \"a\"}] more");
+}
+END_TEST
+
+START_TEST(test_safe_len)
+{
+    const enum srv_tool_format h = SRV_TOOLS_HERMES, l = SRV_TOOLS_LLAMA3, m = SRV_TOOLS_MISTRAL;
+#define SAFE(f, s, n) ck_assert_msg(srv_tool_calls_safe_len(f, s, strlen(s)) == (n), "%s: %s: %zu, not %d", \
+                                    srv_tool_format_name(f), s, srv_tool_calls_safe_len(f, s, strlen(s)), n)
+    SAFE(h, "Hello", 5);
+    SAFE(h, "Hello <", 5);
+    SAFE(h, "Hello <tool_c", 5);
+    SAFE(h, "Hello <tool_call>{\"na", 5);
+    SAFE(h, "Hello <b>", 9);
+    SAFE(h, "a<tool_call", 1);
+    SAFE(h, "  ", 0);
+    SAFE(h, "{\"a\"", 4);
+    SAFE(l, "{", 0);
+    SAFE(l, " \n", 0);
+    SAFE(l, " {\"name\"", 0);
+    SAFE(l, "Hi <|python", 2);
+    SAFE(l, "Hi there", 8);
+    SAFE(m, "[TOOL", 0);
+    SAFE(m, "[1, 2]", 6);
+    SAFE(m, "ok [TOOL_CALLS][", 2);
+#undef SAFE
+    /* a stream never takes back what it sent, and never sends a call */
+    static const struct {
+        enum srv_tool_format f;
+        const char *text;
+    } t[] = {
+        {SRV_TOOLS_HERMES, "Let me see. <tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>"},
+        {SRV_TOOLS_HERMES, "a < b, <tool <tool_call>{\"name\": \"a\"}</tool_call>"},
+        {SRV_TOOLS_LLAMA3, " {\"name\": \"a\", \"parameters\": {}}"},
+        {SRV_TOOLS_LLAMA3, "So <|python_tag|>{\"name\": \"a\", \"parameters\": {}}"},
+        {SRV_TOOLS_MISTRAL, "[x] [TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}]"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        const size_t len = strlen(t[i].text);
+        size_t last = 0;
+        for (size_t n = 0; n <= len; n++) {
+            size_t safe = srv_tool_calls_safe_len(t[i].f, t[i].text, n);
+            ck_assert_msg(safe >= last && safe <= n, "%s at %zu: %zu after %zu", t[i].text, n, safe, last);
+            last = safe;
+        }
+        struct srv_tool_calls c;
+        ck_assert_msg(parse(t[i].f, t[i].text, &c), "%s", t[i].text);
+        ck_assert_msg(last <= c.content_len, "%s: sent %zu, content %zu", t[i].text, last, c.content_len);
+        srv_tool_calls_free(&c);
+    }
+}
+END_TEST
+
+/* Whether the grammar matches all of s. */
+static bool matches(const char *gbnf, const char *s)
+{
+    struct grammar_ir ir;
+    hearth_status st = grammar_ir_parse(gbnf, strlen(gbnf), NULL, &ir);
+    ck_assert_msg(st == HEARTH_OK, "grammar %s: %s", gbnf, hearth_last_error());
+    struct garena a;
+    ck_assert_int_eq(garena_init(&a), HEARTH_OK);
+    struct gset set = {0}, out = {0};
+    ck_assert_int_eq(gset_initial(&ir, &a, &set), HEARTH_OK);
+    ck_assert_int_eq(gset_advance_bytes(&ir, &a, &set, (const unsigned char *)s, strlen(s), &out), HEARTH_OK);
+    bool ok = gset_has(&out, GSTACK_EMPTY);
+    gset_free(&set);
+    gset_free(&out);
+    garena_free(&a);
+    grammar_ir_free(&ir);
+    return ok;
+}
+
+static const char tools[] =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"d\",\"parameters\":"
+    "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":\"integer\"}},"
+    "\"required\":[\"city\"]}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"ping\"}}]";
+
+START_TEST(test_grammar)
+{
+    static const struct {
+        enum srv_tool_format f;
+        const char *name;
+        const char *yes[3], *no[3];
+    } t[] = {
+        {SRV_TOOLS_HERMES, NULL,
+         {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}\n</tool_call>",
+          "<tool_call>\n{\"name\":\"ping\",\"arguments\":{}}\n</tool_call>", NULL},
+         {"{\"name\": \"ping\", \"arguments\": {}}", "<tool_call>\n{\"name\":\"pong\",\"arguments\":{}}\n</tool_call>",
+          "<tool_call>\n{\"name\":\"ping\",\"arguments\":{\"x\":1}}\n</tool_call>"}},
+        {SRV_TOOLS_HERMES, "get_weather",
+         {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", NULL, NULL},
+         {"<tool_call>\n{\"name\":\"ping\",\"arguments\":{}}\n</tool_call>",
+          "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"days\": 3}}\n</tool_call>",
+          "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": 3}}\n</tool_call>"}},
+        {SRV_TOOLS_LLAMA3, NULL,
+         {"{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", "{\"name\":\"ping\",\"parameters\":{}}", NULL},
+         {"{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}", "<|python_tag|>{\"name\":\"ping\",\"parameters\":{}}",
+          NULL}},
+        {SRV_TOOLS_MISTRAL, "ping",
+         {"[TOOL_CALLS][{\"name\": \"ping\", \"arguments\": {}}]", NULL, NULL},
+         {"[{\"name\": \"ping\", \"arguments\": {}}]", "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\"}}]",
+          NULL}},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char *g = NULL, why[256];
+        ck_assert_msg(srv_tool_calls_grammar(t[i].f, tools, t[i].name, &g, why, sizeof why), "%s", why);
+        ck_assert_int_eq(hearth_grammar_check(g, strlen(g)), HEARTH_OK);
+        for (size_t k = 0; k < 3; k++) {
+            if (t[i].yes[k]) {
+                ck_assert_msg(matches(g, t[i].yes[k]), "%s should accept %s", g, t[i].yes[k]);
+                /* what the grammar allows reads back as a call */
+                struct srv_tool_calls c;
+                ck_assert_msg(parse(t[i].f, t[i].yes[k], &c), "%s", t[i].yes[k]);
+                srv_tool_calls_free(&c);
+            }
+            if (t[i].no[k]) ck_assert_msg(!matches(g, t[i].no[k]), "%s should refuse %s", g, t[i].no[k]);
+        }
+        free(g);
+    }
+    char *g = NULL, why[256];
+    ck_assert(!srv_tool_calls_grammar(SRV_TOOLS_HERMES, tools, "nope", &g, why, sizeof why));
+    ck_assert_ptr_null(g);
+    ck_assert_ptr_nonnull(strstr(why, "nope"));
+    ck_assert(!srv_tool_calls_grammar(SRV_TOOLS_HERMES,
+                                      "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+                                      "{\"type\":\"string\",\"multipleOf\":3}}}]",
+                                      NULL, &g, why, sizeof why));
+    ck_assert_ptr_nonnull(strstr(why, "multipleOf"));
+}
+END_TEST
+
+/* The assistant turn that template file renders for a request body that
+ * ends with an assistant message: the whole conversation less the one
+ * before that message, with the end-of-turn text taken off. */
+static char *assistant_turn(const char *file, const char *body)
+{
+    static hearth_sampler_params defaults;
+    hearth_sampler_params_default(&defaults);
+    const struct srv_limits lim = {100, 64, &defaults};
+    struct srv_request r;
+    struct srv_error e;
+    ck_assert_msg(srv_request_parse(SRV_CHAT, body, strlen(body), &lim, &r, &e), "%s", e.message);
+    size_t len;
+    char *src = test_read_file(test_data_path(file), &len);
+    hearth_template *t;
+    ck_assert_msg(hearth_template_parse(src, len, &t) == HEARTH_OK, "%s: %s", file, hearth_last_error());
+    free(src);
+    hearth_chat_options o;
+    memset(&o, 0, sizeof o);
+    o.bos_token = "<s>";
+    o.eos_token = "</s>";
+    o.tools_json = r.tools_json;
+    o.date = "26 Jul 2024";
+    char *all, *before;
+    ck_assert_msg(hearth_template_render(t, r.messages_json, strlen(r.messages_json), &o, &all, NULL) == HEARTH_OK,
+                  "%s: %s", file, hearth_last_error());
+    /* the same messages without the last */
+    json_t *msgs = json_loads(r.messages_json, 0, NULL);
+    json_array_remove(msgs, json_array_size(msgs) - 1);
+    char *head = json_dumps(msgs, JSON_COMPACT);
+    json_decref(msgs);
+    o.add_generation_prompt = true;
+    ck_assert_msg(hearth_template_render(t, head, strlen(head), &o, &before, NULL) == HEARTH_OK, "%s: %s", file,
+                  hearth_last_error());
+    free(head);
+    hearth_template_free(t);
+    srv_request_free(&r);
+    const size_t n = strlen(before);
+    ck_assert_msg(strncmp(all, before, n) == 0, "%s: the conversation does not begin with its prompt:\n%s\n---\n%s",
+                  file, all, before);
+    char *turn = strdup(all + n);
+    hearth_free(all);
+    hearth_free(before);
+    static const char *const ends[] = {"<|im_end|>\n", "<|eot_id|>", "<|eom_id|>", "</s>"};
+    for (size_t i = 0; i < 4; i++) {
+        size_t tl = strlen(turn), el = strlen(ends[i]);
+        if (tl >= el && strcmp(turn + tl - el, ends[i]) == 0) turn[tl - el] = '\0';
+    }
+    return turn;
+}
+
+/* calls: a JSON array of {"name", "arguments"} as an OpenAI client sends
+ * them back (arguments a JSON string) */
+static void round_trip(const char *file, enum srv_tool_format f, const char *calls_json)
+{
+    json_t *calls = json_loads(calls_json, 0, NULL);
+    ck_assert_ptr_nonnull(calls);
+    json_t *tc = json_array();
+    size_t i;
+    json_t *c;
+    json_array_foreach(calls, i, c) {
+        char id[32];
+        snprintf(id, sizeof id, "abc%06u", (unsigned)i % 1000000u); /* nine letters and digits, as Mistral's template wants */
+        json_array_append_new(tc, json_pack("{s:s, s:s, s:{s:O, s:O}}", "id", id, "type", "function", "function",
+                                            "name", json_object_get(c, "name"), "arguments",
+                                            json_object_get(c, "arguments")));
+    }
+    json_t *body = json_pack(
+        "{s:[{s:s, s:s}, {s:s, s:n, s:o}], s:o}", "messages", "role", "user", "content", "What is the weather?",
+        "role", "assistant", "content", "tool_calls", tc, "tools", json_loads(tools, 0, NULL));
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    char *turn = assistant_turn(file, text);
+    free(text);
+    struct srv_tool_calls got;
+    ck_assert_msg(srv_tool_calls_parse(f, turn, strlen(turn), &got), "%s: the turn is not read as calls: %s", file,
+                  turn);
+    ck_assert_msg(got.n == json_array_size(calls), "%s: %zu calls in %s", file, got.n, turn);
+    ck_assert_msg(got.content_len == 0, "%s: content before the calls in %s", file, turn);
+    json_array_foreach(calls, i, c) {
+        ck_assert_str_eq(got.calls[i].name, json_string_value(json_object_get(c, "name")));
+        json_t *want = json_loads(json_string_value(json_object_get(c, "arguments")), 0, NULL);
+        json_t *have = json_loads(got.calls[i].arguments, 0, NULL);
+        ck_assert_msg(json_equal(want, have), "%s: arguments %s, not %s", file, got.calls[i].arguments,
+                      json_string_value(json_object_get(c, "arguments")));
+        json_decref(want);
+        json_decref(have);
+    }
+    srv_tool_calls_free(&got);
+    free(turn);
+    json_decref(calls);
+}
+
+START_TEST(test_round_trip)
+{
+    if (!test_require_data()) return;
+    const char *one = "[{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\",\\\"days\\\":3}\"}]";
+    const char *two = "[{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Z\\u00fcrich\\\"}\"},"
+                      "{\"name\":\"ping\",\"arguments\":\"{}\"}]";
+    round_trip("chat/Qwen-Qwen2.5-7B-Instruct.jinja", SRV_TOOLS_HERMES, one);
+    round_trip("chat/Qwen-Qwen2.5-7B-Instruct.jinja", SRV_TOOLS_HERMES, two);
+    round_trip("chat/meta-llama-Llama-3.1-8B-Instruct.jinja", SRV_TOOLS_LLAMA3, one); /* one call at a time */
+    round_trip("chat/mistralai-Mistral-Nemo-Instruct-2407.jinja", SRV_TOOLS_MISTRAL, one);
+    round_trip("chat/mistralai-Mistral-Nemo-Instruct-2407.jinja", SRV_TOOLS_MISTRAL, two);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("toolcall");
+    TCase *tc = tcase_create("toolcall");
+    tcase_add_test(tc, test_detect);
+    tcase_add_test(tc, test_hermes);
+    tcase_add_test(tc, test_llama3);
+    tcase_add_test(tc, test_mistral);
+    tcase_add_test(tc, test_safe_len);
+    tcase_add_test(tc, test_grammar);
+    tcase_add_test(tc, test_round_trip);
+    suite_add_tcase(s, tc);
+    return test_run_suite(s);
+}
