@@ -101,6 +101,10 @@ void gset_free(struct gset *set);
  * closure of node `n` into `out` (which keeps what it had). */
 hearth_status gset_expand(const struct grammar_ir *g, struct garena *a, int32_t n,
                           struct gset *out);
+/* The closure of node `n` alone, into out (emptied first): the stacks a
+ * continuation position stands for. */
+hearth_status gset_closure(const struct grammar_ir *g, struct garena *a, int32_t n,
+                           struct gset *out);
 /* The stacks of `in` that accept byte b, advanced over it, into out
  * (emptied first).  in and out must differ. */
 hearth_status gset_step(const struct grammar_ir *g, struct garena *a, const struct gset *in,
@@ -152,9 +156,13 @@ void gvocab_free(struct gvocab *v);
  * positions alone: the cache is keyed by the top GCACHE_DEPTH positions
  * of a stack (and whether the stack ends below them), and holds the
  * tokens accepted whatever lies below (as a list, as the complement of a
- * list, or as a bitset) and the tokens that reach below the key part way,
- * which only the whole stack decides.  Entries are computed the first
- * time a key is met and shared by every matcher of the grammar. */
+ * list, or as a bitset) and the tokens that leave the key part way
+ * through, which only the stack below decides.  For those the entry
+ * keeps their tails: what is left of a token at each point where the
+ * key's positions are all complete, distinct tails in byte order, each
+ * with the tokens that have it.  A mask then matches only the tails, from
+ * the stack below the key.  Entries are computed the first time a key is
+ * met and shared by every matcher of the grammar. */
 #define GCACHE_DEPTH 3
 enum { GCACHE_ACCEPT_LIST = 0, GCACHE_REJECT_LIST = 1, GCACHE_BITSET = 2 };
 
@@ -164,9 +172,13 @@ struct gcache_entry {
     int32_t n_ids;
     int32_t *ids;          /* ACCEPT_LIST / REJECT_LIST: token ids */
     uint64_t *bits;        /* BITSET */
-    int32_t n_uncertain;
-    int32_t *uncertain;    /* indices into vocab->sorted, increasing */
-    uint16_t *uncertain_lcp;
+    int32_t n_uncertain;   /* tokens that leave the key part way */
+    int32_t n_tails;       /* their distinct tails, in byte order: */
+    int32_t *tail_tok;     /*   tail j is token tail_tok[j]'s bytes from tail_at[j] on */
+    uint16_t *tail_at;
+    uint16_t *tail_lcp;    /*   common prefix with tail j - 1 */
+    int32_t *tail_first;   /*   its tokens: tail_ids[tail_first[j] .. tail_first[j + 1]) */
+    int32_t *tail_ids;
 };
 
 struct gcache;
@@ -176,13 +188,18 @@ void gcache_free(struct gcache *c);
 /* Entries and bytes held (for the statistics). */
 void gcache_stats(struct gcache *c, int32_t *n_entries, size_t *bytes);
 
-/* Scratch state of mask computations: per-depth sets and an arena. */
+/* Scratch state of mask computations: per-depth sets, an arena, and the
+ * automaton of an entry's walk (mask.c). */
+struct gdfa;
+
 struct gmask_work {
     struct gset *sets;     /* max_len + 1 */
     int32_t n_sets;
     uint64_t *tmp;         /* a bitset */
     uint8_t *cls;          /* per sorted token */
     struct garena sim;     /* for cache entries */
+    struct gdfa *dfa;
+    int32_t dfa_max_tables; /* transition tables kept at once (0: the default) */
 };
 
 hearth_status gmask_work_init(struct gmask_work *w, const struct gvocab *v);

@@ -211,8 +211,11 @@ static void entry_free(struct gcache_entry *e)
     if (!e) return;
     free(e->ids);
     free(e->bits);
-    free(e->uncertain);
-    free(e->uncertain_lcp);
+    free(e->tail_tok);
+    free(e->tail_at);
+    free(e->tail_lcp);
+    free(e->tail_first);
+    free(e->tail_ids);
     free(e);
 }
 
@@ -277,6 +280,227 @@ static hearth_status cache_insert_locked(struct gcache *c, struct gcache_entry *
     return HEARTH_OK;
 }
 
+/* ---- the walk's automaton -------------------------------------------- */
+
+/* An entry's walk over the prefix tree steps sets of stacks byte by byte,
+ * and the same sets come back again and again (inside a string, every
+ * ordinary character leads back to the set it started from).  So the
+ * walk runs an automaton built as it goes: a state is a set of stacks of
+ * the simulation arena (hash-consed nodes, so a set is its sorted node
+ * ids), and a state met a second time gets a table of its transitions,
+ * filled on demand.  Tables are dropped all at once when there are too
+ * many; states and their sets stay for the whole walk. */
+
+enum { DS_CONTEXT = 1, DS_STACK = 2 };
+
+struct dstate {
+    int32_t off, n;    /* its stacks: ids[off .. off + n), increasing */
+    int32_t table;     /* its transitions at tables[table * 256], or -1 */
+    uint8_t flags;     /* DS_*: holds the context marker, holds a stack */
+    uint8_t uses;
+};
+
+/* Tokens sorted[lo .. hi) leave the key after each of the depths
+ * splits[split .. split + n_split) and the walk cannot tell the rest. */
+struct urange {
+    int32_t lo, hi;
+    uint32_t split;
+    int32_t n_split;
+};
+
+struct gdfa {
+    struct dstate *st;
+    int32_t n_st, cap_st;
+    int32_t *ids;
+    size_t n_ids, cap_ids;
+    int32_t *slots;          /* states by their sets, open addressing, -1 free */
+    uint32_t slot_mask;
+    int32_t *tables;
+    int32_t n_tables, cap_tables;
+    struct gset out;
+    int32_t *path;           /* per depth: the state after that many bytes */
+    int32_t *ctx_n;          /* per depth: split depths on the path so far */
+    uint16_t *ctx_d;         /* the split depths of the path */
+    struct urange *ranges;
+    int32_t n_ranges, cap_ranges;
+    uint16_t *splits;
+    size_t n_splits, cap_splits;
+};
+
+#define DFA_DEFAULT_TABLES 1024
+
+static void dfa_free(struct gdfa *d)
+{
+    if (!d) return;
+    free(d->st);
+    free(d->ids);
+    free(d->slots);
+    free(d->tables);
+    gset_free(&d->out);
+    free(d->path);
+    free(d->ctx_n);
+    free(d->ctx_d);
+    free(d->ranges);
+    free(d->splits);
+    free(d);
+}
+
+static struct gdfa *dfa_new(int32_t max_len)
+{
+    struct gdfa *d = hearth_calloc(1, sizeof *d, "grammar mask buffers");
+    if (!d) return NULL;
+    const size_t n = (size_t)max_len + 2;
+    d->slot_mask = 255;
+    d->slots = hearth_malloc(256 * sizeof *d->slots, "grammar mask buffers");
+    d->path = hearth_malloc(n * sizeof *d->path, "grammar mask buffers");
+    d->ctx_n = hearth_malloc(n * sizeof *d->ctx_n, "grammar mask buffers");
+    d->ctx_d = hearth_malloc(n * sizeof *d->ctx_d, "grammar mask buffers");
+    if (!d->slots || !d->path || !d->ctx_n || !d->ctx_d) {
+        dfa_free(d);
+        return NULL;
+    }
+    memset(d->slots, 0xff, 256 * sizeof *d->slots);
+    return d;
+}
+
+static void dfa_reset(struct gdfa *d)
+{
+    d->n_st = 0;
+    d->n_ids = 0;
+    d->n_tables = 0;
+    d->n_ranges = 0;
+    d->n_splits = 0;
+    memset(d->slots, 0xff, ((size_t)d->slot_mask + 1) * sizeof *d->slots);
+}
+
+static uint32_t ids_hash(const int32_t *ids, int32_t n)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)(uint32_t)n;
+    for (int32_t i = 0; i < n; i++) {
+        h ^= (uint32_t)ids[i];
+        h *= 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+    }
+    return (uint32_t)h;
+}
+
+static int int32_cmp(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static hearth_status dfa_grow_slots(struct gdfa *d)
+{
+    const uint32_t size = (d->slot_mask + 1) * 2;
+    int32_t *slots = hearth_malloc((size_t)size * sizeof *slots, "grammar mask buffers");
+    if (!slots) return HEARTH_E_NOMEM;
+    memset(slots, 0xff, (size_t)size * sizeof *slots);
+    for (int32_t q = 0; q < d->n_st; q++) {
+        uint32_t h = ids_hash(d->ids + d->st[q].off, d->st[q].n) & (size - 1);
+        while (slots[h] >= 0) h = (h + 1) & (size - 1);
+        slots[h] = q;
+    }
+    free(d->slots);
+    d->slots = slots;
+    d->slot_mask = size - 1;
+    return HEARTH_OK;
+}
+
+/* The state of the stacks ids[0 .. n) (sorted here, in place). */
+static hearth_status dfa_intern(struct gdfa *d, int32_t *ids, int32_t n, int32_t *out)
+{
+    if (n < 16) {
+        for (int32_t i = 1; i < n; i++)
+            for (int32_t j = i; j > 0 && ids[j - 1] > ids[j]; j--) {
+                int32_t t = ids[j];
+                ids[j] = ids[j - 1];
+                ids[j - 1] = t;
+            }
+    } else {
+        qsort(ids, (size_t)n, sizeof *ids, int32_cmp);
+    }
+    uint32_t h = ids_hash(ids, n) & d->slot_mask;
+    for (; d->slots[h] >= 0; h = (h + 1) & d->slot_mask) {
+        const struct dstate *s = &d->st[d->slots[h]];
+        if (s->n == n && memcmp(d->ids + s->off, ids, (size_t)n * sizeof *ids) == 0) {
+            *out = d->slots[h];
+            return HEARTH_OK;
+        }
+    }
+    if (d->n_st == d->cap_st) {
+        int32_t cap = d->cap_st ? 2 * d->cap_st : 256;
+        struct dstate *st = hearth_realloc(d->st, (size_t)cap * sizeof *st, "grammar mask buffers");
+        if (!st) return HEARTH_E_NOMEM;
+        d->st = st;
+        d->cap_st = cap;
+    }
+    if (d->n_ids + (size_t)n > d->cap_ids) {
+        size_t cap = d->cap_ids ? 2 * d->cap_ids : 1024;
+        while (cap < d->n_ids + (size_t)n) cap *= 2;
+        int32_t *p = hearth_realloc(d->ids, cap * sizeof *p, "grammar mask buffers");
+        if (!p) return HEARTH_E_NOMEM;
+        d->ids = p;
+        d->cap_ids = cap;
+    }
+    const int32_t q = d->n_st++;
+    struct dstate *s = &d->st[q];
+    s->off = (int32_t)d->n_ids;
+    s->n = n;
+    s->table = -1;
+    s->uses = 0;
+    s->flags = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (ids[i] == GSTACK_CONTEXT) s->flags |= DS_CONTEXT;
+        if (ids[i] >= 0) s->flags |= DS_STACK;
+    }
+    if (n) memcpy(d->ids + d->n_ids, ids, (size_t)n * sizeof *ids);
+    d->n_ids += (size_t)n;
+    d->slots[h] = q;
+    if ((uint32_t)d->n_st * 2 > d->slot_mask) HEARTH_TRY(dfa_grow_slots(d));
+    *out = q;
+    return HEARTH_OK;
+}
+
+/* The state after byte b from state q. */
+static hearth_status dfa_step(const struct grammar_ir *g, struct garena *a, struct gdfa *d,
+                              int32_t max_tables, int32_t q, unsigned b, int32_t *out)
+{
+    struct dstate *s = &d->st[q];
+    if (s->table >= 0) {
+        const int32_t r = d->tables[(size_t)s->table * 256 + b];
+        if (r >= 0) {
+            *out = r;
+            return HEARTH_OK;
+        }
+    } else if (s->uses < 1) {
+        s->uses++;
+    } else {
+        if (d->n_tables >= max_tables) {
+            for (int32_t k = 0; k < d->n_st; k++) d->st[k].table = -1;
+            d->n_tables = 0;
+        }
+        if (d->n_tables == d->cap_tables) {
+            int32_t cap = d->cap_tables ? 2 * d->cap_tables : 16;
+            if (cap > max_tables) cap = max_tables;
+            int32_t *t = hearth_realloc(d->tables, (size_t)cap * 256 * sizeof *t, "grammar mask buffers");
+            if (!t) return HEARTH_E_NOMEM;
+            d->tables = t;
+            d->cap_tables = cap;
+        }
+        s->table = d->n_tables++;
+        memset(d->tables + (size_t)s->table * 256, 0xff, 256 * sizeof *d->tables);
+    }
+    const struct gset in = {.s = d->ids + s->off, .n = s->n, .cap = s->n};
+    HEARTH_TRY(gset_step(g, a, &in, b, &d->out));
+    int32_t r;
+    HEARTH_TRY(dfa_intern(d, d->out.s, d->out.n, &r));
+    const int32_t table = d->st[q].table;
+    if (table >= 0) d->tables[(size_t)table * 256 + b] = r;
+    *out = r;
+    return HEARTH_OK;
+}
+
 /* ---- work buffers ------------------------------------------------------ */
 
 hearth_status gmask_work_init(struct gmask_work *w, const struct gvocab *v)
@@ -286,7 +510,8 @@ hearth_status gmask_work_init(struct gmask_work *w, const struct gvocab *v)
     w->sets = hearth_calloc((size_t)w->n_sets, sizeof *w->sets, "grammar mask buffers");
     w->tmp = hearth_malloc(bitset_words(v->n_tokens) * sizeof(uint64_t), "grammar mask buffers");
     w->cls = hearth_malloc((size_t)v->n_sorted + 1, "grammar mask buffers");
-    hearth_status st = (w->sets && w->tmp && w->cls) ? HEARTH_OK : HEARTH_E_NOMEM;
+    w->dfa = dfa_new(v->max_len);
+    hearth_status st = (w->sets && w->tmp && w->cls && w->dfa) ? HEARTH_OK : HEARTH_E_NOMEM;
     if (!st) st = garena_init(&w->sim);
     if (st) gmask_work_free(w);
     return st;
@@ -299,6 +524,7 @@ void gmask_work_free(struct gmask_work *w)
     free(w->sets);
     free(w->tmp);
     free(w->cls);
+    dfa_free(w->dfa);
     garena_free(&w->sim);
     memset(w, 0, sizeof *w);
 }
@@ -307,59 +533,78 @@ void gmask_work_free(struct gmask_work *w)
 
 enum { CLS_REJECT = 0, CLS_ACCEPT = 1, CLS_UNCERTAIN = 2 };
 
-static bool set_has_stack(const struct gset *s)
+/* Tokens sorted[lo .. hi) are uncertain, leaving the key after the depths
+ * ctx_d[0 .. n_split). */
+static hearth_status mark_uncertain(struct gdfa *d, uint8_t *cls, int32_t lo, int32_t hi,
+                                    int32_t n_split)
 {
-    for (int32_t i = 0; i < s->n; i++)
-        if (s->s[i] >= 0) return true;
-    return false;
+    memset(cls + lo, CLS_UNCERTAIN, (size_t)(hi - lo));
+    uint32_t split = (uint32_t)d->n_splits;
+    const struct urange *prev = d->n_ranges ? &d->ranges[d->n_ranges - 1] : NULL;
+    if (prev && prev->n_split == n_split &&
+        memcmp(d->splits + prev->split, d->ctx_d, (size_t)n_split * sizeof *d->ctx_d) == 0) {
+        split = prev->split;
+    } else {
+        if (d->n_splits + (size_t)n_split > d->cap_splits) {
+            size_t cap = d->cap_splits ? 2 * d->cap_splits : 256;
+            while (cap < d->n_splits + (size_t)n_split) cap *= 2;
+            uint16_t *p = hearth_realloc(d->splits, cap * sizeof *p, "grammar mask buffers");
+            if (!p) return HEARTH_E_NOMEM;
+            d->splits = p;
+            d->cap_splits = cap;
+        }
+        memcpy(d->splits + d->n_splits, d->ctx_d, (size_t)n_split * sizeof *d->ctx_d);
+        d->n_splits += (size_t)n_split;
+    }
+    if (d->n_ranges == d->cap_ranges) {
+        int32_t cap = d->cap_ranges ? 2 * d->cap_ranges : 64;
+        struct urange *r = hearth_realloc(d->ranges, (size_t)cap * sizeof *r, "grammar mask buffers");
+        if (!r) return HEARTH_E_NOMEM;
+        d->ranges = r;
+        d->cap_ranges = cap;
+    }
+    d->ranges[d->n_ranges++] = (struct urange){lo, hi, split, n_split};
+    return HEARTH_OK;
 }
 
 /* Walk the prefix tree from the stack the key describes, classifying
- * every token into w->cls. */
+ * every token into w->cls and noting, for the uncertain ones, where they
+ * leave the key (w->dfa's ranges). */
 static hearth_status classify(const struct grammar_ir *g, const struct gvocab *v, const int32_t *key,
                               struct gmask_work *w)
 {
     struct garena *a = &w->sim;
+    struct gdfa *d = w->dfa;
+    const int32_t max_tables = w->dfa_max_tables > 0 ? w->dfa_max_tables : DFA_DEFAULT_TABLES;
     garena_truncate(a, 0);
+    dfa_reset(d);
     int32_t cur = key[GCACHE_DEPTH] == GSTACK_CONTEXT ? GSTACK_CONTEXT : GSTACK_EMPTY;
     for (int i = GCACHE_DEPTH - 1; i >= 0; i--)
         if (key[i] >= 0) HEARTH_TRY(garena_node(a, key[i], cur, &cur));
-    struct gset *sets = w->sets;
-    sets[0].n = 0;
-    sets[0].s = sets[0].s ? sets[0].s : NULL;
-    if (sets[0].cap == 0) {
-        sets[0].s = hearth_malloc(8 * sizeof *sets[0].s, "a grammar state");
-        if (!sets[0].s) return HEARTH_E_NOMEM;
-        sets[0].cap = 8;
-    }
-    sets[0].s[0] = cur;
-    sets[0].n = 1;
-    const int32_t mark = a->n;
+    HEARTH_TRY(dfa_intern(d, &cur, 1, &d->path[0]));
+    d->ctx_n[0] = 0;
     memset(w->cls, CLS_REJECT, (size_t)v->n_sorted);
-    /* ctx[d]: a path reached below the key within the first d bytes */
-    bool ctx_stack[GVOCAB_MAX_TOKEN + 2];
-    ctx_stack[0] = false;
     int32_t i = 0;
     while (i < v->n_trie) {
-        const int32_t d = v->trie_depth[i];
-        if (d == 1) garena_truncate(a, mark);
-        HEARTH_TRY(gset_step(g, a, &sets[d - 1], v->trie_byte[i], &sets[d]));
-        const struct gset *s = &sets[d];
-        ctx_stack[d] = ctx_stack[d - 1] || gset_has(s, GSTACK_CONTEXT);
-        if (s->n == 0) {
-            if (ctx_stack[d - 1])
-                memset(w->cls + v->trie_tok_lo[i], CLS_UNCERTAIN,
-                       (size_t)(v->trie_sub_hi[i] - v->trie_tok_lo[i]));
+        const int32_t dep = v->trie_depth[i];
+        int32_t q;
+        HEARTH_TRY(dfa_step(g, a, d, max_tables, d->path[dep - 1], v->trie_byte[i], &q));
+        d->path[dep] = q;
+        const struct dstate s = d->st[q];
+        int32_t nc = d->ctx_n[dep - 1];
+        if (s.n == 0) {
+            if (nc) HEARTH_TRY(mark_uncertain(d, w->cls, v->trie_tok_lo[i], v->trie_sub_hi[i], nc));
             i = v->trie_end[i];
             continue;
         }
+        if (s.flags & DS_CONTEXT) d->ctx_d[nc++] = (uint16_t)dep;
+        d->ctx_n[dep] = nc;
         if (v->trie_tok_hi[i] > v->trie_tok_lo[i])
             memset(w->cls + v->trie_tok_lo[i], CLS_ACCEPT,
                    (size_t)(v->trie_tok_hi[i] - v->trie_tok_lo[i]));
-        if (!set_has_stack(s)) {
-            if (ctx_stack[d] && v->trie_sub_hi[i] > v->trie_tok_hi[i])
-                memset(w->cls + v->trie_tok_hi[i], CLS_UNCERTAIN,
-                       (size_t)(v->trie_sub_hi[i] - v->trie_tok_hi[i]));
+        if (!(s.flags & DS_STACK)) {
+            if (nc && v->trie_sub_hi[i] > v->trie_tok_hi[i])
+                HEARTH_TRY(mark_uncertain(d, w->cls, v->trie_tok_hi[i], v->trie_sub_hi[i], nc));
             i = v->trie_end[i];
             continue;
         }
@@ -369,12 +614,84 @@ static hearth_status classify(const struct grammar_ir *g, const struct gvocab *v
     return HEARTH_OK;
 }
 
-static uint16_t common_prefix(const struct gvocab *v, int32_t a, int32_t b)
+/* A tail of an uncertain token: its bytes from `at` on. */
+struct tail_item {
+    const unsigned char *p;
+    uint32_t len;
+    int32_t tok;
+    uint16_t at;
+};
+
+static int tail_cmp(const void *a, const void *b)
 {
-    const unsigned char *p = v->bytes + v->off[a], *q = v->bytes + v->off[b];
-    uint32_t n = HEARTH_MIN(v->len[a], v->len[b]), l = 0;
-    while (l < n && p[l] == q[l]) l++;
+    const struct tail_item *x = a, *y = b;
+    uint32_t n = x->len < y->len ? x->len : y->len;
+    int c = n ? memcmp(x->p, y->p, n) : 0;
+    if (c) return c;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return x->tok < y->tok ? -1 : x->tok > y->tok;
+}
+
+static bool tail_same(const struct tail_item *x, const struct tail_item *y)
+{
+    return x->len == y->len && memcmp(x->p, y->p, x->len) == 0;
+}
+
+static uint16_t tail_lcp(const struct tail_item *x, const struct tail_item *y)
+{
+    uint32_t n = HEARTH_MIN(x->len, y->len), l = 0;
+    while (l < n && x->p[l] == y->p[l]) l++;
     return (uint16_t)l;
+}
+
+/* The entry's tails from the walk's uncertain ranges. */
+static hearth_status entry_tails(const struct gvocab *v, const struct gdfa *d, struct gcache_entry *e)
+{
+    size_t n = 0;
+    for (int32_t r = 0; r < d->n_ranges; r++)
+        n += (size_t)(d->ranges[r].hi - d->ranges[r].lo) * (size_t)d->ranges[r].n_split;
+    if (n == 0) return HEARTH_OK;
+    struct tail_item *items = hearth_malloc(n * sizeof *items, "a grammar cache entry");
+    if (!items) return HEARTH_E_NOMEM;
+    size_t k = 0;
+    for (int32_t r = 0; r < d->n_ranges; r++) {
+        const struct urange *u = &d->ranges[r];
+        for (int32_t i = u->lo; i < u->hi; i++) {
+            const int32_t t = v->sorted[i];
+            for (int32_t j = 0; j < u->n_split; j++) {
+                const uint16_t at = d->splits[u->split + (uint32_t)j];
+                /* a split is always inside the token: the walk stopped below it */
+                items[k++] = (struct tail_item){v->bytes + v->off[t] + at, v->len[t] - at, t, at};
+            }
+        }
+    }
+    qsort(items, n, sizeof *items, tail_cmp);
+    int32_t n_tails = 0;
+    for (size_t i = 0; i < n; i++) n_tails += i == 0 || !tail_same(&items[i - 1], &items[i]);
+    e->tail_tok = hearth_malloc((size_t)n_tails * sizeof *e->tail_tok, "a grammar cache entry");
+    e->tail_at = hearth_malloc((size_t)n_tails * sizeof *e->tail_at, "a grammar cache entry");
+    e->tail_lcp = hearth_malloc((size_t)n_tails * sizeof *e->tail_lcp, "a grammar cache entry");
+    e->tail_first = hearth_malloc(((size_t)n_tails + 1) * sizeof *e->tail_first, "a grammar cache entry");
+    e->tail_ids = hearth_malloc(n * sizeof *e->tail_ids, "a grammar cache entry");
+    if (!e->tail_tok || !e->tail_at || !e->tail_lcp || !e->tail_first || !e->tail_ids) {
+        free(items);
+        return HEARTH_E_NOMEM;
+    }
+    int32_t j = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || !tail_same(&items[i - 1], &items[i])) {
+            j++;
+            e->tail_tok[j] = items[i].tok;
+            e->tail_at[j] = items[i].at;
+            e->tail_lcp[j] = j ? tail_lcp(&items[i - 1], &items[i]) : 0;
+            e->tail_first[j] = (int32_t)i;
+        }
+        e->tail_ids[i] = items[i].tok;
+    }
+    e->tail_first[n_tails] = (int32_t)n;
+    e->n_tails = n_tails;
+    free(items);
+    return HEARTH_OK;
 }
 
 static hearth_status entry_build(const struct grammar_ir *g, const struct gvocab *v,
@@ -390,6 +707,7 @@ static hearth_status entry_build(const struct grammar_ir *g, const struct gvocab
     struct gcache_entry *e = hearth_calloc(1, sizeof *e, "a grammar cache entry");
     if (!e) return HEARTH_E_NOMEM;
     memcpy(e->key, key, sizeof e->key);
+    e->n_uncertain = n_unc;
     const size_t list_acc = (size_t)n_acc * 4, list_rej = (size_t)(v->n_sorted - n_acc) * 4;
     const size_t bits = bitset_words(v->n_tokens) * 8;
     hearth_status st = HEARTH_OK;
@@ -409,12 +727,7 @@ static hearth_status entry_build(const struct grammar_ir *g, const struct gvocab
         e->ids = hearth_malloc((size_t)e->n_ids * sizeof *e->ids, "a grammar cache entry");
         if (!e->ids) st = HEARTH_E_NOMEM;
     }
-    if (!st && n_unc) {
-        e->uncertain = hearth_malloc((size_t)n_unc * sizeof *e->uncertain, "a grammar cache entry");
-        e->uncertain_lcp = hearth_malloc((size_t)n_unc * sizeof *e->uncertain_lcp,
-                                         "a grammar cache entry");
-        if (!e->uncertain || !e->uncertain_lcp) st = HEARTH_E_NOMEM;
-    }
+    if (!st) st = entry_tails(v, w->dfa, e);
     if (st) {
         entry_free(e);
         return st;
@@ -428,12 +741,6 @@ static hearth_status entry_build(const struct grammar_ir *g, const struct gvocab
         } else if ((e->kind == GCACHE_ACCEPT_LIST) == acc) {
             e->ids[k++] = t;
         }
-        if (w->cls[i] == CLS_UNCERTAIN) {
-            int32_t u = e->n_uncertain;
-            e->uncertain[u] = i;
-            e->uncertain_lcp[u] = u ? common_prefix(v, v->sorted[e->uncertain[u - 1]], t) : 0;
-            e->n_uncertain++;
-        }
     }
     *out = e;
     return HEARTH_OK;
@@ -442,8 +749,8 @@ static hearth_status entry_build(const struct grammar_ir *g, const struct gvocab
 /* ---- masks ------------------------------------------------------------- */
 
 /* The key of stack n: its top GCACHE_DEPTH positions, then whether it
- * ends below them. */
-static void stack_key(const struct garena *a, int32_t n, int32_t *key)
+ * ends below them; the node below them (or a marker) into *below. */
+static void stack_key(const struct garena *a, int32_t n, int32_t *key, int32_t *below)
 {
     for (int i = 0; i < GCACHE_DEPTH; i++) {
         if (n >= 0) {
@@ -454,6 +761,7 @@ static void stack_key(const struct garena *a, int32_t n, int32_t *key)
         }
     }
     key[GCACHE_DEPTH] = n >= 0 ? GSTACK_CONTEXT : GSTACK_EMPTY;
+    *below = n;
 }
 
 static hearth_status cache_get(const struct grammar_ir *g, const struct gvocab *v, struct gcache *c,
@@ -480,7 +788,8 @@ static hearth_status cache_get(const struct grammar_ir *g, const struct gvocab *
             entry_free(e);
             e = NULL;
         } else {
-            c->bytes += sizeof *e + (size_t)e->n_ids * 4 + (size_t)e->n_uncertain * 6 +
+            c->bytes += sizeof *e + (size_t)e->n_ids * 4 + (size_t)e->n_tails * 12 +
+                        (e->n_tails ? (size_t)e->tail_first[e->n_tails] * 4 + 4 : 0) +
                         (e->bits ? bitset_words(v->n_tokens) * 8 : 0);
         }
     }
@@ -489,33 +798,29 @@ static hearth_status cache_get(const struct grammar_ir *g, const struct gvocab *
     return st;
 }
 
-/* Set in mask the uncertain tokens of e that the whole stack n accepts. */
-static hearth_status check_uncertain(const struct grammar_ir *g, const struct gvocab *v,
-                                     const struct gcache_entry *e, struct garena *a, int32_t n,
-                                     struct gmask_work *w, uint64_t *mask)
+/* Set in mask the uncertain tokens of e that the stack continues: those
+ * with a tail that the stack below the key (node `below`) accepts. */
+static hearth_status check_tails(const struct grammar_ir *g, const struct gvocab *v,
+                                 const struct gcache_entry *e, struct garena *a, int32_t below,
+                                 struct gmask_work *w, uint64_t *mask)
 {
     struct gset *sets = w->sets;
-    if (sets[0].cap == 0) {
-        sets[0].s = hearth_malloc(8 * sizeof *sets[0].s, "a grammar state");
-        if (!sets[0].s) return HEARTH_E_NOMEM;
-        sets[0].cap = 8;
-    }
-    sets[0].s[0] = n;
-    sets[0].n = 1;
     const int32_t mark = a->n;
+    hearth_status st = gset_closure(g, a, below, &sets[0]);
     int32_t valid = 0;
-    hearth_status st = HEARTH_OK;
-    for (int32_t j = 0; j < e->n_uncertain && !st; j++) {
-        const int32_t t = v->sorted[e->uncertain[j]];
-        const unsigned char *p = v->bytes + v->off[t];
-        const int32_t len = (int32_t)v->len[t];
-        int32_t d = HEARTH_MIN((int32_t)e->uncertain_lcp[j], valid);
+    for (int32_t j = 0; j < e->n_tails && !st; j++) {
+        const int32_t t = e->tail_tok[j];
+        const unsigned char *p = v->bytes + v->off[t] + e->tail_at[j];
+        const int32_t len = (int32_t)v->len[t] - e->tail_at[j];
+        int32_t d = HEARTH_MIN((int32_t)e->tail_lcp[j], valid);
         while (d < len && sets[d].n > 0 && !st) {
             st = gset_step(g, a, &sets[d], p[d], &sets[d + 1]);
             d++;
         }
         valid = d;
-        if (!st && d == len && sets[len].n > 0) mask[t >> 6] |= (uint64_t)1 << (t & 63);
+        if (!st && d == len && sets[len].n > 0)
+            for (int32_t k = e->tail_first[j]; k < e->tail_first[j + 1]; k++)
+                mask[e->tail_ids[k] >> 6] |= (uint64_t)1 << (e->tail_ids[k] & 63);
     }
     garena_truncate(a, mark);
     return st;
@@ -534,8 +839,8 @@ hearth_status gmask_compute(const struct grammar_ir *g, const struct gvocab *v, 
             can_end |= n == GSTACK_EMPTY;
             continue;
         }
-        int32_t key[GCACHE_DEPTH + 1];
-        stack_key(a, n, key);
+        int32_t key[GCACHE_DEPTH + 1], below;
+        stack_key(a, n, key, &below);
         const struct gcache_entry *e;
         HEARTH_TRY(cache_get(g, v, c, key, w, &e));
         switch (e->kind) {
@@ -554,7 +859,7 @@ hearth_status gmask_compute(const struct grammar_ir *g, const struct gvocab *v, 
             for (size_t k = 0; k < words; k++) mask[k] |= e->bits[k];
             break;
         }
-        if (e->n_uncertain) HEARTH_TRY(check_uncertain(g, v, e, a, n, w, mask));
+        if (e->n_tails) HEARTH_TRY(check_tails(g, v, e, a, below, w, mask));
     }
     (void)complement_done;
     if (can_end)
