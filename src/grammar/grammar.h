@@ -120,6 +120,18 @@ hearth_status garena_node(struct garena *a, int32_t pos, int32_t parent, int32_t
 
 /* ---- tokens and masks (mask.c) ----------------------------------------- */
 
+/* A node of the vocabulary's prefix tree, in preorder.  Node i's subtree
+ * is nodes i .. end - 1; the tokens ending at it are sorted[tok_lo ..
+ * node[i + 1].tok_lo), those of its subtree sorted[tok_lo ..
+ * node[end].tok_lo) (the node past the last has tok_lo n_sorted). */
+struct gtrie_node {
+    uint8_t byte;        /* the last byte of the node's prefix */
+    uint8_t unused;
+    uint16_t depth;      /* bytes of the prefix (the root's children: 1) */
+    int32_t end;
+    int32_t tok_lo;
+};
+
 /* The vocabulary as the grammar sees it: each token's bytes, the tokens
  * in byte order with the common prefix of neighbours, and a prefix tree. */
 struct gvocab {
@@ -131,14 +143,9 @@ struct gvocab {
     int32_t n_sorted;
     uint16_t *lcp;                /* common prefix of sorted[i - 1] and sorted[i] */
     int32_t max_len;
-    /* the prefix tree in preorder: node i's subtree is i .. end[i] - 1 */
+    /* the prefix tree in preorder, n_trie nodes and a last one past them */
     int32_t n_trie;
-    int32_t *trie_end;
-    int32_t *trie_tok_lo;         /* tokens ending here: sorted[tok_lo .. tok_hi) */
-    int32_t *trie_tok_hi;
-    int32_t *trie_sub_hi;         /* tokens of the subtree: sorted[tok_lo .. sub_hi) */
-    uint16_t *trie_depth;         /* bytes of the node's prefix (the root's children: 1) */
-    unsigned char *trie_byte;
+    struct gtrie_node *trie;
     int32_t *eog;                 /* end-of-generation tokens */
     int32_t n_eog;
     uint64_t *universe;           /* bitset of maskable tokens */
@@ -196,7 +203,6 @@ struct gmask_work {
     struct gset *sets;     /* max_len + 1 */
     int32_t n_sets;
     uint64_t *tmp;         /* a bitset */
-    uint8_t *cls;          /* per sorted token */
     struct garena sim;     /* for cache entries */
     struct gdfa *dfa;
     int32_t dfa_max_tables; /* transition tables kept at once (0: the default) */

@@ -63,12 +63,7 @@ void gvocab_free(struct gvocab *v)
     free(v->kind);
     free(v->sorted);
     free(v->lcp);
-    free(v->trie_end);
-    free(v->trie_tok_lo);
-    free(v->trie_tok_hi);
-    free(v->trie_sub_hi);
-    free(v->trie_depth);
-    free(v->trie_byte);
+    free(v->trie);
     free(v->eog);
     free(v->universe);
     memset(v, 0, sizeof *v);
@@ -138,15 +133,9 @@ hearth_status gvocab_build(int32_t n_tokens, const char *const *pieces, const si
     free(items);
 
     /* the prefix tree: one node per distinct prefix, in preorder */
-    v->trie_end = hearth_malloc((n_nodes + 1) * sizeof *v->trie_end, "grammar vocabulary");
-    v->trie_tok_lo = hearth_malloc((n_nodes + 1) * sizeof *v->trie_tok_lo, "grammar vocabulary");
-    v->trie_tok_hi = hearth_malloc((n_nodes + 1) * sizeof *v->trie_tok_hi, "grammar vocabulary");
-    v->trie_sub_hi = hearth_malloc((n_nodes + 1) * sizeof *v->trie_sub_hi, "grammar vocabulary");
-    v->trie_depth = hearth_malloc((n_nodes + 1) * sizeof *v->trie_depth, "grammar vocabulary");
-    v->trie_byte = hearth_malloc(n_nodes + 1, "grammar vocabulary");
+    v->trie = hearth_malloc((n_nodes + 1) * sizeof *v->trie, "grammar vocabulary");
     int32_t *open = hearth_malloc(((size_t)v->max_len + 2) * sizeof *open, "grammar vocabulary");
-    if (!v->trie_end || !v->trie_tok_lo || !v->trie_tok_hi || !v->trie_sub_hi || !v->trie_depth ||
-        !v->trie_byte || !open) {
+    if (!v->trie || !open) {
         free(open);
         gvocab_free(v);
         return HEARTH_E_NOMEM;
@@ -156,26 +145,15 @@ hearth_status gvocab_build(int32_t n_tokens, const char *const *pieces, const si
         int32_t t = v->sorted[i];
         const unsigned char *p = v->bytes + v->off[t];
         int32_t len = (int32_t)v->len[t], l = v->lcp[i];
-        while (depth > l) {
-            int32_t k = open[depth--];
-            v->trie_end[k] = nn;
-            v->trie_sub_hi[k] = i;
-        }
+        while (depth > l) v->trie[open[depth--]].end = nn;
         for (int32_t d = depth + 1; d <= len; d++) {
-            v->trie_byte[nn] = p[d - 1];
-            v->trie_depth[nn] = (uint16_t)d;
-            v->trie_tok_lo[nn] = i;
-            v->trie_tok_hi[nn] = i;
+            v->trie[nn] = (struct gtrie_node){.byte = p[d - 1], .depth = (uint16_t)d, .tok_lo = i};
             open[d] = nn++;
         }
         depth = len;
-        v->trie_tok_hi[open[len]] = i + 1;
     }
-    while (depth > 0) {
-        int32_t k = open[depth--];
-        v->trie_end[k] = nn;
-        v->trie_sub_hi[k] = n;
-    }
+    while (depth > 0) v->trie[open[depth--]].end = nn;
+    v->trie[nn] = (struct gtrie_node){.depth = 0, .end = nn, .tok_lo = n};
     v->n_trie = nn;
     free(open);
     return HEARTH_OK;
@@ -323,6 +301,8 @@ struct gdfa {
     uint16_t *ctx_d;         /* the split depths of the path */
     struct urange *ranges;
     int32_t n_ranges, cap_ranges;
+    int32_t (*acc)[2];       /* accepted tokens: sorted[lo .. hi), increasing */
+    int32_t n_acc, cap_acc;
     uint16_t *splits;
     size_t n_splits, cap_splits;
 };
@@ -341,6 +321,7 @@ static void dfa_free(struct gdfa *d)
     free(d->ctx_n);
     free(d->ctx_d);
     free(d->ranges);
+    free(d->acc);
     free(d->splits);
     free(d);
 }
@@ -369,6 +350,7 @@ static void dfa_reset(struct gdfa *d)
     d->n_ids = 0;
     d->n_tables = 0;
     d->n_ranges = 0;
+    d->n_acc = 0;
     d->n_splits = 0;
     memset(d->slots, 0xff, ((size_t)d->slot_mask + 1) * sizeof *d->slots);
 }
@@ -509,9 +491,8 @@ hearth_status gmask_work_init(struct gmask_work *w, const struct gvocab *v)
     w->n_sets = v->max_len + 2;
     w->sets = hearth_calloc((size_t)w->n_sets, sizeof *w->sets, "grammar mask buffers");
     w->tmp = hearth_malloc(bitset_words(v->n_tokens) * sizeof(uint64_t), "grammar mask buffers");
-    w->cls = hearth_malloc((size_t)v->n_sorted + 1, "grammar mask buffers");
     w->dfa = dfa_new(v->max_len);
-    hearth_status st = (w->sets && w->tmp && w->cls && w->dfa) ? HEARTH_OK : HEARTH_E_NOMEM;
+    hearth_status st = (w->sets && w->tmp && w->dfa) ? HEARTH_OK : HEARTH_E_NOMEM;
     if (!st) st = garena_init(&w->sim);
     if (st) gmask_work_free(w);
     return st;
@@ -523,7 +504,6 @@ void gmask_work_free(struct gmask_work *w)
         for (int32_t i = 0; i < w->n_sets; i++) gset_free(&w->sets[i]);
     free(w->sets);
     free(w->tmp);
-    free(w->cls);
     dfa_free(w->dfa);
     garena_free(&w->sim);
     memset(w, 0, sizeof *w);
@@ -531,14 +511,10 @@ void gmask_work_free(struct gmask_work *w)
 
 /* ---- computing an entry ------------------------------------------------ */
 
-enum { CLS_REJECT = 0, CLS_ACCEPT = 1, CLS_UNCERTAIN = 2 };
-
 /* Tokens sorted[lo .. hi) are uncertain, leaving the key after the depths
  * ctx_d[0 .. n_split). */
-static hearth_status mark_uncertain(struct gdfa *d, uint8_t *cls, int32_t lo, int32_t hi,
-                                    int32_t n_split)
+static hearth_status mark_uncertain(struct gdfa *d, int32_t lo, int32_t hi, int32_t n_split)
 {
-    memset(cls + lo, CLS_UNCERTAIN, (size_t)(hi - lo));
     uint32_t split = (uint32_t)d->n_splits;
     const struct urange *prev = d->n_ranges ? &d->ranges[d->n_ranges - 1] : NULL;
     if (prev && prev->n_split == n_split &&
@@ -567,9 +543,29 @@ static hearth_status mark_uncertain(struct gdfa *d, uint8_t *cls, int32_t lo, in
     return HEARTH_OK;
 }
 
-/* Walk the prefix tree from the stack the key describes, classifying
- * every token into w->cls and noting, for the uncertain ones, where they
- * leave the key (w->dfa's ranges). */
+/* Tokens sorted[lo .. hi) are accepted (after every range before). */
+static hearth_status mark_accepted(struct gdfa *d, int32_t lo, int32_t hi)
+{
+    if (d->n_acc && d->acc[d->n_acc - 1][1] == lo) {
+        d->acc[d->n_acc - 1][1] = hi;
+        return HEARTH_OK;
+    }
+    if (d->n_acc == d->cap_acc) {
+        int32_t cap = d->cap_acc ? 2 * d->cap_acc : 256;
+        int32_t(*r)[2] = hearth_realloc(d->acc, (size_t)cap * sizeof *r, "grammar mask buffers");
+        if (!r) return HEARTH_E_NOMEM;
+        d->acc = r;
+        d->cap_acc = cap;
+    }
+    d->acc[d->n_acc][0] = lo;
+    d->acc[d->n_acc][1] = hi;
+    d->n_acc++;
+    return HEARTH_OK;
+}
+
+/* Walk the prefix tree from the stack the key describes, noting the
+ * accepted tokens and the uncertain ones with where they leave the key
+ * (in w->dfa); every other token is refused. */
 static hearth_status classify(const struct grammar_ir *g, const struct gvocab *v, const int32_t *key,
                               struct gmask_work *w)
 {
@@ -583,29 +579,30 @@ static hearth_status classify(const struct grammar_ir *g, const struct gvocab *v
         if (key[i] >= 0) HEARTH_TRY(garena_node(a, key[i], cur, &cur));
     HEARTH_TRY(dfa_intern(d, &cur, 1, &d->path[0]));
     d->ctx_n[0] = 0;
-    memset(w->cls, CLS_REJECT, (size_t)v->n_sorted);
+    const struct gtrie_node *trie = v->trie;
     int32_t i = 0;
     while (i < v->n_trie) {
-        const int32_t dep = v->trie_depth[i];
-        int32_t q;
-        HEARTH_TRY(dfa_step(g, a, d, max_tables, d->path[dep - 1], v->trie_byte[i], &q));
+        const struct gtrie_node node = trie[i];
+        const int32_t dep = node.depth, from = d->path[dep - 1];
+        const int32_t table = d->st[from].table;
+        int32_t q = table >= 0 ? d->tables[(size_t)table * 256 + node.byte] : -1;
+        if (q < 0) HEARTH_TRY(dfa_step(g, a, d, max_tables, from, node.byte, &q));
         d->path[dep] = q;
-        const struct dstate s = d->st[q];
+        const int32_t n_stacks = d->st[q].n, flags = d->st[q].flags;
         int32_t nc = d->ctx_n[dep - 1];
-        if (s.n == 0) {
-            if (nc) HEARTH_TRY(mark_uncertain(d, w->cls, v->trie_tok_lo[i], v->trie_sub_hi[i], nc));
-            i = v->trie_end[i];
+        if (n_stacks == 0) {
+            if (nc) HEARTH_TRY(mark_uncertain(d, node.tok_lo, trie[node.end].tok_lo, nc));
+            i = node.end;
             continue;
         }
-        if (s.flags & DS_CONTEXT) d->ctx_d[nc++] = (uint16_t)dep;
+        if (flags & DS_CONTEXT) d->ctx_d[nc++] = (uint16_t)dep;
         d->ctx_n[dep] = nc;
-        if (v->trie_tok_hi[i] > v->trie_tok_lo[i])
-            memset(w->cls + v->trie_tok_lo[i], CLS_ACCEPT,
-                   (size_t)(v->trie_tok_hi[i] - v->trie_tok_lo[i]));
-        if (!(s.flags & DS_STACK)) {
-            if (nc && v->trie_sub_hi[i] > v->trie_tok_hi[i])
-                HEARTH_TRY(mark_uncertain(d, w->cls, v->trie_tok_hi[i], v->trie_sub_hi[i], nc));
-            i = v->trie_end[i];
+        const int32_t tok_hi = trie[i + 1].tok_lo;
+        if (tok_hi > node.tok_lo) HEARTH_TRY(mark_accepted(d, node.tok_lo, tok_hi));
+        if (!(flags & DS_STACK)) {
+            const int32_t sub_hi = trie[node.end].tok_lo;
+            if (nc && sub_hi > tok_hi) HEARTH_TRY(mark_uncertain(d, tok_hi, sub_hi, nc));
+            i = node.end;
             continue;
         }
         i++;
@@ -699,11 +696,10 @@ static hearth_status entry_build(const struct grammar_ir *g, const struct gvocab
                                  struct gcache_entry **out)
 {
     HEARTH_TRY(classify(g, v, key, w));
+    const struct gdfa *d = w->dfa;
     int32_t n_acc = 0, n_unc = 0;
-    for (int32_t i = 0; i < v->n_sorted; i++) {
-        n_acc += w->cls[i] == CLS_ACCEPT;
-        n_unc += w->cls[i] == CLS_UNCERTAIN;
-    }
+    for (int32_t r = 0; r < d->n_acc; r++) n_acc += d->acc[r][1] - d->acc[r][0];
+    for (int32_t r = 0; r < d->n_ranges; r++) n_unc += d->ranges[r].hi - d->ranges[r].lo;
     struct gcache_entry *e = hearth_calloc(1, sizeof *e, "a grammar cache entry");
     if (!e) return HEARTH_E_NOMEM;
     memcpy(e->key, key, sizeof e->key);
@@ -727,19 +723,26 @@ static hearth_status entry_build(const struct grammar_ir *g, const struct gvocab
         e->ids = hearth_malloc((size_t)e->n_ids * sizeof *e->ids, "a grammar cache entry");
         if (!e->ids) st = HEARTH_E_NOMEM;
     }
-    if (!st) st = entry_tails(v, w->dfa, e);
+    if (!st) st = entry_tails(v, d, e);
     if (st) {
         entry_free(e);
         return st;
     }
+    const int32_t *sorted = v->sorted;
     int32_t k = 0;
-    for (int32_t i = 0; i < v->n_sorted; i++) {
-        const int32_t t = v->sorted[i];
-        const bool acc = w->cls[i] == CLS_ACCEPT;
-        if (e->kind == GCACHE_BITSET) {
-            if (acc) e->bits[t >> 6] |= (uint64_t)1 << (t & 63);
-        } else if ((e->kind == GCACHE_ACCEPT_LIST) == acc) {
-            e->ids[k++] = t;
+    if (e->kind == GCACHE_BITSET) {
+        for (int32_t r = 0; r < d->n_acc; r++)
+            for (int32_t i = d->acc[r][0]; i < d->acc[r][1]; i++)
+                e->bits[sorted[i] >> 6] |= (uint64_t)1 << (sorted[i] & 63);
+    } else if (e->kind == GCACHE_ACCEPT_LIST) {
+        for (int32_t r = 0; r < d->n_acc; r++)
+            for (int32_t i = d->acc[r][0]; i < d->acc[r][1]; i++) e->ids[k++] = sorted[i];
+    } else {
+        int32_t lo = 0;
+        for (int32_t r = 0; r <= d->n_acc; r++) {
+            const int32_t hi = r < d->n_acc ? d->acc[r][0] : v->n_sorted;
+            for (int32_t i = lo; i < hi; i++) e->ids[k++] = sorted[i];
+            if (r < d->n_acc) lo = d->acc[r][1];
         }
     }
     *out = e;
