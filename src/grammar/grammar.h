@@ -244,6 +244,9 @@ void grammar_matcher_free(struct grammar_matcher *m);
 hearth_status grammar_matcher_reset(struct grammar_matcher *m);
 /* The allowed tokens (a bitset of the grammar's n_tokens bits). */
 hearth_status grammar_matcher_mask(struct grammar_matcher *m, const uint64_t **mask_out);
+/* The allowed tokens by simulating every token (the reference for the
+ * tests), into mask (n_tokens bits). */
+hearth_status grammar_matcher_mask_brute(struct grammar_matcher *m, uint64_t *mask);
 /* Advance over a token; HEARTH_E_INVALID when the grammar does not allow it. */
 hearth_status grammar_matcher_accept(struct grammar_matcher *m, int32_t token);
 /* Whether the grammar is complete and nothing may follow. */
