@@ -214,7 +214,8 @@ static const char mask_schema[] =
     "\"maxLength\":3},\"maxItems\":3},\"note\":{\"type\":[\"string\",\"null\"]}},\"required\":[\"name\"]}";
 
 /* Loop index i: grammar i / 2; odd i keep one transition table at a time
- * in an entry's walk (every other step drops them all). */
+ * in an entry's walk (every other step drops them all) and start the
+ * automaton afresh at every entry; even ones keep it across entries. */
 START_TEST(test_mask_matches_brute_force)
 {
     const int gi = _i / 2;
@@ -236,7 +237,7 @@ START_TEST(test_mask_matches_brute_force)
     ck_assert_int_eq(gcache_new(&cache), HEARTH_OK);
     struct gmask_work w;
     ck_assert_int_eq(gmask_work_init(&w, &v), HEARTH_OK);
-    if (_i % 2) w.dfa_max_tables = 1;
+    if (_i % 2) w.dfa_max_tables = w.dfa_max_states = 1;
     struct garena a, spare;
     ck_assert_int_eq(garena_init(&a), HEARTH_OK);
     ck_assert_int_eq(garena_init(&spare), HEARTH_OK);
@@ -311,7 +312,7 @@ static bool mask_after(const char *gbnf, const char *prefix, const char *const *
     ck_assert_int_eq(gcache_new(&cache), HEARTH_OK);
     struct gmask_work w;
     ck_assert_int_eq(gmask_work_init(&w, &v), HEARTH_OK);
-    w.dfa_max_tables = max_tables;
+    w.dfa_max_tables = w.dfa_max_states = max_tables;
     struct garena a;
     ck_assert_int_eq(garena_init(&a), HEARTH_OK);
     struct gset set = {0}, next = {0};

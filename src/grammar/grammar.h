@@ -203,9 +203,10 @@ struct gmask_work {
     struct gset *sets;     /* max_len + 1 */
     int32_t n_sets;
     uint64_t *tmp;         /* a bitset */
-    struct garena sim;     /* for cache entries */
+    struct garena sim;     /* the automaton's stacks */
     struct gdfa *dfa;
     int32_t dfa_max_tables; /* transition tables kept at once (0: the default) */
+    int32_t dfa_max_states; /* states past which it starts afresh (0: the default) */
 };
 
 hearth_status gmask_work_init(struct gmask_work *w, const struct gvocab *v);

@@ -307,7 +307,12 @@ struct gdfa {
     size_t n_splits, cap_splits;
 };
 
+/* Transition tables kept at once (1 KiB each), and the states (and nodes
+ * of the simulation arena) past which the automaton starts afresh at the
+ * next entry. */
 #define DFA_DEFAULT_TABLES 1024
+#define DFA_DEFAULT_STATES 4096
+#define DFA_MAX_NODES (1 << 18)
 
 static void dfa_free(struct gdfa *d)
 {
@@ -344,15 +349,14 @@ static struct gdfa *dfa_new(int32_t max_len)
     return d;
 }
 
-static void dfa_reset(struct gdfa *d)
+/* Forget every state (the simulation arena is emptied with them). */
+static void dfa_reset(struct gdfa *d, struct garena *a)
 {
     d->n_st = 0;
     d->n_ids = 0;
     d->n_tables = 0;
-    d->n_ranges = 0;
-    d->n_acc = 0;
-    d->n_splits = 0;
     memset(d->slots, 0xff, ((size_t)d->slot_mask + 1) * sizeof *d->slots);
+    garena_truncate(a, 0);
 }
 
 static uint32_t ids_hash(const int32_t *ids, int32_t n)
@@ -572,8 +576,14 @@ static hearth_status classify(const struct grammar_ir *g, const struct gvocab *v
     struct garena *a = &w->sim;
     struct gdfa *d = w->dfa;
     const int32_t max_tables = w->dfa_max_tables > 0 ? w->dfa_max_tables : DFA_DEFAULT_TABLES;
-    garena_truncate(a, 0);
-    dfa_reset(d);
+    const int32_t max_states = w->dfa_max_states > 0 ? w->dfa_max_states : DFA_DEFAULT_STATES;
+    /* the automaton carries over from the entries before: neighbouring
+     * keys (the positions of a repetition, one after the other) reach the
+     * same sets */
+    if (d->n_st >= max_states || a->n >= DFA_MAX_NODES) dfa_reset(d, a);
+    d->n_ranges = 0;
+    d->n_acc = 0;
+    d->n_splits = 0;
     int32_t cur = key[GCACHE_DEPTH] == GSTACK_CONTEXT ? GSTACK_CONTEXT : GSTACK_EMPTY;
     for (int i = GCACHE_DEPTH - 1; i >= 0; i--)
         if (key[i] >= 0) HEARTH_TRY(garena_node(a, key[i], cur, &cur));
@@ -607,7 +617,6 @@ static hearth_status classify(const struct grammar_ir *g, const struct gvocab *v
         }
         i++;
     }
-    garena_truncate(a, 0);
     return HEARTH_OK;
 }
 
@@ -730,7 +739,16 @@ static hearth_status entry_build(const struct grammar_ir *g, const struct gvocab
     }
     const int32_t *sorted = v->sorted;
     int32_t k = 0;
-    if (e->kind == GCACHE_BITSET) {
+    if (e->kind == GCACHE_BITSET && n_acc > v->n_sorted / 2) {
+        /* all maskable tokens but those between the accepted ranges */
+        memcpy(e->bits, v->universe, bitset_words(v->n_tokens) * sizeof *e->bits);
+        int32_t lo = 0;
+        for (int32_t r = 0; r <= d->n_acc; r++) {
+            const int32_t hi = r < d->n_acc ? d->acc[r][0] : v->n_sorted;
+            for (int32_t i = lo; i < hi; i++) e->bits[sorted[i] >> 6] &= ~((uint64_t)1 << (sorted[i] & 63));
+            if (r < d->n_acc) lo = d->acc[r][1];
+        }
+    } else if (e->kind == GCACHE_BITSET) {
         for (int32_t r = 0; r < d->n_acc; r++)
             for (int32_t i = d->acc[r][0]; i < d->acc[r][1]; i++)
                 e->bits[sorted[i] >> 6] |= (uint64_t)1 << (sorted[i] & 63);
