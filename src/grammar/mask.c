@@ -12,18 +12,22 @@
  *   - the tokens the key's positions accept whatever lies below them,
  *   - the tokens that are refused before the walk ever reaches below,
  *   - and the uncertain rest, which leave the key part way through and so
- *     depend on the stack below.
+ *     depend on the stack below: for these the entry keeps their tails,
+ *     the bytes left after each point where the key's positions are all
+ *     complete (distinct tails in byte order, each with its tokens).
  *
  * A mask is then the union, over the stacks of the state, of the accepted
  * tokens (a list, the complement of a list, or a bitset, whichever is
- * smallest) and of the uncertain tokens that the whole stack accepts,
- * checked by a walk over just them that shares their common prefixes.
- * End-of-generation tokens are allowed exactly when a stack is empty
- * (the root rule may end there).
+ * smallest) and of the uncertain tokens with a tail that the stack below
+ * the key accepts, checked by a walk over just the tails that shares
+ * their common prefixes.  End-of-generation tokens are allowed exactly
+ * when a stack is empty (the root rule may end there).
  *
- * Entries are computed the first time a key is met, under the cache's
- * lock, and never change afterwards; every matcher of a grammar shares
- * them.
+ * An entry's walk steps sets of stacks through an automaton built as it
+ * goes (see "the walk's automaton").  Entries are computed the first time
+ * a key is met (outside the cache's lock; a second thread computing the
+ * same key keeps the first one's) and never change afterwards; every
+ * matcher of a grammar shares them.
  */
 #include "internal.h"
 
@@ -267,7 +271,9 @@ static hearth_status cache_insert_locked(struct gcache *c, struct gcache_entry *
  * the simulation arena (hash-consed nodes, so a set is its sorted node
  * ids), and a state met a second time gets a table of its transitions,
  * filled on demand.  Tables are dropped all at once when there are too
- * many; states and their sets stay for the whole walk. */
+ * many; states and their sets stay, and carry over to the matcher's next
+ * entry (the simulation arena is shared by all of them, so equal stacks
+ * are equal nodes across keys), until there are too many of those. */
 
 enum { DS_CONTEXT = 1, DS_STACK = 2 };
 
