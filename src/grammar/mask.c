@@ -293,6 +293,7 @@ struct urange {
 };
 
 struct gdfa {
+    const struct grammar_ir *g;  /* the grammar its states are of */
     struct dstate *st;
     int32_t n_st, cap_st;
     int32_t *ids;
@@ -586,7 +587,10 @@ static hearth_status classify(const struct grammar_ir *g, const struct gvocab *v
     /* the automaton carries over from the entries before: neighbouring
      * keys (the positions of a repetition, one after the other) reach the
      * same sets */
-    if (d->n_st >= max_states || a->n >= DFA_MAX_NODES) dfa_reset(d, a);
+    if (d->n_st >= max_states || a->n >= DFA_MAX_NODES || d->g != g) {
+        dfa_reset(d, a);
+        d->g = g;
+    }
     d->n_ranges = 0;
     d->n_acc = 0;
     d->n_splits = 0;
