@@ -144,7 +144,11 @@ static void random_vocab(test_rng *rng, int32_t n, const char *alphabet, struct 
     uint8_t *kinds = calloc((size_t)n, 1);
     static const char *extra[] = {"\xc3\xa9", "\xc3", "\xa9", "\xe2\x82\xac", "\xe2\x82", "\x82\xac",
                                   "\xf0\x9f\x98\x80", "\xf0\x9f", "\x98\x80", "\\u00", "\"", "\",",
-                                  "\":", "\": \"", "\n", "  "};
+                                  "\":", "\": \"", "\n", "  ", "\"}", "\"]", "\"),", ", \"",
+                                  "\xc3\"", "\"\xa9", "\"}\n", "\")\")"};
+    /* tokens that leave a key at more than one depth (see the grammars) */
+    static const char *fixed[] = {"a\"x", "a\"\"x", "b2\"x", "c\"1\"x", "[a\"x", "a21\"x", "\xc3\xa9\"}",
+                                  "\"},\"", "a\xc3", "c\"\xc3"};
     size_t na = strlen(alphabet);
     for (int32_t t = 0; t < n; t++) {
         char buf[16];
@@ -153,6 +157,10 @@ static void random_vocab(test_rng *rng, int32_t n, const char *alphabet, struct 
             kinds[t] = GTOK_EOG;
         } else if (t == 1) {
             kinds[t] = GTOK_NONE; /* a control token */
+        } else if (t - 2 < (int32_t)HEARTH_ARRAY_LEN(fixed)) {
+            len = strlen(fixed[t - 2]);
+            memcpy(buf, fixed[t - 2], len);
+            kinds[t] = GTOK_TEXT;
         } else {
             int k = 1 + (int)(test_rng_next(rng) % 4);
             for (int i = 0; i < k && len < 10; i++) {
@@ -189,23 +197,47 @@ static const char *const mask_grammars[] = {
     "root ::= \"[\" item (\", \" item)* \"]\"\nitem ::= [a-z\\u00e9\\u20ac]{1,5} | \"\\\"\" [^\"\\n]* \"\\\"\"\n",
     /* ambiguity */
     "root ::= (\"ab\" | \"a\" \"b\" | \"a\" [b-c])* \"x\"?\n",
+    /* quoted strings whose closing tokens carry what follows: tokens leave
+     * the cached key part way, at one or several depths */
+    "root ::= \"(\" item (\", \" item)* \")\"\nitem ::= \"\\\"\" [^\"]* \"\\\"\" (\":\" item)? | \"(\" item \")\" | [a-c]\n",
+    /* short rules nested deeply, ending one after the other */
+    "root ::= a+\na ::= \"(\" b \")\" | b\nb ::= c \"x\"? \"}\"?\nc ::= [a-c\\u00e9] \"\\\"\"? | \"[\" a \"]\"\n",
+    /* the top three frames may all end after one byte or after two */
+    "root ::= item+\nitem ::= p \"\\\"x\" | p \"1x\" | \"y\"\np ::= \"[\" q\nq ::= r \"1\"?\nr ::= s \"2\"?\ns ::= [a-c] \"\\\"\"?\n",
+    /* a JSON-schema grammar (set below) */
+    "",
 };
 
+static const char mask_schema[] =
+    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\","
+    "\"minimum\":0,\"maximum\":150},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\","
+    "\"maxLength\":3},\"maxItems\":3},\"note\":{\"type\":[\"string\",\"null\"]}},\"required\":[\"name\"]}";
+
+/* Loop index i: grammar i / 2; odd i keep one transition table at a time
+ * in an entry's walk (every other step drops them all) and start the
+ * automaton afresh at every entry; even ones keep it across entries. */
 START_TEST(test_mask_matches_brute_force)
 {
-    const char *gbnf = mask_grammars[_i];
+    const int gi = _i / 2;
+    const char *gbnf = mask_grammars[gi];
+    char *schema_text = NULL;
     if (!gbnf) gbnf = json_object_gbnf;
+    if (!*gbnf) {
+        ck_assert_int_eq(json_schema_to_gbnf(mask_schema, strlen(mask_schema), &schema_text), HEARTH_OK);
+        gbnf = schema_text;
+    }
     struct grammar_ir ir;
     ck_assert_msg(grammar_ir_parse(gbnf, strlen(gbnf), NULL, &ir) == HEARTH_OK, "%s",
                   hearth_last_error());
     test_rng rng;
-    test_rng_seed(&rng, 1234 + (uint64_t)_i);
+    test_rng_seed(&rng, 1234 + (uint64_t)gi);
     struct gvocab v;
     random_vocab(&rng, 600, "0123456789+-*/()[]{}, :\"abcxyz\\n.eEtrufalsn", &v);
     struct gcache *cache;
     ck_assert_int_eq(gcache_new(&cache), HEARTH_OK);
     struct gmask_work w;
     ck_assert_int_eq(gmask_work_init(&w, &v), HEARTH_OK);
+    if (_i % 2) w.dfa_max_tables = w.dfa_max_states = 1;
     struct garena a, spare;
     ck_assert_int_eq(garena_init(&a), HEARTH_OK);
     ck_assert_int_eq(garena_init(&spare), HEARTH_OK);
@@ -221,8 +253,8 @@ START_TEST(test_mask_matches_brute_force)
             ck_assert_int_eq(gmask_brute(&ir, &v, &a, &set, slow), HEARTH_OK);
             for (int32_t t = 0; t < v.n_tokens; t++) {
                 bool f = (fast[t >> 6] >> (t & 63)) & 1, s = (slow[t >> 6] >> (t & 63)) & 1;
-                ck_assert_msg(f == s, "grammar %d walk %d step %d token %d (\"%.*s\"): fast %d brute %d",
-                              _i, walk, step, t, (int)v.len[t], v.bytes + v.off[t], f, s);
+                ck_assert_msg(f == s, "grammar %d (tables %d) walk %d step %d token %d (\"%.*s\"): fast %d brute %d",
+                              gi, w.dfa_max_tables, walk, step, t, (int)v.len[t], v.bytes + v.off[t], f, s);
             }
             checked++;
             /* a random allowed text token advances the state */
@@ -251,6 +283,101 @@ START_TEST(test_mask_matches_brute_force)
     gcache_free(cache);
     gvocab_free(&v);
     grammar_ir_free(&ir);
+    free(schema_text);
+}
+END_TEST
+
+/* The mask after the bytes `prefix` against the brute-force mask, on a
+ * vocabulary of the given tokens (with an end-of-generation token 0);
+ * returns whether token `want` (an index into toks) is allowed. */
+static bool mask_after(const char *gbnf, const char *prefix, const char *const *toks, int n_toks,
+                       int want, int max_tables)
+{
+    struct grammar_ir ir;
+    ck_assert_msg(grammar_ir_parse(gbnf, strlen(gbnf), NULL, &ir) == HEARTH_OK, "%s", hearth_last_error());
+    const int32_t n = n_toks + 1;
+    const char **pieces = calloc((size_t)n, sizeof *pieces);
+    size_t *lens = calloc((size_t)n, sizeof *lens);
+    uint8_t *kinds = calloc((size_t)n, 1);
+    pieces[0] = "";
+    kinds[0] = GTOK_EOG;
+    for (int i = 0; i < n_toks; i++) {
+        pieces[i + 1] = toks[i];
+        lens[i + 1] = strlen(toks[i]);
+        kinds[i + 1] = GTOK_TEXT;
+    }
+    struct gvocab v;
+    ck_assert_int_eq(gvocab_build(n, pieces, lens, kinds, &v), HEARTH_OK);
+    struct gcache *cache;
+    ck_assert_int_eq(gcache_new(&cache), HEARTH_OK);
+    struct gmask_work w;
+    ck_assert_int_eq(gmask_work_init(&w, &v), HEARTH_OK);
+    w.dfa_max_tables = w.dfa_max_states = max_tables;
+    struct garena a;
+    ck_assert_int_eq(garena_init(&a), HEARTH_OK);
+    struct gset set = {0}, next = {0};
+    ck_assert_int_eq(gset_initial(&ir, &a, &set), HEARTH_OK);
+    ck_assert_int_eq(gset_advance_bytes(&ir, &a, &set, (const unsigned char *)prefix, strlen(prefix), &next),
+                     HEARTH_OK);
+    ck_assert_msg(next.n > 0, "%s refuses \"%s\"", gbnf, prefix);
+    uint64_t fast[4] = {0}, slow[4] = {0};
+    ck_assert_int_lt(n, 256);
+    /* twice: the second mask comes from the cache */
+    for (int round = 0; round < 2; round++) {
+        ck_assert_int_eq(gmask_compute(&ir, &v, cache, &a, &next, &w, fast), HEARTH_OK);
+        ck_assert_int_eq(gmask_brute(&ir, &v, &a, &next, slow), HEARTH_OK);
+        for (int32_t t = 0; t < n; t++) {
+            bool f = (fast[t >> 6] >> (t & 63)) & 1, sl = (slow[t >> 6] >> (t & 63)) & 1;
+            ck_assert_msg(f == sl, "%s after \"%s\" (tables %d, round %d): token \"%s\" fast %d brute %d", gbnf,
+                          prefix, max_tables, round, t ? toks[t - 1] : "<eog>", f, sl);
+        }
+    }
+    bool allowed = (slow[(want + 1) >> 6] >> ((want + 1) & 63)) & 1;
+    gset_free(&set);
+    gset_free(&next);
+    garena_free(&a);
+    gmask_work_free(&w);
+    gcache_free(cache);
+    gvocab_free(&v);
+    grammar_ir_free(&ir);
+    free(pieces);
+    free(lens);
+    free(kinds);
+    return allowed;
+}
+
+/* Tokens that finish the cached key's positions part way, some at more
+ * than one depth (the key's frames may all end after one byte and after
+ * two), some inside a UTF-8 character, some only by the stack below. */
+START_TEST(test_mask_tails)
+{
+    static const char *const toks[] = {
+        "a\"x", "a\"\"x", "a1x", "a\"1x", "a2\"x", "a", "\"x", "x", "a\"", "[", "[a\"x", "a12\"x",
+        "a\xc3", "\xc3\xa9\"x", "\xc3\xa9", "\xa9\"x", "\xa9", "\"", "\"1x", "1x", "a\"\xc3", "\xc3", "a21\"x",
+    };
+    const int n = (int)HEARTH_ARRAY_LEN(toks);
+    /* after "[": s's frame ends after "a" or after "a\"", and so do r's and
+     * q's; what follows is item's "\"x" or "1x" */
+    const char *deep = "root ::= item+\nitem ::= p \"\\\"x\" | p \"1x\" | \"y\"\np ::= \"[\" q\n"
+                       "q ::= r \"1\"?\nr ::= s \"2\"?\ns ::= [a-c\\u00e9] \"\\\"\"?\n";
+    for (int tables = 0; tables <= 1; tables++) {
+        ck_assert(mask_after(deep, "[", toks, n, 0, tables));  /* a"x: the tail "x after one byte */
+        ck_assert(mask_after(deep, "[", toks, n, 1, tables));  /* a""x: "x after two */
+        ck_assert(mask_after(deep, "[", toks, n, 3, tables));  /* a"1x: 1x after two */
+        ck_assert(mask_after(deep, "[", toks, n, 4, tables));  /* a2"x */
+        ck_assert(!mask_after(deep, "[", toks, n, 11, tables)); /* a12"x: q's 1 comes after r's 2 */
+        ck_assert(mask_after(deep, "[", toks, n, 22, tables));  /* a21"x */
+        ck_assert(mask_after(deep, "[", toks, n, 13, tables)); /* é"x */
+        ck_assert(mask_after(deep, "[\xc3", toks, n, 15, tables)); /* inside é: \xa9"x */
+        ck_assert(!mask_after(deep, "[", toks, n, 12, tables)); /* a\xc3: no such character */
+        ck_assert(mask_after(deep, "[a", toks, n, 17, tables)); /* " alone */
+        ck_assert(mask_after(deep, "[a\"", toks, n, 6, tables)); /* "x after the quote */
+        ck_assert(!mask_after(deep, "[a\"", toks, n, 0, tables));
+        /* a string closed by a token that carries what follows it */
+        const char *str = "root ::= \"(\" v (\",\" v)* \")\"\nv ::= \"\\\"\" [^\"]* \"\\\"\" | \"[\" v \"]\"\n";
+        ck_assert(!mask_after(str, "([\"a", toks, n, 0, tables));
+        ck_assert(mask_after(str, "(\"", toks, n, 5, tables));
+    }
 }
 END_TEST
 
@@ -428,6 +555,81 @@ START_TEST(test_real_vocab)
 }
 END_TEST
 
+/* Masks through the matcher against the brute-force mask on a real
+ * vocabulary, along seeded walks of a JSON-schema grammar and JSON mode
+ * that pick structural tokens (quotes, brackets, commas) half the time,
+ * so strings close and objects nest. */
+static void real_vocab_walks(const char *vocab_file)
+{
+    const char *path = test_data_path(vocab_file);
+    if (!path) return;
+    hearth_gguf *gguf;
+    ck_assert_int_eq(hearth_gguf_open(path, &gguf), HEARTH_OK);
+    hearth_vocab *vocab;
+    ck_assert_int_eq(hearth_vocab_load(gguf, NULL, &vocab), HEARTH_OK);
+    hearth_gguf_close(gguf);
+    const int32_t n_tokens = hearth_vocab_n_tokens(vocab);
+    const size_t words = ((size_t)n_tokens + 63) / 64;
+    uint64_t *slow = calloc(words, 8);
+    int32_t *allowed = malloc((size_t)n_tokens * sizeof *allowed);
+    int32_t *structural = malloc((size_t)n_tokens * sizeof *structural);
+    test_rng rng;
+    test_rng_seed(&rng, 77);
+    for (int gi = 0; gi < 2; gi++) {
+        hearth_grammar *g;
+        if (gi == 0)
+            ck_assert_msg(hearth_grammar_from_json_schema(vocab, mask_schema, strlen(mask_schema), &g) ==
+                              HEARTH_OK, "%s", hearth_last_error());
+        else
+            ck_assert_int_eq(hearth_grammar_json_object(vocab, &g), HEARTH_OK);
+        for (int walk = 0; walk < 2; walk++) {
+            struct grammar_matcher *m;
+            ck_assert_int_eq(grammar_matcher_new(g, &m), HEARTH_OK);
+            for (int step = 0; step < 12 && !grammar_matcher_done(m); step++) {
+                const uint64_t *fast;
+                ck_assert_int_eq(grammar_matcher_mask(m, &fast), HEARTH_OK);
+                ck_assert_int_eq(grammar_matcher_mask_brute(m, slow), HEARTH_OK);
+                for (size_t k = 0; k < words; k++)
+                    if (fast[k] != slow[k]) {
+                        int32_t t = (int32_t)(k * 64 + (size_t)__builtin_ctzll(fast[k] ^ slow[k]));
+                        size_t len;
+                        const char *p = hearth_token_piece(vocab, t, 0, &len);
+                        ck_abort_msg("%s grammar %d walk %d step %d token %d (\"%.*s\"): fast %d brute %d",
+                                     vocab_file, gi, walk, step, t, p ? (int)len : 0, p ? p : "",
+                                     (int)((fast[k] >> (t & 63)) & 1), (int)((slow[k] >> (t & 63)) & 1));
+                    }
+                int32_t n = 0, ns = 0;
+                for (int32_t t = 0; t < n_tokens; t++) {
+                    if (!((slow[t >> 6] >> (t & 63)) & 1) || hearth_vocab_is_eog(vocab, t)) continue;
+                    allowed[n++] = t;
+                    size_t len;
+                    const char *p = hearth_token_piece(vocab, t, 0, &len);
+                    bool st = false;
+                    for (size_t c = 0; p && c < len && !st; c++) st = strchr("\"{}[],", p[c]) && p[c];
+                    if (st) structural[ns++] = t;
+                }
+                if (n == 0) break;
+                int32_t t = ns && test_rng_next(&rng) % 2 ? structural[test_rng_next(&rng) % (uint64_t)ns]
+                                                          : allowed[test_rng_next(&rng) % (uint64_t)n];
+                ck_assert_int_eq(grammar_matcher_accept(m, t), HEARTH_OK);
+            }
+            grammar_matcher_free(m);
+        }
+        hearth_grammar_free(g);
+    }
+    free(slow);
+    free(allowed);
+    free(structural);
+    hearth_vocab_free(vocab);
+}
+
+START_TEST(test_real_vocab_masks)
+{
+    real_vocab_walks("vocab/vocab-llama3.gguf");
+    real_vocab_walks("vocab/vocab-qwen3.gguf");
+}
+END_TEST
+
 static Suite *grammar_suite(void)
 {
     Suite *s = suite_create("grammar");
@@ -435,10 +637,12 @@ static Suite *grammar_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_constructs);
     tcase_add_test(tc, test_errors);
-    tcase_add_loop_test(tc, test_mask_matches_brute_force, 0, (int)HEARTH_ARRAY_LEN(mask_grammars));
+    tcase_add_loop_test(tc, test_mask_matches_brute_force, 0, 2 * (int)HEARTH_ARRAY_LEN(mask_grammars));
+    tcase_add_test(tc, test_mask_tails);
     tcase_add_test(tc, test_json_schema);
     tcase_add_test(tc, test_json_schema_refused);
     tcase_add_test(tc, test_real_vocab);
+    tcase_add_test(tc, test_real_vocab_masks);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -218,6 +218,11 @@ hearth_status grammar_matcher_mask(struct grammar_matcher *m, const uint64_t **m
     return HEARTH_OK;
 }
 
+hearth_status grammar_matcher_mask_brute(struct grammar_matcher *m, uint64_t *mask)
+{
+    return gmask_brute(&m->g->ir, &m->g->vocab, &m->arena, &m->set, mask);
+}
+
 hearth_status grammar_matcher_accept(struct grammar_matcher *m, int32_t token)
 {
     const struct gvocab *v = &m->g->vocab;

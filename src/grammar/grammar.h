@@ -101,6 +101,10 @@ void gset_free(struct gset *set);
  * closure of node `n` into `out` (which keeps what it had). */
 hearth_status gset_expand(const struct grammar_ir *g, struct garena *a, int32_t n,
                           struct gset *out);
+/* The closure of node `n` alone, into out (emptied first): the stacks a
+ * continuation position stands for. */
+hearth_status gset_closure(const struct grammar_ir *g, struct garena *a, int32_t n,
+                           struct gset *out);
 /* The stacks of `in` that accept byte b, advanced over it, into out
  * (emptied first).  in and out must differ. */
 hearth_status gset_step(const struct grammar_ir *g, struct garena *a, const struct gset *in,
@@ -116,6 +120,18 @@ hearth_status garena_node(struct garena *a, int32_t pos, int32_t parent, int32_t
 
 /* ---- tokens and masks (mask.c) ----------------------------------------- */
 
+/* A node of the vocabulary's prefix tree, in preorder.  Node i's subtree
+ * is nodes i .. end - 1; the tokens ending at it are sorted[tok_lo ..
+ * node[i + 1].tok_lo), those of its subtree sorted[tok_lo ..
+ * node[end].tok_lo) (the node past the last has tok_lo n_sorted). */
+struct gtrie_node {
+    uint8_t byte;        /* the last byte of the node's prefix */
+    uint8_t unused;
+    uint16_t depth;      /* bytes of the prefix (the root's children: 1) */
+    int32_t end;
+    int32_t tok_lo;
+};
+
 /* The vocabulary as the grammar sees it: each token's bytes, the tokens
  * in byte order with the common prefix of neighbours, and a prefix tree. */
 struct gvocab {
@@ -127,14 +143,9 @@ struct gvocab {
     int32_t n_sorted;
     uint16_t *lcp;                /* common prefix of sorted[i - 1] and sorted[i] */
     int32_t max_len;
-    /* the prefix tree in preorder: node i's subtree is i .. end[i] - 1 */
+    /* the prefix tree in preorder, n_trie nodes and a last one past them */
     int32_t n_trie;
-    int32_t *trie_end;
-    int32_t *trie_tok_lo;         /* tokens ending here: sorted[tok_lo .. tok_hi) */
-    int32_t *trie_tok_hi;
-    int32_t *trie_sub_hi;         /* tokens of the subtree: sorted[tok_lo .. sub_hi) */
-    uint16_t *trie_depth;         /* bytes of the node's prefix (the root's children: 1) */
-    unsigned char *trie_byte;
+    struct gtrie_node *trie;
     int32_t *eog;                 /* end-of-generation tokens */
     int32_t n_eog;
     uint64_t *universe;           /* bitset of maskable tokens */
@@ -152,9 +163,13 @@ void gvocab_free(struct gvocab *v);
  * positions alone: the cache is keyed by the top GCACHE_DEPTH positions
  * of a stack (and whether the stack ends below them), and holds the
  * tokens accepted whatever lies below (as a list, as the complement of a
- * list, or as a bitset) and the tokens that reach below the key part way,
- * which only the whole stack decides.  Entries are computed the first
- * time a key is met and shared by every matcher of the grammar. */
+ * list, or as a bitset) and the tokens that leave the key part way
+ * through, which only the stack below decides.  For those the entry
+ * keeps their tails: what is left of a token at each point where the
+ * key's positions are all complete, distinct tails in byte order, each
+ * with the tokens that have it.  A mask then matches only the tails, from
+ * the stack below the key.  Entries are computed the first time a key is
+ * met and shared by every matcher of the grammar. */
 #define GCACHE_DEPTH 3
 enum { GCACHE_ACCEPT_LIST = 0, GCACHE_REJECT_LIST = 1, GCACHE_BITSET = 2 };
 
@@ -164,9 +179,13 @@ struct gcache_entry {
     int32_t n_ids;
     int32_t *ids;          /* ACCEPT_LIST / REJECT_LIST: token ids */
     uint64_t *bits;        /* BITSET */
-    int32_t n_uncertain;
-    int32_t *uncertain;    /* indices into vocab->sorted, increasing */
-    uint16_t *uncertain_lcp;
+    int32_t n_uncertain;   /* tokens that leave the key part way */
+    int32_t n_tails;       /* their distinct tails, in byte order: */
+    int32_t *tail_tok;     /*   tail j is token tail_tok[j]'s bytes from tail_at[j] on */
+    uint16_t *tail_at;
+    uint16_t *tail_lcp;    /*   common prefix with tail j - 1 */
+    int32_t *tail_first;   /*   its tokens: tail_ids[tail_first[j] .. tail_first[j + 1]) */
+    int32_t *tail_ids;
 };
 
 struct gcache;
@@ -176,13 +195,18 @@ void gcache_free(struct gcache *c);
 /* Entries and bytes held (for the statistics). */
 void gcache_stats(struct gcache *c, int32_t *n_entries, size_t *bytes);
 
-/* Scratch state of mask computations: per-depth sets and an arena. */
+/* Scratch state of mask computations: per-depth sets, an arena, and the
+ * automaton of an entry's walk (mask.c). */
+struct gdfa;
+
 struct gmask_work {
     struct gset *sets;     /* max_len + 1 */
     int32_t n_sets;
     uint64_t *tmp;         /* a bitset */
-    uint8_t *cls;          /* per sorted token */
-    struct garena sim;     /* for cache entries */
+    struct garena sim;     /* the automaton's stacks */
+    struct gdfa *dfa;
+    int32_t dfa_max_tables; /* transition tables kept at once (0: the default) */
+    int32_t dfa_max_states; /* states past which it starts afresh (0: the default) */
 };
 
 hearth_status gmask_work_init(struct gmask_work *w, const struct gvocab *v);
@@ -221,6 +245,9 @@ void grammar_matcher_free(struct grammar_matcher *m);
 hearth_status grammar_matcher_reset(struct grammar_matcher *m);
 /* The allowed tokens (a bitset of the grammar's n_tokens bits). */
 hearth_status grammar_matcher_mask(struct grammar_matcher *m, const uint64_t **mask_out);
+/* The allowed tokens by simulating every token (the reference for the
+ * tests), into mask (n_tokens bits). */
+hearth_status grammar_matcher_mask_brute(struct grammar_matcher *m, uint64_t *mask);
 /* Advance over a token; HEARTH_E_INVALID when the grammar does not allow it. */
 hearth_status grammar_matcher_accept(struct grammar_matcher *m, int32_t token);
 /* Whether the grammar is complete and nothing may follow. */

@@ -227,6 +227,13 @@ hearth_status gset_step(const struct grammar_ir *g, struct garena *a, const stru
     return HEARTH_OK;
 }
 
+hearth_status gset_closure(const struct grammar_ir *g, struct garena *a, int32_t n, struct gset *out)
+{
+    out->n = 0;
+    next_visit(a);
+    return expand(g, a, n, out);
+}
+
 hearth_status gset_initial(const struct grammar_ir *g, struct garena *a, struct gset *out)
 {
     out->n = 0;
