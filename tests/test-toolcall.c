@@ -274,6 +274,37 @@ START_TEST(test_grammar)
                                       "{\"type\":\"string\",\"multipleOf\":3}}}]",
                                       NULL, &g, why, sizeof why));
     ck_assert_ptr_nonnull(strstr(why, "multipleOf"));
+
+    /* Parameters with definitions and references, the same definition
+     * name in two tools, and a tool whose schema refers to itself: each
+     * tool's references still reach its own definitions. */
+    static const char defs_tools[] =
+        "[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":{\"type\":\"object\","
+        "\"properties\":{\"x\":{\"$ref\":\"#/$defs/v\"}},\"required\":[\"x\"],"
+        "\"$defs\":{\"v\":{\"type\":\"integer\"}}}}},"
+        "{\"type\":\"function\",\"function\":{\"name\":\"b\",\"parameters\":{\"type\":\"object\","
+        "\"properties\":{\"x\":{\"$ref\":\"#/definitions/v\"},\"next\":{\"$ref\":\"#\"}},"
+        "\"required\":[\"x\"],\"definitions\":{\"v\":{\"type\":\"string\"}}}}}]";
+    ck_assert_msg(srv_tool_calls_grammar(SRV_TOOLS_HERMES, defs_tools, NULL, &g, why, sizeof why), "%s", why);
+    static const char *const yes[] = {
+        "<tool_call>\n{\"name\":\"a\",\"arguments\":{\"x\":1}}\n</tool_call>",
+        "<tool_call>\n{\"name\":\"b\",\"arguments\":{\"x\":\"s\"}}\n</tool_call>",
+        "<tool_call>\n{\"name\":\"b\",\"arguments\":{\"x\":\"s\",\"next\":{\"x\":\"t\",\"next\":{\"x\":\"u\"}}}}\n</tool_call>",
+    };
+    static const char *const no[] = {
+        "<tool_call>\n{\"name\":\"a\",\"arguments\":{\"x\":\"s\"}}\n</tool_call>",
+        "<tool_call>\n{\"name\":\"b\",\"arguments\":{\"x\":1}}\n</tool_call>",
+        "<tool_call>\n{\"name\":\"b\",\"arguments\":{\"x\":\"s\",\"next\":{\"x\":2}}}\n</tool_call>",
+    };
+    for (size_t k = 0; k < 3; k++) {
+        ck_assert_msg(matches(g, yes[k]), "%s should accept %s", g, yes[k]);
+        ck_assert_msg(!matches(g, no[k]), "%s should refuse %s", g, no[k]);
+    }
+    free(g);
+    ck_assert_msg(srv_tool_calls_grammar(SRV_TOOLS_MISTRAL, defs_tools, "b", &g, why, sizeof why), "%s", why);
+    ck_assert(matches(g, "[TOOL_CALLS][{\"name\":\"b\",\"arguments\":{\"x\":\"s\",\"next\":{\"x\":\"t\"}}}]"));
+    ck_assert(!matches(g, "[TOOL_CALLS][{\"name\":\"b\",\"arguments\":{\"x\":\"s\",\"next\":{\"x\":1}}}]"));
+    free(g);
 }
 END_TEST
 

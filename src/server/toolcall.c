@@ -242,15 +242,96 @@ static bool failf(char *why, size_t n, const char *msg)
     return false;
 }
 
-/* The schema of one call object of the tool fn: its name as a constant,
- * then its arguments (under the key of the format). */
-static json_t *call_schema(enum srv_tool_format f, json_t *fn)
+/* head, i, "_" and tail in a string for free(), or NULL. */
+static char *prefixed(const char *head, size_t i, const char *tail)
+{
+    int n = snprintf(NULL, 0, "%s%zu_%s", head, i, tail);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (s) snprintf(s, (size_t)n + 1, "%s%zu_%s", head, i, tail);
+    return s;
+}
+
+/* References inside tool number i's parameters schema, which becomes
+ * one part of a larger schema: "#" is the parameters schema itself, now
+ * $defs["t<i>"], and "#/$defs/NAME" or "#/definitions/NAME" are now
+ * "#/$defs/t<i>_NAME" (the tool's definitions move to the root with that
+ * prefix, so that tools with the same names for their definitions stay
+ * apart).  Sets *self when "#" occurs. */
+static void relocate_refs(json_t *node, size_t i, bool *self)
+{
+    if (json_is_array(node)) {
+        size_t k;
+        json_t *v;
+        json_array_foreach(node, k, v) relocate_refs(v, i, self);
+        return;
+    }
+    if (!json_is_object(node)) return;
+    const char *key;
+    json_t *v;
+    json_object_foreach(node, key, v) {
+        if (strcmp(key, "$ref") == 0 && json_is_string(v)) {
+            static const char *const prefixes[] = {"#/$defs/", "#/definitions/"};
+            const char *ref = json_string_value(v);
+            char buf[64];
+            if (strcmp(ref, "#") == 0) {
+                snprintf(buf, sizeof buf, "#/$defs/t%zu", i);
+                json_string_set(v, buf);
+                *self = true;
+                continue;
+            }
+            for (size_t p = 0; p < 2; p++) {
+                size_t n = strlen(prefixes[p]);
+                if (strncmp(ref, prefixes[p], n) != 0) continue;
+                char *r = prefixed("#/$defs/t", i, ref + n);
+                if (r) json_string_set(v, r);
+                free(r);
+                break;
+            }
+        } else {
+            relocate_refs(v, i, self);
+        }
+    }
+}
+
+/* Tool number i's parameters schema, a copy whose definitions have moved
+ * into defs and whose references point there (relocate_refs). */
+static json_t *relocated_params(json_t *params, size_t i, json_t *defs)
+{
+    json_t *p = json_deep_copy(params);
+    if (!p) return NULL;
+    bool self = false;
+    relocate_refs(p, i, &self);
+    static const char *const keys[] = {"$defs", "definitions"};
+    for (size_t k = 0; k < 2; k++) {
+        json_t *d = json_object_get(p, keys[k]);
+        const char *name;
+        json_t *v;
+        if (json_is_object(d)) json_object_foreach(d, name, v) {
+            char *key = prefixed("t", i, name);
+            if (key) json_object_set(defs, key, v);
+            free(key);
+        }
+        json_object_del(p, keys[k]);
+    }
+    if (self) {
+        char key[32];
+        snprintf(key, sizeof key, "t%zu", i);
+        json_object_set(defs, key, p);
+    }
+    return p;
+}
+
+/* The schema of one call object of tool number i (fn): its name as a
+ * constant, then its arguments (under the key of the format), their
+ * definitions moved into defs. */
+static json_t *call_schema(enum srv_tool_format f, json_t *fn, size_t i, json_t *defs)
 {
     json_t *params = json_object_get(fn, "parameters");
     json_t *props = json_object();
     json_object_set_new(props, "name", json_pack("{s:O}", "const", json_object_get(fn, "name")));
     const char *key = f == SRV_TOOLS_LLAMA3 ? "parameters" : "arguments";
-    if (json_is_object(params) && json_object_size(params) > 0) json_object_set(props, key, params);
+    if (json_is_object(params) && json_object_size(params) > 0)
+        json_object_set_new(props, key, relocated_params(params, i, defs));
     else /* no parameters: no arguments */
         json_object_set_new(props, key, json_pack("{s:s, s:{}, s:b}", "type", "object", "properties",
                                                   "additionalProperties", 0));
@@ -267,7 +348,7 @@ bool srv_tool_calls_grammar(enum srv_tool_format f, const char *tools_json, cons
         json_decref(tools);
         return failf(why, why_len, "'tools' must be an array");
     }
-    json_t *alts = json_array();
+    json_t *alts = json_array(), *defs = json_object();
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t) {
@@ -275,17 +356,20 @@ bool srv_tool_calls_grammar(enum srv_tool_format f, const char *tools_json, cons
         json_t *n = json_object_get(fn, "name");
         if (!json_is_string(n)) continue;
         if (name && strcmp(json_string_value(n), name) != 0) continue;
-        json_array_append_new(alts, call_schema(f, fn));
+        json_array_append_new(alts, call_schema(f, fn, i, defs));
     }
     json_decref(tools);
     if (json_array_size(alts) == 0) {
         json_decref(alts);
+        json_decref(defs);
         snprintf(why, why_len, "no tool is named '%.64s'", name ? name : "");
         return false;
     }
     json_t *schema = json_array_size(alts) == 1 ? json_incref(json_array_get(alts, 0))
                                                 : json_pack("{s:O}", "anyOf", alts);
     json_decref(alts);
+    if (schema && json_object_size(defs) > 0) json_object_set(schema, "$defs", defs);
+    json_decref(defs);
     char *text = schema ? json_dumps(schema, JSON_COMPACT) : NULL;
     json_decref(schema);
     if (!text) return failf(why, why_len, "out of memory");
