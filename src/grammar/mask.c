@@ -416,7 +416,7 @@ static hearth_status dfa_intern(struct gdfa *d, int32_t *ids, int32_t n, int32_t
     uint32_t h = ids_hash(ids, n) & d->slot_mask;
     for (; d->slots[h] >= 0; h = (h + 1) & d->slot_mask) {
         const struct dstate *s = &d->st[d->slots[h]];
-        if (s->n == n && memcmp(d->ids + s->off, ids, (size_t)n * sizeof *ids) == 0) {
+        if (s->n == n && (n == 0 || memcmp(d->ids + s->off, ids, (size_t)n * sizeof *ids) == 0)) {
             *out = d->slots[h];
             return HEARTH_OK;
         }
@@ -529,7 +529,7 @@ static hearth_status mark_uncertain(struct gdfa *d, int32_t lo, int32_t hi, int3
     uint32_t split = (uint32_t)d->n_splits;
     const struct urange *prev = d->n_ranges ? &d->ranges[d->n_ranges - 1] : NULL;
     if (prev && prev->n_split == n_split &&
-        memcmp(d->splits + prev->split, d->ctx_d, (size_t)n_split * sizeof *d->ctx_d) == 0) {
+        (n_split == 0 || memcmp(d->splits + prev->split, d->ctx_d, (size_t)n_split * sizeof *d->ctx_d) == 0)) {
         split = prev->split;
     } else {
         if (d->n_splits + (size_t)n_split > d->cap_splits) {
@@ -540,7 +540,7 @@ static hearth_status mark_uncertain(struct gdfa *d, int32_t lo, int32_t hi, int3
             d->splits = p;
             d->cap_splits = cap;
         }
-        memcpy(d->splits + d->n_splits, d->ctx_d, (size_t)n_split * sizeof *d->ctx_d);
+        if (n_split) memcpy(d->splits + d->n_splits, d->ctx_d, (size_t)n_split * sizeof *d->ctx_d);
         d->n_splits += (size_t)n_split;
     }
     if (d->n_ranges == d->cap_ranges) {
@@ -650,7 +650,7 @@ static int tail_cmp(const void *a, const void *b)
 
 static bool tail_same(const struct tail_item *x, const struct tail_item *y)
 {
-    return x->len == y->len && memcmp(x->p, y->p, x->len) == 0;
+    return x->len == y->len && (x->len == 0 || memcmp(x->p, y->p, x->len) == 0);
 }
 
 static uint16_t tail_lcp(const struct tail_item *x, const struct tail_item *y)
