@@ -43,7 +43,7 @@ AM_DISTCHECK_CONFIGURE_FLAGS = HEARTH_TEST_DATA="$(HEARTH_DEFAULT_TEST_DATA)"
 TEST_EXTENSIONS = .sh
 SH_LOG_COMPILER = $(SHELL)
 
-noinst_HEADERS += tests/testutil.h tests/quant_bounds.h
+noinst_HEADERS += tests/testutil.h tests/quant_bounds.h tests/grammar_match.h
 EXTRA_DIST += tests/lib.sh tests/lsan-opencl.supp
 
 # Unit tests: one Check program per module.

@@ -14,30 +14,12 @@
 #include <string.h>
 
 #include "grammar.h"
+#include "grammar_match.h"
 #include "testutil.h"
 
-/* Whether the grammar matches all of s (and may end there). */
-static bool matches(const char *gbnf, const char *s)
-{
-    struct grammar_ir ir;
-    hearth_status st = grammar_ir_parse(gbnf, strlen(gbnf), NULL, &ir);
-    ck_assert_msg(st == HEARTH_OK, "grammar %s: %s", gbnf, hearth_last_error());
-    struct garena a;
-    ck_assert_int_eq(garena_init(&a), HEARTH_OK);
-    struct gset set = {0}, out = {0};
-    ck_assert_int_eq(gset_initial(&ir, &a, &set), HEARTH_OK);
-    ck_assert_int_eq(gset_advance_bytes(&ir, &a, &set, (const unsigned char *)s, strlen(s), &out),
-                     HEARTH_OK);
-    bool ok = gset_has(&out, GSTACK_EMPTY);
-    gset_free(&set);
-    gset_free(&out);
-    garena_free(&a);
-    grammar_ir_free(&ir);
-    return ok;
-}
 
-#define ACCEPTS(g, s) ck_assert_msg(matches(g, s), "%s should accept \"%s\"", g, s)
-#define REFUSES(g, s) ck_assert_msg(!matches(g, s), "%s should refuse \"%s\"", g, s)
+#define ACCEPTS(g, s) ck_assert_msg(grammar_matches(g, s), "%s should accept \"%s\"", g, s)
+#define REFUSES(g, s) ck_assert_msg(!grammar_matches(g, s), "%s should refuse \"%s\"", g, s)
 
 START_TEST(test_constructs)
 {
@@ -394,7 +376,7 @@ static char *schema_gbnf(const char *schema)
 static void schema_case(const char *schema, const char *text, bool valid)
 {
     char *g = schema_gbnf(schema);
-    bool m = matches(g, text);
+    bool m = grammar_matches(g, text);
     ck_assert_msg(m == valid, "schema %s %s %s", schema, valid ? "should accept" : "should refuse",
                   text);
     free(g);
@@ -475,8 +457,8 @@ START_TEST(test_json_schema)
     schema_case(nested, "{\"a\":{\"y\":1,\"x\":2},\"b\":{}}", false);
     schema_case("true", "\"x\"", true);
     /* JSON mode */
-    ck_assert(matches(json_object_gbnf, "{\"a\": [1, 2.5e3, \"x\", {}]}"));
-    ck_assert(!matches(json_object_gbnf, "[1]"));
+    ck_assert(grammar_matches(json_object_gbnf, "{\"a\": [1, 2.5e3, \"x\", {}]}"));
+    ck_assert(!grammar_matches(json_object_gbnf, "[1]"));
 }
 END_TEST
 

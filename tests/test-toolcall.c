@@ -17,6 +17,7 @@
 
 #include "grammar.h"
 #include "request.h"
+#include "grammar_match.h"
 #include "testutil.h"
 #include "toolcall.h"
 
@@ -198,24 +199,6 @@ START_TEST(test_safe_len)
 }
 END_TEST
 
-/* Whether the grammar matches all of s. */
-static bool matches(const char *gbnf, const char *s)
-{
-    struct grammar_ir ir;
-    hearth_status st = grammar_ir_parse(gbnf, strlen(gbnf), NULL, &ir);
-    ck_assert_msg(st == HEARTH_OK, "grammar %s: %s", gbnf, hearth_last_error());
-    struct garena a;
-    ck_assert_int_eq(garena_init(&a), HEARTH_OK);
-    struct gset set = {0}, out = {0};
-    ck_assert_int_eq(gset_initial(&ir, &a, &set), HEARTH_OK);
-    ck_assert_int_eq(gset_advance_bytes(&ir, &a, &set, (const unsigned char *)s, strlen(s), &out), HEARTH_OK);
-    bool ok = gset_has(&out, GSTACK_EMPTY);
-    gset_free(&set);
-    gset_free(&out);
-    garena_free(&a);
-    grammar_ir_free(&ir);
-    return ok;
-}
 
 static const char tools[] =
     "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"d\",\"parameters\":"
@@ -255,13 +238,13 @@ START_TEST(test_grammar)
         ck_assert_int_eq(hearth_grammar_check(g, strlen(g)), HEARTH_OK);
         for (size_t k = 0; k < 3; k++) {
             if (t[i].yes[k]) {
-                ck_assert_msg(matches(g, t[i].yes[k]), "%s should accept %s", g, t[i].yes[k]);
+                ck_assert_msg(grammar_matches(g, t[i].yes[k]), "%s should accept %s", g, t[i].yes[k]);
                 /* what the grammar allows reads back as a call */
                 struct srv_tool_calls c;
                 ck_assert_msg(parse(t[i].f, t[i].yes[k], &c), "%s", t[i].yes[k]);
                 srv_tool_calls_free(&c);
             }
-            if (t[i].no[k]) ck_assert_msg(!matches(g, t[i].no[k]), "%s should refuse %s", g, t[i].no[k]);
+            if (t[i].no[k]) ck_assert_msg(!grammar_matches(g, t[i].no[k]), "%s should refuse %s", g, t[i].no[k]);
         }
         free(g);
     }
@@ -297,13 +280,13 @@ START_TEST(test_grammar)
         "<tool_call>\n{\"name\":\"b\",\"arguments\":{\"x\":\"s\",\"next\":{\"x\":2}}}\n</tool_call>",
     };
     for (size_t k = 0; k < 3; k++) {
-        ck_assert_msg(matches(g, yes[k]), "%s should accept %s", g, yes[k]);
-        ck_assert_msg(!matches(g, no[k]), "%s should refuse %s", g, no[k]);
+        ck_assert_msg(grammar_matches(g, yes[k]), "%s should accept %s", g, yes[k]);
+        ck_assert_msg(!grammar_matches(g, no[k]), "%s should refuse %s", g, no[k]);
     }
     free(g);
     ck_assert_msg(srv_tool_calls_grammar(SRV_TOOLS_MISTRAL, defs_tools, "b", &g, why, sizeof why), "%s", why);
-    ck_assert(matches(g, "[TOOL_CALLS][{\"name\":\"b\",\"arguments\":{\"x\":\"s\",\"next\":{\"x\":\"t\"}}}]"));
-    ck_assert(!matches(g, "[TOOL_CALLS][{\"name\":\"b\",\"arguments\":{\"x\":\"s\",\"next\":{\"x\":1}}}]"));
+    ck_assert(grammar_matches(g, "[TOOL_CALLS][{\"name\":\"b\",\"arguments\":{\"x\":\"s\",\"next\":{\"x\":\"t\"}}}]"));
+    ck_assert(!grammar_matches(g, "[TOOL_CALLS][{\"name\":\"b\",\"arguments\":{\"x\":\"s\",\"next\":{\"x\":1}}}]"));
     free(g);
 }
 END_TEST
