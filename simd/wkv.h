@@ -32,11 +32,19 @@
  * 0 has the log-decay -inf, whose differences would be NaN). */
 #define WKV_LOG_DECAY_MIN (-200.0)
 
-/* The chunk size unless the caller chooses (measured: BENCHMARKS.md), the
- * most tokens of a chunk, and the sub-chunk of the diagonal blocks. */
-#define WKV_CHUNK_DEFAULT 16
+/* The chunk size unless the caller chooses, the most tokens of a chunk,
+ * and the sub-chunk of the diagonal blocks.  Chunks of one token are the
+ * token-by-token kernel run over each head's rows of the batch, which
+ * measured faster than every chunk size of the chunked form
+ * (BENCHMARKS.md), so it is the default. */
+#define WKV_CHUNK_DEFAULT 1
 #define WKV_CHUNK_MAX 4096
 #define WKV_SUB 16
+
+/* The largest head size (models/rwkv6.c refuses larger ones), and the
+ * value columns the token-by-token kernel keeps in registers at once. */
+#define WKV_HEAD_MAX 1024
+#define WKV_TILE 64
 
 /* One head of one sequence over n tokens.  Row t of r, k, v and lw is at
  * r + t * stride (each array its own stride); the head's N elements are

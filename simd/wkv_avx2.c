@@ -12,6 +12,7 @@
 #include "wkv.h"
 
 #define WKV_NAME(x) wkv_avx2_##x
+#define WKV_VECTOR 1
 #include "wkv_impl.h"
 
 const struct wkv_kernels *wkv_kernels_avx2(void)

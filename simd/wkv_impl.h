@@ -61,33 +61,155 @@ static inline float WKV_NAME(exp)(float x)
 }
 #define EXPD(d) WKV_NAME(exp)((float)(d))
 
+/* One tile of W value columns (W a constant WKV_TILE where the tile is
+ * whole, so that the compiler keeps the tile's outputs in registers for
+ * the whole pass over the state's rows): the state's rows are read and
+ * written once per token, the outputs accumulate in acc.  r, w and kk
+ * are the token's per-key factors (recurrent() below). */
+static inline void WKV_NAME(tile)(const struct wkv_head *h, int32_t W, int32_t jt, const float *v,
+                                  const float *rr, const float *w, const float *kk, float bonus, float *y)
+{
+    const int32_t N = h->N;
+    float acc[WKV_TILE];
+    for (int32_t j = 0; j < W; j++) acc[j] = 0.0f;
+    float *S = h->S + h->j0 + jt;
+    if (h->u == NULL) {
+        for (int32_t i = 0; i < N; i++, S += N) {
+            const float a = rr[i], d = w[i], b = kk[i];
+            for (int32_t j = 0; j < W; j++) {
+                const float s = S[j] * d + b * v[j];
+                S[j] = s;
+                acc[j] += a * s;
+            }
+        }
+        for (int32_t j = 0; j < W; j++) y[j] = acc[j];
+    } else {
+        for (int32_t i = 0; i < N; i++, S += N) {
+            const float a = rr[i], d = w[i], b = kk[i];
+            for (int32_t j = 0; j < W; j++) {
+                const float s = S[j];
+                acc[j] += a * s;
+                S[j] = s * d + b * v[j];
+            }
+        }
+        for (int32_t j = 0; j < W; j++) y[j] = acc[j] + bonus * v[j];
+    }
+}
+
+#ifdef WKV_VECTOR
+/* tile() for a whole tile, written with eight-float vectors of the
+ * compiler's vector extension held in named variables, so that the 64
+ * outputs stay in registers: the same operations on each element in the
+ * same order as tile(), so the same bits (no contraction: configure). */
+typedef float WKV_NAME(v8) __attribute__((vector_size(32)));
+_Static_assert(WKV_TILE == 64, "tile_vec() is written for 64 columns");
+
+static inline WKV_NAME(v8) WKV_NAME(load)(const float *p)
+{
+    WKV_NAME(v8) x;
+    memcpy(&x, p, sizeof x);
+    return x;
+}
+
+static inline void WKV_NAME(store)(float *p, WKV_NAME(v8) x)
+{
+    memcpy(p, &x, sizeof x);
+}
+
+static inline void WKV_NAME(tile_vec)(const struct wkv_head *h, int32_t jt, const float *v, const float *rr,
+                                      const float *w, const float *kk, float bonus, float *y)
+{
+    typedef WKV_NAME(v8) v8;
+    const int32_t N = h->N;
+    const v8 zero = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    v8 a0 = zero, a1 = zero, a2 = zero, a3 = zero, a4 = zero, a5 = zero, a6 = zero, a7 = zero;
+    float *S = h->S + h->j0 + jt;
+#define WKV_STEP(c)                                                                          \
+    do {                                                                                     \
+        const v8 s = WKV_NAME(load)(S + 8 * (c));                                            \
+        WKV_STEP_BODY(c);                                                                    \
+    } while (0)
+#define WKV_STEPS()                                                                          \
+    do {                                                                                     \
+        WKV_STEP(0); WKV_STEP(1); WKV_STEP(2); WKV_STEP(3);                                  \
+        WKV_STEP(4); WKV_STEP(5); WKV_STEP(6); WKV_STEP(7);                                  \
+    } while (0)
+    if (h->u == NULL) {
+#define WKV_STEP_BODY(c)                                                                     \
+        const v8 n = s * d + b * WKV_NAME(load)(v + 8 * (c));                                \
+        WKV_NAME(store)(S + 8 * (c), n);                                                     \
+        a##c += a * n
+        for (int32_t i = 0; i < N; i++, S += N) {
+            const float a = rr[i], d = w[i], b = kk[i];
+            WKV_STEPS();
+        }
+#undef WKV_STEP_BODY
+    } else {
+#define WKV_STEP_BODY(c)                                                                     \
+        a##c += a * s;                                                                       \
+        WKV_NAME(store)(S + 8 * (c), s * d + b * WKV_NAME(load)(v + 8 * (c)))
+        for (int32_t i = 0; i < N; i++, S += N) {
+            const float a = rr[i], d = w[i], b = kk[i];
+            WKV_STEPS();
+        }
+#undef WKV_STEP_BODY
+        const float c0 = bonus;
+        a0 += c0 * WKV_NAME(load)(v);
+        a1 += c0 * WKV_NAME(load)(v + 8);
+        a2 += c0 * WKV_NAME(load)(v + 16);
+        a3 += c0 * WKV_NAME(load)(v + 24);
+        a4 += c0 * WKV_NAME(load)(v + 32);
+        a5 += c0 * WKV_NAME(load)(v + 40);
+        a6 += c0 * WKV_NAME(load)(v + 48);
+        a7 += c0 * WKV_NAME(load)(v + 56);
+    }
+#undef WKV_STEPS
+#undef WKV_STEP
+    WKV_NAME(store)(y, a0);
+    WKV_NAME(store)(y + 8, a1);
+    WKV_NAME(store)(y + 16, a2);
+    WKV_NAME(store)(y + 24, a3);
+    WKV_NAME(store)(y + 32, a4);
+    WKV_NAME(store)(y + 40, a5);
+    WKV_NAME(store)(y + 48, a6);
+    WKV_NAME(store)(y + 56, a7);
+}
+#endif
+
+/* Token by token.  The bonus term sum_i r_i u_i k_i v_j is one scalar
+ * times v (computed once per token, not per state element), so a state
+ * element costs three operations: the output's multiply-add, the decay
+ * and the new key-value product. */
 static void WKV_NAME(recurrent)(const struct wkv_head *h)
 {
     const int32_t N = h->N, j0 = h->j0, J = h->j1 - h->j0;
     const bool gla = h->u == NULL;
+    float rr[WKV_HEAD_MAX], w[WKV_HEAD_MAX], kk[WKV_HEAD_MAX];
     for (int64_t t = 0; t < h->n; t++) {
         const float *r = h->r + t * h->r_stride, *k = h->k + t * h->k_stride;
         const float *v = h->v + t * h->v_stride + j0, *lw = h->lw + t * h->lw_stride;
         float *y = h->y + t * h->y_stride + j0;
-        for (int32_t j = 0; j < J; j++) y[j] = 0.0f;
+        float bonus = 0.0f;
         for (int32_t i = 0; i < N; i++) {
             const double l = WKV_NAME(clamp_log)(lw[i]);
-            const float w = EXPD(l);
-            float *S = h->S + (size_t)i * N + j0;
+            w[i] = EXPD(l);
             if (gla) {
-                const float kk = k[i] * (float)-expm1(l), rr = r[i] * h->scale;
-                for (int32_t j = 0; j < J; j++) {
-                    S[j] = S[j] * w + kk * v[j];
-                    y[j] += rr * S[j];
-                }
+                kk[i] = k[i] * (float)-expm1(l);
+                rr[i] = r[i] * h->scale;
             } else {
-                const float rr = r[i], kk = k[i], b = r[i] * h->u[i] * k[i];
-                for (int32_t j = 0; j < J; j++) {
-                    y[j] += rr * S[j] + b * v[j];
-                    S[j] = S[j] * w + kk * v[j];
-                }
+                kk[i] = k[i];
+                rr[i] = r[i];
+                bonus += r[i] * h->u[i] * k[i];
             }
         }
+        int32_t jt = 0;
+        for (; jt + WKV_TILE <= J; jt += WKV_TILE)
+#ifdef WKV_VECTOR
+            WKV_NAME(tile_vec)(h, jt, v + jt, rr, w, kk, bonus, y + jt);
+#else
+            WKV_NAME(tile)(h, WKV_TILE, jt, v + jt, rr, w, kk, bonus, y + jt);
+#endif
+        if (jt < J) WKV_NAME(tile)(h, J - jt, jt, v + jt, rr, w, kk, bonus, y + jt);
     }
 }
 

@@ -11,11 +11,13 @@
  *   underflow to 0 (log-decay -inf) and ones that round to 1.  The float
  *   token-by-token kernel meets the same bound.
  * - Blocks of value columns computed apart equal the whole head.
- * - Each vector path against its scalar twin.
- * - The backend operation over a batch of several sequences of different
- *   lengths (grouped key/value heads, state slots, a sequence continuing
- *   from a state left by an earlier batch, one starting fresh at
- *   position 0) against the reference per sequence.
+ * - Each vector path against its scalar twin; the token-by-token kernel
+ *   bit for bit, over whole and ragged tiles of value columns.
+ * - The backend operation (chunks of 16, and of one token: the
+ *   token-by-token kernel over each head's rows) over a batch of several
+ *   sequences of different lengths (grouped key/value heads, state slots,
+ *   a sequence continuing from a state left by an earlier batch, one
+ *   starting fresh at position 0) against the reference per sequence.
  * - The checks are shown to guard what they claim: with the test-only
  *   switch wkv_inject_bug set to drop the incoming-state term, or to let
  *   a token read the next token of its chunk, the same checks fail.
@@ -302,12 +304,53 @@ START_TEST(test_paths_against_scalar)
 }
 END_TEST
 
+/* The token-by-token kernel of each vector path gives its scalar twin's
+ * bits (no contraction, the same operations in the same order), for head
+ * sizes that fill whole tiles of WKV_TILE value columns and ragged ones,
+ * and for column blocks that end inside a tile. */
+START_TEST(test_recurrent_paths_bit_exact)
+{
+    static const int32_t sizes[] = {8, 24, 64, 80, 100, 128, 192};
+    for (int p = KERNEL_PATH_SCALAR + 1; p < KERNEL_PATH_COUNT; p++) {
+        const struct wkv_kernels *k = path_kernels(p);
+        if (!k) continue;
+        for (size_t si = 0; si < HEARTH_ARRAY_LEN(sizes); si++)
+            for (int gla = 0; gla < 2; gla++) {
+                const int32_t N = sizes[si], n = 37;
+                struct problem pr;
+                problem_make(&pr, n, N, gla, gla ? DECAY_EXTREME : DECAY_STRONG, true, 31 + si * 2 + (uint64_t)gla);
+                float *y1 = xmalloc((size_t)n * N * sizeof(float)), *y2 = xmalloc((size_t)n * N * sizeof(float));
+                float *S1 = xmalloc((size_t)N * N * sizeof(float)), *S2 = xmalloc((size_t)N * N * sizeof(float));
+                const int32_t cols[] = {N, 48, 72};
+                for (size_t c = 0; c < HEARTH_ARRAY_LEN(cols); c++) {
+                    run_kernel(wkv_kernels_scalar(), &pr, 0, cols[c], y1, S1);
+                    run_kernel(k, &pr, 0, cols[c], y2, S2);
+                    ck_assert_msg(memcmp(y1, y2, (size_t)n * N * sizeof(float)) == 0,
+                                  "%s, head size %d, blocks of %d: outputs differ from the scalar twin", k->name, N,
+                                  cols[c]);
+                    ck_assert_msg(memcmp(S1, S2, (size_t)N * N * sizeof(float)) == 0,
+                                  "%s, head size %d, blocks of %d: states differ from the scalar twin", k->name, N,
+                                  cols[c]);
+                }
+                free(y1);
+                free(y2);
+                free(S1);
+                free(S2);
+                problem_free(&pr);
+            }
+    }
+}
+END_TEST
+
 /* The backend's wkv over several sequences at once: grouped heads, state
  * slots in another order, sequence 1 continuing from an earlier batch. */
 START_TEST(test_backend_batch)
 {
-    const int32_t N = 16, n_head = 4, n_head_kv = _i ? 2 : 4, group = n_head / n_head_kv;
-    const bool gla = _i;
+    /* _i & 1: gated linear attention; _i & 2: chunks of one token (the
+     * token-by-token kernel over each head's rows), else of 16 */
+    const int32_t N = 16, n_head = 4, n_head_kv = (_i & 1) ? 2 : 4, group = n_head / n_head_kv;
+    const bool gla = _i & 1;
+    const int32_t chunk = (_i & 2) ? 1 : 16;
     const int32_t lens[] = {37, 1, 70, 5};
     const int32_t n_seqs = 4;
     const int32_t slots[] = {2, 0, 3, 1};
@@ -348,7 +391,7 @@ START_TEST(test_backend_batch)
     struct batch_pos bp = {.pos = pos, .n_tokens = n, .n_seqs = n_seqs, .seq_start = seq_start, .state_slot = slots};
     const float scale = gla ? 0.25f : 1.0f;
     ck_assert_int_eq(be->ops->wkv(be, &out, &r, &k, &v, &lw, gla ? NULL : u, scale, n_head, n_head_kv, N, rs, 0,
-                                  16, &bp),
+                                  chunk, &bp),
                      HEARTH_OK);
     for (int s = 0; s < n_seqs; s++)
         for (int h = 0; h < n_head; h++) {
@@ -616,7 +659,8 @@ static Suite *wkv_suite(void)
     tcase_add_test(tc, test_injected_bugs_are_caught);
     tcase_add_loop_test(tc, test_column_blocks, 0, 2);
     tcase_add_test(tc, test_paths_against_scalar);
-    tcase_add_loop_test(tc, test_backend_batch, 0, 2);
+    tcase_add_test(tc, test_recurrent_paths_bit_exact);
+    tcase_add_loop_test(tc, test_backend_batch, 0, 4);
     tcase_add_loop_test(tc, test_decode_after_chunked_prefill, 0, 2);
     tcase_add_test(tc, test_rewind_rules);
     tcase_add_test(tc, test_inconsistent_files_refused);
