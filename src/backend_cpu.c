@@ -76,7 +76,7 @@ static hearth_status grow(void **buf, size_t *have, size_t need, const char *wha
  * model is a hundred operations of less than that.  fn shares its loops
  * out with orphaned "omp for" directives, which outside a region run all
  * their iterations on the calling thread. */
-static void run_parallel(int n_threads, void (*fn)(void *), void *arg)
+void cpu_run_parallel(int n_threads, void (*fn)(void *), void *arg)
 {
 #ifdef _OPENMP
     if (n_threads > 1) {
@@ -88,7 +88,7 @@ static void run_parallel(int n_threads, void (*fn)(void *), void *arg)
     fn(arg);
 }
 
-static int thread_index(void)
+int cpu_thread_index(void)
 {
 #ifdef _OPENMP
     return omp_get_thread_num();
@@ -199,7 +199,7 @@ static void matmul_run(void *arg)
     const float *x = j->x;
     uint8_t *xq = j->xq;
     int32_t *sums = j->sums;
-    const int tid = thread_index();
+    const int tid = cpu_thread_index();
     const uint8_t *xs = xq;
     const int32_t *xsums = sums;
     if (j->private_act) {
@@ -325,7 +325,7 @@ static hearth_status cpu_matmul_set(struct hearth_backend *be, int n, struct act
         .sums_count = sums_count,
         .private_act = private_act,
     };
-    run_parallel(n_threads, matmul_run, (void *)&job);
+    cpu_run_parallel(n_threads, matmul_run, (void *)&job);
     for (int i = 0; i < n; i++) {
         outs[i]->rows = n_tok;
         outs[i]->width = ws[i]->n_out;
@@ -342,7 +342,7 @@ static hearth_status cpu_matmul(struct hearth_backend *be, struct act *out, cons
 /* ---- elementwise operations ------------------------------------------------------- */
 
 /* The elementwise operations' arguments, as their region functions take
- * them (see run_parallel). */
+ * them (see cpu_run_parallel). */
 struct rows_job {
     struct act *out;
     const struct act *a, *b;
@@ -374,7 +374,7 @@ static void add_bias_run(void *arg)
 static hearth_status cpu_add_bias(struct hearth_backend *be, struct act *x, const struct weight *bias)
 {
     const struct rows_job j = {.out = x, .w = bias->data};
-    run_parallel(elementwise_threads(be, x->rows * x->width), add_bias_run, (void *)&j);
+    cpu_run_parallel(elementwise_threads(be, x->rows * x->width), add_bias_run, (void *)&j);
     return HEARTH_OK;
 }
 
@@ -399,7 +399,7 @@ static hearth_status cpu_rmsnorm(struct hearth_backend *be, struct act *out, con
                                  const struct weight *w, float eps)
 {
     const struct rows_job j = {.out = out, .a = in, .w = w->data, .eps = eps};
-    run_parallel(in->rows > 1 ? be->n_threads : 1, rmsnorm_run, (void *)&j);
+    cpu_run_parallel(in->rows > 1 ? be->n_threads : 1, rmsnorm_run, (void *)&j);
     out->rows = in->rows;
     out->width = in->width;
     return HEARTH_OK;
@@ -443,7 +443,7 @@ static hearth_status cpu_rope(struct hearth_backend *be, struct act *x, int32_t 
                               const struct rope_params *rope, const struct batch_pos *bp)
 {
     const struct rows_job j = {.out = x, .n_heads = n_heads, .head_dim = head_dim, .rope = rope, .bp = bp};
-    run_parallel(bp->n_tokens > 1 ? be->n_threads : 1, rope_run, (void *)&j);
+    cpu_run_parallel(bp->n_tokens > 1 ? be->n_threads : 1, rope_run, (void *)&j);
     return HEARTH_OK;
 }
 
@@ -460,7 +460,7 @@ static void add_run(void *arg)
 static hearth_status cpu_add(struct hearth_backend *be, struct act *out, const struct act *a, const struct act *b)
 {
     const struct rows_job j = {.out = out, .a = a, .b = b};
-    run_parallel(elementwise_threads(be, a->rows * a->width), add_run, (void *)&j);
+    cpu_run_parallel(elementwise_threads(be, a->rows * a->width), add_run, (void *)&j);
     out->rows = a->rows;
     out->width = a->width;
     return HEARTH_OK;
@@ -483,7 +483,7 @@ static hearth_status cpu_swiglu(struct hearth_backend *be, struct act *out, cons
                                 const struct act *up)
 {
     const struct rows_job j = {.out = out, .a = gate, .b = up};
-    run_parallel(elementwise_threads(be, gate->rows * gate->width), swiglu_run, (void *)&j);
+    cpu_run_parallel(elementwise_threads(be, gate->rows * gate->width), swiglu_run, (void *)&j);
     out->rows = gate->rows;
     out->width = gate->width;
     return HEARTH_OK;
@@ -511,7 +511,7 @@ static hearth_status cpu_geglu(struct hearth_backend *be, struct act *out, const
                                const struct act *up)
 {
     const struct rows_job j = {.out = out, .a = gate, .b = up};
-    run_parallel(elementwise_threads(be, gate->rows * gate->width), geglu_run, (void *)&j);
+    cpu_run_parallel(elementwise_threads(be, gate->rows * gate->width), geglu_run, (void *)&j);
     out->rows = gate->rows;
     out->width = gate->width;
     return HEARTH_OK;

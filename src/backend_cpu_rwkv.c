@@ -11,9 +11,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "kernels.h"
 #include "rstate.h"
@@ -24,6 +21,48 @@
 /* State elements below which a decode step's recurrence runs on one thread. */
 #define WKV_SERIAL_STATE (256 * 1024)
 
+/* The operations' arguments, as their region functions take them
+ * (cpu_run_parallel: a step below RWKV_SERIAL_WORK elements is a direct
+ * call, not a one-thread OpenMP region, which costs a system call). */
+struct rwkv_job {
+    struct act *out;
+    const struct act *a, *b, *c;
+    const float *w, *bias;
+    int64_t group, col;
+    float eps;
+    enum map_fn fn;
+};
+
+static int rwkv_threads(const struct hearth_backend *be, int64_t n)
+{
+    return n >= RWKV_SERIAL_WORK ? be->n_threads : 1;
+}
+
+static void norm_run(void *arg)
+{
+    const struct rwkv_job *j = arg;
+    const struct act *in = j->a;
+    const int64_t n = in->width, group = j->group;
+    const int64_t n_groups = n / group, items = in->rows * n_groups;
+    const float *w = j->w, *b = j->bias;
+#pragma omp for schedule(static)
+    for (int64_t it = 0; it < items; it++) {
+        const int64_t t = it / n_groups, g0 = (it % n_groups) * group;
+        const float *x = in->host + t * n + g0;
+        float *y = j->out->host + t * n + g0;
+        double sum = 0.0, sq = 0.0;
+        for (int64_t i = 0; i < group; i++) sum += x[i];
+        const double mean = sum / (double)group;
+        for (int64_t i = 0; i < group; i++) sq += ((double)x[i] - mean) * ((double)x[i] - mean);
+        const float scale = (float)(1.0 / sqrt(sq / (double)group + (double)j->eps));
+        const float m = (float)mean;
+        for (int64_t i = 0; i < group; i++) {
+            const float v = (x[i] - m) * scale * w[g0 + i];
+            y[i] = b ? v + b[g0 + i] : v;
+        }
+    }
+}
+
 hearth_status cpu_norm(struct hearth_backend *be, struct act *out, const struct act *in, int64_t group,
                        const float *w, const float *b, float eps)
 {
@@ -31,23 +70,8 @@ hearth_status cpu_norm(struct hearth_backend *be, struct act *out, const struct 
     if (group <= 0 || n % group != 0)
         return hearth_error(HEARTH_E_INTERNAL, "norm: groups of %lld in rows of %lld", (long long)group,
                             (long long)n);
-    const int64_t n_groups = n / group, items = in->rows * n_groups;
-#pragma omp parallel for num_threads(be->n_threads) schedule(static) if (in->rows * n >= RWKV_SERIAL_WORK)
-    for (int64_t it = 0; it < items; it++) {
-        const int64_t t = it / n_groups, g0 = (it % n_groups) * group;
-        const float *x = in->host + t * n + g0;
-        float *y = out->host + t * n + g0;
-        double sum = 0.0, sq = 0.0;
-        for (int64_t i = 0; i < group; i++) sum += x[i];
-        const double mean = sum / (double)group;
-        for (int64_t i = 0; i < group; i++) sq += ((double)x[i] - mean) * ((double)x[i] - mean);
-        const float scale = (float)(1.0 / sqrt(sq / (double)group + (double)eps));
-        const float m = (float)mean;
-        for (int64_t i = 0; i < group; i++) {
-            const float v = (x[i] - m) * scale * w[g0 + i];
-            y[i] = b ? v + b[g0 + i] : v;
-        }
-    }
+    const struct rwkv_job j = {.out = out, .a = in, .w = w, .bias = b, .group = group, .eps = eps};
+    cpu_run_parallel(rwkv_threads(be, in->rows * n), norm_run, (void *)&j);
     out->rows = in->rows;
     out->width = n;
     return HEARTH_OK;
@@ -81,33 +105,44 @@ hearth_status cpu_token_shift(struct hearth_backend *be, struct act *prev, const
     return HEARTH_OK;
 }
 
-hearth_status cpu_lerp(struct hearth_backend *be, struct act *out, const struct act *x, const struct act *prev,
-                       const float *mu, const struct act *mix, int64_t mix_col)
+static void lerp_run(void *arg)
 {
+    const struct rwkv_job *j = arg;
+    const struct act *x = j->a, *prev = j->b, *mix = j->c;
     const int64_t n = x->width, rows = x->rows;
-#pragma omp parallel for num_threads(be->n_threads) schedule(static) if (rows * n >= RWKV_SERIAL_WORK)
+    const float *mu = j->w;
+#pragma omp for schedule(static)
     for (int64_t t = 0; t < rows; t++) {
         const float *a = x->host + t * n, *p = prev->host + t * n;
-        float *y = out->host + t * n;
+        float *y = j->out->host + t * n;
         if (mix) {
-            const float *m = mix->host + t * mix->width + mix_col;
+            const float *m = mix->host + t * mix->width + j->col;
             for (int64_t i = 0; i < n; i++) y[i] = a[i] + (p[i] - a[i]) * (mu[i] + m[i]);
         } else {
             for (int64_t i = 0; i < n; i++) y[i] = a[i] + (p[i] - a[i]) * mu[i];
         }
     }
-    out->rows = rows;
-    out->width = n;
+}
+
+hearth_status cpu_lerp(struct hearth_backend *be, struct act *out, const struct act *x, const struct act *prev,
+                       const float *mu, const struct act *mix, int64_t mix_col)
+{
+    const struct rwkv_job j = {.out = out, .a = x, .b = prev, .c = mix, .w = mu, .col = mix_col};
+    cpu_run_parallel(rwkv_threads(be, x->rows * x->width), lerp_run, (void *)&j);
+    out->rows = x->rows;
+    out->width = x->width;
     return HEARTH_OK;
 }
 
-hearth_status cpu_map(struct hearth_backend *be, struct act *out, const struct act *in, enum map_fn fn,
-                      float arg)
+static void map_run(void *arg)
 {
-    const int64_t n = in->rows * in->width;
-    const float *x = in->host;
-    float *y = out->host;
-#pragma omp parallel for num_threads(be->n_threads) schedule(static) if (n >= RWKV_SERIAL_WORK)
+    const struct rwkv_job *j = arg;
+    const int64_t n = j->a->rows * j->a->width;
+    const float *x = j->a->host;
+    float *y = j->out->host;
+    const float scale = j->eps;
+    const enum map_fn fn = j->fn;
+#pragma omp for schedule(static)
     for (int64_t i = 0; i < n; i++) {
         const float v = x[i];
         switch (fn) {
@@ -116,19 +151,35 @@ hearth_status cpu_map(struct hearth_backend *be, struct act *out, const struct a
         case MAP_SILU: y[i] = v / (1.0f + expf(-v)); break;
         case MAP_RELU_SQR: y[i] = v > 0.0f ? v * v : 0.0f; break;
         case MAP_LOG_DECAY: y[i] = -expf(v); break;
-        case MAP_SCALE: y[i] = v * arg; break;
+        case MAP_SCALE: y[i] = v * scale; break;
         }
     }
+}
+
+hearth_status cpu_map(struct hearth_backend *be, struct act *out, const struct act *in, enum map_fn fn,
+                      float arg)
+{
+    const struct rwkv_job j = {.out = out, .a = in, .fn = fn, .eps = arg};
+    cpu_run_parallel(rwkv_threads(be, in->rows * in->width), map_run, (void *)&j);
     out->rows = in->rows;
     out->width = in->width;
     return HEARTH_OK;
 }
 
+static void mul_run(void *arg)
+{
+    const struct rwkv_job *j = arg;
+    const int64_t n = j->a->rows * j->a->width;
+    const float *a = j->a->host, *b = j->b->host;
+    float *y = j->out->host;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i];
+}
+
 hearth_status cpu_mul(struct hearth_backend *be, struct act *out, const struct act *a, const struct act *b)
 {
-    const int64_t n = a->rows * a->width;
-#pragma omp parallel for num_threads(be->n_threads) schedule(static) if (n >= RWKV_SERIAL_WORK)
-    for (int64_t i = 0; i < n; i++) out->host[i] = a->host[i] * b->host[i];
+    const struct rwkv_job j = {.out = out, .a = a, .b = b};
+    cpu_run_parallel(rwkv_threads(be, a->rows * a->width), mul_run, (void *)&j);
     out->rows = a->rows;
     out->width = a->width;
     return HEARTH_OK;
@@ -157,6 +208,74 @@ static int32_t column_blocks(int64_t pairs, int n_threads, int32_t head_size)
     return nb;
 }
 
+/* One wkv operation as the threads of a region share it out. */
+struct wkv_job {
+    struct act *out;
+    const struct act *r, *k, *v, *lw;
+    const float *u;
+    float scale;
+    int32_t n_head, group, N, nb, C;
+    int64_t items;
+    size_t wkv_floats;
+    struct rstate *rs;
+    int il;
+    const struct batch_pos *bp;
+    const struct wkv_kernels *wk;
+    void *scratch;
+    size_t scratch_bytes;
+};
+
+static void wkv_run(void *arg)
+{
+    const struct wkv_job *j = arg;
+    const struct act *r = j->r, *k = j->k, *v = j->v, *lw = j->lw;
+    struct act *out = j->out;
+    const struct batch_pos *bp = j->bp;
+    struct rstate *rs = j->rs;
+    const int32_t n_head = j->n_head, group = j->group, N = j->N, nb = j->nb, C = j->C, il = j->il;
+    const size_t head_floats = (size_t)N * N, wkv_floats = j->wkv_floats;
+    const float *u = j->u;
+    const float scale = j->scale;
+    const struct wkv_kernels *wk = j->wk;
+    const int64_t items = j->items;
+    uint8_t *mine = j->scratch ? (uint8_t *)j->scratch + j->scratch_bytes * (size_t)cpu_thread_index() : NULL;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t it = 0; it < items; it++) {
+        const int32_t s = (int32_t)(it / ((int64_t)n_head * nb));
+        const int32_t h = (int32_t)(it / nb % n_head), jb = (int32_t)(it % nb);
+        const int32_t r0 = bp->seq_start[s], n_rows = bp->seq_start[s + 1] - r0;
+        if (n_rows <= 0) continue;
+        float *S = rstate_layer(rs, state_slot(bp, s), il) + (rs->layer_floats - wkv_floats) +
+                   (size_t)h * head_floats;
+        const int32_t kvh = h / group;
+        struct wkv_head a = {
+            .n = n_rows,
+            .N = N,
+            .r = r->host + (int64_t)r0 * r->width + (int64_t)h * N,
+            .k = k->host + (int64_t)r0 * k->width + (int64_t)kvh * N,
+            .v = v->host + (int64_t)r0 * v->width + (int64_t)kvh * N,
+            .lw = lw->host + (int64_t)r0 * lw->width + (int64_t)h * N,
+            .r_stride = r->width,
+            .k_stride = k->width,
+            .v_stride = v->width,
+            .lw_stride = lw->width,
+            .u = u ? u + (size_t)h * N : NULL,
+            .scale = scale,
+            .y = out->host + (int64_t)r0 * out->width + (int64_t)h * N,
+            .y_stride = out->width,
+            .S = S,
+            .j0 = jb * (N / nb),
+            .j1 = (jb + 1) * (N / nb),
+        };
+        if (bp->pos[r0] == 0)
+            for (int32_t i = 0; i < N; i++)
+                memset(S + (size_t)i * N + a.j0, 0, (size_t)(a.j1 - a.j0) * sizeof(float));
+        /* chunks of one token are the recurrence itself */
+        if (n_rows == 1 || C == 1) wk->recurrent(&a);
+        else wk->chunked(&a, C, mine);
+    }
+}
+
 hearth_status cpu_wkv(struct hearth_backend *be, struct act *out, const struct act *r, const struct act *k,
                       const struct act *v, const struct act *lw, const float *u, float scale, int32_t n_head,
                       int32_t n_head_kv, int32_t head_size, struct rstate *rs, int il, int32_t chunk_size,
@@ -164,6 +283,8 @@ hearth_status cpu_wkv(struct hearth_backend *be, struct act *out, const struct a
 {
     const int32_t N = head_size, group = n_head / n_head_kv;
     const size_t head_floats = (size_t)N * N, wkv_floats = head_floats * (size_t)n_head;
+    if (N > WKV_HEAD_MAX)
+        return hearth_error(HEARTH_E_INTERNAL, "WKV head size %d beyond %d", N, WKV_HEAD_MAX);
     if (wkv_floats > rs->layer_floats)
         return hearth_error(HEARTH_E_INTERNAL, "WKV state of %zu floats beyond the layer's %zu", wkv_floats,
                             rs->layer_floats);
@@ -183,53 +304,17 @@ hearth_status cpu_wkv(struct hearth_backend *be, struct act *out, const struct a
     const bool small = max_rows == 1 && (int64_t)bp->n_seqs * n_head * N * N < WKV_SERIAL_STATE;
     const int n_threads = items > 1 && !small ? be->n_threads : 1;
     void *scratch = NULL;
-    const size_t scratch_bytes = max_rows > 1 ? wkv_chunk_scratch_bytes(C, N) : 0;
+    const size_t scratch_bytes = max_rows > 1 && C > 1 ? wkv_chunk_scratch_bytes(C, N) : 0;
     if (scratch_bytes) {
         scratch = hearth_aligned_alloc(64, scratch_bytes * (size_t)n_threads, "WKV chunk scratch");
         if (!scratch) return HEARTH_E_NOMEM;
     }
-#pragma omp parallel num_threads(n_threads) if (n_threads > 1)
-    {
-#ifdef _OPENMP
-        uint8_t *mine = (uint8_t *)scratch + scratch_bytes * (size_t)omp_get_thread_num();
-#else
-        uint8_t *mine = scratch;
-#endif
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t it = 0; it < items; it++) {
-            const int32_t s = (int32_t)(it / ((int64_t)n_head * nb));
-            const int32_t h = (int32_t)(it / nb % n_head), jb = (int32_t)(it % nb);
-            const int32_t r0 = bp->seq_start[s], n_rows = bp->seq_start[s + 1] - r0;
-            if (n_rows <= 0) continue;
-            float *S = rstate_layer(rs, state_slot(bp, s), il) + (rs->layer_floats - wkv_floats) +
-                       (size_t)h * head_floats;
-            const int32_t kvh = h / group;
-            struct wkv_head a = {
-                .n = n_rows,
-                .N = N,
-                .r = r->host + (int64_t)r0 * r->width + (int64_t)h * N,
-                .k = k->host + (int64_t)r0 * k->width + (int64_t)kvh * N,
-                .v = v->host + (int64_t)r0 * v->width + (int64_t)kvh * N,
-                .lw = lw->host + (int64_t)r0 * lw->width + (int64_t)h * N,
-                .r_stride = r->width,
-                .k_stride = k->width,
-                .v_stride = v->width,
-                .lw_stride = lw->width,
-                .u = u ? u + (size_t)h * N : NULL,
-                .scale = scale,
-                .y = out->host + (int64_t)r0 * out->width + (int64_t)h * N,
-                .y_stride = out->width,
-                .S = S,
-                .j0 = jb * (N / nb),
-                .j1 = (jb + 1) * (N / nb),
-            };
-            if (bp->pos[r0] == 0)
-                for (int32_t i = 0; i < N; i++)
-                    memset(S + (size_t)i * N + a.j0, 0, (size_t)(a.j1 - a.j0) * sizeof(float));
-            if (n_rows == 1) wk->recurrent(&a);
-            else wk->chunked(&a, C, mine);
-        }
-    }
+    const struct wkv_job job = {
+        .out = out, .r = r, .k = k, .v = v, .lw = lw, .u = u, .scale = scale, .n_head = n_head,
+        .group = group, .N = N, .nb = nb, .C = C, .items = items, .wkv_floats = wkv_floats, .rs = rs, .il = il,
+        .bp = bp, .wk = wk, .scratch = scratch, .scratch_bytes = scratch_bytes,
+    };
+    cpu_run_parallel(n_threads, wkv_run, (void *)&job);
     hearth_aligned_free(scratch);
     out->rows = r->rows;
     out->width = (int64_t)n_head * N;

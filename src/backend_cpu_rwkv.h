@@ -7,6 +7,13 @@
 
 #include "backend.h"
 
+/* Run fn(arg) as one OpenMP parallel region of n_threads threads, or
+ * directly on this thread when n_threads is 1 (fn shares its loops out
+ * with orphaned "omp for" directives); the calling thread's index within
+ * the region (0 outside one).  In backend_cpu.c. */
+void cpu_run_parallel(int n_threads, void (*fn)(void *), void *arg);
+int cpu_thread_index(void);
+
 hearth_status cpu_norm(struct hearth_backend *be, struct act *out, const struct act *in, int64_t group,
                        const float *w, const float *b, float eps);
 hearth_status cpu_token_shift(struct hearth_backend *be, struct act *prev, const struct act *x,
