@@ -772,7 +772,8 @@ typedef struct hearth_context_params {
     int32_t n_threads;      /* 0: one per available processor */
     hearth_type cache_type; /* KV cache: HEARTH_TYPE_F32, F16 (default) or Q8_0 */
     int32_t chunk_size;     /* recurrent models (RWKV-6): tokens per chunk of
-                             * the chunk-parallel prefill; 0: 16.  Changes
+                             * the chunk-parallel prefill; 0: 1 (token by
+                             * token, the fastest on the CPU).  Changes
                              * results only by float rounding. */
 } hearth_context_params;
 

@@ -111,7 +111,7 @@ static void usage(FILE *out)
           "  -n, --n-gen N,...       generation lengths (default 128; 0: no tg test)\n"
           "  -t, --threads N,...     thread counts (default: one per processor)\n"
           "  -b, --batch-size N,...  most tokens per forward pass (default 512)\n"
-          "  --chunk-size N          recurrent models: tokens per chunk of the prefill (default 16)\n"
+          "  --chunk-size N          recurrent models: tokens per chunk of the prefill (default 1)\n"
           "  -r, --repetitions N     measured runs per test (default 5)\n"
           "  -o, --output FORMAT     md (default), csv or json\n"
           "      --cache-type TYPE   KV cache: f16 (default), f32 or q8_0\n"

@@ -47,7 +47,7 @@ static void usage(FILE *out)
             "  --chunks N            evaluate only the first N chunks\n"
             "  -t, --threads N       threads (default: all processors)\n"
             "  --cache-type TYPE     KV cache type (default f16)\n"
-            "  --chunk-size N        recurrent models: tokens per chunk of the prefill (default 16)\n");
+            "  --chunk-size N        recurrent models: tokens per chunk of the prefill (default 1)\n");
     cli_model_help(out);
 }
 

@@ -66,7 +66,7 @@ struct cli_context_opts {
 #define CLI_CHUNK_SIZE_LONG_OPTION {"chunk-size", required_argument, NULL, CLI_OPT_CHUNK_SIZE}
 #define CLI_CHUNK_SIZE_HELP \
     "  --chunk-size N           recurrent models (RWKV-6): tokens per chunk of the\n" \
-    "                           chunk-parallel prefill (default 16)\n"
+    "                           chunk-parallel prefill (default 1: token by token)\n"
 
 /* Handle one getopt_long() result: 1 when it was a context option with a
  * valid value, 0 when it is not one, -1 after printing a usage error. */
