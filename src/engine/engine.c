@@ -829,6 +829,11 @@ static void finish_seq(hearth_engine *e, struct seq *s, hearth_token token, cons
     else if (s->prev || s->next || e->waiting.head == s) list_remove(&e->waiting, s);
     s->running = false;
     s->finished = true;
+    /* the statistics show the blocks given back before the client hears
+     * of the end (a /metrics read after a response sees them free) */
+    pthread_mutex_lock(&e->lock);
+    update_stats_locked(e);
+    pthread_mutex_unlock(&e->lock);
     const double t = now_s();
     s->stats.total_ms = (t - r->t_submit) * 1e3;
     if (s->stats.n_generated > 1) s->stats.tpot_ms = (s->t_last - s->t_first) * 1e3 / (s->stats.n_generated - 1);
