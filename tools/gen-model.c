@@ -10,9 +10,10 @@
  * random stream derived from the seed, the tensor's name and the row
  * number, so the file is the same whatever the thread count.  The
  * vocabulary is copied from a vocabulary-only GGUF file (--vocab, padded
- * with unused "[PADn]" tokens up to the embedding rows, as model converters
- * pad) or is a synthetic SentencePiece one.  Not installed: a development
- * and benchmarking tool.
+ * with the shape's added control tokens, if it has any, and unused "[PADn]"
+ * tokens up to the embedding rows, as model converters pad) or is a
+ * synthetic SentencePiece one.  Not installed: a development and
+ * benchmarking tool.
  *
  * Speculative decoding needs a draft that agrees with its target, which
  * random layers never do: each rewrites the residual stream.  With
@@ -75,6 +76,17 @@ struct shape {
     /* mixture of experts: 0 experts for a dense feed-forward */
     int n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
     int head_size;           /* rwkv6: WKV head size (n_head = n_embd / head_size) */
+    /* The control tokens the model adds after its base vocabulary, in
+     * order (NULL-terminated): --vocab's padding starts with them. */
+    const char *const *added_tokens;
+};
+
+/* Phi-3 and Phi-3.5 add these to the 32,000 tokens of Llama 2's
+ * SentencePiece vocabulary (ids 32000-32010). */
+static const char *const phi3_added_tokens[] = {
+    "<|endoftext|>", "<|assistant|>", "<|placeholder1|>", "<|placeholder2|>",
+    "<|placeholder3|>", "<|placeholder4|>", "<|system|>", "<|end|>",
+    "<|placeholder5|>", "<|placeholder6|>", "<|user|>", NULL,
 };
 
 static const struct shape shapes[] = {
@@ -118,7 +130,7 @@ static const struct shape shapes[] = {
     {.name = "phi-3.5-mini", .arch = "phi3", .title = "Phi-3.5-mini shape, random weights",
      .n_layer = 32, .n_embd = 3072, .n_ff = 8192, .n_head = 32, .n_head_kv = 32, .n_vocab = 32064,
      .n_ctx = 131072, .rope_base = 10000.0f, .norm_eps = 1e-5f, .fused = true, .n_ctx_orig = 4096,
-     .sliding_window = 262144},
+     .sliding_window = 262144, .added_tokens = phi3_added_tokens},
     {.name = "micro-phi3", .arch = "phi3", .title = "micro test shape (Phi family), random weights",
      .n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 8, .n_head_kv = 4, .n_vocab = 512,
      .n_ctx = 8192, .rope_base = 10000.0f, .norm_eps = 1e-5f, .fused = true, .n_ctx_orig = 256,
@@ -524,8 +536,9 @@ static hearth_status synthetic_vocab(hearth_gguf_writer *w, int n)
 }
 
 /* The tokenizer.* entries of a vocabulary file; the token list (with its
- * types and scores) padded to n tokens. */
-static hearth_status copy_vocab(hearth_gguf_writer *w, const char *path, int n)
+ * types and scores) padded to n tokens: first the added control tokens
+ * (NULL-terminated; may be NULL), then unused "[PADn]" ones. */
+static hearth_status copy_vocab(hearth_gguf_writer *w, const char *path, int n, const char *const *added)
 {
     hearth_gguf *v;
     HEARTH_TRY(hearth_gguf_open(path, &v));
@@ -570,6 +583,9 @@ static hearth_status copy_vocab(hearth_gguf_writer *w, const char *path, int n)
                     types[i] = (int32_t)e.v.i;
                 if (has_scores && hearth_gguf_array_get(v, &scores_in, (uint64_t)i, &e) == 0)
                     scores[i] = (float)e.v.f;
+            } else if (added && *added) {
+                strs[i] = strdup(*added++);
+                types[i] = 3; /* control */
             } else {
                 snprintf(pad, sizeof pad, "[PAD%d]", i);
                 strs[i] = strdup(pad);
@@ -620,7 +636,7 @@ static hearth_status set_metadata(hearth_gguf_writer *w, const struct shape *s,
         HEARTH_TRY(ARCH_F32("attention.layer_norm_epsilon", s->norm_eps));
         HEARTH_TRY(hearth_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype));
         HEARTH_TRY(hearth_gguf_writer_set_u32(w, "general.quantization_version", 2));
-        return vocab_path ? copy_vocab(w, vocab_path, s->n_vocab) : synthetic_vocab(w, s->n_vocab);
+        return vocab_path ? copy_vocab(w, vocab_path, s->n_vocab, s->added_tokens) : synthetic_vocab(w, s->n_vocab);
     }
     HEARTH_TRY(ARCH_U32("attention.head_count", (uint32_t)s->n_head));
     HEARTH_TRY(ARCH_U32("attention.head_count_kv", (uint32_t)s->n_head_kv));
@@ -661,7 +677,7 @@ static hearth_status set_metadata(hearth_gguf_writer *w, const struct shape *s,
 #undef ARCH_F32
     HEARTH_TRY(hearth_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype));
     HEARTH_TRY(hearth_gguf_writer_set_u32(w, "general.quantization_version", 2));
-    return vocab_path ? copy_vocab(w, vocab_path, s->n_vocab) : synthetic_vocab(w, s->n_vocab);
+    return vocab_path ? copy_vocab(w, vocab_path, s->n_vocab, s->added_tokens) : synthetic_vocab(w, s->n_vocab);
 }
 
 static int write_model(struct generator *g_in, const struct shape *sp, hearth_ftype ftype, const char *vocab_path,
