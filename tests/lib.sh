@@ -56,6 +56,33 @@ expect_status() {
     fi
 }
 
+# npm_install DIR PACKAGE...: install the npm packages into DIR/node_modules
+# (a package.json of its own in DIR); skip the whole script (exit 77) when
+# node or npm is missing or the npm registry cannot be reached, and fail
+# (exit 1) when the install fails otherwise.
+npm_install() {
+    dir=$1; shift
+    command -v node >/dev/null 2>&1 || { echo "SKIP: node is not installed" >&2; exit 77; }
+    command -v npm >/dev/null 2>&1 || { echo "SKIP: npm is not installed" >&2; exit 77; }
+    mkdir -p "$dir/node_modules"
+    echo '{"name": "hearth-test", "private": true}' > "$dir/package.json"
+    npm_config_update_notifier=false; export npm_config_update_notifier
+    if [ -z "${HOME:-}" ] || [ ! -w "$HOME" ]; then
+        npm_config_cache="$tmpdir/npm-cache"; export npm_config_cache
+    fi
+    if ! (cd "$dir" && timeout 600 npm install --no-audit --no-fund --no-save "$@") \
+            >"$tmpdir/npm.log" 2>&1; then
+        if grep -Eq 'ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|EHOSTUNREACH|network|socket hang up|getaddrinfo' "$tmpdir/npm.log"; then
+            sed 's/^/  npm: /' "$tmpdir/npm.log" | tail -n 5 >&2
+            echo "SKIP: the npm registry cannot be reached; npm install $* failed" >&2
+            exit 77
+        fi
+        sed 's/^/  npm: /' "$tmpdir/npm.log" >&2
+        echo "FAIL: npm install $* failed" >&2
+        exit 1
+    fi
+}
+
 finish() {
     if [ "$tests_failed" -ne 0 ]; then
         echo "$tests_failed check(s) failed" >&2

@@ -252,7 +252,8 @@ TESTS += \
 	tests/cli-template.sh \
 	tests/cli-tokenize.sh \
 	tests/grammar-validity.sh \
-	tests/server-openai.sh
+	tests/server-openai.sh \
+	tests/template-models.sh
 EXTRA_DIST += \
 	tests/cli-moe.sh \
 	tests/archs-oracle.sh \
@@ -278,7 +279,9 @@ EXTRA_DIST += \
 	tests/http-server.py \
 	tests/server-api.py \
 	tests/server-openai.mjs \
-	tests/server-openai.sh
+	tests/server-openai.sh \
+	tests/template-models.mjs \
+	tests/template-models.sh
 
 # Fuzz targets.  With --enable-fuzzing (clang) each is a libFuzzer program,
 # tests/fuzz/fuzz-<target>; every build also links it with a replay driver,

@@ -35,21 +35,7 @@ mkdir -p "$work/node_modules"
 if [ -n "${HEARTH_OPENAI_NODE_MODULES:-}" ] && [ -d "$HEARTH_OPENAI_NODE_MODULES/openai" ]; then
     ln -s "$HEARTH_OPENAI_NODE_MODULES/openai" "$work/node_modules/openai"
 else
-    echo '{"name": "hearth-openai-test", "private": true}' > "$work/package.json"
-    npm_config_update_notifier=false; export npm_config_update_notifier
-    if [ -z "${HOME:-}" ] || [ ! -w "$HOME" ]; then
-        npm_config_cache="$tmpdir/npm-cache"; export npm_config_cache
-    fi
-    if ! (cd "$work" && timeout 600 npm install --no-audit --no-fund --no-save openai) \
-            >"$tmpdir/npm.log" 2>&1; then
-        if grep -Eq 'ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|EHOSTUNREACH|network|socket hang up|getaddrinfo' "$tmpdir/npm.log"; then
-            sed 's/^/  npm: /' "$tmpdir/npm.log" | tail -n 5 >&2
-            skip "the npm registry cannot be reached; npm install openai failed"
-        fi
-        sed 's/^/  npm: /' "$tmpdir/npm.log" >&2
-        echo "FAIL: npm install openai failed" >&2
-        exit 1
-    fi
+    npm_install "$work" openai
 fi
 cp "${HEARTH_SRCDIR:-.}/tests/server-openai.mjs" "$work/"
 

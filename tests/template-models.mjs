@@ -1,0 +1,119 @@
+// template-models.mjs -- chat templates that models ship, rendered by
+// hearth and by an independent Jinja implementation (the npm package
+// @huggingface/jinja), compared byte for byte.  The templates are read
+// from the npm package @huggingface/ollama-utils, which carries the
+// tokenizer.chat_template of published GGUF files; the conversations are
+// the shared ones (../shared/chat/conversations.json) and a few of this
+// file's own for the templates' other branches.  Where the independent
+// renderer raises, hearth must refuse the conversation too.
+//
+//   node template-models.mjs HEARTH CONVERSATIONS.json TMPDIR
+import { Template } from "@huggingface/jinja";
+import { readFileSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+
+const [hearth, convPath, tmp] = process.argv.slice(2);
+const automap = readFileSync(
+  new URL("./node_modules/@huggingface/ollama-utils/src/chat-template-automap.ts", import.meta.url),
+  "utf8",
+);
+
+// The template of one entry of the package's table, by its model name.
+function shipped(model) {
+  const at = automap.indexOf(`model: "${model}",`);
+  if (at < 0) throw new Error(`no template for ${model} in @huggingface/ollama-utils`);
+  const m = /gguf: ("(?:[^"\\]|\\.)*")/.exec(automap.slice(at));
+  if (!m) throw new Error(`no gguf template text for ${model}`);
+  return JSON.parse(m[1]);
+}
+
+const models = [
+  // Gemma 3 (the current template: a string or a list as system content)
+  { model: "library/gemma3:270m", bos: "<bos>", eos: "<eos>" },
+  // Gemma 3 1B's file (the first template: list content only)
+  { model: "library/gemma3:1b", bos: "<bos>", eos: "<eos>" },
+  // Phi-4-mini (tools in the system message) and Phi-4
+  { model: "library/phi4-mini:3.8b", bos: "<|endoftext|>", eos: "<|endoftext|>" },
+  { model: "library/phi4:14b", bos: "<|endoftext|>", eos: "<|im_end|>" },
+];
+
+const tools = JSON.stringify([
+  { name: "get_weather", description: "Current weather «here»", parameters: { city: { type: "str" } } },
+]);
+const conversations = JSON.parse(readFileSync(convPath, "utf8")).concat([
+  {
+    // Only for the Gemma templates, which read a list's items: where a
+    // template adds a list to a string, Python's Jinja (the renderer
+    // transformers uses, and hearth's model) raises, while
+    // @huggingface/jinja joins them.
+    name: "list-content",
+    only: "gemma3",
+    messages: [
+      { role: "system", content: [{ type: "text", text: "  Be brief.  " }] },
+      { role: "user", content: [{ type: "image" }, { type: "text", text: "What is this?\n" }] },
+      { role: "assistant", content: [{ type: "text", text: "A cat." }] },
+      { role: "user", content: "And now?" },
+    ],
+  },
+  {
+    name: "system-tools",
+    messages: [
+      { role: "system", content: "You may call tools.", tools },
+      { role: "user", content: "Weather in Paris?" },
+    ],
+  },
+  {
+    name: "not-alternating",
+    messages: [
+      { role: "user", content: "One." },
+      { role: "user", content: "Two." },
+    ],
+  },
+]);
+
+let failures = 0, rendered = 0, raised = 0;
+for (const { model, bos, eos } of models) {
+  const text = shipped(model);
+  const tmplPath = `${tmp}/template.jinja`;
+  writeFileSync(tmplPath, text);
+  const reference = new Template(text);
+  for (const conv of conversations) {
+    if (conv.only && !model.includes(conv.only)) continue;
+    for (const agp of [true, false]) {
+      const where = `${model} / ${conv.name} / add_generation_prompt=${agp}`;
+      let want = null, why = "";
+      try {
+        want = reference.render({ messages: conv.messages, bos_token: bos, eos_token: eos, add_generation_prompt: agp });
+      } catch (e) {
+        why = String(e);
+      }
+      const msgPath = `${tmp}/messages.json`;
+      writeFileSync(msgPath, JSON.stringify(conv.messages));
+      const args = ["template", "--chat-template", tmplPath, "-f", msgPath, "--bos", bos, "--eos", eos, "--date", "29 Nov 2026"];
+      if (!agp) args.push("--no-generation-prompt");
+      const got = spawnSync(hearth, args, { encoding: "utf8" });
+      if (got.error) throw got.error;
+      if (want === null) {
+        if (got.status === 0) {
+          failures++;
+          console.error(`FAIL: ${where}: the reference raises (${why}), hearth rendered ${JSON.stringify(got.stdout)}`);
+        } else if (!/\S/.test(got.stderr)) {
+          failures++;
+          console.error(`FAIL: ${where}: hearth refused it without a message`);
+        } else raised++;
+      } else if (got.status !== 0) {
+        failures++;
+        console.error(`FAIL: ${where}: hearth exit status ${got.status}: ${got.stderr.trim()}`);
+      } else if (got.stdout !== want) {
+        failures++;
+        console.error(`FAIL: ${where}:\n  hearth    ${JSON.stringify(got.stdout)}\n  reference ${JSON.stringify(want)}`);
+      } else rendered++;
+    }
+  }
+}
+if (rendered < 40 || raised < 4) {
+  failures++;
+  console.error(`FAIL: only ${rendered} renderings and ${raised} refusals compared`);
+}
+console.log(`${models.length} shipped templates, ${rendered} renderings equal, ${raised} refused by both, ${failures} failures`);
+process.exit(failures ? 1 : 0);
