@@ -32,6 +32,12 @@
 
 enum float_format { FLOAT_F32, FLOAT_F16, FLOAT_BF16 };
 
+/* The bytes of one weight. */
+FORCE_INLINE size_t float_bytes(enum float_format f)
+{
+    return f == FLOAT_F32 ? 4 : 2;
+}
+
 /* Eight weights from element i on, as floats. */
 FORCE_INLINE __m256 load_weights8(enum float_format f, const uint8_t *row, int64_t i)
 {
@@ -82,9 +88,13 @@ FORCE_INLINE void float_tile(enum float_format f, const int TR, const int TT, in
         for (int t = 0; t < TT; t++) xv[t] = _mm256_loadu_ps((const float *)(x + (size_t)t * x_stride) + i);
         UNROLL
         for (int r = 0; r < TR; r++) {
+            const uint8_t *at = w + (size_t)r * w_stride + (size_t)i * float_bytes(f);
             const __m256 wv = load_weights8(f, w + (size_t)r * w_stride, i);
             UNROLL
             for (int t = 0; t < TT; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+            /* once per cache line (16 floats, 32 halves): the next
+             * tile's rows, as in avx512.c */
+            if (TT < FLOAT_TILE_TOKS && (i & (f == FLOAT_F32 ? 15 : 31)) == 0) prefetch_next_rows(at, w_stride, TR);
         }
     }
     if (i < n) {
