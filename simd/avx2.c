@@ -88,13 +88,13 @@ FORCE_INLINE void float_tile(enum float_format f, const int TR, const int TT, in
         for (int t = 0; t < TT; t++) xv[t] = _mm256_loadu_ps((const float *)(x + (size_t)t * x_stride) + i);
         UNROLL
         for (int r = 0; r < TR; r++) {
-            const uint8_t *at = w + (size_t)r * w_stride + (size_t)i * float_bytes(f);
-            const __m256 wv = load_weights8(f, w + (size_t)r * w_stride, i);
+            const uint8_t *row = w + (size_t)r * w_stride;
+            const __m256 wv = load_weights8(f, row, i);
             UNROLL
             for (int t = 0; t < TT; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
-            /* once per cache line (16 floats, 32 halves): the next
-             * tile's rows, as in avx512.c */
-            if (TT < FLOAT_TILE_TOKS && (i & (f == FLOAT_F32 ? 15 : 31)) == 0) prefetch_next_rows(at, w_stride, TR);
+            /* once per cache line, the next tile's rows (see avx512.c) */
+            const size_t off = (size_t)i * float_bytes(f);
+            if (TT < FLOAT_TILE_TOKS && off % 64 == 0) prefetch_next_rows(row + off, w_stride, TR);
         }
     }
     if (i < n) {

@@ -89,20 +89,22 @@ FORCE_INLINE void float_tile(enum float_format f, const int TR, const int TT, in
         for (int t = 0; t < TT; t++) xv[t] = _mm512_maskz_loadu_ps(mask, (const float *)(x + (size_t)t * x_stride) + i);
         UNROLL
         for (int r = 0; r < TR; r++) {
-            const uint8_t *at = w + (size_t)r * w_stride + (size_t)i * float_bytes(f);
-            const __m512 wv = load_weights16(f, w + (size_t)r * w_stride, i, mask);
+            const uint8_t *row = w + (size_t)r * w_stride;
+            const __m512 wv = load_weights16(f, row, i, mask);
             UNROLL
             for (int t = 0; t < TT; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
-            /* Once per cache line (16 floats, 32 halves), the next tile's
-             * rows at this place, as the integer row kernels do: one
-             * thread's decode of F16 rows streamed at 16-17 GB/s without
-             * it and 17-21 with it (tools/kbench, membw 28 GB/s), and the
-             * RWKV-6 1.6B F16 decode went from 4.2 to 6.5 tokens/s on one
-             * thread and from 7.1 to 9.2 on two.  Only in the narrow tiles
-             * (a few tokens, whose rows are read once): a prefill's full
-             * tiles read their rows again for every tile of tokens, from
-             * the cache, and lost 5% to the extra instructions. */
-            if (TT < FLOAT_TILE_TOKS && (f == FLOAT_F32 || (i & 31) == 0)) prefetch_next_rows(at, w_stride, TR);
+            /* Once per cache line, the next tile's rows at this place, as
+             * the integer row kernels do: one thread's decode of F16 rows
+             * streamed at 16-17 GB/s without it and 17-21 with it
+             * (tools/kbench, membw 28 GB/s), and the RWKV-6 1.6B F16
+             * decode went from 4.8-5.3 to 6.1-6.8 tokens/s on one thread
+             * and from 7.3-7.6 to 9.2-9.9 on two (BENCHMARKS.md).  Only in
+             * the narrow tiles (a few tokens, whose rows are read once):
+             * a prefill's full tiles read their rows again for every tile
+             * of tokens, from the cache, and lost 5% to the extra
+             * instructions. */
+            const size_t off = (size_t)i * float_bytes(f);
+            if (TT < FLOAT_TILE_TOKS && off % 64 == 0) prefetch_next_rows(row + off, w_stride, TR);
         }
     }
     UNROLL
