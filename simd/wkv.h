@@ -68,10 +68,18 @@ typedef void (*wkv_recurrent_fn)(const struct wkv_head *h);
  * wkv_chunk_scratch_bytes(C, N) bytes, 64-byte aligned. */
 typedef void (*wkv_chunked_fn)(const struct wkv_head *h, int32_t C, void *scratch);
 
+/* The elementwise maps of the RWKV-6 layers, vectorized with the
+ * recurrences: tanh x, 1 / (1 + e^-x), x / (1 + e^-x), -e^x (the log of
+ * the decay e^{-e^x}) and max(x, 0)^2 (0 for NaN). */
+enum wkv_map { WKV_MAP_TANH, WKV_MAP_SIGMOID, WKV_MAP_SILU, WKV_MAP_LOG_DECAY, WKV_MAP_RELU_SQR };
+/* y[i] = f(x[i]) for i < n; y may be x. */
+typedef void (*wkv_map_fn)(enum wkv_map kind, const float *x, float *y, int64_t n);
+
 struct wkv_kernels {
     const char *name;
     wkv_recurrent_fn recurrent;
     wkv_chunked_fn chunked;
+    wkv_map_fn map;
 };
 
 size_t wkv_chunk_scratch_bytes(int32_t C, int32_t N);

@@ -61,6 +61,94 @@ static inline float WKV_NAME(exp)(float x)
 }
 #define EXPD(d) WKV_NAME(exp)((float)(d))
 
+/* ---- the elementwise maps of the time and channel mixing ---------------- */
+
+/* e^x on the whole float range, as WKV_NAME(exp) (within 2 ulp where the
+ * result is a normal float): inf from 88.73 on (2^n p overflows, or
+ * above 89 by the select), 0 below -103, NaN for NaN.
+ * The bounds are applied as selects, not branches, so that the map loops
+ * vectorize; a NaN is first replaced by a bound (so that the conversion
+ * to an integer is defined) and given back at the end. */
+static inline float WKV_NAME(exp_any)(float x)
+{
+    float xc = x > -103.0f ? x : -103.0f;
+    xc = xc < 89.0f ? xc : 89.0f;
+    /* n = x / ln 2 rounded to nearest: adding and subtracting 1.5 * 2^23
+     * rounds (floorf would keep the loop from vectorizing) */
+    const float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;
+    const float r = (xc - n * 0.693145752f) - n * 1.42860677e-6f;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    /* 2^n for n in [-149, 128]: two factors, each a normal float */
+    const int32_t ni = (int32_t)n;
+    const int32_t n1 = ni / 2, n2 = ni - n1;
+    union { int32_t i; float f; } a = {(n1 + 127) << 23}, b = {(n2 + 127) << 23};
+    float y = p * a.f * b.f;
+    y = x < -103.0f ? 0.0f : y;
+    y = x > 89.0f ? __builtin_inff() : y;
+    return x != x ? x : y;
+}
+
+/* tanh x: for |x| < 0.5 its odd Taylor polynomial to x^15 (the terms
+ * fall by a factor of ten there, so the error is below 1e-8 relative);
+ * above, 1 - 2 / (e^{2|x|} + 1), which has no cancellation there, with
+ * the sign of x.  Both are computed and one is selected. */
+static inline float WKV_NAME(tanh)(float x)
+{
+    const float ax = x < 0.0f ? -x : x;
+    const float x2 = x * x;
+    float p = -929569.0f / 638512875.0f;
+    p = p * x2 + 21844.0f / 6081075.0f;
+    p = p * x2 + -1382.0f / 155925.0f;
+    p = p * x2 + 62.0f / 2835.0f;
+    p = p * x2 + -17.0f / 315.0f;
+    p = p * x2 + 2.0f / 15.0f;
+    p = p * x2 + -1.0f / 3.0f;
+    const float small = x + x * x2 * p;
+    const float e = WKV_NAME(exp_any)(2.0f * (ax < 20.0f ? ax : 20.0f));
+    const float big = 1.0f - 2.0f / (e + 1.0f);
+    const float t = ax < 0.5f ? small : (x < 0.0f ? -big : big);
+    return x != x ? x : t;
+}
+
+/* y = f(x) over n elements (y may be x: then the loop reads and writes
+ * one array, which the compiler vectorizes without a check for overlap).
+ * Each element's result depends on its value alone, whatever n and the
+ * element's place: the operations are the same in the vector body and
+ * the scalar remainder, without contraction (the kernels' flags), so the
+ * scalar twin gives the same bits. */
+#define WKV_MAP_LOOP(expr) \
+    do { \
+        if (x == y) \
+            for (int64_t i = 0; i < n; i++) { \
+                const float v = y[i]; \
+                y[i] = (expr); \
+            } \
+        else \
+            for (int64_t i = 0; i < n; i++) { \
+                const float v = x[i]; \
+                y[i] = (expr); \
+            } \
+    } while (0)
+
+static void WKV_NAME(map)(enum wkv_map kind, const float *x, float *y, int64_t n)
+{
+    switch (kind) {
+    case WKV_MAP_TANH: WKV_MAP_LOOP(WKV_NAME(tanh)(v)); break;
+    case WKV_MAP_SIGMOID: WKV_MAP_LOOP(1.0f / (1.0f + WKV_NAME(exp_any)(-v))); break;
+    case WKV_MAP_SILU: WKV_MAP_LOOP(v / (1.0f + WKV_NAME(exp_any)(-v))); break;
+    case WKV_MAP_LOG_DECAY: WKV_MAP_LOOP(-WKV_NAME(exp_any)(v)); break;
+    case WKV_MAP_RELU_SQR: WKV_MAP_LOOP(v > 0.0f ? v * v : 0.0f); break;
+    }
+}
+#undef WKV_MAP_LOOP
+
 /* One tile of W value columns (W a constant WKV_TILE where the tile is
  * whole, so that the compiler keeps the tile's outputs in registers for
  * the whole pass over the state's rows): the state's rows are read and

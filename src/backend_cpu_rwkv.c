@@ -31,6 +31,7 @@ struct rwkv_job {
     int64_t group, col;
     float eps;
     enum map_fn fn;
+    const struct wkv_kernels *wk; /* the maps with an exponential */
 };
 
 static int rwkv_threads(const struct hearth_backend *be, int64_t n)
@@ -137,21 +138,24 @@ hearth_status cpu_lerp(struct hearth_backend *be, struct act *out, const struct 
 static void map_run(void *arg)
 {
     const struct rwkv_job *j = arg;
-    const int64_t n = j->a->rows * j->a->width;
-    const float *x = j->a->host;
-    float *y = j->out->host;
+    const int64_t rows = j->a->rows, n = j->a->width;
     const float scale = j->eps;
     const enum map_fn fn = j->fn;
+    /* row by row, so that every element's place in its call is the same
+     * in a prefill as in a decode step */
 #pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        const float v = x[i];
+    for (int64_t t = 0; t < rows; t++) {
+        const float *x = j->a->host + t * n;
+        float *y = j->out->host + t * n;
         switch (fn) {
-        case MAP_TANH: y[i] = tanhf(v); break;
-        case MAP_SIGMOID: y[i] = 1.0f / (1.0f + expf(-v)); break;
-        case MAP_SILU: y[i] = v / (1.0f + expf(-v)); break;
-        case MAP_RELU_SQR: y[i] = v > 0.0f ? v * v : 0.0f; break;
-        case MAP_LOG_DECAY: y[i] = -expf(v); break;
-        case MAP_SCALE: y[i] = v * scale; break;
+        case MAP_TANH: j->wk->map(WKV_MAP_TANH, x, y, n); break;
+        case MAP_SIGMOID: j->wk->map(WKV_MAP_SIGMOID, x, y, n); break;
+        case MAP_SILU: j->wk->map(WKV_MAP_SILU, x, y, n); break;
+        case MAP_LOG_DECAY: j->wk->map(WKV_MAP_LOG_DECAY, x, y, n); break;
+        case MAP_RELU_SQR: j->wk->map(WKV_MAP_RELU_SQR, x, y, n); break;
+        case MAP_SCALE:
+            for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale;
+            break;
         }
     }
 }
@@ -159,7 +163,8 @@ static void map_run(void *arg)
 hearth_status cpu_map(struct hearth_backend *be, struct act *out, const struct act *in, enum map_fn fn,
                       float arg)
 {
-    const struct rwkv_job j = {.out = out, .a = in, .fn = fn, .eps = arg};
+    const struct rwkv_job j = {.out = out, .a = in, .fn = fn, .eps = arg,
+                               .wk = wkv_kernels_matching(backend_cpu_kernels(be))};
     cpu_run_parallel(rwkv_threads(be, in->rows * in->width), map_run, (void *)&j);
     out->rows = in->rows;
     out->width = in->width;

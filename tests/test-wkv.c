@@ -13,6 +13,10 @@
  * - Blocks of value columns computed apart equal the whole head.
  * - Each vector path against its scalar twin; the token-by-token kernel
  *   bit for bit, over whole and ragged tiles of value columns.
+ * - The elementwise maps (tanh, sigmoid, SiLU, the log-decay, squared
+ *   ReLU) against libm within 1e-6 relative, and every path bit for bit
+ *   against the scalar twin, in place and not, at ragged lengths and
+ *   with overflowing, underflowing, infinite and NaN inputs.
  * - The backend operation (chunks of 16, and of one token: the
  *   token-by-token kernel over each head's rows) over a batch of several
  *   sequences of different lengths (grouped key/value heads, state slots,
@@ -650,6 +654,89 @@ START_TEST(test_offload_refused)
 }
 END_TEST
 
+/* The maps with an exponential (wkv.h), on every path: against libm in
+ * double, and each path bit for bit against the scalar twin, over ragged
+ * lengths, in place and not, including the values where the exponential
+ * overflows or underflows, infinities and NaN. */
+static double map_reference(enum wkv_map kind, double x)
+{
+    switch (kind) {
+    case WKV_MAP_TANH: return tanh(x);
+    case WKV_MAP_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case WKV_MAP_SILU: return x / (1.0 + exp(-x));
+    case WKV_MAP_LOG_DECAY: return -exp(x);
+    case WKV_MAP_RELU_SQR: return x > 0.0 ? x * x : 0.0;
+    }
+    return NAN;
+}
+
+START_TEST(test_maps)
+{
+    static const float special[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-6f, 0.49999997f, 0.5f, -0.5f, 20.0f, -20.0f,
+                                    88.0f, 88.72f, 88.8f, 89.0f, -87.0f, -103.0f, -103.5f, -200.0f, 1e30f,
+                                    -1e30f, INFINITY, -INFINITY, NAN};
+    const int64_t n_special = (int64_t)(sizeof special / sizeof special[0]);
+    const int64_t n_max = 1000 + n_special;
+    float *x = xmalloc((size_t)n_max * sizeof(float));
+    float *y = xmalloc((size_t)n_max * sizeof(float));
+    float *ys = xmalloc((size_t)n_max * sizeof(float));
+    float *in_place = xmalloc((size_t)n_max * sizeof(float));
+    uint32_t seed = 12345;
+    for (int64_t i = 0; i < n_max; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        const float u = (float)(seed >> 8) / 16777216.0f; /* [0, 1) */
+        /* spread over the range the layers see, most near zero */
+        x[i] = i < n_special ? special[i] : (i % 3 == 0 ? (u - 0.5f) * 2.0f : (u - 0.5f) * 60.0f);
+    }
+    static const int64_t lengths_m[] = {1, 7, 8, 9, 33, 1000};
+    const struct wkv_kernels *sc = wkv_kernels_scalar();
+    for (int kind = WKV_MAP_TANH; kind <= WKV_MAP_RELU_SQR; kind++) {
+        /* the twin against libm: relative error, or absolute where the
+         * value is tiny or underflows */
+        sc->map((enum wkv_map)kind, x, ys, n_max);
+        for (int64_t i = 0; i < n_max; i++) {
+            const double ref = map_reference((enum wkv_map)kind, (double)x[i]);
+            if (isnan(ref)) {
+                ck_assert_msg(isnan(ys[i]), "map %d of NaN gave %g", kind, (double)ys[i]);
+                continue;
+            }
+            const double rf = (double)(float)ref; /* the float the result should round to */
+            if (isinf(rf)) {
+                ck_assert_msg(isinf(ys[i]) && (ys[i] < 0) == (rf < 0), "map %d of %g: %g, expected %g", kind,
+                              (double)x[i], (double)ys[i], rf);
+                continue;
+            }
+            const double err = fabs((double)ys[i] - ref);
+            ck_assert_msg(err <= 1e-6 * fabs(ref) || err <= 1e-37, "map %d of %.9g: %.9g, libm %.9g", kind,
+                          (double)x[i], (double)ys[i], ref);
+        }
+        for (int p = 0; p < KERNEL_PATH_COUNT; p++) {
+            const struct wkv_kernels *k = path_kernels(p);
+            if (!k) continue;
+            for (size_t l = 0; l < sizeof lengths_m / sizeof lengths_m[0]; l++) {
+                const int64_t n = lengths_m[l], off = (int64_t)l % 3; /* ragged starts too */
+                sc->map((enum wkv_map)kind, x + off, ys, n);
+                k->map((enum wkv_map)kind, x + off, y, n);
+                memcpy(in_place, x + off, (size_t)n * sizeof(float));
+                k->map((enum wkv_map)kind, in_place, in_place, n);
+                for (int64_t i = 0; i < n; i++) {
+                    ck_assert_msg(memcmp(&y[i], &ys[i], sizeof(float)) == 0 || (isnan(y[i]) && isnan(ys[i])),
+                                  "%s map %d of %.9g: %.9g, scalar %.9g", k->name, kind, (double)x[off + i],
+                                  (double)y[i], (double)ys[i]);
+                    ck_assert_msg(memcmp(&in_place[i], &y[i], sizeof(float)) == 0 ||
+                                      (isnan(y[i]) && isnan(in_place[i])),
+                                  "%s map %d in place differs at %lld", k->name, kind, (long long)i);
+                }
+            }
+        }
+    }
+    free(x);
+    free(y);
+    free(ys);
+    free(in_place);
+}
+END_TEST
+
 static Suite *wkv_suite(void)
 {
     Suite *s = suite_create("wkv");
@@ -660,6 +747,7 @@ static Suite *wkv_suite(void)
     tcase_add_loop_test(tc, test_column_blocks, 0, 2);
     tcase_add_test(tc, test_paths_against_scalar);
     tcase_add_test(tc, test_recurrent_paths_bit_exact);
+    tcase_add_test(tc, test_maps);
     tcase_add_loop_test(tc, test_backend_batch, 0, 4);
     tcase_add_loop_test(tc, test_decode_after_chunked_prefill, 0, 2);
     tcase_add_test(tc, test_rewind_rules);
