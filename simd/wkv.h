@@ -75,11 +75,16 @@ enum wkv_map { WKV_MAP_TANH, WKV_MAP_SIGMOID, WKV_MAP_SILU, WKV_MAP_LOG_DECAY, W
 /* y[i] = f(x[i]) for i < n; y may be x. */
 typedef void (*wkv_map_fn)(enum wkv_map kind, const float *x, float *y, int64_t n);
 
+/* The token shift's interpolation: y[i] = a[i] + (p[i] - a[i]) * (mu[i] +
+ * m[i]), or with mu[i] alone when m is NULL; y may be a. */
+typedef void (*wkv_lerp_fn)(const float *a, const float *p, const float *mu, const float *m, float *y, int64_t n);
+
 struct wkv_kernels {
     const char *name;
     wkv_recurrent_fn recurrent;
     wkv_chunked_fn chunked;
     wkv_map_fn map;
+    wkv_lerp_fn lerp;
 };
 
 size_t wkv_chunk_scratch_bytes(int32_t C, int32_t N);

@@ -20,6 +20,6 @@
 
 const struct wkv_kernels *wkv_kernels_avx2(void)
 {
-    static const struct wkv_kernels k = {"avx2", wkv_avx2_recurrent, wkv_avx2_chunked, wkv_avx2_map};
+    static const struct wkv_kernels k = {"avx2", wkv_avx2_recurrent, wkv_avx2_chunked, wkv_avx2_map, wkv_avx2_lerp};
     return &k;
 }

@@ -149,6 +149,14 @@ static void WKV_NAME(map)(enum wkv_map kind, const float *x, float *y, int64_t n
 }
 #undef WKV_MAP_LOOP
 
+static void WKV_NAME(lerp)(const float *a, const float *p, const float *mu, const float *m, float *y, int64_t n)
+{
+    if (m)
+        for (int64_t i = 0; i < n; i++) y[i] = a[i] + (p[i] - a[i]) * (mu[i] + m[i]);
+    else
+        for (int64_t i = 0; i < n; i++) y[i] = a[i] + (p[i] - a[i]) * mu[i];
+}
+
 /* One tile of W value columns (W a constant WKV_TILE where the tile is
  * whole, so that the compiler keeps the tile's outputs in registers for
  * the whole pass over the state's rows): the state's rows are read and

@@ -20,7 +20,7 @@ size_t wkv_chunk_scratch_bytes(int32_t C, int32_t N)
 
 const struct wkv_kernels *wkv_kernels_scalar(void)
 {
-    static const struct wkv_kernels k = {"scalar", wkv_scalar_recurrent, wkv_scalar_chunked, wkv_scalar_map};
+    static const struct wkv_kernels k = {"scalar", wkv_scalar_recurrent, wkv_scalar_chunked, wkv_scalar_map, wkv_scalar_lerp};
     return &k;
 }
 

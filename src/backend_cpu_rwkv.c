@@ -31,7 +31,7 @@ struct rwkv_job {
     int64_t group, col;
     float eps;
     enum map_fn fn;
-    const struct wkv_kernels *wk; /* the maps with an exponential */
+    const struct wkv_kernels *wk; /* the maps and the interpolation */
 };
 
 static int rwkv_threads(const struct hearth_backend *be, int64_t n)
@@ -115,20 +115,15 @@ static void lerp_run(void *arg)
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < rows; t++) {
         const float *a = x->host + t * n, *p = prev->host + t * n;
-        float *y = j->out->host + t * n;
-        if (mix) {
-            const float *m = mix->host + t * mix->width + j->col;
-            for (int64_t i = 0; i < n; i++) y[i] = a[i] + (p[i] - a[i]) * (mu[i] + m[i]);
-        } else {
-            for (int64_t i = 0; i < n; i++) y[i] = a[i] + (p[i] - a[i]) * mu[i];
-        }
+        j->wk->lerp(a, p, mu, mix ? mix->host + t * mix->width + j->col : NULL, j->out->host + t * n, n);
     }
 }
 
 hearth_status cpu_lerp(struct hearth_backend *be, struct act *out, const struct act *x, const struct act *prev,
                        const float *mu, const struct act *mix, int64_t mix_col)
 {
-    const struct rwkv_job j = {.out = out, .a = x, .b = prev, .c = mix, .w = mu, .col = mix_col};
+    const struct rwkv_job j = {.out = out, .a = x, .b = prev, .c = mix, .w = mu, .col = mix_col,
+                               .wk = wkv_kernels_matching(backend_cpu_kernels(be))};
     cpu_run_parallel(rwkv_threads(be, x->rows * x->width), lerp_run, (void *)&j);
     out->rows = x->rows;
     out->width = x->width;

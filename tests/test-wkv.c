@@ -16,7 +16,8 @@
  * - The elementwise maps (tanh, sigmoid, SiLU, the log-decay, squared
  *   ReLU) against libm within 1e-6 relative, and every path bit for bit
  *   against the scalar twin, in place and not, at ragged lengths and
- *   with overflowing, underflowing, infinite and NaN inputs.
+ *   with overflowing, underflowing, infinite and NaN inputs; the token
+ *   shift's interpolation likewise.
  * - The backend operation (chunks of 16, and of one token: the
  *   token-by-token kernel over each head's rows) over a batch of several
  *   sequences of different lengths (grouped key/value heads, state slots,
@@ -737,6 +738,55 @@ START_TEST(test_maps)
 }
 END_TEST
 
+/* The token shift's interpolation on every path: bit for bit the scalar
+ * twin's, with and without the data-dependent part, in place and not, at
+ * ragged lengths; the twin against the formula in double. */
+START_TEST(test_lerp)
+{
+    const int64_t n_max = 1001;
+    float *buf[6];
+    for (int i = 0; i < 6; i++) buf[i] = xmalloc((size_t)n_max * sizeof(float));
+    float *a = buf[0], *p = buf[1], *mu = buf[2], *m = buf[3], *y = buf[4], *ys = buf[5];
+    uint32_t seed = 777;
+    for (int i = 0; i < 4; i++)
+        for (int64_t e = 0; e < n_max; e++) {
+            seed = seed * 1664525u + 1013904223u;
+            buf[i][e] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * (i >= 2 ? 2.0f : 20.0f);
+        }
+    const struct wkv_kernels *sc = wkv_kernels_scalar();
+    static const int64_t lens[] = {1, 7, 8, 9, 64, 1000};
+    for (int with_m = 0; with_m < 2; with_m++) {
+        const float *mm = with_m ? m : NULL;
+        sc->lerp(a, p, mu, mm, ys, n_max);
+        for (int64_t e = 0; e < n_max; e++) {
+            const double f = (double)mu[e] + (with_m ? (double)m[e] : 0.0);
+            const double ref = (double)a[e] + ((double)p[e] - (double)a[e]) * f;
+            const double scale = fabs((double)a[e]) + fabs((double)p[e] - (double)a[e]) * fabs(f);
+            ck_assert_msg(fabs((double)ys[e] - ref) <= 1e-6 * scale, "lerp at %lld: %.9g, expected %.9g",
+                          (long long)e, (double)ys[e], ref);
+        }
+        for (int pth = 0; pth < KERNEL_PATH_COUNT; pth++) {
+            const struct wkv_kernels *k = path_kernels(pth);
+            if (!k) continue;
+            for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+                const int64_t n = lens[l], off = (int64_t)l % 3;
+                sc->lerp(a + off, p + off, mu + off, mm ? mm + off : NULL, ys, n);
+                k->lerp(a + off, p + off, mu + off, mm ? mm + off : NULL, y, n);
+                ck_assert_msg(memcmp(y, ys, (size_t)n * sizeof(float)) == 0, "%s lerp differs from the twin, n %lld",
+                              k->name, (long long)n);
+                float *in_place = xmalloc((size_t)n * sizeof(float));
+                memcpy(in_place, a + off, (size_t)n * sizeof(float));
+                k->lerp(in_place, p + off, mu + off, mm ? mm + off : NULL, in_place, n);
+                ck_assert_msg(memcmp(in_place, ys, (size_t)n * sizeof(float)) == 0, "%s lerp in place differs",
+                              k->name);
+                free(in_place);
+            }
+        }
+    }
+    for (int i = 0; i < 6; i++) free(buf[i]);
+}
+END_TEST
+
 static Suite *wkv_suite(void)
 {
     Suite *s = suite_create("wkv");
@@ -748,6 +798,7 @@ static Suite *wkv_suite(void)
     tcase_add_test(tc, test_paths_against_scalar);
     tcase_add_test(tc, test_recurrent_paths_bit_exact);
     tcase_add_test(tc, test_maps);
+    tcase_add_test(tc, test_lerp);
     tcase_add_loop_test(tc, test_backend_batch, 0, 4);
     tcase_add_loop_test(tc, test_decode_after_chunked_prefill, 0, 2);
     tcase_add_test(tc, test_rewind_rules);
