@@ -743,7 +743,7 @@ END_TEST
  * ragged lengths; the twin against the formula in double. */
 START_TEST(test_lerp)
 {
-    const int64_t n_max = 1001;
+    const int64_t n_max = 1003; /* the longest call, 1000, from offset 2 */
     float *buf[6];
     for (int i = 0; i < 6; i++) buf[i] = xmalloc((size_t)n_max * sizeof(float));
     float *a = buf[0], *p = buf[1], *mu = buf[2], *m = buf[3], *y = buf[4], *ys = buf[5];
