@@ -46,14 +46,6 @@
 #define FLOAT_TILE_ROWS 4
 #define FLOAT_TILE_TOKS 4
 
-enum float_format { FLOAT_F32, FLOAT_F16, FLOAT_BF16 };
-
-/* The bytes of one weight. */
-FORCE_INLINE size_t float_bytes(enum float_format f)
-{
-    return f == FLOAT_F32 ? 4 : 2;
-}
-
 /* Sixteen weights from element i on (those under mask; zero elsewhere). */
 FORCE_INLINE __m512 load_weights16(enum float_format f, const uint8_t *row, int64_t i, __mmask16 mask)
 {

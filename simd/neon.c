@@ -261,13 +261,6 @@ static void act_f32(const float *x, void *y, int64_t n)
  * Float weights (activations stay F32)
  * ========================================================================== */
 
-enum float_format { FLOAT_F32, FLOAT_F16, FLOAT_BF16 };
-
-FORCE_INLINE size_t float_bytes(enum float_format f)
-{
-    return f == FLOAT_F32 ? sizeof(float) : sizeof(uint16_t);
-}
-
 /* Eight weights from element i on, as floats: halves by the conversion
  * instructions (exact), bfloat16 as the top half of a float. */
 FORCE_INLINE f32x8 load_weights8(enum float_format f, const uint8_t *row, int64_t i)

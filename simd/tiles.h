@@ -23,6 +23,15 @@
  * vectors to live in registers. */
 #define UNROLL _Pragma("GCC unroll 16")
 
+/* The float weight types every path's float tiles read (activations stay
+ * F32), and the bytes of one weight. */
+enum float_format { FLOAT_F32, FLOAT_F16, FLOAT_BF16 };
+
+FORCE_INLINE size_t float_bytes(enum float_format f)
+{
+    return f == FLOAT_F32 ? sizeof(float) : sizeof(uint16_t);
+}
+
 /* gemm walks full tiles of TROWS x TTOKS, token tiles outermost so that a
  * tile's activations stay in cache while all the rows pass them; the
  * leftover tokens (fewer than TTOKS, at most 3) form one narrower tile, and
