@@ -35,28 +35,34 @@ static inline double WKV_NAME(clamp_log)(float l)
     return l < WKV_LOG_DECAY_MIN ? WKV_LOG_DECAY_MIN : (double)l;
 }
 
-/* e^x for x <= 0 (differences of cumulative sums, taken in double and
- * rounded to float), within 2 ulp, 0 below -103 where float underflows:
- * x = n ln 2 + r with |r| <= ln 2 / 2, e^r by its degree-6 Taylor
- * polynomial, 2^n put into the exponent bits.  Branch-free, so the
- * compiler vectorizes the loops that call it. */
-static inline float WKV_NAME(exp)(float x)
+/* e^xc = 2^n e^r for xc in [-103, 89] and n = xc / ln 2 rounded: r = xc
+ * - n ln 2 (ln 2 in two parts), e^r by its Taylor polynomial of degree 6
+ * (WKV_NAME(exp), for x <= 0) or 7 (WKV_NAME(exp_any), the whole range),
+ * and 2^n, n in [-149, 128], as two factors so that each is a normal
+ * float. */
+static inline float WKV_NAME(exp_reduced)(float xc, float n, int degree)
 {
-    const float xc = x < -103.0f ? -103.0f : x;
-    const float n = __builtin_floorf(xc * 1.44269504f + 0.5f);
     const float r = (xc - n * 0.693145752f) - n * 1.42860677e-6f;
-    float p = 1.0f / 720.0f;
+    float p = degree == 7 ? 1.0f / 5040.0f * r + 1.0f / 720.0f : 1.0f / 720.0f;
     p = p * r + 1.0f / 120.0f;
     p = p * r + 1.0f / 24.0f;
     p = p * r + 1.0f / 6.0f;
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    /* 2^n for n in [-149, 0]: as two factors so that each is a normal float */
     const int32_t ni = (int32_t)n;
     const int32_t n1 = ni / 2, n2 = ni - n1;
     union { int32_t i; float f; } a = {(n1 + 127) << 23}, b = {(n2 + 127) << 23};
-    const float y = p * a.f * b.f;
+    return p * a.f * b.f;
+}
+
+/* e^x for x <= 0 (differences of cumulative sums, taken in double and
+ * rounded to float), within 2 ulp, 0 below -103 where float underflows.
+ * Branch-free. */
+static inline float WKV_NAME(exp)(float x)
+{
+    const float xc = x < -103.0f ? -103.0f : x;
+    const float y = WKV_NAME(exp_reduced)(xc, __builtin_floorf(xc * 1.44269504f + 0.5f), 6);
     return x < -103.0f ? 0.0f : y;
 }
 #define EXPD(d) WKV_NAME(exp)((float)(d))
@@ -76,20 +82,7 @@ static inline float WKV_NAME(exp_any)(float x)
     /* n = x / ln 2 rounded to nearest: adding and subtracting 1.5 * 2^23
      * rounds (floorf would keep the loop from vectorizing) */
     const float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;
-    const float r = (xc - n * 0.693145752f) - n * 1.42860677e-6f;
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    /* 2^n for n in [-149, 128]: two factors, each a normal float */
-    const int32_t ni = (int32_t)n;
-    const int32_t n1 = ni / 2, n2 = ni - n1;
-    union { int32_t i; float f; } a = {(n1 + 127) << 23}, b = {(n2 + 127) << 23};
-    float y = p * a.f * b.f;
+    float y = WKV_NAME(exp_reduced)(xc, n, 7);
     y = x < -103.0f ? 0.0f : y;
     y = x > 89.0f ? __builtin_inff() : y;
     return x != x ? x : y;
