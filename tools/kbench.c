@@ -125,46 +125,47 @@ static double rate(const hearth_kernels *k, hearth_type t, const struct matrix *
 #include <immintrin.h>
 
 /* One core's peak of 256-bit byte dot products (vpdpbusd: 32 multiply-adds
- * each) and of 256-bit float FMAs (8 each), from twelve independent
- * chains, so that the figure is the instructions' throughput, not their
- * latency; in multiply-adds a second. */
-__attribute__((target("avx512f,avx512vl,avx512vnni"))) static double peak_vnni(double secs)
+ * each) and of 256-bit float FMAs (8 each): a burst runs twelve
+ * independent chains, so that the figure is the instructions' throughput,
+ * not their latency, and returns the multiply-adds it did. */
+__attribute__((target("avx512f,avx512vl,avx512vnni"))) static double burst_vnni(void)
 {
     __m256i a[12];
     const __m256i u = _mm256_set1_epi8(3), v = _mm256_set1_epi8(-2);
     for (int i = 0; i < 12; i++) a[i] = _mm256_set1_epi32(i);
-    double n = 0, t0 = now_s(), el;
-    do {
-        for (int r = 0; r < 100000; r++) {
+    for (int r = 0; r < 100000; r++) {
 #pragma GCC unroll 12
-            for (int i = 0; i < 12; i++) a[i] = _mm256_dpbusd_epi32(a[i], u, v);
-        }
-        n += 100000.0 * 12 * 32;
-        el = now_s() - t0;
-    } while (el < secs);
+        for (int i = 0; i < 12; i++) a[i] = _mm256_dpbusd_epi32(a[i], u, v);
+    }
     volatile int sink = 0;
     for (int i = 0; i < 12; i++) sink += _mm256_extract_epi32(a[i], 0);
     (void)sink;
-    return n / el;
+    return 100000.0 * 12 * 32;
 }
 
-__attribute__((target("avx2,fma"))) static double peak_fma(double secs)
+__attribute__((target("avx2,fma"))) static double burst_fma(void)
 {
     __m256 a[12];
     const __m256 u = _mm256_set1_ps(0.999f), v = _mm256_set1_ps(1e-7f);
     for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps((float)i);
-    double n = 0, t0 = now_s(), el;
-    do {
-        for (int r = 0; r < 100000; r++) {
+    for (int r = 0; r < 100000; r++) {
 #pragma GCC unroll 12
-            for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], u, v);
-        }
-        n += 100000.0 * 12 * 8;
-        el = now_s() - t0;
-    } while (el < secs);
+        for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], u, v);
+    }
     volatile float sink = 0;
     for (int i = 0; i < 12; i++) sink += _mm256_cvtss_f32(a[i]);
     (void)sink;
+    return 100000.0 * 12 * 8;
+}
+
+/* Multiply-adds a second of bursts run for secs seconds. */
+static double burst_rate(double (*burst)(void), double secs)
+{
+    double n = 0, t0 = now_s(), el;
+    do {
+        n += burst();
+        el = now_s() - t0;
+    } while (el < secs);
     return n / el;
 }
 
@@ -172,9 +173,9 @@ static int peak(double secs)
 {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        printf("peak  float FMA (256-bit)       %7.1f G mul-add/s\n", peak_fma(secs) * 1e-9);
+        printf("peak  float FMA (256-bit)       %7.1f G mul-add/s\n", burst_rate(burst_fma, secs) * 1e-9);
     if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl"))
-        printf("peak  int8 vpdpbusd (256-bit)   %7.1f G mul-add/s\n", peak_vnni(secs) * 1e-9);
+        printf("peak  int8 vpdpbusd (256-bit)   %7.1f G mul-add/s\n", burst_rate(burst_vnni, secs) * 1e-9);
     return 0;
 }
 #else
