@@ -682,10 +682,10 @@ START_TEST(test_maps)
     float *y = xmalloc((size_t)n_max * sizeof(float));
     float *ys = xmalloc((size_t)n_max * sizeof(float));
     float *in_place = xmalloc((size_t)n_max * sizeof(float));
-    uint32_t seed = 12345;
+    test_rng rng;
+    test_rng_seed(&rng, 12345);
     for (int64_t i = 0; i < n_max; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        const float u = (float)(seed >> 8) / 16777216.0f; /* [0, 1) */
+        const float u = (float)test_rng_uniform(&rng); /* [0, 1) */
         /* spread over the range the layers see, most near zero */
         x[i] = i < n_special ? special[i] : (i % 3 == 0 ? (u - 0.5f) * 2.0f : (u - 0.5f) * 60.0f);
     }
@@ -747,12 +747,11 @@ START_TEST(test_lerp)
     float *buf[6];
     for (int i = 0; i < 6; i++) buf[i] = xmalloc((size_t)n_max * sizeof(float));
     float *a = buf[0], *p = buf[1], *mu = buf[2], *m = buf[3], *y = buf[4], *ys = buf[5];
-    uint32_t seed = 777;
+    test_rng rng;
+    test_rng_seed(&rng, 777);
     for (int i = 0; i < 4; i++)
-        for (int64_t e = 0; e < n_max; e++) {
-            seed = seed * 1664525u + 1013904223u;
-            buf[i][e] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * (i >= 2 ? 2.0f : 20.0f);
-        }
+        for (int64_t e = 0; e < n_max; e++)
+            buf[i][e] = (float)(test_rng_uniform(&rng) - 0.5) * (i >= 2 ? 2.0f : 20.0f);
     const struct wkv_kernels *sc = wkv_kernels_scalar();
     static const int64_t lens[] = {1, 7, 8, 9, 64, 1000};
     for (int with_m = 0; with_m < 2; with_m++) {
