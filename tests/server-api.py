@@ -69,6 +69,8 @@ IO_TIMEOUT = 20.0       # seconds, every socket operation
 WALL_LIMIT = 420.0      # seconds, the whole script
 THREADS = "2"           # every server's -t: the same work whatever the machine's size
 SETTLE = 8.0            # seconds for the server to free a cancelled request
+STARTUP = 60.0          # seconds for a server's "listening" line, and again for its /health 200
+HEALTH_TIMEOUT = 5.0    # seconds, each /health poll while a server starts
 NO_EOS = {"2": -100}    # token 2 is </s>: generation runs to max_tokens
 SYSTEM = "You are a storyteller."
 USER = "Tell me a story about a cat."
@@ -195,19 +197,19 @@ class Server:
             return
         self.ready = False
         with self.cond:
-            self.cond.wait_for(lambda: self.port is not None or self.eof, timeout=60)
+            self.cond.wait_for(lambda: self.port is not None or self.eof, timeout=STARTUP)
             port = self.port
         need(port is not None, f"server {self.name} ({' '.join(self.cmd[1:])}) printed no "
              f"'listening on http://127.0.0.1:PORT' line; exit status {self.proc.poll()}; stderr: {self.log()}")
         seen = []
-        SLOW_ANSWER = "no answer in 5 s"
+        SLOW_ANSWER = f"no answer in {HEALTH_TIMEOUT:.0f} s"
 
         def healthy():
             if self.proc.poll() is not None:
                 seen.append(f"exited with status {self.proc.poll()}")
                 return True, None
             try:
-                r = request(self, "GET", "/health", timeout=5)
+                r = request(self, "GET", "/health", timeout=HEALTH_TIMEOUT)
             except (socket.timeout, TimeoutError):
                 seen.append(SLOW_ANSWER)   # not a wrong answer: a loaded machine
                 return False, None
@@ -217,7 +219,7 @@ class Server:
             seen.append(f"{r.status} {short(r.data, 80)}")
             return r.status == 200, r
 
-        done, r = wait_for(healthy, 60, 0.05)
+        done, r = wait_for(healthy, STARTUP, 0.05)
         need(done and r is not None, f"server {self.name}: /health never answered 200 (last answers: "
              f"{seen[-3:]}); stderr: {self.log()}")
         odd = [s for s in seen[:-1] if not s.startswith("503") and s != SLOW_ANSWER]
