@@ -11,6 +11,11 @@
  * 32 registers of AVX-512 (larger tiles) and VNNI, while 512-bit integer
  * work would only split into halves on processors that execute it at
  * 256-bit width, and would need a second layout of the summation order.
+ * One exception, on the VNNI path: products of several tokens with packed
+ * Q4_0 and Q8_0 take two row groups per 512-bit register (each half is
+ * the 256-bit tile's register, so the order is the same), which halves
+ * the instructions each token costs; that tile was bound by issue, not
+ * by the dot products (x86_int.h, packed_pair_tile).
  * The float types use 512-bit vectors: one 16-lane accumulator per dot
  * product, elements i going to lane i % 16, tails loaded under a mask.
  */
@@ -26,6 +31,7 @@
 #define DOT_U8S8(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
 #define DOT_S16(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
 #define HAVE_DPBUSD 1
+#define PACKED_PAIR_TILE 1
 #define PATH_NAME "avx512vnni"
 #define PATH_TABLE hearth_kernels_avx512vnni
 #else
