@@ -32,6 +32,7 @@
 #define DOT_S16(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
 #define HAVE_DPBUSD 1
 #define PACKED_PAIR_TILE 1
+#define PACKED_PAIR_TOKS 8
 #define PATH_NAME "avx512vnni"
 #define PATH_TABLE hearth_kernels_avx512vnni
 #else

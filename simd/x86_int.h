@@ -17,7 +17,8 @@
  *   PACKED_PAIR_TILE     defined where DOT_U8S8 is VNNI and AVX-512 F and
  *                        BW are on: packed Q4_0 and Q8_0 products of
  *                        several tokens then take two row groups at a
- *                        time in 512-bit registers
+ *                        time in 512-bit registers, PACKED_PAIR_TOKS
+ *                        tokens at a time
  *
  * Everything follows the summation order of kernels.h exactly: a 256-bit
  * multiply-add of one 32-element chunk leaves lane k's products in its
@@ -677,14 +678,19 @@ FORCE_INLINE void packed_tile(enum legacy_format f, const int TT, int64_t nb, co
  * bias and its scale now serve sixteen rows instead of eight.  In the
  * eight-row tile that work was half of the instructions, about 4.7 per
  * vpdpbusd, more than a Zen 4 core issues in the time it runs the dot
- * products, so the tile was bound by issue and not by arithmetic. */
+ * products, so the tile was bound by issue and not by arithmetic.  Up to
+ * PACKED_PAIR_TOKS tokens, one integer accumulator each (the sums are
+ * exact, so their order is free): a step of eight decode tokens reads
+ * its weights in one pass (tools/kbench -k 8 Q4_0 258-264 G
+ * multiply-adds a second against 248-250 with four tokens a pass, Q8_0
+ * 249-259 against 195-207). */
 FORCE_INLINE void packed_pair_tile(enum legacy_format f, const int TT, int64_t nb, const uint8_t *wg, size_t group,
                                    const uint8_t *x, size_t x_stride, const int32_t *x_sums, float *out,
                                    int64_t out_stride)
 {
     const size_t pb = f == LEGACY_Q4_0 ? 16 + 8 * 16 : 16 + 8 * 32;
     const int bias = legacy_bias(f);
-    __m512 run[PACKED_TILE_TOKS];
+    __m512 run[PACKED_PAIR_TOKS];
     UNROLL
     for (int t = 0; t < TT; t++) run[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
@@ -719,18 +725,15 @@ FORCE_INLINE void packed_pair_tile(enum legacy_format f, const int TT, int64_t n
         UNROLL
         for (int t = 0; t < TT; t++) {
             const block_q8_0 *xb = (const block_q8_0 *)(x + (size_t)t * x_stride) + i;
-            __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
-            if (bias) acc0 = _mm512_set1_epi32(-bias * x_sums[t * nb + i]);
+            __m512i acc = bias ? _mm512_set1_epi32(-bias * x_sums[t * nb + i]) : _mm512_setzero_si512();
             UNROLL
-            for (int c = 0; c < 8; c += 2) {
-                int32_t p0, p1;
-                memcpy(&p0, xb->qs + 4 * c, 4);
-                memcpy(&p1, xb->qs + 4 * c + 4, 4);
-                acc0 = _mm512_dpbusd_epi32(acc0, q[c], _mm512_set1_epi32(p0));
-                acc1 = _mm512_dpbusd_epi32(acc1, q[c + 1], _mm512_set1_epi32(p1));
+            for (int c = 0; c < 8; c++) {
+                int32_t p;
+                memcpy(&p, xb->qs + 4 * c, 4);
+                acc = _mm512_dpbusd_epi32(acc, q[c], _mm512_set1_epi32(p));
             }
             const __m512 scale = _mm512_mul_ps(dw, _mm512_cvtph_ps(_mm256_set1_epi16((short)xb->d)));
-            run[t] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(_mm512_add_epi32(acc0, acc1)), run[t]);
+            run[t] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(acc), run[t]);
         }
     }
     UNROLL
@@ -739,20 +742,35 @@ FORCE_INLINE void packed_pair_tile(enum legacy_format f, const int TT, int64_t n
 #define PACKED_PAIRS 1
 #else
 #define PACKED_PAIRS 0
+#define PACKED_PAIR_TOKS PACKED_TILE_TOKS
 #define packed_pair_tile(...) ((void)0)
 #endif
 
-/* One tile of TT tokens over the groups from g on: two groups where the
- * pair tile exists, two remain and there are several tokens, else one.
- * Returns the groups done.  A lone token (decode of one sequence) is
- * bound by memory, not by issue, and reads its weights as one stream
- * with the eight-row tile: from two streams at once one core read 20
- * GB/s where it reads 23-31 from one (tools/kbench -k 1, streamed). */
-#define PACKED_TILE_STEP(fmt, TT, nb, wg, group, left, xt, xs, sums, out, ys) \
-    (PACKED_PAIRS && (TT) > 1 && (left) >= 2 \
-         ? (packed_pair_tile(fmt, TT, nb, wg, group, xt, xs, sums, out, ys), 2) \
-         : (packed_tile(fmt, TT, nb, wg, xt, xs, sums, out, ys), 1))
+/* The eight-row tile over tokens t0 .. t0 + tt - 1 of one group, in
+ * tiles of PACKED_TILE_TOKS. */
+#define PACKED_GROUP_TOKENS(fmt, nb, wg, tt, xt, xs, sums, out, ys) \
+    for (int64_t u = 0; u < (tt); u += PACKED_TILE_TOKS) { \
+        const int64_t uu = HEARTH_MIN(PACKED_TILE_TOKS, (tt) - u); \
+        const uint8_t *xu = (xt) + (size_t)u * (xs); \
+        const int32_t *su = (sums) + u * (nb); \
+        float *ou = (out) + u * (ys); \
+        if (uu == PACKED_TILE_TOKS) \
+            packed_tile(fmt, PACKED_TILE_TOKS, nb, wg, xu, xs, su, ou, ys); \
+        else if (PACKED_TILE_TOKS > 3 && uu == 3) \
+            packed_tile(fmt, 3, nb, wg, xu, xs, su, ou, ys); \
+        else if (PACKED_TILE_TOKS > 2 && uu == 2) \
+            packed_tile(fmt, 2, nb, wg, xu, xs, su, ou, ys); \
+        else \
+            packed_tile(fmt, 1, nb, wg, xu, xs, su, ou, ys); \
+    }
 
+/* Tokens in steps of PACKED_PAIR_TOKS; within a step, two groups at a
+ * time with the pair tile where it exists, two remain and there are
+ * several tokens, else one group with the eight-row tile.  A lone token
+ * (decode of one sequence) is bound by memory, not by issue, and reads
+ * its weights as one stream with the eight-row tile: from two streams
+ * at once one core read 20 GB/s where it reads 23-31 from one
+ * (tools/kbench -k 1, streamed). */
 #define DEFINE_PACKED_GEMM(name, fmt) \
     static void gemm_packed_##name(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x, \
                                    size_t xs, const int32_t *x_sums, float *y, int64_t ys) \
@@ -761,22 +779,28 @@ FORCE_INLINE void packed_pair_tile(enum legacy_format f, const int TT, int64_t n
         const size_t group = (size_t)nb * (fmt == LEGACY_Q4_0 ? 16 + 8 * 16 : 16 + 8 * 32); \
         const int64_t n_groups = n_rows / PACK_ROWS; \
         const uint8_t *xp = x; \
-        for (int64_t t = 0; t < n_tok; t += PACKED_TILE_TOKS) { \
-            const int64_t tt = HEARTH_MIN(PACKED_TILE_TOKS, n_tok - t); \
+        for (int64_t t = 0; t < n_tok; t += PACKED_PAIR_TOKS) { \
+            const int64_t tt = HEARTH_MIN(PACKED_PAIR_TOKS, n_tok - t); \
+            const int32_t *sums = x_sums + t * nb; \
+            const uint8_t *xt = xp + (size_t)t * xs; \
             for (int64_t g = 0; g < n_groups;) { \
                 const uint8_t *wg = (const uint8_t *)wp + (size_t)g * group; \
-                const int32_t *sums = x_sums + t * nb; \
                 float *out = y + t * ys + g * PACK_ROWS; \
-                const uint8_t *xt = xp + (size_t)t * xs; \
-                const int64_t left = n_groups - g; \
-                if (tt == PACKED_TILE_TOKS) \
-                    g += PACKED_TILE_STEP(fmt, PACKED_TILE_TOKS, nb, wg, group, left, xt, xs, sums, out, ys); \
-                else if (PACKED_TILE_TOKS > 3 && tt == 3) \
-                    g += PACKED_TILE_STEP(fmt, 3, nb, wg, group, left, xt, xs, sums, out, ys); \
-                else if (PACKED_TILE_TOKS > 2 && tt == 2) \
-                    g += PACKED_TILE_STEP(fmt, 2, nb, wg, group, left, xt, xs, sums, out, ys); \
-                else \
-                    g += PACKED_TILE_STEP(fmt, 1, nb, wg, group, left, xt, xs, sums, out, ys); \
+                if (PACKED_PAIRS && tt > 1 && n_groups - g >= 2) { \
+                    switch (tt) { \
+                    case 2: packed_pair_tile(fmt, 2, nb, wg, group, xt, xs, sums, out, ys); break; \
+                    case 3: packed_pair_tile(fmt, 3, nb, wg, group, xt, xs, sums, out, ys); break; \
+                    case 4: packed_pair_tile(fmt, 4, nb, wg, group, xt, xs, sums, out, ys); break; \
+                    case 5: packed_pair_tile(fmt, 5, nb, wg, group, xt, xs, sums, out, ys); break; \
+                    case 6: packed_pair_tile(fmt, 6, nb, wg, group, xt, xs, sums, out, ys); break; \
+                    case 7: packed_pair_tile(fmt, 7, nb, wg, group, xt, xs, sums, out, ys); break; \
+                    default: packed_pair_tile(fmt, PACKED_PAIR_TOKS, nb, wg, group, xt, xs, sums, out, ys); break; \
+                    } \
+                    g += 2; \
+                } else { \
+                    PACKED_GROUP_TOKENS(fmt, nb, wg, tt, xt, xs, sums, out, ys) \
+                    g += 1; \
+                } \
             } \
         } \
     }
