@@ -620,7 +620,7 @@ FORCE_INLINE void packed_tile(enum legacy_format f, const int TT, int64_t nb, co
                               const uint8_t *x, size_t x_stride, const int32_t *x_sums, float *out,
                               int64_t out_stride)
 {
-    const size_t pb = f == LEGACY_Q4_0 ? 16 + 8 * 16 : 16 + 8 * 32;
+    const size_t pb = PACK_ROWS * legacy_block_bytes(f);
     const int bias = legacy_bias(f);
     __m256 run[PACKED_TILE_TOKS];
     UNROLL
@@ -688,7 +688,7 @@ FORCE_INLINE void packed_pair_tile(enum legacy_format f, const int TT, int64_t n
                                    const uint8_t *x, size_t x_stride, const int32_t *x_sums, float *out,
                                    int64_t out_stride)
 {
-    const size_t pb = f == LEGACY_Q4_0 ? 16 + 8 * 16 : 16 + 8 * 32;
+    const size_t pb = PACK_ROWS * legacy_block_bytes(f);
     const int bias = legacy_bias(f);
     __m512 run[PACKED_PAIR_TOKS];
     UNROLL
@@ -776,7 +776,7 @@ FORCE_INLINE void packed_pair_tile(enum legacy_format f, const int TT, int64_t n
                                    size_t xs, const int32_t *x_sums, float *y, int64_t ys) \
     { \
         const int64_t nb = n / 32; \
-        const size_t group = (size_t)nb * (fmt == LEGACY_Q4_0 ? 16 + 8 * 16 : 16 + 8 * 32); \
+        const size_t group = (size_t)nb * PACK_ROWS * legacy_block_bytes(fmt); \
         const int64_t n_groups = n_rows / PACK_ROWS; \
         const uint8_t *xp = x; \
         for (int64_t t = 0; t < n_tok; t += PACKED_PAIR_TOKS) { \
