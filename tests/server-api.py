@@ -2145,6 +2145,9 @@ def main():
             os.unlink(key_file.name)
         except OSError:
             pass
+    # The failures once more at the end, where a log's tail shows them.
+    for f in failures:
+        say(f"FAILED: {f}")
     say(f"{len(failures)} check(s) failed in {time.monotonic() - t_start:.1f} s" if failures
         else f"all checks passed in {time.monotonic() - t_start:.1f} s")
     return 1 if failures else 0

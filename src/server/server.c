@@ -172,7 +172,8 @@ struct job {
     size_t n_subs;
     struct choice *choices;
     size_t n_choices, n_open;
-    bool started;                            /* a first event came */
+    enum { GAUGE_WAITING, GAUGE_RUNNING, GAUGE_NONE } gauge; /* where the job counts in
+                                                 hearth_requests_waiting/_running */
     bool stream_closed;                      /* nothing more is sent */
     enum end_reason ended;
     struct buf out;                          /* server-sent events to write */
@@ -237,7 +238,7 @@ static void job_destroy(struct job *j)
     if (j->next) j->next->prev = j->prev;
     s->n_jobs--;
     pthread_mutex_unlock(&s->jobs_mu);
-    srv_metrics_requests(&s->metrics, j->started ? -1 : 0, j->started ? 0 : -1);
+    srv_metrics_requests(&s->metrics, j->gauge == GAUGE_RUNNING ? -1 : 0, j->gauge == GAUGE_WAITING ? -1 : 0);
     job_free(j);
 }
 
@@ -617,9 +618,16 @@ static void on_event(void *user, const hearth_event *ev)
     struct job *j = sub->job;
     struct srv_server *s = j->s;
     pthread_mutex_lock(&j->mu);
-    if (!j->started) {
-        j->started = true;
-        srv_metrics_requests(&s->metrics, 1, -1);
+    if (j->gauge == GAUGE_WAITING) {
+        /* A job cancelled before its first token never ran: it leaves the
+         * queue, and is not counted as running while its handler ends. */
+        if (ev->finish == HEARTH_FINISH_CANCELLED && ev->token < 0 && ev->len == 0) {
+            j->gauge = GAUGE_NONE;
+            srv_metrics_requests(&s->metrics, 0, -1);
+        } else {
+            j->gauge = GAUGE_RUNNING;
+            srv_metrics_requests(&s->metrics, 1, -1);
+        }
     }
     const size_t ci = sub->prompt * (size_t)j->req.n + (size_t)ev->index;
     struct choice *c = &j->choices[ci];
