@@ -228,6 +228,13 @@ static void job_free(struct job *j)
     free(j);
 }
 
+/* The job no longer counts in hearth_requests_waiting or _running. */
+static void job_leave_gauges(struct job *j)
+{
+    srv_metrics_requests(&j->s->metrics, j->gauge == GAUGE_RUNNING ? -1 : 0, j->gauge == GAUGE_WAITING ? -1 : 0);
+    j->gauge = GAUGE_NONE;
+}
+
 /* Take a job out of the server's list and free it. */
 static void job_destroy(struct job *j)
 {
@@ -238,7 +245,7 @@ static void job_destroy(struct job *j)
     if (j->next) j->next->prev = j->prev;
     s->n_jobs--;
     pthread_mutex_unlock(&s->jobs_mu);
-    srv_metrics_requests(&s->metrics, j->gauge == GAUGE_RUNNING ? -1 : 0, j->gauge == GAUGE_WAITING ? -1 : 0);
+    job_leave_gauges(j);
     job_free(j);
 }
 
@@ -618,16 +625,9 @@ static void on_event(void *user, const hearth_event *ev)
     struct job *j = sub->job;
     struct srv_server *s = j->s;
     pthread_mutex_lock(&j->mu);
-    if (j->gauge == GAUGE_WAITING) {
-        /* A job cancelled before its first token never ran: it leaves the
-         * queue, and is not counted as running while its handler ends. */
-        if (ev->finish == HEARTH_FINISH_CANCELLED && ev->token < 0 && ev->len == 0) {
-            j->gauge = GAUGE_NONE;
-            srv_metrics_requests(&s->metrics, 0, -1);
-        } else {
-            j->gauge = GAUGE_RUNNING;
-            srv_metrics_requests(&s->metrics, 1, -1);
-        }
+    if (j->gauge == GAUGE_WAITING && ev->finish == HEARTH_FINISH_NONE) {
+        j->gauge = GAUGE_RUNNING;
+        srv_metrics_requests(&s->metrics, 1, -1);
     }
     const size_t ci = sub->prompt * (size_t)j->req.n + (size_t)ev->index;
     struct choice *c = &j->choices[ci];
@@ -663,6 +663,11 @@ static void on_event(void *user, const hearth_event *ev)
         c->finish = ev->finish;
         if (ev->stats) c->stats = *ev->stats;
         j->n_open--;
+        /* Every sample has ended (all were submitted before the first
+         * event): the job leaves the gauges now, not when its handler
+         * exits, so a request cancelled in the queue never counts as
+         * running and a finished one no longer does. */
+        if (j->n_open == 0) job_leave_gauges(j);
         wake = true;
         srv_metrics_sample(&s->metrics, outcome_of(j, ev->finish), ev->stats);
         if (ev->finish == HEARTH_FINISH_ERROR && !j->failed) {
