@@ -2,8 +2,9 @@
 # fuzz-replay.sh -- replays the fuzz targets' seed inputs (the shared models
 # and vocabularies for the GGUF reader, the shared texts and templates for
 # the tokenizer, the shared chat templates and conversations for the
-# template interpreter) and the crash reproducers kept under tests/fuzz/,
-# so every past finding stays fixed.
+# template interpreter), the crash reproducers kept under
+# tests/fuzz/regressions-*/, so every past finding stays fixed, and the
+# corpus the depth runs kept under tests/fuzz/corpus-*/ (tools/long-fuzz).
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
 require_data models/stories260K.gguf vocab/ggml-vocab-llama-spm.gguf vocab/ggml-vocab-gpt-2.gguf \
     vocab/vocab-llama3.gguf vocab/vocab-qwen3.gguf vocab/vocab-rwkv-world-synthetic.gguf vocab/tokenizer-tests.inp chat/conversations.json
@@ -30,7 +31,7 @@ for target in $targets; do
     *)
         set -- "$HEARTH_TEST_DATA"/models/*.gguf "$HEARTH_TEST_DATA"/vocab/*.gguf ;;
     esac
-    for f in "$HEARTH_SRCDIR"/tests/fuzz/regressions-$target/*; do
+    for f in "$HEARTH_SRCDIR"/tests/fuzz/regressions-$target/* "$HEARTH_SRCDIR"/tests/fuzz/corpus-$target/*; do
         [ -f "$f" ] && set -- "$@" "$f"
     done
     if "$replay" "$@" >"$tmpdir/out" 2>&1; then pass "replay $target ($# inputs)"

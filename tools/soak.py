@@ -9,7 +9,14 @@ after some chunks of a stream, in the middle of a non-streaming body, or
 half-way through sending the request.  Beside them --bad-clients threads
 send malformed requests: bad JSON, JSON of the wrong shape, fields of the
 wrong type or range, bodies over the size limit, wrong methods and paths,
-truncated HTTP, garbage bytes, broken headers, idle connections.
+truncated HTTP, garbage bytes, broken headers, idle connections, HTTP/1.1
+framing violations (RFC 9112: conflicting lengths, unknown transfer
+codings, absurd chunk sizes, folded headers) and oversized grammars and
+schemas.  --slow-clients threads hold connections that send a request
+head one byte a second (reconnecting whenever the server drops them),
+and a probe thread measures the latency of /health and of a small
+completion throughout; run once with --slow-clients 0 --bad-clients 0 for
+the latency without attackers.
 
 At the end it checks that
   - the server is alive and answers /health and a plain request;
@@ -18,6 +25,9 @@ At the end it checks that
     {"error": {"message": ..., "type": ...}}; 500s count as violations;
   - /metrics hearth_kv_blocks_used is back to the value it had before the
     load (once hearth_requests_running and _waiting are 0);
+  - every framing violation and every oversized grammar got a status
+    line (no silence until a timeout), and every latency probe an answer
+    within --probe-timeout;
 and with --server-cmd (which it starts itself, {port} replaced by a free
 port, its stderr captured to --server-log): that requests running at
 SIGTERM are finished or ended with an error event, that the server exits
@@ -541,6 +551,19 @@ def bad_cases(args):
         ("wrong API key", 401 if args.api_key else None, lambda t, r: (http_req(t, "GET", "/v1/models", None, None).replace(t.auth_line.encode(), b"") .replace(b"Host:", b"Authorization: Bearer wrong-key\r\nHost:", 1))),
         ("bad /tokenize", 400, lambda t, r: http_req(t, "POST", "/tokenize", J(r.choice([{}, {"content": 5}, {"content": "a", "add_special": "yes"}])))),
         ("bad /detokenize", 400, lambda t, r: http_req(t, "POST", "/detokenize", J(r.choice([{}, {"tokens": "x"}, {"tokens": [-1]}, {"tokens": [10**9]}])))),
+        # RFC 9112 framing violations: each gets one status line, then the
+        # connection is closed.
+        ("Content-Length with Transfer-Encoding", 400, lambda t, r: (("POST %s HTTP/1.1\r\nHost: x\r\n%sContent-Length: 9\r\nTransfer-Encoding: chunked\r\n\r\n" % (comp, t.auth_line)).encode() + b"2\r\n{}\r\n0\r\n\r\n")),
+        ("unknown Transfer-Encoding", 501, lambda t, r: (("POST %s HTTP/1.1\r\nHost: x\r\n%sTransfer-Encoding: %s\r\n\r\n" % (comp, t.auth_line, r.choice(["gzip", "frobnicate", "chunked, gzip", "identity"]))).encode() + b"2\r\n{}\r\n0\r\n\r\n")),
+        ("absurd chunk size", None, lambda t, r: (("POST %s HTTP/1.1\r\nHost: x\r\n%sTransfer-Encoding: chunked\r\n\r\n" % (comp, t.auth_line)).encode() + r.choice([b"ffffffffffffffffffffff\r\n", b"7fffffffffffffff\r\n{", b"zz\r\n", b"-1\r\n", b"5\r\nabcdeXX"]))),
+        ("folded header", 400, lambda t, r: b"GET /health HTTP/1.1\r\nHost: x\r\nX-A: a\r\n  folded\r\n\r\n"),
+        ("space before colon", 400, lambda t, r: b"GET /health HTTP/1.1\r\nHost : x\r\n\r\n"),
+        ("NUL in a header", 400, lambda t, r: b"GET /health HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n"),
+        # Grammars and schemas too large to compile in reasonable time:
+        # served or refused with a 400 before the first byte, never a 500.
+        ("oversized schema", None, lambda t, r: http_req(t, "POST", comp, J({"prompt": "a", "max_tokens": 2, "response_format": {"type": "json_schema", "json_schema": {"name": "big", "schema": {"type": "object", "properties": {"p%d" % i: {"type": "integer"} for i in range(r.choice([2000, 10000, 40000]))}, "required": ["p%d" % i for i in range(2000)]}}}}))),
+        ("large enum schema", None, lambda t, r: http_req(t, "POST", comp, J({"prompt": "a", "max_tokens": 4, "stream": r.random() < 0.5, "response_format": {"type": "json_schema", "json_schema": {"name": "enum", "schema": {"type": "object", "properties": {"v": {"enum": ["value-%d" % i for i in range(6000)]}}, "required": ["v"]}}}}))),
+        ("long grammar chain", None, lambda t, r: http_req(t, "POST", comp, J({"prompt": "a", "max_tokens": 2, "grammar": "root ::= r0\n" + "".join("r%d ::= \"a\" r%d\n" % (i, i + 1) for i in range(20000)) + "r20000 ::= \"b\"\n"}))),
     ]
 
 
@@ -549,7 +572,16 @@ def bad_cases(args):
 FRAMING_CASES = {"bad Content-Length", "two Content-Lengths", "Content-Length overflow",
                  "garbage bytes", "truncated request line", "truncated headers", "truncated body", "header without colon",
                  "bad request line", "header too long", "many headers", "chunked body",
-                 "unknown method token", "no Content-Length"}
+                 "unknown method token", "no Content-Length",
+                 "Content-Length with Transfer-Encoding", "unknown Transfer-Encoding", "absurd chunk size",
+                 "folded header", "space before colon", "NUL in a header"}
+
+# Of those, the ones whose request is complete: the server must answer each
+# (it has all it needs to see that the request is malformed), not wait.
+MUST_ANSWER = {"bad Content-Length", "two Content-Lengths", "Content-Length with Transfer-Encoding",
+               "unknown Transfer-Encoding", "absurd chunk size", "folded header", "space before colon",
+               "NUL in a header", "header without colon", "header too long", "many headers",
+               "bad request line"}
 
 
 def read_response(sock, method="POST"):
@@ -681,6 +713,8 @@ def bad_one(name, want, build, rng, args, target, stats, deadline, idle_sem):
                     label = judge_bad(name, want, st, hd, d, stats, req)
                 except socket.timeout:
                     label = "no answer in 10s"
+                    if name in MUST_ANSWER:
+                        stats.violation("a malformed request left without an answer for 10 s", name)
             finally:
                 s.close()
         else:
@@ -742,6 +776,85 @@ def judge_bad(name, want, status, headers, data, stats, req=None):
     if want is not None and status != want:
         stats.mismatch("%s: %d, interface says %d" % (name, status, want), data[:200])
     return "HTTP %d %s" % (status, error_code(data) or "")
+
+
+# ---- slow-header clients and latency probes ----
+
+def slow_client(idx, args, target, stats, deadline, stop):
+    """Holds a connection that sends a request head one byte every
+    --slow-interval seconds; when the server drops it (or answers),
+    reconnects.  Counts how long the server let each one hang on."""
+    head = b"GET /health HTTP/1.1\r\nHost: slow\r\nX-Slow: " + b"s" * 64 + b"\r\n\r\n"
+    while time.monotonic() < deadline and not stop.is_set():
+        t0 = time.monotonic()
+        try:
+            s = target.sock(10)
+        except OSError as e:
+            stats.count("slow", "connect failed (%s)" % type(e).__name__)
+            time.sleep(args.slow_interval)
+            continue
+        label = None
+        try:
+            for i in range(len(head)):
+                if time.monotonic() >= deadline or stop.is_set():
+                    label = "client gave up at the end"
+                    break
+                try:
+                    s.sendall(head[i:i + 1])
+                except OSError:
+                    label = "dropped by the server"
+                    break
+                rd, _, _ = select.select([s], [], [], args.slow_interval)
+                if rd:
+                    try:
+                        d = s.recv(4096)
+                    except OSError:
+                        d = b""
+                    m = re.match(rb"HTTP/1\.[01] (\d{3})", d)
+                    label = ("answered %s" % m.group(1).decode()) if m else "dropped by the server"
+                    break
+            else:
+                label = "whole head sent"
+        finally:
+            s.close()
+        held = time.monotonic() - t0
+        bucket = "<5s" if held < 5 else "<15s" if held < 15 else "<60s" if held < 60 else ">=60s"
+        stats.count("slow", "%s after %s" % (label, bucket))
+
+
+def percentile(xs, q):
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def probe_client(args, target, stats, deadline, stop, lat):
+    """--probe-rate times a second: GET /health, then a small completion
+    (non-streaming, 4 tokens); each latency goes into lat[kind]."""
+    rng = random.Random(args.seed * 31 + 5)
+    period = 1.0 / args.probe_rate
+    while time.monotonic() < deadline and not stop.is_set():
+        t_next = time.monotonic() + period
+        kind = "health" if rng.random() < 0.5 else "completion"
+        t0 = time.monotonic()
+        try:
+            if kind == "health":
+                st, d = target.get("/health", args.probe_timeout)
+            else:
+                st, d = plain_request(target, max_tokens=4, timeout=args.probe_timeout)
+            dt = time.monotonic() - t0
+            with stats.lock:
+                lat.setdefault(kind, []).append(dt)
+            if st != 200:
+                stats.violation("latency probe refused", "%s: HTTP %d %r" % (kind, st, d[:200]))
+        except (OSError, http.client.HTTPException) as e:
+            stats.violation("latency probe without an answer within --probe-timeout",
+                            "%s: %s: %s" % (kind, type(e).__name__, e))
+        stats.count("probe", kind)
+        dt = t_next - time.monotonic()
+        if dt > 0:
+            time.sleep(min(dt, max(0, deadline - time.monotonic())))
 
 
 # ---- metrics, server process ----
@@ -903,6 +1016,11 @@ def main(argv=None):
     p.add_argument("--clients", type=int, default=32)
     p.add_argument("--bad-clients", type=int, default=2)
     p.add_argument("--bad-rate", type=float, default=10, help="malformed requests/s, all together")
+    p.add_argument("--slow-clients", type=int, default=0,
+                   help="connections sending a request head one byte at a time (default 0)")
+    p.add_argument("--slow-interval", type=float, default=1.0, help="seconds between their bytes")
+    p.add_argument("--probe-rate", type=float, default=2, help="latency probes a second (0: none)")
+    p.add_argument("--probe-timeout", type=float, default=10, help="a probe's time limit (s)")
     p.add_argument("--abort-frac", type=float, default=0.25,
                    help="share of valid requests given up on (default 0.25)")
     p.add_argument("--long-frac", type=float, default=0.02,
@@ -959,8 +1077,8 @@ def main(argv=None):
     mtext = read_metrics(target)
     base_used = metric(mtext, "hearth_kv_blocks_used") if mtext else None
     log("server ready at %s; KV blocks used at the start: %s; %ds of load, %d clients, "
-        "%d malformed-request threads" % (args.url, base_used, args.duration, args.clients,
-                                          args.bad_clients))
+        "%d malformed-request threads, %d slow-header clients" % (
+            args.url, base_used, args.duration, args.clients, args.bad_clients, args.slow_clients))
 
     stop = threading.Event()
     t0 = time.monotonic()
@@ -971,6 +1089,12 @@ def main(argv=None):
     threads += [threading.Thread(target=bad_client, args=(i, args, target, stats, deadline, stop,
                                                           idle_sem), daemon=True)
                 for i in range(args.bad_clients)]
+    threads += [threading.Thread(target=slow_client, args=(i, args, target, stats, deadline, stop),
+                                 daemon=True) for i in range(args.slow_clients)]
+    lat = {}
+    if args.probe_rate > 0:
+        threads.append(threading.Thread(target=probe_client, args=(args, target, stats, deadline, stop, lat),
+                                        daemon=True))
     for t in threads:
         t.start()
     crashed = False
@@ -1091,6 +1215,13 @@ def main(argv=None):
     print("by status: " + ", ".join("%s %d" % (k, statuses[k]) for k in sorted(statuses)))
     print("without a status: " + ", ".join("%s %d" % (k, other[k]) for k in sorted(other)))
     print("KV blocks: %s" % kv_note)
+    latency = {}
+    for kind in sorted(lat):
+        xs = lat[kind]
+        latency[kind] = {"n": len(xs), "p50_ms": percentile(xs, 0.5) * 1000,
+                         "p95_ms": percentile(xs, 0.95) * 1000, "max_ms": max(xs) * 1000}
+        print("probe latency, %s: %d probes, p50 %.1f ms, p95 %.1f ms, max %.1f ms" % (
+            kind, len(xs), latency[kind]["p50_ms"], latency[kind]["p95_ms"], latency[kind]["max_ms"]))
     if proc is not None:
         print("server exit status: %s (output in %s)" % (rc, log_path))
     if stats.mismatches:
@@ -1116,6 +1247,7 @@ def main(argv=None):
                        "violation_examples": stats.violations,
                        "mismatches": {k: v[0] for k, v in stats.mismatches.items()},
                        "final_metrics": getattr(stats, "final_metrics", None),
+                       "latency": latency,
                        "pass": nv == 0}, f, indent=2, default=str)
     return 0 if nv == 0 else 1
 
