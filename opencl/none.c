@@ -8,7 +8,9 @@
 #include "backend.h"
 #include "model.h"
 
-#define NO_OPENCL "this build of hearth has no OpenCL support (configure --enable-opencl)"
+#define NO_OPENCL "this build of hearth has no OpenCL support: configure found no OpenCL ICD " \
+                  "loader or CLBlast (install them, e.g. ocl-icd-opencl-dev, opencl-headers and " \
+                  "libclblast-dev, and configure again)"
 
 hearth_status hearth_devices(hearth_device_info **out, int32_t *n_out)
 {

@@ -96,4 +96,20 @@ grep -q -- "-ngl, --gpu-layers N" "$tmpdir/out" || fail "--help lists the offloa
 expect_status 2 "bad -ngl" -- "$HEARTH" bench -m "$m" -ngl all
 grep -q -- "expected an integer, got 'all'" "$tmpdir/err" || fail "the bad layer count is named"
 
+# What cannot fit the model's context is refused before anything runs.
+expect_status 2 "a prompt beyond the context" -- "$HEARTH" bench -m "$m" -p 100000 -n 0 -r 1
+grep -q "^hearth: bench: a test of 100000 tokens does not fit the model's context" "$tmpdir/err" ||
+    fail "the test that does not fit is named"
+[ -s "$tmpdir/out" ] && fail "nothing on stdout when refused"
+expect_status 2 "parallel beyond the context" -- "$HEARTH" bench -m "$m" --parallel 2 -p 100000 -n 4
+
+# The table is the last thing on stdout; what ran goes to stderr.
+expect_status 0 "the table alone on stdout" -- "$HEARTH" bench -m "$m" -p 8 -n 0 -r 1 -t 1
+tail -n 1 "$tmpdir/out" | grep -q '^| ' || fail "stdout ends with the table"
+grep -q "^hearth: bench: hearth " "$tmpdir/err" || fail "the version on stderr"
+grep -q "1 threads" "$tmpdir/err" && fail "1 thread, not 1 threads"
+expect_status 0 "parallel: the table alone on stdout" -- "$HEARTH" bench -m "$m" --parallel 1 -p 8 -n 2 -t 1
+tail -n 1 "$tmpdir/out" | grep -q '^| ' || fail "parallel: stdout ends with the table"
+grep -q "^hearth: bench: hearth .*, 1 thread$" "$tmpdir/err" || fail "parallel: version and 1 thread on stderr"
+
 finish

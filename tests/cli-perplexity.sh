@@ -40,4 +40,13 @@ printf 'Too short.\n' > "$tmpdir/short.txt"
 expect_status 1 "text too short" -- "$HEARTH" perplexity -m "$HEARTH_TEST_DATA/models/stories260K.gguf" -f "$tmpdir/short.txt" -c 128
 grep -q "at least 256" "$tmpdir/err" || fail "short text is explained"
 expect_status 2 "no text" -- "$HEARTH" perplexity -m "$HEARTH_TEST_DATA/models/stories260K.gguf"
+
+# Every line on stderr is the command's: "hearth: perplexity: ...".
+expect_status 0 "one thread" -- "$HEARTH" perplexity -m "$HEARTH_TEST_DATA/models/stories260K.gguf" -f "$text" \
+    -c 128 -t 1
+if grep -v "^hearth: perplexity: " "$tmpdir/err" | grep -q .; then
+    fail "every diagnostic starts with 'hearth: perplexity:'"
+    grep -v "^hearth: perplexity: " "$tmpdir/err" | head -n 3 >&2
+fi
+grep -q ", 1 thread$" "$tmpdir/err" || fail "1 thread, not 1 threads"
 finish

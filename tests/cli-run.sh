@@ -95,6 +95,25 @@ expect_status 2 "bad temperature" -- "$HEARTH" run -m "$m" -p a --temp -1
 expect_status 2 "bad -n" -- "$HEARTH" run -m "$m" -p a -n x
 expect_status 2 "--system without --chat" -- "$HEARTH" run -m "$m" -p a --system b
 expect_status 1 "missing model" -- "$HEARTH" run -m "$tmpdir/none.gguf" -p a
+
+# Every option is checked before anything is printed or a model is read:
+# the grammar and the schema before the model, the token of a logit bias
+# against the vocabulary before the prompt is echoed.
+expect_status 2 "a malformed grammar" -- "$HEARTH" run -m "$tmpdir/none.gguf" -p a --grammar 'root ::= ('
+grep -q "^hearth: run: --grammar: " "$tmpdir/err" || fail "the grammar is named"
+expect_status 2 "a malformed schema" -- "$HEARTH" run -m "$tmpdir/none.gguf" -p a --json-schema '{"enum":[1,2'
+grep -q "^hearth: run: --json-schema: " "$tmpdir/err" || fail "the schema is named"
+printf 'root ::= "a" (' > "$tmpdir/bad.gbnf"
+expect_status 2 "a malformed grammar file" -- "$HEARTH" run -m "$tmpdir/none.gguf" -p a --grammar-file "$tmpdir/bad.gbnf"
+expect_status 2 "a logit bias beyond the vocabulary" -- "$HEARTH" run -m "$m" -p "Once upon" --logit-bias 99999+5
+grep -q "^hearth: run: .*token 99999 is not in the vocabulary" "$tmpdir/err" || fail "the token is named"
+[ -s "$tmpdir/out" ] && fail "a bad logit bias: the prompt is not echoed"
+
+# Inputs are bounded: a file without end is refused, not read until memory
+# runs out.
+expect_status 1 "a prompt file without end" -- "$HEARTH" run -m "$m" -f /dev/zero
+grep -q "^hearth: run: '/dev/zero' is larger than the 64 MiB a command reads" "$tmpdir/err" ||
+    fail "the endless file is named"
 expect_status 1 "--chat without a template" -- "$HEARTH" run -m "$m" -p a --chat
 grep -q "no chat template" "$tmpdir/err" || fail "missing template is explained"
 

@@ -35,5 +35,10 @@ else
     finish
 fi
 
+# A block size the engine refuses is a usage error before the port is bound.
+expect_status 2 "--kv-block not a power of two" -- "$HEARTH" serve -m "$HEARTH_TEST_DATA/models/stories260K.gguf" \
+    --kv-block 17 --port 0
+grep -q "^hearth: serve: --kv-block: 17 is not a power of two" "$tmpdir/err" || fail "the block size is explained"
+
 python3 "${HEARTH_SRCDIR:-.}/tests/server-api.py" "$HEARTH" || fail "hearth serve end to end (see the FAIL lines above)"
 finish

@@ -66,7 +66,7 @@ printf 'f 29 Nov 2026 Sunday' > "$tmpdir/want"
 expect_status 0 "--tools and --date" -- "$HEARTH" template -t "$tmpdir/t.jinja" --tools "$tmpdir/tools.json" \
     --date 2026-11-29
 same_output "--tools and --date" "$tmpdir/want"
-expect_status 1 "invalid --date" -- "$HEARTH" template -t chatml --date "30 Feb 2026"
+expect_status 2 "invalid --date (a usage error)" -- "$HEARTH" template -t chatml --date "30 Feb 2026"
 grep -q "is not a valid date" "$tmpdir/err" || fail "invalid date is named"
 
 # A template that raises: status 1, its message, nothing on stdout.
@@ -94,7 +94,25 @@ expect_status 2 "both -m and --chat-template" -- "$HEARTH" template -m x.gguf -t
 expect_status 2 "unknown option" -- "$HEARTH" template -t chatml --no-such-option
 expect_status 2 "missing option argument" -- "$HEARTH" template -t
 expect_status 2 "stray argument" -- "$HEARTH" template -t chatml extra
+expect_status 2 "a malformed --date" -- "$HEARTH" template -t chatml --date bogus
+grep -q "^hearth: template: date 'bogus' is not a valid date" "$tmpdir/err" || fail "the bad date is named"
+expect_status 2 "--vars not an object" -- "$HEARTH" template -t chatml --vars '[1]'
+grep -q "^hearth: template: extra variables: expected a JSON object" "$tmpdir/err" || fail "the bad --vars is named"
+expect_status 2 "--vars malformed" -- "$HEARTH" template -m "$tmpdir/nonexistent.gguf" --vars '{"a":'
+[ -s "$tmpdir/out" ] && fail "a bad option prints nothing on stdout"
+expect_status 2 "-hf and -m" -- "$HEARTH" template -hf o/r:m.gguf -m x.gguf
+grep -q "already given" "$tmpdir/err" || fail "template takes -hf as a model source"
 expect_status 0 "--help" -- "$HEARTH" template --help
 grep -q "chatml, gemma, llama2, llama3, mistral, phi3, rwkv-world, zephyr" "$tmpdir/out" || fail "--help lists the built-in templates"
+grep -q -- "-hf, --hf OWNER/REPO" "$tmpdir/out" || fail "--help lists -hf"
+
+# Every built-in template is named wherever the pages list them.
+names=$(sed -n 's/.*a built-in template (\([^)]*\)).*/\1/p' "$tmpdir/out" | tr -d ',')
+[ -n "$names" ] || fail "the built-in names are in --help"
+for page in hearth-run.1 hearth-serve.1 hearth-template.1 hearth-tokenize.1; do
+    for name in $names; do
+        grep -q "$name" "$HEARTH_SRCDIR/man/$page" || fail "$page names the built-in template $name"
+    done
+done
 
 finish

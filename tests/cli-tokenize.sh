@@ -124,4 +124,14 @@ expect_status 0 "--chat-template" -- "$HEARTH" tokenize -m "$stories" --chat --c
 expect_status 2 "--system without --chat" -- "$HEARTH" tokenize -m "$stories" --system x "Hi"
 expect_status 2 "--chat with --no-bos" -- "$HEARTH" tokenize -m "$stories" --chat --no-bos "Hi"
 
+# Inputs are bounded.
+expect_status 1 "a text file without end" -- "$HEARTH" tokenize -m "$spm" -f /dev/urandom
+grep -q "^hearth: tokenize: '/dev/urandom' is larger than the 64 MiB a command reads" "$tmpdir/err" ||
+    fail "the endless file is named"
+# -hf and --url like every command that takes -m
+expect_status 2 "-hf and -m" -- "$HEARTH" tokenize -hf o/r:m.gguf -m "$spm" hi
+grep -q "already given" "$tmpdir/err" || fail "tokenize takes -hf as a model source"
+expect_status 0 "--help" -- "$HEARTH" tokenize --help
+grep -q -- "--url URL" "$tmpdir/out" || fail "--help lists --url"
+
 finish

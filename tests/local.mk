@@ -292,7 +292,8 @@ EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/regressions-gguf/.keep \
 	tests/fuzz/regressions-template tests/fuzz/regressions-tokenizer \
 	tests/fuzz/regressions-request tests/fuzz/fuzz-request.c \
 	tests/fuzz/regressions-toolcall tests/fuzz/fuzz-toolcall.c \
-	tests/fuzz/regressions-grammar tests/fuzz/regressions-schema
+	tests/fuzz/regressions-grammar tests/fuzz/regressions-schema \
+	tests/fuzz/regressions-cli
 TESTS += tests/fuzz-replay.sh
 check_PROGRAMS += tests/fuzz/replay-gguf tests/fuzz/replay-template tests/fuzz/replay-tokenizer
 check_PROGRAMS += tests/fuzz/replay-grammar tests/fuzz/replay-schema
@@ -311,6 +312,23 @@ FUZZ_DATA_CPPFLAGS = $(AM_CPPFLAGS) -DHEARTH_FUZZ_DATA='"$(HEARTH_DEFAULT_TEST_D
 tests_fuzz_replay_tokenizer_SOURCES = tests/fuzz/fuzz-tokenizer.c tests/fuzz/replay.c
 tests_fuzz_replay_tokenizer_CPPFLAGS = $(FUZZ_DATA_CPPFLAGS)
 tests_fuzz_replay_tokenizer_LDADD = src/libhearth-core.la
+
+# The cli target is the hearth program's option parsing: the shared option
+# handlers of src/cli, without a command behind them.
+CLI_FUZZ_SOURCES = tests/fuzz/fuzz-cli.c src/cli/options.c src/cli/model_options.c \
+	src/cli/sampling_options.c src/cli/spec_options.c src/cli/prompt.c src/cli/interrupt.c
+CLI_FUZZ_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/cli
+check_PROGRAMS += tests/fuzz/replay-cli
+tests_fuzz_replay_cli_SOURCES = $(CLI_FUZZ_SOURCES) tests/fuzz/replay.c
+tests_fuzz_replay_cli_CPPFLAGS = $(CLI_FUZZ_CPPFLAGS)
+tests_fuzz_replay_cli_LDADD = src/libhearth-core.la
+if ENABLE_FUZZING
+noinst_PROGRAMS += tests/fuzz/fuzz-cli
+tests_fuzz_fuzz_cli_SOURCES = $(CLI_FUZZ_SOURCES)
+tests_fuzz_fuzz_cli_CPPFLAGS = $(CLI_FUZZ_CPPFLAGS)
+tests_fuzz_fuzz_cli_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_cli_LDADD = src/libhearth-core.la
+endif
 
 # The request and toolcall targets are hearth serve's parsers, built where
 # the server is.

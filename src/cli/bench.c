@@ -41,6 +41,8 @@
 #define CMD "bench"
 #define MAX_LIST 64
 #define DEFAULT_N_PROMPT 512
+/* A row running longer than this reports each repetition (as -v does). */
+#define PROGRESS_AFTER_NS 2000000000ull
 #define DEFAULT_N_GEN 128
 #define DEFAULT_N_BATCH 512
 #define DEFAULT_REPS 5
@@ -180,7 +182,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
     cli_model_normalize_args(argc, argv);
     optind = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":m:p:n:t:b:r:o:qh", longopts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":m:p:n:t:b:r:o:qh", longopts)) != -1) {
         int r = cli_model_option(CMD, &o->src, c, optarg);
         if (r < 0) return CLI_EXIT_USAGE;
         if (r > 0) continue;
@@ -358,6 +360,7 @@ static hearth_status run_test(const hearth_model *model, const struct bench_opts
     if (!r->samples_ns) st = HEARTH_E_NOMEM;
     utc_now(r->test_time, sizeof r->test_time);
 
+    const uint64_t row_start = now_ns();
     if (!st) st = r->n_prompt > 0 ? run_prompt(ctx, tokens_src, tokens, r->n_prompt)
                                   : run_generation(ctx, tokens_src, 1);
     for (int rep = 0; rep < o->reps && !st; rep++) {
@@ -369,7 +372,8 @@ static hearth_status run_test(const hearth_model *model, const struct bench_opts
         uint64_t t1 = now_ns();
         r->samples_ns[rep] = (double)(t1 > t0 ? t1 - t0 : 1);
         r->n_samples = rep + 1;
-        if (cli_verbose && !st)
+        /* a long row says how far it is, so that it is not taken for a hang */
+        if (!st && (cli_verbose || (!o->quiet && t1 - row_start > PROGRESS_AFTER_NS)))
             fprintf(stderr, "hearth: %s:   run %d/%d: %.3f ms\n", CMD, rep + 1, o->reps,
                     r->samples_ns[rep] / 1e6);
     }
@@ -509,7 +513,6 @@ static void print_markdown(const struct bench_opts *o, const struct bench_info *
         }
         putchar('\n');
     }
-    printf("\nhearth %s\n", hearth_version());
 }
 
 /* Text as a quoted CSV field (quotes doubled). */
@@ -694,6 +697,17 @@ static int plan_tests(const struct bench_opts *o, struct result **rows_out)
     return n;
 }
 
+/* A test longer than the model's context measures nothing the model would
+ * do, and takes minutes on its way to failing: refused before it runs. */
+static int check_fits(const hearth_model *model, int n_tokens)
+{
+    const int32_t n_ctx = hearth_model_n_ctx_train(model);
+    if (n_ctx > 0 && n_tokens > n_ctx)
+        return cli_usage_error(CMD, "a test of %d tokens does not fit the model's context of %d "
+                                    "tokens; give smaller -p and -n values", n_tokens, (int)n_ctx);
+    return CLI_EXIT_OK;
+}
+
 /* --parallel: load the model and hand over to bench_parallel.c. */
 static int run_parallel(struct bench_opts *o)
 {
@@ -705,6 +719,11 @@ static int run_parallel(struct bench_opts *o)
     hearth_status st = hearth_model_load(path, &o->src.params, &model);
     free(path);
     if (st) return cli_fail(CMD, st);
+    rc = check_fits(model, o->shared_prefix + o->n_prompt.v[0] + o->n_gen.v[0]);
+    if (rc != CLI_EXIT_OK) {
+        hearth_model_free(model);
+        return rc;
+    }
     if (!o->quiet || hearth_model_gpu_fallback(model)) cli_model_report_offload(stderr, CMD, model, NULL);
     struct parallel_opts po = {
         .parallel = o->parallel.v,
@@ -769,6 +788,16 @@ int cmd_bench(int argc, char **argv)
         free(rows);
         return rc;
     }
+    int longest = 0;
+    for (int i = 0; i < n_rows; i++)
+        if (rows[i].n_prompt + rows[i].n_gen > longest) longest = rows[i].n_prompt + rows[i].n_gen;
+    rc = check_fits(model, longest);
+    if (rc != CLI_EXIT_OK) {
+        hearth_model_free(model);
+        free(path);
+        free(rows);
+        return rc;
+    }
     /* Where the layers run; a fallback to the CPU is said even with -q. */
     if (!o.quiet || hearth_model_gpu_fallback(model))
         cli_model_report_offload(stderr, CMD, model, NULL);
@@ -798,7 +827,11 @@ int cmd_bench(int argc, char **argv)
     } else if (st) {
         rc = cli_fail(CMD, st);
     } else {
-        if (o.format == OUTPUT_MD) print_markdown(&o, &info, rows, n_rows);
+        if (o.format == OUTPUT_MD) {
+            print_markdown(&o, &info, rows, n_rows);
+            fflush(stdout);
+            bench_print_version(CMD, 0, o.quiet);
+        }
         else if (o.format == OUTPUT_CSV) print_csv(&info, rows, n_rows);
         else print_json(&info, rows, n_rows);
         if (fflush(stdout) != 0 || ferror(stdout))

@@ -37,6 +37,14 @@ uint64_t bench_next_random(uint64_t *state)
     return z ^ (z >> 31);
 }
 
+void bench_print_version(const char *cmd, int n_threads, bool quiet)
+{
+    if (quiet) return;
+    fprintf(stderr, "hearth: %s: hearth %s", cmd, hearth_version());
+    if (n_threads > 0) fprintf(stderr, ", %d thread%s", n_threads, n_threads == 1 ? "" : "s");
+    fputc('\n', stderr);
+}
+
 hearth_token bench_bos(const hearth_model *model)
 {
     const hearth_vocab *vocab = hearth_model_vocab(model);
@@ -233,7 +241,7 @@ static int run_throughput(const char *cmd, hearth_model *model, const struct par
             printf("| %5d | %6d | %4d | %6d | %8.3f | %8.2f | %8.3f | %8.2f | %8.3f | %8.2f |\n", r->pp, r->tg, r->b,
                    r->n_kv, r->t_pp, r->b * r->pp / r->t_pp, r->t_tg, r->b * r->tg / r->t_tg, t, r->n_kv / t);
         }
-        printf("\nhearth %s, %d threads\n", hearth_version(), po->n_threads);
+        bench_print_version(cmd, po->n_threads, po->quiet);
     }
     free(rows);
     if (fflush(stdout) != 0 || ferror(stdout)) return cli_error(cmd, "cannot write to standard output");
@@ -247,7 +255,7 @@ static int compare_double(const void *a, const void *b)
 }
 
 /* The prefix-cache measurement for B requests sharing an N-token prefix. */
-static hearth_status run_shared(hearth_model *model, const struct parallel_opts *po, int B)
+static hearth_status run_shared(const char *cmd, hearth_model *model, const struct parallel_opts *po, int B)
 {
     const int N = po->shared_prefix, P = po->n_prompt, G = po->n_gen;
     const int32_t n_vocab = hearth_model_n_vocab(model);
@@ -258,7 +266,7 @@ static hearth_status run_shared(hearth_model *model, const struct parallel_opts 
     hearth_engine *e = NULL;
     hearth_status st = new_engine(model, po, B, len + G + 1, kv, po->n_batch > 0 ? po->n_batch : 512, true, &e);
     if (st) return st;
-    if (!po->quiet) report_pool("bench", e);
+    if (!po->quiet) report_pool(cmd, e);
     /* request 0 the miss, 1 .. B the hits together, B + 1 a hit alone */
     hearth_token *prompts = calloc((size_t)(B + 2) * (size_t)len, sizeof *prompts);
     struct par_seq *seqs = calloc((size_t)B + 2, sizeof *seqs);
@@ -309,7 +317,7 @@ static hearth_status run_shared(hearth_model *model, const struct parallel_opts 
                bt, peak_used, prefix_blocks + B * own_blocks, (long long)cached, (long long)B * len,
                queries ? 100.0 * (double)hits / (double)queries : 0.0, seqs[0].ttft_ms, seqs[B + 1].ttft_ms,
                ttft[B / 2]);
-        printf("\nhearth %s, %d threads\n", hearth_version(), po->n_threads);
+        bench_print_version(cmd, po->n_threads, po->quiet);
     }
     free(prompts);
     free(seqs);
@@ -323,7 +331,7 @@ int bench_parallel(const char *cmd, hearth_model *model, const struct parallel_o
 {
     if (po->shared_prefix <= 0) return run_throughput(cmd, model, po);
     for (int i = 0; i < po->n_parallel; i++) {
-        hearth_status st = run_shared(model, po, po->parallel[i]);
+        hearth_status st = run_shared(cmd, model, po, po->parallel[i]);
         if (st) return cli_fail(cmd, st);
     }
     return CLI_EXIT_OK;

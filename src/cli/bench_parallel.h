@@ -32,6 +32,11 @@ uint64_t bench_next_random(uint64_t *state);
  * vocabulary puts one in front of a text, else HEARTH_TOKEN_NONE. */
 hearth_token bench_bos(const hearth_model *model);
 
+/* What ran, after the table: "hearth: CMD: hearth VERSION, N threads" on
+ * stderr (stdout holds the table alone); nothing when quiet.  n_threads
+ * 0 leaves the threads out (the table has a column for them). */
+void bench_print_version(const char *cmd, int n_threads, bool quiet);
+
 /* Run the measurements and print the table; returns the exit status. */
 int bench_parallel(const char *cmd, hearth_model *model, const struct parallel_opts *po);
 

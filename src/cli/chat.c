@@ -164,7 +164,8 @@ int cmd_chat(int argc, char **argv)
     cli_model_normalize_args(argc, argv);
     cli_spec_normalize_args(argc, argv);
     int c;
-    while ((c = getopt_long(argc, argv, ":m:n:c:b:t:vh", longopts, NULL)) != -1) {
+    optind = 0;
+    while ((c = cli_getopt(argc, argv, ":m:n:c:b:t:vh", longopts)) != -1) {
         int r = cli_model_option(CMD, &src, c, optarg);
         if (r == 0) r = cli_sampling_option(CMD, &sampling, c, optarg);
         if (r == 0) r = cli_spec_option(CMD, &spec, c, optarg);
@@ -211,6 +212,9 @@ int cmd_chat(int argc, char **argv)
         cli_error(CMD, "%s has no tokenizer", model_path);
         goto cleanup;
     }
+    rc = cli_sampling_check_model(CMD, &sampling, model);
+    if (rc != CLI_EXIT_OK) goto cleanup;
+    rc = CLI_EXIT_FAILURE;
     if (chat_prompt_load(CMD, template_spec, hearth_model_gguf(model), vocab, &cp) != CLI_EXIT_OK) goto cleanup;
 
     if (cli_spec_load_draft(CMD, &spec, &src.params, &draft) != CLI_EXIT_OK) goto cleanup;
@@ -221,8 +225,8 @@ int cmd_chat(int argc, char **argv)
 
     const bool interactive = isatty(STDIN_FILENO);
     if (interactive)
-        fprintf(stderr, "hearth: chatting with %s (%s); context %d tokens. /exit quits, /reset "
-                "starts over.\n", model_path, hearth_model_desc(model), ep.n_ctx);
+        fprintf(stderr, "hearth: %s: chatting with %s (%s); context %d tokens. /exit quits, /reset "
+                "starts over.\n", CMD, model_path, hearth_model_desc(model), ep.n_ctx);
     cli_interrupt_catch();
 
     for (;;) {
@@ -239,7 +243,7 @@ int cmd_chat(int argc, char **argv)
         }
         if (strcmp(input, "/reset") == 0) {
             conv_clear(&cv, system ? 1 : 0);
-            if (interactive) fprintf(stderr, "hearth: conversation reset\n");
+            if (interactive) fprintf(stderr, "hearth: %s: conversation reset\n", CMD);
             continue;
         }
         if (conv_add(&cv, "user", input, (size_t)len) != 0) goto nomem;

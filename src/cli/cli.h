@@ -35,6 +35,17 @@ enum {
  * CLI_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
 
+/* getopt_long(), except that a single-dash word is exactly one option:
+ * "-hx" is not "-h" followed by "-x" (nor "-hf", to a command without
+ * -hf, "-h" and "-f") but an unknown option, so that a mistyped word can
+ * never turn into --help or into another option.  A short option that
+ * takes an argument still takes the rest of its word ("-n16").  Its '?'
+ * for such a word leaves optind past it and optopt 0, so that
+ * cli_option_error() names the whole word.  Set optind to 0 before the
+ * first call of a parse. */
+struct option;
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts);
+
 /* After getopt_long() returned '?' or ':' (option strings start with ':'
  * so that a missing argument is told apart): name the offending option in
  * a usage error.  main() turns off getopt's own messages (opterr = 0) so
@@ -58,8 +69,14 @@ bool cli_parse_u64(const char *cmd, const char *opt, const char *arg, uint64_t *
 bool cli_parse_float(const char *cmd, const char *opt, const char *arg,
                      double min, double max, float *out);
 
-/* Read a whole file (or stdin for "-") into a NUL-terminated buffer.
- * Returns NULL after printing an error. */
+/* The most any command reads of a file it takes whole (a prompt, a text,
+ * messages, a grammar): enough for any context, and a bound for a file
+ * without end (/dev/zero, a pipe that never closes) that would otherwise
+ * be read until memory runs out.  hearth(1) documents it. */
+#define CLI_MAX_INPUT_BYTES ((size_t)64 << 20)
+
+/* Read a whole file (or stdin for "-") of at most CLI_MAX_INPUT_BYTES into
+ * a NUL-terminated buffer.  Returns NULL after printing an error. */
 char *cli_read_file(const char *cmd, const char *path, size_t *len_out);
 
 /* Write len bytes of p as a JSON string (quoted, escaped). */

@@ -151,7 +151,8 @@ int cmd_devices(int argc, char **argv)
     cli_model_source_init(&src);
     cli_model_normalize_args(argc, argv);
     int c;
-    while ((c = getopt_long(argc, argv, ":hm:", longopts, NULL)) != -1) {
+    optind = 0;
+    while ((c = cli_getopt(argc, argv, ":hm:", longopts)) != -1) {
         int r = cli_model_option(CMD, &src, c, optarg);
         if (r < 0) return CLI_EXIT_USAGE;
         if (r > 0) continue;

@@ -401,7 +401,8 @@ int cmd_inspect(int argc, char **argv)
     };
     struct inspect_opts o = {false, false};
     int c;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    optind = 0;
+    while ((c = cli_getopt(argc, argv, ":h", longopts)) != -1) {
         switch (c) {
         case 'j': o.json = true; break;
         case 'F': o.full = true; break;

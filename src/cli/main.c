@@ -4,7 +4,9 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,18 +28,25 @@ static const struct command commands[] = {
     {NULL, NULL, NULL}
 };
 
+/* The pages of section 7, hearth-TOPIC(7). */
+static const char *const topics[] = {"grammar", "sampling", "speculation", NULL};
+
 static void print_usage(FILE *out)
 {
     fprintf(out,
             "usage: hearth [--version [-v]] [--help] COMMAND [ARGS...]\n"
+            "       hearth help [COMMAND | TOPIC]\n"
             "\n"
             "hearth runs GGUF language models on the CPU.  Commands:\n\n");
     for (const struct command *c = commands; c->name; c++)
         fprintf(out, "  %-12s %s\n", c->name, c->summary);
+    fprintf(out, "  %-12s %s\n", "help", "show the manual page of a command or a topic");
     fprintf(out,
             "\n"
             "'hearth COMMAND --help' summarises a command's options;\n"
-            "'man hearth-COMMAND' documents them.\n");
+            "'hearth help COMMAND' (man hearth-COMMAND) documents them.  Topics:");
+    for (const char *const *t = topics; *t; t++) fprintf(out, " %s", *t);
+    fprintf(out, ".\n");
 }
 
 static void print_version(bool verbose)
@@ -66,6 +75,50 @@ static void print_version(bool verbose)
     const char *path;
     if (hearth_cpu_kernels(&path) == HEARTH_OK) printf("kernels: %s\n", path);
     else printf("kernels: unavailable: %s\n", hearth_last_error());
+}
+
+/* The page of a command or topic in the build tree the program runs from,
+ * if it does: the program is src/hearth (or libtool's src/.libs/hearth)
+ * beside a man/ folder holding the pages.  Installed, the program has no
+ * such neighbour and man finds the pages on its own path. */
+static bool build_tree_page(const char *name, const char *section, char *out, size_t size)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return false;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash) return false;
+    *slash = '\0';
+    size_t len = strlen(exe);
+    if (len >= 6 && strcmp(exe + len - 6, "/.libs") == 0) exe[len - 6] = '\0';
+    int w = snprintf(out, size, "%s/../man/hearth-%s.%s", exe, name, section);
+    return w > 0 && (size_t)w < size && access(out, R_OK) == 0;
+}
+
+/* hearth help NAME: the manual page of a command or topic, through man. */
+static int help(const char *name)
+{
+    const char *section = NULL;
+    for (const struct command *c = commands; c->name && !section; c++)
+        if (strcmp(c->name, name) == 0) section = "1";
+    for (const char *const *t = topics; *t && !section; t++)
+        if (strcmp(*t, name) == 0) section = "7";
+    if (!section) {
+        fprintf(stderr, "hearth: help: '%s' is not a hearth command or topic; see 'hearth --help'\n",
+                name);
+        return CLI_EXIT_USAGE;
+    }
+    char page[PATH_MAX + 64];
+    fflush(stdout);
+    if (build_tree_page(name, section, page, sizeof page)) {
+        execlp("man", "man", "-l", page, (char *)NULL);
+    } else {
+        snprintf(page, sizeof page, "hearth-%s", name);
+        execlp("man", "man", section, page, (char *)NULL);
+    }
+    fprintf(stderr, "hearth: help: cannot run man: %s\n", strerror(errno));
+    return CLI_EXIT_FAILURE;
 }
 
 int cli_verbose = 0;
@@ -125,11 +178,11 @@ int main(int argc, char **argv)
             print_usage(stdout);
             return CLI_EXIT_OK;
         }
-        char page[128];
-        snprintf(page, sizeof page, "hearth-%s", argv[i + 1]);
-        execlp("man", "man", page, (char *)NULL);
-        fprintf(stderr, "hearth: cannot run man for %s\n", page);
-        return CLI_EXIT_FAILURE;
+        if (i + 2 < argc) {
+            fprintf(stderr, "hearth: help: one command or topic expected; see 'hearth --help'\n");
+            return CLI_EXIT_USAGE;
+        }
+        return help(argv[i + 1]);
     }
     opterr = 0; /* commands report option errors through cli_option_error() */
     for (const struct command *c = commands; c->name; c++) {

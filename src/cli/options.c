@@ -35,6 +35,24 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     return CLI_EXIT_USAGE;
 }
 
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts)
+{
+    const int before = optind;
+    int longindex = -1;
+    int c = getopt_long(argc, argv, shortopts, longopts, &longindex);
+    if (c == -1 || c == '?' || c == ':' || longindex >= 0) return c;
+    const char *spec = strchr(shortopts, c);
+    if (spec && spec[1] == ':') return c; /* it took the rest of its word, or the next */
+    /* A flag that ended its word has moved optind past a word that is
+     * exactly "-c"; one inside a longer word leaves optind on that word
+     * (getopt_long keeps its place within a word to itself). */
+    const char word[3] = {'-', (char)c, '\0'};
+    if (optind > before && strcmp(argv[optind - 1], word) == 0) return c;
+    optind++;
+    optopt = 0;
+    return '?';
+}
+
 int cli_option_error(const char *cmd, int getopt_result, char **argv)
 {
     const char *arg = optind > 0 ? argv[optind - 1] : "?";
@@ -130,31 +148,37 @@ char *cli_read_file(const char *cmd, const char *path, size_t *len_out)
         cli_error(cmd, "cannot open '%s': %s", path, strerror(errno));
         return NULL;
     }
+    /* the buffer grows to two bytes past the limit, to see a longer file */
+    const size_t limit = CLI_MAX_INPUT_BYTES;
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
-    while (buf) {
+    const char *failure = buf ? NULL : "out of memory";
+    while (!failure) {
         size_t n = fread(buf + len, 1, cap - len - 1, f);
         len += n;
-        if (len + 1 < cap) {
-            if (ferror(f)) {
-                cli_error(cmd, "cannot read '%s': %s", path, strerror(errno));
-                free(buf);
-                buf = NULL;
+        if (len > limit) {
+            failure = "too large";
+        } else if (len + 1 < cap) {
+            if (ferror(f)) failure = strerror(errno);
+            break;
+        } else {
+            size_t bigger_cap = cap * 2 > limit + 2 ? limit + 2 : cap * 2;
+            char *bigger = realloc(buf, bigger_cap);
+            if (bigger) {
+                buf = bigger;
+                cap = bigger_cap;
+            } else {
+                failure = "out of memory";
             }
-            break;
         }
-        char *bigger = realloc(buf, cap * 2);
-        if (!bigger) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = bigger;
-        cap *= 2;
     }
     if (f != stdin) fclose(f);
-    if (!buf) {
-        cli_error(cmd, "cannot read '%s': out of memory", path);
+    if (failure) {
+        free(buf);
+        if (len > limit)
+            cli_error(cmd, "'%s' is larger than the %zu MiB a command reads", path, limit >> 20);
+        else
+            cli_error(cmd, "cannot read '%s': %s", path, failure);
         return NULL;
     }
     buf[len] = '\0';

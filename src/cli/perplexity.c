@@ -75,7 +75,8 @@ int cmd_perplexity(int argc, char **argv)
     hearth_type cache_type = HEARTH_TYPE_F16;
     int c;
     cli_model_normalize_args(argc, argv);
-    while ((c = getopt_long(argc, argv, ":m:f:c:b:t:h", longopts, NULL)) != -1) {
+    optind = 0;
+    while ((c = cli_getopt(argc, argv, ":m:f:c:b:t:h", longopts)) != -1) {
         int handled = cli_model_option(CMD, &src, c, optarg);
         if (handled < 0) return CLI_EXIT_USAGE;
         if (handled) continue;
@@ -156,9 +157,10 @@ int cmd_perplexity(int argc, char **argv)
     const hearth_token bos = hearth_vocab_special(vocab, HEARTH_SPECIAL_BOS);
     const int32_t n_vocab = hearth_model_n_vocab(model);
     const int first = n_ctx / 2;
-    fprintf(stderr, "%s: %s, %zu tokens (tokenized in %.3f s), %ld chunks of %d, batch %d, %d threads\n",
+    fprintf(stderr, "hearth: %s: %s, %zu tokens (tokenized in %.3f s), %ld chunks of %d, batch %d, %d thread%s\n",
             CMD, hearth_model_desc(model), n_tokens, t_tok, n_chunks, n_ctx,
-            hearth_context_n_batch(ctx), hearth_context_n_threads(ctx));
+            hearth_context_n_batch(ctx), hearth_context_n_threads(ctx),
+            hearth_context_n_threads(ctx) == 1 ? "" : "s");
 
     double nll_sum = 0.0, nll_sq = 0.0;
     long count = 0;
@@ -173,7 +175,7 @@ int cmd_perplexity(int argc, char **argv)
         if (st) {
             if (st == HEARTH_E_INTERRUPTED) {
                 printf("\n");
-                fprintf(stderr, "%s: interrupted after %ld chunks\n", CMD, ch);
+                fprintf(stderr, "hearth: %s: interrupted after %ld chunks\n", CMD, ch);
                 rc = CLI_EXIT_INTERRUPTED;
             } else {
                 cli_fail(CMD, st);
@@ -190,7 +192,7 @@ int cmd_perplexity(int argc, char **argv)
         fflush(stdout);
         if (ch == 0) {
             double per_chunk = cli_now_s() - t_eval;
-            fprintf(stderr, "%s: %.2f s per chunk, about %.0f s in all\n", CMD, per_chunk,
+            fprintf(stderr, "hearth: %s: %.2f s per chunk, about %.0f s in all\n", CMD, per_chunk,
                     per_chunk * (double)n_chunks);
         }
     }
@@ -201,7 +203,7 @@ int cmd_perplexity(int argc, char **argv)
     double err = ppl * sqrt(var > 0 ? var / (double)count : 0.0);
     double elapsed = cli_now_s() - t_eval;
     printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, err);
-    fprintf(stderr, "%s: %ld tokens scored, %.2f s, %.1f tokens/s evaluated\n", CMD, count, elapsed,
+    fprintf(stderr, "hearth: %s: %ld tokens scored, %.2f s, %.1f tokens/s evaluated\n", CMD, count, elapsed,
             (double)n_chunks * n_ctx / elapsed);
     rc = CLI_EXIT_OK;
 done:

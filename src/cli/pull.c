@@ -47,7 +47,7 @@ int cmd_pull(int argc, char **argv)
     optind = 0;
     opterr = 0;
     int opt;
-    while ((opt = getopt_long(argc, argv, "+:qh", longopts, NULL)) != -1) {
+    while ((opt = cli_getopt(argc, argv, "+:qh", longopts)) != -1) {
         int r = cli_model_option(cmd, &src, opt, optarg);
         if (r < 0) return CLI_EXIT_USAGE;
         if (r > 0) continue;

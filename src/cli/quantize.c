@@ -132,7 +132,8 @@ static int parse_args(int argc, char **argv, struct quantize_opts *o)
         {NULL, 0, NULL, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, ":t:nqh", longopts, NULL)) != -1) {
+    optind = 0;
+    while ((c = cli_getopt(argc, argv, ":t:nqh", longopts)) != -1) {
         switch (c) {
         case 't':
             if (!cli_parse_int(CMD, "--threads", optarg, 1, 1024, &o->threads)) return CLI_EXIT_USAGE;

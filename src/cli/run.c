@@ -25,37 +25,59 @@ enum {
     OPT_CACHE_TYPE, OPT_GRAMMAR, OPT_GRAMMAR_FILE, OPT_JSON_SCHEMA, OPT_JSON
 };
 
-/* The grammar of --grammar, --grammar-file, --json-schema or --json. */
-static int run_grammar(const hearth_vocab *vocab, int kind, const char *arg, hearth_grammar **out)
+/* The constraint of --grammar, --grammar-file, --json-schema or --json. */
+struct run_grammar {
+    int kind;          /* OPT_GRAMMAR, OPT_GRAMMAR_FILE, OPT_JSON_SCHEMA, OPT_JSON or 0 */
+    const char *what;  /* the option or the file, for messages */
+    const char *text;  /* GBNF or schema text (not for --json) */
+    size_t len;
+    char *buf;         /* text read from a file */
+};
+
+/* Read the grammar or schema and check it with the library's own parser,
+ * before the model is loaded and anything is printed: text that cannot
+ * compile is a usage error.  Returns a CLI exit status. */
+static int run_grammar_read(int kind, const char *arg, struct run_grammar *g)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    const char *text = arg, *what = "--grammar";
-    if (kind == OPT_GRAMMAR_FILE) {
-        what = arg;
-        text = buf = cli_read_file(CMD, arg, &len);
-        if (!buf) return CLI_EXIT_FAILURE;
-    } else if (kind == OPT_JSON_SCHEMA) {
-        what = "--json-schema";
+    g->kind = kind;
+    g->what = kind == OPT_JSON ? "--json" : kind == OPT_JSON_SCHEMA ? "--json-schema" : "--grammar";
+    g->text = arg;
+    bool from_file = kind == OPT_GRAMMAR_FILE;
+    if (kind == OPT_JSON_SCHEMA) {
         const char *p = arg;
         while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-        if (*p != '{') {
-            /* not a schema's text: a file */
-            what = arg;
-            text = buf = cli_read_file(CMD, arg, &len);
-            if (!buf) return CLI_EXIT_FAILURE;
-        }
+        from_file = *p != '{'; /* not a schema's text: a file */
     }
-    if (text && !buf) len = strlen(text);
+    if (from_file) {
+        g->what = arg;
+        g->text = g->buf = cli_read_file(CMD, arg, &g->len);
+        if (!g->buf) return CLI_EXIT_FAILURE;
+    } else if (g->text) {
+        g->len = strlen(g->text);
+    }
+    if (kind == OPT_JSON) return CLI_EXIT_OK;
     hearth_status st;
-    if (kind == OPT_JSON) st = hearth_grammar_json_object(vocab, out);
-    else if (kind == OPT_JSON_SCHEMA) st = hearth_grammar_from_json_schema(vocab, text, len, out);
-    else st = hearth_grammar_new(vocab, text, len, out);
-    free(buf);
-    if (st) {
-        cli_error(CMD, "%s: %s", kind == OPT_JSON ? "--json" : what, hearth_last_error());
-        return CLI_EXIT_FAILURE;
+    if (kind == OPT_JSON_SCHEMA) {
+        char *gbnf = NULL;
+        st = hearth_json_schema_to_gbnf(g->text, g->len, &gbnf);
+        if (st == HEARTH_OK) st = hearth_grammar_check(gbnf, strlen(gbnf));
+        hearth_free(gbnf);
+    } else {
+        st = hearth_grammar_check(g->text, g->len);
     }
+    if (st != HEARTH_OK) return cli_usage_error(CMD, "%s: %s", g->what, hearth_last_error());
+    return CLI_EXIT_OK;
+}
+
+/* Compile the checked grammar for the model's vocabulary. */
+static int run_grammar_compile(const hearth_vocab *vocab, const struct run_grammar *g,
+                               hearth_grammar **out)
+{
+    hearth_status st;
+    if (g->kind == OPT_JSON) st = hearth_grammar_json_object(vocab, out);
+    else if (g->kind == OPT_JSON_SCHEMA) st = hearth_grammar_from_json_schema(vocab, g->text, g->len, out);
+    else st = hearth_grammar_new(vocab, g->text, g->len, out);
+    if (st != HEARTH_OK) return cli_error(CMD, "%s: %s", g->what, hearth_last_error());
     return CLI_EXIT_OK;
 }
 
@@ -134,12 +156,14 @@ int cmd_run(int argc, char **argv)
     bool chat = false, special = false, echo = true, verbose = cli_verbose > 0;
     int grammar_kind = 0; /* OPT_GRAMMAR, OPT_GRAMMAR_FILE, OPT_JSON_SCHEMA or OPT_JSON */
     const char *grammar_arg = NULL;
+    struct run_grammar grammar_src = {0};
     int rc = CLI_EXIT_USAGE;
 
     cli_model_normalize_args(argc, argv);
     cli_spec_normalize_args(argc, argv);
     int c;
-    while ((c = getopt_long(argc, argv, ":m:p:f:n:c:b:t:vh", longopts, NULL)) != -1) {
+    optind = 0;
+    while ((c = cli_getopt(argc, argv, ":m:p:f:n:c:b:t:vh", longopts)) != -1) {
         int r = cli_model_option(CMD, &src, c, optarg);
         if (r == 0) r = cli_sampling_option(CMD, &sampling, c, optarg);
         if (r == 0) r = cli_spec_option(CMD, &spec, c, optarg);
@@ -202,6 +226,10 @@ int cmd_run(int argc, char **argv)
     }
     cli_sampling_finish(&sampling);
     if (cli_spec_finish(CMD, &spec) != CLI_EXIT_OK) goto done;
+    if (grammar_kind) {
+        rc = run_grammar_read(grammar_kind, grammar_arg, &grammar_src);
+        if (rc != CLI_EXIT_OK) goto done;
+    }
 
     char *model_path = NULL, *prompt_buf = NULL;
     hearth_model *model = NULL, *draft = NULL;
@@ -228,7 +256,10 @@ int cmd_run(int argc, char **argv)
         goto cleanup;
     }
 
-    if (grammar_kind && run_grammar(vocab, grammar_kind, grammar_arg, &grammar) != CLI_EXIT_OK)
+    rc = cli_sampling_check_model(CMD, &sampling, model);
+    if (rc != CLI_EXIT_OK) goto cleanup;
+    rc = CLI_EXIT_FAILURE;
+    if (grammar_kind && run_grammar_compile(vocab, &grammar_src, &grammar) != CLI_EXIT_OK)
         goto cleanup;
     sampling.params.grammar = grammar;
 
@@ -267,8 +298,8 @@ int cmd_run(int argc, char **argv)
                 hearth_model_desc(model), hearth_model_size_bytes(model) / 1048576.0);
         const char *kernels = "?";
         hearth_cpu_kernels(&kernels);
-        fprintf(stderr, "hearth: %s: context %d tokens, batch %d, %d threads, %s kernels\n", CMD,
-                ep.n_ctx, ep.n_batch, ep.n_threads, kernels);
+        fprintf(stderr, "hearth: %s: context %d tokens, batch %d, %d thread%s, %s kernels\n", CMD,
+                ep.n_ctx, ep.n_batch, ep.n_threads, ep.n_threads == 1 ? "" : "s", kernels);
         fprintf(stderr, "hearth: %s: KV cache %s, %llu bytes (%.2f MiB)\n", CMD,
                 hearth_type_name(ep.cache_type), (unsigned long long)es.kv_bytes, es.kv_bytes / 1048576.0);
         fprintf(stderr, "hearth: %s: prompt %zu tokens%s\n", CMD, n_tokens, chat ? " (chat template)" : "");
@@ -325,6 +356,7 @@ cleanup:
     free(prompt_buf);
     free(model_path);
 done:
+    free(grammar_src.buf);
     cli_sampling_free(&sampling);
     return rc;
 }

@@ -167,6 +167,16 @@ void cli_sampling_finish(struct cli_sampling *s)
     }
 }
 
+int cli_sampling_check_model(const char *cmd, const struct cli_sampling *s,
+                             const hearth_model *model)
+{
+    hearth_sampler *sampler;
+    hearth_status st = hearth_sampler_new(&s->params, hearth_model_n_vocab(model), &sampler);
+    if (st != HEARTH_OK) return cli_usage_error(cmd, "%s", hearth_last_error());
+    hearth_sampler_free(sampler);
+    return CLI_EXIT_OK;
+}
+
 void cli_sampling_help(FILE *out)
 {
     fputs("Sampling (see hearth-sampling(7)):\n"

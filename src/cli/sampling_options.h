@@ -70,6 +70,13 @@ int cli_sampling_option(const char *cmd, struct cli_sampling *sampling, int opt,
  * can be repeated with --seed. */
 void cli_sampling_finish(struct cli_sampling *sampling);
 
+/* Once the model is loaded, before any output: whether the sampler takes
+ * the options for this model's vocabulary (a --logit-bias token id beyond
+ * it), asked of the library by creating one.  Returns CLI_EXIT_OK or,
+ * after printing, CLI_EXIT_USAGE. */
+int cli_sampling_check_model(const char *cmd, const struct cli_sampling *sampling,
+                             const hearth_model *model);
+
 /* The flags' lines for a command's --help. */
 void cli_sampling_help(FILE *out);
 

@@ -200,7 +200,8 @@ int cmd_serve(int argc, char **argv)
     cli_spec_normalize_args(argc, argv);
     normalize_args(argc, argv);
     int c;
-    while ((c = getopt_long(argc, argv, ":m:c:b:t:vh", longopts, NULL)) != -1) {
+    optind = 0;
+    while ((c = cli_getopt(argc, argv, ":m:c:b:t:vh", longopts)) != -1) {
         int r = cli_model_option(CMD, &src, c, optarg);
         if (r == 0) r = cli_sampling_option(CMD, &sampling, c, optarg);
         if (r == 0) r = cli_spec_option(CMD, &spec, c, optarg);
@@ -221,7 +222,14 @@ int cmd_serve(int argc, char **argv)
         case OPT_CHAT_TEMPLATE: template_spec = optarg; break;
         case OPT_PARALLEL: ok = cli_parse_int(CMD, "--parallel", optarg, 1, 4096, &cfg.parallel); break;
         case OPT_KV_SIZE: ok = cli_parse_long(CMD, "--kv-size", optarg, 16, 1L << 30, &kv_size); break;
-        case OPT_KV_BLOCK: ok = cli_parse_int(CMD, "--kv-block", optarg, 16, 1024, &kv_block); break;
+        case OPT_KV_BLOCK:
+            ok = cli_parse_int(CMD, "--kv-block", optarg, 16, 1024, &kv_block);
+            /* the engine refuses it too, but only after the port is bound */
+            if (ok && (kv_block & (kv_block - 1))) {
+                cli_usage_error(CMD, "--kv-block: %d is not a power of two", kv_block);
+                ok = false;
+            }
+            break;
         case OPT_NO_PREFIX_CACHE: no_prefix_cache = true; break;
         case OPT_MAX_BODY: ok = cli_parse_long(CMD, "--max-body", optarg, 64, 1L << 30, &max_body); break;
         case OPT_MAX_TOKENS: ok = cli_parse_int(CMD, "--max-tokens", optarg, 1, 1 << 24, &max_tokens); break;

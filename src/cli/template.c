@@ -12,13 +12,15 @@
 
 #include "cli.h"
 #include "hearth.h"
+#include "model_options.h"
 
 static const char *const cmd = "template";
 
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: hearth template (-m MODEL | --chat-template NAME|FILE) [--messages FILE.json]\n"
+            "usage: hearth template (-m MODEL | -hf OWNER/REPO[:FILE] | --url URL |\n"
+            "                        --chat-template NAME|FILE) [--messages FILE.json]\n"
             "                       [--no-generation-prompt] [--bos TEXT] [--eos TEXT]\n"
             "                       [--tools FILE.json] [--date DATE] [--vars JSON]\n"
             "\n"
@@ -26,6 +28,8 @@ static void usage(FILE *out)
             "trailing newline.\n"
             "\n"
             "  -m, --model MODEL        the template of a GGUF model (tokenizer.chat_template)\n"
+            "  -hf, --hf OWNER/REPO[:FILE]  ... of a model from the Hugging Face hub\n"
+            "      --url URL            ... of a model from a URL (both downloaded into the cache)\n"
             "  -t, --chat-template T    a built-in template (");
     for (const char *const *n = hearth_template_builtin_names(); *n; n++)
         fprintf(out, "%s%s", *n, n[1] ? ", " : "");
@@ -101,6 +105,22 @@ static int load_model(const char *model, hearth_template **tmpl, char **bos, cha
     return rc;
 }
 
+/* Whether --date, --vars and the token texts are what the library takes,
+ * asked of the library itself by rendering an empty template with them:
+ * a bad option is a usage error, found before any model is read. */
+static int check_options(const hearth_chat_options *opts)
+{
+    hearth_template *empty;
+    hearth_status st = hearth_template_parse("", 0, &empty);
+    if (st != HEARTH_OK) return cli_fail(cmd, st);
+    char *text = NULL;
+    st = hearth_template_render(empty, "[]", 2, opts, &text, NULL);
+    hearth_free(text);
+    hearth_template_free(empty);
+    if (st != HEARTH_OK) return cli_usage_error(cmd, "%s", hearth_last_error());
+    return CLI_EXIT_OK;
+}
+
 /* A built-in template by name, else a file of template text. */
 static int load_template(const char *spec, hearth_template **out)
 {
@@ -124,6 +144,7 @@ int cmd_template(int argc, char **argv)
     enum { OPT_BOS = 256, OPT_EOS, OPT_TOOLS, OPT_DATE, OPT_VARS };
     static const struct option longopts[] = {
         {"model", required_argument, NULL, 'm'},
+        CLI_DOWNLOAD_LONG_OPTIONS,
         {"chat-template", required_argument, NULL, 't'},
         {"messages", required_argument, NULL, 'f'},
         {"no-generation-prompt", no_argument, NULL, 'n'},
@@ -135,15 +156,19 @@ int cmd_template(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *model = NULL, *chat_template = NULL, *messages_path = NULL, *tools_path = NULL;
+    struct cli_model_source src;
+    cli_model_source_init(&src);
+    const char *chat_template = NULL, *messages_path = NULL, *tools_path = NULL;
     hearth_chat_options opts = {true, NULL, NULL, NULL, NULL, NULL};
     bool bos_given = false, eos_given = false;
-    optind = 1;
-    opterr = 0;
+    cli_model_normalize_args(argc, argv);
+    optind = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":m:t:f:nh", longopts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":m:t:f:nh", longopts)) != -1) {
+        int r = cli_model_option(cmd, &src, c, optarg);
+        if (r < 0) return CLI_EXIT_USAGE;
+        if (r > 0) continue;
         switch (c) {
-        case 'm': model = optarg; break;
         case 't': chat_template = optarg; break;
         case 'f': messages_path = optarg; break;
         case 'n': opts.add_generation_prompt = false; break;
@@ -155,18 +180,25 @@ int cmd_template(int argc, char **argv)
         case 'h':
             usage(stdout);
             return CLI_EXIT_OK;
-        case ':':
-            return cli_usage_error(cmd, "option '%s' needs an argument", argv[optind - 1]);
         default:
-            return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+            return cli_option_error(cmd, c, argv);
         }
     }
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-    if (!model == !chat_template) return cli_usage_error(cmd, "give one of -m MODEL or --chat-template NAME|FILE");
+    const bool from_model = src.path || src.hf || src.url;
+    if (from_model == !!chat_template)
+        return cli_usage_error(cmd, "give one of -m MODEL, -hf OWNER/REPO[:FILE], --url URL or "
+                                    "--chat-template NAME|FILE");
+    int rc = check_options(&opts);
+    if (rc != CLI_EXIT_OK) return rc;
 
     hearth_template *tmpl = NULL;
     char *model_bos = NULL, *model_eos = NULL;
-    int rc = model ? load_model(model, &tmpl, &model_bos, &model_eos) : load_template(chat_template, &tmpl);
+    char *model_path = NULL;
+    if (from_model) rc = cli_model_resolve(cmd, &src, &model_path);
+    if (rc == CLI_EXIT_OK)
+        rc = from_model ? load_model(model_path, &tmpl, &model_bos, &model_eos)
+                        : load_template(chat_template, &tmpl);
     if (!bos_given) opts.bos_token = model_bos;
     if (!eos_given) opts.eos_token = model_eos;
 
@@ -198,6 +230,7 @@ int cmd_template(int argc, char **argv)
     free(tools);
     free(model_bos);
     free(model_eos);
+    free(model_path);
     hearth_template_free(tmpl);
     return rc;
 }

@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "hearth.h"
+#include "model_options.h"
 #include "prompt.h"
 
 #define CMD "tokenize"
@@ -21,7 +22,7 @@
 enum output_format { OUTPUT_PIECES, OUTPUT_IDS, OUTPUT_COUNT };
 
 struct tokenize_opts {
-    const char *model;
+    struct cli_model_source src; /* -m, -hf or --url */
     const char *file;
     const char *text;
     enum output_format format;
@@ -36,13 +37,17 @@ struct tokenize_opts {
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: hearth tokenize -m MODEL [--ids | --count] [--special] [--no-bos]\n"
+            "usage: hearth tokenize (-m MODEL | -hf OWNER/REPO[:FILE] | --url URL)\n"
+            "                       [--ids | --count] [--special] [--no-bos]\n"
             "                       [--chat [--system TEXT] [--chat-template NAME|FILE]]\n"
             "                       [--default-pretokenizer] (TEXT | -f FILE)\n"
             "\n"
             "Show the tokens MODEL's vocabulary makes of TEXT (or of FILE, '-' for\n"
             "standard input): one per line, its id and its piece in quotes.\n"
             "  -m, --model FILE          GGUF model or vocabulary file\n"
+            "  -hf, --hf OWNER/REPO[:FILE]  a model from the Hugging Face hub (downloaded\n"
+            "                            into the cache on first use)\n"
+            "      --url URL             a model from a URL (downloaded into the cache)\n"
             "  -f, --file FILE           read the text from FILE\n"
             "      --ids                 print only the ids, on one line\n"
             "      --count               print only the number of tokens\n"
@@ -112,6 +117,7 @@ static int parse_args(int argc, char **argv, struct tokenize_opts *o)
            OPT_SYSTEM, OPT_CHAT_TEMPLATE };
     static const struct option longopts[] = {
         {"model", required_argument, NULL, 'm'},
+        CLI_DOWNLOAD_LONG_OPTIONS,
         {"file", required_argument, NULL, 'f'},
         {"ids", no_argument, NULL, OPT_IDS},
         {"count", no_argument, NULL, OPT_COUNT},
@@ -126,9 +132,13 @@ static int parse_args(int argc, char **argv, struct tokenize_opts *o)
     };
     int c;
     bool ids = false, count = false;
-    while ((c = getopt_long(argc, argv, ":m:f:h", longopts, NULL)) != -1) {
+    cli_model_normalize_args(argc, argv);
+    optind = 0;
+    while ((c = cli_getopt(argc, argv, ":m:f:h", longopts)) != -1) {
+        int r = cli_model_option(CMD, &o->src, c, optarg);
+        if (r < 0) return CLI_EXIT_USAGE;
+        if (r > 0) continue;
         switch (c) {
-        case 'm': o->model = optarg; break;
         case 'f': o->file = optarg; break;
         case OPT_IDS: ids = true; break;
         case OPT_COUNT: count = true; break;
@@ -149,7 +159,8 @@ static int parse_args(int argc, char **argv, struct tokenize_opts *o)
         return cli_usage_error(CMD, "--chat decides special-token parsing and BOS itself; "
                                     "drop --special and --no-bos");
     o->format = ids ? OUTPUT_IDS : count ? OUTPUT_COUNT : OUTPUT_PIECES;
-    if (!o->model) return cli_usage_error(CMD, "no model given (-m MODEL)");
+    int rc = cli_model_check(CMD, &o->src, true);
+    if (rc != CLI_EXIT_OK) return rc;
     int n_args = argc - optind;
     if (o->file && n_args > 0)
         return cli_usage_error(CMD, "give either TEXT or -f FILE, not both");
@@ -160,10 +171,10 @@ static int parse_args(int argc, char **argv, struct tokenize_opts *o)
     return CLI_EXIT_OK;
 }
 
-static hearth_status load_vocab(const struct tokenize_opts *o, hearth_gguf **gguf,
-                                hearth_vocab **vocab)
+static hearth_status load_vocab(const struct tokenize_opts *o, const char *path,
+                                hearth_gguf **gguf, hearth_vocab **vocab)
 {
-    hearth_status st = hearth_gguf_open(o->model, gguf);
+    hearth_status st = hearth_gguf_open(path, gguf);
     if (st) return st;
     hearth_vocab_options vo = {o->default_pretokenizer};
     return hearth_vocab_load(*gguf, &vo, vocab);
@@ -242,7 +253,7 @@ int cmd_tokenize(int argc, char **argv)
     if (rc < 0) return CLI_EXIT_OK;
     if (rc) return rc;
 
-    char *file_text = NULL;
+    char *model_path = NULL, *file_text = NULL;
     size_t len;
     const char *text = o.text;
     if (o.file) {
@@ -258,7 +269,12 @@ int cmd_tokenize(int argc, char **argv)
     size_t n = 0;
     unsigned flags = (o.add_special ? HEARTH_TOKENIZE_ADD_SPECIAL : 0) |
                      (o.parse_special ? HEARTH_TOKENIZE_PARSE_SPECIAL : 0);
-    hearth_status st = load_vocab(&o, &g, &v);
+    rc = cli_model_resolve(CMD, &o.src, &model_path);
+    if (rc != CLI_EXIT_OK) {
+        free(file_text);
+        return rc;
+    }
+    hearth_status st = load_vocab(&o, model_path, &g, &v);
     if (st == HEARTH_E_UNSUPPORTED && strstr(hearth_last_error(), "pre-tokenizer '")) {
         rc = cli_fail(CMD, st);
         fprintf(stderr, "hearth: %s: --default-pretokenizer tokenizes with the default one "
@@ -279,5 +295,6 @@ int cmd_tokenize(int argc, char **argv)
     hearth_vocab_free(v);
     hearth_gguf_close(g);
     free(file_text);
+    free(model_path);
     return rc;
 }
