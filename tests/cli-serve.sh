@@ -4,8 +4,7 @@
 # endpoint, the response and stream formats, errors and limits, API keys,
 # the queue, cancellation when a client goes away, 16 requests at once
 # against the same requests alone, metrics and the drain on SIGTERM.
-# Skipped when hearth was built without the server (libmicrohttpd and
-# jansson) or python3 is missing, unless CI is set.
+# Skipped when hearth was built without the server (jansson) or python3 is missing, unless CI is set.
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
 
 unavailable() {

@@ -103,6 +103,16 @@ TESTS += \
 	tests/test-wkv
 endif
 
+# hearth serve's HTTP/1.1 request reading: plain C, built everywhere.
+if HAVE_CHECK
+check_PROGRAMS += tests/test-http
+TESTS += tests/test-http
+endif
+tests_test_http_SOURCES = tests/test-http.c tests/testutil.c src/server/http_parse.c
+tests_test_http_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/server
+tests_test_http_CFLAGS = $(TEST_CFLAGS)
+tests_test_http_LDADD = $(TEST_LIBS)
+
 # hearth serve's request parsing, where the server is built.
 if HAVE_SERVER
 if HAVE_CHECK
@@ -293,8 +303,19 @@ EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/regressions-gguf/.keep \
 	tests/fuzz/regressions-request tests/fuzz/fuzz-request.c \
 	tests/fuzz/regressions-toolcall tests/fuzz/fuzz-toolcall.c \
 	tests/fuzz/regressions-grammar tests/fuzz/regressions-schema \
-	tests/fuzz/regressions-cli
+	tests/fuzz/regressions-cli \
+	tests/fuzz/regressions-http
 TESTS += tests/fuzz-replay.sh
+# the HTTP target is plain C: built everywhere
+check_PROGRAMS += tests/fuzz/replay-http
+tests_fuzz_replay_http_SOURCES = tests/fuzz/fuzz-http.c tests/fuzz/replay.c src/server/http_parse.c
+tests_fuzz_replay_http_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/server
+if ENABLE_FUZZING
+noinst_PROGRAMS += tests/fuzz/fuzz-http
+tests_fuzz_fuzz_http_SOURCES = tests/fuzz/fuzz-http.c src/server/http_parse.c
+tests_fuzz_fuzz_http_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/server
+tests_fuzz_fuzz_http_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+endif
 check_PROGRAMS += tests/fuzz/replay-gguf tests/fuzz/replay-template tests/fuzz/replay-tokenizer
 check_PROGRAMS += tests/fuzz/replay-grammar tests/fuzz/replay-schema
 tests_fuzz_replay_grammar_SOURCES = tests/fuzz/fuzz-grammar.c tests/fuzz/replay.c

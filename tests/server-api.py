@@ -409,6 +409,8 @@ class Raw:
                     return
                 pending += p
             ev, pending = pending.split(b"\n\n", 1)
+            if ev.startswith(b":") and b"\n" not in ev:
+                continue   # a comment line, which SSE clients ignore
             if not ev.startswith(b"data: ") or b"\n" in ev or b"\r" in ev:
                 self.problems.append(f"an event is not exactly 'data: ...\\n\\n': {ev[:200]!r}")
             try:
@@ -807,6 +809,8 @@ SERVERS = {
     "keys": ["-c", "1280", "-np", "2", "--api-key", "k-one", "--api-key", "k-two"],
     "keyfile": ["-c", "256", "-np", "1", "--api-key-file", key_file.name],
     "tight": ["-c", "256", "-np", "4", "--kv-size", "320"],
+    "http": ["-c", "256", "-np", "2", "--max-connections", "8", "--idle-timeout", "5", "--request-timeout", "3",
+             "--max-body", "4096"],
     "grace": ["-c", "8192", "-np", "2", "--grace", "1"],
     "draft": ["-c", "512", "-np", "4", "-md", MODEL, "--draft-max", "6", "--draft-p-min", "0"],
     "lookup": ["-c", "512", "-np", "4", "--lookup", "3", "--draft-fixed"],
@@ -1946,6 +1950,250 @@ def timeout():
 
 # ---------------------------------------------------------------- keys, drain
 
+def raw_exchange(s, data, shut=False, timeout=IO_TIMEOUT):
+    """Sends data on a new connection (then shuts the sending side down
+    with shut) and reads until the server closes; gives the bytes, and
+    whether the server closed the connection before the timeout."""
+    sock = socket.create_connection(("127.0.0.1", s.port), timeout=timeout)
+    try:
+        try:
+            sock.sendall(data)
+            if shut:
+                sock.shutdown(socket.SHUT_WR)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        got = b""
+        try:
+            while True:
+                d = sock.recv(65536)
+                if not d:
+                    return got, True
+                got += d
+        except ConnectionResetError:
+            return got, True
+        except (socket.timeout, TimeoutError):
+            return got, False
+    finally:
+        sock.close()
+
+
+def statuses(data):
+    """The status codes of the responses in data."""
+    return [int(m) for m in re.findall(rb"HTTP/1\.[01] (\d{3}) [A-Z]", data)]
+
+
+def split_response(data):
+    """(status, headers, body) of the first response in data, a body of
+    Content-Length or chunked."""
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    h = {k.strip().lower(): v.strip() for k, _, v in (l.partition(":") for l in lines[1:])}
+    if "content-length" in h:
+        return status, h, rest[:int(h["content-length"])]
+    body = b""
+    while "chunked" in h.get("transfer-encoding", ""):
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            break
+        body, rest = body + rest[:size], rest[size + 2:]
+    return status, h, body
+
+
+@section("http")
+def port_taken():
+    s = srv("http")
+    t0 = time.monotonic()
+    p = subprocess.run([HEARTH, "serve", "-m", MODEL, "--host", "127.0.0.1", "--port", str(s.port)],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       timeout=STARTUP, preexec_fn=die_with_parent)
+    err = p.stderr.decode("utf-8", "replace")
+    check(p.returncode == 1 and f"hearth: serve: cannot listen on 127.0.0.1 port {s.port}: Address already in use"
+          in err and "serve: ready" not in err,
+          "a second server on a port that one serves exits 1: 'cannot listen on ... Address already in use'",
+          f"exit status {p.returncode} after {time.monotonic() - t0:.1f} s; stderr: {short(err, 300)}")
+    answered = sum(request(s, "GET", "/health").status == 200 for _ in range(10))
+    check(answered == 10, "the first server still answers every request on its port", f"{answered} of 10")
+
+
+@section("http")
+def framing():
+    s = srv("http")
+    host = f"Host: 127.0.0.1:{s.port}\r\n".encode()
+    cases = [
+        ("two different Content-Length values", b"POST /tokenize HTTP/1.1\r\n" + host +
+         b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}x", 400),
+        ("Content-Length that is not a number", b"POST /tokenize HTTP/1.1\r\n" + host +
+         b"Content-Length: 2x\r\n\r\n{}", 400),
+        ("Content-Length and Transfer-Encoding", b"POST /tokenize HTTP/1.1\r\n" + host +
+         b"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+        ("a transfer coding other than chunked", b"POST /tokenize HTTP/1.1\r\n" + host +
+         b"Transfer-Encoding: gzip\r\n\r\nxxxx", 501),
+        ("a chunk size that overflows", b"POST /tokenize HTTP/1.1\r\n" + host +
+         b"Transfer-Encoding: chunked\r\n\r\nffffffffffffffffffffffffff\r\n", 413),
+        ("a chunk size that does not parse", b"POST /tokenize HTTP/1.1\r\n" + host +
+         b"Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+        ("a body over --max-body", b"POST /tokenize HTTP/1.1\r\n" + host + b"Content-Length: 5000\r\n\r\n", 413),
+        ("a POST without a length", b"POST /tokenize HTTP/1.1\r\n" + host + b"\r\n", 411),
+        ("a folded header line", b"GET /health HTTP/1.1\r\n" + host + b"X-A: 1\r\n 2\r\n\r\n", 400),
+        ("whitespace before a colon", b"GET /health HTTP/1.1\r\n" + host + b"X-A : 1\r\n\r\n", 400),
+        ("a bare CR", b"GET /health HTTP/1.1\r\n" + host + b"X-A: 1\r2\r\n\r\n", 400),
+        ("a NUL in a header", b"GET /health HTTP/1.1\r\n" + host + b"X-A: 1\x002\r\n\r\n", 400),
+        ("HTTP/1.1 without Host", b"GET /health HTTP/1.1\r\n\r\n", 400),
+        ("HTTP/2.0", b"GET /health HTTP/2.0\r\n" + host + b"\r\n", 505),
+        ("a request line too long", b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n" + host + b"\r\n", 414),
+        ("a head too large", b"GET /health HTTP/1.1\r\n" + host + b"X-Pad: " + b"a" * 17000 + b"\r\n\r\n", 431),
+        ("too many header fields", b"GET /health HTTP/1.1\r\n" + host + b"X: 1\r\n" * 101 + b"\r\n", 431),
+    ]
+    for what, data, status in cases:
+        got, closed = raw_exchange(s, data, timeout=8)
+        st = statuses(got)
+        ok_json_body = False
+        if st:
+            _, h, body = split_response(got)
+            try:
+                ok_json_body = isinstance(json.loads(body)["error"]["code"], str)
+            except (ValueError, KeyError, TypeError):
+                pass
+        check(st == [status] and closed and ok_json_body,
+              f"{what}: one {status} with a JSON error, then the connection closes",
+              f"statuses {st}, closed {closed}: {short(got, 300)}")
+
+    # valid forms: pipelining, chunked with extensions and a trailer, HTTP/1.0, HEAD, Expect
+    body = b'{"content":"Once upon a time"}'
+    two = (b"POST /tokenize HTTP/1.1\r\n" + host + b"Content-Length: %d\r\n\r\n" % len(body) + body +
+           b"GET /health HTTP/1.1\r\n" + host + b"Connection: close\r\n\r\n")
+    got, closed = raw_exchange(s, two)
+    check(statuses(got) == [200, 200] and closed, "two pipelined requests in one write: two 200s, in order",
+          f"statuses {statuses(got)}: {short(got, 300)}")
+    chunked = (b"POST /tokenize HTTP/1.1\r\n" + host + b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+               b"5;ext=1\r\n" + body[:5] + b"\r\n%x\r\n" % (len(body) - 5) + body[5:] + b"\r\n0\r\nX-T: 1\r\n\r\n")
+    got, _ = raw_exchange(s, chunked)
+    st, _, b = split_response(got) if statuses(got) else (None, None, b"")
+    ref = request(s, "POST", "/tokenize", raw=body)
+    check(st == 200 and b == ref.data, "a chunked body with extensions and a trailer is read whole",
+          f"{short(got, 300)} vs {ref}")
+    got, closed = raw_exchange(s, b"GET /health HTTP/1.0\r\n\r\n")
+    check(statuses(got) == [200] and closed and got.endswith(b'{"status":"ok"}'),
+          "HTTP/1.0 without keep-alive: the response, then the close", short(got, 300))
+    got, closed = raw_exchange(s, b"HEAD /v1/models HTTP/1.1\r\n" + host + b"Connection: close\r\n\r\n")
+    check(statuses(got) == [200] and got.endswith(b"\r\n\r\n") and b"content-length:" in got.lower(),
+          "HEAD: the head alone, with the length of the GET's body", short(got, 300))
+    sock = socket.create_connection(("127.0.0.1", s.port), timeout=IO_TIMEOUT)
+    try:
+        sock.sendall(b"POST /tokenize HTTP/1.1\r\n" + host + b"Content-Length: %d\r\n" % len(body) +
+                     b"Expect: 100-continue\r\nConnection: close\r\n\r\n")
+        first = sock.recv(65536)
+        sock.sendall(body)
+        rest = b""
+        while True:
+            d = sock.recv(65536)
+            if not d:
+                break
+            rest += d
+    finally:
+        sock.close()
+    check(first.startswith(b"HTTP/1.1 100 Continue\r\n\r\n") and statuses(rest or first[25:]) == [200],
+          "Expect: 100-continue: '100 Continue' before the body, then the response", short(first + rest, 300))
+
+
+@section("http")
+def half_close():
+    s = srv("http")
+    host = f"Host: 127.0.0.1:{s.port}\r\n".encode()
+    for stream in (False, True):
+        body = json.dumps({"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0,
+                           "logit_bias": NO_EOS, "stream": stream}).encode()
+        data = (b"POST /v1/completions HTTP/1.1\r\n" + host + b"Content-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        got, closed = raw_exchange(s, data, shut=True)
+        what = "a stream" if stream else "a request that does not stream"
+        if not statuses(got):
+            fail(f"{what}, its client half-closed after the request: no response: {short(got, 300)}")
+            continue
+        st, h, b = split_response(got)
+        if stream:
+            events = [e for e in b.split(b"\n\n") if e.startswith(b"data: ")]
+            good = st == 200 and events and events[-1] == b"data: [DONE]" and b.endswith(b"\n\n")
+        else:
+            try:
+                good = st == 200 and json.loads(b)["usage"]["completion_tokens"] == 24
+            except (ValueError, KeyError, TypeError):
+                good = False
+        check(good and b"0\r\n\r\n" in got, f"{what}, its client half-closed after the request: the whole response",
+              short(got, 400))
+
+
+@section("http")
+def slow_clients():
+    s = srv("http")
+    stop = threading.Event()
+    socks = []
+
+    def trickle(sock):
+        # a byte a second of a request head that never ends
+        data = b"GET /health HTTP/1.1\r\nX-Slow: " + b"a" * 100
+        try:
+            for i in range(len(data)):
+                if stop.wait(0.5):
+                    return
+                sock.sendall(data[i:i + 1])
+        except OSError:
+            pass
+
+    for _ in range(12):
+        try:
+            sk = socket.create_connection(("127.0.0.1", s.port), timeout=IO_TIMEOUT)
+        except OSError:
+            continue
+        socks.append(sk)
+        threading.Thread(target=trickle, args=(sk,), daemon=True).start()
+    try:
+        slowest = 0.0
+        failed = []
+        t_end = time.monotonic() + 6
+        while time.monotonic() < t_end:
+            t0 = time.monotonic()
+            try:
+                r = request(s, "GET", "/health", timeout=3)
+                if r.status != 200:
+                    failed.append(str(r))
+            except OSError as e:
+                failed.append(f"{type(e).__name__}: {e}")
+            slowest = max(slowest, time.monotonic() - t0)
+            time.sleep(0.2)
+        check(not failed and slowest < 2, "12 clients sending their heads a byte at a time at --max-connections 8: "
+              "/health still answers at once", f"slowest {slowest:.2f} s, failures {failed[:3]}")
+    finally:
+        stop.set()
+        for sk in socks:
+            sk.close()
+    # a head that keeps trickling past --request-timeout 3 gets 408 and the close
+    sock = socket.create_connection(("127.0.0.1", s.port), timeout=IO_TIMEOUT)
+    got = b""
+    t0 = time.monotonic()
+    try:
+        for c in b"GET /health HTTP/1.1\r\nX-Slow: " + b"a" * 40:
+            sock.sendall(bytes([c]))
+            time.sleep(0.2)
+            sock.setblocking(False)
+            try:
+                got += sock.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                pass
+            sock.setblocking(True)
+            if got:
+                break
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        sock.close()
+    check(statuses(got) == [408] and time.monotonic() - t0 < 6,
+          "a head that trickles in past --request-timeout: 408, whatever its progress",
+          f"after {time.monotonic() - t0:.1f} s: {short(got, 200)}")
+
+
 @section("keys")
 def api_key():
     s = srv("keys")
@@ -1962,6 +2210,9 @@ def api_key():
         for k in ("k-one", "k-two"):
             r = request(s, method, path, body=body, key=k)
             check(r.status == 200, f"{method} {path} with key {k}: 200", str(r))
+    r = request(s, "GET", "/v1/models")
+    check(r.header("WWW-Authenticate") == "Bearer", "a 401 has 'WWW-Authenticate: Bearer' (RFC 6750 3)",
+          f"WWW-Authenticate {r.header('WWW-Authenticate')!r}")
     r = request(s, "GET", "/v1/models", headers={"Authorization": "k-one"})
     expect_error(r, "a key without 'Bearer': 401", 401, code="invalid_api_key")
     r = request(s, "GET", "/v1/models", headers={"Authorization": "Bearer k-one-more"})

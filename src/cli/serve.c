@@ -48,10 +48,13 @@ static void usage(FILE *out)
             "  --max-body BYTES         largest request body (default 1048576)\n"
             "  --max-tokens N           most tokens a request may generate (default: ctx-size)\n"
             "  --max-queue N            requests that may wait beyond --parallel (default 64)\n"
-            "  --max-connections N      open connections at once (default 256)\n"
+            "  --max-connections N      open connections at once (default 256); beyond, the\n"
+            "                           slowest unfinished request is dropped, or 503\n"
             "  --timeout SECONDS        a request's deadline (default 600; 0: none)\n"
             "  --grace SECONDS          on SIGTERM, time running requests get (default 30)\n"
             "  --idle-timeout SECONDS   close idle connections after this (default 60)\n"
+            "  --request-timeout SECONDS  a request's head and body must arrive within this\n"
+            "                           (default 30; 408 otherwise)\n"
             "  --api-key KEY            require 'Authorization: Bearer KEY' (repeatable)\n"
             "  --api-key-file FILE      keys, one a line ('#' comments)\n"
             "  --ssl-key-file FILE      serve HTTPS with this PEM key ...\n"
@@ -69,11 +72,11 @@ int cmd_serve(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
-            printf("\nThis build has no HTTP server: configure found no libmicrohttpd or no jansson.\n");
+            printf("\nThis build has no HTTP server: configure found no jansson.\n");
             return CLI_EXIT_OK;
         }
-    return cli_error(CMD, "this build has no HTTP server: configure found no libmicrohttpd or no "
-                     "jansson (install libmicrohttpd-dev and libjansson-dev, then configure again)");
+    return cli_error(CMD, "this build has no HTTP server: configure found no jansson (install "
+                     "libjansson-dev, then configure again)");
 }
 
 #else
@@ -133,7 +136,7 @@ int cmd_serve(int argc, char **argv)
         OPT_HOST = 0x2000, OPT_PORT, OPT_ALIAS, OPT_CHAT_TEMPLATE, OPT_CACHE_TYPE, OPT_PARALLEL,
         OPT_KV_SIZE, OPT_KV_BLOCK, OPT_NO_PREFIX_CACHE, OPT_MAX_BODY, OPT_MAX_TOKENS, OPT_MAX_QUEUE,
         OPT_MAX_CONN, OPT_TIMEOUT, OPT_GRACE, OPT_IDLE, OPT_API_KEY, OPT_API_KEY_FILE, OPT_SSL_KEY,
-        OPT_SSL_CERT
+        OPT_SSL_CERT, OPT_REQUEST_TIMEOUT
     };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -157,6 +160,7 @@ int cmd_serve(int argc, char **argv)
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"grace", required_argument, NULL, OPT_GRACE},
         {"idle-timeout", required_argument, NULL, OPT_IDLE},
+        {"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
         {"api-key", required_argument, NULL, OPT_API_KEY},
         {"api-key-file", required_argument, NULL, OPT_API_KEY_FILE},
         {"ssl-key-file", required_argument, NULL, OPT_SSL_KEY},
@@ -185,7 +189,7 @@ int cmd_serve(int argc, char **argv)
     cfg.max_body = 1 << 20;
     cfg.timeout_s = 600;
     cfg.idle_timeout_s = 60;
-    float grace = 30, timeout = 600;
+    float grace = 30, timeout = 600, request_timeout = 30;
     int kv_block = 0, max_tokens = 0, idle = 60;
     long kv_size = 0, max_body = 1 << 20;
     bool no_prefix_cache = false, verbose = cli_verbose > 0;
@@ -240,6 +244,9 @@ int cmd_serve(int argc, char **argv)
         case OPT_TIMEOUT: ok = cli_parse_float(CMD, "--timeout", optarg, 0, 1e7, &timeout); break;
         case OPT_GRACE: ok = cli_parse_float(CMD, "--grace", optarg, 0, 1e6, &grace); break;
         case OPT_IDLE: ok = cli_parse_int(CMD, "--idle-timeout", optarg, 1, 1 << 20, &idle); break;
+        case OPT_REQUEST_TIMEOUT:
+            ok = cli_parse_float(CMD, "--request-timeout", optarg, 0.1f, 1e6, &request_timeout);
+            break;
         case OPT_API_KEY:
             if (!*optarg) {
                 cli_usage_error(CMD, "--api-key: the key is empty");
@@ -294,6 +301,7 @@ int cmd_serve(int argc, char **argv)
     cfg.max_body = (size_t)max_body;
     cfg.timeout_s = timeout;
     cfg.idle_timeout_s = idle;
+    cfg.request_timeout_s = request_timeout;
     cfg.sampling = sampling.params;
     cfg.seed_given = sampling.seed_given;
     cfg.speculation = spec.speculation;

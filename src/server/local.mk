@@ -1,14 +1,19 @@
 # src/server/local.mk -- hearth serve's HTTP server, part of the hearth
 # program: request.c (bodies to parameters), toolcall.c (the tool-call
-# formats), server.c (connections, jobs, the engine's thread), metrics.c
-# (/metrics).
+# formats), server.c (jobs, the engine's thread, responses), http.c (the
+# HTTP/1.1 connections, over GnuTLS when found), http_parse.c (request
+# heads and body framing), metrics.c (/metrics).
 
 # set in both cases: the program's objects are named for it either way
-src_hearth_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/cli -I$(top_srcdir)/src/server $(MICROHTTPD_CFLAGS) \
+src_hearth_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/cli -I$(top_srcdir)/src/server $(GNUTLS_CFLAGS) \
 	$(JSON_CFLAGS)
 
 if HAVE_SERVER
 src_hearth_SOURCES += \
+	src/server/http.c \
+	src/server/http.h \
+	src/server/http_parse.c \
+	src/server/http_parse.h \
 	src/server/metrics.c \
 	src/server/metrics.h \
 	src/server/request.c \
@@ -17,8 +22,9 @@ src_hearth_SOURCES += \
 	src/server/server.h \
 	src/server/toolcall.c \
 	src/server/toolcall.h
-src_hearth_LDADD += $(MICROHTTPD_LIBS) $(JSON_LIBS) -lpthread
+src_hearth_LDADD += $(GNUTLS_LIBS) $(JSON_LIBS) -lpthread
 else
-EXTRA_DIST += src/server/metrics.c src/server/metrics.h src/server/request.c src/server/request.h \
+EXTRA_DIST += src/server/http.c src/server/http.h src/server/http_parse.c src/server/http_parse.h \
+	src/server/metrics.c src/server/metrics.h src/server/request.c src/server/request.h \
 	src/server/server.c src/server/server.h src/server/toolcall.c src/server/toolcall.h
 endif

@@ -1,7 +1,7 @@
 /*
  * server.c -- the OpenAI API over the serving engine (see server.h).
  *
- * Threads: libmicrohttpd runs one thread per connection; the engine runs
+ * Threads: http.c runs one thread per connection; the engine runs
  * on one thread of its own, stepping while there is work and sleeping on
  * a condition variable otherwise.  A generation request becomes a job:
  * the connection's thread submits its prompts to the engine, then waits
@@ -10,8 +10,16 @@
  * The engine's events fill the job under the job's mutex: the text and
  * log probabilities of each choice, and for a stream the server-sent
  * events themselves, ready to be written.  A job is freed by whichever
- * side lets go of it last: the connection (when libmicrohttpd reports the
- * request completed) or the engine (its last sample's final event).
+ * side lets go of it last: the connection (once its response is
+ * written) or the engine (its last sample's final event).
+ *
+ * A client that shuts down its sending side after its request may still
+ * read the response; one that closed its socket may not.  The two look
+ * the same until something is written, so when the socket reports the
+ * half-close the response starts at once (a stream's comment line, or
+ * the head of a non-streamed response, whose JSON follows as chunks):
+ * a closed socket answers that with a reset, and the request is
+ * cancelled.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -21,8 +29,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
-#include <microhttpd.h>
-#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -32,10 +38,10 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "http.h"
 #include "metrics.h"
 #include "prompt.h"
 #include "request.h"
@@ -49,7 +55,7 @@ enum srv_state { STATE_LOADING, STATE_READY, STATE_DRAINING };
 
 struct srv_server {
     struct srv_config cfg;
-    struct MHD_Daemon *daemon;
+    struct http_server *http;
     _Atomic int state;
     const hearth_model *model;
     const hearth_vocab *vocab;
@@ -723,11 +729,10 @@ struct conn {
     uint64_t rid;
     char method[16];
     char path[96];
-    struct buf body;
-    bool too_large;
+    struct buf body;    /* the exchange's (not owned) */
     bool responded;
     int status;
-    int fd;
+    struct http_exchange *x;
     double t0;
     struct job *job;
     char user[72];      /* the request's user field, printable ASCII only */
@@ -738,35 +743,42 @@ static bool route_is_get(enum route r)
     return r == R_HEALTH || r == R_MODELS || r == R_METRICS;
 }
 
-/* Queue a response of len bytes of text (malloc'ed; taken over). */
-static enum MHD_Result send_body(struct conn *cn, struct MHD_Connection *c, int status, char *text,
-                                 size_t len, const char *content_type, const char *retry_after)
+/* Send a response of len bytes of text (malloc'ed; taken over).  When
+ * the response has already begun (a client's half-close made it start
+ * early, see job_wait), the text is its rest: a status other than 200
+ * can then only end it incomplete. */
+static bool send_body(struct conn *cn, struct http_exchange *c, int status, char *text, size_t len,
+                      const char *content_type, const char *retry_after)
 {
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(text);
-        return MHD_NO;
+    char extra[160] = "";
+    if (retry_after) snprintf(extra, sizeof extra, "Retry-After: %s\r\n", retry_after);
+    if (status == 405)
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "Allow: %s\r\n",
+                 route_is_get(cn->route) ? "GET" : "POST");
+    if (status == 401) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "WWW-Authenticate: Bearer\r\n");
+    bool ok;
+    if (http_started(c)) {
+        ok = status == 200 && http_stream_write(c, text, len);
+        http_stream_end(c, ok);
+    } else {
+        ok = http_respond(c, status, content_type, extra, text, len);
     }
-    MHD_add_response_header(r, "Content-Type", content_type);
-    if (retry_after) MHD_add_response_header(r, "Retry-After", retry_after);
-    if (status == 405) MHD_add_response_header(r, "Allow", route_is_get(cn->route) ? "GET" : "POST");
-    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
-    MHD_destroy_response(r);
-    cn->status = status;
+    free(text);
+    cn->status = ok ? status : 499;
     cn->responded = true;
-    return ret;
+    return ok;
 }
 
-static enum MHD_Result send_json(struct conn *cn, struct MHD_Connection *c, int status, json_t *o,
+static bool send_json(struct conn *cn, struct http_exchange *c, int status, json_t *o,
                                  const char *retry_after)
 {
     char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
-    if (!text) return MHD_NO;
+    if (!text) return false;
     return send_body(cn, c, status, text, strlen(text), "application/json", retry_after);
 }
 
-static enum MHD_Result send_error(struct conn *cn, struct MHD_Connection *c, int status,
+static bool send_error(struct conn *cn, struct http_exchange *c, int status,
                                   const char *type, const char *code, const char *param,
                                   const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
@@ -774,7 +786,7 @@ static enum MHD_Result send_error(struct conn *cn, struct MHD_Connection *c, int
 #endif
     ;
 
-static enum MHD_Result send_error(struct conn *cn, struct MHD_Connection *c, int status,
+static bool send_error(struct conn *cn, struct http_exchange *c, int status,
                                   const char *type, const char *code, const char *param,
                                   const char *fmt, ...)
 {
@@ -787,7 +799,7 @@ static enum MHD_Result send_error(struct conn *cn, struct MHD_Connection *c, int
                      status == 429 || status == 503 ? "1" : NULL);
 }
 
-static enum MHD_Result send_srv_error(struct conn *cn, struct MHD_Connection *c,
+static bool send_srv_error(struct conn *cn, struct http_exchange *c,
                                       const struct srv_error *e)
 {
     return send_json(cn, c, e->status, error_object(e->message, e->type, e->param, e->code),
@@ -818,10 +830,10 @@ static enum route route_of(const char *url)
 }
 
 /* Constant-time comparison of the bearer token with every key. */
-static bool authorized(const struct srv_server *s, struct MHD_Connection *c)
+static bool authorized(const struct srv_server *s, struct http_exchange *c)
 {
     if (s->cfg.n_api_keys == 0) return true;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    const char *h = http_request_header(c, "Authorization");
     if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
     const char *tok = h + 7;
     while (*tok == ' ') tok++;
@@ -842,7 +854,7 @@ static bool authorized(const struct srv_server *s, struct MHD_Connection *c)
     return ok != 0;
 }
 
-static enum MHD_Result handle_health(struct conn *cn, struct MHD_Connection *c)
+static bool handle_health(struct conn *cn, struct http_exchange *c)
 {
     const int st = cn->s->state;
     const char *status = st == STATE_READY ? "ok" : st == STATE_LOADING ? "loading" : "draining";
@@ -851,7 +863,7 @@ static enum MHD_Result handle_health(struct conn *cn, struct MHD_Connection *c)
     return send_json(cn, c, st == STATE_READY ? 200 : 503, o, st == STATE_READY ? NULL : "1");
 }
 
-static enum MHD_Result handle_models(struct conn *cn, struct MHD_Connection *c)
+static bool handle_models(struct conn *cn, struct http_exchange *c)
 {
     const struct srv_server *s = cn->s;
     json_t *m = json_object();
@@ -875,17 +887,17 @@ static enum MHD_Result handle_models(struct conn *cn, struct MHD_Connection *c)
     return send_json(cn, c, 200, o, NULL);
 }
 
-static enum MHD_Result handle_metrics(struct conn *cn, struct MHD_Connection *c)
+static bool handle_metrics(struct conn *cn, struct http_exchange *c)
 {
     hearth_engine_stats es;
     hearth_engine_get_stats(cn->s->engine, &es);
     size_t len;
     char *text = srv_metrics_render(&cn->s->metrics, &es, &len);
-    if (!text) return MHD_NO;
+    if (!text) return false;
     return send_body(cn, c, 200, text, len, "text/plain; version=0.0.4", NULL);
 }
 
-static enum MHD_Result handle_tokenize(struct conn *cn, struct MHD_Connection *c)
+static bool handle_tokenize(struct conn *cn, struct http_exchange *c)
 {
     struct srv_tokenize t;
     struct srv_error e;
@@ -917,7 +929,7 @@ static enum MHD_Result handle_tokenize(struct conn *cn, struct MHD_Connection *c
     return send_json(cn, c, 200, o, NULL);
 }
 
-static enum MHD_Result handle_detokenize(struct conn *cn, struct MHD_Connection *c)
+static bool handle_detokenize(struct conn *cn, struct http_exchange *c)
 {
     struct srv_detokenize d;
     struct srv_error e;
@@ -1202,19 +1214,28 @@ fail_early:
 enum wait_result { W_EVENT, W_GONE, W_TIMEOUT, W_SHUTDOWN };
 
 /* Wait for the job's next event, the client's hang-up, the deadline or
- * the end of the drain (job unlocked). */
-static enum wait_result job_wait(struct job *j, int fd)
+ * the end of the drain (job unlocked).  A half-close starts the
+ * response (see the top of this file); only a reset, a hang-up or a
+ * failed write mean the client is gone. */
+static enum wait_result job_wait(struct job *j, struct http_exchange *x)
 {
     for (;;) {
         if (j->s->forced_end) return W_SHUTDOWN;
         double left = j->deadline - now_s();
         if (left <= 0) return W_TIMEOUT;
         int ms = left > 0.25 ? 250 : (int)(left * 1000) + 1;
-        struct pollfd p[2] = {{j->efd, POLLIN, 0}, {fd, POLLRDHUP, 0}};
-        int r = poll(p, fd >= 0 ? 2 : 1, ms);
+        struct pollfd p[2] = {{j->efd, POLLIN, 0}, {http_watch_fd(x), http_watch_events(x), 0}};
+        int r = poll(p, 2, ms);
         if (r < 0 && errno != EINTR) return W_GONE;
         if (r <= 0) continue;
-        if (fd >= 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) return W_GONE;
+        if (p[1].revents & (POLLHUP | POLLERR | POLLNVAL)) return W_GONE;
+        if (p[1].revents & POLLRDHUP) {
+            static const char comment[] = ": the client has half-closed the connection\n\n";
+            http_peer_half_closed(x);
+            bool wrote = http_started(x) ? http_stream_write(x, comment, sizeof comment - 1)
+                                         : http_stream_begin(x, 200, "application/json", NULL);
+            if (!wrote) return W_GONE;
+        }
         if (p[0].revents & POLLIN) {
             uint64_t v;
             ssize_t n = read(j->efd, &v, sizeof v);
@@ -1224,34 +1245,43 @@ static enum wait_result job_wait(struct job *j, int fd)
     }
 }
 
-static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+/* Write a stream's events as the engine makes them, until it ends or
+ * the client goes; false: the client went. */
+static bool stream_job(struct conn *cn)
 {
-    (void)pos;
-    struct conn *cn = cls;
     struct job *j = cn->job;
     pthread_mutex_lock(&j->mu);
     for (;;) {
         if (j->out.len > j->out_pos) {
-            size_t n = j->out.len - j->out_pos;
-            if (n > max) n = max;
-            memcpy(buf, j->out.p + j->out_pos, n);
-            j->out_pos += n;
-            if (j->out_pos == j->out.len) j->out_pos = j->out.len = 0;
+            /* written unlocked: a slow client must not hold up the engine */
+            struct buf out = j->out;
+            size_t from = j->out_pos;
+            memset(&j->out, 0, sizeof j->out);
+            j->out_pos = 0;
             pthread_mutex_unlock(&j->mu);
-            return (ssize_t)n;
+            bool ok = http_stream_write(cn->x, out.p + from, out.len - from);
+            free(out.p);
+            pthread_mutex_lock(&j->mu);
+            if (!ok) {
+                job_cancel_locked(j, END_CLIENT);
+                j->stream_closed = true;
+                pthread_mutex_unlock(&j->mu);
+                return false;
+            }
+            continue;
         }
         if (j->stream_closed) {
             pthread_mutex_unlock(&j->mu);
-            return MHD_CONTENT_READER_END_OF_STREAM;
+            return true;
         }
         pthread_mutex_unlock(&j->mu);
-        enum wait_result w = job_wait(j, cn->fd);
+        enum wait_result w = job_wait(j, cn->x);
         pthread_mutex_lock(&j->mu);
         if (w == W_GONE) {
             job_cancel_locked(j, END_CLIENT);
             j->stream_closed = true;
             pthread_mutex_unlock(&j->mu);
-            return MHD_CONTENT_READER_END_WITH_ERROR;
+            return false;
         }
         if ((w == W_TIMEOUT || w == W_SHUTDOWN) && !j->stream_closed) {
             job_cancel_locked(j, w == W_TIMEOUT ? END_TIMEOUT : END_SHUTDOWN);
@@ -1321,7 +1351,7 @@ static json_t *final_response(struct job *j)
     return o;
 }
 
-static enum MHD_Result handle_generate(struct conn *cn, struct MHD_Connection *c, enum srv_kind kind)
+static bool handle_generate(struct conn *cn, struct http_exchange *c, enum srv_kind kind)
 {
     struct srv_error e;
     struct job *j = job_start(cn, kind, &e);
@@ -1335,28 +1365,26 @@ static enum MHD_Result handle_generate(struct conn *cn, struct MHD_Connection *c
         cn->user[k] = '\0';
     }
     if (j->req.stream) {
-        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_reader, cn, NULL);
-        if (!r) return MHD_NO;
-        MHD_add_response_header(r, "Content-Type", "text/event-stream");
-        MHD_add_response_header(r, "Cache-Control", "no-cache");
-        MHD_add_response_header(r, "X-Accel-Buffering", "no");
-        enum MHD_Result ret = MHD_queue_response(c, 200, r);
-        MHD_destroy_response(r);
-        cn->status = 200;
         cn->responded = true;
-        return ret;
+        bool ok = http_stream_begin(c, 200, "text/event-stream", "Cache-Control: no-cache\r\n"
+                                    "X-Accel-Buffering: no\r\n") && stream_job(cn);
+        http_stream_end(c, ok);
+        cn->status = ok ? 200 : 499;
+        return ok;
     }
     pthread_mutex_lock(&j->mu);
     while (j->n_open > 0) {
         pthread_mutex_unlock(&j->mu);
-        enum wait_result w = job_wait(j, cn->fd);
+        enum wait_result w = job_wait(j, cn->x);
         pthread_mutex_lock(&j->mu);
         if (w == W_EVENT) continue;
         job_cancel_locked(j, w == W_GONE ? END_CLIENT : w == W_TIMEOUT ? END_TIMEOUT : END_SHUTDOWN);
         pthread_mutex_unlock(&j->mu);
         if (w == W_GONE) {
             cn->status = 499;
-            return MHD_NO;
+            cn->responded = true;
+            http_stream_end(c, false);
+            return false;
         }
         if (w == W_TIMEOUT)
             return send_error(cn, c, 504, "timeout_error", "timeout", NULL,
@@ -1372,66 +1400,26 @@ static enum MHD_Result handle_generate(struct conn *cn, struct MHD_Connection *c
     return send_json(cn, c, 200, o, NULL);
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version, const char *upload,
-                                  size_t *upload_size, void **con_cls)
+/* Route a complete request and answer it. */
+static bool on_request(struct conn *cn, struct http_exchange *c, const char *url, const char *method)
 {
-    (void)version;
-    struct srv_server *s = cls;
-    struct conn *cn = *con_cls;
-    if (!cn) {
-        cn = calloc(1, sizeof *cn);
-        if (!cn) return MHD_NO;
-        *con_cls = cn;
-        cn->s = s;
-        cn->t0 = now_s();
-        cn->rid = atomic_fetch_add(&s->next_id, 1);
-        cn->fd = -1;
-        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (ci) cn->fd = ci->connect_fd;
-        snprintf(cn->method, sizeof cn->method, "%s", method);
-        snprintf(cn->path, sizeof cn->path, "%s", url);
-        cn->route = route_of(url);
-        if (cn->route == R_NONE)
-            return send_error(cn, c, 404, "invalid_request_error", "not_found", NULL,
-                              "there is no %.16s %.80s here", method, url);
-        const bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
-        const bool post = strcmp(method, "POST") == 0;
-        if (route_is_get(cn->route) ? !get : !post)
-            return send_error(cn, c, 405, "invalid_request_error", "method_not_allowed", NULL,
-                              "%.16s is not allowed on %.80s (use %s)", method, url,
-                              route_is_get(cn->route) ? "GET" : "POST");
-        if (cn->route != R_HEALTH && !authorized(s, c))
-            return send_error(cn, c, 401, "invalid_request_error", "invalid_api_key", NULL,
-                              "a valid API key is required: send 'Authorization: Bearer KEY'");
-        if (cn->route == R_HEALTH) return handle_health(cn, c);
-        if (s->state == STATE_LOADING)
-            return send_error(cn, c, 503, "server_error", "loading", NULL, "the model is still loading");
-        if (post) {
-            const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-            if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body)
-                return send_error(cn, c, 413, "invalid_request_error", "request_too_large", NULL,
-                                  "the request body of %s bytes is larger than this server accepts (%zu "
-                                  "bytes, --max-body)", cl, s->cfg.max_body);
-        }
-        return MHD_YES;
-    }
-    if (cn->responded) {
-        *upload_size = 0;  /* the rest of a refused body is dropped */
-        return MHD_YES;
-    }
-    if (*upload_size > 0) {
-        /* a body without a Content-Length that grows too large is
-         * dropped as it comes; the 413 goes out once it has been read */
-        if (cn->too_large || cn->body.len + *upload_size > s->cfg.max_body) cn->too_large = true;
-        else if (!buf_add(&cn->body, upload, *upload_size)) return MHD_NO;
-        *upload_size = 0;
-        return MHD_YES;
-    }
-    if (cn->too_large)
-        return send_error(cn, c, 413, "invalid_request_error", "request_too_large", NULL,
-                          "the request body is larger than this server accepts (%zu bytes, --max-body)",
-                          s->cfg.max_body);
+    struct srv_server *s = cn->s;
+    cn->route = route_of(url);
+    if (cn->route == R_NONE)
+        return send_error(cn, c, 404, "invalid_request_error", "not_found", NULL,
+                          "there is no %.16s %.80s here", method, url);
+    const bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    const bool post = strcmp(method, "POST") == 0;
+    if (route_is_get(cn->route) ? !get : !post)
+        return send_error(cn, c, 405, "invalid_request_error", "method_not_allowed", NULL,
+                          "%.16s is not allowed on %.80s (use %s)", method, url,
+                          route_is_get(cn->route) ? "GET" : "POST");
+    if (cn->route != R_HEALTH && !authorized(s, c))
+        return send_error(cn, c, 401, "invalid_request_error", "invalid_api_key", NULL,
+                          "a valid API key is required: send 'Authorization: Bearer KEY'");
+    if (cn->route == R_HEALTH) return handle_health(cn, c);
+    if (s->state == STATE_LOADING)
+        return send_error(cn, c, 503, "server_error", "loading", NULL, "the model is still loading");
     switch (cn->route) {
     case R_MODELS: return handle_models(cn, c);
     case R_METRICS: return handle_metrics(cn, c);
@@ -1442,20 +1430,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (s->state != STATE_READY)
             return send_error(cn, c, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
         return handle_generate(cn, c, cn->route == R_CHAT ? SRV_CHAT : SRV_COMPLETION);
-    default: return MHD_NO;
+    default: return false;
     }
 }
 
-static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
-                         enum MHD_RequestTerminationCode toe)
+/* Let go of the request's job, count it and log it. */
+static void on_completed(struct conn *cn)
 {
-    (void)c;
-    struct srv_server *s = cls;
-    struct conn *cn = *con_cls;
-    if (!cn) return;
-    *con_cls = NULL;
+    struct srv_server *s = cn->s;
     int status = cn->status ? cn->status : 499;
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status == 200 && cn->job) status = 499;
     long prompt = 0, cached = 0, completion = 0;
     double ttft = 0, tpot = 0;
     struct job *j = cn->job;
@@ -1479,42 +1462,35 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     else if (cn->route != R_HEALTH && cn->route != R_METRICS)
         fprintf(stderr, LOG_PREFIX "req-%llu %s %s %d total=%.1fms\n", (unsigned long long)cn->rid,
                 cn->method, cn->path, status, total);
-    free(cn->body.p);
-    free(cn);
 }
 
-static void mhd_log(void *cls, const char *fmt, va_list ap)
+/* http.c's handler: one complete request on its connection's thread. */
+static void on_exchange(void *cls, struct http_exchange *c)
 {
-    (void)cls;
-    char msg[512];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    size_t n = strlen(msg);
-    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = '\0';
-    /* what closing a connection on a client that hung up says; the
-     * access log has the request as status 499 */
-    if (strncmp(msg, "Application reported internal error", 35) == 0) return;
-    fprintf(stderr, LOG_PREFIX "http: %s\n", msg);
+    struct conn cn;
+    memset(&cn, 0, sizeof cn);
+    cn.s = cls;
+    cn.x = c;
+    cn.t0 = now_s();
+    cn.rid = atomic_fetch_add(&cn.s->next_id, 1);
+    cn.body.p = (char *)http_body(c, &cn.body.len);
+    snprintf(cn.method, sizeof cn.method, "%s", http_method(c));
+    snprintf(cn.path, sizeof cn.path, "%s", http_path(c));
+    if (!on_request(&cn, c, http_path(c), http_method(c)) && !cn.responded) cn.status = 500;
+    on_completed(&cn);
+}
+
+/* A request that http.c refused (framing, limits, deadlines, load). */
+static void on_refused(void *cls, int status)
+{
+    struct srv_server *s = cls;
+    srv_metrics_status(&s->metrics, status);
 }
 
 bool srv_server_start(const struct srv_config *cfg, struct srv_server **out, int *port)
 {
-    struct addrinfo hints, *ai = NULL;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    char portstr[16];
-    snprintf(portstr, sizeof portstr, "%d", cfg->port);
-    int gai = getaddrinfo(cfg->host, portstr, &hints, &ai);
-    if (gai) {
-        fprintf(stderr, LOG_PREFIX "--host %s: %s\n", cfg->host, gai_strerror(gai));
-        return false;
-    }
     struct srv_server *s = calloc(1, sizeof *s);
-    if (!s) {
-        freeaddrinfo(ai);
-        return false;
-    }
+    if (!s) return false;
     s->cfg = *cfg;
     s->state = STATE_LOADING;
     s->created = time(NULL);
@@ -1525,42 +1501,25 @@ bool srv_server_start(const struct srv_config *cfg, struct srv_server **out, int
     pthread_cond_init(&s->wake_cv, NULL);
     pthread_mutex_init(&s->jobs_mu, NULL);
     pthread_mutex_init(&s->grammars_mu, NULL);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
-    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    const bool tls = cfg->tls_key_pem && cfg->tls_cert_pem;
-    if (tls) {
-        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-            fprintf(stderr, LOG_PREFIX "this libmicrohttpd was built without TLS; serve plain HTTP behind "
-                    "a reverse proxy that terminates TLS instead\n");
-            freeaddrinfo(ai);
-            free(s);
-            return false;
-        }
-        flags |= MHD_USE_TLS;
-    }
-    struct MHD_OptionItem opts[] = {
-        {MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr},
-        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->max_connections, NULL},
-        {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->idle_timeout_s, NULL},
-        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s},
-        {MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL},
-        {tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, (void *)cfg->tls_key_pem},
-        {MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cfg->tls_cert_pem},
-        {MHD_OPTION_END, 0, NULL},
+    struct http_config hc = {
+        .host = cfg->host,
+        .port = cfg->port,
+        .max_connections = cfg->max_connections,
+        .max_body = cfg->max_body,
+        .idle_timeout_s = cfg->idle_timeout_s,
+        .request_timeout_s = cfg->request_timeout_s,
+        .tls_key_pem = cfg->tls_key_pem,
+        .tls_cert_pem = cfg->tls_cert_pem,
+        .handle = on_exchange,
+        .refused = on_refused,
+        .user = s,
     };
-    s->daemon = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s,
-                                 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_ARRAY, opts,
-                                 MHD_OPTION_END);
-    freeaddrinfo(ai);
-    if (!s->daemon) {
-        fprintf(stderr, LOG_PREFIX "cannot listen on %s port %d: %s\n", cfg->host, cfg->port,
-                errno ? strerror(errno) : "libmicrohttpd refused to start");
-        srv_metrics_destroy(&s->metrics);
-        free(s);
+    char why[400];
+    if (!http_server_start(&hc, &s->http, port, why, sizeof why)) {
+        fprintf(stderr, LOG_PREFIX "%s\n", why);
+        srv_server_free(s);
         return false;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    *port = di ? di->port : cfg->port;
     *out = s;
     return true;
 }
@@ -1629,7 +1588,7 @@ int srv_server_drain(struct srv_server *s, double grace_s)
 void srv_server_free(struct srv_server *s)
 {
     if (!s) return;
-    if (s->daemon) MHD_stop_daemon(s->daemon);
+    http_server_stop(s->http);
     if (s->thread_started) {
         pthread_mutex_lock(&s->wake_mu);
         s->quit = true;

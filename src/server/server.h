@@ -1,7 +1,7 @@
 /*
  * server.h -- hearth serve's HTTP server: the OpenAI API over one
- * engine.  A request's path: libmicrohttpd's connection thread reads and
- * checks it (request.c), renders and tokenizes the prompt, submits it to
+ * engine.  A request's path: its connection's thread (http.c) reads it,
+ * server.c checks it (request.c), renders and tokenizes the prompt, submits it to
  * the engine and waits; the engine's thread steps every running request
  * and hands tokens back through events, which become the response or its
  * server-sent events (server.c); metrics.c counts it all.
@@ -27,6 +27,7 @@ struct srv_config {
     int32_t max_tokens_cap;      /* most max_tokens; also the default */
     double timeout_s;            /* a request's deadline; 0: none */
     int32_t idle_timeout_s;      /* an idle connection is closed after it */
+    double request_timeout_s;    /* a request's head and body arrive within it */
     const char *const *api_keys; /* NULL-free list; none: no authentication */
     size_t n_api_keys;
     const char *tls_key_pem;     /* both or neither: HTTPS */
