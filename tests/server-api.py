@@ -28,7 +28,8 @@
 #            503, the stream ends normally, exit status 0
 #   keyfile  --api-key-file with a comment and a blank line
 #   tight    -c 256 -np 4 --kv-size 320: four requests that cannot all
-#            grow at once in the pool give the texts they give alone
+#            grow at once in the pool give the texts they give alone;
+#            grammars too ambiguous at their start (400 naming the field)
 #   grace    -c 8192 -np 2 --grace 1: requests still running a second
 #            after SIGTERM end (an error event in a stream, 503 without)
 #   nan      stories260K with its output weights NaN: a failed generation
@@ -1074,6 +1075,23 @@ TOOLS = [
     {"type": "function", "function": {"name": "ping", "description": "Checks the line"}},
 ]
 TOOL_MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+@section("tight")
+def grammar_limit_at_start():
+    # A grammar with more ways to begin than the matcher keeps is refused
+    # when the request is submitted: the error names the grammar's field,
+    # not the context's length.  (On a server whose --max-body takes it.)
+    s = srv("tight")
+    b = {"prompt": "Once", "max_tokens": 4}
+    gbnf = "root ::= " + " | ".join(f'"a{i}"' for i in range(5000))
+    expect_error(post(s, "/v1/completions", dict(b, grammar=gbnf)),
+                 "5000 alternatives at the start of a GBNF grammar: 400 naming grammar", 400, "invalid_value",
+                 "grammar")
+    schema = {"enum": [f"s{i}" for i in range(6000)]}
+    expect_error(post(s, "/v1/completions", dict(b, response_format={"type": "json_schema",
+                                                                      "json_schema": {"schema": schema}})),
+                 "an enum of 6000 strings: 400 naming response_format", 400, "invalid_value", "response_format")
 
 
 def tool_args_valid(name, args):
