@@ -929,7 +929,9 @@ typedef struct hearth_event {
     size_t len;
     hearth_finish_reason finish;        /* NONE while the sample goes on */
     const hearth_request_stats *stats;  /* with a finish reason */
-    hearth_status status;    /* the failure, with HEARTH_FINISH_ERROR */
+    hearth_status status;    /* the failure, with HEARTH_FINISH_ERROR;
+                              * hearth_last_error() says why during the
+                              * callback */
 } hearth_event;
 
 /* Called on the stepping thread for every generated token (finish NONE)
@@ -1009,9 +1011,10 @@ int32_t hearth_engine_n_gpu_layers(const hearth_engine *engine);
 const char *hearth_engine_gpu_fallback(const hearth_engine *engine);
 
 /* Queue a request; its id goes to *id (may be NULL).  A request that can
- * never run is refused here with HEARTH_E_RANGE (a prompt longer than the
- * context or the pool) or HEARTH_E_INVALID (bad parameters), naming the
- * limit. */
+ * never run as asked is refused here with HEARTH_E_RANGE (a prompt longer
+ * than the context or the pool; a prompt and max_tokens that need more
+ * positions than the pool holds, counting at most the context) or
+ * HEARTH_E_INVALID (bad parameters), naming the limit. */
 hearth_status hearth_engine_submit(hearth_engine *engine, const hearth_request *request,
                                    uint64_t *id);
 /* Cancel a request wherever it is (waiting, in prefill, decoding): its

@@ -49,6 +49,18 @@ p2=$(grep 'prompt: ' "$tmpdir/err" | sed -n '2s/.*prompt: \([0-9]*\) tokens.*/\1
 [ "$p1" = "$p2" ] || fail "after /reset the turn is prefilled whole ($p1 vs $p2)"
 [ "$(sed -n 1p "$tmpdir/out")" = "$(sed -n 2p "$tmpdir/out")" ] || fail "after /reset the same reply"
 
+# Each turn draws its own seed (the same message twice at temperature 1.5
+# must not get one seed), and --seed makes the whole session repeat.
+printf 'Hello there\n/reset\nHello there\n' > "$tmpdir/in"
+expect_status 0 "two sampled turns" -- sh -c "\"$HEARTH\" chat -m \"$m\" --chat-template chatml --temp 1.5 -n 12 -v --seed 7 < \"$tmpdir/in\""
+grep -o 'seed=[0-9]*' "$tmpdir/err" > "$tmpdir/seeds"
+[ "$(wc -l < "$tmpdir/seeds")" -eq 2 ] && [ "$(sort -u "$tmpdir/seeds" | wc -l)" -eq 2 ] ||
+    fail "two turns, two seeds: $(tr '\n' ' ' < "$tmpdir/seeds")"
+cp "$tmpdir/out" "$tmpdir/out.first"
+expect_status 0 "the session again" -- sh -c "\"$HEARTH\" chat -m \"$m\" --chat-template chatml --temp 1.5 -n 12 -v --seed 7 < \"$tmpdir/in\""
+grep -o 'seed=[0-9]*' "$tmpdir/err" | cmp -s - "$tmpdir/seeds" && cmp -s "$tmpdir/out" "$tmpdir/out.first" ||
+    fail "--seed 7 twice: the same seeds and replies"
+
 printf '/exit\nnot read\n' > "$tmpdir/in"
 expect_status 0 "/exit" -- sh -c "\"$HEARTH\" chat -m \"$m\" $opts < \"$tmpdir/in\""
 [ -s "$tmpdir/out" ] && fail "/exit ends before the next line"

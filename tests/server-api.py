@@ -28,9 +28,12 @@
 #            503, the stream ends normally, exit status 0
 #   keyfile  --api-key-file with a comment and a blank line
 #   tight    -c 256 -np 4 --kv-size 320: four requests that cannot all
-#            grow at once in the pool give the texts they give alone
+#            grow at once in the pool give the texts they give alone;
+#            grammars too ambiguous at their start (400 naming the field)
 #   grace    -c 8192 -np 2 --grace 1: requests still running a second
 #            after SIGTERM end (an error event in a stream, 503 without)
+#   nan      stories260K with its output weights NaN: a failed generation
+#            says what hearth run says
 #   draft    -md (the model drafting for itself) and lookup --lookup 3:
 #            speculation gives the greedy reference text, the usage
 #            extension and the /metrics counters of speculation
@@ -802,6 +805,25 @@ key_file = tempfile.NamedTemporaryFile("w", prefix="hearth-keys.", suffix=".txt"
 key_file.write("# the keys of the test\n\n  \nk-file\n")
 key_file.close()
 
+def nan_model():
+    """A copy of the model whose output weights are all NaN (F32 bytes
+    0xff), so that every logit is NaN; its path (removed at the end)."""
+    info = json.loads(subprocess.run([HEARTH, "inspect", "--json", MODEL], capture_output=True,
+                                     check=True, timeout=60).stdout)
+    t = next(t for t in info["tensors"] if t["name"] == "output.weight")
+    fd, path = tempfile.mkstemp(prefix="hearth-nan.", suffix=".gguf")
+    with open(MODEL, "rb") as f:
+        data = bytearray(f.read())
+    start = info["data_offset"] + t["offset"]
+    data[start:start + t["bytes"]] = b"\xff" * t["bytes"]
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    made_files.append(path)
+    return path
+
+
+made_files = []   # removed at the end
+
 SERVERS = {
     "main": ["-c", "256", "-np", "16", "--max-body", "16384"],
     "single": ["-c", "4096", "-np", "1", "--max-queue", "1"],
@@ -814,6 +836,8 @@ SERVERS = {
     "grace": ["-c", "8192", "-np", "2", "--grace", "1"],
     "draft": ["-c", "512", "-np", "4", "-md", MODEL, "--draft-max", "6", "--draft-p-min", "0"],
     "lookup": ["-c", "512", "-np", "4", "--lookup", "3", "--draft-fixed"],
+    # a function: the model is made when the server starts
+    "nan": lambda: ["-m", nan_model(), "--chat-template", "chatml", "-c", "256", "-np", "1"],
     # random weights, each with a template of one tool-call format
     "tools-hermes": ["-m", os.path.join(DATA, "models", "micro-qwen2-Q8_0.gguf"), "--chat-template",
                      os.path.join(DATA, "chat", "Qwen-Qwen2.5-7B-Instruct.jinja"), "-c", "2048", "-np", "2"],
@@ -1055,6 +1079,23 @@ TOOLS = [
     {"type": "function", "function": {"name": "ping", "description": "Checks the line"}},
 ]
 TOOL_MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+@section("tight")
+def grammar_limit_at_start():
+    # A grammar with more ways to begin than the matcher keeps is refused
+    # when the request is submitted: the error names the grammar's field,
+    # not the context's length.  (On a server whose --max-body takes it.)
+    s = srv("tight")
+    b = {"prompt": "Once", "max_tokens": 4}
+    gbnf = "root ::= " + " | ".join(f'"a{i}"' for i in range(5000))
+    expect_error(post(s, "/v1/completions", dict(b, grammar=gbnf)),
+                 "5000 alternatives at the start of a GBNF grammar: 400 naming grammar", 400, "invalid_value",
+                 "grammar")
+    schema = {"enum": [f"s{i}" for i in range(6000)]}
+    expect_error(post(s, "/v1/completions", dict(b, response_format={"type": "json_schema",
+                                                                      "json_schema": {"schema": schema}})),
+                 "an enum of 6000 strings: 400 naming response_format", 400, "invalid_value", "response_format")
 
 
 def tool_args_valid(name, args):
@@ -1397,6 +1438,27 @@ def seed():
 
 
 @section("main")
+def fresh_seeds():
+    # Whether a seed was given is the request's own: requests without one
+    # draw fresh randomness each, and the seed each reports is the one it
+    # used.
+    s = srv("main")
+    b = {"prompt": "Once upon a time", "max_tokens": 16, "temperature": 1.5, "logit_bias": NO_EOS}
+    got = [ok_json(s, "/v1/completions", b, f"request {i} without a seed") for i in range(4)]
+    seeds = [g["hearth"]["seed"] for g in got]
+    texts = [text(g) for g in got]
+    check(len(set(seeds)) == 4, "four requests without a seed report four different seeds", f"{seeds}")
+    check(len(set(texts)) > 1, "four requests without a seed at temperature 1.5 do not all give one text",
+          f"{texts}")
+    tuples = [re.search(r"\bseed=(\d+)\b", g["hearth"]["sampling"]) for g in got]
+    check(all(m and int(m.group(1)) == sd for m, sd in zip(tuples, seeds)),
+          "hearth.sampling names the seed hearth.seed reports", f"{[g['hearth'] for g in got]}")
+    again = [ok_json(s, "/v1/completions", dict(b, seed=sd), f"seed {sd}") for sd in seeds[:2]]
+    check([text(a) for a in again] == texts[:2], "the seeds reported give the texts again",
+          f"{[text(a) for a in again]} vs {texts[:2]}")
+
+
+@section("main")
 def logprobs():
     s = srv("main")
     j = ok_json(s, "/v1/chat/completions", chat_body(max_tokens=8, logit_bias=NO_EOS, logprobs=True, top_logprobs=3),
@@ -1714,6 +1776,41 @@ def preemption():
     check(m.get("hearth_requests_running") == 0 and m.get("hearth_kv_blocks_used") == 0,
           "the small pool is free again", f"running {m.get('hearth_requests_running')}, "
           f"used {m.get('hearth_kv_blocks_used')}")
+
+
+@section("nan")
+def nan_logits():
+    # The library's message reaches the client as hearth run prints it.
+    s = srv("nan")
+    cmd = s.cmd[s.cmd.index("-m"):s.cmd.index("-m") + 2]
+    cli = subprocess.run([HEARTH, "run"] + cmd + ["-t", THREADS, "-n", "4", "--temp", "0", "-p", "Once"],
+                         capture_output=True, timeout=60)
+    lines = [l for l in cli.stderr.decode("utf-8", "replace").splitlines() if l.startswith("hearth: run: ")]
+    need(cli.returncode != 0 and lines, f"hearth run on NaN weights: status {cli.returncode}, stderr "
+         f"{short(cli.stderr)}")
+    said = lines[-1][len("hearth: run: "):]
+    check("logit" in said, "hearth run names the bad logit", said)
+    b = {"prompt": "Once", "max_tokens": 4, "temperature": 0}
+    r = post(s, "/v1/completions", b)
+    if expect_error(r, "NaN logits: 500 generation_failed", 500, "generation_failed"):
+        check(r.json["error"]["message"] == said, "the error reads as hearth run's",
+              f"{r.json['error']['message']!r} vs {said!r}")
+    st = Stream(s, "/v1/completions", dict(b, stream=True))
+    events = [e for e in st.chunks() if isinstance(e, dict) and "error" in e]
+    check(len(events) == 1 and events[0]["error"].get("message") == said,
+          "a stream's error event reads as hearth run's too", f"{events} vs {said!r}")
+
+
+@section(None)
+def kv_size_below_context():
+    # A pool smaller than one context would cut a lone request short:
+    # refused at start, a usage error.
+    p = subprocess.run([HEARTH, "serve", "-m", MODEL, "-t", THREADS, "--host", "127.0.0.1", "--port", "0",
+                        "-c", "512", "--kv-size", "128"], stdin=subprocess.DEVNULL, capture_output=True,
+                       timeout=60)
+    err = p.stderr.decode("utf-8", "replace")
+    check(p.returncode == 2 and "--kv-size 128" in err and "ready" not in err,
+          "-c 512 --kv-size 128: exit status 2, naming --kv-size", f"status {p.returncode}: {short(err)}")
 
 
 @section("main")
@@ -2368,7 +2465,8 @@ def main():
     dead = set()
     try:
         for name in dict.fromkeys(x[1] for x in chosen if x[1]):
-            servers[name] = Server(name, *SERVERS[name])
+            args = SERVERS[name]
+            servers[name] = Server(name, *(args() if callable(args) else args))
         for name, server, fn in chosen:
             section_name = name
             say(f"--- {name}" + (f" (server {server})" if server else ""))
@@ -2392,10 +2490,11 @@ def main():
     finally:
         kill_all()
         dog.cancel()
-        try:
-            os.unlink(key_file.name)
-        except OSError:
-            pass
+        for path in [key_file.name] + made_files:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
     # The failures once more at the end, where a log's tail shows them.
     for f in failures:
         say(f"FAILED: {f}")

@@ -169,10 +169,35 @@ START_TEST(test_seed_chosen)
     cli_sampling_init(&b);
     cli_sampling_finish(&a);
     cli_sampling_finish(&b);
-    ck_assert(a.seed_given && b.seed_given);
+    /* a seed chosen here is not one given: hearth serve's requests
+     * without a seed must not all take it */
+    ck_assert(!a.seed_given && !b.seed_given);
     ck_assert_uint_ne(a.params.seed, b.params.seed);
     cli_sampling_free(&a);
     cli_sampling_free(&b);
+}
+END_TEST
+
+START_TEST(test_seed_stream)
+{
+    /* a session's seeds: all different, below 2^53, and the same again
+     * for the same session seed */
+    enum { N = 1000 };
+    static uint64_t first[N];
+    struct cli_seed_stream st;
+    cli_seed_stream_init(&st, 42);
+    for (int i = 0; i < N; i++) {
+        first[i] = cli_seed_stream_next(&st);
+        ck_assert_uint_lt(first[i], UINT64_C(1) << 53);
+        for (int k = 0; k < i; k++) ck_assert_uint_ne(first[i], first[k]);
+    }
+    cli_seed_stream_init(&st, 42);
+    for (int i = 0; i < N; i++) ck_assert_uint_eq(cli_seed_stream_next(&st), first[i]);
+    cli_seed_stream_init(&st, 43);
+    ck_assert_uint_ne(cli_seed_stream_next(&st), first[0]);
+    /* the largest session seed wraps around */
+    cli_seed_stream_init(&st, UINT64_MAX);
+    ck_assert_uint_ne(cli_seed_stream_next(&st), cli_seed_stream_next(&st));
 }
 END_TEST
 
@@ -202,6 +227,7 @@ static Suite *cli_sampling_suite(void)
     tcase_add_test(tc, test_many_biases);
     tcase_add_test(tc, test_rejected);
     tcase_add_test(tc, test_seed_chosen);
+    tcase_add_test(tc, test_seed_stream);
     tcase_add_test(tc, test_help);
     suite_add_tcase(s, tc);
     return s;

@@ -63,7 +63,7 @@ START_TEST(test_chat_fields)
              "{\"model\":\"x\",\"messages\":[{\"role\":\"developer\",\"content\":\"Be brief.\"},"
              "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]},"
              "{\"role\":\"assistant\",\"content\":null}],\"max_completion_tokens\":7,\"max_tokens\":9,"
-             "\"stop\":\"END\",\"seed\":-2,\"n\":3,\"temperature\":0.5,\"top_p\":0.25,\"top_k\":7,\"min_p\":0.5,"
+             "\"stop\":\"END\",\"seed\":9223372036854775807,\"n\":3,\"temperature\":0.5,\"top_p\":0.25,\"top_k\":7,\"min_p\":0.5,"
              "\"presence_penalty\":-1.5,\"frequency_penalty\":2,\"repeat_penalty\":1.25,\"logit_bias\":{\"5\":-100,\"9\":3},"
              "\"logprobs\":true,\"top_logprobs\":4,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
              "\"user\":\"u1\",\"ignore_eos\":true,\"unknown\":{\"deep\":[1,2]},\"tools\":[],\"tool_choice\":\"none\","
@@ -76,7 +76,7 @@ START_TEST(test_chat_fields)
     ck_assert_int_eq((int)r.n_stop, 1);
     ck_assert_str_eq(r.stop[0], "END");
     ck_assert(r.seed_given);
-    ck_assert(r.sampling.seed == (uint64_t)-2);
+    ck_assert(r.sampling.seed == UINT64_C(9223372036854775807));
     ck_assert_int_eq(r.n, 3);
     ck_assert(r.sampling.temperature == 0.5f && r.sampling.top_p == 0.25f && r.sampling.top_k == 7);
     ck_assert(r.sampling.min_p == 0.5f && r.sampling.presence_penalty == -1.5f);
@@ -113,6 +113,8 @@ START_TEST(test_chat_refusals)
     BAD("\"max_tokens\":1.5", 400, "max_tokens");
     BAD("\"n\":17", 400, "n");
     BAD("\"seed\":\"1\"", 400, "seed");
+    BAD("\"seed\":-1", 400, "seed");                      /* not "random": that is no seed */
+    BAD("\"seed\":-9223372036854775808", 400, "seed");
     BAD("\"stop\":\"\"", 400, "stop");
     BAD("\"stop\":[\"a\",3]", 400, "stop");
     BAD("\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"10\",\"11\",\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]",

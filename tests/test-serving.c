@@ -568,14 +568,29 @@ START_TEST(test_refusals)
     run_checked(e);
     ck_assert_int_eq(o.finish, HEARTH_FINISH_CONTEXT);
     ck_assert_int_eq(o.n, 7);
+    /* so a max_tokens the pool cannot hold is refused, not cut short: 7
+     * tokens fit, 8 would need 257 positions */
+    memset(&o, 0, sizeof o);
+    c = (struct collector){&o, 1, V, 0};
+    submit(e, prompt, 250, 7, 0.0f, 0, 1, &c);
+    run_checked(e);
+    ck_assert_int_eq(o.finish, HEARTH_FINISH_LENGTH);
+    ck_assert_int_eq(o.n, 7);
+    hearth_request_default(&r);
+    r.prompt = prompt;
+    r.n_prompt = 250;
+    r.max_tokens = 8;
+    ck_assert_int_eq(hearth_engine_submit(e, &r, NULL), HEARTH_E_RANGE);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "need 257 positions but the KV pool holds only 256"));
     hearth_engine_free(e);
 
     /* the context: a prompt of n_ctx - 2 tokens leaves 3 to generate, the
-     * last of them never computed */
+     * last of them never computed (a larger max_tokens needs no more of
+     * the pool than the context) */
     e = new_engine(m, 64, 1024, 16, HEARTH_TYPE_F16, true);
     memset(&o, 0, sizeof o);
     c = (struct collector){&o, 1, V, 0};
-    submit(e, prompt, 510, -1, 0.0f, 0, 1, &c);
+    submit(e, prompt, 510, 1 << 20, 0.0f, 0, 1, &c);
     run_checked(e);
     ck_assert_int_eq(o.finish, HEARTH_FINISH_CONTEXT);
     ck_assert_int_eq(o.n, 3);

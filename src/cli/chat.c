@@ -228,6 +228,9 @@ int cmd_chat(int argc, char **argv)
         fprintf(stderr, "hearth: %s: chatting with %s (%s); context %d tokens. /exit quits, /reset "
                 "starts over.\n", CMD, model_path, hearth_model_desc(model), ep.n_ctx);
     cli_interrupt_catch();
+    /* every turn draws afresh: the session's seed starts the turns' seeds */
+    struct cli_seed_stream seeds;
+    cli_seed_stream_init(&seeds, sampling.params.seed);
 
     for (;;) {
         ssize_t len = read_message(&input, &input_cap, interactive);
@@ -260,6 +263,7 @@ int cmd_chat(int argc, char **argv)
          * its own (no leading space). */
         n_reply = 0;
         cli_interrupt_catch();
+        sampling.params.seed = cli_seed_stream_next(&seeds);
         struct gen_request req = {
             .prompt = tokens,
             .n_prompt = n_tokens,

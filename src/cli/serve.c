@@ -303,7 +303,6 @@ int cmd_serve(int argc, char **argv)
     cfg.idle_timeout_s = idle;
     cfg.request_timeout_s = request_timeout;
     cfg.sampling = sampling.params;
-    cfg.seed_given = sampling.seed_given;
     cfg.speculation = spec.speculation;
     char *tls_key = NULL, *tls_cert = NULL;
     if (ssl_key) {
@@ -389,6 +388,13 @@ int cmd_serve(int argc, char **argv)
     cfg.max_tokens_cap = max_tokens ? max_tokens : ep.n_ctx;
     hearth_engine_stats es;
     hearth_engine_get_stats(engine, &es);
+    if (es.max_full_sequences == 0) {
+        /* a lone request would be cut short by the pool, not the context */
+        cli_usage_error(CMD, "--kv-size %ld holds less than one sequence of the full context (%d "
+                        "positions); give at least %d, or a smaller -c", kv_size, ep.n_ctx, ep.n_ctx);
+        rc = CLI_EXIT_USAGE;
+        goto cleanup;
+    }
     const enum srv_tool_format tool_format = srv_tool_format_detect(cp.text ? NULL : cp.source, cp.text);
     if (!srv_server_set_limits(server, cfg.alias, cfg.max_tokens_cap) ||
         !srv_server_ready(server, model, engine, cp.tmpl, tool_format, cp.bos_text, cp.eos_text))

@@ -709,6 +709,19 @@ static hearth_status copy_request(hearth_engine *e, const hearth_request *q, str
     if (r->n_prompt > pool_tokens)
         return hearth_error(HEARTH_E_RANGE, "the prompt has %d tokens but the KV pool holds only %lld "
                             "positions", r->n_prompt, (long long)pool_tokens);
+    /* A sample of max_tokens holds n_prompt + max_tokens - 1 positions at
+     * its end (its last token is sampled, never computed), at most the
+     * context; alone in a pool smaller than that it would be cut short, so
+     * it can never run as asked.  Without max_tokens it runs until the
+     * context or the pool is full (HEARTH_FINISH_CONTEXT). */
+    if (q->max_tokens > 0) {
+        int64_t need = (int64_t)r->n_prompt + q->max_tokens - 1;
+        if (need > e->params.n_ctx) need = e->params.n_ctx;
+        if (need > pool_tokens)
+            return hearth_error(HEARTH_E_RANGE, "the prompt (%d tokens) and max_tokens (%d) need %lld "
+                                "positions but the KV pool holds only %lld", r->n_prompt, q->max_tokens,
+                                (long long)need, (long long)pool_tokens);
+    }
     r->seqs = hearth_calloc((size_t)r->n, sizeof *r->seqs, "the samples");
     if (!r->seqs) return HEARTH_E_NOMEM;
     return seq_new(e, r, 0, &r->seqs[0]);

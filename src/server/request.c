@@ -739,7 +739,16 @@ bool srv_request_parse(enum srv_kind kind, const char *body, size_t len,
     if (given) r->max_tokens = (int32_t)x;
     if (!get_int(root, "n", 1, SRV_MAX_N, &x, &given, err)) goto out;
     if (given) r->n = (int32_t)x;
+    /* A seed is 0 .. 2^64-1 (hearth-sampling(7)), as for hearth run; a
+     * negative one is no seed of that range, and -1 no request for a
+     * random one (that is leaving it out), so it is refused rather than
+     * taken as its two's complement. */
     if (!get_int(root, "seed", INT64_MIN, INT64_MAX, &x, &r->seed_given, err)) goto out;
+    if (r->seed_given && x < 0) {
+        bad(err, "seed", "'seed' is %lld; it must be from 0 to %llu (leave it out for a random one)",
+            (long long)x, (unsigned long long)UINT64_MAX);
+        goto out;
+    }
     if (r->seed_given) r->sampling.seed = (uint64_t)x;
     if (!get_float(root, "temperature", 0, 2, &r->sampling.temperature, err) ||
         !get_float(root, "top_p", 0, 1, &r->sampling.top_p, err) ||
@@ -818,6 +827,16 @@ out:
     json_decref(root);
     if (!ok) srv_request_free(r);
     return ok;
+}
+
+const char *srv_request_grammar_param(const struct srv_request *r)
+{
+    if (r->tool_choice == SRV_TOOL_REQUIRED || r->tool_choice == SRV_TOOL_NAMED) return "tools";
+    switch (r->grammar) {
+    case SRV_GRAMMAR_NONE: return NULL;
+    case SRV_GRAMMAR_GBNF: return "grammar";
+    default: return "response_format";
+    }
 }
 
 void srv_request_free(struct srv_request *r)

@@ -113,6 +113,11 @@ bool srv_request_parse(enum srv_kind kind, const char *body, size_t len,
                        struct srv_error *err);
 void srv_request_free(struct srv_request *r);
 
+/* The field a request's grammar comes from ("grammar", "response_format"
+ * or "tools" for a forced tool call), NULL without one: the parameter an
+ * error of the grammar names. */
+const char *srv_request_grammar_param(const struct srv_request *r);
+
 /* POST /tokenize: {"content", "add_special", "parse_special", "with_pieces"}. */
 struct srv_tokenize {
     char *content;

@@ -45,6 +45,7 @@
 #include "metrics.h"
 #include "prompt.h"
 #include "request.h"
+#include "sampling_options.h"
 #include "toolcall.h"
 
 #define LOG_PREFIX "hearth: serve: "
@@ -82,6 +83,7 @@ struct srv_server {
     _Atomic bool forced_end;  /* drain's grace is over */
 
     _Atomic uint64_t next_id;
+    struct cli_seed_stream seeds; /* of the requests without a seed */
 
     /* compiled grammars of recent requests, so that requests with the same
      * schema or grammar share its mask cache */
@@ -678,7 +680,9 @@ static void on_event(void *user, const hearth_event *ev)
         srv_metrics_sample(&s->metrics, outcome_of(j, ev->finish), ev->stats);
         if (ev->finish == HEARTH_FINISH_ERROR && !j->failed) {
             j->failed = true;
-            snprintf(j->error, sizeof j->error, "generation failed: %s", hearth_strerror(ev->status));
+            /* the library's message, as hearth run prints it */
+            const char *why = hearth_last_error();
+            snprintf(j->error, sizeof j->error, "%s", why && *why ? why : hearth_strerror(ev->status));
         }
         if (j->req.stream && !j->stream_closed) {
             if (j->failed) {
@@ -1046,8 +1050,7 @@ static bool request_grammar(struct srv_server *s, struct srv_request *r, struct 
     if (st) {
         srv_fail(e, st == HEARTH_E_NOMEM ? 500 : 400,
                  st == HEARTH_E_NOMEM ? "server_error" : "invalid_request_error", "invalid_value",
-                 r->grammar == SRV_GRAMMAR_GBNF ? "grammar" : "response_format", "%s",
-                 hearth_last_error());
+                 srv_request_grammar_param(r), "%s", hearth_last_error());
         return false;
     }
     r->sampling.grammar = g;
@@ -1094,11 +1097,9 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         j->req.grammar = SRV_GRAMMAR_GBNF;
     }
     if (j->req.grammar != SRV_GRAMMAR_NONE && !request_grammar(s, &j->req, e)) goto fail_early;
-    if (!j->req.seed_given) {
-        if (s->cfg.seed_given) j->req.sampling.seed = s->cfg.sampling.seed;
-        else random_bytes(&j->req.sampling.seed, sizeof j->req.sampling.seed);
-        j->req.sampling.seed &= (UINT64_C(1) << 53) - 1; /* exact in a JSON number */
-    }
+    /* whether a seed was given is the request's own: the server's
+     * sampling defaults never carry one */
+    if (!j->req.seed_given) j->req.sampling.seed = cli_seed_stream_next(&s->seeds);
     size_t n_prompts = kind == SRV_CHAT ? 1 : j->req.n_prompts;
     for (size_t i = 0; i < n_prompts; i++) {
         if (!(kind == SRV_CHAT ? chat_tokens(s, j, e) : completion_tokens(s, j, i, e))) goto fail_early;
@@ -1187,9 +1188,13 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         q.user = &j->subs[i];
         hearth_status st = hearth_engine_submit(s->engine, &q, &j->subs[i].id);
         if (st) {
+            /* The prompt's length was checked above and the pool holds a
+             * whole context (hearth serve refuses a smaller one), so what
+             * the engine still refuses is the sampling: the grammar's
+             * first state, or a value checked there alone. */
             srv_fail(e, st == HEARTH_E_NOMEM ? 500 : 400, st == HEARTH_E_NOMEM ? "server_error"
-                     : "invalid_request_error", st == HEARTH_E_RANGE ? "context_length_exceeded" : "invalid_value",
-                     NULL, "%s", hearth_last_error());
+                     : "invalid_request_error", st == HEARTH_E_NOMEM ? NULL : "invalid_value",
+                     srv_request_grammar_param(&j->req), "%s", hearth_last_error());
             /* those already submitted end with cancelled events */
             job_cancel_locked(j, END_CLIENT);
             j->http_gone = true;
@@ -1495,6 +1500,7 @@ bool srv_server_start(const struct srv_config *cfg, struct srv_server **out, int
     s->state = STATE_LOADING;
     s->created = time(NULL);
     s->next_id = 1;
+    cli_seed_stream_init(&s->seeds, cfg->sampling.seed);
     snprintf(s->fingerprint, sizeof s->fingerprint, "hearth-%s", hearth_version());
     srv_metrics_init(&s->metrics);
     pthread_mutex_init(&s->wake_mu, NULL);

@@ -32,8 +32,9 @@ struct srv_config {
     size_t n_api_keys;
     const char *tls_key_pem;     /* both or neither: HTTPS */
     const char *tls_cert_pem;
-    hearth_sampler_params sampling; /* defaults of the requests */
-    bool seed_given;             /* sampling.seed is the default seed */
+    hearth_sampler_params sampling; /* defaults of the requests; sampling.seed
+                                 * starts the stream of seeds of those
+                                 * without one (cli_seed_stream) */
     hearth_speculation speculation; /* of every request (draft_max 0: none) */
 };
 
