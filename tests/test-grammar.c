@@ -81,7 +81,7 @@ END_TEST
 static const char *parse_error(const char *gbnf)
 {
     struct grammar_ir ir;
-    hearth_status st = grammar_ir_parse(gbnf, strlen(gbnf), NULL, &ir);
+    hearth_status st = grammar_ir_parse(gbnf, strlen(gbnf), NULL, NULL, &ir);
     ck_assert_msg(st != HEARTH_OK, "grammar %s should fail", gbnf);
     return hearth_last_error();
 }
@@ -205,11 +205,11 @@ START_TEST(test_mask_matches_brute_force)
     char *schema_text = NULL;
     if (!gbnf) gbnf = json_object_gbnf;
     if (!*gbnf) {
-        ck_assert_int_eq(json_schema_to_gbnf(mask_schema, strlen(mask_schema), &schema_text), HEARTH_OK);
+        ck_assert_int_eq(json_schema_to_gbnf(mask_schema, strlen(mask_schema), NULL, &schema_text), HEARTH_OK);
         gbnf = schema_text;
     }
     struct grammar_ir ir;
-    ck_assert_msg(grammar_ir_parse(gbnf, strlen(gbnf), NULL, &ir) == HEARTH_OK, "%s",
+    ck_assert_msg(grammar_ir_parse(gbnf, strlen(gbnf), NULL, NULL, &ir) == HEARTH_OK, "%s",
                   hearth_last_error());
     test_rng rng;
     test_rng_seed(&rng, 1234 + (uint64_t)gi);
@@ -276,7 +276,7 @@ static bool mask_after(const char *gbnf, const char *prefix, const char *const *
                        int want, int max_tables)
 {
     struct grammar_ir ir;
-    ck_assert_msg(grammar_ir_parse(gbnf, strlen(gbnf), NULL, &ir) == HEARTH_OK, "%s", hearth_last_error());
+    ck_assert_msg(grammar_ir_parse(gbnf, strlen(gbnf), NULL, NULL, &ir) == HEARTH_OK, "%s", hearth_last_error());
     const int32_t n = n_toks + 1;
     const char **pieces = calloc((size_t)n, sizeof *pieces);
     size_t *lens = calloc((size_t)n, sizeof *lens);
@@ -368,7 +368,7 @@ END_TEST
 static char *schema_gbnf(const char *schema)
 {
     char *g = NULL;
-    hearth_status st = json_schema_to_gbnf(schema, strlen(schema), &g);
+    hearth_status st = json_schema_to_gbnf(schema, strlen(schema), NULL, &g);
     ck_assert_msg(st == HEARTH_OK, "schema %s: %s", schema, hearth_last_error());
     return g;
 }
@@ -465,7 +465,7 @@ END_TEST
 static void schema_refused(const char *schema, const char *text)
 {
     char *g = NULL;
-    hearth_status st = json_schema_to_gbnf(schema, strlen(schema), &g);
+    hearth_status st = json_schema_to_gbnf(schema, strlen(schema), NULL, &g);
     ck_assert_msg(st != HEARTH_OK, "schema %s should be refused", schema);
     ck_assert_msg(strstr(hearth_last_error(), text) != NULL, "error for %s: \"%s\" lacks \"%s\"",
                   schema, hearth_last_error(), text);
