@@ -1017,7 +1017,7 @@ hearth_status json_schema_to_gbnf(const char *schema, size_t len, struct gbudget
      * grammar's limits) is refused here, not when it is compiled */
     struct grammar_ir ir;
     st = grammar_ir_parse(*gbnf_out, strlen(*gbnf_out), NULL, budget, &ir);
-    if (st == HEARTH_E_INTERRUPTED || st == HEARTH_E_NOMEM) {
+    if (st == HEARTH_E_INTERRUPTED || st == HEARTH_E_NOMEM || st == HEARTH_E_RANGE) {
         free(*gbnf_out);
         *gbnf_out = NULL;
         return st;

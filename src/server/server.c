@@ -1009,11 +1009,25 @@ static void random_bytes(void *p, size_t n)
     }
 }
 
-/* Check, tokenize and submit a generation request; NULL with *e set when
- * it is refused. */
+/* Whether poll() found that the client of a connection has hung up. */
+static bool hung_up(short revents)
+{
+    return revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL);
+}
+
+/* The grammar compiler's cancellation callback: the client of the
+ * connection (its socket at *arg) has gone, so nobody waits for the work. */
+static int client_gone(void *arg)
+{
+    struct pollfd p = {*(const int *)arg, POLLRDHUP, 0};
+    return poll(&p, 1, 0) > 0 && hung_up(p.revents);
+}
+
 /* The compiled grammar of a request (a new reference), from the cache or
- * compiled now; false with a 400 when it does not compile. */
-static bool request_grammar(struct srv_server *s, struct srv_request *r, struct srv_error *e)
+ * compiled now (stopped when the client on fd hangs up); false with a 400
+ * when it does not compile. */
+static bool request_grammar(struct srv_server *s, struct srv_request *r, int fd,
+                            struct srv_error *e)
 {
     const char *text = r->grammar_text ? r->grammar_text : "";
     pthread_mutex_lock(&s->grammars_mu);
@@ -1026,11 +1040,11 @@ static bool request_grammar(struct srv_server *s, struct srv_request *r, struct 
         }
     pthread_mutex_unlock(&s->grammars_mu);
     hearth_grammar *g = NULL;
-    hearth_status st;
-    if (r->grammar == SRV_GRAMMAR_JSON_OBJECT) st = hearth_grammar_json_object(s->vocab, &g);
-    else if (r->grammar == SRV_GRAMMAR_JSON_SCHEMA)
-        st = hearth_grammar_from_json_schema(s->vocab, text, strlen(text), &g);
-    else st = hearth_grammar_new(s->vocab, text, strlen(text), &g);
+    hearth_grammar_options opt = {fd >= 0 ? client_gone : NULL, &fd};
+    hearth_grammar_syntax syntax = r->grammar == SRV_GRAMMAR_JSON_OBJECT   ? HEARTH_GRAMMAR_JSON_OBJECT
+                                   : r->grammar == SRV_GRAMMAR_JSON_SCHEMA ? HEARTH_GRAMMAR_JSON_SCHEMA
+                                                                           : HEARTH_GRAMMAR_GBNF;
+    hearth_status st = hearth_grammar_compile(s->vocab, syntax, text, strlen(text), &opt, &g);
     if (st) {
         srv_fail(e, st == HEARTH_E_NOMEM ? 500 : 400,
                  st == HEARTH_E_NOMEM ? "server_error" : "invalid_request_error", "invalid_value",
@@ -1053,6 +1067,8 @@ static bool request_grammar(struct srv_server *s, struct srv_request *r, struct 
     return true;
 }
 
+/* Check, tokenize and submit a generation request; NULL with *e set when
+ * it is refused. */
 static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_error *e)
 {
     struct srv_server *s = cn->s;
@@ -1081,7 +1097,7 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         }
         j->req.grammar = SRV_GRAMMAR_GBNF;
     }
-    if (j->req.grammar != SRV_GRAMMAR_NONE && !request_grammar(s, &j->req, e)) goto fail_early;
+    if (j->req.grammar != SRV_GRAMMAR_NONE && !request_grammar(s, &j->req, cn->fd, e)) goto fail_early;
     if (!j->req.seed_given) {
         if (s->cfg.seed_given) j->req.sampling.seed = s->cfg.sampling.seed;
         else random_bytes(&j->req.sampling.seed, sizeof j->req.sampling.seed);
@@ -1214,7 +1230,7 @@ static enum wait_result job_wait(struct job *j, int fd)
         int r = poll(p, fd >= 0 ? 2 : 1, ms);
         if (r < 0 && errno != EINTR) return W_GONE;
         if (r <= 0) continue;
-        if (fd >= 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) return W_GONE;
+        if (fd >= 0 && hung_up(p[1].revents)) return W_GONE;
         if (p[0].revents & POLLIN) {
             uint64_t v;
             ssize_t n = read(j->efd, &v, sizeof v);
