@@ -960,6 +960,23 @@ static bool chat_tokens(struct srv_server *s, struct job *j, struct srv_error *e
         return srv_fail(e, st == HEARTH_E_NOMEM ? 500 : 400, st == HEARTH_E_NOMEM ? "server_error"
                         : "invalid_request_error", "template_error", "messages",
                         "the chat template failed on these messages: %s", hearth_last_error());
+    if (opts.tools_json && strcmp(opts.tools_json, "[]") != 0) {
+        /* a template that does not write the tools into the prompt renders
+         * the same text without them: the model would never see them */
+        char *bare;
+        size_t bare_len;
+        opts.tools_json = NULL;
+        st = hearth_template_render(s->tmpl, j->req.messages_json, strlen(j->req.messages_json),
+                                    &opts, &bare, &bare_len);
+        bool ignored = !st && bare_len == len && memcmp(bare, text, len) == 0;
+        if (!st) hearth_free(bare);
+        if (ignored) {
+            hearth_free(text);
+            return srv_fail(e, 400, "invalid_request_error", "invalid_value", "tools",
+                            "the chat template does not render tools, so the model would not see "
+                            "them; start the server with a --chat-template that does");
+        }
+    }
     st = prompt_tokenize(s->vocab, text, len, chat_prompt_tokenize_flags(s->bos_text, text, len),
                          &j->tokens[0], &j->n_tokens[0]);
     hearth_free(text);
