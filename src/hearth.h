@@ -583,6 +583,27 @@ hearth_status hearth_grammar_from_json_schema(const hearth_vocab *vocab, const c
 hearth_status hearth_grammar_json_object(const hearth_vocab *vocab, hearth_grammar **out);
 /* Check GBNF text without a vocabulary. */
 hearth_status hearth_grammar_check(const char *gbnf, size_t len);
+
+/* What a grammar's text is written in. */
+typedef enum hearth_grammar_syntax {
+    HEARTH_GRAMMAR_GBNF = 0,
+    HEARTH_GRAMMAR_JSON_SCHEMA = 1,
+    HEARTH_GRAMMAR_JSON_OBJECT = 2  /* JSON mode; the text is ignored */
+} hearth_grammar_syntax;
+
+typedef struct hearth_grammar_options {
+    /* Polled every few thousand steps of compiling; nonzero stops it with
+     * HEARTH_E_INTERRUPTED.  NULL: never stopped. */
+    int (*cancelled)(void *arg);
+    void *cancel_arg;
+} hearth_grammar_options;
+
+/* Compile text of the given syntax (options may be NULL).  Compiling
+ * costs time about linear in the grammar's size and is bounded: a grammar
+ * that needs more work than hearth-grammar(7) allows is HEARTH_E_RANGE. */
+hearth_status hearth_grammar_compile(const hearth_vocab *vocab, hearth_grammar_syntax syntax,
+                                     const char *text, size_t len,
+                                     const hearth_grammar_options *options, hearth_grammar **out);
 /* The GBNF text a JSON Schema translates to, for hearth_free(). */
 hearth_status hearth_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf_out);
 /* Take one more reference (returns g); hearth_grammar_free() drops one. */

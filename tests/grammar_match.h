@@ -15,7 +15,7 @@
 static inline bool grammar_matches(const char *gbnf, const char *s)
 {
     struct grammar_ir ir;
-    hearth_status st = grammar_ir_parse(gbnf, strlen(gbnf), NULL, &ir);
+    hearth_status st = grammar_ir_parse(gbnf, strlen(gbnf), NULL, NULL, &ir);
     ck_assert_msg(st == HEARTH_OK, "grammar %s: %s", gbnf, hearth_last_error());
     struct garena a;
     ck_assert_int_eq(garena_init(&a), HEARTH_OK);

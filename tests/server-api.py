@@ -1230,6 +1230,19 @@ def tools_mistral():
     tool_calls_section("tools-mistral", "mistral")
 
 
+@section("main")
+def tools_without_template_support():
+    # chatml writes no tools into the prompt: a request with tools is
+    # refused rather than answered by a model that never saw them
+    s = srv("main")
+    for extra in ({}, {"tool_choice": "required"}, {"stream": True}):
+        r = post(s, "/v1/chat/completions", chat_body(max_tokens=2, tools=TOOLS, **extra))
+        expect_error(r, f"tools with a template that does not render them {extra}: 400 param tools",
+                     400, param="tools")
+    r = post(s, "/v1/chat/completions", chat_body(max_tokens=2, tools=[]))
+    check(r.status == 200, "an empty tools list is still served", str(r))
+
+
 def reference_continuation():
     with open(REFERENCE, encoding="utf-8") as f:
         lines = f.read().split("\n")

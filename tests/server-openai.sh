@@ -10,6 +10,7 @@
 # HEARTH_OPENAI_NODE_MODULES=DIR uses DIR/openai instead of installing.
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
 require_data models/stories260K.gguf
+require_data chat/Qwen-Qwen2.5-7B-Instruct.jinja
 
 m="$HEARTH_TEST_DATA/models/stories260K.gguf"
 alias=stories260K
@@ -40,10 +41,13 @@ fi
 cp "${HEARTH_SRCDIR:-.}/tests/server-openai.mjs" "$work/"
 
 # start_server NAME ARGS...: start hearth serve in the background; sets
-# $port and $pid once the "listening on" line is there.
+# $port and $pid once the "listening on" line is there.  The template is
+# one that writes tools into the prompt (a request with tools is refused
+# under one that does not).
 start_server() {
     name=$1; shift
-    "$HEARTH" serve -m "$m" --alias "$alias" --chat-template chatml --host 127.0.0.1 --port 0 \
+    "$HEARTH" serve -m "$m" --alias "$alias" --chat-template "$HEARTH_TEST_DATA/chat/Qwen-Qwen2.5-7B-Instruct.jinja" \
+        --host 127.0.0.1 --port 0 \
         --api-key "$key" -t 1 "$@" >"$tmpdir/$name.out" 2>"$tmpdir/$name.err" &
     pid=$!
     pids="$pids $pid"

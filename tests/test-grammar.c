@@ -81,7 +81,7 @@ END_TEST
 static const char *parse_error(const char *gbnf)
 {
     struct grammar_ir ir;
-    hearth_status st = grammar_ir_parse(gbnf, strlen(gbnf), NULL, &ir);
+    hearth_status st = grammar_ir_parse(gbnf, strlen(gbnf), NULL, NULL, &ir);
     ck_assert_msg(st != HEARTH_OK, "grammar %s should fail", gbnf);
     return hearth_last_error();
 }
@@ -205,11 +205,11 @@ START_TEST(test_mask_matches_brute_force)
     char *schema_text = NULL;
     if (!gbnf) gbnf = json_object_gbnf;
     if (!*gbnf) {
-        ck_assert_int_eq(json_schema_to_gbnf(mask_schema, strlen(mask_schema), &schema_text), HEARTH_OK);
+        ck_assert_int_eq(json_schema_to_gbnf(mask_schema, strlen(mask_schema), NULL, &schema_text), HEARTH_OK);
         gbnf = schema_text;
     }
     struct grammar_ir ir;
-    ck_assert_msg(grammar_ir_parse(gbnf, strlen(gbnf), NULL, &ir) == HEARTH_OK, "%s",
+    ck_assert_msg(grammar_ir_parse(gbnf, strlen(gbnf), NULL, NULL, &ir) == HEARTH_OK, "%s",
                   hearth_last_error());
     test_rng rng;
     test_rng_seed(&rng, 1234 + (uint64_t)gi);
@@ -276,7 +276,7 @@ static bool mask_after(const char *gbnf, const char *prefix, const char *const *
                        int want, int max_tables)
 {
     struct grammar_ir ir;
-    ck_assert_msg(grammar_ir_parse(gbnf, strlen(gbnf), NULL, &ir) == HEARTH_OK, "%s", hearth_last_error());
+    ck_assert_msg(grammar_ir_parse(gbnf, strlen(gbnf), NULL, NULL, &ir) == HEARTH_OK, "%s", hearth_last_error());
     const int32_t n = n_toks + 1;
     const char **pieces = calloc((size_t)n, sizeof *pieces);
     size_t *lens = calloc((size_t)n, sizeof *lens);
@@ -368,7 +368,7 @@ END_TEST
 static char *schema_gbnf(const char *schema)
 {
     char *g = NULL;
-    hearth_status st = json_schema_to_gbnf(schema, strlen(schema), &g);
+    hearth_status st = json_schema_to_gbnf(schema, strlen(schema), NULL, &g);
     ck_assert_msg(st == HEARTH_OK, "schema %s: %s", schema, hearth_last_error());
     return g;
 }
@@ -465,7 +465,7 @@ END_TEST
 static void schema_refused(const char *schema, const char *text)
 {
     char *g = NULL;
-    hearth_status st = json_schema_to_gbnf(schema, strlen(schema), &g);
+    hearth_status st = json_schema_to_gbnf(schema, strlen(schema), NULL, &g);
     ck_assert_msg(st != HEARTH_OK, "schema %s should be refused", schema);
     ck_assert_msg(strstr(hearth_last_error(), text) != NULL, "error for %s: \"%s\" lacks \"%s\"",
                   schema, hearth_last_error(), text);
@@ -612,6 +612,140 @@ START_TEST(test_real_vocab_masks)
 }
 END_TEST
 
+/* ---- what compiling costs ---------------------------------------------- */
+
+/* A schema of n required integer properties, or a GBNF chain of n rules. */
+static char *big_schema(int n)
+{
+    size_t cap = (size_t)n * 48 + 128, k = 0;
+    char *s = malloc(cap);
+    ck_assert_ptr_nonnull(s);
+    k += (size_t)snprintf(s + k, cap - k, "{\"type\":\"object\",\"properties\":{");
+    for (int i = 0; i < n; i++)
+        k += (size_t)snprintf(s + k, cap - k, "%s\"p%d\":{\"type\":\"integer\"}", i ? "," : "", i);
+    k += (size_t)snprintf(s + k, cap - k, "},\"required\":[");
+    for (int i = 0; i < n; i++) k += (size_t)snprintf(s + k, cap - k, "%s\"p%d\"", i ? "," : "", i);
+    snprintf(s + k, cap - k, "]}");
+    return s;
+}
+
+static char *big_chain(int n)
+{
+    size_t cap = (size_t)n * 80 + 64, k = 0;
+    char *s = malloc(cap);
+    ck_assert_ptr_nonnull(s);
+    k += (size_t)snprintf(s + k, cap - k, "root ::= r0 | e0\n");
+    /* a chain of rules, and one rule with n alternatives that all start
+     * with nullable references (the left-recursion check's worst case) */
+    for (int i = 0; i < n; i++) k += (size_t)snprintf(s + k, cap - k, "r%d ::= \"a\" r%d\n", i, i + 1);
+    k += (size_t)snprintf(s + k, cap - k, "r%d ::= \"b\"\ne0 ::= ", n);
+    for (int i = 0; i < n; i++) k += (size_t)snprintf(s + k, cap - k, "%se%d \"x\"", i ? " | " : "", i + 1);
+    k += (size_t)snprintf(s + k, cap - k, "\n");
+    for (int i = 1; i <= n; i++) k += (size_t)snprintf(s + k, cap - k, "e%d ::= \"y\"?\n", i);
+    return s;
+}
+
+/* The steps of compiling a schema (schema) or GBNF text of size n. */
+static uint64_t compile_steps(int n, bool schema)
+{
+    struct gbudget b = {0};
+    char *text = schema ? big_schema(n) : big_chain(n);
+    char *gbnf = NULL;
+    struct grammar_ir ir;
+    if (schema) {
+        ck_assert_msg(json_schema_to_gbnf(text, strlen(text), &b, &gbnf) == HEARTH_OK, "%s",
+                      hearth_last_error());
+    }
+    const char *g = schema ? gbnf : text;
+    ck_assert_msg(grammar_ir_parse(g, strlen(g), NULL, &b, &ir) == HEARTH_OK, "%s",
+                  hearth_last_error());
+    grammar_ir_free(&ir);
+    free(gbnf);
+    free(text);
+    return b.steps;
+}
+
+/* Sixteen times the grammar costs about sixteen times the work, never
+ * the 256 times of a quadratic compiler (counted in steps, not time). */
+START_TEST(test_compile_work_linear)
+{
+    for (int schema = 0; schema < 2; schema++) {
+        uint64_t s1 = compile_steps(1000, schema), s4 = compile_steps(4000, schema),
+                 s16 = compile_steps(16000, schema);
+        ck_assert_msg(s4 <= 5 * s1 && s16 <= 20 * s1,
+                      "%s: %llu, %llu, %llu steps for 1000, 4000, 16000", schema ? "schema" : "GBNF",
+                      (unsigned long long)s1, (unsigned long long)s4, (unsigned long long)s16);
+    }
+}
+END_TEST
+
+/* A grammar that needs more steps than allowed is refused, saying so. */
+START_TEST(test_compile_limit)
+{
+    char *text = big_chain(2000);
+    struct gbudget b = {.max_steps = 10000};
+    struct grammar_ir ir;
+    ck_assert_int_eq(grammar_ir_parse(text, strlen(text), NULL, &b, &ir), HEARTH_E_RANGE);
+    ck_assert_msg(strstr(hearth_last_error(), "more than 10000 steps"), "%s", hearth_last_error());
+    free(text);
+    char *schema = big_schema(2000), *gbnf = NULL;
+    b = (struct gbudget){.max_steps = 10000};
+    ck_assert_int_eq(json_schema_to_gbnf(schema, strlen(schema), &b, &gbnf), HEARTH_E_RANGE);
+    ck_assert_ptr_null(gbnf);
+    free(schema);
+}
+END_TEST
+
+struct cancel_after {
+    int polls, stop_at;
+};
+
+static int cancel_after(void *arg)
+{
+    struct cancel_after *c = arg;
+    return ++c->polls >= c->stop_at;
+}
+
+/* Cancelling stops compiling within a poll's steps of the request,
+ * through the public call as well as inside. */
+START_TEST(test_compile_cancel)
+{
+    char *schema = big_schema(8000);
+    uint64_t full = compile_steps(8000, true);
+    struct cancel_after c = {0, 3};
+    struct gbudget b = {.cancelled = cancel_after, .cancel_arg = &c};
+    char *gbnf = NULL;
+    ck_assert_int_eq(json_schema_to_gbnf(schema, strlen(schema), &b, &gbnf), HEARTH_E_INTERRUPTED);
+    ck_assert_ptr_null(gbnf);
+    ck_assert_int_eq(c.polls, 3);
+    ck_assert_msg(b.steps < full / 4, "%llu steps of %llu", (unsigned long long)b.steps,
+                  (unsigned long long)full);
+
+    const char *path = test_data_path("vocab/vocab-llama3.gguf");
+    if (path) {
+        hearth_gguf *gguf;
+        ck_assert_int_eq(hearth_gguf_open(path, &gguf), HEARTH_OK);
+        hearth_vocab *vocab;
+        ck_assert_int_eq(hearth_vocab_load(gguf, NULL, &vocab), HEARTH_OK);
+        hearth_gguf_close(gguf);
+        c = (struct cancel_after){0, 2};
+        hearth_grammar_options opt = {cancel_after, &c};
+        hearth_grammar *g = NULL;
+        ck_assert_int_eq(hearth_grammar_compile(vocab, HEARTH_GRAMMAR_JSON_SCHEMA, schema,
+                                                strlen(schema), &opt, &g),
+                         HEARTH_E_INTERRUPTED);
+        ck_assert_ptr_null(g);
+        opt.cancelled = NULL;
+        ck_assert_int_eq(hearth_grammar_compile(vocab, HEARTH_GRAMMAR_JSON_SCHEMA, schema,
+                                                strlen(schema), &opt, &g),
+                         HEARTH_OK);
+        hearth_grammar_free(g);
+        hearth_vocab_free(vocab);
+    }
+    free(schema);
+}
+END_TEST
+
 static Suite *grammar_suite(void)
 {
     Suite *s = suite_create("grammar");
@@ -625,6 +759,9 @@ static Suite *grammar_suite(void)
     tcase_add_test(tc, test_json_schema_refused);
     tcase_add_test(tc, test_real_vocab);
     tcase_add_test(tc, test_real_vocab_masks);
+    tcase_add_test(tc, test_compile_work_linear);
+    tcase_add_test(tc, test_compile_limit);
+    tcase_add_test(tc, test_compile_cancel);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -33,11 +33,14 @@
 #include "textbuf.h"
 #include "utf8.h"
 
-/* Limits on what one grammar may expand to. */
+/* Limits on what one grammar may expand to (hearth-grammar(7)). */
 #define GBNF_MAX_ELEMS (1 << 22)
 #define GBNF_MAX_RULES (1 << 20)
 #define GBNF_MAX_REPEAT 100000
 #define GBNF_MAX_NESTING 256
+
+/* Steps between two polls of the cancellation callback. */
+#define GBNF_POLL_STEPS 4096
 
 struct seq {
     struct gelem *e;
@@ -58,6 +61,16 @@ struct class_entry {
     struct gelem elem;
 };
 
+/* Ids of rules, byte sets or classes by a hash of what they are, so that
+ * a lookup costs the same however many there are: open addressing, the
+ * hash kept beside each id for growing. */
+struct id_index {
+    int32_t *ids;     /* -1: free */
+    uint32_t *hashes;
+    uint32_t mask;
+    int32_t n;
+};
+
 struct parser {
     const char *text, *p, *end;
     int line;
@@ -71,6 +84,8 @@ struct parser {
     struct class_entry *classes;
     int32_t n_classes, cap_classes;
     size_t n_elems_total;
+    struct id_index rule_index, set_index, class_index;
+    struct gbudget *budget;
 };
 
 /* ---- errors ------------------------------------------------------------ */
@@ -94,12 +109,124 @@ static hearth_status perr_at(const struct parser *ps, const char *at, const char
                         column_of(ps, at), msg);
 }
 
+/* ---- the work budget ------------------------------------------------- */
+
+/* Count n steps of work; past the budget's limit, or when its callback
+ * says so, compiling stops. */
+hearth_status gbudget_spend(struct gbudget *b, uint64_t n)
+{
+    if (!b) return HEARTH_OK;
+    b->steps += n;
+    if (b->max_steps && b->steps > b->max_steps)
+        return hearth_error(HEARTH_E_RANGE,
+                            "grammar: compiling it takes more than %llu steps (the grammar is "
+                            "too large)", (unsigned long long)b->max_steps);
+    if (b->cancelled && b->steps >= b->next_poll) {
+        b->next_poll = b->steps + GBNF_POLL_STEPS;
+        if (b->cancelled(b->cancel_arg))
+            return hearth_error(HEARTH_E_INTERRUPTED, "grammar: compiling cancelled");
+    }
+    return HEARTH_OK;
+}
+
+static uint32_t bytes_hash(const void *p, size_t len)
+{
+    /* FNV-1a */
+    const unsigned char *b = p;
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < len; i++) h = (h ^ b[i]) * 16777619u;
+    return h;
+}
+
+static void id_index_free(struct id_index *ix)
+{
+    free(ix->ids);
+    free(ix->hashes);
+    memset(ix, 0, sizeof *ix);
+}
+
+/* The slot of the id whose hash is h and for which same() holds, or of
+ * the free slot where it would go; each probe is a step of the budget. */
+static hearth_status id_index_find(struct parser *ps, struct id_index *ix, uint32_t h,
+                                   bool (*same)(const struct parser *, int32_t, const void *),
+                                   const void *key, uint32_t *slot)
+{
+    if (!ix->ids) {
+        ix->mask = 63;
+        ix->ids = hearth_malloc((ix->mask + 1) * sizeof *ix->ids, "a grammar index");
+        ix->hashes = hearth_malloc((ix->mask + 1) * sizeof *ix->hashes, "a grammar index");
+        if (!ix->ids || !ix->hashes) return HEARTH_E_NOMEM;
+        memset(ix->ids, 0xff, (ix->mask + 1) * sizeof *ix->ids);
+    }
+    uint32_t i = h & ix->mask;
+    for (;;) {
+        HEARTH_TRY(gbudget_spend(ps->budget, 1));
+        if (ix->ids[i] < 0 || (ix->hashes[i] == h && same(ps, ix->ids[i], key))) break;
+        i = (i + 1) & ix->mask;
+    }
+    *slot = i;
+    return HEARTH_OK;
+}
+
+/* Put id (hash h) in the free slot id_index_find() returned. */
+static hearth_status id_index_put(struct id_index *ix, uint32_t slot, uint32_t h, int32_t id)
+{
+    ix->ids[slot] = id;
+    ix->hashes[slot] = h;
+    if ((uint32_t)++ix->n * 2 <= ix->mask) return HEARTH_OK;
+    uint32_t size = (ix->mask + 1) * 2;
+    int32_t *ids = hearth_malloc(size * sizeof *ids, "a grammar index");
+    uint32_t *hashes = hearth_malloc(size * sizeof *hashes, "a grammar index");
+    if (!ids || !hashes) {
+        free(ids);
+        free(hashes);
+        return HEARTH_E_NOMEM;
+    }
+    memset(ids, 0xff, size * sizeof *ids);
+    for (uint32_t i = 0; i <= ix->mask; i++) {
+        if (ix->ids[i] < 0) continue;
+        uint32_t j = ix->hashes[i] & (size - 1);
+        while (ids[j] >= 0) j = (j + 1) & (size - 1);
+        ids[j] = ix->ids[i];
+        hashes[j] = ix->hashes[i];
+    }
+    free(ix->ids);
+    free(ix->hashes);
+    ix->ids = ids;
+    ix->hashes = hashes;
+    ix->mask = size - 1;
+    return HEARTH_OK;
+}
+
+struct name_key {
+    const char *name;
+    size_t len;
+};
+
+static bool same_rule_name(const struct parser *ps, int32_t id, const void *key)
+{
+    const struct name_key *k = key;
+    const char *name = ps->rules[id].name;
+    return strncmp(name, k->name, k->len) == 0 && name[k->len] == '\0';
+}
+
+static bool same_set(const struct parser *ps, int32_t id, const void *key)
+{
+    return memcmp(ps->sets[id], key, sizeof ps->sets[id]) == 0;
+}
+
+static bool same_class(const struct parser *ps, int32_t id, const void *key)
+{
+    return strcmp(ps->classes[id].key, key) == 0;
+}
+
 /* ---- building ---------------------------------------------------------- */
 
 static hearth_status seq_push(struct parser *ps, struct seq *s, int32_t type, int32_t value)
 {
     if (++ps->n_elems_total > GBNF_MAX_ELEMS)
         return perr_at(ps, ps->p, "the grammar expands to more than %d elements", GBNF_MAX_ELEMS);
+    HEARTH_TRY(gbudget_spend(ps->budget, 1));
     if (s->n == s->cap) {
         int32_t cap = s->cap ? 2 * s->cap : 8;
         struct gelem *e = hearth_realloc(s->e, (size_t)cap * sizeof *e, "grammar elements");
@@ -145,12 +272,15 @@ static hearth_status rule_new(struct parser *ps, const char *name, size_t len, i
         ps->rules = r;
         ps->cap_rules = cap;
     }
+    struct name_key key = {name, len};
+    uint32_t h = bytes_hash(name, len), slot;
+    HEARTH_TRY(id_index_find(ps, &ps->rule_index, h, same_rule_name, &key, &slot));
     struct rule *r = &ps->rules[ps->n_rules];
     memset(r, 0, sizeof *r);
     r->name = hearth_strndup(name, len, "a rule name");
     if (!r->name) return HEARTH_E_NOMEM;
     *id = ps->n_rules++;
-    return HEARTH_OK;
+    return id_index_put(&ps->rule_index, slot, h, *id);
 }
 
 /* A generated rule named after `parent`. */
@@ -166,11 +296,14 @@ static hearth_status rule_generated(struct parser *ps, int32_t parent, int32_t *
 static hearth_status rule_find(struct parser *ps, const char *name, size_t len, const char *at,
                                int32_t *id)
 {
-    for (int32_t i = 0; i < ps->n_rules; i++)
-        if (strlen(ps->rules[i].name) == len && memcmp(ps->rules[i].name, name, len) == 0) {
-            *id = i;
-            return HEARTH_OK;
-        }
+    struct name_key key = {name, len};
+    uint32_t slot;
+    HEARTH_TRY(id_index_find(ps, &ps->rule_index, bytes_hash(name, len), same_rule_name, &key,
+                             &slot));
+    if (ps->rule_index.ids[slot] >= 0) {
+        *id = ps->rule_index.ids[slot];
+        return HEARTH_OK;
+    }
     HEARTH_TRY(rule_new(ps, name, len, id));
     ps->rules[*id].ref_line = ps->line;
     ps->rules[*id].ref_col = column_of(ps, at);
@@ -179,11 +312,12 @@ static hearth_status rule_find(struct parser *ps, const char *name, size_t len, 
 
 static hearth_status set_add(struct parser *ps, const uint64_t set[4], int32_t *id)
 {
-    for (int32_t i = 0; i < ps->n_sets; i++)
-        if (memcmp(ps->sets[i], set, sizeof ps->sets[i]) == 0) {
-            *id = i;
-            return HEARTH_OK;
-        }
+    uint32_t h = bytes_hash(set, sizeof ps->sets[0]), slot;
+    HEARTH_TRY(id_index_find(ps, &ps->set_index, h, same_set, set, &slot));
+    if (ps->set_index.ids[slot] >= 0) {
+        *id = ps->set_index.ids[slot];
+        return HEARTH_OK;
+    }
     if (ps->n_sets == ps->cap_sets) {
         int32_t cap = ps->cap_sets ? 2 * ps->cap_sets : 32;
         uint64_t(*s)[4] = hearth_realloc(ps->sets, (size_t)cap * sizeof *s, "grammar byte sets");
@@ -193,7 +327,7 @@ static hearth_status set_add(struct parser *ps, const uint64_t set[4], int32_t *
     }
     memcpy(ps->sets[ps->n_sets], set, sizeof ps->sets[0]);
     *id = ps->n_sets++;
-    return HEARTH_OK;
+    return id_index_put(&ps->set_index, slot, h, *id);
 }
 
 static void set_range(uint64_t set[4], unsigned lo, unsigned hi)
@@ -315,12 +449,17 @@ static hearth_status class_element(struct parser *ps, int32_t parent, const stru
         return st;
     }
     const char *k = kb.data ? kb.data : "";
-    for (int32_t i = 0; i < ps->n_classes; i++)
-        if (strcmp(ps->classes[i].key, k) == 0) {
-            *out = ps->classes[i].elem;
-            textbuf_free(&kb);
-            return HEARTH_OK;
-        }
+    uint32_t class_hash = bytes_hash(k, strlen(k)), class_slot;
+    st = id_index_find(ps, &ps->class_index, class_hash, same_class, k, &class_slot);
+    if (!st && ps->class_index.ids[class_slot] >= 0) {
+        *out = ps->classes[ps->class_index.ids[class_slot]].elem;
+        textbuf_free(&kb);
+        return HEARTH_OK;
+    }
+    if (st) {
+        textbuf_free(&kb);
+        return st;
+    }
 
     struct utf8_alts alts = {0};
     uint64_t ascii[4] = {0};
@@ -392,6 +531,7 @@ static hearth_status class_element(struct parser *ps, int32_t parent, const stru
         ps->classes[ps->n_classes].key = textbuf_take(&kb, NULL);
         if (!ps->classes[ps->n_classes].key) st = HEARTH_E_NOMEM;
         else ps->classes[ps->n_classes++].elem = elem;
+        if (!st) st = id_index_put(&ps->class_index, class_slot, class_hash, ps->n_classes - 1);
     }
     textbuf_free(&kb);
     if (!st) *out = elem;
@@ -771,50 +911,121 @@ static hearth_status parse_rules(struct parser *ps)
 
 /* ---- checks ------------------------------------------------------------ */
 
-/* Left recursion would make the matcher loop; find it with a depth-first
- * walk over "can start with" edges, through nullable prefixes. */
-static hearth_status check_left_recursion(const struct grammar_ir *g)
+/* Which rules can match nothing, by a worklist: an alternative made of
+ * rule references alone becomes nullable when the last of them does, so
+ * each reference is looked at a fixed number of times. */
+static hearth_status find_nullable(const struct grammar_ir *g, struct gbudget *budget,
+                                   bool *nullable)
 {
-    int32_t nr = g->n_rules;
-    bool *nullable = hearth_calloc((size_t)nr, 1, "grammar checks");
-    uint8_t *state = hearth_calloc((size_t)nr, 1, "grammar checks");
-    int32_t *stack = hearth_calloc((size_t)nr * 2 + 2, sizeof *stack, "grammar checks");
-    hearth_status st = HEARTH_OK;
-    if (!nullable || !state || !stack) st = HEARTH_E_NOMEM;
-    for (bool changed = true; !st && changed;) {
-        changed = false;
-        for (int32_t r = 0; r < nr; r++) {
-            if (nullable[r]) continue;
-            for (int32_t a = g->rule_first[r]; a < g->rule_first[r + 1] && !nullable[r]; a++) {
-                const struct gelem *e = &g->elems[g->alt_start[a]];
-                while (e->type == GE_REF && nullable[e->value]) e++;
-                if (e->type == GE_END) nullable[r] = changed = true;
+    const int32_t nr = g->n_rules, na = g->n_alts;
+    int32_t *left = hearth_calloc((size_t)na + 1, sizeof *left, "grammar checks");
+    int32_t *alt_rule = hearth_malloc(((size_t)na + 1) * sizeof *alt_rule, "grammar checks");
+    int32_t *occ_first = hearth_calloc((size_t)nr + 1, sizeof *occ_first, "grammar checks");
+    int32_t *fill = hearth_malloc(((size_t)nr + 1) * sizeof *fill, "grammar checks");
+    int32_t *queue = hearth_malloc(((size_t)nr + 1) * sizeof *queue, "grammar checks");
+    int32_t *occ = NULL;
+    hearth_status st = (left && alt_rule && occ_first && fill && queue) ? HEARTH_OK : HEARTH_E_NOMEM;
+    if (!st) st = gbudget_spend(budget, (uint64_t)g->n_elems * 3 + (uint64_t)nr);
+    /* left[a]: the references of alternative a not yet known to be
+     * nullable; -1 when a matches a byte, so it never is */
+    int32_t n_occ = 0, head = 0, tail = 0;
+    for (int32_t r = 0; !st && r < nr; r++)
+        for (int32_t a = g->rule_first[r]; a < g->rule_first[r + 1]; a++) {
+            alt_rule[a] = r;
+            for (const struct gelem *e = &g->elems[g->alt_start[a]]; e->type != GE_END; e++) {
+                if (e->type != GE_REF) {
+                    left[a] = -1;
+                    break;
+                }
+                left[a]++;
+                occ_first[e->value]++;
+            }
+            if (left[a] > 0) n_occ += left[a];
+            else if (left[a] < 0)
+                for (const struct gelem *e = &g->elems[g->alt_start[a]]; e->type == GE_REF; e++)
+                    occ_first[e->value]--;
+            if (left[a] == 0 && !nullable[r]) {
+                nullable[r] = true;
+                queue[tail++] = r;
+            }
+        }
+    if (!st) {
+        occ = hearth_malloc(((size_t)n_occ + 1) * sizeof *occ, "grammar checks");
+        if (!occ) st = HEARTH_E_NOMEM;
+    }
+    if (!st) {
+        /* occ[occ_first[r] .. occ_first[r + 1]): the alternatives that refer to r */
+        int32_t sum = 0;
+        for (int32_t r = 0; r <= nr; r++) {
+            int32_t c = r < nr ? occ_first[r] : 0;
+            occ_first[r] = fill[r] = sum;
+            sum += c;
+        }
+        for (int32_t a = 0; a < na; a++)
+            if (left[a] > 0)
+                for (const struct gelem *e = &g->elems[g->alt_start[a]]; e->type == GE_REF; e++)
+                    occ[fill[e->value]++] = a;
+        while (head < tail) {
+            const int32_t r = queue[head++];
+            for (int32_t k = occ_first[r]; k < occ_first[r + 1]; k++) {
+                const int32_t a = occ[k];
+                if (--left[a] == 0 && !nullable[alt_rule[a]]) {
+                    nullable[alt_rule[a]] = true;
+                    queue[tail++] = alt_rule[a];
+                }
             }
         }
     }
-    /* iterative DFS; stack holds (rule, next alternative/element cursor) pairs */
+    free(left);
+    free(alt_rule);
+    free(occ_first);
+    free(fill);
+    free(queue);
+    free(occ);
+    return st;
+}
+
+/* Left recursion would make the matcher loop; find it with a depth-first
+ * walk over "can start with" edges, through nullable prefixes.  Each
+ * rule on the walk's stack keeps where its next edge is (an alternative
+ * and an element in it), so every edge is followed once. */
+static int32_t first_elem(const struct grammar_ir *g, int32_t r)
+{
+    return g->rule_first[r] < g->rule_first[r + 1] ? g->alt_start[g->rule_first[r]] : 0;
+}
+
+static hearth_status check_left_recursion(const struct grammar_ir *g, struct gbudget *budget)
+{
+    const int32_t nr = g->n_rules;
+    bool *nullable = hearth_calloc((size_t)nr + 1, 1, "grammar checks");
+    uint8_t *state = hearth_calloc((size_t)nr + 1, 1, "grammar checks");
+    int32_t *stack = hearth_malloc(((size_t)nr + 1) * 3 * sizeof *stack, "grammar checks");
+    hearth_status st = (nullable && state && stack) ? HEARTH_OK : HEARTH_E_NOMEM;
+    if (!st) st = find_nullable(g, budget, nullable);
+    /* per frame: the rule, its alternative being walked, the element next */
+    int32_t *frame_alt = stack + nr + 1, *frame_elem = frame_alt + nr + 1;
     for (int32_t root = 0; !st && root < nr; root++) {
         if (state[root]) continue;
         int32_t sp = 0;
-        stack[sp++] = root;
+        stack[0] = root;
+        frame_alt[0] = g->rule_first[root];
+        frame_elem[0] = first_elem(g, root);
         state[root] = 1;
-        /* simple recursive formulation with an explicit stack of rules and
-         * an index of the next edge to follow */
-        int32_t *edge = stack + nr + 1;
-        edge[0] = 0;
+        sp = 1;
         while (sp > 0 && !st) {
-            int32_t r = stack[sp - 1];
-            /* enumerate edges of r in order: the k-th leftmost reference */
-            int32_t k = edge[sp - 1]++, seen = 0, target = -1;
-            for (int32_t a = g->rule_first[r]; a < g->rule_first[r + 1] && target < 0; a++) {
-                for (const struct gelem *e = &g->elems[g->alt_start[a]]; e->type == GE_REF; e++) {
-                    if (seen++ == k) {
-                        target = e->value;
-                        break;
-                    }
-                    if (!nullable[e->value]) break;
+            const int32_t f = sp - 1, r = stack[f];
+            int32_t target = -1;
+            while (target < 0 && frame_alt[f] < g->rule_first[r + 1]) {
+                const struct gelem *e = &g->elems[frame_elem[f]];
+                if (e->type == GE_REF) target = e->value;
+                if (e->type == GE_REF && nullable[e->value]) {
+                    frame_elem[f]++; /* the alternative may start with what follows too */
+                } else if (++frame_alt[f] < g->rule_first[r + 1]) {
+                    frame_elem[f] = g->alt_start[frame_alt[f]];
                 }
             }
+            st = gbudget_spend(budget, 1);
+            if (st) break;
             if (target < 0) {
                 state[r] = 2;
                 sp--;
@@ -828,7 +1039,8 @@ static hearth_status check_left_recursion(const struct grammar_ir *g)
             } else if (state[target] == 0) {
                 state[target] = 1;
                 stack[sp] = target;
-                edge[sp] = 0;
+                frame_alt[sp] = g->rule_first[target];
+                frame_elem[sp] = first_elem(g, target);
                 sp++;
             }
         }
@@ -865,6 +1077,9 @@ static void parser_free(struct parser *ps)
     free(ps->sets);
     for (int32_t i = 0; i < ps->n_classes; i++) free(ps->classes[i].key);
     free(ps->classes);
+    id_index_free(&ps->rule_index);
+    id_index_free(&ps->set_index);
+    id_index_free(&ps->class_index);
 }
 
 static hearth_status flatten(struct parser *ps, int32_t root, struct grammar_ir *ir)
@@ -911,7 +1126,7 @@ static hearth_status flatten(struct parser *ps, int32_t root, struct grammar_ir 
 }
 
 hearth_status grammar_ir_parse(const char *text, size_t len, const char *root,
-                               struct grammar_ir *out)
+                               struct gbudget *budget, struct grammar_ir *out)
 {
     if (!text && len) return hearth_error(HEARTH_E_INVALID, "grammar: text is NULL");
     if (!root) root = "root";
@@ -919,6 +1134,7 @@ hearth_status grammar_ir_parse(const char *text, size_t len, const char *root,
     ps.text = ps.p = ps.line_start = text ? text : "";
     ps.end = ps.text + len;
     ps.line = 1;
+    ps.budget = budget;
     size_t valid = utf8_validate(ps.text, len);
     if (valid != len) {
         /* point at the first bad byte */
@@ -943,7 +1159,7 @@ hearth_status grammar_ir_parse(const char *text, size_t len, const char *root,
     if (!st) st = flatten(&ps, root_id, out);
     parser_free(&ps);
     if (!st) {
-        st = check_left_recursion(out);
+        st = check_left_recursion(out, budget);
         if (st) grammar_ir_free(out);
     }
     return st;

@@ -68,16 +68,13 @@ static hearth_status vocab_from(const hearth_vocab *vocab, struct gvocab *out)
 }
 
 static hearth_status grammar_from_gbnf(const hearth_vocab *vocab, const char *text, size_t len,
-                                       hearth_grammar **out)
+                                       struct gbudget *budget, hearth_grammar **out)
 {
-    if (!out) return hearth_error(HEARTH_E_INVALID, "grammar: out is NULL");
-    *out = NULL;
-    if (!vocab) return hearth_error(HEARTH_E_INVALID, "grammar: vocab is NULL");
     double t0 = now_ms();
     hearth_grammar *g = hearth_calloc(1, sizeof *g, "a grammar");
     if (!g) return HEARTH_E_NOMEM;
     atomic_init(&g->refs, 1);
-    hearth_status st = grammar_ir_parse(text, len, NULL, &g->ir);
+    hearth_status st = grammar_ir_parse(text, len, NULL, budget, &g->ir);
     if (st) {
         free(g);
         return st;
@@ -93,28 +90,52 @@ static hearth_status grammar_from_gbnf(const hearth_vocab *vocab, const char *te
     return HEARTH_OK;
 }
 
+hearth_status hearth_grammar_compile(const hearth_vocab *vocab, hearth_grammar_syntax syntax,
+                                     const char *text, size_t len,
+                                     const hearth_grammar_options *options, hearth_grammar **out)
+{
+    if (!out) return hearth_error(HEARTH_E_INVALID, "grammar: out is NULL");
+    *out = NULL;
+    if (!vocab) return hearth_error(HEARTH_E_INVALID, "grammar: vocab is NULL");
+    if (!text && len) return hearth_error(HEARTH_E_INVALID, "grammar: text is NULL");
+    if (!text) text = "";
+    struct gbudget budget = {.max_steps = GRAMMAR_MAX_STEPS};
+    if (options) {
+        budget.cancelled = options->cancelled;
+        budget.cancel_arg = options->cancel_arg;
+    }
+    switch (syntax) {
+    case HEARTH_GRAMMAR_GBNF:
+        return grammar_from_gbnf(vocab, text, len, &budget, out);
+    case HEARTH_GRAMMAR_JSON_OBJECT:
+        return grammar_from_gbnf(vocab, json_object_gbnf, strlen(json_object_gbnf), &budget, out);
+    case HEARTH_GRAMMAR_JSON_SCHEMA: {
+        char *gbnf = NULL;
+        HEARTH_TRY(json_schema_to_gbnf(text, len, &budget, &gbnf));
+        hearth_status st = grammar_from_gbnf(vocab, gbnf, strlen(gbnf), &budget, out);
+        if (st) hearth_error_prefix("JSON schema (as a grammar)");
+        free(gbnf);
+        return st;
+    }
+    }
+    return hearth_error(HEARTH_E_INVALID, "grammar: unknown syntax %d", (int)syntax);
+}
+
 hearth_status hearth_grammar_new(const hearth_vocab *vocab, const char *gbnf, size_t len,
                                  hearth_grammar **out)
 {
-    if (!gbnf && len) return hearth_error(HEARTH_E_INVALID, "grammar: text is NULL");
-    return grammar_from_gbnf(vocab, gbnf, len, out);
+    return hearth_grammar_compile(vocab, HEARTH_GRAMMAR_GBNF, gbnf, len, NULL, out);
 }
 
 hearth_status hearth_grammar_from_json_schema(const hearth_vocab *vocab, const char *schema,
                                               size_t len, hearth_grammar **out)
 {
-    if (out) *out = NULL;
-    char *gbnf = NULL;
-    HEARTH_TRY(hearth_json_schema_to_gbnf(schema, len, &gbnf));
-    hearth_status st = grammar_from_gbnf(vocab, gbnf, strlen(gbnf), out);
-    if (st) hearth_error_prefix("JSON schema (as a grammar)");
-    free(gbnf);
-    return st;
+    return hearth_grammar_compile(vocab, HEARTH_GRAMMAR_JSON_SCHEMA, schema, len, NULL, out);
 }
 
 hearth_status hearth_grammar_json_object(const hearth_vocab *vocab, hearth_grammar **out)
 {
-    return grammar_from_gbnf(vocab, json_object_gbnf, strlen(json_object_gbnf), out);
+    return hearth_grammar_compile(vocab, HEARTH_GRAMMAR_JSON_OBJECT, NULL, 0, NULL, out);
 }
 
 hearth_status hearth_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf_out)
@@ -122,14 +143,16 @@ hearth_status hearth_json_schema_to_gbnf(const char *schema, size_t len, char **
     if (!gbnf_out) return hearth_error(HEARTH_E_INVALID, "JSON schema: gbnf_out is NULL");
     *gbnf_out = NULL;
     if (!schema && len) return hearth_error(HEARTH_E_INVALID, "JSON schema: text is NULL");
-    return json_schema_to_gbnf(schema ? schema : "", len, gbnf_out);
+    struct gbudget budget = {.max_steps = GRAMMAR_MAX_STEPS};
+    return json_schema_to_gbnf(schema ? schema : "", len, &budget, gbnf_out);
 }
 
 hearth_status hearth_grammar_check(const char *gbnf, size_t len)
 {
     struct grammar_ir ir;
     if (!gbnf && len) return hearth_error(HEARTH_E_INVALID, "grammar: text is NULL");
-    HEARTH_TRY(grammar_ir_parse(gbnf ? gbnf : "", len, NULL, &ir));
+    struct gbudget budget = {.max_steps = GRAMMAR_MAX_STEPS};
+    HEARTH_TRY(grammar_ir_parse(gbnf ? gbnf : "", len, NULL, &budget, &ir));
     grammar_ir_free(&ir);
     return HEARTH_OK;
 }

@@ -48,10 +48,31 @@ static inline bool byteset_has(const uint64_t set[4], unsigned b)
     return (set[b >> 6] >> (b & 63)) & 1u;
 }
 
-/* Compile GBNF text (valid UTF-8) with start rule `root` (NULL: "root").
- * HEARTH_E_FORMAT names the line and column of the first error. */
+/* What compiling one grammar may spend: steps of work (an element built,
+ * a probe of a lookup, an edge of a check), counted so that the work is
+ * bounded and measurable, and a callback polled every few thousand steps
+ * that stops it (the server's, when the client hangs up). */
+struct gbudget {
+    uint64_t steps;
+    uint64_t max_steps;     /* 0: no limit */
+    uint64_t next_poll;
+    int (*cancelled)(void *arg);
+    void *cancel_arg;
+};
+
+/* The steps a compilation may take (hearth-grammar(7)): far above what
+ * the limits on rules and elements let a near-linear compiler spend. */
+#define GRAMMAR_MAX_STEPS (UINT64_C(1) << 27)
+
+/* Count n steps (b may be NULL): HEARTH_E_RANGE past b->max_steps,
+ * HEARTH_E_INTERRUPTED when b->cancelled says so. */
+hearth_status gbudget_spend(struct gbudget *b, uint64_t n);
+
+/* Compile GBNF text (valid UTF-8) with start rule `root` (NULL: "root"),
+ * within budget (NULL: none).  HEARTH_E_FORMAT names the line and column
+ * of the first error. */
 hearth_status grammar_ir_parse(const char *text, size_t len, const char *root,
-                               struct grammar_ir *out);
+                               struct gbudget *budget, struct grammar_ir *out);
 void grammar_ir_free(struct grammar_ir *ir);
 
 /* ---- the matcher (matcher.c) ------------------------------------------ */
@@ -232,7 +253,8 @@ hearth_status gset_advance_bytes(const struct grammar_ir *g, struct garena *a,
 /* The GBNF text for a JSON Schema (a malloc'ed string).  A keyword
  * outside the supported subset is HEARTH_E_UNSUPPORTED naming it; a
  * malformed schema HEARTH_E_FORMAT naming where. */
-hearth_status json_schema_to_gbnf(const char *schema, size_t len, char **gbnf_out);
+hearth_status json_schema_to_gbnf(const char *schema, size_t len, struct gbudget *budget,
+                                 char **gbnf_out);
 /* The GBNF text of JSON mode: any JSON object. */
 extern const char json_object_gbnf[];
 

@@ -49,6 +49,7 @@
 const char json_object_gbnf[] = "root ::= json-object\n" JSON_BASE_RULES;
 
 struct conv {
+    struct gbudget *budget;
     value root;
     textbuf out;
     int n_rules;
@@ -87,6 +88,7 @@ static hearth_status new_rule(struct conv *c, int *id)
 {
     if (c->n_rules >= SCHEMA_MAX_RULES)
         return hearth_error(HEARTH_E_RANGE, "JSON schema: more than %d rules", SCHEMA_MAX_RULES);
+    HEARTH_TRY(gbudget_spend(c->budget, 1));
     *id = c->n_rules++;
     return HEARTH_OK;
 }
@@ -634,15 +636,12 @@ struct props {
     value *schemas;
     bool *required;
     int n, cap;
+    const struct vstring **req;   /* the names required, resolved by props_finish() */
+    int n_req, cap_req;
 };
 
 static hearth_status props_add(struct props *p, const struct vstring *name, value schema)
 {
-    for (int i = 0; i < p->n; i++)
-        if (p->names[i]->len == name->len && !memcmp(p->names[i]->data, name->data, name->len))
-            return hearth_error(HEARTH_E_UNSUPPORTED,
-                                "JSON schema: allOf defines property \"%.*s\" twice",
-                                (int)name->len, name->data);
     if (p->n == p->cap) {
         int cap = p->cap ? 2 * p->cap : 8;
         const struct vstring **n = hearth_realloc(p->names, (size_t)cap * sizeof *n, "properties");
@@ -661,6 +660,68 @@ static hearth_status props_add(struct props *p, const struct vstring *name, valu
     p->required[p->n] = false;
     p->n++;
     return HEARTH_OK;
+}
+
+static hearth_status props_require(struct props *p, const struct vstring *name)
+{
+    if (p->n_req == p->cap_req) {
+        int cap = p->cap_req ? 2 * p->cap_req : 8;
+        const struct vstring **r = hearth_realloc(p->req, (size_t)cap * sizeof *r, "properties");
+        if (!r) return HEARTH_E_NOMEM;
+        p->req = r;
+        p->cap_req = cap;
+    }
+    p->req[p->n_req++] = name;
+    return HEARTH_OK;
+}
+
+static int vstring_cmp(const struct vstring *a, const struct vstring *b)
+{
+    int c = memcmp(a->data, b->data, HEARTH_MIN(a->len, b->len));
+    return c ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+struct named {
+    const struct vstring *name;
+    int index;
+};
+
+static int named_cmp(const void *x, const void *y)
+{
+    return vstring_cmp(((const struct named *)x)->name, ((const struct named *)y)->name);
+}
+
+/* Refuse a property defined twice and mark the required ones, through
+ * the properties sorted by name: a schema with thousands of them costs
+ * n log n, not n squared. */
+static hearth_status props_finish(struct props *p)
+{
+    if (p->n == 0 && p->n_req == 0) return HEARTH_OK;
+    struct named *order = hearth_malloc(((size_t)p->n + 1) * sizeof *order, "properties");
+    if (!order) return HEARTH_E_NOMEM;
+    for (int i = 0; i < p->n; i++) order[i] = (struct named){p->names[i], i};
+    qsort(order, (size_t)p->n, sizeof *order, named_cmp);
+    hearth_status st = HEARTH_OK;
+    for (int i = 1; i < p->n && !st; i++)
+        if (vstring_cmp(order[i - 1].name, order[i].name) == 0)
+            st = hearth_error(HEARTH_E_UNSUPPORTED, "JSON schema: allOf defines property \"%.*s\" twice",
+                              (int)order[i].name->len, order[i].name->data);
+    for (int k = 0; k < p->n_req && !st; k++) {
+        int lo = 0, hi = p->n;
+        while (lo < hi) {
+            int mid = lo + (hi - lo) / 2;
+            if (vstring_cmp(order[mid].name, p->req[k]) < 0) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < p->n && vstring_cmp(order[lo].name, p->req[k]) == 0)
+            p->required[order[lo].index] = true;
+        else
+            st = hearth_error(HEARTH_E_UNSUPPORTED,
+                              "JSON schema: required property \"%.*s\" has no schema in "
+                              "properties", (int)p->req[k]->len, p->req[k]->data);
+    }
+    free(order);
+    return st;
 }
 
 static hearth_status props_collect(struct conv *c, value s, struct props *p, int depth)
@@ -708,14 +769,7 @@ static hearth_status props_collect(struct conv *c, value s, struct props *p, int
         for (size_t j = 0; j < value_list_len(*req); j++) {
             value r = value_list_at(*req, j);
             if (r.kind != VALUE_STRING) return hearth_error(HEARTH_E_FORMAT, "JSON schema: required holds a non-string");
-            bool found = false;
-            for (int i = 0; i < p->n; i++)
-                if (p->names[i]->len == r.u.s->len && !memcmp(p->names[i]->data, r.u.s->data, r.u.s->len))
-                    found = p->required[i] = true;
-            if (!found)
-                return hearth_error(HEARTH_E_UNSUPPORTED,
-                                    "JSON schema: required property \"%.*s\" has no schema in "
-                                    "properties", (int)r.u.s->len, r.u.s->data);
+            HEARTH_TRY(props_require(p, r.u.s));
         }
     }
     return HEARTH_OK;
@@ -725,6 +779,7 @@ static hearth_status convert_object(struct conv *c, value s, int depth, int rule
 {
     struct props p = {0};
     hearth_status st = props_collect(c, s, &p, depth);
+    if (!st) st = props_finish(&p);
     value *additional = get(s, "additionalProperties");
     int *rules = NULL;
     if (!st && p.n) {
@@ -785,6 +840,7 @@ static hearth_status convert_object(struct conv *c, value s, int depth, int rule
     free(p.names);
     free(p.schemas);
     free(p.required);
+    free(p.req);
     return st;
 }
 
@@ -937,9 +993,11 @@ static hearth_status convert(struct conv *c, value s, int depth, int *rule)
     return st;
 }
 
-hearth_status json_schema_to_gbnf(const char *schema, size_t len, char **gbnf_out)
+hearth_status json_schema_to_gbnf(const char *schema, size_t len, struct gbudget *budget,
+                                 char **gbnf_out)
 {
     struct conv c = {0};
+    c.budget = budget;
     HEARTH_TRY(json_parse(schema, len, "JSON schema", &c.root));
     textbuf_init(&c.out, 64u << 20, "the schema's grammar");
     hearth_status st = textbuf_append_str(&c.out, "root ::= s0\n" JSON_BASE_RULES);
@@ -958,12 +1016,17 @@ hearth_status json_schema_to_gbnf(const char *schema, size_t len, char **gbnf_ou
      * may be empty, as in the pattern "(a?)*", or counts beyond the
      * grammar's limits) is refused here, not when it is compiled */
     struct grammar_ir ir;
-    st = grammar_ir_parse(*gbnf_out, strlen(*gbnf_out), NULL, &ir);
+    st = grammar_ir_parse(*gbnf_out, strlen(*gbnf_out), NULL, budget, &ir);
+    if (st == HEARTH_E_INTERRUPTED || st == HEARTH_E_NOMEM || st == HEARTH_E_RANGE) {
+        free(*gbnf_out);
+        *gbnf_out = NULL;
+        return st;
+    }
     if (st) {
         hearth_error_prefix("JSON schema: the schema's grammar is not supported");
         free(*gbnf_out);
         *gbnf_out = NULL;
-        return st == HEARTH_E_NOMEM ? st : HEARTH_E_UNSUPPORTED;
+        return HEARTH_E_UNSUPPORTED;
     }
     grammar_ir_free(&ir);
     return HEARTH_OK;

@@ -739,8 +739,13 @@ struct conn {
     struct http_exchange *x;
     double t0;
     struct job *job;
+    bool stream;        /* the request asked for a stream */
     char user[72];      /* the request's user field, printable ASCII only */
 };
+
+/* A stream's content type and headers. */
+#define SSE_TYPE "text/event-stream"
+#define SSE_HEADERS "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
 
 static bool route_is_get(enum route r)
 {
@@ -976,6 +981,23 @@ static bool chat_tokens(struct srv_server *s, struct job *j, struct srv_error *e
         return srv_fail(e, st == HEARTH_E_NOMEM ? 500 : 400, st == HEARTH_E_NOMEM ? "server_error"
                         : "invalid_request_error", "template_error", "messages",
                         "the chat template failed on these messages: %s", hearth_last_error());
+    if (opts.tools_json && strcmp(opts.tools_json, "[]") != 0) {
+        /* a template that does not write the tools into the prompt renders
+         * the same text without them: the model would never see them */
+        char *bare;
+        size_t bare_len;
+        opts.tools_json = NULL;
+        st = hearth_template_render(s->tmpl, j->req.messages_json, strlen(j->req.messages_json),
+                                    &opts, &bare, &bare_len);
+        bool ignored = !st && bare_len == len && memcmp(bare, text, len) == 0;
+        if (!st) hearth_free(bare);
+        if (ignored) {
+            hearth_free(text);
+            return srv_fail(e, 400, "invalid_request_error", "invalid_value", "tools",
+                            "the chat template does not render tools, so the model would not see "
+                            "them; start the server with a --chat-template that does");
+        }
+    }
     st = prompt_tokenize(s->vocab, text, len, chat_prompt_tokenize_flags(s->bos_text, text, len),
                          &j->tokens[0], &j->n_tokens[0]);
     hearth_free(text);
@@ -1025,11 +1047,38 @@ static void random_bytes(void *p, size_t n)
     }
 }
 
-/* Check, tokenize and submit a generation request; NULL with *e set when
- * it is refused. */
+/* Whether the client of an exchange has gone, from poll()'s revents for
+ * http_watch_fd(x).  A reset or a hang-up says so; a shut-down sending
+ * side (POLLRDHUP) may be a client that closed its socket or one that
+ * only half-closed and still reads, so the response starts at once (a
+ * comment line in a stream that has begun; else the head of a 200 of
+ * content_type): a closed socket answers that with a reset, seen at the
+ * next poll, and a half-closed client reads its response as it comes. */
+static bool peer_gone(struct http_exchange *x, short revents, bool stream)
+{
+    if (revents & (POLLHUP | POLLERR | POLLNVAL)) return true;
+    if (!(revents & POLLRDHUP)) return false;
+    static const char comment[] = ": the client has half-closed the connection\n\n";
+    http_peer_half_closed(x);
+    if (http_started(x)) return !http_stream_write(x, comment, sizeof comment - 1);
+    return !(stream ? http_stream_begin(x, 200, SSE_TYPE, SSE_HEADERS)
+                    : http_stream_begin(x, 200, "application/json", NULL));
+}
+
+/* The grammar compiler's cancellation callback: the client of the
+ * connection has gone, so nobody waits for the work. */
+static int client_gone(void *arg)
+{
+    struct conn *cn = arg;
+    struct pollfd p = {http_watch_fd(cn->x), http_watch_events(cn->x), 0};
+    return poll(&p, 1, 0) > 0 && peer_gone(cn->x, p.revents, cn->stream);
+}
+
 /* The compiled grammar of a request (a new reference), from the cache or
- * compiled now; false with a 400 when it does not compile. */
-static bool request_grammar(struct srv_server *s, struct srv_request *r, struct srv_error *e)
+ * compiled now (stopped when the client of cn hangs up); false with a 400
+ * when it does not compile. */
+static bool request_grammar(struct srv_server *s, struct srv_request *r, struct conn *cn,
+                            struct srv_error *e)
 {
     const char *text = r->grammar_text ? r->grammar_text : "";
     pthread_mutex_lock(&s->grammars_mu);
@@ -1042,11 +1091,12 @@ static bool request_grammar(struct srv_server *s, struct srv_request *r, struct 
         }
     pthread_mutex_unlock(&s->grammars_mu);
     hearth_grammar *g = NULL;
-    hearth_status st;
-    if (r->grammar == SRV_GRAMMAR_JSON_OBJECT) st = hearth_grammar_json_object(s->vocab, &g);
-    else if (r->grammar == SRV_GRAMMAR_JSON_SCHEMA)
-        st = hearth_grammar_from_json_schema(s->vocab, text, strlen(text), &g);
-    else st = hearth_grammar_new(s->vocab, text, strlen(text), &g);
+    cn->stream = r->stream;
+    hearth_grammar_options opt = {client_gone, cn};
+    hearth_grammar_syntax syntax = r->grammar == SRV_GRAMMAR_JSON_OBJECT   ? HEARTH_GRAMMAR_JSON_OBJECT
+                                   : r->grammar == SRV_GRAMMAR_JSON_SCHEMA ? HEARTH_GRAMMAR_JSON_SCHEMA
+                                                                           : HEARTH_GRAMMAR_GBNF;
+    hearth_status st = hearth_grammar_compile(s->vocab, syntax, text, strlen(text), &opt, &g);
     if (st) {
         srv_fail(e, st == HEARTH_E_NOMEM ? 500 : 400,
                  st == HEARTH_E_NOMEM ? "server_error" : "invalid_request_error", "invalid_value",
@@ -1068,6 +1118,8 @@ static bool request_grammar(struct srv_server *s, struct srv_request *r, struct 
     return true;
 }
 
+/* Check, tokenize and submit a generation request; NULL with *e set when
+ * it is refused. */
 static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_error *e)
 {
     struct srv_server *s = cn->s;
@@ -1096,7 +1148,7 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         }
         j->req.grammar = SRV_GRAMMAR_GBNF;
     }
-    if (j->req.grammar != SRV_GRAMMAR_NONE && !request_grammar(s, &j->req, e)) goto fail_early;
+    if (j->req.grammar != SRV_GRAMMAR_NONE && !request_grammar(s, &j->req, cn, e)) goto fail_early;
     /* whether a seed was given is the request's own: the server's
      * sampling defaults never carry one */
     if (!j->req.seed_given) j->req.sampling.seed = cli_seed_stream_next(&s->seeds);
@@ -1233,14 +1285,7 @@ static enum wait_result job_wait(struct job *j, struct http_exchange *x)
         int r = poll(p, 2, ms);
         if (r < 0 && errno != EINTR) return W_GONE;
         if (r <= 0) continue;
-        if (p[1].revents & (POLLHUP | POLLERR | POLLNVAL)) return W_GONE;
-        if (p[1].revents & POLLRDHUP) {
-            static const char comment[] = ": the client has half-closed the connection\n\n";
-            http_peer_half_closed(x);
-            bool wrote = http_started(x) ? http_stream_write(x, comment, sizeof comment - 1)
-                                         : http_stream_begin(x, 200, "application/json", NULL);
-            if (!wrote) return W_GONE;
-        }
+        if (peer_gone(x, p[1].revents, false)) return W_GONE;
         if (p[0].revents & POLLIN) {
             uint64_t v;
             ssize_t n = read(j->efd, &v, sizeof v);
@@ -1371,8 +1416,8 @@ static bool handle_generate(struct conn *cn, struct http_exchange *c, enum srv_k
     }
     if (j->req.stream) {
         cn->responded = true;
-        bool ok = http_stream_begin(c, 200, "text/event-stream", "Cache-Control: no-cache\r\n"
-                                    "X-Accel-Buffering: no\r\n") && stream_job(cn);
+        /* begun already where the client half-closed while its grammar compiled */
+        bool ok = (http_started(c) || http_stream_begin(c, 200, SSE_TYPE, SSE_HEADERS)) && stream_job(cn);
         http_stream_end(c, ok);
         cn->status = ok ? 200 : 499;
         return ok;

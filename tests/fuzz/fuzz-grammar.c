@@ -25,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > 4096) return 0;
     struct grammar_ir ir;
-    if (grammar_ir_parse((const char *)data, size, NULL, &ir)) return 0;
+    if (grammar_ir_parse((const char *)data, size, NULL, NULL, &ir)) return 0;
     const int32_t n = (int32_t)HEARTH_ARRAY_LEN(pieces);
     size_t lens[HEARTH_ARRAY_LEN(pieces)];
     uint8_t kinds[HEARTH_ARRAY_LEN(pieces)];

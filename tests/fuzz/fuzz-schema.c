@@ -20,9 +20,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > 16384) return 0;
     char *gbnf = NULL;
-    if (json_schema_to_gbnf((const char *)data, size, &gbnf)) return 0;
+    if (json_schema_to_gbnf((const char *)data, size, NULL, &gbnf)) return 0;
     struct grammar_ir ir;
-    hearth_status st = grammar_ir_parse(gbnf, strlen(gbnf), NULL, &ir);
+    hearth_status st = grammar_ir_parse(gbnf, strlen(gbnf), NULL, NULL, &ir);
     if (st && st != HEARTH_E_NOMEM) abort();
     if (!st) grammar_ir_free(&ir);
     free(gbnf);
