@@ -674,7 +674,7 @@ typedef struct hearth_sampler_params {
     int32_t repeat_last_n;     /* 64; 0 (no penalties) .. 1048576 tokens */
     float presence_penalty;    /* 0 (off); -100 .. 100 */
     float frequency_penalty;   /* 0 (off); -100 .. 100 */
-    uint64_t seed;             /* 0; any value */
+    uint64_t seed;             /* 0; any value (the program and the server take 0 .. HEARTH_SEED_MAX) */
     const hearth_logit_bias *logit_bias; /* NULL; entries for one token add up */
     size_t n_logit_bias;       /* 0 */
     hearth_grammar *grammar;   /* NULL; when set, step 0 of the chain: every
@@ -689,6 +689,12 @@ void hearth_sampler_params_default(hearth_sampler_params *params);
  * and its value.  Token ids of the logit bias are checked against the
  * vocabulary only by hearth_sampler_new(). */
 hearth_status hearth_sampler_params_check(const hearth_sampler_params *params);
+
+/* The largest seed the hearth program and hearth serve take: the largest
+ * integer a JSON request carries exactly through the server's parser, so
+ * that every seed can be given to both.  Seeds they draw themselves are
+ * below 2^53, which every JSON client reads back exactly. */
+#define HEARTH_SEED_MAX INT64_MAX
 
 /* Format the sampling tuple -- every parameter and the seed -- as one line
  * without a newline, e.g. "temp=0.8 top_k=40 top_p=0.95 min_p=0.05

@@ -55,6 +55,9 @@ expect_status 0 "context runs full" -- "$HEARTH" run -m "$m" -p "Once upon a tim
 grep -q "finish reason: length (the context is full)" "$tmpdir/err" || fail "full context: finish reason length"
 grep -q "context of 16 tokens is full" "$tmpdir/err" || fail "full context is explained"
 expect_status 0 "-n 0 generates nothing" -- "$HEARTH" run -m "$m" -p "Once" -n 0 --no-echo
+# seeds: 0 .. 2^63-1, the range hearth serve's JSON takes too
+expect_status 0 "--seed 2^63-1" -- "$HEARTH" run -m "$m" -p "Once" -n 2 --seed 9223372036854775807
+expect_status 2 "--seed 2^63 is out of range" -- "$HEARTH" run -m "$m" -p "Once" -n 2 --seed 9223372036854775808
 [ -s "$tmpdir/out" ] && fail "-n 0 printed text"
 
 # Verbose: the KV cache bytes (2 (K and V) x 64 positions x 5 layers x 4 KV

@@ -106,7 +106,12 @@ int cli_sampling_option(const char *cmd, struct cli_sampling *s, int opt, const 
         if ((ok = cli_parse_int(cmd, flag, arg, INT_MIN, INT_MAX, &i))) p->repeat_last_n = i;
         break;
     case CLI_OPT_SEED:
-        if ((ok = cli_parse_u64(cmd, flag, arg, &p->seed))) s->seed_given = true;
+        if ((ok = cli_parse_u64(cmd, flag, arg, &p->seed)) && p->seed > HEARTH_SEED_MAX) {
+            cli_usage_error(cmd, "%s: %s is out of range (0 to %llu)", flag, arg,
+                            (unsigned long long)HEARTH_SEED_MAX);
+            ok = false;
+        }
+        if (ok) s->seed_given = true;
         break;
     case CLI_OPT_LOGIT_BIAS: {
         hearth_logit_bias b;
@@ -142,9 +147,18 @@ int cli_sampling_option(const char *cmd, struct cli_sampling *s, int opt, const 
     return 1;
 }
 
-/* 64 bits from the system's entropy source, or from the clock and the
- * process id where there is none. */
+static uint64_t draw_seed(void);
+
+/* 53 bits from the system's entropy source, or from the clock and the
+ * process id where there is none: below 2^53, as every seed hearth draws,
+ * so that a JSON client reads a reported seed back exactly. */
 static uint64_t fresh_seed(void)
+{
+    return draw_seed() & ((UINT64_C(1) << 53) - 1);
+}
+
+/* 64 bits of entropy. */
+static uint64_t draw_seed(void)
 {
     uint64_t seed = 0;
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);

@@ -98,6 +98,18 @@ bool srv_utf8_valid(const char *p, size_t len)
     return true;
 }
 
+/* Whether the JSON text before byte `end` (where the parser stopped on a
+ * number) is the key "seed" and its colon. */
+static bool names_seed(const char *body, size_t end)
+{
+    size_t i = end;
+    while (i > 0 && (body[i - 1] >= '0' && body[i - 1] <= '9')) i--; /* the number read so far */
+    while (i > 0 && strchr(" \t\r\n", body[i - 1])) i--;
+    if (i == 0 || body[--i] != ':') return false;
+    while (i > 0 && strchr(" \t\r\n", body[i - 1])) i--;
+    return i >= 6 && memcmp(body + i - 6, "\"seed\"", 6) == 0;
+}
+
 /* The body as a JSON object. */
 static json_t *load_object(const char *body, size_t len, struct srv_error *err)
 {
@@ -107,6 +119,11 @@ static json_t *load_object(const char *body, size_t len, struct srv_error *err)
     }
     json_error_t je;
     json_t *root = json_loadb(body, len, 0, &je);
+    if (!root && json_error_code(&je) == json_error_numeric_overflow && names_seed(body, je.position)) {
+        bad(err, "seed", "'seed' must be from 0 to %llu (leave it out for a random one)",
+            (unsigned long long)HEARTH_SEED_MAX);
+        return NULL;
+    }
     if (!root) {
         srv_fail(err, 400, "invalid_request_error", "invalid_json", NULL,
                  "the request body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
@@ -739,14 +756,14 @@ bool srv_request_parse(enum srv_kind kind, const char *body, size_t len,
     if (given) r->max_tokens = (int32_t)x;
     if (!get_int(root, "n", 1, SRV_MAX_N, &x, &given, err)) goto out;
     if (given) r->n = (int32_t)x;
-    /* A seed is 0 .. 2^64-1 (hearth-sampling(7)), as for hearth run; a
-     * negative one is no seed of that range, and -1 no request for a
-     * random one (that is leaving it out), so it is refused rather than
+    /* A seed is 0 .. HEARTH_SEED_MAX (hearth-sampling(7)), as for hearth
+     * run; a negative one is no seed of that range, and -1 no request for
+     * a random one (that is leaving it out), so it is refused rather than
      * taken as its two's complement. */
     if (!get_int(root, "seed", INT64_MIN, INT64_MAX, &x, &r->seed_given, err)) goto out;
     if (r->seed_given && x < 0) {
         bad(err, "seed", "'seed' is %lld; it must be from 0 to %llu (leave it out for a random one)",
-            (long long)x, (unsigned long long)UINT64_MAX);
+            (long long)x, (unsigned long long)HEARTH_SEED_MAX);
         goto out;
     }
     if (r->seed_given) r->sampling.seed = (uint64_t)x;
