@@ -527,7 +527,7 @@ def bad_cases(args):
         ("token id out of range", 400, lambda t, r: http_req(t, "POST", comp, J({"prompt": [1, r.choice([-1, 10**9, 2**31])], "max_tokens": 2}))),
         ("stream_options without stream", 400, lambda t, r: http_req(t, "POST", comp, J({"prompt": "a", "max_tokens": 2, "stream_options": {"include_usage": True}}))),
         ("tools", 400, lambda t, r: http_req(t, "POST", chat, J({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]}))),
-        ("response_format", 400, lambda t, r: http_req(t, "POST", chat, J({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}}))),
+        ("response_format", 400, lambda t, r: http_req(t, "POST", chat, J({"messages": [{"role": "user", "content": "x"}], "response_format": r.choice([{"type": "json_schema"}, {"type": "xml"}, {"type": "json_schema", "json_schema": {"schema": {"type": "frobnicate"}}}])}))),
         ("body over --max-body", 413, lambda t, r: ("huge", comp, huge)),
         ("Content-Length over --max-body, no body", 413, lambda t, r: ("bighead", comp, huge)),
         ("wrong method", 405, lambda t, r: http_req(t, r.choice(["PUT", "DELETE", "PATCH"]), comp, J({"prompt": "a"}))),
