@@ -52,7 +52,7 @@ START_TEST(test_values)
     const char *args[] = {"--temp", "0.25", "--top-k", "7", "--top-p", "0.5", "--min-p", "0.1",
                           "--repeat-penalty", "1.15", "--repeat-last-n", "128",
                           "--presence-penalty", "-0.5", "--frequency-penalty", "0.75",
-                          "--seed", "18446744073709551615", "-o", "--logit-bias", "15043+1.5",
+                          "--seed", "9223372036854775807", "-o", "--logit-bias", "15043+1.5",
                           "--logit-bias=2-inf", "--logit-bias", "7-0.25", NULL};
     int other;
     ck_assert_int_eq(parse(&s, args, &other), 0);
@@ -66,7 +66,7 @@ START_TEST(test_values)
     ck_assert_int_eq(p->repeat_last_n, 128);
     ck_assert(p->presence_penalty == -0.5f);
     ck_assert(p->frequency_penalty == 0.75f);
-    ck_assert_uint_eq(p->seed, UINT64_MAX);
+    ck_assert_uint_eq(p->seed, HEARTH_SEED_MAX);
     ck_assert(s.seed_given);
     ck_assert_uint_eq(p->n_logit_bias, 3);
     ck_assert_int_eq(p->logit_bias[0].token, 15043);
@@ -78,14 +78,14 @@ START_TEST(test_values)
 
     /* the seed given is kept */
     cli_sampling_finish(&s);
-    ck_assert_uint_eq(s.params.seed, UINT64_MAX);
+    ck_assert_uint_eq(s.params.seed, HEARTH_SEED_MAX);
 
     /* the tuple reads back as the same flags */
     char line[512];
     hearth_sampler_params_format(&s.params, line, sizeof line);
     ck_assert_str_eq(line, "temp=0.25 top-k=7 top-p=0.5 min-p=0.1 repeat-penalty=1.15 "
                            "repeat-last-n=128 presence-penalty=-0.5 frequency-penalty=0.75 "
-                           "seed=18446744073709551615 logit-bias=15043+1.5,2-inf,7-0.25");
+                           "seed=9223372036854775807 logit-bias=15043+1.5,2-inf,7-0.25");
     cli_sampling_free(&s);
 }
 END_TEST
@@ -145,6 +145,7 @@ START_TEST(test_rejected)
     expect_rejected("--presence-penalty", "1e30");
     expect_rejected("--frequency-penalty", "x");
     expect_rejected("--seed", "-1");
+    expect_rejected("--seed", "9223372036854775808"); /* above HEARTH_SEED_MAX */
     expect_rejected("--seed", "12abc");
     expect_rejected("--seed", "99999999999999999999999");
     expect_rejected("--logit-bias", "15043");

@@ -105,14 +105,19 @@ int cli_sampling_option(const char *cmd, struct cli_sampling *s, int opt, const 
     case CLI_OPT_REPEAT_LAST_N:
         if ((ok = cli_parse_int(cmd, flag, arg, INT_MIN, INT_MAX, &i))) p->repeat_last_n = i;
         break;
-    case CLI_OPT_SEED:
-        if ((ok = cli_parse_u64(cmd, flag, arg, &p->seed)) && p->seed > HEARTH_SEED_MAX) {
+    case CLI_OPT_SEED: {
+        uint64_t seed;
+        if ((ok = cli_parse_u64(cmd, flag, arg, &seed)) && seed > HEARTH_SEED_MAX) {
             cli_usage_error(cmd, "%s: %s is out of range (0 to %llu)", flag, arg,
                             (unsigned long long)HEARTH_SEED_MAX);
             ok = false;
         }
-        if (ok) s->seed_given = true;
+        if (ok) {
+            p->seed = seed;
+            s->seed_given = true;
+        }
         break;
+    }
     case CLI_OPT_LOGIT_BIAS: {
         hearth_logit_bias b;
         if (!(ok = parse_logit_bias(cmd, arg, &b))) break;
