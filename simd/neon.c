@@ -252,11 +252,6 @@ static void act_q8_k(const float *x, void *y, int64_t n)
     }
 }
 
-static void act_f32(const float *x, void *y, int64_t n)
-{
-    memcpy(y, x, (size_t)n * sizeof(float));
-}
-
 /* ==========================================================================
  * Float weights (activations stay F32)
  * ========================================================================== */
@@ -778,28 +773,7 @@ DEFINE_INT_GEMM(q6_k, kquant_tile, KQ_Q6_K, QK_K)
 
 static const hearth_kernels neon_kernels = {
     .name = PATH_NAME,
-    .act_type = {
-        [HEARTH_TYPE_F32] = HEARTH_TYPE_F32,
-        [HEARTH_TYPE_F16] = HEARTH_TYPE_F32,
-        [HEARTH_TYPE_BF16] = HEARTH_TYPE_F32,
-        INT_KERNEL_ACT_TYPES,
-    },
-    .act_convert = {
-        [HEARTH_TYPE_F32] = act_f32,
-        INT_KERNEL_ACT_CONVERTS,
-    },
-    .vec_dot = {
-        [HEARTH_TYPE_F32] = vec_dot_f32,
-        [HEARTH_TYPE_F16] = vec_dot_f16,
-        [HEARTH_TYPE_BF16] = vec_dot_bf16,
-        INT_KERNEL_TABLE(vec_dot),
-    },
-    .gemm = {
-        [HEARTH_TYPE_F32] = gemm_f32,
-        [HEARTH_TYPE_F16] = gemm_f16,
-        [HEARTH_TYPE_BF16] = gemm_bf16,
-        INT_KERNEL_TABLE(gemm),
-    },
+    VECTOR_KERNEL_ENTRIES,
 };
 
 const hearth_kernels *PATH_TABLE(void)

@@ -1,7 +1,6 @@
 /*
  * tiles.h -- what the kernel files of every instruction set share: the
- * walk of a gemm over its grid of register tiles, and the table entries of
- * the integer formats.
+ * walk of a gemm over its grid of register tiles, and the table entries.
  *
  * Each instruction set's file supplies tile kernels (a fixed number of
  * weight rows times a fixed number of tokens, computed from registers);
@@ -14,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels.h"
 
@@ -111,5 +111,22 @@ FORCE_INLINE size_t float_bytes(enum float_format f)
     [HEARTH_TYPE_Q5_1] = fn##_q5_1, [HEARTH_TYPE_Q8_0] = fn##_q8_0, [HEARTH_TYPE_Q2_K] = fn##_q2_k, \
     [HEARTH_TYPE_Q3_K] = fn##_q3_k, [HEARTH_TYPE_Q4_K] = fn##_q4_k, [HEARTH_TYPE_Q5_K] = fn##_q5_k, \
     [HEARTH_TYPE_Q6_K] = fn##_q6_k
+
+static inline void act_f32(const float *x, void *y, int64_t n)
+{
+    memcpy(y, x, (size_t)n * sizeof(float));
+}
+
+/* The entries of a vector path's table (kernels.h) after its name: the
+ * float types, read against F32 activations, and the integer formats.
+ * The path's file defines the float kernels, its integer header the rest. */
+#define VECTOR_KERNEL_ENTRIES \
+    .act_type = {[HEARTH_TYPE_F32] = HEARTH_TYPE_F32, [HEARTH_TYPE_F16] = HEARTH_TYPE_F32, \
+                 [HEARTH_TYPE_BF16] = HEARTH_TYPE_F32, INT_KERNEL_ACT_TYPES}, \
+    .act_convert = {[HEARTH_TYPE_F32] = act_f32, INT_KERNEL_ACT_CONVERTS}, \
+    .vec_dot = {[HEARTH_TYPE_F32] = vec_dot_f32, [HEARTH_TYPE_F16] = vec_dot_f16, \
+                [HEARTH_TYPE_BF16] = vec_dot_bf16, INT_KERNEL_TABLE(vec_dot)}, \
+    .gemm = {[HEARTH_TYPE_F32] = gemm_f32, [HEARTH_TYPE_F16] = gemm_f16, [HEARTH_TYPE_BF16] = gemm_bf16, \
+             INT_KERNEL_TABLE(gemm)}
 
 #endif /* HEARTH_TILES_H */
