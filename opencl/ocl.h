@@ -107,9 +107,6 @@ struct ocl_model {
     size_t buffers_cap;
 };
 
-/* Weight types the device kernels read (matmul.cl). */
-bool ocl_type_supported(hearth_type type);
-
 struct hearth_backend;
 struct weight;
 /* Expand a weight on the device to floats and read them back (n_out rows

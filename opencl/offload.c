@@ -13,18 +13,15 @@
 #include "kernels.h"
 #include "model.h"
 
-bool ocl_type_supported(hearth_type type)
+/* The types the device kernels read, "F32, F16, ...": every type the CPU
+ * computes with (src/types.c), matmul.cl having a kernel for each. */
+static void device_type_names(char *buf, size_t cap)
 {
-    switch (type) {
-    case HEARTH_TYPE_F32: case HEARTH_TYPE_F16: case HEARTH_TYPE_BF16:
-    case HEARTH_TYPE_Q4_0: case HEARTH_TYPE_Q4_1: case HEARTH_TYPE_Q5_0:
-    case HEARTH_TYPE_Q5_1: case HEARTH_TYPE_Q8_0:
-    case HEARTH_TYPE_Q2_K: case HEARTH_TYPE_Q3_K: case HEARTH_TYPE_Q4_K:
-    case HEARTH_TYPE_Q5_K: case HEARTH_TYPE_Q6_K:
-        return true;
-    default:
-        return false;
-    }
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int t = 0; t < HEARTH_TYPE_COUNT && len < cap; t++)
+        if (hearth_type_can_compute((hearth_type)t))
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", hearth_type_name((hearth_type)t));
 }
 
 /* The tensors that go to the device, in upload order; absent optional
@@ -95,11 +92,13 @@ static hearth_status check_weights(hearth_model *m, struct ocl_device *dev, stru
     for (size_t i = 0; i < n; i++) {
         const struct weight *w = list[i];
         if (!w->data) continue;
-        if (!ocl_type_supported(w->type))
+        if (!hearth_type_can_compute(w->type)) {
+            char names[128];
+            device_type_names(names, sizeof names);
             return hearth_error(HEARTH_E_UNSUPPORTED, "%s: tensor '%s' has type %s, which the "
-                                "OpenCL kernels do not read (F32, F16, BF16, Q4_0, Q4_1, Q5_0, "
-                                "Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K); offload fewer layers",
-                                path, w->name, hearth_type_name(w->type));
+                                "OpenCL kernels do not read (%s); offload fewer layers",
+                                path, w->name, hearth_type_name(w->type), names);
+        }
         const size_t bytes = weight_bytes(w);
         if (bytes > dev->max_alloc_bytes)
             return hearth_error(HEARTH_E_NOMEM, "%s: tensor '%s' (%zu bytes) is larger than the "

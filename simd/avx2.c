@@ -113,35 +113,9 @@ DEFINE_FLOAT_GEMM(f32, FLOAT_F32)
 DEFINE_FLOAT_GEMM(f16, FLOAT_F16)
 DEFINE_FLOAT_GEMM(bf16, FLOAT_BF16)
 
-static void act_f32(const float *x, void *y, int64_t n)
-{
-    memcpy(y, x, (size_t)n * sizeof(float));
-}
-
 static const hearth_kernels avx2_kernels = {
     .name = "avx2",
-    .act_type = {
-        [HEARTH_TYPE_F32] = HEARTH_TYPE_F32,
-        [HEARTH_TYPE_F16] = HEARTH_TYPE_F32,
-        [HEARTH_TYPE_BF16] = HEARTH_TYPE_F32,
-        INT_KERNEL_ACT_TYPES,
-    },
-    .act_convert = {
-        [HEARTH_TYPE_F32] = act_f32,
-        INT_KERNEL_ACT_CONVERTS,
-    },
-    .vec_dot = {
-        [HEARTH_TYPE_F32] = vec_dot_f32,
-        [HEARTH_TYPE_F16] = vec_dot_f16,
-        [HEARTH_TYPE_BF16] = vec_dot_bf16,
-        INT_KERNEL_TABLE(vec_dot),
-    },
-    .gemm = {
-        [HEARTH_TYPE_F32] = gemm_f32,
-        [HEARTH_TYPE_F16] = gemm_f16,
-        [HEARTH_TYPE_BF16] = gemm_bf16,
-        INT_KERNEL_TABLE(gemm),
-    },
+    VECTOR_KERNEL_ENTRIES,
     .gemm_packed = {INT_KERNEL_PACKED_TABLE},
 };
 

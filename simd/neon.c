@@ -22,9 +22,11 @@
  * The float types keep two 4-lane accumulators per dot product, element i
  * going to lane i % 8 (as on AVX2), and are totalled by the same tree.
  *
- * A tile computes TR weight rows times TT tokens from registers (32 of
- * them: a row-token pair needs two for its running sums), unpacking each
- * row's quants once per block for all the tile's tokens.
+ * The integer formats' register tiles are int_tiles_impl.h's, built from
+ * the primitives here: a block's quants as two 16-byte halves, signed
+ * with the offset of Q4_0 and Q5_0 already taken off.  A tile computes TR
+ * weight rows times TT tokens from registers (32 of them: a row-token pair
+ * needs two for its running sums).
  */
 #include "internal.h"
 
@@ -52,26 +54,59 @@
 #define INT_TILE_ROWS 4
 #define INT_TILE_TOKS 2
 
-/* Eight lanes: elements (or lanes) 0-3 and 4-7. */
+/* Eight lanes: elements (or lanes) 0-3 and 4-7; 32 bytes and 16 words:
+ * elements 0-15 and 16-31, 0-7 and 8-15. */
 typedef struct {
     float32x4_t lo, hi;
 } f32x8;
 typedef struct {
     int32x4_t lo, hi;
 } i32x8;
+typedef struct {
+    int8x16_t lo, hi;
+} i8x32;
+typedef struct {
+    int16x8_t lo, hi;
+} i16x16;
 
-FORCE_INLINE f32x8 f32x8_zero(void)
+/* The types of int_tiles_impl.h: a block's float scales are multiplied
+ * as floats, a row's sub-block scales are kept as 16-bit integers and
+ * read one chunk's pair at a time. */
+typedef f32x8 flanes;
+typedef i32x8 ilanes;
+typedef float fscale;
+typedef i8x32 bytes32;
+typedef int8x16_t bytes16;
+typedef i16x16 words16;
+typedef struct {
+    int16_t sc[16];
+} kq_scales;
+typedef struct {
+    int16_t lo, hi;
+} kq_pair;
+
+FORCE_INLINE f32x8 flanes_zero(void)
 {
     return (f32x8){vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
 }
 
-FORCE_INLINE f32x8 f32x8_from_lanes(i32x8 v)
+FORCE_INLINE i32x8 ilanes_zero(void)
+{
+    return (i32x8){vdupq_n_s32(0), vdupq_n_s32(0)};
+}
+
+FORCE_INLINE f32x8 flanes_from(i32x8 v)
 {
     return (f32x8){vcvtq_f32_s32(v.lo), vcvtq_f32_s32(v.hi)};
 }
 
+FORCE_INLINE i32x8 ilanes_sub(i32x8 a, i32x8 b)
+{
+    return (i32x8){vsubq_s32(a.lo, b.lo), vsubq_s32(a.hi, b.hi)};
+}
+
 /* run + scale * v per lane, one rounding (the fmaf of scalar.c). */
-FORCE_INLINE f32x8 f32x8_fma(f32x8 run, f32x8 v, float scale)
+FORCE_INLINE f32x8 flanes_fma(f32x8 run, f32x8 v, float scale)
 {
     return (f32x8){vfmaq_n_f32(run.lo, v.lo, scale), vfmaq_n_f32(run.hi, v.hi, scale)};
 }
@@ -87,6 +122,21 @@ FORCE_INLINE float lanes_total(f32x8 run)
 FORCE_INLINE float half_to_float(hearth_f16 h)
 {
     return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
+}
+
+FORCE_INLINE float scale_half(hearth_f16 h)
+{
+    return half_to_float(h);
+}
+
+FORCE_INLINE float scale_float(float f)
+{
+    return f;
+}
+
+FORCE_INLINE float scale_mul(float a, float b)
+{
+    return a * b;
 }
 
 /* Rows are short streams (a few KB): to hide the start of each new one,
@@ -140,23 +190,32 @@ FORCE_INLINE int32x4_t byte_lane_sums(int8x16_t y)
 #endif
 }
 
+FORCE_INLINE i32x8 byte_sums(i8x32 y)
+{
+    return (i32x8){byte_lane_sums(y.lo), byte_lane_sums(y.hi)};
+}
+
+FORCE_INLINE i8x32 load_bytes32(const void *p)
+{
+    return (i8x32){vld1q_s8((const int8_t *)p), vld1q_s8((const int8_t *)p + 16)};
+}
+
 /* acc plus the lanes of one 32-element chunk of quants q (unsigned, below
  * 64) times activations y, weighted by the integer scales of its halves:
- * sc_lo for elements 0-15 (lanes 0-3), sc_hi for 16-31 (lanes 4-7).
+ * sc.lo for elements 0-15 (lanes 0-3), sc.hi for 16-31 (lanes 4-7).
  * Without SDOT the four-product sums (at most 4 * 63 * 128) stay in 16
  * bits until the widening multiply by the scale. */
-FORCE_INLINE i32x8 chunk_lanes_add(i32x8 acc, const int8x16_t q[2], const int8x16_t y[2], int16_t sc_lo,
-                                   int16_t sc_hi)
+FORCE_INLINE i32x8 kq_chunk_add(i32x8 acc, i8x32 q, i8x32 y, kq_pair sc)
 {
 #ifdef KERNELS_DOTPROD
-    acc.lo = vmlaq_n_s32(acc.lo, vdotq_s32(vdupq_n_s32(0), q[0], y[0]), sc_lo);
-    acc.hi = vmlaq_n_s32(acc.hi, vdotq_s32(vdupq_n_s32(0), q[1], y[1]), sc_hi);
+    acc.lo = vmlaq_n_s32(acc.lo, vdotq_s32(vdupq_n_s32(0), q.lo, y.lo), sc.lo);
+    acc.hi = vmlaq_n_s32(acc.hi, vdotq_s32(vdupq_n_s32(0), q.hi, y.hi), sc.hi);
 #else
-    const int16x8_t p0 = vpaddq_s16(vmull_s8(vget_low_s8(q[0]), vget_low_s8(y[0])), vmull_high_s8(q[0], y[0]));
-    const int16x8_t p1 = vpaddq_s16(vmull_s8(vget_low_s8(q[1]), vget_low_s8(y[1])), vmull_high_s8(q[1], y[1]));
+    const int16x8_t p0 = vpaddq_s16(vmull_s8(vget_low_s8(q.lo), vget_low_s8(y.lo)), vmull_high_s8(q.lo, y.lo));
+    const int16x8_t p1 = vpaddq_s16(vmull_s8(vget_low_s8(q.hi), vget_low_s8(y.hi)), vmull_high_s8(q.hi, y.hi));
     const int16x8_t sums = vpaddq_s16(p0, p1); /* lanes 0-7 */
-    acc.lo = vmlal_n_s16(acc.lo, vget_low_s16(sums), sc_lo);
-    acc.hi = vmlal_high_n_s16(acc.hi, sums, sc_hi);
+    acc.lo = vmlal_n_s16(acc.lo, vget_low_s16(sums), sc.lo);
+    acc.hi = vmlal_high_n_s16(acc.hi, sums, sc.hi);
 #endif
     return acc;
 }
@@ -207,13 +266,8 @@ FORCE_INLINE hearth_f16 q8_block_neon(const float *x, int8_t qs[32], int *sum_ou
     memset(qs, 0, 32);
     *sum_out = 0;
     if (!(m <= FLT_MAX)) return 0x7e00; /* NaN or infinity: a poisoned block */
-    const float d = m / 127.0f;
-    hearth_f16 dh = hearth_f32_to_f16(d);
-    float inv = d > 0.0f ? 1.0f / d : 0.0f;
-    if ((dh & 0x7fff) == 0x7c00) { /* d overflows a half: saturate */
-        dh = hearth_f32_to_f16(65504.0f);
-        inv = 1.0f / 65504.0f;
-    }
+    float inv;
+    const hearth_f16 dh = q8_block_scale(m, &inv);
     if (isinf(inv)) return dh;
     const int8x16_t q0 = quantize16(x, false, 1.0f, 1.0f, inv), q1 = quantize16(x + 16, false, 1.0f, 1.0f, inv);
     vst1q_s8(qs, q0);
@@ -224,38 +278,24 @@ FORCE_INLINE hearth_f16 q8_block_neon(const float *x, int8_t qs[32], int *sum_ou
 
 DEFINE_ACT_Q8_LEGACY(q8_block_neon)
 
-/* Q8_K, as quant.c's q8k_quantize_row: the block is scaled by 2^-e
- * (exactly) so that its largest magnitude lies in [0.5, 1), d = max / 127
- * there, and the quants round halves to even.  Blocks whose scale is
- * extreme enough for that function's special cases (zero, non-finite,
- * near the float range's ends) are handed to it. */
-static void act_q8_k(const float *x, void *y, int64_t n)
+/* Q8_K (DEFINE_ACT_Q8_K): the largest magnitude of a block (NaN where
+ * one is NaN), and its quants and bsums. */
+FORCE_INLINE bool q8k_absmax_neon(const float *x, float *m)
 {
-    block_q8_K *out = y;
-    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
-        const float m = absmax(x, QK_K);
-        if (!(m >= 0x1p-100f && m <= 0x1p100f)) {
-            q8k_quantize_row(x, &out[b], QK_K);
-            continue;
-        }
-        int e;
-        (void)frexpf(m, &e);
-        const float f1 = ldexpf(1.0f, -e / 2), f2 = ldexpf(1.0f, -e - (-e / 2));
-        const float d = m * f1 * f2 / 127.0f; /* the normalised scale, a normal float */
-        out[b].d = ldexpf(d, e);
-        const float inv = 1.0f / d;
-        for (int g = 0; g < QK_K / 16; g++) {
-            const int8x16_t q = quantize16(x + 16 * g, true, f1, f2, inv);
-            vst1q_s8(out[b].qs + 16 * g, q);
-            out[b].bsums[g] = vaddlvq_s8(q);
-        }
+    *m = absmax(x, QK_K);
+    return true;
+}
+
+FORCE_INLINE void q8k_block_neon(const float *x, float f1, float f2, float inv, block_q8_K *out)
+{
+    for (int g = 0; g < QK_K / 16; g++) {
+        const int8x16_t q = quantize16(x + 16 * g, true, f1, f2, inv);
+        vst1q_s8(out->qs + 16 * g, q);
+        out->bsums[g] = vaddlvq_s8(q);
     }
 }
 
-static void act_f32(const float *x, void *y, int64_t n)
-{
-    memcpy(y, x, (size_t)n * sizeof(float));
-}
+DEFINE_ACT_Q8_K(q8k_absmax_neon, q8k_block_neon)
 
 /* ==========================================================================
  * Float weights (activations stay F32)
@@ -324,7 +364,7 @@ FORCE_INLINE void float_tile(enum float_format f, const int TR, const int TT, in
     UNROLL
     for (int r = 0; r < TR; r++)
         UNROLL
-        for (int t = 0; t < TT; t++) acc[r][t] = f32x8_zero();
+        for (int t = 0; t < TT; t++) acc[r][t] = flanes_zero();
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         f32x8 xv[FLOAT_TILE_TOKS];
@@ -365,26 +405,8 @@ DEFINE_FLOAT_GEMM(f16, FLOAT_F16)
 DEFINE_FLOAT_GEMM(bf16, FLOAT_BF16)
 
 /* ==========================================================================
- * Legacy formats: 32-element blocks times Q8_0 / Q8_1
+ * Legacy formats: the quants of a 32-element block
  * ========================================================================== */
-
-enum legacy_format { LEGACY_Q4_0, LEGACY_Q4_1, LEGACY_Q5_0, LEGACY_Q5_1, LEGACY_Q8_0 };
-
-FORCE_INLINE size_t legacy_block_bytes(enum legacy_format f)
-{
-    switch (f) {
-    case LEGACY_Q4_0: return sizeof(block_q4_0);
-    case LEGACY_Q4_1: return sizeof(block_q4_1);
-    case LEGACY_Q5_0: return sizeof(block_q5_0);
-    case LEGACY_Q5_1: return sizeof(block_q5_1);
-    default: return sizeof(block_q8_0);
-    }
-}
-
-FORCE_INLINE bool legacy_affine(enum legacy_format f)
-{
-    return f == LEGACY_Q4_1 || f == LEGACY_Q5_1;
-}
 
 /* 16 bytes of nibbles: the low nibbles are elements 0-15, the high ones
  * 16-31. */
@@ -416,7 +438,7 @@ FORCE_INLINE void add_q5_high(const uint8_t qh[4], uint8x16_t q[2])
  * off (Q4_0: q - 8, Q5_0: q - 16), so that their products with the
  * activations are the terms of scalar.c's lanes; Q4_1 and Q5_1 keep q
  * (their offset is the min, a separate term). */
-FORCE_INLINE void legacy_quants(enum legacy_format f, const uint8_t *blk, int8x16_t q[2])
+FORCE_INLINE i8x32 legacy_quants(enum legacy_format f, const uint8_t *blk)
 {
     uint8x16_t u[2];
     switch (f) {
@@ -434,372 +456,145 @@ FORCE_INLINE void legacy_quants(enum legacy_format f, const uint8_t *blk, int8x1
         add_q5_high(b->qh, u);
         break;
     }
-    default: {
-        const int8_t *qs = ((const block_q8_0 *)blk)->qs;
-        q[0] = vld1q_s8(qs);
-        q[1] = vld1q_s8(qs + 16);
-        return;
-    }
+    default: return load_bytes32(((const block_q8_0 *)blk)->qs);
     }
     const int8x16_t bias = vdupq_n_s8(f == LEGACY_Q4_0 ? 8 : f == LEGACY_Q5_0 ? 16 : 0);
-    UNROLL
-    for (int h = 0; h < 2; h++) q[h] = vsubq_s8(vreinterpretq_s8_u8(u[h]), bias);
+    return (i8x32){vsubq_s8(vreinterpretq_s8_u8(u[0]), bias), vsubq_s8(vreinterpretq_s8_u8(u[1]), bias)};
+}
+
+/* The quants carry no offset: a token's block starts from zero. */
+FORCE_INLINE i32x8 legacy_start(enum legacy_format f, i8x32 y)
+{
+    return ilanes_zero();
 }
 
 /* One row-token pair of a block: the integer lanes of kernels.h. */
-FORCE_INLINE i32x8 legacy_lanes(enum legacy_format f, const int8x16_t q[2], const int8x16_t y[2])
+FORCE_INLINE i32x8 legacy_lanes(enum legacy_format f, i8x32 q, i8x32 y, i32x8 start)
 {
-    if (f == LEGACY_Q8_0) return (i32x8){dot_lanes(q[0], y[0]), dot_lanes(q[1], y[1])};
-    return (i32x8){dot_lanes_small(q[0], y[0]), dot_lanes_small(q[1], y[1])};
-}
-
-FORCE_INLINE void legacy_tile(enum legacy_format f, const int TR, const int TT, int64_t n_blocks,
-                              const uint8_t *w, size_t w_stride, const uint8_t *x, size_t x_stride,
-                              float *out, int64_t out_stride)
-{
-    const size_t wb = legacy_block_bytes(f);
-    const size_t xb = legacy_affine(f) ? sizeof(block_q8_1) : sizeof(block_q8_0);
-    f32x8 run[INT_TILE_ROWS][INT_TILE_TOKS];
-    UNROLL
-    for (int r = 0; r < TR; r++)
-        UNROLL
-        for (int t = 0; t < TT; t++) run[r][t] = f32x8_zero();
-    for (int64_t i = 0; i < n_blocks; i++) {
-        int8x16_t q[INT_TILE_ROWS][2];
-        float dw[INT_TILE_ROWS], mw[INT_TILE_ROWS];
-        UNROLL
-        for (int r = 0; r < TR; r++) {
-            const uint8_t *blk = w + (size_t)r * w_stride + (size_t)i * wb;
-            prefetch_next_rows(blk, w_stride, TR);
-            legacy_quants(f, blk, q[r]);
-            hearth_f16 d, m = 0;
-            memcpy(&d, blk, 2);
-            if (legacy_affine(f)) memcpy(&m, blk + 2, 2);
-            dw[r] = half_to_float(d);
-            mw[r] = half_to_float(m);
-        }
-        UNROLL
-        for (int t = 0; t < TT; t++) {
-            const uint8_t *blk = x + (size_t)t * x_stride + (size_t)i * xb;
-            const int8_t *qs = (const int8_t *)(blk + (legacy_affine(f) ? 4 : 2));
-            const int8x16_t y[2] = {vld1q_s8(qs), vld1q_s8(qs + 16)};
-            hearth_f16 dyh;
-            memcpy(&dyh, blk, 2);
-            const float dy = half_to_float(dyh);
-            f32x8 ysum = f32x8_zero();
-            if (legacy_affine(f)) ysum = f32x8_from_lanes((i32x8){byte_lane_sums(y[0]), byte_lane_sums(y[1])});
-            UNROLL
-            for (int r = 0; r < TR; r++) {
-                const f32x8 lanes = f32x8_from_lanes(legacy_lanes(f, q[r], y));
-                run[r][t] = f32x8_fma(run[r][t], lanes, dw[r] * dy);
-                if (legacy_affine(f)) run[r][t] = f32x8_fma(run[r][t], ysum, mw[r] * dy);
-            }
-        }
-    }
-    UNROLL
-    for (int t = 0; t < TT; t++)
-        UNROLL
-        for (int r = 0; r < TR; r++) out[t * out_stride + r] = lanes_total(run[r][t]);
+    if (f == LEGACY_Q8_0)
+        return (i32x8){vaddq_s32(start.lo, dot_lanes(q.lo, y.lo)), vaddq_s32(start.hi, dot_lanes(q.hi, y.hi))};
+    return (i32x8){vaddq_s32(start.lo, dot_lanes_small(q.lo, y.lo)),
+                   vaddq_s32(start.hi, dot_lanes_small(q.hi, y.hi))};
 }
 
 /* ==========================================================================
- * K-quants: 256-element super-blocks times Q8_K
+ * K-quants: the scales of a super-block, and the bits of its quants
  * ========================================================================== */
 
-enum kquant_format { KQ_Q2_K, KQ_Q3_K, KQ_Q4_K, KQ_Q5_K, KQ_Q6_K };
-
-FORCE_INLINE size_t kquant_block_bytes(enum kquant_format f)
-{
-    switch (f) {
-    case KQ_Q2_K: return sizeof(block_q2_K);
-    case KQ_Q3_K: return sizeof(block_q3_K);
-    case KQ_Q4_K: return sizeof(block_q4_K);
-    case KQ_Q5_K: return sizeof(block_q5_K);
-    default: return sizeof(block_q6_K);
-    }
-}
-
-/* What a tile keeps of one row's super-block between its chunks. */
-struct kq_row {
-    int16_t sc[16];      /* integer scale of each 16-element sub-block */
-    int16x8_t bsum_w[2]; /* weights of Q8_K's bsums 0-7, 8-15: mins, or bias x scales */
-    float d, dmin;       /* float scales (dmin 0 where there is no min) */
-};
-
-/* Bytes to 16-bit lanes: the scales of sub-blocks 0-15 stored in order. */
-FORCE_INLINE void store_scales16(int8x16_t s, int16_t sc[16])
-{
-    vst1q_s16(sc, vmovl_s8(vget_low_s8(s)));
-    vst1q_s16(sc + 8, vmovl_high_s8(s));
-}
-
-/* The 6-bit scales and mins of Q4_K/Q5_K (8 each) as bytes, from the
- * 12 packed bytes (see q4k_unpack_scales in quant.c). */
-FORCE_INLINE void unpack_q4k_scales(const uint8_t p[12], uint8x8_t *scales, uint8x8_t *mins)
-{
-    uint32_t u0, u1, u2;
-    memcpy(&u0, p, 4);
-    memcpy(&u1, p + 4, 4);
-    memcpy(&u2, p + 8, 4);
-    const uint32_t sc_lo = u0 & 0x3f3f3f3f, mn_lo = u1 & 0x3f3f3f3f;
-    const uint32_t sc_hi = (u2 & 0x0f0f0f0f) | ((u0 >> 6) & 0x03030303) << 4;
-    const uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 6) & 0x03030303) << 4;
-    *scales = vcreate_u8(sc_lo | (uint64_t)sc_hi << 32);
-    *mins = vcreate_u8(mn_lo | (uint64_t)mn_hi << 32);
-}
-
-/* The 16 signed 6-bit scales of Q3_K (see q3k_unpack_scales in quant.c). */
+/* The 16 signed 6-bit scales of Q3_K. */
 FORCE_INLINE int8x16_t unpack_q3k_scales(const uint8_t p[12])
 {
-    uint32_t a0, a1, a2;
-    memcpy(&a0, p, 4);
-    memcpy(&a1, p + 4, 4);
-    memcpy(&a2, p + 8, 4);
-    const uint32_t s0 = (a0 & 0x0f0f0f0f) | (a2 & 0x03030303) << 4;
-    const uint32_t s1 = (a1 & 0x0f0f0f0f) | ((a2 >> 2) & 0x03030303) << 4;
-    const uint32_t s2 = ((a0 >> 4) & 0x0f0f0f0f) | ((a2 >> 4) & 0x03030303) << 4;
-    const uint32_t s3 = ((a1 >> 4) & 0x0f0f0f0f) | ((a2 >> 6) & 0x03030303) << 4;
+    uint32_t s[4];
+    unpack_q3k_scale_words(p, s);
     const uint8x16_t u = vreinterpretq_u8_u64(
-        vcombine_u64(vcreate_u64(s0 | (uint64_t)s1 << 32), vcreate_u64(s2 | (uint64_t)s3 << 32)));
+        vcombine_u64(vcreate_u64(s[0] | (uint64_t)s[1] << 32), vcreate_u64(s[2] | (uint64_t)s[3] << 32)));
     return vsubq_s8(vreinterpretq_s8_u8(u), vdupq_n_s8(32));
 }
 
-FORCE_INLINE void kquant_row(enum kquant_format f, const uint8_t *blk, struct kq_row *row)
+FORCE_INLINE int8x16_t load_bytes16(const void *p)
 {
-    switch (f) {
-    case KQ_Q2_K: {
-        const block_q2_K *b = (const block_q2_K *)blk;
-        const uint8x16_t raw = vld1q_u8(b->scales);
-        const uint8x16_t mins = vshrq_n_u8(raw, 4);
-        store_scales16(vreinterpretq_s8_u8(vandq_u8(raw, vdupq_n_u8(0x0f))), row->sc);
-        row->bsum_w[0] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mins)));
-        row->bsum_w[1] = vreinterpretq_s16_u16(vmovl_high_u8(mins));
-        row->d = half_to_float(b->d);
-        row->dmin = half_to_float(b->dmin);
-        break;
-    }
-    case KQ_Q3_K: {
-        const block_q3_K *b = (const block_q3_K *)blk;
-        const int8x16_t sc = unpack_q3k_scales(b->scales);
-        store_scales16(sc, row->sc);
-        row->bsum_w[0] = vshlq_n_s16(vmovl_s8(vget_low_s8(sc)), 2); /* 4 sc: u - 4 */
-        row->bsum_w[1] = vshlq_n_s16(vmovl_high_s8(sc), 2);
-        row->d = half_to_float(b->d);
-        row->dmin = 0.0f;
-        break;
-    }
-    case KQ_Q4_K:
-    case KQ_Q5_K: {
-        const block_q4_K *b4 = (const block_q4_K *)blk;
-        const block_q5_K *b5 = (const block_q5_K *)blk;
-        uint8x8_t sc, mn;
-        unpack_q4k_scales(f == KQ_Q4_K ? b4->scales : b5->scales, &sc, &mn);
-        /* one scale and min per 32-element chunk: each for two sub-blocks */
-        const uint8x16_t sc2 = vcombine_u8(vzip1_u8(sc, sc), vzip2_u8(sc, sc));
-        const uint8x16_t mn2 = vcombine_u8(vzip1_u8(mn, mn), vzip2_u8(mn, mn));
-        store_scales16(vreinterpretq_s8_u8(sc2), row->sc);
-        row->bsum_w[0] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mn2)));
-        row->bsum_w[1] = vreinterpretq_s16_u16(vmovl_high_u8(mn2));
-        row->d = half_to_float(f == KQ_Q4_K ? b4->d : b5->d);
-        row->dmin = half_to_float(f == KQ_Q4_K ? b4->dmin : b5->dmin);
-        break;
-    }
-    default: {
-        const block_q6_K *b = (const block_q6_K *)blk;
-        const int8x16_t sc = vld1q_s8(b->scales);
-        store_scales16(sc, row->sc);
-        row->bsum_w[0] = vshlq_n_s16(vmovl_s8(vget_low_s8(sc)), 5); /* 32 sc: u - 32 */
-        row->bsum_w[1] = vshlq_n_s16(vmovl_high_s8(sc), 5);
-        row->d = half_to_float(b->d);
-        row->dmin = 0.0f;
-        break;
-    }
-    }
+    return vld1q_s8((const int8_t *)p);
 }
 
-/* v >> bits per byte (a register shift: bits need not be a constant until
- * the chunk loop is unrolled). */
-FORCE_INLINE uint8x16_t shift_right(uint8x16_t v, int bits)
+FORCE_INLINE int8x16_t nibbles16(int8x16_t v, bool high)
 {
-    return vshlq_u8(v, vdupq_n_s8((int8_t)-bits));
+    const uint8x16_t u = vreinterpretq_u8_s8(v);
+    return vreinterpretq_s8_u8(high ? vshrq_n_u8(u, 4) : vandq_u8(u, vdupq_n_u8(0x0f)));
 }
 
-/* mask where bit b of each byte of v is set, else 0 */
-FORCE_INLINE uint8x16_t bit_as(uint8x16_t v, int b, uint8_t mask)
+FORCE_INLINE i16x16 widen_u8(int8x16_t v)
 {
-    return vandq_u8(vtstq_u8(v, vdupq_n_u8((uint8_t)(1u << b))), vdupq_n_u8(mask));
+    const uint8x16_t u = vreinterpretq_u8_s8(v);
+    return (i16x16){vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(u))), vreinterpretq_s16_u16(vmovl_high_u8(u))};
 }
 
-/* The unsigned quants of chunk c (elements 32c .. 32c + 31), below 64. */
-FORCE_INLINE void kquant_chunk(enum kquant_format f, const uint8_t *blk, int c, int8x16_t q[2])
+/* (a register shift: k need not be a constant until the call is inlined) */
+FORCE_INLINE i16x16 widen_s8_shl(int8x16_t v, int k)
 {
-    const uint8x16_t m2 = vdupq_n_u8(3), m4 = vdupq_n_u8(0x0f);
-    uint8x16_t u[2];
-    switch (f) {
-    case KQ_Q2_K: {
-        const uint8_t *qs = ((const block_q2_K *)blk)->qs + 32 * (c / 4);
-        UNROLL
-        for (int h = 0; h < 2; h++) u[h] = vandq_u8(shift_right(vld1q_u8(qs + 16 * h), 2 * (c % 4)), m2);
-        break;
-    }
-    case KQ_Q3_K: {
-        const block_q3_K *b = (const block_q3_K *)blk;
-        const uint8_t *qs = b->qs + 32 * (c / 4);
-        UNROLL
-        for (int h = 0; h < 2; h++) {
-            const uint8x16_t low = vandq_u8(shift_right(vld1q_u8(qs + 16 * h), 2 * (c % 4)), m2);
-            u[h] = vorrq_u8(low, bit_as(vld1q_u8(b->hmask + 16 * h), c, 4));
-        }
-        break;
-    }
-    case KQ_Q4_K: {
-        const uint8_t *qs = ((const block_q4_K *)blk)->qs + 32 * (c / 2);
-        UNROLL
-        for (int h = 0; h < 2; h++) u[h] = vandq_u8(shift_right(vld1q_u8(qs + 16 * h), 4 * (c % 2)), m4);
-        break;
-    }
-    case KQ_Q5_K: {
-        const block_q5_K *b = (const block_q5_K *)blk;
-        const uint8_t *qs = b->qs + 32 * (c / 2);
-        UNROLL
-        for (int h = 0; h < 2; h++) {
-            const uint8x16_t low = vandq_u8(shift_right(vld1q_u8(qs + 16 * h), 4 * (c % 2)), m4);
-            u[h] = vorrq_u8(low, bit_as(vld1q_u8(b->qh + 16 * h), c, 0x10));
-        }
-        break;
-    }
-    default: {
-        const block_q6_K *b = (const block_q6_K *)blk;
-        const int half = c / 4, k = c % 4;
-        const uint8_t *ql = b->ql + 64 * half + 32 * (k % 2), *qh = b->qh + 32 * half;
-        UNROLL
-        for (int h = 0; h < 2; h++) {
-            const uint8x16_t low = vandq_u8(shift_right(vld1q_u8(ql + 16 * h), 4 * (k / 2)), m4);
-            const uint8x16_t high = vandq_u8(shift_right(vld1q_u8(qh + 16 * h), 2 * k), m2);
-            u[h] = vorrq_u8(low, vshlq_n_u8(high, 4));
-        }
-        break;
-    }
-    }
-    q[0] = vreinterpretq_s8_u8(u[0]);
-    q[1] = vreinterpretq_s8_u8(u[1]);
+    const int16x8_t by = vdupq_n_s16((int16_t)k);
+    return (i16x16){vshlq_s16(vmovl_s8(vget_low_s8(v)), by), vshlq_s16(vmovl_high_s8(v), by)};
+}
+
+/* The eight bytes of w, each twice: one per 16-element sub-block. */
+FORCE_INLINE int8x16_t bytes_doubled(uint64_t w)
+{
+    const uint8x8_t b = vcreate_u8(w);
+    return vreinterpretq_s8_u8(vcombine_u8(vzip1_u8(b, b), vzip2_u8(b, b)));
+}
+
+FORCE_INLINE i16x16 widen_u8_pairs(uint64_t w)
+{
+    return widen_u8(bytes_doubled(w));
+}
+
+FORCE_INLINE kq_scales kq_sub_scales(int8x16_t v)
+{
+    kq_scales s;
+    vst1q_s16(s.sc, vmovl_s8(vget_low_s8(v)));
+    vst1q_s16(s.sc + 8, vmovl_high_s8(v));
+    return s;
+}
+
+FORCE_INLINE kq_scales kq_chunk_scale_bytes(uint64_t w)
+{
+    return kq_sub_scales(bytes_doubled(w));
+}
+
+FORCE_INLINE kq_pair kq_chunk_scales(const kq_scales *s, int c)
+{
+    return (kq_pair){s->sc[2 * c], s->sc[2 * c + 1]};
+}
+
+FORCE_INLINE i16x16 load_words16(const int16_t *p)
+{
+    return (i16x16){vld1q_s16(p), vld1q_s16(p + 8)};
 }
 
 /* The bsum terms of a row-token pair: lane k gets
  * w_2k bsum_2k + w_2k+1 bsum_2k+1 (32-bit products, pairs added). */
-FORCE_INLINE i32x8 bsum_lanes(const int16x8_t bsums[2], const int16x8_t w[2])
+FORCE_INLINE i32x8 bsum_lanes(i16x16 bsums, i16x16 w)
 {
     i32x8 v;
-    v.lo = vpaddq_s32(vmull_s16(vget_low_s16(bsums[0]), vget_low_s16(w[0])), vmull_high_s16(bsums[0], w[0]));
-    v.hi = vpaddq_s32(vmull_s16(vget_low_s16(bsums[1]), vget_low_s16(w[1])), vmull_high_s16(bsums[1], w[1]));
+    v.lo = vpaddq_s32(vmull_s16(vget_low_s16(bsums.lo), vget_low_s16(w.lo)), vmull_high_s16(bsums.lo, w.lo));
+    v.hi = vpaddq_s32(vmull_s16(vget_low_s16(bsums.hi), vget_low_s16(w.hi)), vmull_high_s16(bsums.hi, w.hi));
     return v;
 }
 
-FORCE_INLINE void kquant_tile(enum kquant_format f, const int TR, const int TT, int64_t n_blocks,
-                              const uint8_t *w, size_t w_stride, const uint8_t *x, size_t x_stride,
-                              float *out, int64_t out_stride)
+/* Per byte, v shifted left by `left` bits (right where negative), under
+ * mask.  A register shift: the counts need not be constants until the
+ * chunk loop is unrolled. */
+FORCE_INLINE i8x32 shifted_under(i8x32 v, int left, uint8_t mask)
 {
-    const size_t wb = kquant_block_bytes(f);
-    const bool has_min = f == KQ_Q2_K || f == KQ_Q4_K || f == KQ_Q5_K;
-    f32x8 run[INT_TILE_ROWS][INT_TILE_TOKS];
-    UNROLL
-    for (int r = 0; r < TR; r++)
-        UNROLL
-        for (int t = 0; t < TT; t++) run[r][t] = f32x8_zero();
-    for (int64_t i = 0; i < n_blocks; i++) {
-        struct kq_row row[INT_TILE_ROWS];
-        const uint8_t *wblk[INT_TILE_ROWS];
-        const block_q8_K *yblk[INT_TILE_TOKS];
-        UNROLL
-        for (int r = 0; r < TR; r++) {
-            wblk[r] = w + (size_t)r * w_stride + (size_t)i * wb;
-            prefetch_next_rows(wblk[r], w_stride, TR);
-            prefetch_next_rows(wblk[r] + 64, w_stride, TR);
-            if (wb > 128) prefetch_next_rows(wblk[r] + 128, w_stride, TR);
-            kquant_row(f, wblk[r], &row[r]);
-        }
-        UNROLL
-        for (int t = 0; t < TT; t++) yblk[t] = (const block_q8_K *)(x + (size_t)t * x_stride) + i;
-        i32x8 acc[INT_TILE_ROWS][INT_TILE_TOKS];
-        UNROLL
-        for (int r = 0; r < TR; r++)
-            UNROLL
-            for (int t = 0; t < TT; t++) acc[r][t] = (i32x8){vdupq_n_s32(0), vdupq_n_s32(0)};
-        UNROLL
-        for (int c = 0; c < QK_K / 32; c++) {
-            int8x16_t q[INT_TILE_ROWS][2];
-            UNROLL
-            for (int r = 0; r < TR; r++) kquant_chunk(f, wblk[r], c, q[r]);
-            UNROLL
-            for (int t = 0; t < TT; t++) {
-                const int8x16_t y[2] = {vld1q_s8(yblk[t]->qs + 32 * c), vld1q_s8(yblk[t]->qs + 32 * c + 16)};
-                UNROLL
-                for (int r = 0; r < TR; r++)
-                    acc[r][t] = chunk_lanes_add(acc[r][t], q[r], y, row[r].sc[2 * c], row[r].sc[2 * c + 1]);
-            }
-        }
-        UNROLL
-        for (int t = 0; t < TT; t++) {
-            const int16x8_t bsums[2] = {vld1q_s16(yblk[t]->bsums), vld1q_s16(yblk[t]->bsums + 8)};
-            const float dy = yblk[t]->d;
-            UNROLL
-            for (int r = 0; r < TR; r++) {
-                const i32x8 paired = bsum_lanes(bsums, row[r].bsum_w);
-                i32x8 lanes = acc[r][t];
-                if (!has_min) lanes = (i32x8){vsubq_s32(lanes.lo, paired.lo), vsubq_s32(lanes.hi, paired.hi)};
-                run[r][t] = f32x8_fma(run[r][t], f32x8_from_lanes(lanes), dy * row[r].d);
-                if (has_min) run[r][t] = f32x8_fma(run[r][t], f32x8_from_lanes(paired), -(dy * row[r].dmin));
-            }
-        }
-    }
-    UNROLL
-    for (int t = 0; t < TT; t++)
-        UNROLL
-        for (int r = 0; r < TR; r++) out[t * out_stride + r] = lanes_total(run[r][t]);
+    const int8x16_t by = vdupq_n_s8((int8_t)left);
+    const uint8x16_t m = vdupq_n_u8(mask);
+    return (i8x32){vreinterpretq_s8_u8(vandq_u8(vshlq_u8(vreinterpretq_u8_s8(v.lo), by), m)),
+                   vreinterpretq_s8_u8(vandq_u8(vshlq_u8(vreinterpretq_u8_s8(v.hi), by), m))};
 }
 
+FORCE_INLINE i8x32 bits_at(i8x32 v, int shift, uint8_t mask)
+{
+    return shifted_under(v, -shift, mask);
+}
+
+FORCE_INLINE i8x32 bit_moved(i8x32 v, int b, int to, uint8_t mask)
+{
+    return shifted_under(v, to - b, mask);
+}
+
+FORCE_INLINE i8x32 bytes32_or(i8x32 a, i8x32 b)
+{
+    return (i8x32){vorrq_s8(a.lo, b.lo), vorrq_s8(a.hi, b.hi)};
+}
+
+#include "int_tiles_impl.h"
+
 /* ==========================================================================
- * Entry points and the table
+ * The table
  * ========================================================================== */
-
-#define DEFINE_INT_GEMM(name, TILE, fmt, block_elems) \
-    DEFINE_TILED_GEMM(name, TILE, fmt, INT_TILE_ROWS, INT_TILE_TOKS, block_elems)
-
-DEFINE_INT_GEMM(q4_0, legacy_tile, LEGACY_Q4_0, QK4_0)
-DEFINE_INT_GEMM(q4_1, legacy_tile, LEGACY_Q4_1, QK4_1)
-DEFINE_INT_GEMM(q5_0, legacy_tile, LEGACY_Q5_0, QK5_0)
-DEFINE_INT_GEMM(q5_1, legacy_tile, LEGACY_Q5_1, QK5_1)
-DEFINE_INT_GEMM(q8_0, legacy_tile, LEGACY_Q8_0, QK8_0)
-DEFINE_INT_GEMM(q2_k, kquant_tile, KQ_Q2_K, QK_K)
-DEFINE_INT_GEMM(q3_k, kquant_tile, KQ_Q3_K, QK_K)
-DEFINE_INT_GEMM(q4_k, kquant_tile, KQ_Q4_K, QK_K)
-DEFINE_INT_GEMM(q5_k, kquant_tile, KQ_Q5_K, QK_K)
-DEFINE_INT_GEMM(q6_k, kquant_tile, KQ_Q6_K, QK_K)
 
 static const hearth_kernels neon_kernels = {
     .name = PATH_NAME,
-    .act_type = {
-        [HEARTH_TYPE_F32] = HEARTH_TYPE_F32,
-        [HEARTH_TYPE_F16] = HEARTH_TYPE_F32,
-        [HEARTH_TYPE_BF16] = HEARTH_TYPE_F32,
-        INT_KERNEL_ACT_TYPES,
-    },
-    .act_convert = {
-        [HEARTH_TYPE_F32] = act_f32,
-        INT_KERNEL_ACT_CONVERTS,
-    },
-    .vec_dot = {
-        [HEARTH_TYPE_F32] = vec_dot_f32,
-        [HEARTH_TYPE_F16] = vec_dot_f16,
-        [HEARTH_TYPE_BF16] = vec_dot_bf16,
-        INT_KERNEL_TABLE(vec_dot),
-    },
-    .gemm = {
-        [HEARTH_TYPE_F32] = gemm_f32,
-        [HEARTH_TYPE_F16] = gemm_f16,
-        [HEARTH_TYPE_BF16] = gemm_bf16,
-        INT_KERNEL_TABLE(gemm),
-    },
+    VECTOR_KERNEL_ENTRIES,
 };
 
 const hearth_kernels *PATH_TABLE(void)

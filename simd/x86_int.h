@@ -1,8 +1,8 @@
 /*
  * x86_int.h -- the integer-format kernels for x86 on 256-bit vectors: the
- * activation conversions to Q8_0, Q8_1 and Q8_K, and the dot products and
- * register tiles of every quantized weight type, and of packed Q4_0, Q8_0
- * and Q2_K to Q6_K.
+ * activation conversions to Q8_0, Q8_1 and Q8_K, the primitives with which
+ * int_tiles_impl.h builds the register tiles of every quantized weight
+ * type, and the tiles of packed Q4_0, Q8_0 and Q2_K to Q6_K.
  *
  * Included by avx2.c and avx512.c, each compiled with its own
  * instruction-set flags, after they define
@@ -27,13 +27,11 @@
  * block and term, then the fixed tree) is the same operations in the same
  * order.  The results are therefore bit-identical to the scalar kernels.
  *
- * A tile computes TR weight rows times TT tokens: per block it unpacks each
- * row's quants once and loads each token's activations once, then forms
- * every row-token pair from registers.  Edge tiles use the same code with
- * fewer rows or tokens, so each dot product is computed the same way
- * wherever it falls.  The tile grid is walked by tiles.h's
- * DEFINE_TILED_GEMM, which also serves the float kernels of the including
- * files.
+ * The row tiles (int_tiles_impl.h) hold the unsigned quants of a block
+ * in one register, with the offset of Q4_0 and Q5_0 (and on VNNI of
+ * Q8_0) taken off per lane through the token's lane sums.  The tile grid
+ * is walked by tiles.h's DEFINE_TILED_GEMM, which also serves the float
+ * kernels of the including files.
  */
 #ifndef HEARTH_X86_INT_H
 #define HEARTH_X86_INT_H
@@ -80,9 +78,66 @@ FORCE_INLINE void prefetch_next_rows(const uint8_t *p, size_t w_stride, int rows
 }
 
 /* Per 32-bit lane, the sum of the four signed bytes of y. */
-FORCE_INLINE __m256i lane_sums(__m256i y)
+FORCE_INLINE __m256i byte_sums(__m256i y)
 {
     return DOT_U8S8(_mm256_setzero_si256(), _mm256_set1_epi8(1), y);
+}
+
+/* The types and primitives of int_tiles_impl.h: eight lanes are one
+ * 256-bit register, a block's float scales are multiplied as vectors
+ * (broadcast_half). */
+typedef __m256 flanes;
+typedef __m256i ilanes;
+typedef __m256 fscale;
+typedef __m256i bytes32;
+typedef __m128i bytes16;
+typedef __m256i words16;
+typedef __m256i kq_scales;
+typedef __m256i kq_pair;
+
+FORCE_INLINE __m256 flanes_zero(void)
+{
+    return _mm256_setzero_ps();
+}
+
+FORCE_INLINE __m256i ilanes_zero(void)
+{
+    return _mm256_setzero_si256();
+}
+
+FORCE_INLINE __m256 flanes_from(__m256i v)
+{
+    return _mm256_cvtepi32_ps(v);
+}
+
+FORCE_INLINE __m256i ilanes_sub(__m256i a, __m256i b)
+{
+    return _mm256_sub_epi32(a, b);
+}
+
+FORCE_INLINE __m256 flanes_fma(__m256 run, __m256 v, __m256 scale)
+{
+    return _mm256_fmadd_ps(scale, v, run);
+}
+
+FORCE_INLINE __m256 scale_half(hearth_f16 h)
+{
+    return broadcast_half(h);
+}
+
+FORCE_INLINE __m256 scale_float(float f)
+{
+    return _mm256_set1_ps(f);
+}
+
+FORCE_INLINE __m256 scale_mul(__m256 a, __m256 b)
+{
+    return _mm256_mul_ps(a, b);
+}
+
+FORCE_INLINE __m256i load_bytes32(const void *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
 }
 
 /* ==========================================================================
@@ -139,13 +194,8 @@ FORCE_INLINE hearth_f16 q8_block_avx(const float *x, int8_t qs[32], int *sum_out
     memset(qs, 0, 32);
     *sum_out = 0;
     if (_mm256_movemask_ps(bad)) return 0x7e00; /* NaN: a poisoned block */
-    const float d = hmax8(amax) / 127.0f;
-    hearth_f16 dh = hearth_f32_to_f16(d);
-    float inv = d > 0.0f ? 1.0f / d : 0.0f;
-    if ((dh & 0x7fff) == 0x7c00) { /* d overflows a half: saturate */
-        dh = hearth_f32_to_f16(65504.0f);
-        inv = 1.0f / 65504.0f;
-    }
+    float inv;
+    const hearth_f16 dh = q8_block_scale(hmax8(amax), &inv);
     if (isinf(inv)) return dh;
     const __m256 vinv = _mm256_set1_ps(inv), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
     __m256i q[4];
@@ -156,7 +206,7 @@ FORCE_INLINE hearth_f16 q8_block_avx(const float *x, int8_t qs[32], int *sum_out
     }
     const __m256i bytes = pack_32_bytes(q[0], q[1], q[2], q[3]);
     _mm256_storeu_si256((__m256i *)qs, bytes);
-    const __m256i s32 = lane_sums(bytes);
+    const __m256i s32 = byte_sums(bytes);
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
@@ -166,72 +216,46 @@ FORCE_INLINE hearth_f16 q8_block_avx(const float *x, int8_t qs[32], int *sum_out
 
 DEFINE_ACT_Q8_LEGACY(q8_block_avx)
 
-/* Q8_K, as quant.c's q8k_quantize_row: the block is scaled by 2^-e
- * (exactly) so that its largest magnitude lies in [0.5, 1), d = max / 127
- * there, and the quants round halves to even.  Blocks whose scale is
- * extreme enough for that function's special cases (zero, non-finite,
- * near the float range's ends) are handed to it. */
-static void act_q8_k(const float *x, void *y, int64_t n)
+/* Q8_K (DEFINE_ACT_Q8_K): the largest magnitude of a block, and whether
+ * none is NaN or infinite. */
+FORCE_INLINE bool q8k_absmax_avx(const float *x, float *m)
 {
-    block_q8_K *out = y;
-    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
-        __m256 amax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
-        for (int j = 0; j < QK_K; j += 8) absmax_update(_mm256_loadu_ps(x + j), &amax, &bad);
-        const float m = hmax8(amax);
-        if (_mm256_movemask_ps(bad) || !(m >= 0x1p-100f && m <= 0x1p100f)) {
-            q8k_quantize_row(x, &out[b], QK_K);
-            continue;
-        }
-        int e;
-        (void)frexpf(m, &e);
-        const float f1 = ldexpf(1.0f, -e / 2), f2 = ldexpf(1.0f, -e - (-e / 2));
-        const float d = m * f1 * f2 / 127.0f; /* the normalised scale, a normal float */
-        out[b].d = ldexpf(d, e);
-        const __m256 vf1 = _mm256_set1_ps(f1), vf2 = _mm256_set1_ps(f2), vinv = _mm256_set1_ps(1.0f / d);
-        const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+    __m256 amax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    for (int j = 0; j < QK_K; j += 8) absmax_update(_mm256_loadu_ps(x + j), &amax, &bad);
+    *m = hmax8(amax);
+    return !_mm256_movemask_ps(bad);
+}
+
+FORCE_INLINE void q8k_block_avx(const float *x, float f1, float f2, float inv, block_q8_K *out)
+{
+    const __m256 vf1 = _mm256_set1_ps(f1), vf2 = _mm256_set1_ps(f2), vinv = _mm256_set1_ps(inv);
+    const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+    UNROLL
+    for (int c = 0; c < QK_K / 32; c++) {
+        __m256i q[4];
         UNROLL
-        for (int c = 0; c < QK_K / 32; c++) {
-            __m256i q[4];
-            UNROLL
-            for (int j = 0; j < 4; j++) {
-                const __m256 xn = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 32 * c + 8 * j), vf1), vf2);
-                const __m256 s = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(xn, vinv), lo), hi);
-                q[j] = _mm256_cvtps_epi32(_mm256_round_ps(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-            }
-            const __m256i bytes = pack_32_bytes(q[0], q[1], q[2], q[3]);
-            _mm256_storeu_si256((__m256i *)(out[b].qs + 32 * c), bytes);
-            /* two sums of 16: 16-bit pair sums, then the two halves' totals */
-            __m256i p = _mm256_maddubs_epi16(_mm256_set1_epi8(1), bytes);
-            p = _mm256_hadd_epi16(p, p); /* per half: 4 sums of 4, twice */
-            p = _mm256_hadd_epi16(p, p);
-            p = _mm256_hadd_epi16(p, p);
-            out[b].bsums[2 * c] = (int16_t)_mm256_extract_epi16(p, 0);
-            out[b].bsums[2 * c + 1] = (int16_t)_mm256_extract_epi16(p, 8);
+        for (int j = 0; j < 4; j++) {
+            const __m256 xn = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 32 * c + 8 * j), vf1), vf2);
+            const __m256 s = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(xn, vinv), lo), hi);
+            q[j] = _mm256_cvtps_epi32(_mm256_round_ps(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
         }
+        const __m256i bytes = pack_32_bytes(q[0], q[1], q[2], q[3]);
+        _mm256_storeu_si256((__m256i *)(out->qs + 32 * c), bytes);
+        /* two sums of 16: 16-bit pair sums, then the two halves' totals */
+        __m256i p = _mm256_maddubs_epi16(_mm256_set1_epi8(1), bytes);
+        p = _mm256_hadd_epi16(p, p); /* per half: 4 sums of 4, twice */
+        p = _mm256_hadd_epi16(p, p);
+        p = _mm256_hadd_epi16(p, p);
+        out->bsums[2 * c] = (int16_t)_mm256_extract_epi16(p, 0);
+        out->bsums[2 * c + 1] = (int16_t)_mm256_extract_epi16(p, 8);
     }
 }
+
+DEFINE_ACT_Q8_K(q8k_absmax_avx, q8k_block_avx)
 
 /* ==========================================================================
  * Legacy formats: 32-element blocks times Q8_0 / Q8_1
  * ========================================================================== */
-
-enum legacy_format { LEGACY_Q4_0, LEGACY_Q4_1, LEGACY_Q5_0, LEGACY_Q5_1, LEGACY_Q8_0 };
-
-FORCE_INLINE size_t legacy_block_bytes(enum legacy_format f)
-{
-    switch (f) {
-    case LEGACY_Q4_0: return sizeof(block_q4_0);
-    case LEGACY_Q4_1: return sizeof(block_q4_1);
-    case LEGACY_Q5_0: return sizeof(block_q5_0);
-    case LEGACY_Q5_1: return sizeof(block_q5_1);
-    default: return sizeof(block_q8_0);
-    }
-}
-
-FORCE_INLINE bool legacy_affine(enum legacy_format f)
-{
-    return f == LEGACY_Q4_1 || f == LEGACY_Q5_1;
-}
 
 /* 16 bytes of nibbles to 32 bytes: the low nibbles (elements 0-15), then
  * the high ones (16-31). */
@@ -298,108 +322,26 @@ FORCE_INLINE __m256i legacy_lanes(enum legacy_format f, __m256i q, __m256i y, __
     return DOT_U8S8(start, q, y);
 }
 
-FORCE_INLINE void legacy_tile(enum legacy_format f, const int TR, const int TT, int64_t n_blocks,
-                              const uint8_t *w, size_t w_stride, const uint8_t *x, size_t x_stride,
-                              float *out, int64_t out_stride)
+/* The lanes a token's block starts from: less the bias times the
+ * token's lane sums. */
+FORCE_INLINE __m256i legacy_start(enum legacy_format f, __m256i y)
 {
-    const size_t wb = legacy_block_bytes(f);
-    const size_t xb = legacy_affine(f) ? sizeof(block_q8_1) : sizeof(block_q8_0);
     const int bias = legacy_bias(f);
-    __m256 run[INT_TILE_ROWS][INT_TILE_TOKS];
-    UNROLL
-    for (int r = 0; r < TR; r++)
-        UNROLL
-        for (int t = 0; t < TT; t++) run[r][t] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n_blocks; i++) {
-        __m256i q[INT_TILE_ROWS];
-        __m256 dw[INT_TILE_ROWS], mw[INT_TILE_ROWS];
-        UNROLL
-        for (int r = 0; r < TR; r++) {
-            const uint8_t *blk = w + (size_t)r * w_stride + (size_t)i * wb;
-            prefetch_next_rows(blk, w_stride, TR);
-            q[r] = legacy_quants(f, blk);
-            hearth_f16 d, m = 0;
-            memcpy(&d, blk, 2);
-            if (legacy_affine(f)) memcpy(&m, blk + 2, 2);
-            dw[r] = broadcast_half(d);
-            mw[r] = broadcast_half(m);
-        }
-        UNROLL
-        for (int t = 0; t < TT; t++) {
-            const uint8_t *blk = x + (size_t)t * x_stride + (size_t)i * xb;
-            const __m256i y = _mm256_loadu_si256((const __m256i *)(blk + (legacy_affine(f) ? 4 : 2)));
-            hearth_f16 dyh;
-            memcpy(&dyh, blk, 2);
-            const __m256 dy = broadcast_half(dyh);
-            __m256i start = _mm256_setzero_si256();
-            __m256 ysum = _mm256_setzero_ps();
-            if (bias) start = _mm256_sub_epi32(start, DOT_U8S8(start, _mm256_set1_epi8((char)bias), y));
-            if (legacy_affine(f)) ysum = _mm256_cvtepi32_ps(lane_sums(y));
-            UNROLL
-            for (int r = 0; r < TR; r++) {
-                const __m256i lanes = legacy_lanes(f, q[r], y, start);
-                run[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], dy), _mm256_cvtepi32_ps(lanes), run[r][t]);
-                if (legacy_affine(f)) run[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(mw[r], dy), ysum, run[r][t]);
-            }
-        }
-    }
-    UNROLL
-    for (int t = 0; t < TT; t++)
-        UNROLL
-        for (int r = 0; r < TR; r++) out[t * out_stride + r] = lanes_total(run[r][t]);
+    __m256i start = _mm256_setzero_si256();
+    if (bias) start = _mm256_sub_epi32(start, DOT_U8S8(start, _mm256_set1_epi8((char)bias), y));
+    return start;
 }
 
 /* ==========================================================================
  * K-quants: 256-element super-blocks times Q8_K
  * ========================================================================== */
 
-enum kquant_format { KQ_Q2_K, KQ_Q3_K, KQ_Q4_K, KQ_Q5_K, KQ_Q6_K };
-
-FORCE_INLINE size_t kquant_block_bytes(enum kquant_format f)
-{
-    switch (f) {
-    case KQ_Q2_K: return sizeof(block_q2_K);
-    case KQ_Q3_K: return sizeof(block_q3_K);
-    case KQ_Q4_K: return sizeof(block_q4_K);
-    case KQ_Q5_K: return sizeof(block_q5_K);
-    default: return sizeof(block_q6_K);
-    }
-}
-
-/* What a tile keeps of one row's super-block between its chunks. */
-struct kq_row {
-    __m256i chunk_sc; /* 16-bit sub-block scales, laid out for kquant_chunk_scales */
-    __m256i bsum_w;   /* 16-bit weights of Q8_K's bsums: mins, or bias x scales */
-    float d, dmin;    /* float scales (dmin 0 where there is no min) */
-};
-
-/* The 6-bit scales and mins of Q4_K/Q5_K (8 each) as bytes, from the
- * 12 packed bytes (see q4k_unpack_scales in quant.c). */
-FORCE_INLINE void unpack_q4k_scales(const uint8_t p[12], uint64_t *scales, uint64_t *mins)
-{
-    uint32_t u0, u1, u2;
-    memcpy(&u0, p, 4);
-    memcpy(&u1, p + 4, 4);
-    memcpy(&u2, p + 8, 4);
-    const uint32_t sc_lo = u0 & 0x3f3f3f3f, mn_lo = u1 & 0x3f3f3f3f;
-    const uint32_t sc_hi = (u2 & 0x0f0f0f0f) | ((u0 >> 6) & 0x03030303) << 4;
-    const uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 6) & 0x03030303) << 4;
-    *scales = sc_lo | (uint64_t)sc_hi << 32;
-    *mins = mn_lo | (uint64_t)mn_hi << 32;
-}
-
-/* The 16 signed 6-bit scales of Q3_K (see q3k_unpack_scales in quant.c). */
+/* The 16 signed 6-bit scales of Q3_K. */
 FORCE_INLINE __m128i unpack_q3k_scales(const uint8_t p[12])
 {
-    uint32_t a0, a1, a2;
-    memcpy(&a0, p, 4);
-    memcpy(&a1, p + 4, 4);
-    memcpy(&a2, p + 8, 4);
-    const uint32_t s0 = (a0 & 0x0f0f0f0f) | (a2 & 0x03030303) << 4;
-    const uint32_t s1 = (a1 & 0x0f0f0f0f) | ((a2 >> 2) & 0x03030303) << 4;
-    const uint32_t s2 = ((a0 >> 4) & 0x0f0f0f0f) | ((a2 >> 4) & 0x03030303) << 4;
-    const uint32_t s3 = ((a1 >> 4) & 0x0f0f0f0f) | ((a2 >> 6) & 0x03030303) << 4;
-    return _mm_sub_epi8(_mm_setr_epi32((int)s0, (int)s1, (int)s2, (int)s3), _mm_set1_epi8(32));
+    uint32_t s[4];
+    unpack_q3k_scale_words(p, s);
+    return _mm_sub_epi8(_mm_setr_epi32((int)s[0], (int)s[1], (int)s[2], (int)s[3]), _mm_set1_epi8(32));
 }
 
 /* 16 scales of 16-element sub-blocks, bytes in order, to 16-bit lanes
@@ -411,59 +353,66 @@ FORCE_INLINE __m256i spread_scales16(__m128i bytes)
     return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(bytes, even_odd));
 }
 
-FORCE_INLINE void kquant_row(enum kquant_format f, const uint8_t *blk, struct kq_row *row)
+FORCE_INLINE __m128i load_bytes16(const void *p)
 {
-    switch (f) {
-    case KQ_Q2_K: {
-        const block_q2_K *b = (const block_q2_K *)blk;
-        const __m128i raw = _mm_loadu_si128((const __m128i *)b->scales);
-        const __m128i m4 = _mm_set1_epi8(0x0f);
-        row->chunk_sc = spread_scales16(_mm_and_si128(raw, m4));
-        row->bsum_w = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), m4));
-        row->d = half_to_float(b->d);
-        row->dmin = half_to_float(b->dmin);
-        break;
-    }
-    case KQ_Q3_K: {
-        const block_q3_K *b = (const block_q3_K *)blk;
-        const __m128i sc = unpack_q3k_scales(b->scales);
-        row->chunk_sc = spread_scales16(sc);
-        row->bsum_w = _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc), 2); /* 4 sc: u - 4 */
-        row->d = half_to_float(b->d);
-        row->dmin = 0.0f;
-        break;
-    }
-    case KQ_Q4_K:
-    case KQ_Q5_K: {
-        const block_q4_K *b4 = (const block_q4_K *)blk;
-        const block_q5_K *b5 = (const block_q5_K *)blk;
-        uint64_t sc, mn;
-        unpack_q4k_scales(f == KQ_Q4_K ? b4->scales : b5->scales, &sc, &mn);
-        /* one scale per 32-element chunk: the same word c in both halves */
-        row->chunk_sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
-        const __m128i m8 = _mm_cvtsi64_si128((long long)mn);
-        row->bsum_w = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* m_k for bsums 2k, 2k + 1 */
-        row->d = half_to_float(f == KQ_Q4_K ? b4->d : b5->d);
-        row->dmin = half_to_float(f == KQ_Q4_K ? b4->dmin : b5->dmin);
-        break;
-    }
-    default: {
-        const block_q6_K *b = (const block_q6_K *)blk;
-        const __m128i sc = _mm_loadu_si128((const __m128i *)b->scales);
-        row->chunk_sc = spread_scales16(sc);
-        row->bsum_w = _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc), 5); /* 32 sc: u - 32 */
-        row->d = half_to_float(b->d);
-        row->dmin = 0.0f;
-        break;
-    }
-    }
+    return _mm_loadu_si128((const __m128i *)p);
+}
+
+FORCE_INLINE __m128i nibbles16(__m128i v, bool high)
+{
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    return high ? _mm_and_si128(_mm_srli_epi16(v, 4), m4) : _mm_and_si128(v, m4);
+}
+
+FORCE_INLINE __m256i widen_u8(__m128i v)
+{
+    return _mm256_cvtepu8_epi16(v);
+}
+
+FORCE_INLINE __m256i widen_s8_shl(__m128i v, int k)
+{
+    return _mm256_slli_epi16(_mm256_cvtepi8_epi16(v), k);
+}
+
+FORCE_INLINE __m256i widen_u8_pairs(uint64_t w)
+{
+    const __m128i m8 = _mm_cvtsi64_si128((long long)w);
+    return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+}
+
+/* A row's sub-block scales as 16-bit lanes laid out for kq_chunk_scales:
+ * spread_scales16's, or for one scale per chunk (Q4_K, Q5_K) the same
+ * word c in both halves. */
+FORCE_INLINE __m256i kq_sub_scales(__m128i v)
+{
+    return spread_scales16(v);
+}
+
+FORCE_INLINE __m256i kq_chunk_scale_bytes(uint64_t w)
+{
+    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)w)));
 }
 
 /* The scales of chunk c as 16-bit lanes: sub-block 2c's for elements
  * 0-15, 2c + 1's for 16-31 (for Q4_K and Q5_K the chunk's one scale). */
-FORCE_INLINE __m256i kquant_chunk_scales(const struct kq_row *row, int c)
+FORCE_INLINE __m256i kq_chunk_scales(const __m256i *scales, int c)
 {
-    return _mm256_shuffle_epi8(row->chunk_sc, _mm256_set1_epi16((short)((2 * c + 1) << 8 | 2 * c)));
+    return _mm256_shuffle_epi8(*scales, _mm256_set1_epi16((short)((2 * c + 1) << 8 | 2 * c)));
+}
+
+FORCE_INLINE __m256i kq_chunk_add(__m256i acc, __m256i q, __m256i y, __m256i sc)
+{
+    return DOT_S16(acc, _mm256_maddubs_epi16(q, y), sc);
+}
+
+FORCE_INLINE __m256i load_words16(const int16_t *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+FORCE_INLINE __m256i bsum_lanes(__m256i bsums, __m256i w)
+{
+    return _mm256_madd_epi16(bsums, w);
 }
 
 /* Bit b of each byte of v moved to bit `to` (16-bit shifts: no bit of the
@@ -473,112 +422,19 @@ FORCE_INLINE __m256i move_bit(__m256i v, int b, int to)
     return b <= to ? _mm256_slli_epi16(v, to - b) : _mm256_srli_epi16(v, b - to);
 }
 
-/* The unsigned quants of chunk c (elements 32c .. 32c + 31). */
-FORCE_INLINE __m256i kquant_chunk(enum kquant_format f, const uint8_t *blk, int c)
+FORCE_INLINE __m256i bits_at(__m256i v, int shift, uint8_t mask)
 {
-    const __m256i m2 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(0x0f);
-    switch (f) {
-    case KQ_Q2_K: {
-        const block_q2_K *b = (const block_q2_K *)blk;
-        const __m256i raw = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (c / 4)));
-        return _mm256_and_si256(_mm256_srli_epi16(raw, 2 * (c % 4)), m2);
-    }
-    case KQ_Q3_K: {
-        const block_q3_K *b = (const block_q3_K *)blk;
-        const __m256i raw = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (c / 4)));
-        const __m256i low = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * (c % 4)), m2);
-        const __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
-        return _mm256_or_si256(low, _mm256_and_si256(move_bit(hm, c, 2), _mm256_set1_epi8(4)));
-    }
-    case KQ_Q4_K: {
-        const block_q4_K *b = (const block_q4_K *)blk;
-        const __m256i raw = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (c / 2)));
-        return _mm256_and_si256(_mm256_srli_epi16(raw, 4 * (c % 2)), m4);
-    }
-    case KQ_Q5_K: {
-        const block_q5_K *b = (const block_q5_K *)blk;
-        const __m256i raw = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (c / 2)));
-        const __m256i low = _mm256_and_si256(_mm256_srli_epi16(raw, 4 * (c % 2)), m4);
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)b->qh);
-        return _mm256_or_si256(low, _mm256_and_si256(move_bit(qh, c, 4), _mm256_set1_epi8(0x10)));
-    }
-    default: {
-        const block_q6_K *b = (const block_q6_K *)blk;
-        const int h = c / 4, k = c % 4;
-        const __m256i ql = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (k % 2)));
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
-        const __m256i low = _mm256_and_si256(_mm256_srli_epi16(ql, 4 * (k / 2)), m4);
-        return _mm256_or_si256(low, _mm256_and_si256(move_bit(qh, 2 * k, 4), _mm256_set1_epi8(0x30)));
-    }
-    }
+    return _mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8((char)mask));
 }
 
-FORCE_INLINE void kquant_tile(enum kquant_format f, const int TR, const int TT, int64_t n_blocks,
-                              const uint8_t *w, size_t w_stride, const uint8_t *x, size_t x_stride,
-                              float *out, int64_t out_stride)
+FORCE_INLINE __m256i bit_moved(__m256i v, int b, int to, uint8_t mask)
 {
-    const size_t wb = kquant_block_bytes(f);
-    const bool has_min = f == KQ_Q2_K || f == KQ_Q4_K || f == KQ_Q5_K;
-    __m256 run[INT_TILE_ROWS][INT_TILE_TOKS];
-    UNROLL
-    for (int r = 0; r < TR; r++)
-        UNROLL
-        for (int t = 0; t < TT; t++) run[r][t] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n_blocks; i++) {
-        struct kq_row row[INT_TILE_ROWS];
-        const uint8_t *wblk[INT_TILE_ROWS];
-        const block_q8_K *yblk[INT_TILE_TOKS];
-        UNROLL
-        for (int r = 0; r < TR; r++) {
-            wblk[r] = w + (size_t)r * w_stride + (size_t)i * wb;
-            prefetch_next_rows(wblk[r], w_stride, TR);
-            prefetch_next_rows(wblk[r] + 64, w_stride, TR);
-            if (wb > 128) prefetch_next_rows(wblk[r] + 128, w_stride, TR);
-            kquant_row(f, wblk[r], &row[r]);
-        }
-        UNROLL
-        for (int t = 0; t < TT; t++) yblk[t] = (const block_q8_K *)(x + (size_t)t * x_stride) + i;
-        __m256i acc[INT_TILE_ROWS][INT_TILE_TOKS];
-        UNROLL
-        for (int r = 0; r < TR; r++)
-            UNROLL
-            for (int t = 0; t < TT; t++) acc[r][t] = _mm256_setzero_si256();
-        UNROLL
-        for (int c = 0; c < QK_K / 32; c++) {
-            __m256i q[INT_TILE_ROWS], sc[INT_TILE_ROWS];
-            UNROLL
-            for (int r = 0; r < TR; r++) {
-                q[r] = kquant_chunk(f, wblk[r], c);
-                sc[r] = kquant_chunk_scales(&row[r], c);
-            }
-            UNROLL
-            for (int t = 0; t < TT; t++) {
-                const __m256i y = _mm256_loadu_si256((const __m256i *)(yblk[t]->qs + 32 * c));
-                UNROLL
-                for (int r = 0; r < TR; r++)
-                    acc[r][t] = DOT_S16(acc[r][t], _mm256_maddubs_epi16(q[r], y), sc[r]);
-            }
-        }
-        UNROLL
-        for (int t = 0; t < TT; t++) {
-            const __m256i bsums = _mm256_loadu_si256((const __m256i *)yblk[t]->bsums);
-            const float dy = yblk[t]->d;
-            UNROLL
-            for (int r = 0; r < TR; r++) {
-                const __m256i paired = _mm256_madd_epi16(bsums, row[r].bsum_w);
-                __m256i lanes = acc[r][t];
-                if (!has_min) lanes = _mm256_sub_epi32(lanes, paired);
-                run[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dy * row[r].d), _mm256_cvtepi32_ps(lanes), run[r][t]);
-                if (has_min)
-                    run[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(-(dy * row[r].dmin)), _mm256_cvtepi32_ps(paired),
-                                                run[r][t]);
-            }
-        }
-    }
-    UNROLL
-    for (int t = 0; t < TT; t++)
-        UNROLL
-        for (int r = 0; r < TR; r++) out[t * out_stride + r] = lanes_total(run[r][t]);
+    return _mm256_and_si256(move_bit(v, b, to), _mm256_set1_epi8((char)mask));
+}
+
+FORCE_INLINE __m256i bytes32_or(__m256i a, __m256i b)
+{
+    return _mm256_or_si256(a, b);
 }
 
 /* ==========================================================================
@@ -1170,23 +1026,7 @@ DEFINE_PACKED_KQ_GEMM(q4_k, block_q4_K, packed_q45k_tile, false, )
 DEFINE_PACKED_KQ_GEMM(q5_k, block_q5_K, packed_q45k_tile, true, )
 DEFINE_PACKED_KQ_GEMM(q6_k, block_q6_K, packed_q6k_tile, )
 
-/* ==========================================================================
- * Entry points: gemm walks the tile grid (tiles.h), vec_dot is its 1 x 1 case
- * ========================================================================== */
-
-#define DEFINE_INT_GEMM(name, TILE, fmt, block_elems) \
-    DEFINE_TILED_GEMM(name, TILE, fmt, INT_TILE_ROWS, INT_TILE_TOKS, block_elems)
-
-DEFINE_INT_GEMM(q4_0, legacy_tile, LEGACY_Q4_0, QK4_0)
-DEFINE_INT_GEMM(q4_1, legacy_tile, LEGACY_Q4_1, QK4_1)
-DEFINE_INT_GEMM(q5_0, legacy_tile, LEGACY_Q5_0, QK5_0)
-DEFINE_INT_GEMM(q5_1, legacy_tile, LEGACY_Q5_1, QK5_1)
-DEFINE_INT_GEMM(q8_0, legacy_tile, LEGACY_Q8_0, QK8_0)
-DEFINE_INT_GEMM(q2_k, kquant_tile, KQ_Q2_K, QK_K)
-DEFINE_INT_GEMM(q3_k, kquant_tile, KQ_Q3_K, QK_K)
-DEFINE_INT_GEMM(q4_k, kquant_tile, KQ_Q4_K, QK_K)
-DEFINE_INT_GEMM(q5_k, kquant_tile, KQ_Q5_K, QK_K)
-DEFINE_INT_GEMM(q6_k, kquant_tile, KQ_Q6_K, QK_K)
+#include "int_tiles_impl.h"
 
 /* The packed-weight table entries, for the including file's table. */
 #define INT_KERNEL_PACKED_TABLE \

@@ -13,44 +13,46 @@ struct type_info {
     const char *name;
     int64_t block_elems;
     size_t block_bytes;
+    bool computes; /* weights hearth computes with (every backend's kernels) */
 };
 
 /* Block sizes: QK = 32 for the legacy formats, QK_K = 256 for the K-quants
- * and i-quants.  The byte counts are those of the packed block structs. */
+ * and i-quants.  The byte counts are those of the packed block structs.
+ * Q8_1 and Q8_K are activation formats only. */
 static const struct type_info type_table[HEARTH_TYPE_COUNT] = {
-    [HEARTH_TYPE_F32] = {"F32", 1, 4},
-    [HEARTH_TYPE_F16] = {"F16", 1, 2},
-    [HEARTH_TYPE_Q4_0] = {"Q4_0", QK4_0, sizeof(block_q4_0)},
-    [HEARTH_TYPE_Q4_1] = {"Q4_1", QK4_1, sizeof(block_q4_1)},
-    [HEARTH_TYPE_Q5_0] = {"Q5_0", QK5_0, sizeof(block_q5_0)},
-    [HEARTH_TYPE_Q5_1] = {"Q5_1", QK5_1, sizeof(block_q5_1)},
-    [HEARTH_TYPE_Q8_0] = {"Q8_0", QK8_0, sizeof(block_q8_0)},
-    [HEARTH_TYPE_Q8_1] = {"Q8_1", QK8_1, sizeof(block_q8_1)},
-    [HEARTH_TYPE_Q2_K] = {"Q2_K", QK_K, sizeof(block_q2_K)},
-    [HEARTH_TYPE_Q3_K] = {"Q3_K", QK_K, sizeof(block_q3_K)},
-    [HEARTH_TYPE_Q4_K] = {"Q4_K", QK_K, sizeof(block_q4_K)},
-    [HEARTH_TYPE_Q5_K] = {"Q5_K", QK_K, sizeof(block_q5_K)},
-    [HEARTH_TYPE_Q6_K] = {"Q6_K", QK_K, sizeof(block_q6_K)},
-    [HEARTH_TYPE_Q8_K] = {"Q8_K", QK_K, sizeof(block_q8_K)},
+    [HEARTH_TYPE_F32] = {"F32", 1, 4, true},
+    [HEARTH_TYPE_F16] = {"F16", 1, 2, true},
+    [HEARTH_TYPE_Q4_0] = {"Q4_0", QK4_0, sizeof(block_q4_0), true},
+    [HEARTH_TYPE_Q4_1] = {"Q4_1", QK4_1, sizeof(block_q4_1), true},
+    [HEARTH_TYPE_Q5_0] = {"Q5_0", QK5_0, sizeof(block_q5_0), true},
+    [HEARTH_TYPE_Q5_1] = {"Q5_1", QK5_1, sizeof(block_q5_1), true},
+    [HEARTH_TYPE_Q8_0] = {"Q8_0", QK8_0, sizeof(block_q8_0), true},
+    [HEARTH_TYPE_Q8_1] = {"Q8_1", QK8_1, sizeof(block_q8_1), false},
+    [HEARTH_TYPE_Q2_K] = {"Q2_K", QK_K, sizeof(block_q2_K), true},
+    [HEARTH_TYPE_Q3_K] = {"Q3_K", QK_K, sizeof(block_q3_K), true},
+    [HEARTH_TYPE_Q4_K] = {"Q4_K", QK_K, sizeof(block_q4_K), true},
+    [HEARTH_TYPE_Q5_K] = {"Q5_K", QK_K, sizeof(block_q5_K), true},
+    [HEARTH_TYPE_Q6_K] = {"Q6_K", QK_K, sizeof(block_q6_K), true},
+    [HEARTH_TYPE_Q8_K] = {"Q8_K", QK_K, sizeof(block_q8_K), false},
     /* i-quants and ternary types: known so that files holding them can be
      * read and inspected; the engine does not compute with them. */
-    [HEARTH_TYPE_IQ2_XXS] = {"IQ2_XXS", QK_K, 2 + QK_K / 8 * 2},
-    [HEARTH_TYPE_IQ2_XS] = {"IQ2_XS", QK_K, 2 + QK_K / 8 * 2 + QK_K / 32},
-    [HEARTH_TYPE_IQ3_XXS] = {"IQ3_XXS", QK_K, 2 + 3 * (QK_K / 8)},
-    [HEARTH_TYPE_IQ1_S] = {"IQ1_S", QK_K, 2 + QK_K / 8 + QK_K / 16},
-    [HEARTH_TYPE_IQ4_NL] = {"IQ4_NL", 32, 2 + 16},
-    [HEARTH_TYPE_IQ3_S] = {"IQ3_S", QK_K, 2 + 13 * (QK_K / 32) + QK_K / 64},
-    [HEARTH_TYPE_IQ2_S] = {"IQ2_S", QK_K, 2 + QK_K / 4 + QK_K / 16},
-    [HEARTH_TYPE_IQ4_XS] = {"IQ4_XS", QK_K, 2 + 2 + QK_K / 64 + QK_K / 2},
-    [HEARTH_TYPE_I8] = {"I8", 1, 1},
-    [HEARTH_TYPE_I16] = {"I16", 1, 2},
-    [HEARTH_TYPE_I32] = {"I32", 1, 4},
-    [HEARTH_TYPE_I64] = {"I64", 1, 8},
-    [HEARTH_TYPE_F64] = {"F64", 1, 8},
-    [HEARTH_TYPE_IQ1_M] = {"IQ1_M", QK_K, QK_K / 8 + QK_K / 16 + QK_K / 32},
-    [HEARTH_TYPE_BF16] = {"BF16", 1, 2},
-    [HEARTH_TYPE_TQ1_0] = {"TQ1_0", QK_K, 2 + QK_K / 64 + (QK_K - 4 * QK_K / 64) / 5},
-    [HEARTH_TYPE_TQ2_0] = {"TQ2_0", QK_K, 2 + QK_K / 4},
+    [HEARTH_TYPE_IQ2_XXS] = {"IQ2_XXS", QK_K, 2 + QK_K / 8 * 2, false},
+    [HEARTH_TYPE_IQ2_XS] = {"IQ2_XS", QK_K, 2 + QK_K / 8 * 2 + QK_K / 32, false},
+    [HEARTH_TYPE_IQ3_XXS] = {"IQ3_XXS", QK_K, 2 + 3 * (QK_K / 8), false},
+    [HEARTH_TYPE_IQ1_S] = {"IQ1_S", QK_K, 2 + QK_K / 8 + QK_K / 16, false},
+    [HEARTH_TYPE_IQ4_NL] = {"IQ4_NL", 32, 2 + 16, false},
+    [HEARTH_TYPE_IQ3_S] = {"IQ3_S", QK_K, 2 + 13 * (QK_K / 32) + QK_K / 64, false},
+    [HEARTH_TYPE_IQ2_S] = {"IQ2_S", QK_K, 2 + QK_K / 4 + QK_K / 16, false},
+    [HEARTH_TYPE_IQ4_XS] = {"IQ4_XS", QK_K, 2 + 2 + QK_K / 64 + QK_K / 2, false},
+    [HEARTH_TYPE_I8] = {"I8", 1, 1, false},
+    [HEARTH_TYPE_I16] = {"I16", 1, 2, false},
+    [HEARTH_TYPE_I32] = {"I32", 1, 4, false},
+    [HEARTH_TYPE_I64] = {"I64", 1, 8, false},
+    [HEARTH_TYPE_F64] = {"F64", 1, 8, false},
+    [HEARTH_TYPE_IQ1_M] = {"IQ1_M", QK_K, QK_K / 8 + QK_K / 16 + QK_K / 32, false},
+    [HEARTH_TYPE_BF16] = {"BF16", 1, 2, true},
+    [HEARTH_TYPE_TQ1_0] = {"TQ1_0", QK_K, 2 + QK_K / 64 + (QK_K - 4 * QK_K / 64) / 5, false},
+    [HEARTH_TYPE_TQ2_0] = {"TQ2_0", QK_K, 2 + QK_K / 4, false},
 };
 
 static const struct type_info *type_info(hearth_type type)
@@ -99,14 +101,6 @@ size_t hearth_type_row_bytes(hearth_type type, int64_t n)
 
 bool hearth_type_can_compute(hearth_type type)
 {
-    switch (type) {
-    case HEARTH_TYPE_F32: case HEARTH_TYPE_F16: case HEARTH_TYPE_BF16:
-    case HEARTH_TYPE_Q4_0: case HEARTH_TYPE_Q4_1: case HEARTH_TYPE_Q5_0:
-    case HEARTH_TYPE_Q5_1: case HEARTH_TYPE_Q8_0:
-    case HEARTH_TYPE_Q2_K: case HEARTH_TYPE_Q3_K: case HEARTH_TYPE_Q4_K:
-    case HEARTH_TYPE_Q5_K: case HEARTH_TYPE_Q6_K:
-        return true;
-    default:
-        return false;
-    }
+    const struct type_info *t = type_info(type);
+    return t && t->computes;
 }
