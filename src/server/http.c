@@ -43,6 +43,7 @@
 #include <gnutls/gnutls.h>
 #endif
 
+#include "buf.h"
 #include "http_parse.h"
 
 #define MAX_LISTEN 8
@@ -56,8 +57,7 @@ struct http_exchange {
     struct http_conn *c;
     struct http_request req;
     const char *path;           /* the target's path: no scheme, authority or query */
-    char *body;
-    size_t body_len, body_cap;
+    struct buf body;
     bool head_only;             /* HEAD: the response has no body */
     bool started;               /* the response head is written */
     bool chunked;               /* the streamed body is chunked (else ends with the close) */
@@ -302,8 +302,8 @@ const char *http_request_header(const struct http_exchange *x, const char *name)
 
 const char *http_body(const struct http_exchange *x, size_t *len)
 {
-    *len = x->body_len;
-    return x->body;
+    *len = x->body.len;
+    return x->body.p;
 }
 
 int http_watch_fd(const struct http_exchange *x) { return x->c->fd; }
@@ -342,22 +342,6 @@ static void refuse(struct http_conn *c, int status, const char *message, const c
 }
 
 /* ---- a connection's thread ------------------------------------------ */
-
-static bool body_add(struct http_exchange *x, const char *p, size_t n)
-{
-    if (x->body_len + n + 1 > x->body_cap) {
-        size_t cap = x->body_cap ? x->body_cap : 1024;
-        while (cap < x->body_len + n + 1) cap *= 2;
-        char *b = realloc(x->body, cap);
-        if (!b) return false;
-        x->body = b;
-        x->body_cap = cap;
-    }
-    memcpy(x->body + x->body_len, p, n);
-    x->body_len += n;
-    x->body[x->body_len] = '\0';
-    return true;
-}
 
 static void set_phase(struct http_conn *c, enum phase p)
 {
@@ -428,7 +412,7 @@ static bool read_request(struct http_conn *c)
             refuse(c, err.status, err.message, NULL);
             return false;
         }
-        if (r == HTTP_DATA && !body_add(x, c->in + off, len)) {
+        if (r == HTTP_DATA && !buf_add(&x->body, c->in + off, len)) {
             refuse(c, 500, "out of memory", NULL);
             return false;
         }
@@ -436,7 +420,7 @@ static bool read_request(struct http_conn *c)
         if (r == HTTP_DONE) break;
         if (r == HTTP_NEED_MORE && !read_more(c, request_deadline, true)) return false;
     }
-    if (!x->body) body_add(x, "", 0);
+    if (!x->body.p) buf_add(&x->body, "", 0);
     set_phase(c, PHASE_HANDLING);
     return true;
 }
@@ -494,8 +478,7 @@ static void *conn_main(void *arg)
         c->x.c = c;
         c->x.req.method = NULL;
         c->x.path = NULL;
-        c->x.body = NULL;
-        c->x.body_len = c->x.body_cap = 0;
+        c->x.body = (struct buf){0};
         c->x.head_only = c->x.started = c->x.chunked = c->x.ended = c->x.close = c->x.half_closed = false;
         bool ok = read_request(c);
         if (ok) {
@@ -503,8 +486,8 @@ static void *conn_main(void *arg)
             if (!c->x.started) refuse(c, 500, "the request was not answered", NULL);
             else if (!c->x.ended) http_stream_end(&c->x, true);
         }
-        free(c->x.body);
-        c->x.body = NULL;
+        free(c->x.body.p);
+        c->x.body = (struct buf){0};
         if (!ok || c->x.close) break;
     }
     linger(c);

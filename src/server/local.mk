@@ -10,6 +10,8 @@ src_hearth_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/cli -I$(top_srcdir)/src
 
 if HAVE_SERVER
 src_hearth_SOURCES += \
+	src/server/buf.c \
+	src/server/buf.h \
 	src/server/http.c \
 	src/server/http.h \
 	src/server/http_parse.c \

@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "http.h"
 #include "metrics.h"
 #include "prompt.h"
@@ -98,26 +99,6 @@ struct srv_server {
 
 /* ---- text buffers -------------------------------------------------- */
 
-struct buf {
-    char *p;
-    size_t len, cap;
-};
-
-static bool buf_add(struct buf *b, const char *s, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) return false;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return true;
-}
 
 /* A JSON string of bytes that may not be valid UTF-8 (token pieces):
  * each ill-formed byte becomes U+FFFD. */
