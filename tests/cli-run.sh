@@ -112,6 +112,20 @@ expect_status 2 "a logit bias beyond the vocabulary" -- "$HEARTH" run -m "$m" -p
 grep -q "^hearth: run: .*token 99999 is not in the vocabulary" "$tmpdir/err" || fail "the token is named"
 [ -s "$tmpdir/out" ] && fail "a bad logit bias: the prompt is not echoed"
 
+# A schema whose one property is an enum of 6,000 strings sharing their
+# beginnings is served: the output is one of them.
+awk 'BEGIN { printf "{\"type\":\"object\",\"properties\":{\"k\":{\"enum\":[";
+             for (i = 0; i < 6000; i++) printf "%s\"v%d_%04d\"", i ? "," : "", i % 97, i;
+             printf "]}},\"required\":[\"k\"]}" }' > "$tmpdir/wide.json"
+for seed in 1 2 3; do
+    expect_status 0 "an enum of 6000 strings, seed $seed" -- \
+        "$HEARTH" run -m "$m" -p "Once" -n 60 --seed $seed --json-schema "$tmpdir/wide.json"
+    v=$(sed -n 's/^Once{ *"k" *: *"\(v[0-9]*_[0-9]*\)" *}$/\1/p' "$tmpdir/out")
+    n=${v#*_}
+    [ -n "$v" ] && [ "$v" = "v$(expr "$n" % 97)_$n" ] ||
+        fail "an enum of 6000 strings, seed $seed: '$(cat "$tmpdir/out")' is not one of them"
+done
+
 # Inputs are bounded: a file without end is refused, not read until memory
 # runs out.
 expect_status 1 "a prompt file without end" -- "$HEARTH" run -m "$m" -f /dev/zero

@@ -1081,6 +1081,16 @@ TOOLS = [
 TOOL_MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 
+def ambiguous_alternatives(n):
+    """n alternatives that all accept "a" first, each through a byte set
+    of its own, so that merging alternatives with a common beginning
+    cannot join them: n readings at once after the "a"."""
+    alts = []
+    for i in range(n):
+        alts.append(f'[a{chr(98 + i % 25)}{chr(65 + (i // 25) % 26)}{(i // 650) % 10}] "{i}"')
+    return " | ".join(alts)
+
+
 @section("tight")
 def grammar_limit_at_start():
     # A grammar with more ways to begin than the matcher keeps is refused
@@ -1088,14 +1098,52 @@ def grammar_limit_at_start():
     # not the context's length.  (On a server whose --max-body takes it.)
     s = srv("tight")
     b = {"prompt": "Once", "max_tokens": 4}
-    gbnf = "root ::= " + " | ".join(f'"a{i}"' for i in range(5000))
-    expect_error(post(s, "/v1/completions", dict(b, grammar=gbnf)),
-                 "5000 alternatives at the start of a GBNF grammar: 400 naming grammar", 400, "invalid_value",
-                 "grammar")
-    schema = {"enum": [f"s{i}" for i in range(6000)]}
-    expect_error(post(s, "/v1/completions", dict(b, response_format={"type": "json_schema",
-                                                                      "json_schema": {"schema": schema}})),
-                 "an enum of 6000 strings: 400 naming response_format", 400, "invalid_value", "response_format")
+    expect_error(post(s, "/v1/completions", dict(b, grammar="root ::= " + ambiguous_alternatives(5000))),
+                 "5000 ways to begin a GBNF grammar: 400 naming grammar", 400, "invalid_value", "grammar")
+
+
+@section("tight")
+def grammar_limit_later():
+    # The same limit reached only after the first token: still the
+    # request's fault, named the same way; streamed, it is the error
+    # event after the 200.
+    s = srv("tight")
+    g = 'root ::= "{" (' + ambiguous_alternatives(5000) + ")"
+    b = {"prompt": "Once", "max_tokens": 8, "grammar": g}
+    expect_error(post(s, "/v1/completions", b),
+                 "a grammar too ambiguous after its first byte: 400 naming grammar", 400, "invalid_value", "grammar")
+    st = Stream(s, "/v1/completions", dict(b, stream=True))
+    errs = [ev["error"] for ev in st.chunks() if isinstance(ev, dict) and "error" in ev]
+    check(st.status == 200 and len(errs) == 1 and errs[0].get("code") == "invalid_value"
+          and errs[0].get("param") == "grammar",
+          "streamed: one error event, invalid_value naming grammar", short(errs))
+
+
+@section("tight")
+def wide_enum():
+    # An enum of 6,000 strings (all beginning with a quote, many with a
+    # longer common prefix) is served, streamed or not: the matcher keeps
+    # one way to continue per distinct next byte, not one per string.
+    s = srv("tight")
+    values = [f"v{i % 97}_{i:04d}" for i in range(6000)]
+    schema = {"type": "object", "properties": {"k": {"enum": values}}, "required": ["k"],
+              "additionalProperties": False}
+    rf = {"type": "json_schema", "json_schema": {"name": "wide", "schema": schema}}
+    allowed = set(values)
+    for seed in (1, 2):
+        b = {"prompt": "Once", "max_tokens": 60, "temperature": 1, "seed": seed, "response_format": rf}
+        j = ok_json(s, "/v1/completions", b, f"enum of 6000 strings, seed {seed}")
+        try:
+            v = json.loads(text(j))
+        except (TypeError, ValueError):
+            v = None
+        check(isinstance(v, dict) and v.get("k") in allowed and j["choices"][0]["finish_reason"] == "stop",
+              f"enum of 6000 strings, seed {seed}: the text is one of them", short(j))
+        st = Stream(s, "/v1/completions", dict(b, stream=True))
+        check(not st.framing(), f"enum of 6000 strings streamed, seed {seed}: framing", "; ".join(st.framing()))
+        joined = "".join(ch.get("text") or "" for ev in st.chunks() for ch in ev.get("choices", []))
+        check(joined == text(j), f"enum of 6000 strings streamed, seed {seed}: the same text",
+              f"{short(joined)} vs {short(text(j))}")
 
 
 def tool_args_valid(name, args):

@@ -612,6 +612,106 @@ START_TEST(test_real_vocab_masks)
 }
 END_TEST
 
+/* ---- many alternatives with a common beginning -------------------------- */
+
+/* Alternatives that share a prefix, the same one repeated, one that is a
+ * prefix of another, and an empty one: the language is what it says. */
+START_TEST(test_shared_prefixes)
+{
+    const char *g = "root ::= \"ab\" \"c\" | \"ab\" | \"ab\" \"c\" | \"a\" x | \"\" | \"b\" x\n"
+                    "x ::= \"d\"* | \"d\" \"e\"";
+    ACCEPTS(g, "abc");
+    ACCEPTS(g, "ab");
+    ACCEPTS(g, "a");
+    ACCEPTS(g, "");
+    ACCEPTS(g, "addd");
+    ACCEPTS(g, "ade");
+    ACCEPTS(g, "bde");
+    REFUSES(g, "abcc");
+    REFUSES(g, "abd");
+    REFUSES(g, "adee");
+    REFUSES(g, "c");
+    /* alternatives that begin with the same rule */
+    const char *r = "root ::= w \"1\" | w \"2\" | w\nw ::= [a-z]+";
+    ACCEPTS(r, "abc1");
+    ACCEPTS(r, "q2");
+    ACCEPTS(r, "qq");
+    REFUSES(r, "1");
+    REFUSES(r, "ab3");
+}
+END_TEST
+
+/* A schema whose one property is an enum of 6,000 strings: every string
+ * begins with the same quote and many share longer prefixes, so the
+ * matcher must not hold a stack per string (at most GSET_MAX of them)
+ * once the quote is matched.  Each value is accepted and a near miss is
+ * not; then a walk over a real vocabulary, with masks, along one value. */
+#define WIDE_ENUM 6000
+
+static char *wide_enum_schema(char (*values)[16])
+{
+    test_rng rng;
+    test_rng_seed(&rng, 6000);
+    size_t cap = WIDE_ENUM * 20 + 128, k = 0;
+    char *s = malloc(cap);
+    k += (size_t)snprintf(s + k, cap - k, "{\"type\":\"object\",\"properties\":{\"k\":{\"enum\":[");
+    for (int i = 0; i < WIDE_ENUM; i++) {
+        /* a shared stem, then random letters */
+        int n = snprintf(values[i], 16, "v%d_", i % 97);
+        for (int c = 0; c < 6; c++) values[i][n++] = (char)('a' + test_rng_next(&rng) % 8);
+        values[i][n] = 0;
+        k += (size_t)snprintf(s + k, cap - k, "%s\"%s\"", i ? "," : "", values[i]);
+    }
+    snprintf(s + k, cap - k, "]}},\"required\":[\"k\"]}");
+    return s;
+}
+
+START_TEST(test_wide_enum)
+{
+    static char values[WIDE_ENUM][16];
+    char *schema = wide_enum_schema(values);
+    char *g = schema_gbnf(schema);
+    char text[64];
+    for (int i = 0; i < WIDE_ENUM; i += 599) {
+        snprintf(text, sizeof text, "{\"k\":\"%.15s\"}", values[i]);
+        ACCEPTS(g, text);
+        snprintf(text, sizeof text, "{\"k\":\"%.15sz\"}", values[i]);
+        REFUSES(g, text);
+    }
+    free(g);
+
+    const char *path = test_data_path("vocab/vocab-llama3.gguf");
+    if (path) {
+        hearth_gguf *gguf;
+        ck_assert_int_eq(hearth_gguf_open(path, &gguf), HEARTH_OK);
+        hearth_vocab *vocab;
+        ck_assert_int_eq(hearth_vocab_load(gguf, NULL, &vocab), HEARTH_OK);
+        hearth_gguf_close(gguf);
+        hearth_grammar *gr;
+        ck_assert_msg(hearth_grammar_from_json_schema(vocab, schema, strlen(schema), &gr) == HEARTH_OK,
+                      "%s", hearth_last_error());
+        snprintf(text, sizeof text, "{\"k\": \"%.15s\"}", values[4321]);
+        hearth_token toks[64];
+        size_t n;
+        ck_assert_int_eq(hearth_tokenize(vocab, text, strlen(text), 0, toks, 64, &n), HEARTH_OK);
+        struct grammar_matcher *m;
+        ck_assert_int_eq(grammar_matcher_new(gr, &m), HEARTH_OK);
+        for (size_t i = 0; i < n; i++) {
+            const uint64_t *mask;
+            ck_assert_msg(grammar_matcher_mask(m, &mask) == HEARTH_OK, "mask before token %zu: %s", i,
+                          hearth_last_error());
+            ck_assert_msg((mask[toks[i] >> 6] >> (toks[i] & 63)) & 1, "token %zu (%d) masked", i, toks[i]);
+            ck_assert_int_eq(grammar_matcher_accept(m, toks[i]), HEARTH_OK);
+        }
+        ck_assert(grammar_matcher_can_end(m));
+        grammar_matcher_free(m);
+        hearth_grammar_free(gr);
+        hearth_vocab_free(vocab);
+    }
+    free(schema);
+}
+END_TEST
+
 /* ---- what compiling costs ---------------------------------------------- */
 
 /* A schema of n required integer properties, or a GBNF chain of n rules. */
@@ -757,6 +857,8 @@ static Suite *grammar_suite(void)
     tcase_add_test(tc, test_mask_tails);
     tcase_add_test(tc, test_json_schema);
     tcase_add_test(tc, test_json_schema_refused);
+    tcase_add_test(tc, test_shared_prefixes);
+    tcase_add_test(tc, test_wide_enum);
     tcase_add_test(tc, test_real_vocab);
     tcase_add_test(tc, test_real_vocab_masks);
     tcase_add_test(tc, test_compile_work_linear);

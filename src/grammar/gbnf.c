@@ -38,6 +38,8 @@
 #define GBNF_MAX_RULES (1 << 20)
 #define GBNF_MAX_REPEAT 100000
 #define GBNF_MAX_NESTING 256
+/* Elements that merging alternatives may copy besides the grammar's own. */
+#define GBNF_INLINE_FLOOR (1 << 16)
 
 /* Steps between two polls of the cancellation callback. */
 #define GBNF_POLL_STEPS 4096
@@ -909,6 +911,149 @@ static hearth_status parse_rules(struct parser *ps)
     }
 }
 
+/* ---- left factoring ------------------------------------------------------ */
+
+/* Alternatives of one rule that begin with the same element are merged
+ * into one, that element followed by a generated rule whose alternatives
+ * are what followed it: `"a" x | "a" y | b` becomes `"a" R | b` with
+ * `R ::= x | y`.  Done for every rule, the generated ones included, it
+ * turns alternatives that share a prefix into a tree, so the matcher
+ * holds one stack per distinct next element rather than one per
+ * alternative: an enum of thousands of strings, which all begin with a
+ * quote, costs as many stacks as the strings have different bytes at the
+ * point reached.  The language is unchanged, and so is left recursion
+ * (the merged element comes first on both sides, and what followed it is
+ * reached through it, as before). */
+struct alt_key {
+    int32_t type, value, index;
+};
+
+static int alt_key_cmp(const void *pa, const void *pb)
+{
+    const struct alt_key *a = pa, *b = pb;
+    if (a->type != b->type) return a->type < b->type ? -1 : 1;
+    if (a->value != b->value) return a->value < b->value ? -1 : 1;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+/* Before merging, an alternative that begins with a reference to another
+ * rule (`A ::= ... | B x | ...`; anyOf and oneOf translate to such) is
+ * replaced by that rule's alternatives, each followed by the rest of it
+ * (`b1 x | b2 x`), so that they can be merged with their neighbours: an
+ * anyOf of thousands of constants or objects then costs what an enum
+ * does.  *left bounds the elements copied so (the grammar at most
+ * doubles, past a floor that the shared rules of JSON Schema grammars
+ * take their part of; a cycle of such references, which is left
+ * recursion and refused later, ends when it is spent). */
+static hearth_status inline_leading_refs(struct parser *ps, int32_t r, size_t *left)
+{
+    if (ps->rules[r].n_alts < 2) return HEARTH_OK;
+    for (int32_t a = 0; a < ps->rules[r].n_alts; a++) {
+        struct seq *s = &ps->rules[r].alts[a];
+        if (s->n == 0 || s->e[0].type != GE_REF || s->e[0].value == r) continue;
+        const int32_t b = s->e[0].value, nb = ps->rules[b].n_alts, rest = s->n - 1;
+        size_t cost = 0;
+        for (int32_t k = 0; k < nb; k++) cost += (size_t)ps->rules[b].alts[k].n + (size_t)rest + 1;
+        if (nb == 0 || cost > *left || ps->n_elems_total + cost > GBNF_MAX_ELEMS) continue;
+        *left -= cost;
+        /* b's first alternative (and the rest) takes a's place, the others go last */
+        struct seq old = *s;
+        hearth_status st = HEARTH_OK;
+        for (int32_t k = 0; k < nb && !st; k++) {
+            struct seq next = {0}, *dst = &next;
+            if (k > 0) st = rule_add_alt(&ps->rules[r], &dst);
+            if (!st) st = seq_append(ps, dst, ps->rules[b].alts[k].e, ps->rules[b].alts[k].n);
+            if (!st) st = seq_append(ps, dst, old.e + 1, rest);
+            if (k == 0) {
+                if (st) free(next.e);
+                else ps->rules[r].alts[a] = next;
+            }
+        }
+        free(old.e);
+        if (st) {
+            /* a's place must not keep the freed elements */
+            if (ps->rules[r].alts[a].e == old.e) ps->rules[r].alts[a] = (struct seq){0};
+            return st;
+        }
+        a--; /* the alternative that took its place may begin with a reference too */
+    }
+    return HEARTH_OK;
+}
+
+static hearth_status factor_rule(struct parser *ps, int32_t r)
+{
+    const int32_t n = ps->rules[r].n_alts;
+    if (n < 2) return HEARTH_OK;
+    HEARTH_TRY(gbudget_spend(ps->budget, (uint64_t)n));
+    struct alt_key *keys = hearth_malloc((size_t)n * sizeof *keys, "grammar alternatives");
+    if (!keys) return HEARTH_E_NOMEM;
+    /* the rule's array of alternatives stays where it is while rules are
+     * added (only ps->rules moves) */
+    struct seq *alts = ps->rules[r].alts;
+    int32_t m = 0;
+    for (int32_t a = 0; a < n; a++)
+        if (alts[a].n > 0) keys[m++] = (struct alt_key){alts[a].e[0].type, alts[a].e[0].value, a};
+    qsort(keys, (size_t)m, sizeof *keys, alt_key_cmp);
+    bool shared = false;
+    for (int32_t i = 1; i < m && !shared; i++)
+        shared = keys[i].type == keys[i - 1].type && keys[i].value == keys[i - 1].value;
+    if (!shared) {
+        free(keys);
+        return HEARTH_OK;
+    }
+    /* merged[a]: the alternative that replaces a group's first member;
+     * moved[a]: a went to a generated rule */
+    struct seq *merged = hearth_calloc((size_t)n, sizeof *merged, "grammar alternatives");
+    bool *moved = hearth_calloc((size_t)n, sizeof *moved, "grammar alternatives");
+    hearth_status st = merged && moved ? HEARTH_OK : HEARTH_E_NOMEM;
+    for (int32_t i = 0, j; !st && i < m; i = j) {
+        for (j = i + 1; j < m && keys[j].type == keys[i].type && keys[j].value == keys[i].value; j++) {}
+        if (j - i < 2) continue;
+        int32_t g;
+        st = rule_generated(ps, r, &g);
+        for (int32_t k = i; !st && k < j; k++) {
+            const int32_t b = keys[k].index;
+            struct seq tail = alts[b], *dst;
+            st = gbudget_spend(ps->budget, (uint64_t)tail.n);
+            if (!st) st = rule_add_alt(&ps->rules[g], &dst);
+            if (st) break;
+            memmove(tail.e, tail.e + 1, (size_t)(tail.n - 1) * sizeof *tail.e);
+            tail.n--;
+            *dst = tail;
+            alts[b] = (struct seq){0};
+            moved[b] = true;
+        }
+        struct seq *first = &merged[keys[i].index];
+        if (!st) st = seq_push(ps, first, keys[i].type, keys[i].value);
+        if (!st) st = seq_push(ps, first, GE_REF, g);
+    }
+    if (!st) {
+        int32_t k = 0;
+        for (int32_t a = 0; a < n; a++) {
+            if (merged[a].n) alts[k++] = merged[a];
+            else if (!moved[a]) alts[k++] = alts[a];
+        }
+        ps->rules[r].n_alts = k;
+    } else if (merged) {
+        for (int32_t a = 0; a < n; a++) free(merged[a].e);
+    }
+    free(keys);
+    free(merged);
+    free(moved);
+    return st;
+}
+
+/* Every rule, and the rules factoring generates in turn. */
+static hearth_status factor_rules(struct parser *ps)
+{
+    size_t left = ps->n_elems_total + GBNF_INLINE_FLOOR;
+    for (int32_t r = 0; r < ps->n_rules; r++) {
+        HEARTH_TRY(inline_leading_refs(ps, r, &left));
+        HEARTH_TRY(factor_rule(ps, r));
+    }
+    return HEARTH_OK;
+}
+
 /* ---- checks ------------------------------------------------------------ */
 
 /* Which rules can match nothing, by a worklist: an alternative made of
@@ -1156,6 +1301,7 @@ hearth_status grammar_ir_parse(const char *text, size_t len, const char *root,
         if (strcmp(ps.rules[r].name, root) == 0) root_id = r;
     if (!st && root_id < 0)
         st = hearth_error(HEARTH_E_FORMAT, "grammar: no rule '%s' to start from", root);
+    if (!st) st = factor_rules(&ps);
     if (!st) st = flatten(&ps, root_id, out);
     parser_free(&ps);
     if (!st) {

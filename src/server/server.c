@@ -169,6 +169,7 @@ struct job {
     size_t out_pos;
     bool http_gone;
     bool failed;                             /* a sample ended in error */
+    const char *error_param;                 /* NULL, or the field at fault: the request's own grammar */
     char error[256];
     char id[48];
     time_t created;
@@ -559,9 +560,10 @@ static void emit_end(struct job *j)
     j->stream_closed = true;
 }
 
-static void emit_error(struct job *j, const char *message, const char *type, const char *code)
+static void emit_error(struct job *j, const char *message, const char *type, const char *code,
+                       const char *param)
 {
-    emit(j, error_object(message, type, NULL, code));
+    emit(j, error_object(message, type, param, code));
     emit_end(j);
 }
 
@@ -664,10 +666,15 @@ static void on_event(void *user, const hearth_event *ev)
             /* the library's message, as hearth run prints it */
             const char *why = hearth_last_error();
             snprintf(j->error, sizeof j->error, "%s", why && *why ? why : hearth_strerror(ev->status));
+            /* A grammar that only grows too ambiguous for the matcher
+             * after some output is the request's fault, not the
+             * server's: it is named as when it is refused at the start. */
+            if (ev->status == HEARTH_E_RANGE) j->error_param = srv_request_grammar_param(&j->req);
         }
         if (j->req.stream && !j->stream_closed) {
             if (j->failed) {
-                emit_error(j, j->error, "server_error", "generation_failed");
+                if (j->error_param) emit_error(j, j->error, "invalid_request_error", "invalid_value", j->error_param);
+                else emit_error(j, j->error, "server_error", "generation_failed", NULL);
             } else if (finish_name(ev->finish)) {
                 if (reads_tool_calls(j)) stream_tool_end(j, ci, finish_name(ev->finish));
                 else emit_chunk(j, ci, NULL, 0, false, finish_name(ev->finish));
@@ -1323,7 +1330,7 @@ static bool stream_job(struct conn *cn)
             else
                 snprintf(msg, sizeof msg, "the server is shutting down");
             emit_error(j, msg, w == W_TIMEOUT ? "timeout_error" : "server_error",
-                       w == W_TIMEOUT ? "timeout" : "shutting_down");
+                       w == W_TIMEOUT ? "timeout" : "shutting_down", NULL);
         }
     }
 }
@@ -1423,10 +1430,13 @@ static bool handle_generate(struct conn *cn, struct http_exchange *c, enum srv_k
         return send_error(cn, c, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
     }
     bool failed = j->failed;
+    const char *error_param = j->error_param;
     char error[sizeof j->error];
     memcpy(error, j->error, sizeof error);
     json_t *o = failed ? NULL : final_response(j);
     pthread_mutex_unlock(&j->mu);
+    if (failed && error_param)
+        return send_error(cn, c, 400, "invalid_request_error", "invalid_value", error_param, "%s", error);
     if (failed) return send_error(cn, c, 500, "server_error", "generation_failed", NULL, "%s", error);
     return send_json(cn, c, 200, o, NULL);
 }
