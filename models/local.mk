@@ -14,5 +14,4 @@ src_libhearth_core_la_SOURCES += \
 
 # RWKV-6 and QRWKV-6: recurrent layers with a fixed-size state.
 src_libhearth_core_la_SOURCES += \
-	models/rwkv6.c \
-	src/backend_cpu_rwkv.c
+	models/rwkv6.c

@@ -2,7 +2,7 @@
  * rwkv6.c -- recurrent layers: RWKV-6 "Finch" (rwkv6) and QRWKV-6, its
  * time mixing on a Qwen2 body (rwkv6qwen2).  Instead of attention over a
  * KV cache each layer keeps a fixed-size state per sequence
- * (engine/rstate.h): the previous token's normed rows (the token shift)
+ * (backend/rstate.h): the previous token's normed rows (the token shift)
  * and, per head, an N x N matrix S (Peng et al. 2024, "Eagle and Finch").
  *
  * Time mixing, with n = norm(x) and p the previous token's n:
@@ -455,7 +455,7 @@ static hearth_status rwkv_layer(struct forward *f, int il)
     return HEARTH_OK;
 }
 
-const struct arch arch_rwkv6 = {"rwkv6", rwkv6_load, rwkv_layer, NULL}; /* offload refused: src/offload.c */
+const struct arch arch_rwkv6 = {"rwkv6", rwkv6_load, rwkv_layer, NULL}; /* offload refused: src/model/offload.c */
 const struct arch arch_rwkv6qwen2 = {"rwkv6qwen2", rwkv6qwen2_load, rwkv_layer, NULL};
 
 static const struct arch_recurrent rwkv_hooks = {

@@ -1,6 +1,6 @@
 /*
  * backend_opencl.c -- the OpenCL backend: the layer operations of
- * src/backend.h on device buffers, with the kernels of opencl/kernels/.
+ * src/backend/backend.h on device buffers, with the kernels of opencl/kernels/.
  *
  * One backend per context: its own in-order command queue and kernel
  * objects (kernel arguments are per object, so contexts on other threads
@@ -804,7 +804,7 @@ static hearth_status prefill_from_env(enum prefill_path *out)
 /* What one context needs on the device besides the weights: the KV cache
  * of the offloaded layers, and at most this much for work buffers with
  * batches of up to n_batch tokens: the activations of a layer
- * (src/context.c alloc_forward), the logits when the output layer is
+ * (src/engine/context.c alloc_forward), the logits when the output layer is
  * offloaded, the products' rounded or quantized activations and
  * dequantized weight tile, the attention scores and the positions. */
 static void context_device_bytes(const hearth_model *m, const struct kv_cache *kv, int32_t first,

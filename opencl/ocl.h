@@ -3,7 +3,7 @@
  * device enumeration, a device opened for one model (context and built
  * program), and the program cache.
  *
- * The rest of the library sees only the seam of src/backend.h; these
+ * The rest of the library sees only the seam of src/backend/backend.h; these
  * declarations are shared by the files of opencl/.
  */
 #ifndef HEARTH_OCL_H

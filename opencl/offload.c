@@ -14,7 +14,7 @@
 #include "model.h"
 
 /* The types the device kernels read, "F32, F16, ...": every type the CPU
- * computes with (src/types.c), matmul.cl having a kernel for each. */
+ * computes with (src/common/types.c), matmul.cl having a kernel for each. */
 static void device_type_names(char *buf, size_t cap)
 {
     size_t len = 0;
@@ -168,7 +168,7 @@ hearth_status ocl_offload_model(hearth_model *m, int32_t first, bool output)
         if (!q) st = ocl_fail(err, "creating a command queue on device %d", om->dev->index);
     }
     m->offload.ocl = om;
-    /* the table the CPU packs by (src/model.c); without one (an invalid
+    /* the table the CPU packs by (src/model/model.c); without one (an invalid
      * HEARTH_CPU, reported when a context is made) nothing is packed */
     const hearth_kernels *cpu_kernels = NULL;
     if (!st && hearth_kernels_select(&cpu_kernels) != HEARTH_OK) cpu_kernels = NULL;

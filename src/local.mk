@@ -10,35 +10,62 @@ lib_LTLIBRARIES += src/libhearth.la
 include_HEADERS += src/hearth.h
 EXTRA_DIST += src/hearth.pc.in
 
+# What every part below uses: errors, UTF-8, growable text, the RNG,
+# fp16, the tensor types and their quantization, SHA-256, JSON and the
+# values it parses to (which the chat templates compute with).
 src_libhearth_core_la_SOURCES = \
-	src/backend.h \
-	src/backend_cpu.c \
-	src/backend_cpu_rwkv.h \
-	src/context.c \
-	src/download.c \
-	src/download.h \
-	src/download_names.c \
-	src/error.c \
-	src/forward.h \
-	src/fp16.h \
-	src/internal.h \
-	src/model.c \
-	src/model.h \
-	src/offload.c \
-	src/quant.c \
-	src/quant.h \
-	src/quantize.c \
-	src/quantize.h \
-	src/rng.h \
-	src/sampler.c \
-	src/sampler.h \
-	src/sha256.c \
-	src/sha256.h \
-	src/textbuf.c \
-	src/textbuf.h \
-	src/types.c \
-	src/utf8.c \
-	src/utf8.h
+	src/common/error.c \
+	src/common/fp16.h \
+	src/common/internal.h \
+	src/common/json.c \
+	src/common/json.h \
+	src/common/quant.c \
+	src/common/quant.h \
+	src/common/rng.h \
+	src/common/sha256.c \
+	src/common/sha256.h \
+	src/common/textbuf.c \
+	src/common/textbuf.h \
+	src/common/types.c \
+	src/common/unichar.c \
+	src/common/unichar.h \
+	src/common/utf8.c \
+	src/common/utf8.h \
+	src/common/value.c \
+	src/common/value.h
+
+# Downloading model files (hearth pull, -hf, --url).
+src_libhearth_core_la_SOURCES += \
+	src/download/download.c \
+	src/download/download.h \
+	src/download/download_names.c
+
+# A model: loading a GGUF file into weights, the layers' split between
+# the CPU and an OpenCL device, and writing a quantized copy.
+src_libhearth_core_la_SOURCES += \
+	src/model/forward.h \
+	src/model/model.c \
+	src/model/model.h \
+	src/model/offload.c \
+	src/model/quantize.c \
+	src/model/quantize.h
+
+# The backends' seam and the CPU backend, with the storage both backends
+# compute into: the KV cache and the recurrent states of sequences.
+src_libhearth_core_la_SOURCES += \
+	src/backend/backend.h \
+	src/backend/backend_cpu.c \
+	src/backend/backend_cpu_rwkv.c \
+	src/backend/backend_cpu_rwkv.h \
+	src/backend/kv_cache.c \
+	src/backend/kv_cache.h \
+	src/backend/rstate.c \
+	src/backend/rstate.h
+
+# Sampling a token from logits (the grammars' masks below).
+src_libhearth_core_la_SOURCES += \
+	src/sampler/sampler.c \
+	src/sampler/sampler.h
 
 # The GGUF reader and writer.
 src_libhearth_core_la_SOURCES += \
@@ -67,7 +94,7 @@ src_libhearth_core_la_SOURCES += \
 	src/grammar/mask.c \
 	src/grammar/matcher.c
 
-# The chat templates: the Jinja interpreter, its values and JSON.
+# The chat templates: the Jinja interpreter.
 src_libhearth_core_la_SOURCES += \
 	src/template/chat_builtin.c \
 	src/template/chat_builtin.h \
@@ -80,13 +107,7 @@ src_libhearth_core_la_SOURCES += \
 	src/template/jinja_ops.c \
 	src/template/jinja_parser.c \
 	src/template/jinja_tests.c \
-	src/template/jinja_text.c \
-	src/template/json.c \
-	src/template/json.h \
-	src/template/unichar.c \
-	src/template/unichar.h \
-	src/template/value.c \
-	src/template/value.h
+	src/template/jinja_text.c
 
 src_libhearth_core_la_LIBADD = \
 	$(PCRE2_LIBS) \

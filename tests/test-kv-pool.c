@@ -1,6 +1,6 @@
 /*
  * test-kv-pool.c -- the paged KV pool on its own (engine/kv_pool.h) and
- * the copy-on-write of its storage (engine/kv_cache.h).
+ * the copy-on-write of its storage (backend/kv_cache.h).
  *
  * - Allocation hands out every block once, then -1; references count
  *   holders; a block nobody holds is free again.

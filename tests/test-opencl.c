@@ -1,7 +1,7 @@
 /*
  * test-opencl.c -- every kernel of the OpenCL backend against its CPU
  * twin on random data, ragged sizes included: weight dequantization
- * (bit-exact with src/quant.c) and the matrix products of every type on
+ * (bit-exact with src/common/quant.c) and the matrix products of every type on
  * each path (GEMV, tiled GEMM, CLBlast), the products in the CPU's
  * packed order against its packed kernels (bit-exact), RMS norm, both RoPE styles,
  * attention over F16 and F32 device caches, SwiGLU, bias and residual
@@ -217,7 +217,7 @@ static struct weight make_weight(struct fixture *f, test_rng *rng, hearth_type t
 
 /* x rounded as the CPU's product for weights of `type` rounds it: to the
  * values of its activation format (Q8_0, Q8_1, Q8_K), by the reference
- * quantizer of src/quant.c. */
+ * quantizer of src/common/quant.c. */
 static float *round_like_cpu(hearth_type type, const float *x, int64_t n_tok, int64_t n_in)
 {
     const hearth_type at = hearth_kernels_scalar()->act_type[type];

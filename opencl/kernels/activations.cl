@@ -10,7 +10,7 @@
  * for the float products of matmul.cl.  (Q8_1 differs from Q8_0 only by
  * its stored sum, which the products do not use.)
  *
- * The rounding is that of src/quant.c: Q8_0/Q8_1 d = half(max|x| / 127)
+ * The rounding is that of src/common/quant.c: Q8_0/Q8_1 d = half(max|x| / 127)
  * with q = roundf(x / (max|x| / 127)) (the unrounded d, saturating at the
  * largest half), Q8_K d = max|x| / 127 (a float) with q = rint(x / d); a
  * block holding a NaN or infinity gets a NaN scale and zero quants.

@@ -3,7 +3,7 @@
  * over it (Vaswani et al. 2017, eq. 1), with grouped-query heads.
  *
  * Cache rows are slots; a row holds n_head_kv heads of head_dim elements
- * (F32, or F16 rounded to nearest even), as in src/engine/kv_cache.h.
+ * (F32, or F16 rounded to nearest even), as in src/backend/kv_cache.h.
  * Position j of a row's sequence is in slot tables[j / block_tokens] *
  * block_tokens + j % block_tokens, tables being that sequence's block
  * table.  The places buffer holds, for n rows, pos[0 .. n), slot[n .. 2n),

@@ -4,10 +4,10 @@
  * deq32_<type>(row, u, n_in, out) writes elements 32u .. 32u+31 of a row
  * as floats.  Every format is read in units of 32 elements: a whole block
  * of the legacy formats, one or two sub-blocks of a K-quant super-block.
- * The arithmetic follows the block definitions of src/quant.h in the same
+ * The arithmetic follows the block definitions of src/common/quant.h in the same
  * order ((d * scale) * q - (dmin * min) for the K-quants), without
  * contraction into fused multiply-adds, so a device gives the same floats
- * as the reference dequantizers of src/quant.c.  Only the plain float
+ * as the reference dequantizers of src/common/quant.c.  Only the plain float
  * types can have a row length that is not a multiple of 32 (n_in); their
  * missing elements read as 0.
  */

@@ -136,7 +136,7 @@ struct arch {
     const char *name;
     /* Read hyperparameters and bind the tensors into model. */
     hearth_status (*load)(hearth_model *model);
-    /* One transformer layer over the batch in f (see src/forward.h). */
+    /* One transformer layer over the batch in f (see src/model/forward.h). */
     hearth_status (*layer)(struct forward *f, int il);
     /* Why the OpenCL backend cannot run this family's layers (an operation
      * it lacks), or NULL when it can. */
@@ -160,7 +160,7 @@ struct arch_recurrent {
 /* The recurrent hooks of an architecture, NULL for attention ones. */
 const struct arch_recurrent *arch_recurrent_of(const struct arch *a);
 
-/* Where the layers run (src/offload.c; the device side in opencl/). */
+/* Where the layers run (src/model/offload.c; the device side in opencl/). */
 struct offload {
     int32_t first_layer;      /* first layer on the device; n_layer when none */
     bool output;              /* final norm and output layer on the device */
@@ -214,7 +214,7 @@ hearth_status model_bind_experts(hearth_model *m, struct weight *views, const ch
                                  int64_t ne1, int64_t n_views);
 
 /* Offload the layers model->params asks for (falling back to the CPU
- * when allowed), and release the device copies (src/offload.c). */
+ * when allowed), and release the device copies (src/model/offload.c). */
 hearth_status model_offload(hearth_model *m);
 void model_offload_release(hearth_model *m);
 /* The device side (opencl/offload.c): open the device, upload the

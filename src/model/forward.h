@@ -35,7 +35,7 @@ struct forward {
     struct act router, moe_out, moe_shared, shared_gate;
     /* Recurrent architectures: their own buffers (widths from
      * arch->extra_widths; 0: none), the sequences' states and the chunk
-     * size of prefill (tokens; engine/rstate.h, DESIGN.md). */
+     * size of prefill (tokens; backend/rstate.h, DESIGN.md). */
     struct act extra[FORWARD_EXTRA_MAX];
     struct rstate *rs;
     int32_t chunk_size;

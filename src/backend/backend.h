@@ -54,7 +54,7 @@ struct batch_pos {
     const int32_t *seq_start;   /* n_seqs + 1 row indices */
     const int32_t *blocks;      /* the sequences' block tables back to back */
     const int32_t *table_start; /* n_seqs offsets into blocks */
-    const int32_t *state_slot;  /* n_seqs recurrent state slots (engine/rstate.h);
+    const int32_t *state_slot;  /* n_seqs recurrent state slots (backend/rstate.h);
                                  * NULL: sequence s has slot s */
 };
 
