@@ -138,5 +138,11 @@ static hearth_status gemma_layer(struct forward *f, int il)
 #define GEMMA_NO_DEVICE "the OpenCL backend has no GELU feed-forward, soft-capping or " \
                         "sliding-window attention yet"
 
-const struct arch arch_gemma2 = {"gemma2", gemma2_load, gemma_layer, GEMMA_NO_DEVICE};
-const struct arch arch_gemma3 = {"gemma3", gemma3_load, gemma_layer, GEMMA_NO_DEVICE};
+const struct arch arch_gemma2 = {.name = "gemma2",
+                                 .load = gemma2_load,
+                                 .layer = gemma_layer,
+                                 .no_device = GEMMA_NO_DEVICE};
+const struct arch arch_gemma3 = {.name = "gemma3",
+                                 .load = gemma3_load,
+                                 .layer = gemma_layer,
+                                 .no_device = GEMMA_NO_DEVICE};

@@ -51,5 +51,9 @@ static hearth_status llama_layer(struct forward *f, int il)
     return family_swiglu_block(f, il);
 }
 
-const struct arch arch_llama = {"llama", llama_load, llama_layer, NULL};
-const struct arch arch_qwen2 = {"qwen2", qwen2_load, llama_layer, NULL};
+const struct arch arch_llama = {.name = "llama",
+                                .load = llama_load,
+                                .layer = llama_layer};
+const struct arch arch_qwen2 = {.name = "qwen2",
+                                .load = qwen2_load,
+                                .layer = llama_layer};

@@ -88,6 +88,8 @@ static hearth_status phi3_layer(struct forward *f, int il)
     return family_swiglu_block(f, il);
 }
 
-const struct arch arch_phi3 = {"phi3", phi3_load, phi3_layer,
-                               "the OpenCL backend has no LongRoPE factors or sliding-window "
+const struct arch arch_phi3 = {.name = "phi3",
+                               .load = phi3_load,
+                               .layer = phi3_layer,
+                               .no_device = "the OpenCL backend has no LongRoPE factors or sliding-window "
                                "attention yet"};

@@ -34,5 +34,7 @@ static hearth_status moe_layer(struct forward *f, int il)
     return moe_ffn_block(f, il);
 }
 
-const struct arch arch_qwen2moe = {"qwen2moe", qwen2moe_load, moe_layer,
-                                   "its mixture-of-experts layers need expert routing (moe_ffn), which the OpenCL backend lacks"};
+const struct arch arch_qwen2moe = {.name = "qwen2moe",
+                                   .load = qwen2moe_load,
+                                   .layer = moe_layer,
+                                   .no_device = "its mixture-of-experts layers need expert routing (moe_ffn), which the OpenCL backend lacks"};

@@ -30,4 +30,6 @@ static hearth_status qwen3_layer(struct forward *f, int il)
     return family_swiglu_block(f, il);
 }
 
-const struct arch arch_qwen3 = {"qwen3", qwen3_load, qwen3_layer, NULL};
+const struct arch arch_qwen3 = {.name = "qwen3",
+                                .load = qwen3_load,
+                                .layer = qwen3_layer};

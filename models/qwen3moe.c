@@ -33,5 +33,7 @@ static hearth_status qwen3moe_layer(struct forward *f, int il)
     return moe_ffn_block(f, il);
 }
 
-const struct arch arch_qwen3moe = {"qwen3moe", qwen3moe_load, qwen3moe_layer,
-                                   "its mixture-of-experts layers need expert routing (moe_ffn), which the OpenCL backend lacks"};
+const struct arch arch_qwen3moe = {.name = "qwen3moe",
+                                   .load = qwen3moe_load,
+                                   .layer = qwen3moe_layer,
+                                   .no_device = "its mixture-of-experts layers need expert routing (moe_ffn), which the OpenCL backend lacks"};

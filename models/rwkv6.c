@@ -455,9 +455,6 @@ static hearth_status rwkv_layer(struct forward *f, int il)
     return HEARTH_OK;
 }
 
-const struct arch arch_rwkv6 = {"rwkv6", rwkv6_load, rwkv_layer, NULL}; /* offload refused: src/model/offload.c */
-const struct arch arch_rwkv6qwen2 = {"rwkv6qwen2", rwkv6qwen2_load, rwkv_layer, NULL};
-
 static const struct arch_recurrent rwkv_hooks = {
     .state_floats = rwkv_state_floats,
     .output_norm = rwkv_output_norm,
@@ -466,7 +463,12 @@ static const struct arch_recurrent rwkv_hooks = {
     .release = rwkv_release,
 };
 
-const struct arch_recurrent *arch_recurrent_of(const struct arch *a)
-{
-    return a == &arch_rwkv6 || a == &arch_rwkv6qwen2 ? &rwkv_hooks : NULL;
-}
+/* offload refused: src/model/offload.c */
+const struct arch arch_rwkv6 = {.name = "rwkv6",
+                                .load = rwkv6_load,
+                                .layer = rwkv_layer,
+                                .recurrent = &rwkv_hooks};
+const struct arch arch_rwkv6qwen2 = {.name = "rwkv6qwen2",
+                                     .load = rwkv6qwen2_load,
+                                     .layer = rwkv_layer,
+                                     .recurrent = &rwkv_hooks};

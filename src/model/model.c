@@ -220,7 +220,7 @@ hearth_status hearth_model_load(const char *path, const hearth_model_params *par
     }
     for (size_t i = 0; i < HEARTH_ARRAY_LEN(architectures); i++)
         if (strcmp(architectures[i]->name, arch_name) == 0) m->arch = architectures[i];
-    if (m->arch) m->rec = arch_recurrent_of(m->arch);
+    if (m->arch) m->rec = m->arch->recurrent;
     if (!m->arch) {
         char list[256] = "";
         for (size_t i = 0; i < HEARTH_ARRAY_LEN(architectures); i++) {

@@ -141,6 +141,8 @@ struct arch {
     /* Why the OpenCL backend cannot run this family's layers (an operation
      * it lacks), or NULL when it can. */
     const char *no_device;
+    /* What a recurrent family adds (below); NULL for attention ones. */
+    const struct arch_recurrent *recurrent;
 };
 
 /* What recurrent architectures (models/rwkv6.c) add to struct arch.
@@ -156,9 +158,6 @@ struct arch_recurrent {
     int (*matrices)(hearth_model *m, int il, struct weight *out[]);
     void (*release)(hearth_model *m);
 };
-
-/* The recurrent hooks of an architecture, NULL for attention ones. */
-const struct arch_recurrent *arch_recurrent_of(const struct arch *a);
 
 /* Where the layers run (src/model/offload.c; the device side in opencl/). */
 struct offload {
@@ -192,7 +191,7 @@ struct hearth_model {
     char desc[128];
     hearth_vocab *vocab;          /* NULL when the file has no tokenizer */
     struct offload offload;
-    const struct arch_recurrent *rec; /* arch_recurrent_of(arch) */
+    const struct arch_recurrent *rec; /* arch->recurrent */
     struct rwkv_model *rwkv;      /* recurrent weights (models/rwkv6.c), or NULL */
 };
 
