@@ -549,11 +549,14 @@ static bool start_linger(struct http_conn *c)
 
 /* ---- workers -------------------------------------------------------- */
 
-/* Answer c's complete request, and the next ones already buffered. */
+/* Answer c's complete request, and the next ones already buffered;
+ * then hand it back to the loop, which reads its next request, writes
+ * a refusal, or closes it. */
 static void serve(struct http_conn *c)
 {
     struct http_server *h = c->h;
-    for (;;) {
+    enum verdict v = V_READY;
+    while (v == V_READY) {
         h->cfg.handle(h->cfg.user, &c->x);
         if (!c->x.started) {
             refuse(c, 500, "the request was not answered", NULL);
@@ -562,15 +565,12 @@ static void serve(struct http_conn *c)
         if (!c->x.ended) http_stream_end(&c->x, true);
         const bool close_it = c->x.close || atomic_load(&h->stopping);
         next_request(c);
-        if (close_it) {
-            if (!start_linger(c)) c->state = ST_SENDING, c->out_len = c->out_off = 0;
-            break;
-        }
-        enum verdict v = advance(c);
-        if (v == V_READY) continue;
-        if (v == V_CLOSE) c->state = ST_SENDING, c->out_len = c->out_off = 0;
-        else if (v == V_MORE) c->state = ST_REQUEST;
-        break;   /* V_REFUSED: ST_SENDING */
+        v = close_it ? V_CLOSE : advance(c);
+    }
+    if (v == V_MORE) c->state = ST_REQUEST;
+    if (v == V_CLOSE) {   /* nothing to write: the loop lingers and closes */
+        c->state = ST_SENDING;
+        c->out_len = c->out_off = 0;
     }
     c->waiting_since = c->last_io = now_s();
     give_back(c);
