@@ -48,6 +48,7 @@ import http.client
 import json
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -2350,6 +2351,54 @@ def slow_clients():
     check(statuses(got) == [408] and time.monotonic() - t0 < 6,
           "a head that trickles in past --request-timeout: 408, whatever its progress",
           f"after {time.monotonic() - t0:.1f} s: {short(got, 200)}")
+
+
+@section("http")
+def churning_clients():
+    # Clients that send one byte of a head and reconnect the moment they
+    # are dropped, three times as many as --max-connections 8: a client
+    # whose whole request arrives with its connection is still answered.
+    s = srv("http")
+    stop = threading.Event()
+    churned = [0]
+
+    def churn():
+        while not stop.is_set():
+            try:
+                with socket.create_connection(("127.0.0.1", s.port), timeout=IO_TIMEOUT) as sk:
+                    sk.sendall(b"G")
+                    churned[0] += 1
+                    while not stop.is_set():
+                        r, _, _ = select.select([sk], [], [], 0.2)
+                        if r and not sk.recv(4096):
+                            break
+            except OSError:
+                time.sleep(0.01)
+
+    threads = [threading.Thread(target=churn, daemon=True) for _ in range(24)]
+    for t in threads:
+        t.start()
+    answered, failed = 0, []
+    try:
+        time.sleep(0.5)
+        for _ in range(50):
+            try:
+                got, _ = raw_exchange(s, f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{s.port}\r\n"
+                                         "Connection: close\r\n\r\n".encode(), timeout=5)
+                if statuses(got) == [200]:
+                    answered += 1
+                else:
+                    failed.append(short(got, 80) or "closed without a response")
+            except OSError as e:
+                failed.append(f"{type(e).__name__}: {e}")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=5)
+    check(churned[0] >= 24 and answered == 50,
+          "24 clients that send one byte and reconnect at once, at --max-connections 8: "
+          "every complete request on a new connection is answered",
+          f"{answered} of 50 answered ({churned[0]} churning connections); {failed[:3]}")
 
 
 @section("keys")

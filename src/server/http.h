@@ -1,10 +1,11 @@
 /*
  * http.h -- hearth serve's HTTP/1.1 connections: the listening sockets,
- * one thread per connection, requests read with http_parse.c under a
- * deadline, and responses with a length or streamed (chunked, or
- * delimited by the close for HTTP/1.0), over TLS when configured.  The
- * server (server.c) sees one exchange at a time: a complete request,
- * and the functions that answer it.
+ * an event loop that reads requests with http_parse.c under deadlines,
+ * a thread for each request being answered (at most max_connections),
+ * and responses with a length or streamed (chunked, or delimited by the
+ * close for HTTP/1.0), over TLS when configured.  The server (server.c)
+ * sees one exchange at a time: a complete request, and the functions
+ * that answer it.
  */
 #ifndef HEARTH_SERVER_HTTP_H
 #define HEARTH_SERVER_HTTP_H
@@ -19,13 +20,13 @@ struct http_server;
 struct http_config {
     const char *host;
     int port;                    /* 0: any free port */
-    int32_t max_connections;     /* beyond: the longest unfinished request head is dropped, or 503 */
+    int32_t max_connections;     /* complete requests answered at once; beyond: 503 */
     size_t max_body;
     double idle_timeout_s;       /* a silent peer, and between requests */
     double request_timeout_s;    /* a whole request head and body, progress or not */
     const char *tls_key_pem;     /* both or neither */
     const char *tls_cert_pem;
-    /* Answer one complete request (on the connection's thread). */
+    /* Answer one complete request (on a thread of its own, which may block). */
     void (*handle)(void *user, struct http_exchange *x);
     /* A request refused by this layer (framing, limits, deadline, load). */
     void (*refused)(void *user, int status);
