@@ -335,9 +335,10 @@ tests_fuzz_replay_tokenizer_SOURCES = tests/fuzz/fuzz-tokenizer.c tests/fuzz/rep
 tests_fuzz_replay_tokenizer_CPPFLAGS = $(FUZZ_DATA_CPPFLAGS)
 tests_fuzz_replay_tokenizer_LDADD = src/libhearth-core.la
 
-# The cli target is the hearth program's option parsing: the shared option
-# handlers of src/cli, without a command behind them.
-CLI_FUZZ_SOURCES = tests/fuzz/fuzz-cli.c src/cli/options.c src/cli/model_options.c \
+# The cli target is the hearth program's option parsing: hearth run's table
+# and loop with the shared option handlers of src/cli, without the command
+# behind them.
+CLI_FUZZ_SOURCES = tests/fuzz/fuzz-cli.c src/cli/run_options.c src/cli/options.c src/cli/model_options.c \
 	src/cli/sampling_options.c src/cli/spec_options.c src/cli/prompt.c src/cli/interrupt.c
 CLI_FUZZ_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/cli
 check_PROGRAMS += tests/fuzz/replay-cli

@@ -24,6 +24,8 @@ src_hearth_SOURCES = \
 	src/cli/pull.c \
 	src/cli/quantize.c \
 	src/cli/run.c \
+	src/cli/run_options.c \
+	src/cli/run_options.h \
 	src/cli/sampling_options.c \
 	src/cli/sampling_options.h \
 	src/cli/serve.c \

@@ -12,22 +12,13 @@
 #include "cli.h"
 #include "generate.h"
 #include "hearth.h"
-#include "model_options.h"
 #include "prompt.h"
-#include "sampling_options.h"
-#include "spec_options.h"
+#include "run_options.h"
 
 #define CMD "run"
-#define MAX_STOP 64
-
-enum {
-    OPT_STOP = 0x2000, OPT_CHAT, OPT_SYSTEM, OPT_CHAT_TEMPLATE, OPT_SPECIAL, OPT_NO_ECHO,
-    OPT_CACHE_TYPE, OPT_GRAMMAR, OPT_GRAMMAR_FILE, OPT_JSON_SCHEMA, OPT_JSON
-};
-
 /* The constraint of --grammar, --grammar-file, --json-schema or --json. */
 struct run_grammar {
-    int kind;          /* OPT_GRAMMAR, OPT_GRAMMAR_FILE, OPT_JSON_SCHEMA, OPT_JSON or 0 */
+    enum run_grammar_kind kind;
     const char *what;  /* the option or the file, for messages */
     const char *text;  /* GBNF or schema text (not for --json) */
     size_t len;
@@ -37,13 +28,13 @@ struct run_grammar {
 /* Read the grammar or schema and check it with the library's own parser,
  * before the model is loaded and anything is printed: text that cannot
  * compile is a usage error.  Returns a CLI exit status. */
-static int run_grammar_read(int kind, const char *arg, struct run_grammar *g)
+static int run_grammar_read(enum run_grammar_kind kind, const char *arg, struct run_grammar *g)
 {
     g->kind = kind;
-    g->what = kind == OPT_JSON ? "--json" : kind == OPT_JSON_SCHEMA ? "--json-schema" : "--grammar";
+    g->what = kind == RUN_JSON ? "--json" : kind == RUN_JSON_SCHEMA ? "--json-schema" : "--grammar";
     g->text = arg;
-    bool from_file = kind == OPT_GRAMMAR_FILE;
-    if (kind == OPT_JSON_SCHEMA) {
+    bool from_file = kind == RUN_GRAMMAR_FILE;
+    if (kind == RUN_JSON_SCHEMA) {
         const char *p = arg;
         while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
         from_file = *p != '{'; /* not a schema's text: a file */
@@ -55,9 +46,9 @@ static int run_grammar_read(int kind, const char *arg, struct run_grammar *g)
     } else if (g->text) {
         g->len = strlen(g->text);
     }
-    if (kind == OPT_JSON) return CLI_EXIT_OK;
+    if (kind == RUN_JSON) return CLI_EXIT_OK;
     hearth_status st;
-    if (kind == OPT_JSON_SCHEMA) {
+    if (kind == RUN_JSON_SCHEMA) {
         char *gbnf = NULL;
         st = hearth_json_schema_to_gbnf(g->text, g->len, &gbnf);
         if (st == HEARTH_OK) st = hearth_grammar_check(gbnf, strlen(gbnf));
@@ -74,8 +65,8 @@ static int run_grammar_compile(const hearth_vocab *vocab, const struct run_gramm
                                hearth_grammar **out)
 {
     hearth_status st;
-    if (g->kind == OPT_JSON) st = hearth_grammar_json_object(vocab, out);
-    else if (g->kind == OPT_JSON_SCHEMA) st = hearth_grammar_from_json_schema(vocab, g->text, g->len, out);
+    if (g->kind == RUN_JSON) st = hearth_grammar_json_object(vocab, out);
+    else if (g->kind == RUN_JSON_SCHEMA) st = hearth_grammar_from_json_schema(vocab, g->text, g->len, out);
     else st = hearth_grammar_new(vocab, g->text, g->len, out);
     if (st != HEARTH_OK) return cli_error(CMD, "%s: %s", g->what, hearth_last_error());
     return CLI_EXIT_OK;
@@ -115,119 +106,17 @@ static void usage(FILE *out)
 
 int cmd_run(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"prompt", required_argument, NULL, 'p'},
-        {"file", required_argument, NULL, 'f'},
-        {"n-predict", required_argument, NULL, 'n'},
-        {"ctx-size", required_argument, NULL, 'c'},
-        {"batch", required_argument, NULL, 'b'},
-        {"batch-size", required_argument, NULL, 'b'},
-        {"threads", required_argument, NULL, 't'},
-        {"cache-type", required_argument, NULL, OPT_CACHE_TYPE},
-        CLI_CHUNK_SIZE_LONG_OPTION,
-        {"stop", required_argument, NULL, OPT_STOP},
-        {"chat", no_argument, NULL, OPT_CHAT},
-        {"system", required_argument, NULL, OPT_SYSTEM},
-        {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
-        {"special", no_argument, NULL, OPT_SPECIAL},
-        {"no-echo", no_argument, NULL, OPT_NO_ECHO},
-        {"grammar", required_argument, NULL, OPT_GRAMMAR},
-        {"grammar-file", required_argument, NULL, OPT_GRAMMAR_FILE},
-        {"json-schema", required_argument, NULL, OPT_JSON_SCHEMA},
-        {"json", no_argument, NULL, OPT_JSON},
-        {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},
-        CLI_MODEL_LONG_OPTIONS,
-        CLI_SAMPLING_LONG_OPTIONS,
-        CLI_SPEC_LONG_OPTIONS,
-        {NULL, 0, NULL, 0},
-    };
-    struct cli_model_source src;
-    struct cli_sampling sampling;
-    struct cli_spec spec;
-    cli_spec_init(&spec);
-    cli_model_source_init(&src);
-    cli_sampling_init(&sampling);
-    const char *prompt_arg = NULL, *prompt_file = NULL, *system = NULL, *template_spec = NULL;
-    const char *stops[MAX_STOP];
-    size_t n_stop = 0;
-    int n_predict = -1;
-    struct cli_context_opts copts = CLI_CONTEXT_OPTS_INIT;
-    bool chat = false, special = false, echo = true, verbose = cli_verbose > 0;
-    int grammar_kind = 0; /* OPT_GRAMMAR, OPT_GRAMMAR_FILE, OPT_JSON_SCHEMA or OPT_JSON */
-    const char *grammar_arg = NULL;
+    struct run_options o;
     struct run_grammar grammar_src = {0};
-    int rc = CLI_EXIT_USAGE;
-
-    cli_model_normalize_args(argc, argv);
-    cli_spec_normalize_args(argc, argv);
-    int c;
-    optind = 0;
-    while ((c = cli_getopt(argc, argv, ":m:p:f:n:c:b:t:vh", longopts)) != -1) {
-        int r = cli_model_option(CMD, &src, c, optarg);
-        if (r == 0) r = cli_sampling_option(CMD, &sampling, c, optarg);
-        if (r == 0) r = cli_spec_option(CMD, &spec, c, optarg);
-        if (r == 0) r = cli_context_option(CMD, &copts, OPT_CACHE_TYPE, c, optarg);
-        if (r < 0) goto done;
-        if (r > 0) continue;
-        switch (c) {
-        case 'p': prompt_arg = optarg; break;
-        case 'f': prompt_file = optarg; break;
-        case 'n':
-            if (!cli_parse_int(CMD, "--n-predict", optarg, -1, 1 << 30, &n_predict)) goto done;
-            break;
-        case OPT_STOP:
-            if (!*optarg) {
-                cli_usage_error(CMD, "--stop: the stop string is empty");
-                goto done;
-            }
-            if (n_stop == MAX_STOP) {
-                cli_usage_error(CMD, "--stop: at most %d stop strings", MAX_STOP);
-                goto done;
-            }
-            stops[n_stop++] = optarg;
-            break;
-        case OPT_CHAT: chat = true; break;
-        case OPT_SYSTEM: system = optarg; break;
-        case OPT_GRAMMAR: case OPT_GRAMMAR_FILE: case OPT_JSON_SCHEMA: case OPT_JSON:
-            if (grammar_kind) {
-                cli_usage_error(CMD, "give at most one of --grammar, --grammar-file, "
-                                "--json-schema and --json");
-                goto done;
-            }
-            grammar_kind = c;
-            grammar_arg = optarg;
-            break;
-        case OPT_CHAT_TEMPLATE: template_spec = optarg; break;
-        case OPT_SPECIAL: special = true; break;
-        case OPT_NO_ECHO: echo = false; break;
-        case 'v': verbose = true; break;
-        case 'h':
-            usage(stdout);
-            rc = CLI_EXIT_OK;
-            goto done;
-        default:
-            rc = cli_option_error(CMD, c, argv);
-            goto done;
-        }
-    }
-    if (optind < argc) {
-        cli_usage_error(CMD, "unexpected argument '%s' (the prompt goes after -p)", argv[optind]);
+    int rc = run_options_parse(CMD, argc, argv, &o);
+    if (rc == RUN_OPTIONS_HELP) {
+        usage(stdout);
+        rc = CLI_EXIT_OK;
         goto done;
     }
-    if (cli_model_check(CMD, &src, true) != CLI_EXIT_OK) goto done;
-    if (!prompt_arg == !prompt_file) {
-        cli_usage_error(CMD, "give the prompt with one of -p TEXT or -f FILE");
-        goto done;
-    }
-    if ((system || template_spec) && !chat) {
-        cli_usage_error(CMD, "--system and --chat-template need --chat");
-        goto done;
-    }
-    cli_sampling_finish(&sampling);
-    if (cli_spec_finish(CMD, &spec) != CLI_EXIT_OK) goto done;
-    if (grammar_kind) {
-        rc = run_grammar_read(grammar_kind, grammar_arg, &grammar_src);
+    if (rc != CLI_EXIT_OK) goto done;
+    if (o.grammar_kind) {
+        rc = run_grammar_read(o.grammar_kind, o.grammar_arg, &grammar_src);
         if (rc != CLI_EXIT_OK) goto done;
     }
 
@@ -241,38 +130,38 @@ int cmd_run(int argc, char **argv)
     rc = CLI_EXIT_FAILURE;
 
     size_t prompt_len;
-    if (prompt_file) {
-        prompt_buf = cli_read_file(CMD, prompt_file, &prompt_len);
+    if (o.prompt_file) {
+        prompt_buf = cli_read_file(CMD, o.prompt_file, &prompt_len);
         if (!prompt_buf) goto cleanup;
     } else {
-        prompt_len = strlen(prompt_arg);
+        prompt_len = strlen(o.prompt_arg);
     }
-    const char *prompt = prompt_file ? prompt_buf : prompt_arg;
+    const char *prompt = o.prompt_file ? prompt_buf : o.prompt_arg;
 
-    if (cli_model_load(CMD, &src, &model_path, &model) != CLI_EXIT_OK) goto cleanup;
+    if (cli_model_load(CMD, &o.src, &model_path, &model) != CLI_EXIT_OK) goto cleanup;
     const hearth_vocab *vocab = hearth_model_vocab(model);
     if (!vocab) {
         cli_error(CMD, "%s has no tokenizer", model_path);
         goto cleanup;
     }
 
-    rc = cli_sampling_check_model(CMD, &sampling, model);
+    rc = cli_sampling_check_model(CMD, &o.sampling, model);
     if (rc != CLI_EXIT_OK) goto cleanup;
     rc = CLI_EXIT_FAILURE;
-    if (grammar_kind && run_grammar_compile(vocab, &grammar_src, &grammar) != CLI_EXIT_OK)
+    if (o.grammar_kind && run_grammar_compile(vocab, &grammar_src, &grammar) != CLI_EXIT_OK)
         goto cleanup;
-    sampling.params.grammar = grammar;
+    o.sampling.params.grammar = grammar;
 
-    if (chat) {
-        if (chat_prompt_load(CMD, template_spec, hearth_model_gguf(model), vocab, &cp) != CLI_EXIT_OK) goto cleanup;
+    if (o.chat) {
+        if (chat_prompt_load(CMD, o.template_spec, hearth_model_gguf(model), vocab, &cp) != CLI_EXIT_OK) goto cleanup;
         hearth_chat_message msgs[2];
         size_t n = 0;
-        if (system) msgs[n++] = (hearth_chat_message){"system", system};
+        if (o.system) msgs[n++] = (hearth_chat_message){"system", o.system};
         msgs[n++] = (hearth_chat_message){"user", prompt};
         if (chat_prompt_tokens(CMD, &cp, vocab, msgs, n, true, &tokens, &n_tokens) != CLI_EXIT_OK)
             goto cleanup;
     } else {
-        unsigned flags = HEARTH_TOKENIZE_ADD_SPECIAL | (special ? HEARTH_TOKENIZE_PARSE_SPECIAL : 0u);
+        unsigned flags = HEARTH_TOKENIZE_ADD_SPECIAL | (o.special ? HEARTH_TOKENIZE_PARSE_SPECIAL : 0u);
         if (cli_tokenize(CMD, vocab, prompt, prompt_len, flags, &tokens, &n_tokens) != CLI_EXIT_OK)
             goto cleanup;
     }
@@ -281,8 +170,8 @@ int cmd_run(int argc, char **argv)
         goto cleanup;
     }
 
-    if (cli_spec_load_draft(CMD, &spec, &src.params, &draft) != CLI_EXIT_OK) goto cleanup;
-    if (gen_engine_new(CMD, model, draft, &copts, &engine) != CLI_EXIT_OK) goto cleanup;
+    if (cli_spec_load_draft(CMD, &o.spec, &o.src.params, &draft) != CLI_EXIT_OK) goto cleanup;
+    if (gen_engine_new(CMD, model, draft, &o.copts, &engine) != CLI_EXIT_OK) goto cleanup;
     hearth_engine_params ep;
     hearth_engine_get_params(engine, &ep);
     if (n_tokens > (size_t)ep.n_ctx) {
@@ -291,7 +180,7 @@ int cmd_run(int argc, char **argv)
                   hearth_model_n_ctx_train(model));
         goto cleanup;
     }
-    if (verbose) {
+    if (o.verbose) {
         hearth_engine_stats es;
         hearth_engine_get_stats(engine, &es);
         fprintf(stderr, "hearth: %s: model %s: %s, %.2f MiB of weights\n", CMD, model_path,
@@ -302,14 +191,14 @@ int cmd_run(int argc, char **argv)
                 ep.n_ctx, ep.n_batch, ep.n_threads, ep.n_threads == 1 ? "" : "s", kernels);
         fprintf(stderr, "hearth: %s: KV cache %s, %llu bytes (%.2f MiB)\n", CMD,
                 hearth_type_name(ep.cache_type), (unsigned long long)es.kv_bytes, es.kv_bytes / 1048576.0);
-        fprintf(stderr, "hearth: %s: prompt %zu tokens%s\n", CMD, n_tokens, chat ? " (chat template)" : "");
+        fprintf(stderr, "hearth: %s: prompt %zu tokens%s\n", CMD, n_tokens, o.chat ? " (chat template)" : "");
     }
 
     cli_interrupt_catch();
     /* The last byte on stdout, to end the text's line before the
      * statistics; -1 before any. */
     int last = -1;
-    if (echo && !chat && prompt_len > 0) {
+    if (o.echo && !o.chat && prompt_len > 0) {
         fwrite(prompt, 1, prompt_len, stdout);
         fflush(stdout);
         last = (unsigned char)prompt[prompt_len - 1];
@@ -317,12 +206,12 @@ int cmd_run(int argc, char **argv)
     struct gen_request req = {
         .prompt = tokens,
         .n_prompt = n_tokens,
-        .n_predict = n_predict,
-        .sampling = &sampling.params,
-        .speculation = &spec.speculation,
-        .stop = stops,
-        .n_stop = n_stop,
-        .decode_flags = HEARTH_DECODE_CONTINUATION | (special ? HEARTH_DECODE_SPECIAL : 0u),
+        .n_predict = o.n_predict,
+        .sampling = &o.sampling.params,
+        .speculation = &o.spec.speculation,
+        .stop = o.stops,
+        .n_stop = o.n_stop,
+        .decode_flags = HEARTH_DECODE_CONTINUATION | (o.special ? HEARTH_DECODE_SPECIAL : 0u),
         .out = stdout,
     };
     struct gen_stats stats;
@@ -335,10 +224,10 @@ int cmd_run(int argc, char **argv)
         cli_error(CMD, "cannot write to standard output");
         goto cleanup;
     }
-    gen_print_stats(CMD, &stats, &sampling.params);
-    cli_spec_print_stats(CMD, &spec, stats.n_gen, stats.n_steps, stats.n_drafted, stats.n_accepted);
+    gen_print_stats(CMD, &stats, &o.sampling.params);
+    cli_spec_print_stats(CMD, &o.spec, stats.n_gen, stats.n_steps, stats.n_drafted, stats.n_accepted);
     if (stats.finish == FINISH_STOP && stats.stop_index >= 0)
-        fprintf(stderr, "hearth: %s: stopped by --stop '%s'\n", CMD, stops[stats.stop_index]);
+        fprintf(stderr, "hearth: %s: stopped by --stop '%s'\n", CMD, o.stops[stats.stop_index]);
     else if (stats.finish == FINISH_STOP)
         fprintf(stderr, "hearth: %s: the grammar is complete\n", CMD);
     if (stats.context_full)
@@ -357,6 +246,6 @@ cleanup:
     free(model_path);
 done:
     free(grammar_src.buf);
-    cli_sampling_free(&sampling);
+    run_options_free(&o);
     return rc;
 }
