@@ -64,54 +64,15 @@ FORCE_INLINE __m256 load_floats_tail(const float *x, int64_t i, int64_t n)
     return _mm256_loadu_ps(buf);
 }
 
-FORCE_INLINE void float_tile(enum float_format f, const int TR, const int TT, int64_t n, const uint8_t *w,
-                             size_t w_stride, const uint8_t *x, size_t x_stride, float *out,
-                             int64_t out_stride)
-{
-    __m256 acc[FLOAT_TILE_ROWS][FLOAT_TILE_TOKS];
-    UNROLL
-    for (int r = 0; r < TR; r++)
-        UNROLL
-        for (int t = 0; t < TT; t++) acc[r][t] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 xv[FLOAT_TILE_TOKS];
-        UNROLL
-        for (int t = 0; t < TT; t++) xv[t] = _mm256_loadu_ps((const float *)(x + (size_t)t * x_stride) + i);
-        UNROLL
-        for (int r = 0; r < TR; r++) {
-            const uint8_t *row = w + (size_t)r * w_stride;
-            const __m256 wv = load_weights8(f, row, i);
-            UNROLL
-            for (int t = 0; t < TT; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
-            /* once per cache line, the next tile's rows (see avx512.c) */
-            const size_t off = (size_t)i * float_bytes(f);
-            if (TT < FLOAT_TILE_TOKS && off % 64 == 0) prefetch_next_rows(row + off, w_stride, TR);
-        }
-    }
-    if (i < n) {
-        __m256 xv[FLOAT_TILE_TOKS];
-        UNROLL
-        for (int t = 0; t < TT; t++) xv[t] = load_floats_tail((const float *)(x + (size_t)t * x_stride), i, n);
-        UNROLL
-        for (int r = 0; r < TR; r++) {
-            const __m256 wv = load_weights_tail(f, w + (size_t)r * w_stride, i, n);
-            UNROLL
-            for (int t = 0; t < TT; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
-        }
-    }
-    UNROLL
-    for (int t = 0; t < TT; t++)
-        UNROLL
-        for (int r = 0; r < TR; r++) out[t * out_stride + r] = lanes_total(acc[r][t]);
-}
-
-#define DEFINE_FLOAT_GEMM(name, fmt) \
-    DEFINE_TILED_GEMM(name, float_tile, fmt, FLOAT_TILE_ROWS, FLOAT_TILE_TOKS, 1)
-
-DEFINE_FLOAT_GEMM(f32, FLOAT_F32)
-DEFINE_FLOAT_GEMM(f16, FLOAT_F16)
-DEFINE_FLOAT_GEMM(bf16, FLOAT_BF16)
+typedef __m256 fvec;
+#define FVEC_LANES 8
+#define FLOAT_TILE_PREFETCH 1
+FORCE_INLINE fvec fvec_zero(void) { return _mm256_setzero_ps(); }
+FORCE_INLINE fvec fvec_load(const float *p) { return _mm256_loadu_ps(p); }
+FORCE_INLINE fvec fvec_fma(fvec acc, fvec w, fvec x) { return _mm256_fmadd_ps(w, x, acc); }
+FORCE_INLINE float fvec_total(fvec v) { return lanes_total(v); }
+#define load_weights load_weights8
+#include "float_tiles_impl.h"
 
 static const hearth_kernels avx2_kernels = {
     .name = "avx2",

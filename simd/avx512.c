@@ -72,52 +72,32 @@ FORCE_INLINE float lanes16_total(__m512 v)
     return lanes_total(_mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
 
-FORCE_INLINE void float_tile(enum float_format f, const int TR, const int TT, int64_t n, const uint8_t *w,
-                             size_t w_stride, const uint8_t *x, size_t x_stride, float *out,
-                             int64_t out_stride)
+/* The last n - i (< 16) of them: masked loads, zero elsewhere. */
+FORCE_INLINE __mmask16 tail_mask(int64_t i, int64_t n)
 {
-    __m512 acc[FLOAT_TILE_ROWS][FLOAT_TILE_TOKS];
-    UNROLL
-    for (int r = 0; r < TR; r++)
-        UNROLL
-        for (int t = 0; t < TT; t++) acc[r][t] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 mask = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
-        __m512 xv[FLOAT_TILE_TOKS];
-        UNROLL
-        for (int t = 0; t < TT; t++) xv[t] = _mm512_maskz_loadu_ps(mask, (const float *)(x + (size_t)t * x_stride) + i);
-        UNROLL
-        for (int r = 0; r < TR; r++) {
-            const uint8_t *row = w + (size_t)r * w_stride;
-            const __m512 wv = load_weights16(f, row, i, mask);
-            UNROLL
-            for (int t = 0; t < TT; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
-            /* Once per cache line, the next tile's rows at this place, as
-             * the integer row kernels do: one thread's decode of F16 rows
-             * streamed at 16-17 GB/s without it and 17-21 with it
-             * (tools/kbench, membw 28 GB/s), and the RWKV-6 1.6B F16
-             * decode went from 4.8-5.3 to 6.1-6.8 tokens/s on one thread
-             * and from 7.3-7.6 to 9.2-9.9 on two (BENCHMARKS.md).  Only in
-             * the narrow tiles (a few tokens, whose rows are read once):
-             * a prefill's full tiles read their rows again for every tile
-             * of tokens, from the cache, and lost 5% to the extra
-             * instructions. */
-            const size_t off = (size_t)i * float_bytes(f);
-            if (TT < FLOAT_TILE_TOKS && off % 64 == 0) prefetch_next_rows(row + off, w_stride, TR);
-        }
-    }
-    UNROLL
-    for (int t = 0; t < TT; t++)
-        UNROLL
-        for (int r = 0; r < TR; r++) out[t * out_stride + r] = lanes16_total(acc[r][t]);
+    return (__mmask16)((1u << (n - i)) - 1);
 }
 
-#define DEFINE_FLOAT_GEMM(name, fmt) \
-    DEFINE_TILED_GEMM(name, float_tile, fmt, FLOAT_TILE_ROWS, FLOAT_TILE_TOKS, 1)
-
-DEFINE_FLOAT_GEMM(f32, FLOAT_F32)
-DEFINE_FLOAT_GEMM(f16, FLOAT_F16)
-DEFINE_FLOAT_GEMM(bf16, FLOAT_BF16)
+typedef __m512 fvec;
+#define FVEC_LANES 16
+#define FLOAT_TILE_PREFETCH 1
+FORCE_INLINE fvec fvec_zero(void) { return _mm512_setzero_ps(); }
+FORCE_INLINE fvec fvec_load(const float *p) { return _mm512_loadu_ps(p); }
+FORCE_INLINE fvec fvec_fma(fvec acc, fvec w, fvec x) { return _mm512_fmadd_ps(w, x, acc); }
+FORCE_INLINE float fvec_total(fvec v) { return lanes16_total(v); }
+FORCE_INLINE fvec load_weights(enum float_format f, const uint8_t *row, int64_t i)
+{
+    return load_weights16(f, row, i, (__mmask16)0xffff);
+}
+FORCE_INLINE fvec load_weights_tail(enum float_format f, const uint8_t *row, int64_t i, int64_t n)
+{
+    return load_weights16(f, row, i, tail_mask(i, n));
+}
+FORCE_INLINE fvec load_floats_tail(const float *x, int64_t i, int64_t n)
+{
+    return _mm512_maskz_loadu_ps(tail_mask(i, n), x + i);
+}
+#include "float_tiles_impl.h"
 
 static const hearth_kernels avx512_kernels = {
     .name = PATH_NAME,

@@ -13,7 +13,7 @@ src_libhearth_core_la_SOURCES += \
 	simd/pack.c \
 	simd/scalar.c
 
-noinst_HEADERS += simd/int_tiles_impl.h simd/tiles.h simd/x86_int.h
+noinst_HEADERS += simd/float_tiles_impl.h simd/int_tiles_impl.h simd/tiles.h simd/x86_int.h
 
 if KERNELS_AVX2
 noinst_LTLIBRARIES += simd/libkernels-avx2.la

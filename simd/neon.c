@@ -351,58 +351,19 @@ FORCE_INLINE f32x8 load_floats_tail(const float *x, int64_t i, int64_t n)
     return (f32x8){vld1q_f32(buf), vld1q_f32(buf + 4)};
 }
 
-FORCE_INLINE f32x8 f32x8_fma_vec(f32x8 acc, f32x8 a, f32x8 b)
+typedef f32x8 fvec;
+#define FVEC_LANES 8
+/* not measured on NEON yet: the tiles read rows without prefetching */
+#define FLOAT_TILE_PREFETCH 0
+FORCE_INLINE fvec fvec_zero(void) { return flanes_zero(); }
+FORCE_INLINE fvec fvec_load(const float *p) { return (f32x8){vld1q_f32(p), vld1q_f32(p + 4)}; }
+FORCE_INLINE fvec fvec_fma(fvec acc, fvec w, fvec x)
 {
-    return (f32x8){vfmaq_f32(acc.lo, a.lo, b.lo), vfmaq_f32(acc.hi, a.hi, b.hi)};
+    return (f32x8){vfmaq_f32(acc.lo, w.lo, x.lo), vfmaq_f32(acc.hi, w.hi, x.hi)};
 }
-
-FORCE_INLINE void float_tile(enum float_format f, const int TR, const int TT, int64_t n, const uint8_t *w,
-                             size_t w_stride, const uint8_t *x, size_t x_stride, float *out,
-                             int64_t out_stride)
-{
-    f32x8 acc[FLOAT_TILE_ROWS][FLOAT_TILE_TOKS];
-    UNROLL
-    for (int r = 0; r < TR; r++)
-        UNROLL
-        for (int t = 0; t < TT; t++) acc[r][t] = flanes_zero();
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        f32x8 xv[FLOAT_TILE_TOKS];
-        UNROLL
-        for (int t = 0; t < TT; t++) {
-            const float *xt = (const float *)(x + (size_t)t * x_stride) + i;
-            xv[t] = (f32x8){vld1q_f32(xt), vld1q_f32(xt + 4)};
-        }
-        UNROLL
-        for (int r = 0; r < TR; r++) {
-            const f32x8 wv = load_weights8(f, w + (size_t)r * w_stride, i);
-            UNROLL
-            for (int t = 0; t < TT; t++) acc[r][t] = f32x8_fma_vec(acc[r][t], wv, xv[t]);
-        }
-    }
-    if (i < n) {
-        f32x8 xv[FLOAT_TILE_TOKS];
-        UNROLL
-        for (int t = 0; t < TT; t++) xv[t] = load_floats_tail((const float *)(x + (size_t)t * x_stride), i, n);
-        UNROLL
-        for (int r = 0; r < TR; r++) {
-            const f32x8 wv = load_weights_tail(f, w + (size_t)r * w_stride, i, n);
-            UNROLL
-            for (int t = 0; t < TT; t++) acc[r][t] = f32x8_fma_vec(acc[r][t], wv, xv[t]);
-        }
-    }
-    UNROLL
-    for (int t = 0; t < TT; t++)
-        UNROLL
-        for (int r = 0; r < TR; r++) out[t * out_stride + r] = lanes_total(acc[r][t]);
-}
-
-#define DEFINE_FLOAT_GEMM(name, fmt) \
-    DEFINE_TILED_GEMM(name, float_tile, fmt, FLOAT_TILE_ROWS, FLOAT_TILE_TOKS, 1)
-
-DEFINE_FLOAT_GEMM(f32, FLOAT_F32)
-DEFINE_FLOAT_GEMM(f16, FLOAT_F16)
-DEFINE_FLOAT_GEMM(bf16, FLOAT_BF16)
+FORCE_INLINE float fvec_total(fvec v) { return lanes_total(v); }
+#define load_weights load_weights8
+#include "float_tiles_impl.h"
 
 /* ==========================================================================
  * Legacy formats: the quants of a 32-element block
