@@ -43,7 +43,6 @@ src_libhearth_core_la_SOURCES += \
 # A model: loading a GGUF file into weights, the layers' split between
 # the CPU and an OpenCL device, and writing a quantized copy.
 src_libhearth_core_la_SOURCES += \
-	src/model/forward.h \
 	src/model/model.c \
 	src/model/model.h \
 	src/model/offload.c \
@@ -51,12 +50,14 @@ src_libhearth_core_la_SOURCES += \
 	src/model/quantize.h
 
 # The backends' seam and the CPU backend, with the storage both backends
-# compute into: the KV cache and the recurrent states of sequences.
+# compute into (the KV cache and the recurrent states of sequences), and
+# the forward pass's state that a family's layers run on (forward.h).
 src_libhearth_core_la_SOURCES += \
 	src/backend/backend.h \
 	src/backend/backend_cpu.c \
 	src/backend/backend_cpu_rwkv.c \
 	src/backend/backend_cpu_rwkv.h \
+	src/backend/forward.h \
 	src/backend/kv_cache.c \
 	src/backend/kv_cache.h \
 	src/backend/rstate.c \

@@ -136,7 +136,7 @@ struct arch {
     const char *name;
     /* Read hyperparameters and bind the tensors into model. */
     hearth_status (*load)(hearth_model *model);
-    /* One transformer layer over the batch in f (see src/model/forward.h). */
+    /* One transformer layer over the batch in f (see src/backend/forward.h). */
     hearth_status (*layer)(struct forward *f, int il);
     /* Why the OpenCL backend cannot run this family's layers (an operation
      * it lacks), or NULL when it can. */
