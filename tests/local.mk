@@ -262,6 +262,7 @@ TESTS += \
 	tests/cli-template.sh \
 	tests/cli-tokenize.sh \
 	tests/grammar-validity.sh \
+	tests/layout.sh \
 	tests/server-openai.sh \
 	tests/template-models.sh
 EXTRA_DIST += \
@@ -287,6 +288,8 @@ EXTRA_DIST += \
 	tests/grammar-validity.py \
 	tests/grammar-validity.sh \
 	tests/http-server.py \
+	tests/layout.py \
+	tests/layout.sh \
 	tests/server-api.py \
 	tests/server-openai.mjs \
 	tests/server-openai.sh \

@@ -28,7 +28,6 @@ src_hearth_SOURCES = \
 	src/cli/run_options.h \
 	src/cli/sampling_options.c \
 	src/cli/sampling_options.h \
-	src/cli/serve.c \
 	src/cli/spec_options.c \
 	src/cli/spec_options.h \
 	src/cli/template.c \

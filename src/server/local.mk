@@ -1,8 +1,12 @@
 # src/server/local.mk -- hearth serve's HTTP server, part of the hearth
-# program: request.c (bodies to parameters), toolcall.c (the tool-call
+# program: serve.c (the command: options, model, signals, the drain), request.c (bodies to parameters), toolcall.c (the tool-call
 # formats), server.c (jobs, the engine's thread, responses), http.c (the
 # HTTP/1.1 connections, over GnuTLS when found), http_parse.c (request
 # heads and body framing), metrics.c (/metrics).
+
+# The serve command, in every build (it says so when the server is not
+# built).
+src_hearth_SOURCES += src/server/serve.c
 
 # set in both cases: the program's objects are named for it either way
 src_hearth_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/cli -I$(top_srcdir)/src/server $(GNUTLS_CFLAGS) \

@@ -1,7 +1,7 @@
 /*
  * serve.c -- `hearth serve`: the OpenAI HTTP API over the serving engine.
  * The options, the model and engine, signals and the drain live here; the
- * HTTP server itself is src/server/.
+ * HTTP server itself is the rest of src/server/.
  */
 #include "config.h"
 
