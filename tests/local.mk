@@ -308,7 +308,7 @@ EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/regressions-gguf/.keep \
 	tests/fuzz/regressions-grammar tests/fuzz/regressions-schema \
 	tests/fuzz/regressions-cli \
 	tests/fuzz/regressions-http tests/fuzz/corpus-request tests/fuzz/corpus-toolcall \
-	tests/fuzz/corpus-grammar tests/fuzz/corpus-schema
+	tests/fuzz/corpus-grammar tests/fuzz/corpus-schema tests/fuzz/corpus-http tests/fuzz/corpus-cli
 TESTS += tests/fuzz-replay.sh
 # the HTTP target is plain C: built everywhere
 check_PROGRAMS += tests/fuzz/replay-http
