@@ -51,6 +51,14 @@ static hearth_vocab *load_shared(const char *relative)
     return load_vocab_path(path);
 }
 
+/* shared_vocabs[i], as load_shared() gives it. */
+static hearth_vocab *load_shared_index(int i)
+{
+    char path[256];
+    snprintf(path, sizeof path, "vocab/%s.gguf", shared_vocabs[i]);
+    return load_shared(path);
+}
+
 /* Tokenize into a malloc'ed array. */
 static hearth_token *tokenize(const hearth_vocab *v, const char *text, size_t len, unsigned flags,
                               size_t *n)
@@ -126,11 +134,10 @@ START_TEST(test_reference_tokenizations)
 {
     if (!test_require_data()) return;
     const char *name = shared_vocabs[_i];
-    char path[256];
-    snprintf(path, sizeof path, "vocab/%s.gguf", name);
-    hearth_vocab *v = load_shared(path);
+    hearth_vocab *v = load_shared_index(_i);
     if (!v) return;
     char *inp = test_read_file(test_data_path("vocab/tokenizer-tests.inp"), NULL);
+    char path[256];
     snprintf(path, sizeof path, "vocab/%s.out", name);
     char *out = test_read_file(test_data_path(path), NULL);
     struct test_case cases[128];
@@ -701,11 +708,7 @@ START_TEST(test_hostile_text)
     /* Long runs that stress the pre-tokenizer expressions and the merge
      * queues, and random bytes; every byte must come back. */
     hearth_vocab *vocabs[4];
-    for (int k = 0; k < 4; k++) {
-        char path[256];
-        snprintf(path, sizeof path, "vocab/%s.gguf", shared_vocabs[k]);
-        vocabs[k] = load_shared(path);
-    }
+    for (int k = 0; k < 4; k++) vocabs[k] = load_shared_index(k);
     size_t size = 200000;
     char *text = malloc(size);
     test_rng rng;
@@ -822,9 +825,7 @@ START_TEST(test_alloc_agrees)
 {
     if (!test_require_data()) return;
     const char *name = shared_vocabs[_i];
-    char path[256];
-    snprintf(path, sizeof path, "vocab/%s.gguf", name);
-    hearth_vocab *v = load_shared(path);
+    hearth_vocab *v = load_shared_index(_i);
     if (!v) return;
     size_t long_len;
     char *long_text = test_read_file(test_data_path("text/GPL-3.txt"), &long_len);
