@@ -351,7 +351,7 @@ const char *hearth_vocab_token_text(const hearth_vocab *vocab, hearth_token toke
 /* The token whose stored text is exactly text[0..len), or HEARTH_TOKEN_NONE. */
 hearth_token hearth_vocab_find(const hearth_vocab *vocab, const char *text, size_t len);
 
-/* Flags of hearth_tokenize(). */
+/* Flags of hearth_tokenize() and hearth_tokenize_alloc(). */
 #define HEARTH_TOKENIZE_ADD_SPECIAL 0x1u   /* BOS/EOS as the vocabulary says */
 #define HEARTH_TOKENIZE_PARSE_SPECIAL 0x2u /* match control tokens' text
                                               ("<|im_start|>"); without it
@@ -374,7 +374,16 @@ hearth_status hearth_tokenize(const hearth_vocab *vocab, const char *text, size_
                               unsigned flags, hearth_token *tokens, size_t capacity,
                               size_t *n_tokens);
 
-/* Flags of hearth_token_piece(), hearth_detokenize() and text streams. */
+/* hearth_tokenize() of the whole text into a buffer of its own: on
+ * success *out holds the *n_out ids (a buffer even when there are none),
+ * to be freed with hearth_free().  On failure *out is NULL and *n_out 0;
+ * HEARTH_E_INVALID for a NULL argument or unknown flags, HEARTH_E_NOMEM
+ * when memory runs out. */
+hearth_status hearth_tokenize_alloc(const hearth_vocab *vocab, const char *text, size_t len,
+                                    unsigned flags, hearth_token **out, size_t *n_out);
+
+/* Flags of hearth_token_piece(), hearth_detokenize(), hearth_detokenize_alloc()
+ * and text streams. */
 #define HEARTH_DECODE_SPECIAL 0x1u      /* show control and unknown tokens'
                                            text instead of hiding them */
 #define HEARTH_DECODE_CONTINUATION 0x2u /* the tokens continue earlier text:
@@ -400,6 +409,15 @@ const char *hearth_token_piece(const hearth_vocab *vocab, hearth_token token, un
 hearth_status hearth_detokenize(const hearth_vocab *vocab, const hearth_token *tokens,
                                 size_t n_tokens, unsigned flags, char *text, size_t capacity,
                                 size_t *len);
+
+/* hearth_detokenize() into a buffer of its own: on success *out holds the
+ * *len_out bytes and a NUL after them, to be freed with hearth_free() (the
+ * bytes themselves may hold a NUL).  On failure *out is NULL and *len_out
+ * 0; HEARTH_E_INVALID for a NULL argument or an id out of range,
+ * HEARTH_E_NOMEM when memory runs out. */
+hearth_status hearth_detokenize_alloc(const hearth_vocab *vocab, const hearth_token *tokens,
+                                      size_t n_tokens, unsigned flags, char **out,
+                                      size_t *len_out);
 
 /* == chat templates ===================================================== */
 

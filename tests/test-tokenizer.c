@@ -2,8 +2,9 @@
  * test-tokenizer.c -- vocabularies, encoding and decoding: the reference
  * tokenizations of the shared vocabularies, round trips and the cases that
  * cannot round-trip, special tokens, BOS/EOS and end of generation, small
- * vocabularies built here to pin down the merge rules, and malformed
- * vocabulary metadata.
+ * vocabularies built here to pin down the merge rules, malformed
+ * vocabulary metadata, and the allocating variants against the buffer
+ * ones.
  */
 #include "internal.h"
 
@@ -48,6 +49,14 @@ static hearth_vocab *load_shared(const char *relative)
     const char *path = test_data_path(relative);
     ck_assert_msg(path != NULL, "missing shared file %s", relative);
     return load_vocab_path(path);
+}
+
+/* shared_vocabs[i], as load_shared() gives it. */
+static hearth_vocab *load_shared_index(int i)
+{
+    char path[256];
+    snprintf(path, sizeof path, "vocab/%s.gguf", shared_vocabs[i]);
+    return load_shared(path);
 }
 
 /* Tokenize into a malloc'ed array. */
@@ -125,11 +134,10 @@ START_TEST(test_reference_tokenizations)
 {
     if (!test_require_data()) return;
     const char *name = shared_vocabs[_i];
-    char path[256];
-    snprintf(path, sizeof path, "vocab/%s.gguf", name);
-    hearth_vocab *v = load_shared(path);
+    hearth_vocab *v = load_shared_index(_i);
     if (!v) return;
     char *inp = test_read_file(test_data_path("vocab/tokenizer-tests.inp"), NULL);
+    char path[256];
     snprintf(path, sizeof path, "vocab/%s.out", name);
     char *out = test_read_file(test_data_path(path), NULL);
     struct test_case cases[128];
@@ -700,11 +708,7 @@ START_TEST(test_hostile_text)
     /* Long runs that stress the pre-tokenizer expressions and the merge
      * queues, and random bytes; every byte must come back. */
     hearth_vocab *vocabs[4];
-    for (int k = 0; k < 4; k++) {
-        char path[256];
-        snprintf(path, sizeof path, "vocab/%s.gguf", shared_vocabs[k]);
-        vocabs[k] = load_shared(path);
-    }
+    for (int k = 0; k < 4; k++) vocabs[k] = load_shared_index(k);
     size_t size = 200000;
     char *text = malloc(size);
     test_rng rng;
@@ -770,6 +774,148 @@ START_TEST(test_concurrent_use)
 }
 END_TEST
 
+/* ---- the allocating variants ----------------------------------------- */
+
+/* hearth_tokenize_alloc() gives what a buffer of the size hearth_tokenize()
+ * asks for gets, and hearth_detokenize_alloc() what hearth_detokenize()
+ * gives, NUL-terminated. */
+static void check_alloc_agrees(const hearth_vocab *v, const char *name, const char *what,
+                               const char *text, size_t len, unsigned flags, bool ordinary)
+{
+    size_t n_want;
+    hearth_status st = hearth_tokenize(v, text, len, flags, NULL, 0, &n_want);
+    ck_assert(st == HEARTH_OK || st == HEARTH_E_RANGE);
+    hearth_token *want = malloc((n_want ? n_want : 1) * sizeof *want);
+    ck_assert_ptr_nonnull(want);
+    ck_assert_int_eq(hearth_tokenize(v, text, len, flags, want, n_want, &n_want), HEARTH_OK);
+
+    hearth_token *got;
+    size_t n_got;
+    ck_assert_msg(hearth_tokenize_alloc(v, text, len, flags, &got, &n_got) == HEARTH_OK, "%s, %s: %s",
+                  name, what, hearth_last_error());
+    ck_assert_ptr_nonnull(got);
+    ck_assert_msg(n_got == n_want && memcmp(got, want, n_got * sizeof *got) == 0,
+                  "%s, %s, flags 0x%x: %zu tokens allocated, %zu in a buffer", name, what, flags,
+                  n_got, n_want);
+
+    for (unsigned decode = 0; decode <= (HEARTH_DECODE_SPECIAL | HEARTH_DECODE_CONTINUATION);
+         decode++) {
+        size_t want_len;
+        char *want_text = detokenize(v, want, n_want, decode, &want_len);
+        char *got_text;
+        size_t got_len;
+        ck_assert_int_eq(hearth_detokenize_alloc(v, got, n_got, decode, &got_text, &got_len),
+                         HEARTH_OK);
+        ck_assert_ptr_nonnull(got_text);
+        ck_assert_msg(got_len == want_len && memcmp(got_text, want_text, got_len) == 0,
+                      "%s, %s: detokenize_alloc (0x%x) differs", name, what, decode);
+        ck_assert_int_eq(got_text[got_len], '\0');
+        /* text without special tokens' text comes back whole */
+        if (ordinary && decode == 0 && !(flags & HEARTH_TOKENIZE_ADD_SPECIAL))
+            ck_assert_msg(got_len == len && memcmp(got_text, text, len) == 0,
+                          "%s, %s does not round-trip", name, what);
+        hearth_free(got_text);
+        free(want_text);
+    }
+    hearth_free(got);
+    free(want);
+}
+
+START_TEST(test_alloc_agrees)
+{
+    if (!test_require_data()) return;
+    const char *name = shared_vocabs[_i];
+    hearth_vocab *v = load_shared_index(_i);
+    if (!v) return;
+    size_t long_len;
+    char *long_text = test_read_file(test_data_path("text/GPL-3.txt"), &long_len);
+    /* the text of a control token, between ordinary words */
+    hearth_token eos = hearth_vocab_special(v, HEARTH_SPECIAL_EOS);
+    size_t eos_len = 0;
+    const char *eos_text = eos == HEARTH_TOKEN_NONE ? "" : hearth_vocab_token_text(v, eos, &eos_len);
+    static const char invalid_utf8[] = "caf\xc3 \xff\xfe\x80 ok \xe2\x82";
+    char special[256];
+    int special_len = snprintf(special, sizeof special, "one%.*stwo", (int)eos_len, eos_text);
+    ck_assert(special_len > 0 && (size_t)special_len < sizeof special);
+    const struct {
+        const char *what, *text;
+        size_t len;
+        bool ordinary;
+    } texts[] = {
+        {"the empty text", "", 0, true},
+        {"a short text", "Hello world", 11, true},
+        {"invalid UTF-8", invalid_utf8, sizeof invalid_utf8 - 1, true},
+        {"special-token text", special, (size_t)special_len, false},
+        {"a long text", long_text, long_len, true},
+    };
+    for (size_t t = 0; t < HEARTH_ARRAY_LEN(texts); t++)
+        for (unsigned flags = 0; flags <= (HEARTH_TOKENIZE_ADD_SPECIAL | HEARTH_TOKENIZE_PARSE_SPECIAL);
+             flags++)
+            check_alloc_agrees(v, name, texts[t].what, texts[t].text, texts[t].len, flags,
+                               texts[t].ordinary);
+
+    /* the long text takes more ids than any first guess of a buffer */
+    hearth_token *ids;
+    size_t n;
+    ck_assert_int_eq(hearth_tokenize_alloc(v, long_text, long_len, 0, &ids, &n), HEARTH_OK);
+    ck_assert_uint_gt(n, 1000);
+    hearth_free(ids);
+    /* and the special token's text is that token when parsed */
+    if (eos != HEARTH_TOKEN_NONE && eos_len > 0) {
+        bool found = false;
+        ck_assert_int_eq(hearth_tokenize_alloc(v, special, (size_t)special_len,
+                                               HEARTH_TOKENIZE_PARSE_SPECIAL, &ids, &n), HEARTH_OK);
+        for (size_t i = 0; i < n; i++) found |= ids[i] == eos;
+        ck_assert_msg(found, "%s: the EOS text is not parsed as EOS", name);
+        hearth_free(ids);
+    }
+    free(long_text);
+    hearth_vocab_free(v);
+}
+END_TEST
+
+START_TEST(test_alloc_invalid)
+{
+    if (!test_require_data()) return;
+    hearth_vocab *v = load_shared("vocab/ggml-vocab-llama-spm.gguf");
+    hearth_token *ids = (hearth_token *)&ids; /* must come back NULL */
+    size_t n = 99;
+    ck_assert_int_eq(hearth_tokenize_alloc(NULL, "x", 1, 0, &ids, &n), HEARTH_E_INVALID);
+    ck_assert_ptr_null(ids);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(hearth_tokenize_alloc(v, "x", 1, 0, NULL, &n), HEARTH_E_INVALID);
+    ck_assert_int_eq(hearth_tokenize_alloc(v, "x", 1, 0, &ids, NULL), HEARTH_E_INVALID);
+    ck_assert_ptr_null(ids);
+    ck_assert_int_eq(hearth_tokenize_alloc(v, NULL, 1, 0, &ids, &n), HEARTH_E_INVALID);
+    ck_assert_int_eq(hearth_tokenize_alloc(v, "x", 1, 0x100, &ids, &n), HEARTH_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "hearth_tokenize_alloc"));
+    ck_assert_ptr_null(ids);
+    /* no text at all is a valid, empty text: a buffer all the same */
+    ck_assert_int_eq(hearth_tokenize_alloc(v, NULL, 0, 0, &ids, &n), HEARTH_OK);
+    ck_assert_ptr_nonnull(ids);
+    ck_assert_uint_eq(n, 0);
+    hearth_free(ids);
+
+    char *text = (char *)&text;
+    size_t len = 99;
+    hearth_token bad[] = {15043, 32000};
+    ck_assert_int_eq(hearth_detokenize_alloc(v, bad, 2, 0, &text, &len), HEARTH_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "32000"));
+    ck_assert_ptr_null(text);
+    ck_assert_uint_eq(len, 0);
+    ck_assert_int_eq(hearth_detokenize_alloc(NULL, bad, 1, 0, &text, &len), HEARTH_E_INVALID);
+    ck_assert_int_eq(hearth_detokenize_alloc(v, NULL, 1, 0, &text, &len), HEARTH_E_INVALID);
+    ck_assert_int_eq(hearth_detokenize_alloc(v, bad, 1, 0, NULL, &len), HEARTH_E_INVALID);
+    ck_assert_int_eq(hearth_detokenize_alloc(v, bad, 1, 0, &text, NULL), HEARTH_E_INVALID);
+    ck_assert_ptr_null(text);
+    ck_assert_int_eq(hearth_detokenize_alloc(v, NULL, 0, 0, &text, &len), HEARTH_OK);
+    ck_assert_str_eq(text, "");
+    ck_assert_uint_eq(len, 0);
+    hearth_free(text);
+    hearth_vocab_free(v);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tokenizer");
@@ -784,6 +930,8 @@ int main(void)
     tcase_add_test(tc, test_byte_level_pieces);
     tcase_add_test(tc, test_hostile_text);
     tcase_add_test(tc, test_concurrent_use);
+    tcase_add_loop_test(tc, test_alloc_agrees, 0, (int)HEARTH_ARRAY_LEN(shared_vocabs));
+    tcase_add_test(tc, test_alloc_invalid);
     suite_add_tcase(s, tc);
     tc = tcase_create("built");
     tcase_add_test(tc, test_bpe_merge_order);

@@ -252,7 +252,7 @@ int cmd_chat(int argc, char **argv)
         if (conv_add(&cv, "user", input, (size_t)len) != 0) goto nomem;
 
         size_t n_tokens;
-        free(tokens);
+        hearth_free(tokens);
         tokens = NULL;
         if (chat_prompt_tokens(CMD, &cp, vocab, cv.msgs, cv.n, true, &tokens, &n_tokens) != CLI_EXIT_OK) {
             conv_clear(&cv, cv.n - 1);
@@ -298,14 +298,12 @@ int cmd_chat(int argc, char **argv)
 
         /* The reply as the assistant's message (without SentencePiece's
          * leading space). */
-        size_t text_len = 0;
-        hearth_detokenize(vocab, reply, n_reply, 0, NULL, 0, &text_len);
-        char *text = malloc(text_len + 1);
-        if (!text) goto nomem;
-        if (hearth_detokenize(vocab, reply, n_reply, 0, text, text_len, &text_len) != HEARTH_OK)
-            text_len = 0;
-        int added = conv_add(&cv, "assistant", text, text_len);
-        free(text);
+        char *text;
+        size_t text_len;
+        if (hearth_detokenize_alloc(vocab, reply, n_reply, 0, &text, &text_len) == HEARTH_E_NOMEM)
+            goto nomem;
+        int added = conv_add(&cv, "assistant", text ? text : "", text_len);
+        hearth_free(text);
         if (added != 0) goto nomem;
         if (stats.finish == FINISH_INTERRUPTED && interactive)
             fprintf(stderr, "hearth: %s: reply interrupted\n", CMD);
@@ -320,7 +318,7 @@ cleanup:
     hearth_model_free(draft);
     chat_prompt_free(&cp);
     conv_free(&cv);
-    free(tokens);
+    hearth_free(tokens);
     free(reply);
     free(input);
     free(model_path);

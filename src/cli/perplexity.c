@@ -210,7 +210,7 @@ done:
     hearth_context_free(ctx);
     hearth_model_free(model);
     free(model_path);
-    free(tokens);
+    hearth_free(tokens);
     free(text);
     return rc;
 }

@@ -12,34 +12,11 @@
 
 #include "cli.h"
 
-hearth_status prompt_tokenize(const hearth_vocab *vocab, const char *text, size_t len, unsigned flags,
-                              hearth_token **tokens, size_t *n_tokens)
-{
-    size_t cap = len + 8;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        hearth_token *buf = malloc(cap * sizeof *buf);
-        if (!buf) return HEARTH_E_NOMEM;
-        size_t n = 0;
-        hearth_status st = hearth_tokenize(vocab, text, len, flags, buf, cap, &n);
-        if (st == HEARTH_OK) {
-            *tokens = buf;
-            *n_tokens = n;
-            return HEARTH_OK;
-        }
-        free(buf);
-        if (st != HEARTH_E_RANGE) return st;
-        cap = n;
-    }
-    return HEARTH_E_RANGE;
-}
-
 int cli_tokenize(const char *cmd, const hearth_vocab *vocab, const char *text, size_t len,
                  unsigned flags, hearth_token **tokens, size_t *n_tokens)
 {
-    hearth_status st = prompt_tokenize(vocab, text, len, flags, tokens, n_tokens);
+    hearth_status st = hearth_tokenize_alloc(vocab, text, len, flags, tokens, n_tokens);
     if (st == HEARTH_E_NOMEM) return cli_error(cmd, "out of memory tokenizing %zu bytes", len);
-    if (st == HEARTH_E_RANGE)
-        return cli_error(cmd, "tokenizing failed: the token count changed between attempts");
     if (st) return cli_fail(cmd, st);
     return CLI_EXIT_OK;
 }

@@ -11,13 +11,8 @@
 
 #include "hearth.h"
 
-/* Tokenize text into a malloc'ed array: HEARTH_OK, HEARTH_E_NOMEM, or the
- * tokenizer's failure (HEARTH_E_RANGE should the count change between the
- * two attempts). */
-hearth_status prompt_tokenize(const hearth_vocab *vocab, const char *text, size_t len, unsigned flags,
-                              hearth_token **tokens, size_t *n_tokens);
-
-/* The same, returning a CLI exit status (after printing on failure). */
+/* hearth_tokenize_alloc() (free *tokens with hearth_free()), returning a
+ * CLI exit status (after printing on failure). */
 int cli_tokenize(const char *cmd, const hearth_vocab *vocab, const char *text, size_t len,
                  unsigned flags, hearth_token **tokens, size_t *n_tokens);
 
@@ -41,8 +36,8 @@ void chat_prompt_free(struct chat_prompt *cp);
 unsigned chat_prompt_tokenize_flags(const char *bos_text, const char *text, size_t len);
 
 /* Render the conversation and tokenize the result (special-token text is
- * parsed, BOS added unless the template wrote it).  Returns a CLI exit
- * status. */
+ * parsed, BOS added unless the template wrote it) as cli_tokenize() does.
+ * Returns a CLI exit status. */
 int chat_prompt_tokens(const char *cmd, const struct chat_prompt *cp, const hearth_vocab *vocab,
                        const hearth_chat_message *messages, size_t n_messages,
                        bool add_generation_prompt, hearth_token **tokens, size_t *n_tokens);

@@ -241,7 +241,7 @@ cleanup:
     hearth_model_free(model);
     hearth_model_free(draft);
     chat_prompt_free(&cp);
-    free(tokens);
+    hearth_free(tokens);
     free(prompt_buf);
     free(model_path);
 done:

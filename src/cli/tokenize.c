@@ -208,24 +208,6 @@ static int chat_tokens(const struct tokenize_opts *o, const hearth_gguf *gguf,
     return rc;
 }
 
-static hearth_status tokenize_all(const hearth_vocab *v, const char *text, size_t len,
-                                  unsigned flags, hearth_token **tokens, size_t *n)
-{
-    size_t cap = len + 16;
-    for (;;) {
-        hearth_token *buf = malloc(cap * sizeof *buf);
-        if (!buf) return HEARTH_E_NOMEM;
-        hearth_status st = hearth_tokenize(v, text, len, flags, buf, cap, n);
-        if (st == HEARTH_OK) {
-            *tokens = buf;
-            return HEARTH_OK;
-        }
-        free(buf);
-        if (st != HEARTH_E_RANGE) return st;
-        cap = *n;
-    }
-}
-
 static void print_tokens(const hearth_vocab *v, const struct tokenize_opts *o,
                          const hearth_token *tokens, size_t n)
 {
@@ -283,7 +265,7 @@ int cmd_tokenize(int argc, char **argv)
         rc = cli_fail(CMD, st);
     } else if (o.chat) {
         rc = chat_tokens(&o, g, v, text, len, &tokens, &n);
-    } else if ((st = tokenize_all(v, text, len, flags, &tokens, &n))) {
+    } else if ((st = hearth_tokenize_alloc(v, text, len, flags, &tokens, &n))) {
         rc = cli_fail(CMD, st);
     }
     if (rc == CLI_EXIT_OK) {
@@ -291,7 +273,7 @@ int cmd_tokenize(int argc, char **argv)
         if (fflush(stdout) != 0 || ferror(stdout))
             rc = cli_error(CMD, "cannot write to standard output");
     }
-    free(tokens);
+    hearth_free(tokens);
     hearth_vocab_free(v);
     hearth_gguf_close(g);
     free(file_text);

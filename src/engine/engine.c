@@ -677,19 +677,9 @@ static hearth_status copy_request(hearth_engine *e, const hearth_request *q, str
         memcpy(r->prompt, q->prompt, q->n_prompt * sizeof *r->prompt);
     } else if (q->prompt_text) {
         if (!e->vocab) return hearth_error(HEARTH_E_INVALID, "the model has no tokenizer for a text prompt");
-        size_t cap = q->prompt_text_len + 8, n = 0;
-        r->prompt = hearth_calloc(cap, sizeof *r->prompt, "the prompt");
-        if (!r->prompt) return HEARTH_E_NOMEM;
-        hearth_status st = hearth_tokenize(e->vocab, q->prompt_text, q->prompt_text_len, q->tokenize_flags,
-                                           r->prompt, cap, &n);
-        if (st == HEARTH_E_RANGE) {
-            free(r->prompt);
-            cap = n;
-            r->prompt = hearth_calloc(cap, sizeof *r->prompt, "the prompt");
-            if (!r->prompt) return HEARTH_E_NOMEM;
-            st = hearth_tokenize(e->vocab, q->prompt_text, q->prompt_text_len, q->tokenize_flags, r->prompt,
-                                 cap, &n);
-        }
+        size_t n;
+        hearth_status st = hearth_tokenize_alloc(e->vocab, q->prompt_text, q->prompt_text_len,
+                                                 q->tokenize_flags, &r->prompt, &n);
         if (st) return st;
         if (n > (size_t)INT32_MAX) return hearth_error(HEARTH_E_RANGE, "a prompt of %zu tokens", n);
         r->n_prompt = (int32_t)n;

@@ -903,7 +903,7 @@ static bool handle_tokenize(struct conn *cn, struct http_exchange *c)
     size_t n = 0;
     unsigned flags = (t.add_special ? HEARTH_TOKENIZE_ADD_SPECIAL : 0) |
                      (t.parse_special ? HEARTH_TOKENIZE_PARSE_SPECIAL : 0);
-    hearth_status st = prompt_tokenize(cn->s->vocab, t.content, t.len, flags, &ids, &n);
+    hearth_status st = hearth_tokenize_alloc(cn->s->vocab, t.content, t.len, flags, &ids, &n);
     const bool with_pieces = t.with_pieces;
     srv_tokenize_free(&t);
     if (st)
@@ -920,7 +920,7 @@ static bool handle_tokenize(struct conn *cn, struct http_exchange *c)
             json_array_append_new(a, json_integer(ids[i]));
         }
     }
-    free(ids);
+    hearth_free(ids);
     json_t *o = json_object();
     json_object_set_new(o, "tokens", a);
     return send_json(cn, c, 200, o, NULL);
@@ -932,20 +932,16 @@ static bool handle_detokenize(struct conn *cn, struct http_exchange *c)
     struct srv_error e;
     if (!srv_detokenize_parse(cn->body.p, cn->body.len, cn->s->n_vocab, &d, &e))
         return send_srv_error(cn, c, &e);
-    size_t len = 0;
-    hearth_detokenize(cn->s->vocab, d.tokens, d.n_tokens, 0, NULL, 0, &len);
-    char *text = malloc(len + 1);
-    hearth_status st = text ? hearth_detokenize(cn->s->vocab, d.tokens, d.n_tokens, 0, text, len, &len)
-                            : HEARTH_E_NOMEM;
+    char *text;
+    size_t len;
+    hearth_status st = hearth_detokenize_alloc(cn->s->vocab, d.tokens, d.n_tokens, 0, &text, &len);
     srv_detokenize_free(&d);
-    if (st) {
-        free(text);
+    if (st)
         return send_error(cn, c, 500, "server_error", NULL, NULL, "detokenization failed: %s",
                           hearth_last_error());
-    }
     json_t *o = json_object();
     json_object_set_new(o, "content", lossy_string(text, len));
-    free(text);
+    hearth_free(text);
     return send_json(cn, c, 200, o, NULL);
 }
 
@@ -986,8 +982,8 @@ static bool chat_tokens(struct srv_server *s, struct job *j, struct srv_error *e
                             "them; start the server with a --chat-template that does");
         }
     }
-    st = prompt_tokenize(s->vocab, text, len, chat_prompt_tokenize_flags(s->bos_text, text, len),
-                         &j->tokens[0], &j->n_tokens[0]);
+    st = hearth_tokenize_alloc(s->vocab, text, len, chat_prompt_tokenize_flags(s->bos_text, text, len),
+                               &j->tokens[0], &j->n_tokens[0]);
     hearth_free(text);
     if (st) return srv_fail(e, 500, "server_error", NULL, NULL, "tokenization failed: %s", hearth_last_error());
     return true;
@@ -1001,23 +997,22 @@ static bool completion_tokens(struct srv_server *s, struct job *j, size_t i, str
         j->n_tokens[i] = p->n_tokens;
         p->tokens = NULL;
         if (j->req.echo) {
-            size_t len = 0;
-            hearth_detokenize(s->vocab, j->tokens[i], j->n_tokens[i], 0, NULL, 0, &len);
-            j->echo[i] = malloc(len + 1);
-            if (!j->echo[i] || hearth_detokenize(s->vocab, j->tokens[i], j->n_tokens[i], 0, j->echo[i], len, &len))
+            char *text;
+            size_t len;
+            if (hearth_detokenize_alloc(s->vocab, j->tokens[i], j->n_tokens[i], 0, &text, &len))
                 return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
             /* the echo must be UTF-8: whole characters only */
-            json_t *t = lossy_string(j->echo[i], len);
-            free(j->echo[i]);
+            json_t *t = lossy_string(text, len);
+            hearth_free(text);
             j->echo[i] = t ? strdup(json_string_value(t)) : NULL;
             j->echo_len[i] = j->echo[i] ? strlen(j->echo[i]) : 0;
             json_decref(t);
         }
         return true;
     }
-    hearth_status st = prompt_tokenize(s->vocab, p->text, p->len,
-                                       HEARTH_TOKENIZE_ADD_SPECIAL | HEARTH_TOKENIZE_PARSE_SPECIAL,
-                                       &j->tokens[i], &j->n_tokens[i]);
+    hearth_status st = hearth_tokenize_alloc(s->vocab, p->text, p->len,
+                                             HEARTH_TOKENIZE_ADD_SPECIAL | HEARTH_TOKENIZE_PARSE_SPECIAL,
+                                             &j->tokens[i], &j->n_tokens[i]);
     if (st) return srv_fail(e, 500, "server_error", NULL, NULL, "tokenization failed: %s", hearth_last_error());
     if (j->req.echo) {
         j->echo[i] = p->text;

@@ -3,7 +3,8 @@
  * splits the text at special tokens when asked, adds BOS/EOS, and hands
  * each run of ordinary text to the SentencePiece or byte-level BPE
  * encoder; hearth_detokenize() and hearth_token_piece() turn ids back into
- * bytes.  Also the pieces both encoders share: the growable id array, the
+ * bytes.  The _alloc variants return the whole result in a buffer of
+ * their own.  Also the pieces both encoders share: the growable id array, the
  * merge priority queue and the per-call scratch space.
  */
 #include "internal.h"
@@ -161,31 +162,59 @@ static hearth_status encode_all(const hearth_vocab *v, const char *text, size_t 
     return HEARTH_OK;
 }
 
+/* The whole tokenization into *out (emptied on failure); fn names the
+ * public function in the messages. */
+static hearth_status tokenize_whole(const char *fn, const hearth_vocab *v, const char *text,
+                                    size_t len, unsigned flags, tok_vec *out)
+{
+    if (!v) return hearth_error(HEARTH_E_INVALID, "%s: NULL argument", fn);
+    if (!text && len) return hearth_error(HEARTH_E_INVALID, "%s: text is NULL", fn);
+    if (flags & ~(HEARTH_TOKENIZE_ADD_SPECIAL | HEARTH_TOKENIZE_PARSE_SPECIAL))
+        return hearth_error(HEARTH_E_INVALID, "%s: unknown flags 0x%x", fn, flags);
+    tok_scratch scratch = {0};
+    hearth_status st = encode_all(v, text ? text : "", len, flags, &scratch, out);
+    tok_scratch_free(&scratch);
+    if (st) {
+        free(out->ids);
+        memset(out, 0, sizeof *out);
+    }
+    return st;
+}
+
 hearth_status hearth_tokenize(const hearth_vocab *v, const char *text, size_t len, unsigned flags,
                               hearth_token *tokens, size_t capacity, size_t *n_tokens)
 {
-    if (!v || !n_tokens) return hearth_error(HEARTH_E_INVALID, "hearth_tokenize: NULL argument");
-    if (!text && len) return hearth_error(HEARTH_E_INVALID, "hearth_tokenize: text is NULL");
+    if (!n_tokens) return hearth_error(HEARTH_E_INVALID, "hearth_tokenize: NULL argument");
+    *n_tokens = 0;
     if (!tokens && capacity)
         return hearth_error(HEARTH_E_INVALID, "hearth_tokenize: tokens is NULL but capacity is %zu",
                             capacity);
-    if (flags & ~(HEARTH_TOKENIZE_ADD_SPECIAL | HEARTH_TOKENIZE_PARSE_SPECIAL))
-        return hearth_error(HEARTH_E_INVALID, "hearth_tokenize: unknown flags 0x%x", flags);
-    *n_tokens = 0;
     tok_vec out = {0};
-    tok_scratch scratch = {0};
-    hearth_status st = encode_all(v, text ? text : "", len, flags, &scratch, &out);
-    tok_scratch_free(&scratch);
-    if (st) {
-        free(out.ids);
-        return st;
-    }
+    hearth_status st = tokenize_whole("hearth_tokenize", v, text, len, flags, &out);
+    if (st) return st;
     *n_tokens = out.n;
     if (capacity && out.n) memcpy(tokens, out.ids, HEARTH_MIN(out.n, capacity) * sizeof *out.ids);
     free(out.ids);
     if (out.n > capacity)
         return hearth_error(HEARTH_E_RANGE, "the text needs %zu tokens, the buffer holds %zu",
                             out.n, capacity);
+    return HEARTH_OK;
+}
+
+hearth_status hearth_tokenize_alloc(const hearth_vocab *v, const char *text, size_t len,
+                                    unsigned flags, hearth_token **out, size_t *n_out)
+{
+    if (out) *out = NULL;
+    if (n_out) *n_out = 0;
+    if (!out || !n_out) return hearth_error(HEARTH_E_INVALID, "hearth_tokenize_alloc: NULL argument");
+    tok_vec ids = {0};
+    hearth_status st = tokenize_whole("hearth_tokenize_alloc", v, text, len, flags, &ids);
+    if (st) return st;
+    /* the growable array is the result: no second tokenization to fit a
+     * buffer.  An empty result is still a buffer, as promised. */
+    if (!ids.ids && !(ids.ids = hearth_malloc(sizeof *ids.ids, "token ids"))) return HEARTH_E_NOMEM;
+    *out = ids.ids;
+    *n_out = ids.n;
     return HEARTH_OK;
 }
 
@@ -221,6 +250,27 @@ const char *detok_piece(const hearth_vocab *v, hearth_token token, unsigned flag
     return piece;
 }
 
+/* The bytes of tokens[0..n_tokens): up to capacity of them to text, the
+ * total to *total; HEARTH_E_INVALID for an id out of range. */
+static hearth_status detokenize_into(const hearth_vocab *v, const hearth_token *tokens,
+                                     size_t n_tokens, unsigned flags, char *text, size_t capacity,
+                                     size_t *total)
+{
+    bool strip = v->add_space_prefix && !(flags & HEARTH_DECODE_CONTINUATION);
+    *total = 0;
+    for (size_t i = 0; i < n_tokens; i++) {
+        if (tokens[i] < 0 || tokens[i] >= v->n_tokens)
+            return hearth_error(HEARTH_E_INVALID,
+                                "token %zu of %zu has id %ld, outside the vocabulary (0 .. %ld)",
+                                i, n_tokens, (long)tokens[i], (long)v->n_tokens - 1);
+        size_t n;
+        const char *piece = detok_piece(v, tokens[i], flags, &strip, &n);
+        if (*total < capacity) memcpy(text + *total, piece, HEARTH_MIN(n, capacity - *total));
+        *total += n;
+    }
+    return HEARTH_OK;
+}
+
 hearth_status hearth_detokenize(const hearth_vocab *v, const hearth_token *tokens, size_t n_tokens,
                                 unsigned flags, char *text, size_t capacity, size_t *len)
 {
@@ -230,21 +280,33 @@ hearth_status hearth_detokenize(const hearth_vocab *v, const hearth_token *token
         return hearth_error(HEARTH_E_INVALID, "hearth_detokenize: text is NULL but capacity is %zu",
                             capacity);
     *len = 0;
-    bool strip = v->add_space_prefix && !(flags & HEARTH_DECODE_CONTINUATION);
-    size_t total = 0;
-    for (size_t i = 0; i < n_tokens; i++) {
-        if (tokens[i] < 0 || tokens[i] >= v->n_tokens)
-            return hearth_error(HEARTH_E_INVALID,
-                                "token %zu of %zu has id %ld, outside the vocabulary (0 .. %ld)",
-                                i, n_tokens, (long)tokens[i], (long)v->n_tokens - 1);
-        size_t n;
-        const char *piece = detok_piece(v, tokens[i], flags, &strip, &n);
-        if (total < capacity) memcpy(text + total, piece, HEARTH_MIN(n, capacity - total));
-        total += n;
-    }
+    size_t total;
+    hearth_status st = detokenize_into(v, tokens, n_tokens, flags, text, capacity, &total);
+    if (st) return st;
     *len = total;
     if (total > capacity)
         return hearth_error(HEARTH_E_RANGE, "the text takes %zu bytes, the buffer holds %zu", total,
                             capacity);
+    return HEARTH_OK;
+}
+
+hearth_status hearth_detokenize_alloc(const hearth_vocab *v, const hearth_token *tokens,
+                                      size_t n_tokens, unsigned flags, char **out, size_t *len_out)
+{
+    if (out) *out = NULL;
+    if (len_out) *len_out = 0;
+    if (!v || !out || !len_out || (!tokens && n_tokens))
+        return hearth_error(HEARTH_E_INVALID, "hearth_detokenize_alloc: NULL argument");
+    /* measure, then fill: pieces are looked up, not computed, so two
+     * passes cost less than growing a buffer */
+    size_t total;
+    hearth_status st = detokenize_into(v, tokens, n_tokens, flags, NULL, 0, &total);
+    if (st) return st;
+    char *text = hearth_malloc(total + 1, "the detokenized text");
+    if (!text) return HEARTH_E_NOMEM;
+    detokenize_into(v, tokens, n_tokens, flags, text, total, &total);
+    text[total] = '\0';
+    *out = text;
+    *len_out = total;
     return HEARTH_OK;
 }
