@@ -38,8 +38,12 @@
 #define GBNF_MAX_RULES (1 << 20)
 #define GBNF_MAX_REPEAT 100000
 #define GBNF_MAX_NESTING 256
-/* Elements that merging alternatives may copy besides the grammar's own. */
+/* Elements that merging alternatives may copy besides the grammar's own,
+ * and the alternatives a rule must have before its leading references
+ * are followed (a few alternatives cost the matcher a few readings at
+ * most, and copying them would only make the grammar larger). */
 #define GBNF_INLINE_FLOOR (1 << 16)
+#define GBNF_INLINE_MIN_ALTS 32
 
 /* Steps between two polls of the cancellation callback. */
 #define GBNF_POLL_STEPS 4096
@@ -923,7 +927,8 @@ static hearth_status parse_rules(struct parser *ps)
  * quote, costs as many stacks as the strings have different bytes at the
  * point reached.  The language is unchanged, and so is left recursion
  * (the merged element comes first on both sides, and what followed it is
- * reached through it, as before). */
+ * reached through it, as before), so it is checked once, on the grammar
+ * as written. */
 struct alt_key {
     int32_t type, value, index;
 };
@@ -936,9 +941,9 @@ static int alt_key_cmp(const void *pa, const void *pb)
     return (a->index > b->index) - (a->index < b->index);
 }
 
-/* Before merging, an alternative that begins with a reference to another
- * rule (`A ::= ... | B x | ...`; anyOf and oneOf translate to such) is
- * replaced by that rule's alternatives, each followed by the rest of it
+/* Before merging, in a rule of many alternatives, an alternative that
+ * begins with a reference to another rule (`A ::= ... | B x | ...`; anyOf
+ * and oneOf translate to such) is replaced by that rule's alternatives, each followed by the rest of it
  * (`b1 x | b2 x`), so that they can be merged with their neighbours: an
  * anyOf of thousands of constants or objects then costs what an enum
  * does.  *left bounds the elements copied so (the grammar at most
@@ -947,7 +952,7 @@ static int alt_key_cmp(const void *pa, const void *pb)
  * recursion and refused later, ends when it is spent). */
 static hearth_status inline_leading_refs(struct parser *ps, int32_t r, size_t *left)
 {
-    if (ps->rules[r].n_alts < 2) return HEARTH_OK;
+    if (ps->rules[r].n_alts < GBNF_INLINE_MIN_ALTS) return HEARTH_OK;
     for (int32_t a = 0; a < ps->rules[r].n_alts; a++) {
         struct seq *s = &ps->rules[r].alts[a];
         if (s->n == 0 || s->e[0].type != GE_REF || s->e[0].value == r) continue;
@@ -1227,7 +1232,10 @@ static void parser_free(struct parser *ps)
     id_index_free(&ps->class_index);
 }
 
-static hearth_status flatten(struct parser *ps, int32_t root, struct grammar_ir *ir)
+/* The parser's rules as a compiled grammar.  With take, the grammar takes
+ * the names and byte sets over; without, it borrows the names and has no
+ * byte sets, for the checks alone (free it with borrowed_ir_free). */
+static hearth_status flatten(struct parser *ps, int32_t root, struct grammar_ir *ir, bool take)
 {
     size_t n_elems = 0, n_alts = 0;
     for (int32_t r = 0; r < ps->n_rules; r++) {
@@ -1248,7 +1256,7 @@ static hearth_status flatten(struct parser *ps, int32_t root, struct grammar_ir 
     for (int32_t r = 0; r < ps->n_rules; r++) {
         ir->rule_first[r] = na;
         ir->rule_names[r] = ps->rules[r].name;
-        ps->rules[r].name = NULL;
+        if (take) ps->rules[r].name = NULL;
         for (int32_t a = 0; a < ps->rules[r].n_alts; a++) {
             ir->alt_start[na++] = ne;
             const struct seq *s = &ps->rules[r].alts[a];
@@ -1262,12 +1270,23 @@ static hearth_status flatten(struct parser *ps, int32_t root, struct grammar_ir 
     ir->rule_first[ps->n_rules] = na;
     ir->n_elems = ne;
     ir->n_alts = na;
-    ir->sets = ps->sets;
-    ir->n_sets = ps->n_sets;
-    ps->sets = NULL;
-    ps->n_sets = 0;
+    if (take) {
+        ir->sets = ps->sets;
+        ir->n_sets = ps->n_sets;
+        ps->sets = NULL;
+        ps->n_sets = 0;
+    }
     ir->root = root;
     return HEARTH_OK;
+}
+
+static void borrowed_ir_free(struct grammar_ir *ir)
+{
+    free(ir->elems);
+    free(ir->alt_start);
+    free(ir->rule_first);
+    free(ir->rule_names);
+    memset(ir, 0, sizeof *ir);
 }
 
 hearth_status grammar_ir_parse(const char *text, size_t len, const char *root,
@@ -1301,12 +1320,18 @@ hearth_status grammar_ir_parse(const char *text, size_t len, const char *root,
         if (strcmp(ps.rules[r].name, root) == 0) root_id = r;
     if (!st && root_id < 0)
         st = hearth_error(HEARTH_E_FORMAT, "grammar: no rule '%s' to start from", root);
-    if (!st) st = factor_rules(&ps);
-    if (!st) st = flatten(&ps, root_id, out);
-    parser_free(&ps);
+    /* Left recursion is refused before alternatives are merged: merging
+     * follows leading references, which left recursion would send round
+     * a cycle until the copying bound is spent, and the error then names
+     * the rules as written. */
     if (!st) {
-        st = check_left_recursion(out, budget);
-        if (st) grammar_ir_free(out);
+        struct grammar_ir as_written;
+        st = flatten(&ps, root_id, &as_written, false);
+        if (!st) st = check_left_recursion(&as_written, budget);
+        borrowed_ir_free(&as_written);
     }
+    if (!st) st = factor_rules(&ps);
+    if (!st) st = flatten(&ps, root_id, out, true);
+    parser_free(&ps);
     return st;
 }
