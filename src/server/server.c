@@ -304,7 +304,8 @@ static void on_completed(struct conn *cn)
                 cn->method, cn->path, status, total);
 }
 
-/* http.c's handler: one complete request on its connection's thread. */
+/* http.c's handler: one complete request, on the worker thread that
+ * answers it. */
 static void on_exchange(void *cls, struct http_exchange *c)
 {
     struct conn cn;
@@ -326,6 +327,8 @@ static void on_refused(void *cls, int status)
     struct srv_server *s = cls;
     srv_metrics_status(&s->metrics, status);
 }
+
+/* ---- the server's life ---------------------------------------------- */
 
 bool srv_server_start(const struct srv_config *cfg, struct srv_server **out, int *port)
 {
