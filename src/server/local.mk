@@ -1,6 +1,8 @@
 # src/server/local.mk -- hearth serve's HTTP server, part of the hearth
 # program: serve.c (the command: options, model, signals, the drain), request.c (bodies to parameters), toolcall.c (the tool-call
-# formats), server.c (jobs, the engine's thread, responses), http.c (the
+# formats), server.c (the server's life, routing and the small
+# endpoints), jobs.c (generation requests and the engine's thread),
+# openai.c (the JSON of responses and server-sent events), http.c (the
 # HTTP/1.1 connections, over GnuTLS when found), http_parse.c (request
 # heads and body framing), metrics.c (/metrics).
 
@@ -20,17 +22,21 @@ src_hearth_SOURCES += \
 	src/server/http.h \
 	src/server/http_parse.c \
 	src/server/http_parse.h \
+	src/server/jobs.c \
 	src/server/metrics.c \
 	src/server/metrics.h \
+	src/server/openai.c \
 	src/server/request.c \
 	src/server/request.h \
 	src/server/server.c \
 	src/server/server.h \
+	src/server/server_impl.h \
 	src/server/toolcall.c \
 	src/server/toolcall.h
 src_hearth_LDADD += $(GNUTLS_LIBS) $(JSON_LIBS) -lpthread
 else
 EXTRA_DIST += src/server/http.c src/server/http.h src/server/http_parse.c src/server/http_parse.h \
-	src/server/metrics.c src/server/metrics.h src/server/request.c src/server/request.h \
-	src/server/server.c src/server/server.h src/server/toolcall.c src/server/toolcall.h
+	src/server/jobs.c src/server/metrics.c src/server/metrics.h src/server/openai.c \
+	src/server/request.c src/server/request.h src/server/server.c src/server/server.h \
+	src/server/server_impl.h src/server/toolcall.c src/server/toolcall.h
 endif

@@ -1,10 +1,11 @@
 /*
  * server.h -- hearth serve's HTTP server: the OpenAI API over one
- * engine.  A request's path: its connection's thread (http.c) reads it,
- * server.c checks it (request.c), renders and tokenizes the prompt, submits it to
- * the engine and waits; the engine's thread steps every running request
- * and hands tokens back through events, which become the response or its
- * server-sent events (server.c); metrics.c counts it all.
+ * engine.  A request's path: http.c reads it and hands it to a worker
+ * thread, server.c routes it, jobs.c checks it (request.c), renders and
+ * tokenizes the prompt, submits it to the engine and waits; the engine's
+ * thread steps every running request and hands tokens back through
+ * events, which become the response or its server-sent events
+ * (openai.c); metrics.c counts it all.
  */
 #ifndef HEARTH_SERVER_SERVER_H
 #define HEARTH_SERVER_SERVER_H

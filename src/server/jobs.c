@@ -1,0 +1,704 @@
+/*
+ * jobs.c -- a generation request's life as a job: checked, its prompt
+ * tokenized and submitted to the engine, its events gathered, its
+ * response written by the connection that waits on it.
+ *
+ * Threads: the engine runs on one thread of its own (engine_main),
+ * stepping while there is work and sleeping on a condition variable
+ * otherwise.  The request's handler runs on a worker of http.c: it
+ * submits the job's prompts to the engine, then waits on the job's
+ * eventfd and on its socket (so that a client that hangs up is noticed
+ * at once, whatever phase its request is in, and cancelled).  The
+ * engine's events fill the job under the job's mutex: the text and log
+ * probabilities of each choice, and for a stream the server-sent events
+ * themselves, ready to be written (openai.c).  A job is freed by
+ * whichever side lets go of it last: the connection (once its response
+ * is written) or the engine (its last sample's final event).
+ *
+ * A client that shuts down its sending side after its request may still
+ * read the response; one that closed its socket may not.  The two look
+ * the same until something is written, so when the socket reports the
+ * half-close the response starts at once (a stream's comment line, or
+ * the head of a non-streamed response, whose JSON follows as chunks):
+ * a closed socket answers that with a reset, and the request is
+ * cancelled.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include "server_impl.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "http.h"
+#include "metrics.h"
+#include "prompt.h"
+#include "request.h"
+#include "sampling_options.h"
+#include "toolcall.h"
+
+/* A stream's content type and headers. */
+#define SSE_TYPE "text/event-stream"
+#define SSE_HEADERS "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
+
+/* ---- jobs ---------------------------------------------------------- */
+
+static void wake_engine(struct srv_server *s)
+{
+    pthread_mutex_lock(&s->wake_mu);
+    s->wake_pending = true;
+    pthread_cond_signal(&s->wake_cv);
+    pthread_mutex_unlock(&s->wake_mu);
+}
+
+void job_signal(struct job *j)
+{
+    uint64_t one = 1;
+    ssize_t r = write(j->efd, &one, sizeof one);
+    (void)r;
+}
+
+/* Free what a job holds; it is in no list. */
+static void job_free(struct job *j)
+{
+    for (size_t i = 0; j->choices && i < j->n_choices; i++) {
+        free(j->choices[i].text.p);
+        free(j->choices[i].lp);
+    }
+    free(j->choices);
+    for (size_t i = 0; i < SRV_MAX_PROMPTS; i++) {
+        free(j->tokens[i]);
+        free(j->echo[i]);
+    }
+    free(j->out.p);
+    srv_request_free(&j->req);
+    if (j->efd >= 0) close(j->efd);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}
+
+/* The job no longer counts in hearth_requests_waiting or _running. */
+static void job_leave_gauges(struct job *j)
+{
+    srv_metrics_requests(&j->s->metrics, j->gauge == GAUGE_RUNNING ? -1 : 0, j->gauge == GAUGE_WAITING ? -1 : 0);
+    j->gauge = GAUGE_NONE;
+}
+
+/* Take a job out of the server's list and free it. */
+void job_destroy(struct job *j)
+{
+    struct srv_server *s = j->s;
+    pthread_mutex_lock(&s->jobs_mu);
+    if (j->prev) j->prev->next = j->next;
+    else s->jobs = j->next;
+    if (j->next) j->next->prev = j->prev;
+    s->n_jobs--;
+    pthread_mutex_unlock(&s->jobs_mu);
+    job_leave_gauges(j);
+    job_free(j);
+}
+
+/* Cancel the job's engine requests (job locked). */
+void job_cancel_locked(struct job *j, enum end_reason why)
+{
+    if (j->ended == END_NONE) j->ended = why;
+    for (size_t i = 0; i < j->n_subs; i++)
+        if (j->subs[i].submitted) hearth_engine_cancel(j->s->engine, j->subs[i].id);
+    wake_engine(j->s);
+}
+
+/* ---- the engine's side ---------------------------------------------- */
+
+static void log_probs(const struct srv_server *s, const float *logits, hearth_token token,
+                      int32_t n_top, struct lp_rec *r)
+{
+    const int32_t V = s->n_vocab;
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < V; i++)
+        if (logits[i] > mx) mx = logits[i];
+    double sum = 0;
+    for (int32_t i = 0; i < V; i++) sum += exp((double)logits[i] - mx);
+    const double lse = mx + log(sum);
+    r->token = token;
+    r->logprob = (float)(logits[token] - lse);
+    r->n_top = 0;
+    /* the n_top largest, by decreasing logit then increasing id */
+    for (int32_t i = 0; i < V && n_top > 0; i++) {
+        float l = logits[i];
+        int32_t k = r->n_top;
+        if (k == n_top && !(l > logits[r->top[k - 1]])) continue;
+        if (k < n_top) r->n_top++;
+        else k--;
+        while (k > 0 && l > logits[r->top[k - 1]]) {
+            r->top[k] = r->top[k - 1];
+            k--;
+        }
+        r->top[k] = i;
+    }
+    for (int32_t k = 0; k < r->n_top; k++) r->top_lp[k] = (float)(logits[r->top[k]] - lse);
+}
+
+static enum srv_outcome outcome_of(const struct job *j, hearth_finish_reason f)
+{
+    switch (f) {
+    case HEARTH_FINISH_STOP:
+    case HEARTH_FINISH_EOS: return SRV_OUT_STOP;
+    case HEARTH_FINISH_LENGTH:
+    case HEARTH_FINISH_CONTEXT: return SRV_OUT_LENGTH;
+    case HEARTH_FINISH_CANCELLED: return j->ended == END_TIMEOUT ? SRV_OUT_TIMEOUT : SRV_OUT_CANCELLED;
+    default: return SRV_OUT_ERROR;
+    }
+}
+
+static void on_event(void *user, const hearth_event *ev)
+{
+    struct sub *sub = user;
+    struct job *j = sub->job;
+    struct srv_server *s = j->s;
+    pthread_mutex_lock(&j->mu);
+    if (j->gauge == GAUGE_WAITING && ev->finish == HEARTH_FINISH_NONE) {
+        j->gauge = GAUGE_RUNNING;
+        srv_metrics_requests(&s->metrics, 1, -1);
+    }
+    const size_t ci = sub->prompt * (size_t)j->req.n + (size_t)ev->index;
+    struct choice *c = &j->choices[ci];
+    bool wake = j->req.stream;
+    if (ev->finish == HEARTH_FINISH_NONE && ev->token >= 0 && j->req.logprobs && ev->logits) {
+        if (c->n_lp == c->cap_lp) {
+            size_t cap = c->cap_lp ? c->cap_lp * 2 : 16;
+            struct lp_rec *p = realloc(c->lp, cap * sizeof *p);
+            if (p) c->lp = p, c->cap_lp = cap;
+        }
+        if (c->n_lp < c->cap_lp) {
+            log_probs(s, ev->logits, ev->token, j->req.top_logprobs, &c->lp[c->n_lp]);
+            c->lp[c->n_lp++].offset = c->text_bytes;
+        }
+    }
+    if (ev->len > 0) {
+        if (j->req.stream && reads_tool_calls(j)) {
+            buf_add(&c->text, ev->text, ev->len);
+            if (!j->stream_closed) stream_tool_text(j, ci);
+        } else if (j->req.stream) {
+            if (!j->stream_closed) emit_chunk(j, ci, ev->text, ev->len, false, NULL);
+        } else {
+            buf_add(&c->text, ev->text, ev->len);
+        }
+    }
+    if (ev->token >= 0 && ev->finish == HEARTH_FINISH_NONE) {
+        size_t n = 0;
+        hearth_token_piece(s->vocab, ev->token, 0, &n);
+        c->text_bytes += n;
+    }
+    if (ev->finish != HEARTH_FINISH_NONE) {
+        c->done = true;
+        c->finish = ev->finish;
+        if (ev->stats) c->stats = *ev->stats;
+        j->n_open--;
+        /* Every sample has ended (all were submitted before the first
+         * event): the job leaves the gauges now, not when its handler
+         * exits, so a request cancelled in the queue never counts as
+         * running and a finished one no longer does. */
+        if (j->n_open == 0) job_leave_gauges(j);
+        wake = true;
+        srv_metrics_sample(&s->metrics, outcome_of(j, ev->finish), ev->stats);
+        if (ev->finish == HEARTH_FINISH_ERROR && !j->failed) {
+            j->failed = true;
+            /* the library's message, as hearth run prints it */
+            const char *why = hearth_last_error();
+            snprintf(j->error, sizeof j->error, "%s", why && *why ? why : hearth_strerror(ev->status));
+            /* A grammar that only grows too ambiguous for the matcher
+             * after some output is the request's fault, not the
+             * server's: it is named as when it is refused at the start. */
+            if (ev->status == HEARTH_E_RANGE) j->error_param = srv_request_grammar_param(&j->req);
+        }
+        if (j->req.stream && !j->stream_closed) {
+            if (j->failed) {
+                if (j->error_param) emit_error(j, j->error, "invalid_request_error", "invalid_value", j->error_param);
+                else emit_error(j, j->error, "server_error", "generation_failed", NULL);
+            } else if (finish_name(ev->finish)) {
+                if (reads_tool_calls(j)) stream_tool_end(j, ci, finish_name(ev->finish));
+                else emit_chunk(j, ci, NULL, 0, false, finish_name(ev->finish));
+                if (j->n_open == 0) emit_end(j);
+            }
+        }
+    }
+    /* signalled under the lock: once it is released, the connection may
+     * let go of the job and the job be freed */
+    if (wake) job_signal(j);
+    bool last = j->n_open == 0 && j->http_gone;
+    pthread_mutex_unlock(&j->mu);
+    if (last) job_destroy(j);
+}
+
+void *engine_main(void *arg)
+{
+    struct srv_server *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->wake_mu);
+        bool quit = s->quit;
+        s->wake_pending = false;
+        pthread_mutex_unlock(&s->wake_mu);
+        if (quit) break;
+        bool did = false;
+        hearth_status st = hearth_engine_step(s->engine, &did);
+        if (st) fprintf(stderr, LOG_PREFIX "a step failed: %s\n", hearth_last_error());
+        if (!did) {
+            pthread_mutex_lock(&s->wake_mu);
+            while (!s->wake_pending && !s->quit) pthread_cond_wait(&s->wake_cv, &s->wake_mu);
+            pthread_mutex_unlock(&s->wake_mu);
+        }
+    }
+    return NULL;
+}
+
+/* ---- a request's job ------------------------------------------------ */
+
+/* The prompt of a chat request: render the template, tokenize. */
+static bool chat_tokens(struct srv_server *s, struct job *j, struct srv_error *e)
+{
+    if (!s->tmpl)
+        return srv_fail(e, 400, "invalid_request_error", "no_chat_template", "messages",
+                        "the model has no chat template; start the server with --chat-template");
+    hearth_chat_options opts;
+    memset(&opts, 0, sizeof opts);
+    opts.add_generation_prompt = true;
+    opts.bos_token = s->bos_text;
+    opts.eos_token = s->eos_text;
+    opts.tools_json = j->req.tools_json;
+    char *text;
+    size_t len;
+    hearth_status st = hearth_template_render(s->tmpl, j->req.messages_json,
+                                              strlen(j->req.messages_json), &opts, &text, &len);
+    if (st)
+        return srv_fail(e, st == HEARTH_E_NOMEM ? 500 : 400, st == HEARTH_E_NOMEM ? "server_error"
+                        : "invalid_request_error", "template_error", "messages",
+                        "the chat template failed on these messages: %s", hearth_last_error());
+    if (opts.tools_json && strcmp(opts.tools_json, "[]") != 0) {
+        /* a template that does not write the tools into the prompt renders
+         * the same text without them: the model would never see them */
+        char *bare;
+        size_t bare_len;
+        opts.tools_json = NULL;
+        st = hearth_template_render(s->tmpl, j->req.messages_json, strlen(j->req.messages_json),
+                                    &opts, &bare, &bare_len);
+        bool ignored = !st && bare_len == len && memcmp(bare, text, len) == 0;
+        if (!st) hearth_free(bare);
+        if (ignored) {
+            hearth_free(text);
+            return srv_fail(e, 400, "invalid_request_error", "invalid_value", "tools",
+                            "the chat template does not render tools, so the model would not see "
+                            "them; start the server with a --chat-template that does");
+        }
+    }
+    st = hearth_tokenize_alloc(s->vocab, text, len, chat_prompt_tokenize_flags(s->bos_text, text, len),
+                               &j->tokens[0], &j->n_tokens[0]);
+    hearth_free(text);
+    if (st) return srv_fail(e, 500, "server_error", NULL, NULL, "tokenization failed: %s", hearth_last_error());
+    return true;
+}
+
+static bool completion_tokens(struct srv_server *s, struct job *j, size_t i, struct srv_error *e)
+{
+    struct srv_prompt *p = &j->req.prompts[i];
+    if (p->tokens) {
+        j->tokens[i] = p->tokens;
+        j->n_tokens[i] = p->n_tokens;
+        p->tokens = NULL;
+        if (j->req.echo) {
+            char *text;
+            size_t len;
+            if (hearth_detokenize_alloc(s->vocab, j->tokens[i], j->n_tokens[i], 0, &text, &len))
+                return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+            /* the echo must be UTF-8: whole characters only */
+            json_t *t = lossy_string(text, len);
+            hearth_free(text);
+            j->echo[i] = t ? strdup(json_string_value(t)) : NULL;
+            j->echo_len[i] = j->echo[i] ? strlen(j->echo[i]) : 0;
+            json_decref(t);
+        }
+        return true;
+    }
+    hearth_status st = hearth_tokenize_alloc(s->vocab, p->text, p->len,
+                                             HEARTH_TOKENIZE_ADD_SPECIAL | HEARTH_TOKENIZE_PARSE_SPECIAL,
+                                             &j->tokens[i], &j->n_tokens[i]);
+    if (st) return srv_fail(e, 500, "server_error", NULL, NULL, "tokenization failed: %s", hearth_last_error());
+    if (j->req.echo) {
+        j->echo[i] = p->text;
+        j->echo_len[i] = p->len;
+        p->text = NULL;
+    }
+    return true;
+}
+
+static void random_bytes(void *p, size_t n)
+{
+    if (getrandom(p, n, 0) != (ssize_t)n) {
+        uint64_t x = (uint64_t)time(NULL) ^ (uint64_t)srv_now_s() * 1000003u;
+        memcpy(p, &x, n < sizeof x ? n : sizeof x);
+    }
+}
+
+/* Whether the client of an exchange has gone, from poll()'s revents for
+ * http_watch_fd(x).  A reset or a hang-up says so; a shut-down sending
+ * side (POLLRDHUP) may be a client that closed its socket or one that
+ * only half-closed and still reads, so the response starts at once (a
+ * comment line in a stream that has begun; else the head of a 200 of
+ * content_type): a closed socket answers that with a reset, seen at the
+ * next poll, and a half-closed client reads its response as it comes. */
+static bool peer_gone(struct http_exchange *x, short revents, bool stream)
+{
+    if (revents & (POLLHUP | POLLERR | POLLNVAL)) return true;
+    if (!(revents & POLLRDHUP)) return false;
+    static const char comment[] = ": the client has half-closed the connection\n\n";
+    http_peer_half_closed(x);
+    if (http_started(x)) return !http_stream_write(x, comment, sizeof comment - 1);
+    return !(stream ? http_stream_begin(x, 200, SSE_TYPE, SSE_HEADERS)
+                    : http_stream_begin(x, 200, "application/json", NULL));
+}
+
+/* The grammar compiler's cancellation callback: the client of the
+ * connection has gone, so nobody waits for the work. */
+static int client_gone(void *arg)
+{
+    struct conn *cn = arg;
+    struct pollfd p = {http_watch_fd(cn->x), http_watch_events(cn->x), 0};
+    return poll(&p, 1, 0) > 0 && peer_gone(cn->x, p.revents, cn->stream);
+}
+
+/* The compiled grammar of a request (a new reference), from the cache or
+ * compiled now (stopped when the client of cn hangs up); false with a 400
+ * when it does not compile. */
+static bool request_grammar(struct srv_server *s, struct srv_request *r, struct conn *cn,
+                            struct srv_error *e)
+{
+    const char *text = r->grammar_text ? r->grammar_text : "";
+    pthread_mutex_lock(&s->grammars_mu);
+    for (size_t i = 0; i < SRV_GRAMMAR_CACHE; i++)
+        if (s->grammars[i].grammar && s->grammars[i].kind == r->grammar &&
+            strcmp(s->grammars[i].text, text) == 0) {
+            r->sampling.grammar = hearth_grammar_ref(s->grammars[i].grammar);
+            pthread_mutex_unlock(&s->grammars_mu);
+            return true;
+        }
+    pthread_mutex_unlock(&s->grammars_mu);
+    hearth_grammar *g = NULL;
+    cn->stream = r->stream;
+    hearth_grammar_options opt = {client_gone, cn};
+    hearth_grammar_syntax syntax = r->grammar == SRV_GRAMMAR_JSON_OBJECT   ? HEARTH_GRAMMAR_JSON_OBJECT
+                                   : r->grammar == SRV_GRAMMAR_JSON_SCHEMA ? HEARTH_GRAMMAR_JSON_SCHEMA
+                                                                           : HEARTH_GRAMMAR_GBNF;
+    hearth_status st = hearth_grammar_compile(s->vocab, syntax, text, strlen(text), &opt, &g);
+    if (st) {
+        srv_fail(e, st == HEARTH_E_NOMEM ? 500 : 400,
+                 st == HEARTH_E_NOMEM ? "server_error" : "invalid_request_error", "invalid_value",
+                 srv_request_grammar_param(r), "%s", hearth_last_error());
+        return false;
+    }
+    r->sampling.grammar = g;
+    char *copy = strdup(text);
+    if (copy) {
+        pthread_mutex_lock(&s->grammars_mu);
+        size_t i = s->grammars_next++ % SRV_GRAMMAR_CACHE;
+        hearth_grammar_free(s->grammars[i].grammar);
+        free(s->grammars[i].text);
+        s->grammars[i].kind = r->grammar;
+        s->grammars[i].text = copy;
+        s->grammars[i].grammar = hearth_grammar_ref(g);
+        pthread_mutex_unlock(&s->grammars_mu);
+    }
+    return true;
+}
+
+/* Check, tokenize and submit a generation request; NULL with *e set when
+ * it is refused. */
+static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_error *e)
+{
+    struct srv_server *s = cn->s;
+    struct job *j = calloc(1, sizeof *j);
+    if (!j) {
+        srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        return NULL;
+    }
+    j->s = s;
+    j->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    pthread_mutex_init(&j->mu, NULL);
+    struct srv_limits lim = {s->n_vocab, s->cfg.max_tokens_cap, &s->cfg.sampling};
+    if (j->efd < 0) {
+        srv_fail(e, 500, "server_error", NULL, NULL, "eventfd: %s", strerror(errno));
+        goto fail_early;
+    }
+    if (!srv_request_parse(kind, cn->body.p, cn->body.len, &lim, &j->req, e)) goto fail_early;
+    if (j->req.tool_choice == SRV_TOOL_REQUIRED || j->req.tool_choice == SRV_TOOL_NAMED) {
+        /* the whole output is one call in the template's format */
+        char why[400];
+        if (!srv_tool_calls_grammar(s->tool_format, j->req.tools_json, j->req.tool_name,
+                                    &j->req.grammar_text, why, sizeof why)) {
+            srv_fail(e, 400, "invalid_request_error", "invalid_value", "tools",
+                     "the tools cannot be turned into a grammar for tool_choice: %s", why);
+            goto fail_early;
+        }
+        j->req.grammar = SRV_GRAMMAR_GBNF;
+    }
+    if (j->req.grammar != SRV_GRAMMAR_NONE && !request_grammar(s, &j->req, cn, e)) goto fail_early;
+    /* whether a seed was given is the request's own: the server's
+     * sampling defaults never carry one */
+    if (!j->req.seed_given) j->req.sampling.seed = cli_seed_stream_next(&s->seeds);
+    size_t n_prompts = kind == SRV_CHAT ? 1 : j->req.n_prompts;
+    for (size_t i = 0; i < n_prompts; i++) {
+        if (!(kind == SRV_CHAT ? chat_tokens(s, j, e) : completion_tokens(s, j, i, e))) goto fail_early;
+        if (j->n_tokens[i] == 0) {
+            srv_fail(e, 400, "invalid_request_error", "invalid_value", kind == SRV_CHAT ? "messages" : "prompt",
+                     "the prompt is empty (it has no tokens)");
+            goto fail_early;
+        }
+        if (j->n_tokens[i] >= (size_t)s->n_ctx) {
+            srv_fail(e, 400, "invalid_request_error", "context_length_exceeded",
+                     kind == SRV_CHAT ? "messages" : "prompt",
+                     "this model's maximum context length is %d tokens, but the prompt has %zu tokens "
+                     "(at least one more is needed for the reply)", s->n_ctx, j->n_tokens[i]);
+            goto fail_early;
+        }
+    }
+    if ((int32_t)(n_prompts * (size_t)j->req.n) > s->cfg.parallel) {
+        srv_fail(e, 400, "invalid_request_error", "invalid_value", "n",
+                 "the request asks for %zu sequences (%zu prompts x n = %d) but the server runs at most "
+                 "%d at once (--parallel)", n_prompts * (size_t)j->req.n, n_prompts, j->req.n, s->cfg.parallel);
+        goto fail_early;
+    }
+    j->n_choices = n_prompts * (size_t)j->req.n;
+    j->choices = calloc(j->n_choices, sizeof *j->choices);
+    if (!j->choices) {
+        srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        goto fail_early;
+    }
+    uint64_t idn = atomic_fetch_add(&s->next_id, 1);
+    uint32_t rnd;
+    random_bytes(&rnd, sizeof rnd);
+    snprintf(j->id, sizeof j->id, "%s-%08x%016llx", kind == SRV_CHAT ? "chatcmpl" : "cmpl", rnd,
+             (unsigned long long)idn);
+    j->created = time(NULL);
+    j->t0 = cn->t0;
+    j->deadline = s->cfg.timeout_s > 0 ? cn->t0 + s->cfg.timeout_s : INFINITY;
+
+    /* the queue's bound, and the job's place in the list */
+    pthread_mutex_lock(&s->jobs_mu);
+    if (s->state != STATE_READY) {
+        pthread_mutex_unlock(&s->jobs_mu);
+        srv_fail(e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+        goto fail_early;
+    }
+    if (s->n_jobs >= s->cfg.parallel + s->cfg.max_queue) {
+        int32_t n = s->n_jobs;
+        pthread_mutex_unlock(&s->jobs_mu);
+        srv_fail(e, 429, "rate_limit_error", "queue_full", NULL,
+                 "the server is busy: %d requests are running or waiting (--parallel %d, --max-queue %d); "
+                 "retry later", n, s->cfg.parallel, s->cfg.max_queue);
+        goto fail_early;
+    }
+    j->next = s->jobs;
+    if (s->jobs) s->jobs->prev = j;
+    s->jobs = j;
+    s->n_jobs++;
+    pthread_mutex_unlock(&s->jobs_mu);
+    srv_metrics_requests(&s->metrics, 0, 1);
+
+    /* a stream's first chunks, before any token */
+    pthread_mutex_lock(&j->mu);
+    if (j->req.stream)
+        for (size_t ci = 0; ci < j->n_choices; ci++) {
+            if (kind == SRV_CHAT) emit_chunk(j, ci, "", 0, true, NULL);
+            else if (j->req.echo) emit_chunk(j, ci, j->echo[ci / (size_t)j->req.n],
+                                             j->echo_len[ci / (size_t)j->req.n], false, NULL);
+        }
+    for (size_t i = 0; i < n_prompts; i++) {
+        hearth_request q;
+        hearth_request_default(&q);
+        q.prompt = j->tokens[i];
+        q.n_prompt = j->n_tokens[i];
+        q.sampling = j->req.sampling;
+        q.speculation = s->cfg.speculation;
+        q.stop = (const char *const *)j->req.stop;
+        q.n_stop = j->req.n_stop;
+        q.max_tokens = j->req.max_tokens > 0 ? j->req.max_tokens : s->cfg.max_tokens_cap;
+        q.n = j->req.n;
+        q.ignore_eos = j->req.ignore_eos;
+        q.decode_flags = kind == SRV_CHAT ? 0 : HEARTH_DECODE_CONTINUATION;
+        /* the formats' markers may be control tokens ([TOOL_CALLS]) */
+        if (reads_tool_calls(j)) q.decode_flags |= HEARTH_DECODE_SPECIAL;
+        q.on_event = on_event;
+        j->subs[i].job = j;
+        j->subs[i].prompt = i;
+        q.user = &j->subs[i];
+        hearth_status st = hearth_engine_submit(s->engine, &q, &j->subs[i].id);
+        if (st) {
+            /* The prompt's length was checked above and the pool holds a
+             * whole context (hearth serve refuses a smaller one), so what
+             * the engine still refuses is the sampling: the grammar's
+             * first state, or a value checked there alone. */
+            srv_fail(e, st == HEARTH_E_NOMEM ? 500 : 400, st == HEARTH_E_NOMEM ? "server_error"
+                     : "invalid_request_error", st == HEARTH_E_NOMEM ? NULL : "invalid_value",
+                     srv_request_grammar_param(&j->req), "%s", hearth_last_error());
+            /* those already submitted end with cancelled events */
+            job_cancel_locked(j, END_CLIENT);
+            j->http_gone = true;
+            bool last = j->n_open == 0;
+            pthread_mutex_unlock(&j->mu);
+            if (last) job_destroy(j);
+            return NULL;
+        }
+        j->subs[i].submitted = true;
+        j->n_subs = i + 1;
+        j->n_open += (size_t)j->req.n;
+    }
+    pthread_mutex_unlock(&j->mu);
+    wake_engine(s);
+    return j;
+
+fail_early:
+    job_free(j);
+    return NULL;
+}
+
+enum wait_result { W_EVENT, W_GONE, W_TIMEOUT, W_SHUTDOWN };
+
+/* Wait for the job's next event, the client's hang-up, the deadline or
+ * the end of the drain (job unlocked).  A half-close starts the
+ * response (see the top of this file); only a reset, a hang-up or a
+ * failed write mean the client is gone. */
+static enum wait_result job_wait(struct job *j, struct http_exchange *x)
+{
+    for (;;) {
+        if (j->s->forced_end) return W_SHUTDOWN;
+        double left = j->deadline - srv_now_s();
+        if (left <= 0) return W_TIMEOUT;
+        int ms = left > 0.25 ? 250 : (int)(left * 1000) + 1;
+        struct pollfd p[2] = {{j->efd, POLLIN, 0}, {http_watch_fd(x), http_watch_events(x), 0}};
+        int r = poll(p, 2, ms);
+        if (r < 0 && errno != EINTR) return W_GONE;
+        if (r <= 0) continue;
+        if (peer_gone(x, p[1].revents, false)) return W_GONE;
+        if (p[0].revents & POLLIN) {
+            uint64_t v;
+            ssize_t n = read(j->efd, &v, sizeof v);
+            (void)n;
+            return W_EVENT;
+        }
+    }
+}
+
+/* Write a stream's events as the engine makes them, until it ends or
+ * the client goes; false: the client went. */
+static bool stream_job(struct conn *cn)
+{
+    struct job *j = cn->job;
+    pthread_mutex_lock(&j->mu);
+    for (;;) {
+        if (j->out.len > j->out_pos) {
+            /* written unlocked: a slow client must not hold up the engine */
+            struct buf out = j->out;
+            size_t from = j->out_pos;
+            memset(&j->out, 0, sizeof j->out);
+            j->out_pos = 0;
+            pthread_mutex_unlock(&j->mu);
+            bool ok = http_stream_write(cn->x, out.p + from, out.len - from);
+            free(out.p);
+            pthread_mutex_lock(&j->mu);
+            if (!ok) {
+                job_cancel_locked(j, END_CLIENT);
+                j->stream_closed = true;
+                pthread_mutex_unlock(&j->mu);
+                return false;
+            }
+            continue;
+        }
+        if (j->stream_closed) {
+            pthread_mutex_unlock(&j->mu);
+            return true;
+        }
+        pthread_mutex_unlock(&j->mu);
+        enum wait_result w = job_wait(j, cn->x);
+        pthread_mutex_lock(&j->mu);
+        if (w == W_GONE) {
+            job_cancel_locked(j, END_CLIENT);
+            j->stream_closed = true;
+            pthread_mutex_unlock(&j->mu);
+            return false;
+        }
+        if ((w == W_TIMEOUT || w == W_SHUTDOWN) && !j->stream_closed) {
+            job_cancel_locked(j, w == W_TIMEOUT ? END_TIMEOUT : END_SHUTDOWN);
+            char msg[160];
+            if (w == W_TIMEOUT)
+                snprintf(msg, sizeof msg, "the request ran past its deadline of %g s (--timeout)",
+                         j->s->cfg.timeout_s);
+            else
+                snprintf(msg, sizeof msg, "the server is shutting down");
+            emit_error(j, msg, w == W_TIMEOUT ? "timeout_error" : "server_error",
+                       w == W_TIMEOUT ? "timeout" : "shutting_down", NULL);
+        }
+    }
+}
+
+bool handle_generate(struct conn *cn, struct http_exchange *c, enum srv_kind kind)
+{
+    struct srv_error e;
+    struct job *j = job_start(cn, kind, &e);
+    if (!j) return send_srv_error(cn, c, &e);
+    cn->job = j;
+    if (j->req.user) {
+        /* for the access log: printable ASCII, no spaces, at most 64 bytes */
+        size_t k = 0;
+        for (const char *u = j->req.user; *u && k < 64; u++)
+            cn->user[k++] = (*u > ' ' && *u < 127) ? *u : '_';
+        cn->user[k] = '\0';
+    }
+    if (j->req.stream) {
+        cn->responded = true;
+        /* begun already where the client half-closed while its grammar compiled */
+        bool ok = (http_started(c) || http_stream_begin(c, 200, SSE_TYPE, SSE_HEADERS)) && stream_job(cn);
+        http_stream_end(c, ok);
+        cn->status = ok ? 200 : 499;
+        return ok;
+    }
+    pthread_mutex_lock(&j->mu);
+    while (j->n_open > 0) {
+        pthread_mutex_unlock(&j->mu);
+        enum wait_result w = job_wait(j, cn->x);
+        pthread_mutex_lock(&j->mu);
+        if (w == W_EVENT) continue;
+        job_cancel_locked(j, w == W_GONE ? END_CLIENT : w == W_TIMEOUT ? END_TIMEOUT : END_SHUTDOWN);
+        pthread_mutex_unlock(&j->mu);
+        if (w == W_GONE) {
+            cn->status = 499;
+            cn->responded = true;
+            http_stream_end(c, false);
+            return false;
+        }
+        if (w == W_TIMEOUT)
+            return send_error(cn, c, 504, "timeout_error", "timeout", NULL,
+                              "the request ran past its deadline of %g s (--timeout)", cn->s->cfg.timeout_s);
+        return send_error(cn, c, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+    }
+    bool failed = j->failed;
+    const char *error_param = j->error_param;
+    char error[sizeof j->error];
+    memcpy(error, j->error, sizeof error);
+    json_t *o = failed ? NULL : final_response(j);
+    pthread_mutex_unlock(&j->mu);
+    if (failed && error_param)
+        return send_error(cn, c, 400, "invalid_request_error", "invalid_value", error_param, "%s", error);
+    if (failed) return send_error(cn, c, 500, "server_error", "generation_failed", NULL, "%s", error);
+    return send_json(cn, c, 200, o, NULL);
+}

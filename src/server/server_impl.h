@@ -1,0 +1,200 @@
+/*
+ * server_impl.h -- the types the server's files share (the server, a
+ * job with its choices, a connection's request) with the functions each
+ * offers the others: server.c sends responses, jobs.c runs jobs,
+ * openai.c writes their JSON.  Not part of server.h's interface.
+ */
+#ifndef HEARTH_SERVER_SERVER_IMPL_H
+#define HEARTH_SERVER_SERVER_IMPL_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "buf.h"
+#include "hearth.h"
+#include "http.h"
+#include "metrics.h"
+#include "request.h"
+#include "sampling_options.h"
+#include "server.h"
+#include "toolcall.h"
+
+#define LOG_PREFIX "hearth: serve: "
+
+enum srv_state { STATE_LOADING, STATE_READY, STATE_DRAINING };
+
+#define SRV_GRAMMAR_CACHE 16
+
+struct srv_server {
+    struct srv_config cfg;
+    struct http_server *http;
+    _Atomic int state;
+    const hearth_model *model;
+    const hearth_vocab *vocab;
+    hearth_engine *engine;
+    const hearth_template *tmpl;
+    enum srv_tool_format tool_format;
+    char *bos_text, *eos_text;
+    int32_t n_ctx, n_vocab;
+    struct srv_metrics metrics;
+    char fingerprint[64];
+    time_t created;
+
+    /* the engine's thread */
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t wake_mu;
+    pthread_cond_t wake_cv;
+    bool wake_pending, quit;
+
+    /* live jobs */
+    pthread_mutex_t jobs_mu;
+    struct job *jobs;
+    int32_t n_jobs;
+    _Atomic bool forced_end;  /* drain's grace is over */
+
+    _Atomic uint64_t next_id;
+    struct cli_seed_stream seeds; /* of the requests without a seed */
+
+    /* compiled grammars of recent requests, so that requests with the same
+     * schema or grammar share its mask cache */
+    pthread_mutex_t grammars_mu;
+    struct {
+        enum srv_grammar kind;
+        char *text;
+        hearth_grammar *grammar;
+    } grammars[SRV_GRAMMAR_CACHE];
+    size_t grammars_next;
+};
+
+/* ---- jobs ---------------------------------------------------------- */
+
+struct lp_rec {
+    hearth_token token;
+    float logprob;
+    size_t offset;                  /* of its text in the choice's text */
+    int32_t n_top;
+    hearth_token top[SRV_MAX_TOP_LOGPROBS];
+    float top_lp[SRV_MAX_TOP_LOGPROBS];
+};
+
+struct choice {
+    struct buf text;
+    struct lp_rec *lp;
+    size_t n_lp, cap_lp, lp_sent;   /* records; those a stream has sent */
+    size_t text_bytes;              /* bytes of token pieces so far (text_offset) */
+    hearth_finish_reason finish;
+    hearth_request_stats stats;
+    bool done;
+    size_t sent;                    /* a stream reading tool calls: bytes of text sent */
+};
+
+struct sub {                        /* one engine request: one prompt */
+    struct job *job;
+    size_t prompt;
+    uint64_t id;
+    bool submitted;
+};
+
+enum end_reason { END_NONE, END_CLIENT, END_TIMEOUT, END_SHUTDOWN };
+
+struct job {
+    struct srv_server *s;
+    pthread_mutex_t mu;
+    int efd;
+    struct srv_request req;
+    hearth_token *tokens[SRV_MAX_PROMPTS];   /* each prompt's tokens */
+    size_t n_tokens[SRV_MAX_PROMPTS];
+    char *echo[SRV_MAX_PROMPTS];             /* completions with echo */
+    size_t echo_len[SRV_MAX_PROMPTS];
+    struct sub subs[SRV_MAX_PROMPTS];
+    size_t n_subs;
+    struct choice *choices;
+    size_t n_choices, n_open;
+    enum { GAUGE_WAITING, GAUGE_RUNNING, GAUGE_NONE } gauge; /* where the job counts in
+                                                 hearth_requests_waiting/_running */
+    bool stream_closed;                      /* nothing more is sent */
+    enum end_reason ended;
+    struct buf out;                          /* server-sent events to write */
+    size_t out_pos;
+    bool http_gone;
+    bool failed;                             /* a sample ended in error */
+    const char *error_param;                 /* NULL, or the field at fault: the request's own grammar */
+    char error[256];
+    char id[48];
+    time_t created;
+    double t0, deadline;
+    struct job *next, *prev;
+};
+
+/* ---- connections ---------------------------------------------------- */
+
+enum route { R_NONE, R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE };
+
+struct conn {
+    struct srv_server *s;
+    enum route route;
+    uint64_t rid;
+    char method[16];
+    char path[96];
+    struct buf body;    /* the exchange's (not owned) */
+    bool responded;
+    int status;
+    struct http_exchange *x;
+    double t0;
+    struct job *job;
+    bool stream;        /* the request asked for a stream */
+    char user[72];      /* the request's user field, printable ASCII only */
+};
+
+/* ---- server.c ------------------------------------------------------- */
+
+/* The monotonic clock, in seconds (deadlines, durations). */
+double srv_now_s(void);
+
+/* A response: JSON (o is consumed), or an error object of a message;
+ * 429 and 503 come with Retry-After. */
+bool send_json(struct conn *cn, struct http_exchange *c, int status, json_t *o, const char *retry_after);
+bool send_error(struct conn *cn, struct http_exchange *c, int status, const char *type, const char *code,
+                const char *param, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 7, 8)))
+#endif
+    ;
+bool send_srv_error(struct conn *cn, struct http_exchange *c, const struct srv_error *e);
+
+/* ---- jobs.c --------------------------------------------------------- */
+
+/* Wake a job's connection (its eventfd). */
+void job_signal(struct job *j);
+/* Take a job out of the server's list and free it. */
+void job_destroy(struct job *j);
+/* Cancel the job's engine requests (job locked). */
+void job_cancel_locked(struct job *j, enum end_reason why);
+/* The engine's thread (arg: the server). */
+void *engine_main(void *arg);
+/* Answer a chat or completion request. */
+bool handle_generate(struct conn *cn, struct http_exchange *c, enum srv_kind kind);
+
+/* ---- openai.c ------------------------------------------------------- */
+
+json_t *lossy_string(const char *p, size_t n);
+const char *finish_name(hearth_finish_reason f);
+json_t *error_object(const char *message, const char *type, const char *param, const char *code);
+json_t *piece_json(const struct srv_server *s, hearth_token t, bool with_bytes, json_t **bytes);
+void job_usage(const struct job *j, long *prompt, long *cached, long *completion);
+bool reads_tool_calls(const struct job *j);
+/* A stream's events (job locked). */
+void emit_chunk(struct job *j, size_t ci, const char *text, size_t len, bool role, const char *finish);
+void stream_tool_text(struct job *j, size_t ci);
+void stream_tool_end(struct job *j, size_t ci, const char *finish);
+void emit_end(struct job *j);
+void emit_error(struct job *j, const char *message, const char *type, const char *code, const char *param);
+json_t *final_response(struct job *j);
+
+#endif /* HEARTH_SERVER_SERVER_IMPL_H */
