@@ -35,7 +35,7 @@ src_hearth_SOURCES += \
 	src/server/toolcall.h
 src_hearth_LDADD += $(GNUTLS_LIBS) $(JSON_LIBS) -lpthread
 else
-EXTRA_DIST += src/server/http.c src/server/http.h src/server/http_parse.c src/server/http_parse.h \
+EXTRA_DIST += src/server/buf.c src/server/buf.h src/server/http.c src/server/http.h src/server/http_parse.c src/server/http_parse.h \
 	src/server/jobs.c src/server/metrics.c src/server/metrics.h src/server/openai.c \
 	src/server/request.c src/server/request.h src/server/server.c src/server/server.h \
 	src/server/server_impl.h src/server/toolcall.c src/server/toolcall.h
