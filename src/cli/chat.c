@@ -131,17 +131,12 @@ static ssize_t read_message(char **buf, size_t *cap, bool interactive)
 
 int cmd_chat(int argc, char **argv)
 {
-    enum { OPT_SYSTEM = 0x2000, OPT_CHAT_TEMPLATE, OPT_CACHE_TYPE };
+    enum { OPT_SYSTEM = 0x2000, OPT_CHAT_TEMPLATE };
     static const struct option longopts[] = {
         {"system", required_argument, NULL, OPT_SYSTEM},
         {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
         {"n-predict", required_argument, NULL, 'n'},
-        {"ctx-size", required_argument, NULL, 'c'},
-        {"batch", required_argument, NULL, 'b'},
-        {"batch-size", required_argument, NULL, 'b'},
-        {"threads", required_argument, NULL, 't'},
-        {"cache-type", required_argument, NULL, OPT_CACHE_TYPE},
-        CLI_CHUNK_SIZE_LONG_OPTION,
+        CLI_CONTEXT_LONG_OPTIONS,
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         CLI_MODEL_LONG_OPTIONS,
@@ -169,7 +164,7 @@ int cmd_chat(int argc, char **argv)
         int r = cli_model_option(CMD, &src, c, optarg);
         if (r == 0) r = cli_sampling_option(CMD, &sampling, c, optarg);
         if (r == 0) r = cli_spec_option(CMD, &spec, c, optarg);
-        if (r == 0) r = cli_context_option(CMD, &copts, OPT_CACHE_TYPE, c, optarg);
+        if (r == 0) r = cli_context_option(CMD, &copts, c, optarg);
         if (r < 0) goto done;
         if (r > 0) continue;
         switch (c) {

@@ -119,14 +119,13 @@ int chat_prompt_tokens(const char *cmd, const struct chat_prompt *cp, const hear
     return rc;
 }
 
-int cli_context_option(const char *cmd, struct cli_context_opts *o, int cache_type_opt, int opt,
-                       const char *arg)
+int cli_context_option(const char *cmd, struct cli_context_opts *o, int opt, const char *arg)
 {
     bool ok;
     if (opt == 'c') ok = cli_parse_int(cmd, "--ctx-size", arg, 1, 1 << 24, &o->n_ctx);
     else if (opt == 'b') ok = cli_parse_int(cmd, "--batch", arg, 1, 1 << 20, &o->n_batch);
     else if (opt == 't') ok = cli_parse_int(cmd, "--threads", arg, 1, 1024, &o->n_threads);
-    else if (opt == cache_type_opt) ok = cli_parse_cache_type(cmd, arg, &o->cache_type);
+    else if (opt == CLI_OPT_CACHE_TYPE) ok = cli_parse_cache_type(cmd, arg, &o->cache_type);
     else if (opt == CLI_OPT_CHUNK_SIZE) ok = cli_parse_int(cmd, "--chunk-size", arg, 1, 4096, &o->chunk_size);
     else return 0;
     return ok ? 1 : -1;

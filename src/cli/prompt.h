@@ -56,17 +56,26 @@ struct cli_context_opts {
 };
 #define CLI_CONTEXT_OPTS_INIT {0, 0, 0, HEARTH_TYPE_F16, 0}
 
-/* The getopt value of --chunk-size, which cli_context_option() handles. */
+/* The getopt values of --cache-type and --chunk-size, and the long
+ * options cli_context_option() handles, for a command's table (with "c:",
+ * "b:" and "t:" in its short options). */
 #define CLI_OPT_CHUNK_SIZE 0x3c00
+#define CLI_OPT_CACHE_TYPE 0x3c01
 #define CLI_CHUNK_SIZE_LONG_OPTION {"chunk-size", required_argument, NULL, CLI_OPT_CHUNK_SIZE}
+#define CLI_CONTEXT_LONG_OPTIONS \
+    {"ctx-size", required_argument, NULL, 'c'}, \
+    {"batch", required_argument, NULL, 'b'}, \
+    {"batch-size", required_argument, NULL, 'b'}, \
+    {"threads", required_argument, NULL, 't'}, \
+    {"cache-type", required_argument, NULL, CLI_OPT_CACHE_TYPE}, \
+    CLI_CHUNK_SIZE_LONG_OPTION
 #define CLI_CHUNK_SIZE_HELP \
     "  --chunk-size N           recurrent models (RWKV-6): tokens per chunk of the\n" \
     "                           chunk-parallel prefill (default 1: token by token)\n"
 
 /* Handle one getopt_long() result: 1 when it was a context option with a
  * valid value, 0 when it is not one, -1 after printing a usage error. */
-int cli_context_option(const char *cmd, struct cli_context_opts *o, int cache_type_opt, int opt,
-                       const char *arg);
+int cli_context_option(const char *cmd, struct cli_context_opts *o, int opt, const char *arg);
 
 /* Set the fields of p the options control. */
 void cli_engine_apply(const struct cli_context_opts *o, hearth_engine_params *p);

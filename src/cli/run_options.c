@@ -11,19 +11,14 @@
 
 enum {
     OPT_STOP = 0x2000, OPT_CHAT, OPT_SYSTEM, OPT_CHAT_TEMPLATE, OPT_SPECIAL, OPT_NO_ECHO,
-    OPT_CACHE_TYPE, OPT_GRAMMAR, OPT_GRAMMAR_FILE, OPT_JSON_SCHEMA, OPT_JSON
+    OPT_GRAMMAR, OPT_GRAMMAR_FILE, OPT_JSON_SCHEMA, OPT_JSON
 };
 
 static const struct option longopts[] = {
     {"prompt", required_argument, NULL, 'p'},
     {"file", required_argument, NULL, 'f'},
     {"n-predict", required_argument, NULL, 'n'},
-    {"ctx-size", required_argument, NULL, 'c'},
-    {"batch", required_argument, NULL, 'b'},
-    {"batch-size", required_argument, NULL, 'b'},
-    {"threads", required_argument, NULL, 't'},
-    {"cache-type", required_argument, NULL, OPT_CACHE_TYPE},
-    CLI_CHUNK_SIZE_LONG_OPTION,
+    CLI_CONTEXT_LONG_OPTIONS,
     {"stop", required_argument, NULL, OPT_STOP},
     {"chat", no_argument, NULL, OPT_CHAT},
     {"system", required_argument, NULL, OPT_SYSTEM},
@@ -71,7 +66,7 @@ int run_options_parse(const char *cmd, int argc, char **argv, struct run_options
         int r = cli_model_option(cmd, &o->src, c, optarg);
         if (r == 0) r = cli_sampling_option(cmd, &o->sampling, c, optarg);
         if (r == 0) r = cli_spec_option(cmd, &o->spec, c, optarg);
-        if (r == 0) r = cli_context_option(cmd, &o->copts, OPT_CACHE_TYPE, c, optarg);
+        if (r == 0) r = cli_context_option(cmd, &o->copts, c, optarg);
         if (r < 0) return CLI_EXIT_USAGE;
         if (r > 0) continue;
         switch (c) {

@@ -133,7 +133,7 @@ static char *alias_of(const char *path)
 int cmd_serve(int argc, char **argv)
 {
     enum {
-        OPT_HOST = 0x2000, OPT_PORT, OPT_ALIAS, OPT_CHAT_TEMPLATE, OPT_CACHE_TYPE, OPT_PARALLEL,
+        OPT_HOST = 0x2000, OPT_PORT, OPT_ALIAS, OPT_CHAT_TEMPLATE, OPT_PARALLEL,
         OPT_KV_SIZE, OPT_KV_BLOCK, OPT_NO_PREFIX_CACHE, OPT_MAX_BODY, OPT_MAX_TOKENS, OPT_MAX_QUEUE,
         OPT_MAX_CONN, OPT_TIMEOUT, OPT_GRACE, OPT_IDLE, OPT_API_KEY, OPT_API_KEY_FILE, OPT_SSL_KEY,
         OPT_SSL_CERT, OPT_REQUEST_TIMEOUT
@@ -143,12 +143,7 @@ int cmd_serve(int argc, char **argv)
         {"port", required_argument, NULL, OPT_PORT},
         {"alias", required_argument, NULL, OPT_ALIAS},
         {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
-        {"ctx-size", required_argument, NULL, 'c'},
-        {"batch", required_argument, NULL, 'b'},
-        {"batch-size", required_argument, NULL, 'b'},
-        {"threads", required_argument, NULL, 't'},
-        {"cache-type", required_argument, NULL, OPT_CACHE_TYPE},
-        CLI_CHUNK_SIZE_LONG_OPTION,
+        CLI_CONTEXT_LONG_OPTIONS,
         {"parallel", required_argument, NULL, OPT_PARALLEL},
         {"kv-size", required_argument, NULL, OPT_KV_SIZE},
         {"kv-block", required_argument, NULL, OPT_KV_BLOCK},
@@ -209,7 +204,7 @@ int cmd_serve(int argc, char **argv)
         int r = cli_model_option(CMD, &src, c, optarg);
         if (r == 0) r = cli_sampling_option(CMD, &sampling, c, optarg);
         if (r == 0) r = cli_spec_option(CMD, &spec, c, optarg);
-        if (r == 0) r = cli_context_option(CMD, &copts, OPT_CACHE_TYPE, c, optarg);
+        if (r == 0) r = cli_context_option(CMD, &copts, c, optarg);
         if (r < 0) goto done;
         if (r > 0) continue;
         bool ok = true;
