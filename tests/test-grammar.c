@@ -493,15 +493,23 @@ END_TEST
 
 /* ---- with a real vocabulary ------------------------------------------ */
 
-START_TEST(test_real_vocab)
+/* A shared vocabulary, or NULL when the test data is not there. */
+static hearth_vocab *load_vocab(const char *file)
 {
-    const char *path = test_data_path("vocab/vocab-llama3.gguf");
-    if (!path) return;
+    const char *path = test_data_path(file);
+    if (!path) return NULL;
     hearth_gguf *gguf;
     ck_assert_int_eq(hearth_gguf_open(path, &gguf), HEARTH_OK);
     hearth_vocab *vocab;
     ck_assert_int_eq(hearth_vocab_load(gguf, NULL, &vocab), HEARTH_OK);
     hearth_gguf_close(gguf);
+    return vocab;
+}
+
+START_TEST(test_real_vocab)
+{
+    hearth_vocab *vocab = load_vocab("vocab/vocab-llama3.gguf");
+    if (!vocab) return;
     hearth_grammar *g;
     const char *schema = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
                          "\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150}},"
@@ -543,13 +551,8 @@ END_TEST
  * so strings close and objects nest. */
 static void real_vocab_walks(const char *vocab_file)
 {
-    const char *path = test_data_path(vocab_file);
-    if (!path) return;
-    hearth_gguf *gguf;
-    ck_assert_int_eq(hearth_gguf_open(path, &gguf), HEARTH_OK);
-    hearth_vocab *vocab;
-    ck_assert_int_eq(hearth_vocab_load(gguf, NULL, &vocab), HEARTH_OK);
-    hearth_gguf_close(gguf);
+    hearth_vocab *vocab = load_vocab(vocab_file);
+    if (!vocab) return;
     const int32_t n_tokens = hearth_vocab_n_tokens(vocab);
     const size_t words = ((size_t)n_tokens + 63) / 64;
     uint64_t *slow = calloc(words, 8);
@@ -680,13 +683,8 @@ START_TEST(test_wide_enum)
     }
     free(g);
 
-    const char *path = test_data_path("vocab/vocab-llama3.gguf");
-    if (path) {
-        hearth_gguf *gguf;
-        ck_assert_int_eq(hearth_gguf_open(path, &gguf), HEARTH_OK);
-        hearth_vocab *vocab;
-        ck_assert_int_eq(hearth_vocab_load(gguf, NULL, &vocab), HEARTH_OK);
-        hearth_gguf_close(gguf);
+    hearth_vocab *vocab = load_vocab("vocab/vocab-llama3.gguf");
+    if (vocab) {
         hearth_grammar *gr;
         ck_assert_msg(hearth_grammar_from_json_schema(vocab, schema, strlen(schema), &gr) == HEARTH_OK,
                       "%s", hearth_last_error());
@@ -821,13 +819,8 @@ START_TEST(test_compile_cancel)
     ck_assert_msg(b.steps < full / 4, "%llu steps of %llu", (unsigned long long)b.steps,
                   (unsigned long long)full);
 
-    const char *path = test_data_path("vocab/vocab-llama3.gguf");
-    if (path) {
-        hearth_gguf *gguf;
-        ck_assert_int_eq(hearth_gguf_open(path, &gguf), HEARTH_OK);
-        hearth_vocab *vocab;
-        ck_assert_int_eq(hearth_vocab_load(gguf, NULL, &vocab), HEARTH_OK);
-        hearth_gguf_close(gguf);
+    hearth_vocab *vocab = load_vocab("vocab/vocab-llama3.gguf");
+    if (vocab) {
         c = (struct cancel_after){0, 2};
         hearth_grammar_options opt = {cancel_after, &c};
         hearth_grammar *g = NULL;

@@ -943,19 +943,20 @@ static int alt_key_cmp(const void *pa, const void *pb)
 
 /* Before merging, in a rule of many alternatives, an alternative that
  * begins with a reference to another rule (`A ::= ... | B x | ...`; anyOf
- * and oneOf translate to such) is replaced by that rule's alternatives, each followed by the rest of it
- * (`b1 x | b2 x`), so that they can be merged with their neighbours: an
- * anyOf of thousands of constants or objects then costs what an enum
- * does.  *left bounds the elements copied so (the grammar at most
- * doubles, past a floor that the shared rules of JSON Schema grammars
- * take their part of; a cycle of such references, which is left
- * recursion and refused later, ends when it is spent). */
+ * and oneOf translate to such) is replaced by that rule's alternatives,
+ * each followed by the rest of it (`b1 x | b2 x`), so that they can be
+ * merged with their neighbours: an anyOf of thousands of constants or
+ * objects then costs what an enum does.  The grammar has no left
+ * recursion (refused before), so following leading references ends;
+ * *left bounds the elements copied (the grammar at most doubles, past a
+ * floor that the shared rules of JSON Schema grammars take their part
+ * of). */
 static hearth_status inline_leading_refs(struct parser *ps, int32_t r, size_t *left)
 {
     if (ps->rules[r].n_alts < GBNF_INLINE_MIN_ALTS) return HEARTH_OK;
     for (int32_t a = 0; a < ps->rules[r].n_alts; a++) {
         struct seq *s = &ps->rules[r].alts[a];
-        if (s->n == 0 || s->e[0].type != GE_REF || s->e[0].value == r) continue;
+        if (s->n == 0 || s->e[0].type != GE_REF) continue;
         const int32_t b = s->e[0].value, nb = ps->rules[b].n_alts, rest = s->n - 1;
         size_t cost = 0;
         for (int32_t k = 0; k < nb; k++) cost += (size_t)ps->rules[b].alts[k].n + (size_t)rest + 1;
