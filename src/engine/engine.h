@@ -1,5 +1,5 @@
 /*
- * engine.h -- internals of the serving engine (engine.c) that the tests
+ * engine.h -- internals of the serving engine (src/engine/) that the tests
  * reach: the pool's invariants checked against every sequence's block
  * table.
  */

@@ -15,7 +15,7 @@
  * The prefix cache maps a chain hash to a block: the hash of a block is
  * H(hash of the block before it, its tokens), and the chain starts from
  * an identity key that covers everything that changes keys and values
- * (engine.c: the model's weights, the cache type, RoPE).  A lookup
+ * (prefix.c: the model's weights, the cache type, RoPE).  A lookup
  * compares the parent hash and every token as well, so that a hash
  * collision can never hand a sequence the wrong block.
  *

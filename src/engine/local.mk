@@ -5,11 +5,17 @@
 
 src_libhearth_core_la_SOURCES += \
 	src/engine/context.c \
+	src/engine/draft.c \
 	src/engine/engine.c \
 	src/engine/engine.h \
+	src/engine/engine_impl.h \
 	src/engine/kv_pool.c \
 	src/engine/kv_pool.h \
+	src/engine/prefix.c \
+	src/engine/requests.c \
 	src/engine/runner.c \
 	src/engine/runner.h \
+	src/engine/sample.c \
+	src/engine/schedule.c \
 	src/engine/speculate.c \
 	src/engine/speculate.h

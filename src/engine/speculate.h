@@ -1,6 +1,6 @@
 /*
  * speculate.h -- the parts of speculative decoding that need no model
- * (engine.c does the rest): drafts by prompt lookup, the arithmetic of the
+ * (draft.c and sample.c do the rest): drafts by prompt lookup, the arithmetic of the
  * rejection rule, the expected gain of a draft of k tokens and the model
  * of a step's cost it is weighed against.
  *

@@ -1,0 +1,271 @@
+/*
+ * engine_impl.h -- what the files of the serving engine share (hearth.h,
+ * "serving engine"): requests and their sequences, the engine itself, a
+ * step's plan, and the functions one file of src/engine/ calls in another.
+ *
+ * A sequence is the tokens it knows (prompt and generated so far), how
+ * many of them have keys and values in the pool (n_computed), and its
+ * block table.  Every sequence in the running set has work in each step:
+ * the tokens it knows but has not computed.  A decoding sequence has one
+ * (the token it sampled last); a sequence in prefill has the rest of its
+ * prompt, of which a step takes a chunk.  When a step computes a
+ * sequence's last known token, its logits are sampled and the sequence
+ * knows one token more.  Prefill and decode are the same operation, which
+ * is also how a preempted sequence is recomputed: it is put back with
+ * n_computed 0 and runs its whole known text again, through the prefix
+ * cache where its blocks are still there.
+ *
+ * Each step (engine_schedule()):
+ *   1. running sequences with one token to compute (decode), oldest
+ *      admission first, each taking a row of the budget; one that needs a
+ *      new block and finds none preempts the most recently admitted
+ *      running sequence (itself if that is the newest);
+ *   2. running sequences in prefill, oldest first, each taking a chunk of
+ *      what is left of the budget and of the free blocks;
+ *   3. waiting sequences, in order, admitted while the running set has
+ *      room and the pool has blocks for their whole prompt: their cached
+ *      prefix is taken from the pool, and their first chunk joins the step.
+ *
+ * Speculation (hearth.h, hearth_speculation): a decoding sequence whose
+ * request asks for it plans k drafted tokens in step 1 (the length chosen
+ * from its acceptance rate and the measured costs, speculate.h) and takes
+ * room for 1 + k rows.  Before the forward pass the drafts are made (by
+ * prompt lookup, or by the draft model in passes of its own over all the
+ * drafting sequences, which first catch its KV up with the tokens the
+ * sequence knows), and the sequence's rows are its last token and the
+ * drafts, every row with logits.  Verification then takes tokens one by
+ * one (greedy match or the rejection rule) until one differs from the
+ * draft; the keys and values of the rejected rows are dropped by
+ * truncating the block tables (engine_seq_truncate(): n_computed goes back and
+ * the blocks past it return to the pool), of the model and of the draft.
+ * Positions past n_computed are never read: attention sees only
+ * positions up to a row's own, which the row writes first.
+ */
+#ifndef HEARTH_ENGINE_IMPL_H
+#define HEARTH_ENGINE_IMPL_H
+
+#include "internal.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine.h"
+#include "kv_cache.h"
+#include "kv_pool.h"
+#include "model.h"
+#include "rng.h"
+#include "rstate.h"
+#include "runner.h"
+#include "speculate.h"
+
+#define DEFAULT_N_SEQ_MAX 64
+#define MAX_SAMPLES 64
+#define MAX_DRAFT 256          /* most drafted tokens per step */
+#define MAX_LOOKUP_NGRAM 64
+/* A sequence whose drafts do not pay drafts again after this many decode
+ * steps, to measure its acceptance rate again. */
+#define SPEC_PROBE_STEPS 16
+/* The decay of a sequence's acceptance counts at every verification. */
+#define SPEC_ALPHA_DECAY 0.9
+
+struct request;
+
+struct seq {
+    struct request *req;
+    int32_t index;               /* sample of the request */
+    hearth_token *tokens;        /* prompt, then generated tokens */
+    int32_t n_tokens, tokens_cap;
+    int32_t n_computed;          /* positions with keys and values in the pool */
+    int32_t *table;              /* block table; -1: a block given back because
+                                  * it lies wholly before every layer's window */
+    int32_t n_table, table_cap;
+    int32_t n_dropped;           /* leading table entries given back so */
+    uint64_t *hashes;            /* chain hash of each full block so far (as
+                                  * many allocated as table_cap) */
+    int32_t n_hashed;
+    hearth_sampler *sampler;
+    hearth_text_stream *stream;
+    hearth_request_stats stats;
+    double t_first, t_last;      /* first and latest token, s */
+    int32_t state_slot;          /* recurrent models: its state (rstate.h); -1: none */
+    bool running;
+    bool finished;
+    /* this step */
+    int32_t chunk;               /* tokens scheduled */
+    struct seq *prev, *next;     /* in the waiting or running list */
+    /* speculation */
+    int32_t *draft;              /* this step's drafted tokens, positions
+                                  * n_tokens .. n_tokens + n_draft - 1 */
+    int32_t n_draft;
+    int32_t k_plan;              /* tokens to draft this step */
+    float *draft_q;              /* the draft's distribution of each drafted
+                                  * token (sampled requests with a draft
+                                  * model), n_vocab floats each; NULL: the
+                                  * drafts are point masses */
+    bool drafting;               /* in this step's draft passes */
+    int32_t d_chunk;             /* rows in the current draft pass */
+    int32_t *dtable;             /* the draft model's block table */
+    int32_t n_dtable, dtable_cap;
+    int32_t d_computed;          /* positions with keys and values in the
+                                  * draft's pool */
+    hearth_sampler *dsampler;    /* the request's sampling chain over the
+                                  * draft's logits */
+    hearth_rng rng;              /* draws of drafts, acceptances, residuals */
+    double acc_w, tested_w;      /* decayed counts: drafted tokens accepted
+                                  * and tested */
+    int32_t idle;                /* decode steps without drafting */
+};
+
+struct request {
+    uint64_t id;
+    hearth_request params;       /* with the arrays below */
+    char **stop;                 /* copies of the stop strings */
+    hearth_logit_bias *bias;
+    hearth_grammar *grammar;     /* the reference this request holds */
+    hearth_token *prompt;
+    int32_t n_prompt;
+    int32_t n;                   /* samples */
+    struct seq **seqs;           /* n; seqs[i] NULL until forked */
+    bool forked;
+    double t_submit;
+    struct request *next_new;    /* in the submission queue */
+};
+
+struct seq_list {
+    struct seq *head, *tail;
+    int32_t n;
+};
+
+struct hearth_engine {
+    const hearth_model *model;
+    const hearth_vocab *vocab;
+    hearth_engine_params params;
+    struct runner *runner;
+    struct kv_pool *pool;
+    uint64_t identity;
+    int32_t B;                   /* positions per block */
+    int32_t window;              /* hparams_max_window: when every layer slides,
+                                  * the positions a sequence must keep; 0: all */
+    int32_t *refs_scratch;       /* engine_check */
+
+    struct seq_list waiting, running; /* running: in admission order */
+
+    /* the step's batch */
+    int32_t *tokens, *pos, *slot, *seq_start, *table_start, *logit_rows;
+    int32_t *blocks;
+    size_t blocks_cap;
+    /* recurrent models: the free state slots (n_seq_max in all) and the
+     * step's sequences' slots */
+    int32_t *free_states;
+    int32_t n_free_states;
+    int32_t *state_slot;
+    struct seq **step_seqs;
+    struct seq **logit_seqs;
+
+    /* speculation */
+    const hearth_model *draft_model;
+    struct runner *drunner;      /* the draft model's forward pass and KV */
+    struct kv_pool *dpool;       /* its blocks (no prefix cache) */
+    int32_t *drefs_scratch;
+    struct seq **draft_seqs;     /* this step's drafting sequences */
+    float *p_buf, *r_buf;        /* n_vocab each: the model's distribution,
+                                  * the residual */
+    struct spec_fit target_fit;  /* a step's time by its rows */
+    struct spec_fit draft_fit;   /* a draft pass's time by its rows */
+    void (*draft_hook)(void *user, uint64_t request, int32_t index, int32_t *draft, int32_t n);
+    void *draft_hook_user;
+
+    /* submissions and cancellations from other threads */
+    pthread_mutex_t lock;
+    struct request *new_head, *new_tail;
+    uint64_t *cancels;
+    size_t n_cancels, cancels_cap;
+    uint64_t next_id;
+    hearth_engine_stats stats;   /* the snapshot hearth_engine_get_stats() reads */
+    uint64_t steps, preemptions, prompt_tokens, generated_tokens;
+    uint64_t draft_steps, drafted_tokens, accepted_tokens, verify_steps;
+    /* requests not finished, for cancellation: all that were taken in */
+    struct request **live;
+    size_t n_live, live_cap;
+};
+
+struct step_plan {
+    int32_t n_rows;
+    int32_t n_seqs;
+    int32_t budget;
+};
+
+/* ---- lists ----------------------------------------------------------------------- */
+
+static inline void list_remove(struct seq_list *l, struct seq *s)
+{
+    if (s->prev) s->prev->next = s->next;
+    else l->head = s->next;
+    if (s->next) s->next->prev = s->prev;
+    else l->tail = s->prev;
+    s->prev = s->next = NULL;
+    l->n--;
+}
+
+static inline void list_append(struct seq_list *l, struct seq *s)
+{
+    s->prev = l->tail;
+    s->next = NULL;
+    if (l->tail) l->tail->next = s;
+    else l->head = s;
+    l->tail = s;
+    l->n++;
+}
+
+static inline void list_prepend(struct seq_list *l, struct seq *s)
+{
+    s->prev = NULL;
+    s->next = l->head;
+    if (l->head) l->head->prev = s;
+    else l->tail = s;
+    l->head = s;
+    l->n++;
+}
+
+/* engine.c */
+double engine_now_s(void);
+void engine_update_stats_locked(hearth_engine *e);
+
+/* requests.c */
+void engine_request_free(struct request *r);
+hearth_status engine_seq_new(hearth_engine *e, struct request *r, int32_t index, struct seq **out);
+void engine_reap(hearth_engine *e);
+hearth_status engine_take_submissions(hearth_engine *e);
+
+/* prefix.c */
+uint64_t engine_identity_key(const hearth_engine *e);
+hearth_status engine_grow_array(void **p, int32_t *cap, int32_t need, size_t elem, const char *what);
+hearth_status engine_table_reserve(struct seq *s, int32_t n);
+hearth_status engine_take_prefix(hearth_engine *e, struct seq *s);
+hearth_status engine_register_full_blocks(hearth_engine *e, struct seq *s);
+void engine_drop_outside_window(hearth_engine *e, struct seq *s);
+hearth_status engine_make_room(hearth_engine *e, struct seq *s, int32_t n, int32_t *n_room);
+
+/* schedule.c */
+void engine_take_state(hearth_engine *e, struct seq *s);
+void engine_preempt(hearth_engine *e, struct seq *s);
+struct seq *engine_newest_running(hearth_engine *e);
+hearth_status engine_schedule(hearth_engine *e, struct step_plan *p);
+
+/* sample.c */
+void engine_release_blocks(hearth_engine *e, struct seq *s);
+void engine_seq_truncate(hearth_engine *e, struct seq *s, int32_t n);
+void engine_finish_seq(hearth_engine *e, struct seq *s, hearth_token token, const float *logits,
+                       hearth_finish_reason why, hearth_status status);
+hearth_status engine_fork_samples(hearth_engine *e, struct request *r);
+hearth_status engine_sample_seq(hearth_engine *e, struct seq *s, const float *logits);
+hearth_status engine_verify_seq(hearth_engine *e, struct seq *s, int32_t first);
+
+/* draft.c */
+int32_t engine_known_token(const struct seq *s, int32_t pos);
+hearth_status engine_make_drafts(hearth_engine *e, struct step_plan *p);
+
+#endif /* HEARTH_ENGINE_IMPL_H */

@@ -1,0 +1,216 @@
+/*
+ * prefix.c -- a sequence's block table in the pool: the identity key and
+ * chain hashes of the prefix cache, taking a cached prefix, registering
+ * full blocks, giving back blocks outside every layer's window, and room
+ * for the tokens a step adds.
+ */
+#include "engine_impl.h"
+
+/* ---- the identity key ------------------------------------------------------------- */
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + UINT64_C(0x9e3779b97f4a7c15) + (h << 6) + (h >> 2);
+    h = (h ^ (h >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    h = (h ^ (h >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return h ^ (h >> 31);
+}
+
+static uint64_t mix_bytes(uint64_t h, const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        h = mix(h, v);
+        p += 8;
+        n -= 8;
+    }
+    uint64_t v = 0;
+    memcpy(&v, p, n);
+    return mix(h, v ^ ((uint64_t)n << 56));
+}
+
+static uint64_t mix_float(uint64_t h, float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return mix(h, u);
+}
+
+/* Everything that changes the keys and values of a token at a position:
+ * the weights (every tensor's name, type, shape and place, and samples of
+ * its data: the first, middle and last 256 bytes), the cache type and
+ * block size, RoPE with its scaling and frequency factors.  Sampling
+ * parameters change no key or value and are not part of it. */
+uint64_t engine_identity_key(const hearth_engine *e)
+{
+    const hearth_gguf *g = e->model->gguf;
+    uint64_t h = mix(0, UINT64_C(0x6865617274680001)); /* "hearth", version 1 of the key */
+    h = mix(h, hearth_gguf_file_size(g));
+    const int64_t n = hearth_gguf_n_tensors(g);
+    for (int64_t i = 0; i < n; i++) {
+        const hearth_gguf_tensor *t = hearth_gguf_tensor_at(g, i);
+        h = mix_bytes(h, t->name, strlen(t->name));
+        h = mix(h, (uint64_t)t->type);
+        for (int d = 0; d < 4; d++) h = mix(h, (uint64_t)t->ne[d]);
+        h = mix(h, t->offset);
+        const size_t sample = t->bytes < 256 ? t->bytes : 256;
+        const uint8_t *data = t->data;
+        h = mix_bytes(h, data, sample);
+        h = mix_bytes(h, data + (t->bytes - sample) / 2, sample);
+        h = mix_bytes(h, data + t->bytes - sample, sample);
+    }
+    const struct rope_params *r = &e->model->hp.rope;
+    h = mix(h, (uint64_t)r->style);
+    h = mix(h, (uint64_t)r->n_dims);
+    h = mix_float(h, r->freq_base);
+    h = mix_float(h, r->freq_scale);
+    if (r->freq_factors)
+        for (int32_t i = 0; i < r->n_dims / 2; i++) h = mix_float(h, r->freq_factors[i]);
+    h = mix(h, (uint64_t)e->params.cache_type);
+    h = mix(h, (uint64_t)e->B);
+    return h;
+}
+
+uint64_t engine_identity(const hearth_engine *e) { return e->identity; }
+
+/* ---- prefix cache and blocks ------------------------------------------------------ */
+
+hearth_status engine_grow_array(void **p, int32_t *cap, int32_t need, size_t elem, const char *what)
+{
+    if (need <= *cap) return HEARTH_OK;
+    int32_t c = *cap ? *cap : 8;
+    while (c < need) c *= 2;
+    void *n = hearth_realloc(*p, (size_t)c * elem, what);
+    if (!n) return HEARTH_E_NOMEM;
+    *p = n;
+    *cap = c;
+    return HEARTH_OK;
+}
+
+/* Room for n blocks in s's table, and for their chain hashes (a block
+ * is hashed only once the table holds it). */
+hearth_status engine_table_reserve(struct seq *s, int32_t n)
+{
+    if (n <= s->table_cap) return HEARTH_OK;
+    int32_t cap = s->table_cap;
+    HEARTH_TRY(engine_grow_array((void **)&s->table, &cap, n, sizeof *s->table, "a block table"));
+    uint64_t *h = hearth_realloc(s->hashes, (size_t)cap * sizeof *h, "block hashes");
+    if (!h) return HEARTH_E_NOMEM; /* table_cap stays: the hashes have the old room */
+    s->hashes = h;
+    s->table_cap = cap;
+    return HEARTH_OK;
+}
+
+static hearth_status table_push(struct seq *s, int32_t b)
+{
+    HEARTH_TRY(engine_table_reserve(s, s->n_table + 1));
+    s->table[s->n_table++] = b;
+    return HEARTH_OK;
+}
+
+/* The chain hash of s's full block i, and its parent's in *parent. */
+static uint64_t block_hash(const hearth_engine *e, const struct seq *s, int32_t i, uint64_t *parent)
+{
+    *parent = i == 0 ? e->identity : s->hashes[i - 1];
+    return kv_pool_hash(*parent, s->tokens + (size_t)i * e->B, e->B);
+}
+
+/* Take the cached blocks of s's known tokens, leaving at least the last
+ * token to compute (its logits are needed).  Returns the positions
+ * covered. */
+hearth_status engine_take_prefix(hearth_engine *e, struct seq *s)
+{
+    const int32_t B = e->B;
+    const int32_t n_full = (s->n_tokens - 1) / B;
+    if (e->params.no_prefix_cache || n_full == 0) return HEARTH_OK;
+    for (int32_t i = 0; i < n_full; i++) {
+        uint64_t parent;
+        const uint64_t h = block_hash(e, s, i, &parent);
+        const int32_t b = kv_pool_lookup(e->pool, parent, h, s->tokens + (size_t)i * B);
+        if (b < 0) break;
+        kv_pool_ref(e->pool, b);
+        hearth_status st = table_push(s, b);
+        if (st) {
+            kv_pool_release(e->pool, b);
+            return st;
+        }
+        s->hashes[i] = h;
+        s->n_hashed = i + 1;
+        s->n_computed = (i + 1) * B;
+    }
+    return HEARTH_OK;
+}
+
+/* Register the blocks s has filled since the last call. */
+hearth_status engine_register_full_blocks(hearth_engine *e, struct seq *s)
+{
+    const int32_t B = e->B;
+    const int32_t n_full = s->n_computed / B;
+    if (e->params.no_prefix_cache || n_full <= s->n_hashed) return HEARTH_OK;
+    for (int32_t i = s->n_hashed; i < n_full; i++) {
+        uint64_t parent;
+        s->hashes[i] = block_hash(e, s, i, &parent);
+        kv_pool_register(e->pool, s->table[i], parent, s->hashes[i], s->tokens + (size_t)i * B);
+    }
+    s->n_hashed = n_full;
+    return HEARTH_OK;
+}
+
+/* A model whose layers all slide (window W) reads, for its next row at
+ * position n_computed, keys from n_computed + 1 - W on, and the CPU
+ * attention starts reading at the block holding that position (see
+ * cpu_attention): every block wholly before it goes back to the pool (to
+ * the prefix cache when registered), its table entry -1. */
+void engine_drop_outside_window(hearth_engine *e, struct seq *s)
+{
+    if (e->window <= 0) return;
+    const int32_t lo = s->n_computed + 1 - e->window;
+    const int32_t n_old = lo > 0 ? HEARTH_MIN(lo / e->B, s->n_table) : 0;
+    for (; s->n_dropped < n_old; s->n_dropped++) {
+        kv_pool_release(e->pool, s->table[s->n_dropped]);
+        s->table[s->n_dropped] = -1;
+    }
+}
+
+/* Make room in s's table for positions n_computed .. n_computed + n - 1:
+ * new blocks where the table ends, a private copy of a shared block that
+ * would be written (copy-on-write).  Stops at the first block it cannot
+ * get; returns how many of the n positions have room. */
+hearth_status engine_make_room(hearth_engine *e, struct seq *s, int32_t n, int32_t *n_room)
+{
+    const int32_t B = e->B;
+    const int32_t first = s->n_computed, end = s->n_computed + n;
+    *n_room = 0;
+    for (int32_t bi = first / B; bi * B < end; bi++) {
+        const int32_t have_to = HEARTH_MIN(end, (bi + 1) * B);
+        if (bi < s->n_table) {
+            const int32_t old = s->table[bi];
+            /* a registered block is written only after a rollback into it:
+             * its cached contents must stay */
+            if (kv_pool_refs(e->pool, old) > 1 || kv_pool_registered(e->pool, old)) {
+                const int32_t b = kv_pool_alloc(e->pool);
+                if (b < 0) return HEARTH_OK;
+                hearth_status st = runner_copy_block(e->runner, old, b, first - bi * B);
+                if (st) {
+                    kv_pool_release(e->pool, b);
+                    return st;
+                }
+                kv_pool_release(e->pool, old);
+                s->table[bi] = b;
+                if (s->n_hashed > bi) s->n_hashed = bi;
+            }
+        } else {
+            const int32_t b = kv_pool_alloc(e->pool);
+            if (b < 0) return HEARTH_OK;
+            hearth_status st = table_push(s, b);
+            if (st) {
+                kv_pool_release(e->pool, b);
+                return st;
+            }
+        }
+        *n_room = have_to - first;
+    }
+    return HEARTH_OK;
+}

@@ -1,0 +1,173 @@
+/*
+ * schedule.c -- the scheduler: which sequences a step runs and how many
+ * rows each takes (the order is in engine_impl.h), admission from the
+ * waiting list, and preemption when the pool runs out of blocks.
+ */
+#include "engine_impl.h"
+
+/* ---- scheduling ------------------------------------------------------------------- */
+
+/* A running sequence of a recurrent model holds a state slot: there are
+ * as many as sequences may run at once. */
+void engine_take_state(hearth_engine *e, struct seq *s)
+{
+    if (!e->free_states || s->state_slot >= 0 || e->n_free_states == 0) return;
+    s->state_slot = e->free_states[--e->n_free_states];
+}
+
+/* Put running sequence s back in the waiting queue, first in line: its
+ * blocks are freed and it will be recomputed. */
+void engine_preempt(hearth_engine *e, struct seq *s)
+{
+    engine_release_blocks(e, s);
+    list_remove(&e->running, s);
+    s->running = false;
+    s->chunk = 0;
+    s->k_plan = 0;
+    s->stats.n_preempted++;
+    e->preemptions++;
+    list_prepend(&e->waiting, s);
+}
+
+static void plan_add(hearth_engine *e, struct step_plan *p, struct seq *s, int32_t n)
+{
+    s->chunk = n;
+    e->step_seqs[p->n_seqs++] = s;
+    p->n_rows += n;
+    p->budget -= n;
+}
+
+/* The newest running sequence: the running list is in admission order. */
+struct seq *engine_newest_running(hearth_engine *e)
+{
+    return e->running.tail;
+}
+
+/* The tokens s drafts this step (0: none): as many as the request allows
+ * where the context and max_tokens leave room, and, unless the request
+ * fixed it, the length that saves the most time by the measured costs
+ * (speculate.h), with n_decode sequences decoding in a step of about
+ * n_rows rows.  A sequence whose drafts do not pay tries a short one
+ * every SPEC_PROBE_STEPS steps, to see whether they pay again. */
+static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int32_t n_rows)
+{
+    const struct request *r = s->req;
+    const hearth_speculation *sp = &r->params.speculation;
+    if (sp->draft_max <= 0) return 0;
+    /* the first logits of a request of n samples are sampled n times, for
+     * the samples forked from it (engine_fork_samples()): nothing is drafted
+     * before, even when its prompt's last token is computed on its own */
+    if (r->n > 1 && !r->forked) return 0;
+    int32_t k = HEARTH_MIN(sp->draft_max, e->params.n_ctx - 1 - s->n_computed);
+    if (r->params.max_tokens >= 0) k = HEARTH_MIN(k, r->params.max_tokens - s->stats.n_generated - 1);
+    const int32_t k_min = HEARTH_MAX(1, sp->draft_min);
+    if (k < k_min) return 0;
+    if (sp->fixed) return k;
+    double a, b;
+    if (!spec_fit_line(&e->target_fit, &a, &b)) return HEARTH_MIN(k, 4);
+    const double step = a + b * n_rows;
+    const double per_token = step / HEARTH_MAX(1, n_decode);
+    double draft_cost = 0.0;
+    if (sp->lookup == 0) {
+        double da, db;
+        draft_cost = spec_fit_line(&e->draft_fit, &da, &db)
+                         ? (da + db * n_decode) / HEARTH_MAX(1, n_decode)
+                         : 0.1 * per_token;
+    }
+    /* the acceptance rate, a prior of one half weighing one token */
+    const double alpha = (s->acc_w + 0.5) / (s->tested_w + 1.0);
+    const int32_t best = spec_best_length(alpha, k, per_token, b, draft_cost);
+    if (best >= k_min) {
+        s->idle = 0;
+        return best;
+    }
+    if (++s->idle >= SPEC_PROBE_STEPS) {
+        s->idle = 0;
+        return k_min;
+    }
+    return 0;
+}
+
+hearth_status engine_schedule(hearth_engine *e, struct step_plan *p)
+{
+    p->n_rows = p->n_seqs = 0;
+    p->budget = e->params.n_batch;
+    /* the step's expected size, for the drafts' cost */
+    int32_t n_decode = 0;
+    int64_t n_pending = 0;
+    for (struct seq *s = e->running.head; s; s = s->next) {
+        const int32_t pending = s->n_tokens - s->n_computed;
+        n_decode += pending == 1;
+        n_pending += pending;
+    }
+    const int32_t n_rows_est = (int32_t)HEARTH_MIN(n_pending, (int64_t)e->params.n_batch);
+    /* 1. decode rows, oldest admission first (the running list is in
+     * admission order), with room for their drafts */
+    for (struct seq *s = e->running.head, *next; s && p->budget > 0; s = next) {
+        next = s->next;
+        if (s->n_tokens - s->n_computed != 1) continue;
+        const int32_t k = HEARTH_MIN(plan_draft(e, s, n_decode, n_rows_est), p->budget - 1);
+        for (;;) {
+            int32_t room;
+            HEARTH_TRY(engine_make_room(e, s, 1 + k, &room));
+            if (room >= 1) {
+                plan_add(e, p, s, room);
+                s->k_plan = room - 1;
+                break;
+            }
+            struct seq *victim = engine_newest_running(e);
+            if (victim == s && e->running.n == 1) {
+                /* alone and the pool is full: nothing else can give way */
+                engine_finish_seq(e, s, -1, NULL, HEARTH_FINISH_CONTEXT, HEARTH_OK);
+                break;
+            }
+            if (victim == next) next = next->next;
+            engine_preempt(e, victim);
+            if (victim == s) break;
+        }
+    }
+    /* 2. prefill chunks of running sequences */
+    for (struct seq *s = e->running.head; s && p->budget > 0; s = s->next) {
+        const int32_t pending = s->n_tokens - s->n_computed;
+        if (pending <= 1) continue; /* decode rows had their turn */
+        int32_t room;
+        HEARTH_TRY(engine_make_room(e, s, HEARTH_MIN(pending, p->budget), &room));
+        if (room > 0) plan_add(e, p, s, room);
+    }
+    /* 3. admission */
+    while (e->waiting.head && p->budget > 0 && e->running.n < e->params.n_seq_max) {
+        struct seq *s = e->waiting.head;
+        struct request *r = s->req;
+        /* a request's samples are forked from the first: keep room for them */
+        const int32_t want_slots = (!r->forked && s->index == 0) ? r->n : 1;
+        if (e->running.n > 0 && e->running.n + want_slots > e->params.n_seq_max) break;
+        /* a waiting sequence holds no blocks */
+        const int32_t total = (s->n_tokens + e->B - 1) / e->B;
+        HEARTH_TRY(engine_take_prefix(e, s));
+        if (total - s->n_table > kv_pool_available(e->pool)) {
+            /* give the prefix back; wait for room (first come, first served) */
+            engine_release_blocks(e, s);
+            if (e->running.n == 0 && total > kv_pool_available(e->pool)) {
+                /* cannot happen for a prompt the submission accepted, but
+                 * never spin on it */
+                list_remove(&e->waiting, s);
+                engine_finish_seq(e, s, -1, NULL, HEARTH_FINISH_CONTEXT, HEARTH_OK);
+                continue;
+            }
+            break;
+        }
+        list_remove(&e->waiting, s);
+        list_append(&e->running, s);
+        s->running = true;
+        engine_take_state(e, s);
+        if (s->stats.n_preempted == 0) { /* its first admission */
+            s->stats.queue_ms = (engine_now_s() - r->t_submit) * 1e3;
+            s->stats.n_cached = s->n_computed;
+        }
+        const int32_t pending = s->n_tokens - s->n_computed;
+        int32_t room;
+        HEARTH_TRY(engine_make_room(e, s, HEARTH_MIN(pending, p->budget), &room));
+        if (room > 0) plan_add(e, p, s, room);
+    }
+    return HEARTH_OK;
+}
