@@ -382,6 +382,13 @@ hearth_status hearth_tokenize(const hearth_vocab *vocab, const char *text, size_
 hearth_status hearth_tokenize_alloc(const hearth_vocab *vocab, const char *text, size_t len,
                                     unsigned flags, hearth_token **out, size_t *n_out);
 
+/* The flags to tokenize text[0..len) that a chat template rendered:
+ * special tokens' text parsed, and the BOS token added unless the text
+ * begins with the BOS token's text already (templates such as Llama 3's
+ * write it themselves, and a second one would change the model's
+ * answer). */
+unsigned hearth_chat_tokenize_flags(const hearth_vocab *vocab, const char *text, size_t len);
+
 /* Flags of hearth_token_piece(), hearth_detokenize(), hearth_detokenize_alloc()
  * and text streams. */
 #define HEARTH_DECODE_SPECIAL 0x1u      /* show control and unknown tokens'
@@ -418,6 +425,12 @@ hearth_status hearth_detokenize(const hearth_vocab *vocab, const hearth_token *t
 hearth_status hearth_detokenize_alloc(const hearth_vocab *vocab, const hearth_token *tokens,
                                       size_t n_tokens, unsigned flags, char **out,
                                       size_t *len_out);
+
+/* The length of the longest prefix of text[0..len) that is well-formed
+ * UTF-8 (Unicode's definition: no overlong forms, surrogates or code
+ * points past U+10FFFF; a last character cut short is not part of it):
+ * len when all of it is.  0 for a NULL text. */
+size_t hearth_utf8_valid_prefix(const char *text, size_t len);
 
 /* == chat templates ===================================================== */
 
@@ -708,11 +721,28 @@ void hearth_sampler_params_default(hearth_sampler_params *params);
  * vocabulary only by hearth_sampler_new(). */
 hearth_status hearth_sampler_params_check(const hearth_sampler_params *params);
 
+/* The same check, for a caller that must name what it refuses (a field
+ * of a request): NULL when hearth_sampler_params_check() accepts params,
+ * else the name of the first parameter it refuses, as spelled in
+ * hearth_sampler_params ("temperature", "top_k", "logit_bias", ...;
+ * "sampler" for a NULL params), with the reason in hearth_last_error(). */
+const char *hearth_sampler_params_invalid(const hearth_sampler_params *params);
+
 /* The largest seed the hearth program and hearth serve take: the largest
  * integer a JSON request carries exactly through the server's parser, so
  * that every seed can be given to both.  Seeds they draw themselves are
  * below 2^53, which every JSON client reads back exactly. */
 #define HEARTH_SEED_MAX INT64_MAX
+
+/* The seed of the k-th generation (k from 0) of a session whose own seed
+ * is session_seed, for the generations that do not choose one (the turns
+ * of hearth chat, the requests of hearth serve without a seed): each
+ * needs fresh randomness, yet a session started with the same seed must
+ * be repeatable as a whole.  The k-th output of splitmix64 started from
+ * session_seed: it looks random from one k to the next and is the same
+ * for the same pair.  Below 2^53, so that a JSON client reads one back
+ * exactly and can send it again. */
+uint64_t hearth_seed_derive(uint64_t session_seed, uint64_t k);
 
 /* Format the sampling tuple -- every parameter and the seed -- as one line
  * without a newline, e.g. "temp=0.8 top_k=40 top_p=0.95 min_p=0.05

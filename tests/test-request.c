@@ -48,6 +48,9 @@ START_TEST(test_structured_fields)
              &r);
     ck_assert_int_eq(r.grammar, SRV_GRAMMAR_JSON_SCHEMA);
     ck_assert_str_eq(r.grammar_text, "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}");
+    /* translated once, here; the server compiles this */
+    ck_assert_ptr_nonnull(r.schema_gbnf);
+    ck_assert_int_eq(strncmp(r.schema_gbnf, "root ::= ", 9), 0);
     srv_request_free(&r);
     parse_ok(SRV_COMPLETION, "{\"prompt\":\"x\",\"grammar\":\"root ::= [0-9]+\"}", &r);
     ck_assert_int_eq(r.grammar, SRV_GRAMMAR_GBNF);
@@ -91,7 +94,7 @@ START_TEST(test_chat_fields)
     /* nulls are absent fields; the defaults stay */
     parse_ok(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":null,"
                        "\"stop\":null,\"seed\":null,\"temperature\":null,\"stream_options\":null}", &r);
-    ck_assert_int_eq(r.max_tokens, -1);
+    ck_assert_int_eq(r.max_tokens, 64); /* not given: the cap */
     ck_assert(!r.seed_given && r.n_stop == 0 && r.n == 1);
     ck_assert(r.sampling.temperature == defaults.temperature);
     srv_request_free(&r);
@@ -353,11 +356,11 @@ START_TEST(test_messages_are_utf8)
     struct srv_request r;
     struct srv_error e;
     ck_assert(!srv_request_parse(SRV_CHAT, body, sizeof body - 1, &limits, &r, &e));
-    ck_assert(srv_utf8_valid(e.message, strlen(e.message)));
-    ck_assert(srv_utf8_valid("\xc3\xa9\xf0\x9f\x98\x80", 6));
-    ck_assert(!srv_utf8_valid("\xc3", 1));
-    ck_assert(!srv_utf8_valid("\xed\xa0\x80", 3)); /* a surrogate */
-    ck_assert(!srv_utf8_valid("\xc0\x80", 2));     /* overlong */
+    ck_assert(hearth_utf8_valid_prefix(e.message, strlen(e.message)) == strlen(e.message));
+    ck_assert(hearth_utf8_valid_prefix("\xc3\xa9\xf0\x9f\x98\x80", 6) == 6);
+    ck_assert(hearth_utf8_valid_prefix("a\xc3", 2) == 1);
+    ck_assert(hearth_utf8_valid_prefix("\xed\xa0\x80", 3) == 0); /* a surrogate */
+    ck_assert(hearth_utf8_valid_prefix("\xc0\x80", 2) == 0);     /* overlong */
 }
 END_TEST
 

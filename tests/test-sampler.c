@@ -328,6 +328,43 @@ START_TEST(test_logit_bias)
 }
 END_TEST
 
+/* hearth_sampler_params_invalid names the parameter that
+ * hearth_sampler_params_check refuses, and agrees with it. */
+START_TEST(test_params_invalid)
+{
+    hearth_sampler_params p;
+    hearth_sampler_params_default(&p);
+    ck_assert_ptr_null(hearth_sampler_params_invalid(&p));
+    ck_assert_int_eq(hearth_sampler_params_check(&p), HEARTH_OK);
+    ck_assert_str_eq(hearth_sampler_params_invalid(NULL), "sampler");
+    const hearth_logit_bias nan_bias = {1, NAN};
+    struct {
+        const char *field;
+        hearth_sampler_params p;
+    } bad[] = {
+        {"temperature", p}, {"top_k", p}, {"top_p", p}, {"min_p", p}, {"repeat_penalty", p},
+        {"repeat_last_n", p}, {"presence_penalty", p}, {"frequency_penalty", p}, {"logit_bias", p},
+    };
+    bad[0].p.temperature = -0.5f;
+    bad[1].p.top_k = -1;
+    bad[2].p.top_p = 1.5f;
+    bad[3].p.min_p = NAN;
+    bad[4].p.repeat_penalty = 0.0f;
+    bad[5].p.repeat_last_n = -1;
+    bad[6].p.presence_penalty = 1e9f;
+    bad[7].p.frequency_penalty = -1e9f;
+    bad[8].p.logit_bias = &nan_bias;
+    bad[8].p.n_logit_bias = 1;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(hearth_sampler_params_check(&bad[i].p), HEARTH_E_INVALID);
+        const char *f = hearth_sampler_params_invalid(&bad[i].p);
+        ck_assert_ptr_nonnull(f);
+        ck_assert_str_eq(f, bad[i].field);
+        ck_assert_ptr_nonnull(strstr(hearth_last_error(), bad[i].field));
+    }
+}
+END_TEST
+
 START_TEST(test_temperature)
 {
     const float logits[3] = {1.0f, 2.0f, 3.0f};
@@ -924,6 +961,7 @@ static Suite *sampler_suite(void)
     tcase_add_test(tc, test_format);
     tcase_add_test(tc, test_penalties);
     tcase_add_test(tc, test_logit_bias);
+    tcase_add_test(tc, test_params_invalid);
     tcase_add_test(tc, test_temperature);
     tcase_add_test(tc, test_top_k);
     tcase_add_test(tc, test_top_p);

@@ -274,6 +274,36 @@ START_TEST(test_special_ids_bpe)
 }
 END_TEST
 
+/* A rendered chat gets BOS unless it begins with the BOS text itself;
+ * special tokens' text is parsed either way. */
+START_TEST(test_chat_tokenize_flags)
+{
+    if (!test_require_data()) return;
+    const unsigned both = HEARTH_TOKENIZE_PARSE_SPECIAL | HEARTH_TOKENIZE_ADD_SPECIAL;
+    hearth_vocab *llama3 = load_shared("vocab/vocab-llama3.gguf");
+    hearth_vocab *qwen = load_shared("vocab/vocab-qwen3.gguf");
+    if (!llama3 || !qwen) return;
+    static const char written[] = "<|begin_of_text|><|start_header_id|>user";
+    ck_assert_uint_eq(hearth_chat_tokenize_flags(llama3, written, strlen(written)), HEARTH_TOKENIZE_PARSE_SPECIAL);
+    ck_assert_uint_eq(hearth_chat_tokenize_flags(llama3, "<|start_header_id|>", 19), both);
+    ck_assert_uint_eq(hearth_chat_tokenize_flags(llama3, written, 5), both); /* shorter than the BOS text */
+    ck_assert_uint_eq(hearth_chat_tokenize_flags(llama3, "", 0), both);
+    /* no BOS token: nothing to add or to find */
+    ck_assert_uint_eq(hearth_chat_tokenize_flags(qwen, "<|im_start|>user", 16), both);
+    ck_assert_uint_eq(hearth_chat_tokenize_flags(NULL, "x", 1), both);
+    /* the flags give one BOS, never two */
+    size_t n;
+    hearth_token *ids = tokenize(llama3, written, strlen(written),
+                                 hearth_chat_tokenize_flags(llama3, written, strlen(written)), &n);
+    ck_assert_uint_ge(n, 2);
+    ck_assert_int_eq(ids[0], 128000);
+    ck_assert_int_ne(ids[1], 128000);
+    free(ids);
+    hearth_vocab_free(llama3);
+    hearth_vocab_free(qwen);
+}
+END_TEST
+
 static bool any_control(const hearth_vocab *v, const hearth_token *ids, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -930,6 +960,7 @@ int main(void)
     tcase_add_test(tc, test_byte_level_pieces);
     tcase_add_test(tc, test_hostile_text);
     tcase_add_test(tc, test_concurrent_use);
+    tcase_add_test(tc, test_chat_tokenize_flags);
     tcase_add_loop_test(tc, test_alloc_agrees, 0, (int)HEARTH_ARRAY_LEN(shared_vocabs));
     tcase_add_test(tc, test_alloc_invalid);
     suite_add_tcase(s, tc);

@@ -224,8 +224,8 @@ int cmd_chat(int argc, char **argv)
                 "starts over.\n", CMD, model_path, hearth_model_desc(model), ep.n_ctx);
     cli_interrupt_catch();
     /* every turn draws afresh: the session's seed starts the turns' seeds */
-    struct cli_seed_stream seeds;
-    cli_seed_stream_init(&seeds, sampling.params.seed);
+    const uint64_t session_seed = sampling.params.seed;
+    uint64_t turn = 0;
 
     for (;;) {
         ssize_t len = read_message(&input, &input_cap, interactive);
@@ -258,7 +258,7 @@ int cmd_chat(int argc, char **argv)
          * its own (no leading space). */
         n_reply = 0;
         cli_interrupt_catch();
-        sampling.params.seed = cli_seed_stream_next(&seeds);
+        sampling.params.seed = hearth_seed_derive(session_seed, turn++);
         struct gen_request req = {
             .prompt = tokens,
             .n_prompt = n_tokens,

@@ -21,16 +21,6 @@ int cli_tokenize(const char *cmd, const hearth_vocab *vocab, const char *text, s
     return CLI_EXIT_OK;
 }
 
-unsigned chat_prompt_tokenize_flags(const char *bos_text, const char *text, size_t len)
-{
-    /* Templates that write the BOS text themselves (Llama 3) must not get a
-     * second BOS from the tokenizer. */
-    size_t bos_len = strlen(bos_text);
-    if (bos_len > 0 && len >= bos_len && memcmp(text, bos_text, bos_len) == 0)
-        return HEARTH_TOKENIZE_PARSE_SPECIAL;
-    return HEARTH_TOKENIZE_PARSE_SPECIAL | HEARTH_TOKENIZE_ADD_SPECIAL;
-}
-
 static char *token_text(const hearth_vocab *vocab, hearth_special_token which)
 {
     hearth_token t = hearth_vocab_special(vocab, which);
@@ -113,7 +103,7 @@ int chat_prompt_tokens(const char *cmd, const struct chat_prompt *cp, const hear
     size_t len;
     hearth_status st = hearth_template_render_messages(cp->tmpl, messages, n_messages, &opts, &text, &len);
     if (st) return cli_error(cmd, "chat template (%s): %s", cp->source, hearth_last_error());
-    int rc = cli_tokenize(cmd, vocab, text, len, chat_prompt_tokenize_flags(cp->bos_text, text, len),
+    int rc = cli_tokenize(cmd, vocab, text, len, hearth_chat_tokenize_flags(vocab, text, len),
                           tokens, n_tokens);
     hearth_free(text);
     return rc;

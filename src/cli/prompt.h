@@ -31,10 +31,6 @@ int chat_prompt_load(const char *cmd, const char *spec, const hearth_gguf *gguf,
                      const hearth_vocab *vocab, struct chat_prompt *cp);
 void chat_prompt_free(struct chat_prompt *cp);
 
-/* The tokenizer flags for text a chat template rendered: special-token
- * text parsed, and BOS added unless the text starts with bos_text. */
-unsigned chat_prompt_tokenize_flags(const char *bos_text, const char *text, size_t len);
-
 /* Render the conversation and tokenize the result (special-token text is
  * parsed, BOS added unless the template wrote it) as cli_tokenize() does.
  * Returns a CLI exit status. */

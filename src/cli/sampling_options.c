@@ -183,23 +183,6 @@ void cli_sampling_finish(struct cli_sampling *s)
     if (!s->seed_given) s->params.seed = fresh_seed();
 }
 
-void cli_seed_stream_init(struct cli_seed_stream *stream, uint64_t session_seed)
-{
-    atomic_init(&stream->state, session_seed);
-}
-
-uint64_t cli_seed_stream_next(struct cli_seed_stream *stream)
-{
-    /* splitmix64 (Steele, Lea and Flood, 2014): a Weyl sequence, whose
-     * step one atomic addition takes, through a bijective mixer */
-    const uint64_t golden = UINT64_C(0x9e3779b97f4a7c15);
-    uint64_t z = atomic_fetch_add(&stream->state, golden) + golden;
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    z ^= z >> 31;
-    return z >> 11; /* 53 bits: exact in a JSON number */
-}
-
 int cli_sampling_check_model(const char *cmd, const struct cli_sampling *s,
                              const hearth_model *model)
 {

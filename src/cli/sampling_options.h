@@ -16,7 +16,6 @@
 #define HEARTH_CLI_SAMPLING_OPTIONS_H
 
 #include <getopt.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -78,24 +77,6 @@ void cli_sampling_finish(struct cli_sampling *sampling);
  * after printing, CLI_EXIT_USAGE. */
 int cli_sampling_check_model(const char *cmd, const struct cli_sampling *sampling,
                              const hearth_model *model);
-
-/*
- * The seeds of a session's generations that do not choose their own: the
- * turns of hearth chat, the requests of hearth serve without a seed.
- * Each generation needs fresh randomness, yet a session started with
- * --seed S must be repeatable as a whole, so the k-th seed is the k-th
- * output of splitmix64 started from S (the session's seed, --seed's or a
- * fresh one), which looks random from one draw to the next and is the
- * same for the same S.  Seeds are below 2^53, so that a JSON client reads
- * one back exactly and can send it again.  Safe to draw from several
- * threads.
- */
-struct cli_seed_stream {
-    _Atomic uint64_t state;
-};
-
-void cli_seed_stream_init(struct cli_seed_stream *stream, uint64_t session_seed);
-uint64_t cli_seed_stream_next(struct cli_seed_stream *stream);
 
 /* The flags' lines for a command's --help. */
 void cli_sampling_help(FILE *out);

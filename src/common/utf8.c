@@ -149,3 +149,8 @@ size_t utf8_offset(const char *s, size_t len, size_t index)
     }
     return len;
 }
+
+size_t hearth_utf8_valid_prefix(const char *text, size_t len)
+{
+    return text ? utf8_validate(text, len) : 0;
+}

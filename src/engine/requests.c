@@ -5,6 +5,7 @@
  * alive until their last sample ends.
  */
 #include "engine_impl.h"
+#include "sampler.h"
 
 /* ---- submission -------------------------------------------------------------------- */
 
@@ -56,7 +57,7 @@ hearth_status engine_seq_new(hearth_engine *e, struct request *r, int32_t index,
         s->n_tokens = r->n_prompt;
         hearth_sampler_params sp = r->params.sampling;
         sp.seed += (uint64_t)index;
-        st = hearth_sampler_new(&sp, hearth_model_n_vocab(e->model), &s->sampler);
+        st = sampler_new_checked(&sp, hearth_model_n_vocab(e->model), &s->sampler);
         const hearth_speculation *spec = &r->params.speculation;
         if (!st && spec->draft_max > 0) {
             /* a stream of its own, apart from the sampler's */
@@ -64,7 +65,7 @@ hearth_status engine_seq_new(hearth_engine *e, struct request *r, int32_t index,
             s->draft = hearth_calloc((size_t)spec->draft_max, sizeof *s->draft, "the drafted tokens");
             if (!s->draft) st = HEARTH_E_NOMEM;
             if (!st && spec->lookup == 0)
-                st = hearth_sampler_new(&sp, hearth_model_n_vocab(e->model), &s->dsampler);
+                st = sampler_new_checked(&sp, hearth_model_n_vocab(e->model), &s->dsampler);
         }
     }
     for (int32_t i = 0; !st && i < r->n_prompt; i++)

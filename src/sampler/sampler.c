@@ -34,8 +34,9 @@
 #define SAMPLER_MAX_ABS_BIAS 1000.0f
 
 struct hearth_sampler {
-    hearth_sampler_params params;   /* params.logit_bias points at bias */
-    hearth_logit_bias *bias;
+    hearth_sampler_params params;   /* params.logit_bias points at bias, or at
+                                     * the caller's array (sampler_new_checked) */
+    hearth_logit_bias *bias;        /* the copy of the logit biases, or NULL */
     int32_t n_vocab;
     hearth_rng rng;
     bool penalties_active;
@@ -88,31 +89,42 @@ static hearth_status check_float(const char *name, float v, float min, float max
     return HEARTH_OK;
 }
 
-hearth_status hearth_sampler_params_check(const hearth_sampler_params *p)
+/* The checks of hearth_sampler_params_check(); *field: the parameter refused. */
+static hearth_status check_params(const hearth_sampler_params *p, const char **field)
 {
     hearth_status st;
+    *field = "sampler";
     if (!p) return hearth_error(HEARTH_E_INVALID, "sampler parameters are NULL");
+    *field = "temperature";
     if ((st = check_float("temperature", p->temperature, 0.0f, SAMPLER_MAX_TEMPERATURE, false)))
         return st;
+    *field = "top_k";
     if (p->top_k < 0)
         return hearth_error(HEARTH_E_INVALID,
                             "sampler parameter top_k = %d is negative (0 turns top-k off)",
                             (int)p->top_k);
+    *field = "top_p";
     if ((st = check_float("top_p", p->top_p, 0.0f, 1.0f, false))) return st;
+    *field = "min_p";
     if ((st = check_float("min_p", p->min_p, 0.0f, 1.0f, false))) return st;
+    *field = "repeat_penalty";
     if ((st = check_float("repeat_penalty", p->repeat_penalty, 0.0f,
                           SAMPLER_MAX_REPEAT_PENALTY, true)))
         return st;
+    *field = "repeat_last_n";
     if (p->repeat_last_n < 0 || p->repeat_last_n > SAMPLER_MAX_LAST_N)
         return hearth_error(HEARTH_E_INVALID,
                             "sampler parameter repeat_last_n = %d is out of range [0, %d]",
                             (int)p->repeat_last_n, SAMPLER_MAX_LAST_N);
+    *field = "presence_penalty";
     if ((st = check_float("presence_penalty", p->presence_penalty, -SAMPLER_MAX_ABS_PENALTY,
                           SAMPLER_MAX_ABS_PENALTY, false)))
         return st;
+    *field = "frequency_penalty";
     if ((st = check_float("frequency_penalty", p->frequency_penalty, -SAMPLER_MAX_ABS_PENALTY,
                           SAMPLER_MAX_ABS_PENALTY, false)))
         return st;
+    *field = "logit_bias";
     if (p->n_logit_bias > 0 && !p->logit_bias)
         return hearth_error(HEARTH_E_INVALID,
                             "sampler parameter logit_bias is NULL but n_logit_bias = %zu",
@@ -131,7 +143,20 @@ hearth_status hearth_sampler_params_check(const hearth_sampler_params *p)
                                 i, (double)b->bias, (int)b->token,
                                 (double)SAMPLER_MAX_ABS_BIAS, (double)SAMPLER_MAX_ABS_BIAS);
     }
+    *field = NULL;
     return HEARTH_OK;
+}
+
+hearth_status hearth_sampler_params_check(const hearth_sampler_params *p)
+{
+    const char *field;
+    return check_params(p, &field);
+}
+
+const char *hearth_sampler_params_invalid(const hearth_sampler_params *p)
+{
+    const char *field;
+    return check_params(p, &field) ? field : NULL;
 }
 
 /* Append to buf like snprintf, tracking the length the whole text needs. */
@@ -191,13 +216,12 @@ size_t hearth_sampler_params_format(const hearth_sampler_params *p, char *buf, s
  * Life cycle and history
  * ------------------------------------------------------------------------ */
 
-hearth_status hearth_sampler_new(const hearth_sampler_params *params, int32_t n_vocab,
-                                 hearth_sampler **out)
+/* A sampler of params, which hearth_sampler_params_check() accepted; the
+ * logit biases are copied, or borrowed when they outlive the sampler. */
+static hearth_status sampler_make(const hearth_sampler_params *params, int32_t n_vocab, bool borrow,
+                                  hearth_sampler **out)
 {
-    hearth_status st;
-    if (!out) return hearth_error(HEARTH_E_INVALID, "hearth_sampler_new: out is NULL");
     *out = NULL;
-    if ((st = hearth_sampler_params_check(params))) return st;
     if (n_vocab < 1 || n_vocab > SAMPLER_MAX_VOCAB)
         return hearth_error(HEARTH_E_INVALID, "sampler: vocabulary size %d is out of range [1, %d]",
                             (int)n_vocab, SAMPLER_MAX_VOCAB);
@@ -217,12 +241,12 @@ hearth_status hearth_sampler_new(const hearth_sampler_params *params, int32_t n_
                           (params->repeat_penalty != 1.0f || params->presence_penalty != 0.0f ||
                            params->frequency_penalty != 0.0f);
     size_t n = (size_t)n_vocab;
-    if (params->n_logit_bias > 0) {
+    if (params->n_logit_bias > 0 && !borrow) {
         s->bias = hearth_calloc(params->n_logit_bias, sizeof *s->bias, "sampler logit bias");
         if (!s->bias) goto nomem;
         memcpy(s->bias, params->logit_bias, params->n_logit_bias * sizeof *s->bias);
     }
-    s->params.logit_bias = s->bias;
+    if (!borrow) s->params.logit_bias = s->bias;
     if (params->grammar) {
         hearth_status gst = grammar_matcher_new(params->grammar, &s->grammar);
         if (gst) {
@@ -247,6 +271,33 @@ hearth_status hearth_sampler_new(const hearth_sampler_params *params, int32_t n_
 nomem:
     hearth_sampler_free(s);
     return HEARTH_E_NOMEM;
+}
+
+uint64_t hearth_seed_derive(uint64_t session_seed, uint64_t k)
+{
+    /* splitmix64 (Steele, Lea and Flood, 2014): a Weyl sequence through a
+     * bijective mixer */
+    const uint64_t golden = UINT64_C(0x9e3779b97f4a7c15);
+    uint64_t z = session_seed + (k + 1) * golden;
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    z ^= z >> 31;
+    return z >> 11; /* 53 bits */
+}
+
+hearth_status hearth_sampler_new(const hearth_sampler_params *params, int32_t n_vocab,
+                                 hearth_sampler **out)
+{
+    if (!out) return hearth_error(HEARTH_E_INVALID, "hearth_sampler_new: out is NULL");
+    *out = NULL;
+    HEARTH_TRY(hearth_sampler_params_check(params));
+    return sampler_make(params, n_vocab, false, out);
+}
+
+hearth_status sampler_new_checked(const hearth_sampler_params *params, int32_t n_vocab,
+                                  hearth_sampler **out)
+{
+    return sampler_make(params, n_vocab, true, out);
 }
 
 void hearth_sampler_free(hearth_sampler *s)
@@ -366,7 +417,8 @@ static hearth_status load_logits(hearth_sampler *s, const float *logits)
         }
     }
 
-    for (size_t i = 0; i < s->params.n_logit_bias; i++) dst[s->bias[i].token] += s->bias[i].bias;
+    const hearth_logit_bias *bias = s->params.logit_bias;
+    for (size_t i = 0; i < s->params.n_logit_bias; i++) dst[bias[i].token] += bias[i].bias;
 
     if (s->grammar) {
         /* step 0: the grammar's mask (tokens beyond its vocabulary are never allowed) */

@@ -12,6 +12,14 @@
  * 1e-15. */
 double sampler_exp(double x);
 
+/* hearth_sampler_new() for parameters that hearth_sampler_params_check()
+ * has already accepted where they entered the library (the engine, at
+ * submission), and whose logit-bias array outlives the sampler: it is
+ * not checked again, and the array is borrowed, not copied.  The
+ * vocabulary's bounds are still checked, as only here is n_vocab known. */
+hearth_status sampler_new_checked(const hearth_sampler_params *params, int32_t n_vocab,
+                                  hearth_sampler **out);
+
 /* Steps 1 and 2 of the chain alone: the logits after the penalties and the
  * logit bias, written to out (n_vocab floats).  Validates the logits like
  * hearth_sampler_sample(). */

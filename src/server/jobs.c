@@ -45,9 +45,7 @@
 #include "buf.h"
 #include "http.h"
 #include "metrics.h"
-#include "prompt.h"
 #include "request.h"
-#include "sampling_options.h"
 #include "toolcall.h"
 
 /* A stream's content type and headers. */
@@ -303,7 +301,7 @@ static bool chat_tokens(struct srv_server *s, struct job *j, struct srv_error *e
                             "them; start the server with a --chat-template that does");
         }
     }
-    st = hearth_tokenize_alloc(s->vocab, text, len, chat_prompt_tokenize_flags(s->bos_text, text, len),
+    st = hearth_tokenize_alloc(s->vocab, text, len, hearth_chat_tokenize_flags(s->vocab, text, len),
                                &j->tokens[0], &j->n_tokens[0]);
     hearth_free(text);
     if (st) return srv_fail(e, 500, "server_error", NULL, NULL, "tokenization failed: %s", hearth_last_error());
@@ -397,14 +395,18 @@ static bool request_grammar(struct srv_server *s, struct srv_request *r, struct 
     hearth_grammar *g = NULL;
     cn->stream = r->stream;
     hearth_grammar_options opt = {client_gone, cn};
-    hearth_grammar_syntax syntax = r->grammar == SRV_GRAMMAR_JSON_OBJECT   ? HEARTH_GRAMMAR_JSON_OBJECT
-                                   : r->grammar == SRV_GRAMMAR_JSON_SCHEMA ? HEARTH_GRAMMAR_JSON_SCHEMA
-                                                                           : HEARTH_GRAMMAR_GBNF;
-    hearth_status st = hearth_grammar_compile(s->vocab, syntax, text, strlen(text), &opt, &g);
+    /* a schema was translated to GBNF when the request was parsed */
+    const bool schema = r->grammar == SRV_GRAMMAR_JSON_SCHEMA;
+    const char *source = schema ? r->schema_gbnf : text;
+    hearth_grammar_syntax syntax = r->grammar == SRV_GRAMMAR_JSON_OBJECT ? HEARTH_GRAMMAR_JSON_OBJECT
+                                                                         : HEARTH_GRAMMAR_GBNF;
+    if (!source) source = ""; /* never: the parser sets schema_gbnf with the schema */
+    hearth_status st = hearth_grammar_compile(s->vocab, syntax, source, strlen(source), &opt, &g);
     if (st) {
         srv_fail(e, st == HEARTH_E_NOMEM ? 500 : 400,
                  st == HEARTH_E_NOMEM ? "server_error" : "invalid_request_error", "invalid_value",
-                 srv_request_grammar_param(r), "%s", hearth_last_error());
+                 srv_request_grammar_param(r), "%s%s", schema ? "JSON schema (as a grammar): " : "",
+                 hearth_last_error());
         return false;
     }
     r->sampling.grammar = g;
@@ -455,7 +457,7 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
     if (j->req.grammar != SRV_GRAMMAR_NONE && !request_grammar(s, &j->req, cn, e)) goto fail_early;
     /* whether a seed was given is the request's own: the server's
      * sampling defaults never carry one */
-    if (!j->req.seed_given) j->req.sampling.seed = cli_seed_stream_next(&s->seeds);
+    if (!j->req.seed_given) j->req.sampling.seed = hearth_seed_derive(s->cfg.sampling.seed, atomic_fetch_add(&s->seeds_drawn, 1));
     size_t n_prompts = kind == SRV_CHAT ? 1 : j->req.n_prompts;
     for (size_t i = 0; i < n_prompts; i++) {
         if (!(kind == SRV_CHAT ? chat_tokens(s, j, e) : completion_tokens(s, j, i, e))) goto fail_early;
@@ -532,7 +534,7 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         q.speculation = s->cfg.speculation;
         q.stop = (const char *const *)j->req.stop;
         q.n_stop = j->req.n_stop;
-        q.max_tokens = j->req.max_tokens > 0 ? j->req.max_tokens : s->cfg.max_tokens_cap;
+        q.max_tokens = j->req.max_tokens;
         q.n = j->req.n;
         q.ignore_eos = j->req.ignore_eos;
         q.decode_flags = kind == SRV_CHAT ? 0 : HEARTH_DECODE_CONTINUATION;

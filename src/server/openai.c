@@ -24,13 +24,17 @@
  * each ill-formed byte becomes U+FFFD. */
 json_t *lossy_string(const char *p, size_t n)
 {
-    if (srv_utf8_valid(p, n)) return json_stringn(p, n);
+    size_t k = hearth_utf8_valid_prefix(p, n);
+    if (k == n) return json_stringn(p, n);
     struct buf b = {0};
     for (size_t i = 0; i < n;) {
-        size_t k = srv_utf8_char_len(p + i, n - i);
-        if (k) buf_add(&b, p + i, k);
-        else buf_add(&b, "\xef\xbf\xbd", 3);
-        i += k ? k : 1;
+        buf_add(&b, p + i, k);
+        i += k;
+        if (i < n) {
+            buf_add(&b, "\xef\xbf\xbd", 3);
+            i++;
+        }
+        k = hearth_utf8_valid_prefix(p + i, n - i);
     }
     json_t *s = json_stringn(b.p ? b.p : "", b.len);
     free(b.p);

@@ -7,6 +7,7 @@
 #include "request.h"
 
 #include <errno.h>
+#include <float.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -20,12 +21,9 @@
  * every byte that is not part of valid UTF-8 becomes '?'. */
 static void repair_utf8(char *s)
 {
-    size_t n = strlen(s);
-    for (size_t i = 0; i < n;) {
-        size_t k = srv_utf8_char_len(s + i, n - i);
-        if (k) i += k;
-        else s[i++] = '?';
-    }
+    const size_t n = strlen(s);
+    for (size_t i = hearth_utf8_valid_prefix(s, n); i < n; i += hearth_utf8_valid_prefix(s + i, n - i))
+        s[i++] = '?';
 }
 
 bool srv_fail(struct srv_error *err, int status, const char *type, const char *code,
@@ -60,43 +58,6 @@ static bool bad(struct srv_error *err, const char *param, const char *fmt, ...)
     return srv_fail(err, 400, "invalid_request_error", "invalid_value", param, "%s", msg);
 }
 
-size_t srv_utf8_char_len(const char *p, size_t n)
-{
-    unsigned char c = (unsigned char)p[0];
-    size_t k = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-    return k && k <= n && srv_utf8_valid(p, k) ? k : 0;
-}
-
-bool srv_utf8_valid(const char *p, size_t len)
-{
-    const unsigned char *s = (const unsigned char *)p;
-    size_t i = 0;
-    while (i < len) {
-        unsigned c = s[i];
-        size_t n;
-        unsigned min;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            n = 1, min = 0x80, c &= 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            n = 2, min = 0x800, c &= 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            n = 3, min = 0x10000, c &= 0x07;
-        } else {
-            return false;
-        }
-        if (len - i <= n) return false;
-        for (size_t k = 1; k <= n; k++) {
-            if ((s[i + k] & 0xc0) != 0x80) return false;
-            c = (c << 6) | (s[i + k] & 0x3f);
-        }
-        if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return false;
-        i += n + 1;
-    }
-    return true;
-}
 
 /* Whether the JSON text before byte `end` (where the parser stopped on a
  * number) is the key "seed" and its colon. */
@@ -689,11 +650,9 @@ static bool parse_structured(json_t *root, struct srv_request *r, struct srv_err
             json_decref(schema);
             if (!r->grammar_text) return srv_fail(err, 500, "server_error", NULL, NULL, "out of memory");
             r->grammar = SRV_GRAMMAR_JSON_SCHEMA;
-            char *gbnf = NULL;
-            if (hearth_json_schema_to_gbnf(r->grammar_text, strlen(r->grammar_text), &gbnf))
+            if (hearth_json_schema_to_gbnf(r->grammar_text, strlen(r->grammar_text), &r->schema_gbnf))
                 return bad(err, "response_format", "'response_format.json_schema.schema': %s",
                            hearth_last_error());
-            hearth_free(gbnf);
         } else if (strcmp(type, "text") != 0) {
             return srv_fail(err, 400, "invalid_request_error", "unsupported_value", "response_format",
                             "'response_format' of type '%s' is not supported (text, json_object and "
@@ -725,7 +684,6 @@ bool srv_request_parse(enum srv_kind kind, const char *body, size_t len,
 {
     memset(r, 0, sizeof *r);
     r->kind = kind;
-    r->max_tokens = -1;
     r->n = 1;
     if (limits->defaults) r->sampling = *limits->defaults;
     else hearth_sampler_params_default(&r->sampling);
@@ -753,7 +711,8 @@ bool srv_request_parse(enum srv_kind kind, const char *body, size_t len,
             (long long)cap);
         goto out;
     }
-    if (given) r->max_tokens = (int32_t)x;
+    /* hearth_request's meaning: the cap, when not given, and < 0 no limit */
+    r->max_tokens = given ? (int32_t)x : limits->max_tokens_cap > 0 ? limits->max_tokens_cap : -1;
     if (!get_int(root, "n", 1, SRV_MAX_N, &x, &given, err)) goto out;
     if (given) r->n = (int32_t)x;
     /* A seed is 0 .. HEARTH_SEED_MAX (hearth-sampling(7)), as for hearth
@@ -767,22 +726,27 @@ bool srv_request_parse(enum srv_kind kind, const char *body, size_t len,
         goto out;
     }
     if (r->seed_given) r->sampling.seed = (uint64_t)x;
+    /* The sampling parameters' ranges are the library's, checked once by
+     * hearth_sampler_params_check() below; the API narrows those of
+     * OpenAI's own fields (temperature to 2, the penalties to +-2, the
+     * biases to +-100) and the server checks that narrowing alone. */
     if (!get_float(root, "temperature", 0, 2, &r->sampling.temperature, err) ||
-        !get_float(root, "top_p", 0, 1, &r->sampling.top_p, err) ||
-        !get_float(root, "min_p", 0, 1, &r->sampling.min_p, err) ||
+        !get_float(root, "top_p", -FLT_MAX, FLT_MAX, &r->sampling.top_p, err) ||
+        !get_float(root, "min_p", -FLT_MAX, FLT_MAX, &r->sampling.min_p, err) ||
         !get_float(root, "presence_penalty", -2, 2, &r->sampling.presence_penalty, err) ||
         !get_float(root, "frequency_penalty", -2, 2, &r->sampling.frequency_penalty, err) ||
-        !get_float(root, "repeat_penalty", 0, 100, &r->sampling.repeat_penalty, err))
+        !get_float(root, "repeat_penalty", -FLT_MAX, FLT_MAX, &r->sampling.repeat_penalty, err))
         goto out;
-    if (r->sampling.repeat_penalty <= 0) {
-        bad(err, "repeat_penalty", "'repeat_penalty' must be above 0");
-        goto out;
-    }
-    if (!get_int(root, "top_k", 0, INT32_MAX, &x, &given, err)) goto out;
+    if (!get_int(root, "top_k", INT32_MIN, INT32_MAX, &x, &given, err)) goto out;
     if (given) r->sampling.top_k = (int32_t)x;
-    if (!get_int(root, "repeat_last_n", 0, 1048576, &x, &given, err)) goto out;
+    if (!get_int(root, "repeat_last_n", INT32_MIN, INT32_MAX, &x, &given, err)) goto out;
     if (given) r->sampling.repeat_last_n = (int32_t)x;
     if (!parse_stop(root, r, err) || !parse_logit_bias(root, r, limits->n_vocab, err)) goto out;
+    const char *invalid = hearth_sampler_params_invalid(&r->sampling);
+    if (invalid) {
+        bad(err, invalid, "%s", hearth_last_error());
+        goto out;
+    }
     if (kind == SRV_CHAT) {
         if (!get_bool(root, "logprobs", &r->logprobs, err)) goto out;
         if (!get_int(root, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &x, &given, err)) goto out;
@@ -867,6 +831,7 @@ void srv_request_free(struct srv_request *r)
     free(r->bias);
     free(r->user);
     free(r->grammar_text);
+    hearth_free(r->schema_gbnf);
     free(r->tools_json);
     free(r->tool_name);
     hearth_grammar_free(r->sampling.grammar);

@@ -81,7 +81,8 @@ struct srv_request {
     size_t n_bias;
     char *stop[SRV_MAX_STOP];
     size_t n_stop;
-    int32_t max_tokens;       /* -1: none given (the cap applies) */
+    int32_t max_tokens;       /* as in hearth_request: the one given, else
+                               * the cap (< 0: no limit) */
     int32_t n;                /* samples per prompt */
     bool logprobs;            /* log probabilities of the tokens */
     int32_t top_logprobs;     /* alternatives per token, 0 .. 20 */
@@ -93,6 +94,8 @@ struct srv_request {
     enum srv_grammar grammar; /* checked here; compiled by the server, which
                                * puts it in sampling.grammar (freed here) */
     char *grammar_text;
+    char *schema_gbnf;        /* json_schema: the schema as GBNF, translated
+                               * once here and compiled by the server */
     /* chat: the tools as a JSON array for the template, checked (NULL:
      * none given, or tool_choice "none"), and what tool_choice asks */
     char *tools_json;
@@ -136,12 +139,5 @@ struct srv_detokenize {
 bool srv_detokenize_parse(const char *body, size_t len, int32_t n_vocab,
                           struct srv_detokenize *out, struct srv_error *err);
 void srv_detokenize_free(struct srv_detokenize *d);
-
-/* Whether p[0..len) is valid UTF-8 (JSON text must be). */
-bool srv_utf8_valid(const char *p, size_t len);
-
-/* The length of the valid UTF-8 character at p (n > 0 bytes left), or 0
- * when the bytes there are not one. */
-size_t srv_utf8_char_len(const char *p, size_t n);
 
 #endif /* HEARTH_SERVER_REQUEST_H */

@@ -30,7 +30,6 @@
 #include "http.h"
 #include "metrics.h"
 #include "request.h"
-#include "sampling_options.h"
 
 double srv_now_s(void)
 {
@@ -338,7 +337,7 @@ bool srv_server_start(const struct srv_config *cfg, struct srv_server **out, int
     s->state = STATE_LOADING;
     s->created = time(NULL);
     s->next_id = 1;
-    cli_seed_stream_init(&s->seeds, cfg->sampling.seed);
+    atomic_init(&s->seeds_drawn, 0);
     snprintf(s->fingerprint, sizeof s->fingerprint, "hearth-%s", hearth_version());
     srv_metrics_init(&s->metrics);
     pthread_mutex_init(&s->wake_mu, NULL);

@@ -35,7 +35,7 @@ struct srv_config {
     const char *tls_cert_pem;
     hearth_sampler_params sampling; /* defaults of the requests; sampling.seed
                                  * starts the stream of seeds of those
-                                 * without one (cli_seed_stream) */
+                                 * without one (hearth_seed_derive) */
     hearth_speculation speculation; /* of every request (draft_max 0: none) */
 };
 

@@ -20,7 +20,6 @@
 #include "http.h"
 #include "metrics.h"
 #include "request.h"
-#include "sampling_options.h"
 #include "server.h"
 #include "toolcall.h"
 
@@ -59,7 +58,7 @@ struct srv_server {
     _Atomic bool forced_end;  /* drain's grace is over */
 
     _Atomic uint64_t next_id;
-    struct cli_seed_stream seeds; /* of the requests without a seed */
+    _Atomic uint64_t seeds_drawn; /* by requests without a seed (hearth_seed_derive) */
 
     /* compiled grammars of recent requests, so that requests with the same
      * schema or grammar share its mask cache */

@@ -218,6 +218,16 @@ hearth_status hearth_tokenize_alloc(const hearth_vocab *v, const char *text, siz
     return HEARTH_OK;
 }
 
+unsigned hearth_chat_tokenize_flags(const hearth_vocab *v, const char *text, size_t len)
+{
+    const hearth_token bos = v ? hearth_vocab_special(v, HEARTH_SPECIAL_BOS) : HEARTH_TOKEN_NONE;
+    size_t n = 0;
+    const char *bos_text = bos == HEARTH_TOKEN_NONE ? NULL : hearth_vocab_token_text(v, bos, &n);
+    if (bos_text && n > 0 && text && len >= n && memcmp(text, bos_text, n) == 0)
+        return HEARTH_TOKENIZE_PARSE_SPECIAL;
+    return HEARTH_TOKENIZE_PARSE_SPECIAL | HEARTH_TOKENIZE_ADD_SPECIAL;
+}
+
 /* ---- decode --------------------------------------------------------------------- */
 
 const char *hearth_token_piece(const hearth_vocab *v, hearth_token token, unsigned flags,
