@@ -51,6 +51,11 @@ simd_libkernels_avx2_la_SOURCES += simd/attention_avx2.c
 src_libhearth_core_la_SOURCES += simd/wkv.h simd/wkv_scalar.c
 noinst_HEADERS += simd/wkv_impl.h
 simd_libkernels_avx2_la_SOURCES += simd/wkv_avx2.c
+
+# The gated delta rule (Gated DeltaNet layers): the body every path
+# compiles and the scalar twin.
+src_libhearth_core_la_SOURCES += simd/delta.h simd/delta_scalar.c
+noinst_HEADERS += simd/delta_impl.h
 simd_libkernels_avx512_la_SOURCES += simd/attention_avx512.c
 
 # AArch64: Advanced SIMD, and the same source with the dot-product

@@ -55,6 +55,7 @@ check_PROGRAMS += \
 	tests/test-attention \
 	tests/test-chat-template \
 	tests/test-cli-sampling \
+	tests/test-delta \
 	tests/test-download \
 	tests/test-engine \
 	tests/test-gguf \
@@ -80,6 +81,7 @@ TESTS += \
 	tests/test-attention \
 	tests/test-chat-template \
 	tests/test-cli-sampling \
+	tests/test-delta \
 	tests/test-download \
 	tests/test-engine \
 	tests/test-gguf \
@@ -148,6 +150,9 @@ tests_test_attention_SOURCES = tests/test-attention.c tests/testutil.c
 tests_test_attention_CFLAGS = $(TEST_CFLAGS)
 tests_test_attention_LDADD = $(TEST_LIBS) -lm
 
+tests_test_delta_SOURCES = tests/test-delta.c tests/testutil.c
+tests_test_delta_CFLAGS = $(TEST_CFLAGS)
+tests_test_delta_LDADD = $(TEST_LIBS) -lm
 tests_test_wkv_SOURCES = tests/test-wkv.c tests/testutil.c
 tests_test_wkv_CFLAGS = $(TEST_CFLAGS)
 tests_test_wkv_LDADD = $(TEST_LIBS) -lm
