@@ -12,6 +12,8 @@ src_libhearth_core_la_SOURCES += \
 	models/qwen3.c \
 	models/qwen3moe.c
 
-# RWKV-6 and QRWKV-6: recurrent layers with a fixed-size state.
+# RWKV-6 and QRWKV-6: recurrent layers with a fixed-size state; Qwen3.5:
+# Gated DeltaNet layers with a state beside attention layers.
 src_libhearth_core_la_SOURCES += \
+	models/qwen35.c \
 	models/rwkv6.c

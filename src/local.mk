@@ -55,6 +55,7 @@ src_libhearth_core_la_SOURCES += \
 src_libhearth_core_la_SOURCES += \
 	src/backend/backend.h \
 	src/backend/backend_cpu.c \
+	src/backend/backend_cpu_deltanet.c \
 	src/backend/backend_cpu_rwkv.c \
 	src/backend/backend_cpu_rwkv.h \
 	src/backend/forward.h \

@@ -15,6 +15,13 @@
  * - The checks are shown to guard what they claim: with the test-only
  *   switch delta_inject_bug set to drop the incoming-state term, or to
  *   let a token read the next token of its chunk, the same checks fail.
+ * - The backend's operations over a batch of sequences of different
+ *   lengths (state slots in another order; one continuing from an earlier
+ *   batch, one starting at position 0): the causal convolution against a
+ *   direct sum over each sequence's saved and new rows, its saved rows
+ *   afterwards, and the gated delta rule (value heads reading key heads
+ *   h mod n_k, the L2 norms and the gates) against the double-precision
+ *   recurrence per sequence and head, chunked and token by token.
  */
 #include "internal.h"
 
@@ -23,7 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "delta.h"
+#include "rstate.h"
 #include "testutil.h"
 
 #define TOL 1e-5
@@ -266,6 +275,178 @@ START_TEST(test_injected_bugs_are_caught)
 }
 END_TEST
 
+/* ---- the backend's operations ---------------------------------------------------- */
+
+enum { NK = 2, NV = 4, D = 8, KT = 4, NSEQ = 4 };
+static const int32_t lens[NSEQ] = {37, 1, 70, 2};
+static const int32_t slots[NSEQ] = {2, 0, 3, 1};
+static const int32_t start_pos[NSEQ] = {0, 9, 0, 130};
+
+struct batch {
+    int32_t seq_start[NSEQ + 1], n, *pos;
+    struct batch_pos bp;
+};
+
+static void batch_make(struct batch *b)
+{
+    b->seq_start[0] = 0;
+    for (int s = 0; s < NSEQ; s++) b->seq_start[s + 1] = b->seq_start[s] + lens[s];
+    b->n = b->seq_start[NSEQ];
+    b->pos = xmalloc((size_t)b->n * sizeof(int32_t));
+    for (int s = 0; s < NSEQ; s++)
+        for (int t = 0; t < lens[s]; t++) b->pos[b->seq_start[s] + t] = start_pos[s] + t;
+    b->bp = (struct batch_pos){.pos = b->pos, .n_tokens = b->n, .n_seqs = NSEQ, .seq_start = b->seq_start,
+                               .state_slot = slots};
+}
+
+START_TEST(test_backend_conv)
+{
+    const int64_t C = 24;
+    struct batch b;
+    batch_make(&b);
+    struct hearth_backend *be;
+    ck_assert_int_eq(backend_cpu_new(3, &be), HEARTH_OK);
+    struct act x, out;
+    ck_assert_int_eq(be->ops->act_alloc(be, &x, b.n, C), HEARTH_OK);
+    ck_assert_int_eq(be->ops->act_alloc(be, &out, b.n, C), HEARTH_OK);
+    struct rstate *rs;
+    const size_t offset = 5; /* something before the saved rows */
+    ck_assert_int_eq(rstate_new(4, 1, offset + (KT - 1) * C + 3, &rs), HEARTH_OK);
+    test_rng rng;
+    test_rng_seed(&rng, 11);
+    float w[24 * KT];
+    for (int i = 0; i < 24 * KT; i++) w[i] = (float)test_rng_normal(&rng);
+    for (int64_t i = 0; i < b.n * C; i++) x.host[i] = (float)test_rng_normal(&rng);
+    for (size_t i = 0; i < rs->layer_floats * 4; i++) rs->data[i] = (float)test_rng_normal(&rng);
+    float *before = xmalloc(rs->layer_floats * 4 * sizeof(float));
+    memcpy(before, rs->data, rs->layer_floats * 4 * sizeof(float));
+    for (int silu = 0; silu < 2; silu++) {
+        memcpy(rs->data, before, rs->layer_floats * 4 * sizeof(float));
+        ck_assert_int_eq(be->ops->conv_causal(be, &out, &x, w, KT, silu, rs, 0, offset, &b.bp), HEARTH_OK);
+        for (int s = 0; s < NSEQ; s++) {
+            const float *saved = before + rs->layer_floats * (size_t)slots[s] + offset;
+            /* the window's rows: KT - 1 saved (zeros at position 0), then the batch's */
+            const int32_t n_all = KT - 1 + lens[s];
+            double *all = xmalloc((size_t)n_all * C * sizeof(double));
+            for (int i = 0; i < KT - 1; i++)
+                for (int64_t c = 0; c < C; c++) all[i * C + c] = start_pos[s] == 0 ? 0.0 : saved[i * C + c];
+            for (int t = 0; t < lens[s]; t++)
+                for (int64_t c = 0; c < C; c++) all[(KT - 1 + t) * C + c] = x.host[(b.seq_start[s] + t) * C + c];
+            for (int t = 0; t < lens[s]; t++)
+                for (int64_t c = 0; c < C; c++) {
+                    double acc = 0.0;
+                    for (int k = 0; k < KT; k++) acc += (double)w[c * KT + k] * all[(t + k) * C + c];
+                    if (silu) acc = acc / (1.0 + exp(-acc));
+                    const float got = out.host[(b.seq_start[s] + t) * C + c];
+                    ck_assert_msg(fabs(got - acc) <= 1e-5 * (1.0 + fabs(acc)), "seq %d row %d ch %lld: %g, want %g",
+                                  s, t, (long long)c, (double)got, acc);
+                }
+            const float *after = rstate_layer(rs, slots[s], 0) + offset;
+            for (int i = 0; i < KT - 1; i++)
+                for (int64_t c = 0; c < C; c++)
+                    ck_assert_float_eq(after[i * C + c], (float)all[(lens[s] + i) * C + c]);
+            /* the floats around the saved rows are not touched */
+            ck_assert_mem_eq(rstate_layer(rs, slots[s], 0), before + rs->layer_floats * (size_t)slots[s],
+                             offset * sizeof(float));
+            ck_assert_mem_eq(after + (KT - 1) * C, saved + (KT - 1) * C, 3 * sizeof(float));
+            free(all);
+        }
+    }
+    free(before);
+    free(b.pos);
+    rstate_free(rs);
+    be->ops->act_free(be, &x);
+    be->ops->act_free(be, &out);
+    backend_cpu_free(be);
+}
+END_TEST
+
+START_TEST(test_backend_gated_delta)
+{
+    const int32_t chunk = (_i & 1) ? 1 : 16;
+    const int64_t key_dim = NK * D, width = 2 * key_dim + NV * D;
+    struct batch b;
+    batch_make(&b);
+    struct hearth_backend *be;
+    ck_assert_int_eq(backend_cpu_new(3, &be), HEARTH_OK);
+    struct act qkv, beta, alpha, out;
+    ck_assert_int_eq(be->ops->act_alloc(be, &qkv, b.n, width), HEARTH_OK);
+    ck_assert_int_eq(be->ops->act_alloc(be, &beta, b.n, NV), HEARTH_OK);
+    ck_assert_int_eq(be->ops->act_alloc(be, &alpha, b.n, NV), HEARTH_OK);
+    ck_assert_int_eq(be->ops->act_alloc(be, &out, b.n, NV * D), HEARTH_OK);
+    test_rng rng;
+    test_rng_seed(&rng, 13);
+    for (int64_t i = 0; i < b.n * width; i++) qkv.host[i] = (float)test_rng_normal(&rng);
+    for (int64_t i = 0; i < b.n * NV; i++) {
+        beta.host[i] = (float)(2.0 * test_rng_normal(&rng));
+        alpha.host[i] = (float)(2.0 * test_rng_normal(&rng));
+    }
+    float dt_bias[NV], a[NV];
+    for (int h = 0; h < NV; h++) {
+        dt_bias[h] = (float)test_rng_normal(&rng);
+        a[h] = -expf((float)test_rng_normal(&rng));
+    }
+    const size_t offset = 9;
+    struct rstate *rs;
+    ck_assert_int_eq(rstate_new(4, 1, offset + NV * D * D, &rs), HEARTH_OK);
+    for (size_t i = 0; i < rs->layer_floats * 4; i++) rs->data[i] = (float)(0.3 * test_rng_normal(&rng));
+    float *before = xmalloc(rs->layer_floats * 4 * sizeof(float));
+    memcpy(before, rs->data, rs->layer_floats * 4 * sizeof(float));
+    const float eps = 1e-6f;
+    const struct deltanet_params p = {.n_k_heads = NK, .n_v_heads = NV, .head_dim = D, .dt_bias = dt_bias, .a = a,
+                                      .eps = eps, .state_offset = offset};
+    ck_assert_int_eq(be->ops->gated_delta(be, &out, &qkv, &beta, &alpha, &p, rs, 0, chunk, &b.bp), HEARTH_OK);
+    for (int s = 0; s < NSEQ; s++)
+        for (int h = 0; h < NV; h++) {
+            const int kh = h % NK;
+            double S[D * D];
+            const float *S0 = before + rs->layer_floats * (size_t)slots[s] + offset + (size_t)h * D * D;
+            for (int i = 0; i < D * D; i++) S[i] = start_pos[s] == 0 ? 0.0 : S0[i];
+            double err = 0.0, big = 0.0;
+            for (int t = 0; t < lens[s]; t++) {
+                const int64_t row = b.seq_start[s] + t;
+                const float *x = qkv.host + row * width;
+                double q[D], k[D], nq = 0.0, nk = 0.0;
+                for (int j = 0; j < D; j++) {
+                    q[j] = x[kh * D + j];
+                    k[j] = x[key_dim + kh * D + j];
+                    nq += q[j] * q[j];
+                    nk += k[j] * k[j];
+                }
+                nq = fmax(sqrt(nq), eps) * sqrt((double)D);
+                nk = fmax(sqrt(nk), eps);
+                for (int j = 0; j < D; j++) q[j] /= nq, k[j] /= nk;
+                const double bt = 1.0 / (1.0 + exp(-(double)beta.host[row * NV + h]));
+                const double z = (double)alpha.host[row * NV + h] + dt_bias[h];
+                const double g = (z > 20.0 ? z : log1p(exp(z))) * a[h];
+                const double decay = exp(g);
+                for (int i = 0; i < D; i++) {
+                    double *Si = S + i * D, sk = 0.0, o = 0.0;
+                    for (int j = 0; j < D; j++) sk += Si[j] * k[j];
+                    const double u = bt * (x[2 * key_dim + h * D + i] - decay * sk);
+                    for (int j = 0; j < D; j++) {
+                        Si[j] = decay * Si[j] + u * k[j];
+                        o += Si[j] * q[j];
+                    }
+                    err = fmax(err, fabs(out.host[row * NV * D + h * D + i] - o));
+                    big = fmax(big, fabs(o));
+                }
+            }
+            ck_assert_msg(err <= TOL * fmax(big, 1.0), "seq %d head %d: error %.3g of %.3g", s, h, err, big);
+            const float *Sg = rstate_layer(rs, slots[s], 0) + offset + (size_t)h * D * D;
+            for (int i = 0; i < D * D; i++) ck_assert_msg(fabs(Sg[i] - S[i]) <= TOL * (1.0 + fabs(S[i])), "state");
+        }
+    for (int s = 0; s < 4; s++)
+        ck_assert_mem_eq(rstate_layer(rs, s, 0), before + rs->layer_floats * (size_t)s, offset * sizeof(float));
+    free(before);
+    free(b.pos);
+    rstate_free(rs);
+    struct act *acts[] = {&qkv, &beta, &alpha, &out};
+    for (size_t i = 0; i < HEARTH_ARRAY_LEN(acts); i++) be->ops->act_free(be, acts[i]);
+    backend_cpu_free(be);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("delta");
@@ -274,6 +455,8 @@ int main(void)
     tcase_add_test(tc, test_chunked_equals_recurrence);
     tcase_add_test(tc, test_rows_and_calls_compose);
     tcase_add_test(tc, test_injected_bugs_are_caught);
+    tcase_add_test(tc, test_backend_conv);
+    tcase_add_loop_test(tc, test_backend_gated_delta, 0, 2);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -75,6 +75,18 @@ struct moe_experts {
  * (backend_cpu.c). */
 void moe_route(const float *logits, int32_t n_expert, int32_t k, bool norm_topk, int32_t *ids, float *w);
 
+/* A Gated DeltaNet layer's recurrence (models/qwen35.c, simd/delta.h):
+ * n_k key heads and n_v value heads (value head h reads key head h mod
+ * n_k), all of head_dim; the decay g = softplus(alpha + dt_bias) * a and
+ * the write strength sigmoid(beta) of each value head; the L2 norm's
+ * epsilon; where the heads' states start in the layer's state. */
+struct deltanet_params {
+    int32_t n_k_heads, n_v_heads, head_dim;
+    const float *dt_bias, *a;   /* n_v_heads each */
+    float eps;
+    size_t state_offset;        /* floats into the layer's state */
+};
+
 struct backend_ops {
     const char *name;
     /* Activation buffers of up to rows x width floats. */
@@ -182,6 +194,24 @@ struct backend_ops {
                          const float *u, float scale, int32_t n_head, int32_t n_head_kv,
                          int32_t head_size, struct rstate *rs, int il, int32_t chunk_size,
                          const struct batch_pos *bp);
+    /* out[t][c] = sum_k w[c][k] x[t - K + 1 + k][c] over each sequence's
+     * rows (w: K taps per channel, oldest first), the rows before a
+     * sequence's first row of the batch being the K - 1 saved in its state
+     * at `offset` floats into layer il's (zeros at position 0), which then
+     * become its last K - 1 rows; then silu(out) when asked.  out is not x. */
+    hearth_status (*conv_causal)(struct hearth_backend *be, struct act *out, const struct act *x,
+                                 const float *w, int32_t K, bool silu, struct rstate *rs, int il,
+                                 size_t offset, const struct batch_pos *bp);
+    /* The gated delta rule over each sequence's rows: qkv holds per row the
+     * n_k query heads, the n_k key heads and the n_v value heads (q and k
+     * L2-normalised here, q also scaled by 1/sqrt(head_dim)), beta and
+     * alpha n_v values per row (the gates' inputs); out gets n_v heads.
+     * Each head's state is its sequence's in layer il (reset at position
+     * 0); prompts in chunks of chunk_size tokens, single tokens one step. */
+    hearth_status (*gated_delta)(struct hearth_backend *be, struct act *out, const struct act *qkv,
+                                 const struct act *beta, const struct act *alpha,
+                                 const struct deltanet_params *p, struct rstate *rs, int il,
+                                 int32_t chunk_size, const struct batch_pos *bp);
 };
 
 struct hearth_backend {

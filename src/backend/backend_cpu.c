@@ -918,6 +918,8 @@ static const struct backend_ops cpu_ops = {
     .mul = cpu_mul,
     .copy_cols = cpu_copy_cols,
     .wkv = cpu_wkv,
+    .conv_causal = cpu_conv_causal,
+    .gated_delta = cpu_gated_delta,
 };
 
 const hearth_kernels *backend_cpu_kernels(const struct hearth_backend *be)

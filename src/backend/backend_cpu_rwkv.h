@@ -1,6 +1,7 @@
 /*
  * backend_cpu_rwkv.h -- the CPU backend's operations for recurrent layers
- * (backend.h, "recurrent layers"), in backend_cpu_rwkv.c.
+ * (backend.h, "recurrent layers"): RWKV-6's in backend_cpu_rwkv.c, Gated
+ * DeltaNet's in backend_cpu_deltanet.c.
  */
 #ifndef HEARTH_BACKEND_CPU_RWKV_H
 #define HEARTH_BACKEND_CPU_RWKV_H
@@ -29,5 +30,13 @@ hearth_status cpu_wkv(struct hearth_backend *be, struct act *out, const struct a
                       const struct act *v, const struct act *lw, const float *u, float scale, int32_t n_head,
                       int32_t n_head_kv, int32_t head_size, struct rstate *rs, int il, int32_t chunk_size,
                       const struct batch_pos *bp);
+
+/* Gated DeltaNet layers (backend_cpu_deltanet.c). */
+hearth_status cpu_conv_causal(struct hearth_backend *be, struct act *out, const struct act *x, const float *w,
+                              int32_t K, bool silu, struct rstate *rs, int il, size_t offset,
+                              const struct batch_pos *bp);
+hearth_status cpu_gated_delta(struct hearth_backend *be, struct act *out, const struct act *qkv,
+                              const struct act *beta, const struct act *alpha, const struct deltanet_params *p,
+                              struct rstate *rs, int il, int32_t chunk_size, const struct batch_pos *bp);
 
 #endif /* HEARTH_BACKEND_CPU_RWKV_H */

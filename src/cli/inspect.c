@@ -47,6 +47,11 @@ struct summary {
     int64_t swa_pattern;         /* attention.sliding_window_pattern */
     double attn_softcap, final_softcap; /* logit soft-capping; 0 when not set */
     uint64_t kv_bytes_per_token; /* F16 cache */
+    /* Gated DeltaNet hybrids (qwen35): the layers of linear attention,
+     * which keep a state instead of keys and values, and its F32 bytes
+     * per sequence; -1 and 0 otherwise. */
+    int64_t n_linear_layers;
+    uint64_t state_bytes_per_seq;
 };
 
 /* A float under "ARCH.suffix"; 0 when missing. */
@@ -129,8 +134,26 @@ static void summarise(const hearth_gguf *g, struct summary *s)
         const hearth_gguf_tensor *emb = hearth_gguf_find_tensor(g, "token_embd.weight");
         if (emb) s->n_vocab = emb->ne[1];
     }
-    if (s->n_layers > 0 && s->n_kv_heads > 0 && s->head_dim_k > 0 && s->head_dim_v > 0)
-        s->kv_bytes_per_token = (uint64_t)s->n_layers * (uint64_t)s->n_kv_heads *
+    s->n_linear_layers = -1;
+    int64_t n_attn_layers = s->n_layers;
+    const int64_t d = s->arch ? arch_int(g, s->arch, "ssm.state_size") : -1;
+    const int64_t n_k = s->arch ? arch_int(g, s->arch, "ssm.group_count") : -1;
+    const int64_t n_v = s->arch ? arch_int(g, s->arch, "ssm.time_step_rank") : -1;
+    const int64_t K = s->arch ? arch_int(g, s->arch, "ssm.conv_kernel") : -1;
+    if (s->n_layers > 0 && d > 0 && n_k > 0 && n_v > 0 && K > 0) {
+        /* every full_attention_interval-th layer of the trunk attends */
+        int64_t interval = arch_int(g, s->arch, "full_attention_interval");
+        int64_t n_mtp = arch_int(g, s->arch, "nextn_predict_layers");
+        if (interval <= 0) interval = 4;
+        if (n_mtp < 0 || n_mtp >= s->n_layers) n_mtp = 0;
+        const int64_t trunk = s->n_layers - n_mtp;
+        n_attn_layers = trunk / interval;
+        s->n_linear_layers = trunk - n_attn_layers;
+        s->state_bytes_per_seq = (uint64_t)s->n_linear_layers *
+                                 ((uint64_t)(K - 1) * (uint64_t)(2 * n_k * d + n_v * d) + (uint64_t)(n_v * d * d)) * 4u;
+    }
+    if (n_attn_layers > 0 && s->n_kv_heads > 0 && s->head_dim_k > 0 && s->head_dim_v > 0)
+        s->kv_bytes_per_token = (uint64_t)n_attn_layers * (uint64_t)s->n_kv_heads *
                                 (uint64_t)(s->head_dim_k + s->head_dim_v) * 2u;
 }
 
@@ -306,6 +329,12 @@ static void print_text(const hearth_gguf *g, const struct inspect_opts *o)
     if (s.attn_softcap > 0) printf("  %-22s %g\n", "attention soft-cap", s.attn_softcap);
     if (s.final_softcap > 0) printf("  %-22s %g\n", "logit soft-cap", s.final_softcap);
 #undef ROW
+    if (s.n_linear_layers >= 0) {
+        printf("  %-22s %" PRId64 " of %" PRId64 " (Gated DeltaNet)\n", "linear layers",
+               s.n_linear_layers, s.n_layers);
+        printf("  %-22s %" PRIu64 " bytes (F32, whatever the length)\n", "state per sequence",
+               s.state_bytes_per_seq);
+    }
     if (s.kv_bytes_per_token)
         printf("  %-22s %" PRIu64 " bytes (F16 keys and values)\n", "KV cache per token",
                s.kv_bytes_per_token);
@@ -376,6 +405,8 @@ static void print_json(const hearth_gguf *g, const struct inspect_opts *o)
     json_int_field("expert_shared_feed_forward_length", s.n_ff_shexp, true);
     json_int_field("sliding_window", s.sliding_window, true);
     json_int_field("sliding_window_pattern", s.swa_pattern, true);
+    json_int_field("linear_attention_layers", s.n_linear_layers, true);
+    json_int_field("state_bytes_per_sequence", s.n_linear_layers >= 0 ? (int64_t)s.state_bytes_per_seq : -1, true);
     json_int_field("kv_cache_bytes_per_token", s.kv_bytes_per_token ? (int64_t)s.kv_bytes_per_token : -1,
                    false);
     printf("  }\n}\n");

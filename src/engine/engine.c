@@ -255,9 +255,11 @@ static void pool_stats(hearth_engine *e)
     st->bytes_per_token = kv_cache_bytes_per_token(kv->type, hp->n_layer, hp->n_head_kv, hp->head_dim);
     const struct rstate *rs = runner_rstate(e->runner);
     if (rs) {
-        /* recurrent: the states are all a sequence keeps, whatever its length */
+        /* recurrent: the states, whatever a sequence's length, and the
+         * keys and values of a hybrid's attention layers */
         st->kv_bytes = runner_memory_bytes(e->runner);
-        st->bytes_per_token = 0;
+        st->bytes_per_token = kv_cache_bytes_per_token(kv->type, runner_kv_layers(e->runner), hp->n_head_kv,
+                                                       hp->head_dim);
         st->state_bytes_per_seq = rstate_bytes_per_seq(rs);
     }
     st->max_full_sequences = kv->n_blocks / ((e->params.n_ctx + e->B - 1) / e->B);

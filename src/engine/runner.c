@@ -143,10 +143,13 @@ static hearth_status new_kv(struct runner *r, const bool *on_host)
     const struct runner_params *p = &r->params;
     if (r->model->rec) {
         /* Recurrent layers keep no keys and values: a cache with the
-         * pool's shape for the bookkeeping, none of its layers allocated,
-         * and a state per sequence instead. */
+         * pool's shape for the bookkeeping, none of its layers allocated
+         * but the attention layers of a hybrid family, and a state per
+         * sequence instead. */
         bool *none = hearth_calloc((size_t)hp->n_layer, sizeof *none, "the KV cache layout");
         if (!none) return HEARTH_E_NOMEM;
+        for (int32_t il = 0; r->model->rec->has_kv && il < hp->n_layer; il++)
+            none[il] = r->model->rec->has_kv(r->model, il);
         hearth_status st = kv_cache_new(p->cache_type, p->block_tokens, p->n_blocks, hp->n_layer,
                                         hp->n_head_kv, hp->head_dim, none, &r->kv);
         free(none);
@@ -231,8 +234,20 @@ struct rstate *runner_rstate(const struct runner *r) { return r->rs; }
 
 size_t runner_memory_bytes(const struct runner *r)
 {
-    if (r->rs) return rstate_bytes_per_seq(r->rs) * (size_t)r->rs->n_slots;
-    return kv_cache_bytes(r->kv);
+    if (!r->rs) return kv_cache_bytes(r->kv);
+    /* the states, and the keys and values of a hybrid's attention layers */
+    size_t bytes = rstate_bytes_per_seq(r->rs) * (size_t)r->rs->n_slots;
+    for (int32_t il = 0; il < r->kv->n_layer; il++)
+        if (r->kv->layers[il].k) bytes += 2 * r->kv->block_bytes * (size_t)r->kv->n_blocks;
+    return bytes;
+}
+
+int32_t runner_kv_layers(const struct runner *r)
+{
+    if (!r->rs) return r->kv->n_layer;
+    int32_t n = 0;
+    for (int32_t il = 0; il < r->kv->n_layer; il++) n += r->kv->layers[il].k != NULL;
+    return n;
 }
 const struct runner_params *runner_params(const struct runner *r) { return &r->params; }
 int32_t runner_n_gpu_layers(const struct runner *r) { return r->model->hp.n_layer - r->first_gpu_layer; }

@@ -73,6 +73,9 @@ const struct kv_cache *runner_kv(const struct runner *r);
 struct rstate *runner_rstate(const struct runner *r);
 /* Bytes a sequence keeps: its recurrent state, or its KV cache. */
 size_t runner_memory_bytes(const struct runner *r);
+/* The layers that keep keys and values (all but a recurrent family's
+ * linear ones). */
+int32_t runner_kv_layers(const struct runner *r);
 const struct runner_params *runner_params(const struct runner *r);
 int32_t runner_n_gpu_layers(const struct runner *r);
 const char *runner_gpu_fallback(const struct runner *r);

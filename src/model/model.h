@@ -12,6 +12,7 @@ struct hearth_backend;
 struct forward;
 struct act;
 struct rwkv_model;
+struct deltanet_model;
 
 /* A weight matrix (or vector) as stored in the file: ne[0] = n_in elements
  * per row, ne[1] = n_out rows.  data points into the mapping; a device
@@ -157,6 +158,9 @@ struct arch_recurrent {
     void (*extra_widths)(const hearth_model *m, int64_t widths[]);
     int (*matrices)(hearth_model *m, int il, struct weight *out[]);
     void (*release)(hearth_model *m);
+    /* Hybrid families (models/qwen35.c): whether layer il keeps keys and
+     * values as well (its attention layers); NULL: no layer does. */
+    bool (*has_kv)(const hearth_model *m, int il);
 };
 
 /* Where the layers run (src/model/offload.c; the device side in opencl/). */
@@ -193,6 +197,7 @@ struct hearth_model {
     struct offload offload;
     const struct arch_recurrent *rec; /* arch->recurrent */
     struct rwkv_model *rwkv;      /* recurrent weights (models/rwkv6.c), or NULL */
+    struct deltanet_model *deltanet; /* the hybrid layers (models/qwen35.c), or NULL */
 };
 
 /* Memory for packed weights (simd/kernels.h): aligned to a huge page and
@@ -233,5 +238,6 @@ extern const struct arch arch_gemma3;
 extern const struct arch arch_phi3;
 extern const struct arch arch_rwkv6;
 extern const struct arch arch_rwkv6qwen2;
+extern const struct arch arch_qwen35;
 
 #endif /* HEARTH_MODEL_H */

@@ -1,0 +1,355 @@
+/*
+ * qwen35.c -- Qwen3.5 (dense, qwen35): a hybrid of Gated DeltaNet layers
+ * (linear attention with the gated delta rule, Yang et al. 2024, "Gated
+ * Delta Networks") and full attention with an output gate; three of every
+ * full_attention_interval layers are linear.  Every layer is pre-norm,
+ * with a SwiGLU feed-forward half whose norm the files call
+ * post_attention_norm:
+ *   h   = x + mixer(rmsnorm(x))
+ *   out = h + W_down (silu(W_gate m) * W_up m),  m = rmsnorm(h)
+ * Gated DeltaNet (n_k key heads, n_v value heads, all of d; value head h
+ * reads key head h mod n_k):
+ *   c       = silu(causal_conv_K(W_qkv n))          the conv's last K-1 inputs
+ *                                                    are state
+ *   q, k, v = the heads of c;  q, k L2-normalised, q / sqrt(d)
+ *   b       = sigmoid(W_beta n),  g = softplus(W_alpha n + dt_bias) * a   (a < 0)
+ *   S       = e^g S (I - b k k^T) + b v k^T,  o = S q   (simd/delta.h)
+ *   mixer   = W_out (rmsnorm_d(o) * w_norm * silu(W_gate n))
+ * Full attention (head_dim d, partial rotary on the first n_rot dims):
+ *   [q | gate] per head = W_q n;  q, k = rope(rmsnorm_d(q)), rope(rmsnorm_d(k))
+ *   mixer   = W_o (attention(q, k, W_v n) * sigmoid(gate))
+ * Norm weights come with Qwen's "+1" already added by the converter.  A
+ * sequence keeps keys and values for the attention layers and a state
+ * (the conv rows and S per value head) for the linear ones.  The files'
+ * multi-token-prediction layers (nextn_predict_layers, after the trunk)
+ * are not run.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "family.h"
+
+struct deltanet_layer {
+    bool linear;
+    struct weight wqkv, wgate, wbeta, walpha, wout, norm;
+    const float *conv;      /* K taps per channel, oldest first */
+    const float *dt_bias, *a;
+};
+
+struct deltanet_model {
+    int32_t K, d, n_k, n_v, interval, n_trunk;
+    int64_t conv_dim;
+    struct deltanet_layer *layers;
+};
+
+/* The extra buffers (forward.h) of a layer. */
+enum { X_QKV, X_CONV, X_Z, X_BETA, X_ALPHA, X_O, X_QG, X_AGATE, X_COUNT };
+_Static_assert(X_COUNT <= FORWARD_EXTRA_MAX, "extra buffers");
+
+static hearth_status bind_f32(hearth_model *m, const char *name, int64_t ne0, int64_t ne1, const float **out)
+{
+    struct weight w;
+    HEARTH_TRY(model_bind(m, &w, name, ne0, ne1, true));
+    if (w.type != HEARTH_TYPE_F32)
+        return hearth_error(HEARTH_E_UNSUPPORTED, "%s: tensor '%s' has type %s; only F32 is supported for it",
+                            hearth_gguf_path(m->gguf), name, hearth_type_name(w.type));
+    *out = w.data;
+    return HEARTH_OK;
+}
+
+/* Whether the IMROPE sections give every rotated pair the token's
+ * position (text: the first three streams are the position, the fourth
+ * 0): then the rotation is NEOX's over the first n_rot dimensions. */
+static hearth_status check_sections(hearth_model *m)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", m->arch->name);
+    hearth_gguf_value v;
+    const char *path = hearth_gguf_path(m->gguf);
+    if (hearth_gguf_get_array(m->gguf, key, &v) != HEARTH_OK)
+        return hearth_error(HEARTH_E_FORMAT, "%s: required metadata '%s' is missing", path, key);
+    int64_t s[4] = {0, 0, 0, 0}, total = 0;
+    if (v.type != HEARTH_GGUF_ARRAY || v.v.arr.n != 4)
+        return hearth_error(HEARTH_E_FORMAT, "%s: '%s' must hold four integers", path, key);
+    for (int i = 0; i < 4; i++) {
+        hearth_gguf_value e;
+        if (hearth_gguf_array_get(m->gguf, &v, (uint64_t)i, &e) != HEARTH_OK ||
+            (e.type != HEARTH_GGUF_INT32 && e.type != HEARTH_GGUF_UINT32))
+            return hearth_error(HEARTH_E_FORMAT, "%s: '%s' must hold four integers", path, key);
+        s[i] = e.type == HEARTH_GGUF_INT32 ? e.v.i : (int64_t)e.v.u;
+        if (s[i] < 0 || s[i] > 4096) return hearth_error(HEARTH_E_FORMAT, "%s: '%s' holds %lld", path, key, (long long)s[i]);
+        total += s[i];
+    }
+    if (total == 0) return hearth_error(HEARTH_E_FORMAT, "%s: '%s' is all zero", path, key);
+    for (int32_t i = 0; i < m->hp.rope.n_dims / 2; i++) {
+        const int64_t sector = i % total;
+        const bool pos = (sector % 3 == 0 && sector < 3 * s[0]) || (sector % 3 == 1 && sector < 3 * s[1]) ||
+                         (sector % 3 == 2 && sector < 3 * s[2]);
+        if (!pos)
+            return hearth_error(HEARTH_E_UNSUPPORTED, "%s: RoPE sections %lld, %lld, %lld, %lld leave rotated "
+                                "pair %d without the text position; not supported", path, (long long)s[0],
+                                (long long)s[1], (long long)s[2], (long long)s[3], i);
+    }
+    return HEARTH_OK;
+}
+
+static hearth_status read_hparams(hearth_model *m, struct deltanet_model *D)
+{
+    struct hparams *hp = &m->hp;
+    const char *path = hearth_gguf_path(m->gguf);
+    HEARTH_TRY(family_read_hparams(m, ROPE_NEOX));
+    HEARTH_TRY(check_sections(m));
+    int32_t inner, n_mtp = 0;
+    HEARTH_TRY(family_get_positive(m, "ssm.conv_kernel", true, 0, &D->K));
+    HEARTH_TRY(family_get_positive(m, "ssm.state_size", true, 0, &D->d));
+    HEARTH_TRY(family_get_positive(m, "ssm.group_count", true, 0, &D->n_k));
+    HEARTH_TRY(family_get_positive(m, "ssm.time_step_rank", true, 0, &D->n_v));
+    HEARTH_TRY(family_get_positive(m, "ssm.inner_size", true, 0, &inner));
+    HEARTH_TRY(family_get_positive(m, "full_attention_interval", false, 4, &D->interval));
+    if (family_has_key(m, "nextn_predict_layers")) {
+        char key[128];
+        uint32_t v;
+        snprintf(key, sizeof key, "%s.nextn_predict_layers", m->arch->name);
+        HEARTH_TRY(hearth_gguf_get_u32(m->gguf, key, &v));
+        if (v >= (uint32_t)hp->n_layer)
+            return hearth_error(HEARTH_E_FORMAT, "%s: %u prediction layers of %d", path, v, hp->n_layer);
+        n_mtp = (int32_t)v;
+    }
+    if (family_has_key(m, "attention.recurrent_layers"))
+        return hearth_error(HEARTH_E_UNSUPPORTED, "%s: a per-layer list of recurrent layers "
+                            "(attention.recurrent_layers) is not supported", path);
+    if (D->K > 64 || D->d > 1024 || D->n_v % D->n_k != 0 || inner != D->n_v * D->d)
+        return hearth_error(HEARTH_E_FORMAT, "%s: linear attention of %d key and %d value heads of %d, inner "
+                            "size %d, convolution of %d: inconsistent", path, D->n_k, D->n_v, D->d, inner, D->K);
+    D->n_trunk = hp->n_layer - n_mtp;
+    /* the trunk is the model; the prediction layers come after it */
+    hp->n_layer = D->n_trunk;
+    D->conv_dim = 2 * (int64_t)D->n_k * D->d + (int64_t)D->n_v * D->d;
+    return HEARTH_OK;
+}
+
+static hearth_status bind_layer(hearth_model *m, int il, struct deltanet_layer *Y)
+{
+    const struct hparams *hp = &m->hp;
+    const struct deltanet_model *D = m->deltanet;
+    const int64_t E = hp->n_embd, d = hp->head_dim, H = hp->n_head, Hkv = hp->n_head_kv;
+    struct layer *L = &m->layers[il];
+    char name[96];
+#define BIND(w, suffix, ne0, ne1) \
+    do { \
+        family_layer_name(name, sizeof name, il, suffix); \
+        HEARTH_TRY(model_bind(m, w, name, ne0, ne1, true)); \
+    } while (0)
+#define BIND_F32(p, suffix, ne0) \
+    do { \
+        family_layer_name(name, sizeof name, il, suffix); \
+        HEARTH_TRY(bind_f32(m, name, ne0, 0, p)); \
+    } while (0)
+    BIND(&L->attn_norm, "attn_norm.weight", E, 0);
+    BIND(&L->ffn_norm, "post_attention_norm.weight", E, 0);
+    BIND(&L->w_gate, "ffn_gate.weight", E, hp->n_ff);
+    BIND(&L->w_up, "ffn_up.weight", E, hp->n_ff);
+    BIND(&L->w_down, "ffn_down.weight", hp->n_ff, E);
+    Y->linear = (il + 1) % D->interval != 0;
+    if (!Y->linear) {
+        BIND(&L->wq, "attn_q.weight", E, 2 * d * H);
+        BIND(&L->wk, "attn_k.weight", E, d * Hkv);
+        BIND(&L->wv, "attn_v.weight", E, d * Hkv);
+        BIND(&L->wo, "attn_output.weight", d * H, E);
+        BIND(&L->attn_q_norm, "attn_q_norm.weight", d, 0);
+        BIND(&L->attn_k_norm, "attn_k_norm.weight", d, 0);
+        return HEARTH_OK;
+    }
+    const int64_t n_vd = (int64_t)D->n_v * D->d;
+    BIND(&Y->wqkv, "attn_qkv.weight", E, D->conv_dim);
+    BIND(&Y->wgate, "attn_gate.weight", E, n_vd);
+    BIND(&Y->wbeta, "ssm_beta.weight", E, D->n_v);
+    BIND(&Y->walpha, "ssm_alpha.weight", E, D->n_v);
+    BIND(&Y->wout, "ssm_out.weight", n_vd, E);
+    BIND(&Y->norm, "ssm_norm.weight", D->d, 0);
+    family_layer_name(name, sizeof name, il, "ssm_conv1d.weight");
+    HEARTH_TRY(bind_f32(m, name, D->K, D->conv_dim, &Y->conv));
+    BIND_F32(&Y->dt_bias, "ssm_dt.bias", D->n_v);
+    BIND_F32(&Y->a, "ssm_a", D->n_v);
+#undef BIND
+#undef BIND_F32
+    return HEARTH_OK;
+}
+
+static void deltanet_release(hearth_model *m)
+{
+    if (!m->deltanet) return;
+    free(m->deltanet->layers);
+    free(m->deltanet);
+    m->deltanet = NULL;
+}
+
+static hearth_status qwen35_load(hearth_model *m)
+{
+    struct deltanet_model *D = hearth_calloc(1, sizeof *D, "the hybrid model");
+    if (!D) return HEARTH_E_NOMEM;
+    m->deltanet = D;
+    HEARTH_TRY(read_hparams(m, D));
+    HEARTH_TRY(family_bind_globals(m));
+    D->layers = hearth_calloc((size_t)m->hp.n_layer, sizeof *D->layers, "the hybrid layer table");
+    if (!D->layers) return HEARTH_E_NOMEM;
+    for (int il = 0; il < m->hp.n_layer; il++) HEARTH_TRY(bind_layer(m, il, &D->layers[il]));
+    return HEARTH_OK;
+}
+
+/* A linear layer's state: the convolution's last K - 1 input rows, then S
+ * of every value head (d x d). */
+static size_t conv_floats(const struct deltanet_model *D)
+{
+    return (size_t)(D->K - 1) * (size_t)D->conv_dim;
+}
+
+static size_t deltanet_state_floats(const hearth_model *m)
+{
+    const struct deltanet_model *D = m->deltanet;
+    return conv_floats(D) + (size_t)D->n_v * (size_t)D->d * (size_t)D->d;
+}
+
+static bool deltanet_has_kv(const hearth_model *m, int il)
+{
+    return !m->deltanet->layers[il].linear;
+}
+
+static void deltanet_extra_widths(const hearth_model *m, int64_t widths[])
+{
+    const struct hparams *hp = &m->hp;
+    const struct deltanet_model *D = m->deltanet;
+    const int64_t n_vd = (int64_t)D->n_v * D->d, n_q = (int64_t)hp->n_head * hp->head_dim;
+    widths[X_QKV] = D->conv_dim;
+    widths[X_CONV] = D->conv_dim;
+    widths[X_Z] = n_vd;
+    widths[X_BETA] = D->n_v;
+    widths[X_ALPHA] = D->n_v;
+    widths[X_O] = n_vd;
+    widths[X_QG] = 2 * n_q;
+    widths[X_AGATE] = n_q;
+}
+
+static int deltanet_matrices(hearth_model *m, int il, struct weight *out[])
+{
+    struct layer *L = &m->layers[il];
+    struct deltanet_layer *Y = &m->deltanet->layers[il];
+    int n = 0;
+    if (Y->linear) {
+        out[n++] = &Y->wqkv;
+        out[n++] = &Y->wgate;
+        out[n++] = &Y->wbeta;
+        out[n++] = &Y->walpha;
+        out[n++] = &Y->wout;
+    } else {
+        out[n++] = &L->wq;
+        out[n++] = &L->wk;
+        out[n++] = &L->wv;
+        out[n++] = &L->wo;
+    }
+    out[n++] = &L->w_gate;
+    out[n++] = &L->w_up;
+    out[n++] = &L->w_down;
+    return n;
+}
+
+static hearth_status deltanet_output_norm(struct forward *f, struct act *x)
+{
+    return f->be->ops->rmsnorm(f->be, x, x, &f->model->output_norm, f->model->hp.norm_eps);
+}
+
+/* x's rows as rows of `width` floats (a view of the same buffer). */
+static struct act view_rows(const struct act *x, int64_t width)
+{
+    struct act v = *x;
+    v.rows = x->rows * x->width / width;
+    v.width = width;
+    return v;
+}
+
+static hearth_status linear_mixer(struct forward *f, int il)
+{
+    const hearth_model *m = f->model;
+    const struct deltanet_model *D = m->deltanet;
+    const struct deltanet_layer *Y = &D->layers[il];
+    struct hearth_backend *be = f->be;
+    const struct backend_ops *op = be->ops;
+    struct act *qkv = &f->extra[X_QKV], *conv = &f->extra[X_CONV], *z = &f->extra[X_Z];
+    struct act *beta = &f->extra[X_BETA], *alpha = &f->extra[X_ALPHA], *o = &f->extra[X_O];
+    struct act *const outs[] = {qkv, z, beta};
+    const struct weight *const ws[] = {&Y->wqkv, &Y->wgate, &Y->wbeta};
+    HEARTH_TRY(backend_matmul_set(be, 3, outs, ws, &f->cur));
+    HEARTH_TRY(op->matmul(be, alpha, &Y->walpha, &f->cur));
+    HEARTH_TRY(op->conv_causal(be, conv, qkv, Y->conv, D->K, true, f->rs, il, 0, &f->bp));
+    const struct deltanet_params p = {
+        .n_k_heads = D->n_k, .n_v_heads = D->n_v, .head_dim = D->d, .dt_bias = Y->dt_bias, .a = Y->a,
+        .eps = m->hp.norm_eps, .state_offset = conv_floats(D),
+    };
+    HEARTH_TRY(op->gated_delta(be, o, conv, beta, alpha, &p, f->rs, il, f->chunk_size, &f->bp));
+    /* the gated norm: each head RMS-normed with the shared weight, times silu(z) */
+    struct act heads = view_rows(o, D->d);
+    HEARTH_TRY(op->rmsnorm(be, &heads, &heads, &Y->norm, m->hp.norm_eps));
+    HEARTH_TRY(op->map(be, z, z, MAP_SILU, 0.0f));
+    HEARTH_TRY(op->mul(be, o, o, z));
+    return op->matmul(be, &f->cur, &Y->wout, o);
+}
+
+static hearth_status attention_mixer(struct forward *f, int il)
+{
+    const hearth_model *m = f->model;
+    const struct hparams *hp = &m->hp;
+    const struct layer *L = &m->layers[il];
+    struct hearth_backend *be = f->be;
+    const struct backend_ops *op = be->ops;
+    const int64_t rows = f->cur.rows, d = hp->head_dim, H = hp->n_head;
+    struct act *qg = &f->extra[X_QG], *gate = &f->extra[X_AGATE];
+    struct act *const outs[] = {qg, &f->k, &f->v};
+    const struct weight *const ws[] = {&L->wq, &L->wk, &L->wv};
+    HEARTH_TRY(backend_matmul_set(be, 3, outs, ws, &f->cur));
+    /* each head's [q | gate] apart: as rows of 2d, the first and second halves */
+    struct act qg_heads = view_rows(qg, 2 * d);
+    struct act q_heads = f->q, g_heads = *gate;
+    HEARTH_TRY(op->copy_cols(be, &q_heads, &qg_heads, 0, d));
+    HEARTH_TRY(op->copy_cols(be, &g_heads, &qg_heads, d, d));
+    f->q.rows = gate->rows = rows;
+    f->q.width = gate->width = H * d;
+    HEARTH_TRY(family_rmsnorm_heads(f, &f->q, hp->n_head, &L->attn_q_norm));
+    HEARTH_TRY(family_rmsnorm_heads(f, &f->k, hp->n_head_kv, &L->attn_k_norm));
+    HEARTH_TRY(op->rope(be, &f->q, hp->n_head, hp->head_dim, &hp->rope, &f->bp));
+    HEARTH_TRY(op->rope(be, &f->k, hp->n_head_kv, hp->head_dim, &hp->rope, &f->bp));
+    HEARTH_TRY(op->attention(be, &f->att, &f->q, &f->k, &f->v, f->kv, il, hp, &f->bp));
+    HEARTH_TRY(op->map(be, gate, gate, MAP_SIGMOID, 0.0f));
+    HEARTH_TRY(op->mul(be, &f->att, &f->att, gate));
+    return op->matmul(be, &f->cur, &L->wo, &f->att);
+}
+
+static hearth_status qwen35_layer(struct forward *f, int il)
+{
+    const hearth_model *m = f->model;
+    const struct layer *L = &m->layers[il];
+    const struct backend_ops *op = f->be->ops;
+    HEARTH_TRY(op->rmsnorm(f->be, &f->cur, &f->x, &L->attn_norm, m->hp.norm_eps));
+    if (m->deltanet->layers[il].linear) HEARTH_TRY(linear_mixer(f, il));
+    else HEARTH_TRY(attention_mixer(f, il));
+    HEARTH_TRY(op->add(f->be, &f->x, &f->x, &f->cur));
+    return family_swiglu_block(f, il);
+}
+
+static const struct arch_recurrent deltanet_hooks = {
+    .state_floats = deltanet_state_floats,
+    .output_norm = deltanet_output_norm,
+    .extra_widths = deltanet_extra_widths,
+    .matrices = deltanet_matrices,
+    .release = deltanet_release,
+    .has_kv = deltanet_has_kv,
+};
+
+/* offload refused: src/model/offload.c */
+const struct arch arch_qwen35 = {.name = "qwen35",
+                                 .load = qwen35_load,
+                                 .layer = qwen35_layer,
+                                 .recurrent = &deltanet_hooks};
