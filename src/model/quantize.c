@@ -163,11 +163,13 @@ static bool ends_with(const char *s, const char *suffix)
 
 /* Whether a tensor is a weight matrix the recipe applies to.  Expert
  * routers (ffn_gate_inp) keep their type: they are small, and a token's
- * choice of experts is sensitive to their rounding. */
+ * choice of experts is sensitive to their rounding.  So do the taps of
+ * Gated DeltaNet's causal convolution (ssm_conv1d: a few per channel,
+ * read as F32). */
 static bool is_matrix_weight(const char *name, uint32_t n_dims)
 {
     return n_dims >= 2 && ends_with(name, ".weight") && !strstr(name, "_norm.weight") &&
-           !strstr(name, "ffn_gate_inp");
+           !strstr(name, "ffn_gate_inp") && !strstr(name, "ssm_conv1d");
 }
 
 /* Layers that get more bits in the _M recipes: the first and last eighth
