@@ -23,6 +23,13 @@
  * (the conv rows and S per value head) for the linear ones.  The files'
  * multi-token-prediction layers (nextn_predict_layers, after the trunk)
  * are not run.
+ * The mixture-of-experts siblings differ in the feed-forward half, the
+ * experts with a sigmoid-gated shared expert (models/moe.c):
+ *   qwen35moe  (Qwen3.5 MoE)  as qwen35 otherwise;
+ *   qwen3next  (Qwen3-Next)   value head h reads key head h / (n_v / n_k)
+ *              (the files keep the grouped order), b and alpha come from
+ *              one matrix (ssm_ba: per key head, r b's then r alphas),
+ *              and RoPE is plain NEOX (no sections).
  */
 #include "internal.h"
 
@@ -32,15 +39,27 @@
 #include <string.h>
 
 #include "family.h"
+#include "moe.h"
 
 struct deltanet_layer {
     bool linear;
-    struct weight wqkv, wgate, wbeta, walpha, wout, norm;
+    struct weight wqkv, wgate, wbeta, walpha, wout, norm; /* qwen3next: wbeta is ssm_ba */
     const float *conv;      /* K taps per channel, oldest first */
     const float *dt_bias, *a;
 };
 
+/* What a family of the three changes. */
+struct deltanet_variant {
+    bool moe;            /* experts and a shared expert in every layer */
+    bool grouped;        /* value head h reads key head h / (n_v / n_k); else h mod n_k */
+    bool fused_ba;       /* ssm_ba instead of ssm_beta and ssm_alpha */
+    bool sections;       /* rope.dimension_sections required (IMROPE) */
+};
+
+static const struct moe_opts deltanet_moe = {.norm_topk = true, .shared_expert = true};
+
 struct deltanet_model {
+    struct deltanet_variant v;
     int32_t K, d, n_k, n_v, interval, n_trunk;
     int64_t conv_dim;
     struct deltanet_layer *layers;
@@ -102,7 +121,8 @@ static hearth_status read_hparams(hearth_model *m, struct deltanet_model *D)
     struct hparams *hp = &m->hp;
     const char *path = hearth_gguf_path(m->gguf);
     HEARTH_TRY(family_read_hparams(m, ROPE_NEOX));
-    HEARTH_TRY(check_sections(m));
+    if (D->v.sections) HEARTH_TRY(check_sections(m));
+    if (D->v.moe) HEARTH_TRY(moe_read_hparams(m, &deltanet_moe));
     int32_t inner, n_mtp = 0;
     HEARTH_TRY(family_get_positive(m, "ssm.conv_kernel", true, 0, &D->K));
     HEARTH_TRY(family_get_positive(m, "ssm.state_size", true, 0, &D->d));
@@ -151,9 +171,13 @@ static hearth_status bind_layer(hearth_model *m, int il, struct deltanet_layer *
     } while (0)
     BIND(&L->attn_norm, "attn_norm.weight", E, 0);
     BIND(&L->ffn_norm, "post_attention_norm.weight", E, 0);
-    BIND(&L->w_gate, "ffn_gate.weight", E, hp->n_ff);
-    BIND(&L->w_up, "ffn_up.weight", E, hp->n_ff);
-    BIND(&L->w_down, "ffn_down.weight", hp->n_ff, E);
+    if (D->v.moe) {
+        HEARTH_TRY(moe_bind_layer(m, il, &deltanet_moe));
+    } else {
+        BIND(&L->w_gate, "ffn_gate.weight", E, hp->n_ff);
+        BIND(&L->w_up, "ffn_up.weight", E, hp->n_ff);
+        BIND(&L->w_down, "ffn_down.weight", hp->n_ff, E);
+    }
     Y->linear = (il + 1) % D->interval != 0;
     if (!Y->linear) {
         BIND(&L->wq, "attn_q.weight", E, 2 * d * H);
@@ -165,10 +189,19 @@ static hearth_status bind_layer(hearth_model *m, int il, struct deltanet_layer *
         return HEARTH_OK;
     }
     const int64_t n_vd = (int64_t)D->n_v * D->d;
+    family_layer_name(name, sizeof name, il, "ssm_in.weight");
+    if (hearth_gguf_find_tensor(m->gguf, name))
+        return hearth_error(HEARTH_E_UNSUPPORTED, "%s: layer %d keeps its projections in one tensor ('%s', "
+                            "an early conversion); hearth reads attn_qkv and attn_gate: convert the model "
+                            "again", hearth_gguf_path(m->gguf), il, name);
     BIND(&Y->wqkv, "attn_qkv.weight", E, D->conv_dim);
     BIND(&Y->wgate, "attn_gate.weight", E, n_vd);
-    BIND(&Y->wbeta, "ssm_beta.weight", E, D->n_v);
-    BIND(&Y->walpha, "ssm_alpha.weight", E, D->n_v);
+    if (D->v.fused_ba) {
+        BIND(&Y->wbeta, "ssm_ba.weight", E, 2 * (int64_t)D->n_v);
+    } else {
+        BIND(&Y->wbeta, "ssm_beta.weight", E, D->n_v);
+        BIND(&Y->walpha, "ssm_alpha.weight", E, D->n_v);
+    }
     BIND(&Y->wout, "ssm_out.weight", n_vd, E);
     BIND(&Y->norm, "ssm_norm.weight", D->d, 0);
     family_layer_name(name, sizeof name, il, "ssm_conv1d.weight");
@@ -188,17 +221,33 @@ static void deltanet_release(hearth_model *m)
     m->deltanet = NULL;
 }
 
-static hearth_status qwen35_load(hearth_model *m)
+static hearth_status family_load(hearth_model *m, const struct deltanet_variant *v)
 {
     struct deltanet_model *D = hearth_calloc(1, sizeof *D, "the hybrid model");
     if (!D) return HEARTH_E_NOMEM;
     m->deltanet = D;
+    D->v = *v;
     HEARTH_TRY(read_hparams(m, D));
     HEARTH_TRY(family_bind_globals(m));
     D->layers = hearth_calloc((size_t)m->hp.n_layer, sizeof *D->layers, "the hybrid layer table");
     if (!D->layers) return HEARTH_E_NOMEM;
     for (int il = 0; il < m->hp.n_layer; il++) HEARTH_TRY(bind_layer(m, il, &D->layers[il]));
     return HEARTH_OK;
+}
+
+static hearth_status qwen35_load(hearth_model *m)
+{
+    return family_load(m, &(struct deltanet_variant){.sections = true});
+}
+
+static hearth_status qwen35moe_load(hearth_model *m)
+{
+    return family_load(m, &(struct deltanet_variant){.moe = true, .sections = true});
+}
+
+static hearth_status qwen3next_load(hearth_model *m)
+{
+    return family_load(m, &(struct deltanet_variant){.moe = true, .grouped = true, .fused_ba = true});
 }
 
 /* A linear layer's state: the convolution's last K - 1 input rows, then S
@@ -227,7 +276,7 @@ static void deltanet_extra_widths(const hearth_model *m, int64_t widths[])
     widths[X_QKV] = D->conv_dim;
     widths[X_CONV] = D->conv_dim;
     widths[X_Z] = n_vd;
-    widths[X_BETA] = D->n_v;
+    widths[X_BETA] = (D->v.fused_ba ? 2 : 1) * (int64_t)D->n_v;
     widths[X_ALPHA] = D->n_v;
     widths[X_O] = n_vd;
     widths[X_QG] = 2 * n_q;
@@ -243,7 +292,7 @@ static int deltanet_matrices(hearth_model *m, int il, struct weight *out[])
         out[n++] = &Y->wqkv;
         out[n++] = &Y->wgate;
         out[n++] = &Y->wbeta;
-        out[n++] = &Y->walpha;
+        if (Y->walpha.data) out[n++] = &Y->walpha;
         out[n++] = &Y->wout;
     } else {
         out[n++] = &L->wq;
@@ -251,9 +300,11 @@ static int deltanet_matrices(hearth_model *m, int il, struct weight *out[])
         out[n++] = &L->wv;
         out[n++] = &L->wo;
     }
-    out[n++] = &L->w_gate;
-    out[n++] = &L->w_up;
-    out[n++] = &L->w_down;
+    /* the dense feed-forward or the shared expert (the experts' views are
+     * packed with the layer's, src/model/model.c) */
+    struct weight *ffn[] = {&L->w_gate, &L->w_up, &L->w_down, &L->w_gate_shexp, &L->w_up_shexp, &L->w_down_shexp};
+    for (size_t i = 0; i < HEARTH_ARRAY_LEN(ffn); i++)
+        if (ffn[i]->data) out[n++] = ffn[i];
     return n;
 }
 
@@ -283,11 +334,12 @@ static hearth_status linear_mixer(struct forward *f, int il)
     struct act *const outs[] = {qkv, z, beta};
     const struct weight *const ws[] = {&Y->wqkv, &Y->wgate, &Y->wbeta};
     HEARTH_TRY(backend_matmul_set(be, 3, outs, ws, &f->cur));
-    HEARTH_TRY(op->matmul(be, alpha, &Y->walpha, &f->cur));
+    if (D->v.fused_ba) alpha = beta; /* one matrix gives both */
+    else HEARTH_TRY(op->matmul(be, alpha, &Y->walpha, &f->cur));
     HEARTH_TRY(op->conv_causal(be, conv, qkv, Y->conv, D->K, true, f->rs, il, 0, &f->bp));
     const struct deltanet_params p = {
         .n_k_heads = D->n_k, .n_v_heads = D->n_v, .head_dim = D->d, .dt_bias = Y->dt_bias, .a = Y->a,
-        .eps = m->hp.norm_eps, .state_offset = conv_floats(D),
+        .eps = m->hp.norm_eps, .state_offset = conv_floats(D), .grouped = D->v.grouped, .fused_ba = D->v.fused_ba,
     };
     HEARTH_TRY(op->gated_delta(be, o, conv, beta, alpha, &p, f->rs, il, f->chunk_size, &f->bp));
     /* the gated norm: each head RMS-normed with the shared weight, times silu(z) */
@@ -336,7 +388,7 @@ static hearth_status qwen35_layer(struct forward *f, int il)
     if (m->deltanet->layers[il].linear) HEARTH_TRY(linear_mixer(f, il));
     else HEARTH_TRY(attention_mixer(f, il));
     HEARTH_TRY(op->add(f->be, &f->x, &f->x, &f->cur));
-    return family_swiglu_block(f, il);
+    return m->deltanet->v.moe ? moe_ffn_block(f, il) : family_swiglu_block(f, il);
 }
 
 static const struct arch_recurrent deltanet_hooks = {
@@ -353,3 +405,11 @@ const struct arch arch_qwen35 = {.name = "qwen35",
                                  .load = qwen35_load,
                                  .layer = qwen35_layer,
                                  .recurrent = &deltanet_hooks};
+const struct arch arch_qwen35moe = {.name = "qwen35moe",
+                                    .load = qwen35moe_load,
+                                    .layer = qwen35_layer,
+                                    .recurrent = &deltanet_hooks};
+const struct arch arch_qwen3next = {.name = "qwen3next",
+                                    .load = qwen3next_load,
+                                    .layer = qwen35_layer,
+                                    .recurrent = &deltanet_hooks};

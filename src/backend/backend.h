@@ -77,14 +77,18 @@ void moe_route(const float *logits, int32_t n_expert, int32_t k, bool norm_topk,
 
 /* A Gated DeltaNet layer's recurrence (models/qwen35.c, simd/delta.h):
  * n_k key heads and n_v value heads (value head h reads key head h mod
- * n_k), all of head_dim; the decay g = softplus(alpha + dt_bias) * a and
- * the write strength sigmoid(beta) of each value head; the L2 norm's
- * epsilon; where the heads' states start in the layer's state. */
+ * n_k, or h / (n_v / n_k) when grouped), all of head_dim; the decay g =
+ * softplus(alpha + dt_bias) * a and the write strength sigmoid(beta) of
+ * each value head; the L2 norm's epsilon; where the heads' states start in
+ * the layer's state. */
 struct deltanet_params {
     int32_t n_k_heads, n_v_heads, head_dim;
     const float *dt_bias, *a;   /* n_v_heads each */
     float eps;
     size_t state_offset;        /* floats into the layer's state */
+    bool grouped;
+    bool fused_ba;              /* beta holds both, per key head r betas then
+                                 * r alphas (r = n_v / n_k); alpha unused */
 };
 
 struct backend_ops {

@@ -145,14 +145,19 @@ static void delta_run(void *arg)
         const int32_t s = (int32_t)(it / n_v), h = (int32_t)(it % n_v);
         const int32_t r0 = bp->seq_start[s], n = bp->seq_start[s + 1] - r0;
         if (n <= 0) continue;
-        /* value head h reads key head h mod n_k (the files' tiled order) */
-        const int32_t kh = h % n_k;
+        /* value head h reads key head h mod n_k (Qwen3.5's tiled order) or
+         * h / r (Qwen3-Next's grouped order) */
+        const int32_t r = n_v / n_k;
+        const int32_t kh = p->grouped ? h / r : h % n_k;
+        const int64_t b_col = p->fused_ba ? (int64_t)(h / r) * 2 * r + h % r : h;
+        const int64_t a_col = p->fused_ba ? b_col + r : h;
+        const struct act *alpha = p->fused_ba ? j->beta : j->alpha;
         for (int32_t t = 0; t < n; t++) {
             const float *row = j->qkv->host + (int64_t)(r0 + t) * j->qkv->width;
             l2_normalise(qn + (size_t)t * d, row + (int64_t)kh * d, d, p->eps, q_scale);
             l2_normalise(kn + (size_t)t * d, row + key_dim + (int64_t)kh * d, d, p->eps, 1.0f);
-            const float bl = j->beta->host[(int64_t)(r0 + t) * j->beta->width + h];
-            const float al = j->alpha->host[(int64_t)(r0 + t) * j->alpha->width + h];
+            const float bl = j->beta->host[(int64_t)(r0 + t) * j->beta->width + b_col];
+            const float al = alpha->host[(int64_t)(r0 + t) * alpha->width + a_col];
             b[t] = 1.0f / (1.0f + expf(-bl));
             g[t] = softplus(al + p->dt_bias[h]) * p->a[h];
         }

@@ -17,7 +17,7 @@
 static const struct arch *const architectures[] = {&arch_llama,    &arch_qwen2,    &arch_qwen2moe,
                                                  &arch_qwen3,    &arch_qwen3moe, &arch_gemma2,
                                                  &arch_gemma3,   &arch_phi3,    &arch_rwkv6,    &arch_rwkv6qwen2,
-                                                 &arch_qwen35};
+                                                 &arch_qwen35,   &arch_qwen35moe, &arch_qwen3next};
 
 hearth_status model_bind(hearth_model *m, struct weight *w, const char *name, int64_t ne0,
                          int64_t ne1, bool required)
@@ -124,27 +124,27 @@ static hearth_status pack_weights(hearth_model *m)
     const hearth_kernels *k;
     if (hearth_kernels_select(&k) != HEARTH_OK) return HEARTH_OK;
     const int32_t n_layer = m->hp.n_layer;
-    const size_t per_layer = m->rec ? ARCH_MATRICES_MAX : 10 + 3 * (size_t)m->hp.n_expert;
+    const size_t per_layer = (m->rec ? ARCH_MATRICES_MAX : 10) + 3 * (size_t)m->hp.n_expert;
     const size_t n_mats = (size_t)n_layer * per_layer + 1;
     struct weight **mats = hearth_calloc(n_mats, sizeof *mats, "the list of matrices to pack");
     if (!mats) return HEARTH_E_NOMEM;
     size_t n = 0, total = 0;
     for (int32_t il = 0; il < n_layer && il < m->offload.first_layer; il++) {
+        struct layer *L = m->layers ? &m->layers[il] : NULL;
         if (m->rec) {
             struct weight *ws[ARCH_MATRICES_MAX];
             const int nw = m->rec->matrices(m, il, ws);
             for (int i = 0; i < nw; i++)
                 if (wants_packing(k, ws[i])) mats[n++] = ws[i];
-            continue;
+        } else {
+            struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                                   &L->w_gate_shexp, &L->w_up_shexp, &L->w_down_shexp};
+            for (size_t i = 0; i < HEARTH_ARRAY_LEN(ws); i++)
+                if (wants_packing(k, ws[i])) mats[n++] = ws[i];
         }
-        struct layer *L = &m->layers[il];
-        struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
-                               &L->w_gate_shexp, &L->w_up_shexp, &L->w_down_shexp};
-        for (size_t i = 0; i < HEARTH_ARRAY_LEN(ws); i++)
-            if (wants_packing(k, ws[i])) mats[n++] = ws[i];
         /* the experts' matrices, as every other: the kernels read them in
          * the packed order whether one token or a group passes them */
-        for (int32_t e = 0; L->gate_exps && e < m->hp.n_expert; e++) {
+        for (int32_t e = 0; L && L->gate_exps && e < m->hp.n_expert; e++) {
             struct weight *xs[] = {&L->gate_exps[e], &L->up_exps[e], &L->down_exps[e]};
             for (size_t i = 0; i < HEARTH_ARRAY_LEN(xs); i++)
                 if (wants_packing(k, xs[i])) mats[n++] = xs[i];

@@ -239,5 +239,7 @@ extern const struct arch arch_phi3;
 extern const struct arch arch_rwkv6;
 extern const struct arch arch_rwkv6qwen2;
 extern const struct arch arch_qwen35;
+extern const struct arch arch_qwen35moe;
+extern const struct arch arch_qwen3next;
 
 #endif /* HEARTH_MODEL_H */
