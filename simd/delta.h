@@ -65,6 +65,10 @@ struct delta_kernels {
 size_t delta_chunk_scratch_bytes(int32_t C, int32_t dk, int32_t rows);
 
 const struct delta_kernels *delta_kernels_scalar(void);
+const struct delta_kernels *delta_kernels_avx2(void);
+/* The kernels of the path whose matrix kernels are k (the scalar twin when
+ * no vector path matches). */
+const struct delta_kernels *delta_kernels_matching(const hearth_kernels *k);
 
 /* Test-only: 1 drops the incoming-state term of every chunk, 2 lets each
  * token of a chunk read the next token (a mask off by one); 0 (always,

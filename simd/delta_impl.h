@@ -1,8 +1,9 @@
 /*
  * delta_impl.h -- the body of the gated delta rule's kernels (delta.h),
  * compiled once per instruction set: simd/delta_scalar.c for the baseline
- * (the twin).  The includer defines DELTA_NAME(x), the path's name for
- * function x.
+ * (the twin), simd/delta_avx2.c with AVX2 and FMA (contraction off, so
+ * that both give the same bits).  The includer defines DELTA_NAME(x), the
+ * path's name for function x.
  *
  * The chunked form (DESIGN.md, "Chunk-parallel prefill of the delta
  * rule").  Within a chunk of L tokens with incoming state S0, G_t =
@@ -34,11 +35,20 @@ static inline double DELTA_NAME(clamp_log)(float g)
     return g < DELTA_LOG_DECAY_MIN || isnan(g) ? DELTA_LOG_DECAY_MIN : (double)g;
 }
 
+/* A dot product in 16 interleaved partial sums (element j into sum j mod
+ * 16), added pairwise at the end: a fixed order every path computes alike,
+ * which the compiler turns into vector multiply-adds without reassociating
+ * anything. */
 static inline float DELTA_NAME(dot)(const float *a, const float *b, int32_t n)
 {
-    float s = 0.0f;
-    for (int32_t j = 0; j < n; j++) s += a[j] * b[j];
-    return s;
+    float acc[16] = {0};
+    int32_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (int l = 0; l < 16; l++) acc[l] += a[j + l] * b[j + l];
+    for (int l = 0; j + l < n; l++) acc[l] += a[j + l] * b[j + l];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+    return acc[0];
 }
 
 static void DELTA_NAME(recurrent)(const struct delta_head *h)

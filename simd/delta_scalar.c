@@ -28,3 +28,15 @@ const struct delta_kernels *delta_kernels_scalar(void)
     static const struct delta_kernels k = {"scalar", delta_scalar_recurrent, delta_scalar_chunked};
     return &k;
 }
+
+const struct delta_kernels *delta_kernels_matching(const hearth_kernels *k)
+{
+#if defined(HAVE_KERNELS_AVX2)
+    if (k && (k == kernel_path_table(KERNEL_PATH_AVX2, NULL) ||
+              k == kernel_path_table(KERNEL_PATH_AVX512, NULL) ||
+              k == kernel_path_table(KERNEL_PATH_AVX512VNNI, NULL)))
+        return delta_kernels_avx2();
+#endif
+    (void)k;
+    return delta_kernels_scalar();
+}

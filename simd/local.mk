@@ -56,6 +56,7 @@ simd_libkernels_avx2_la_SOURCES += simd/wkv_avx2.c
 # compiles and the scalar twin.
 src_libhearth_core_la_SOURCES += simd/delta.h simd/delta_scalar.c
 noinst_HEADERS += simd/delta_impl.h
+simd_libkernels_avx2_la_SOURCES += simd/delta_avx2.c
 simd_libkernels_avx512_la_SOURCES += simd/attention_avx512.c
 
 # AArch64: Advanced SIMD, and the same source with the dot-product

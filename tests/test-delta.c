@@ -9,6 +9,9 @@
  *   decays that round to 1 and ones that underflow to 0 (log-decay
  *   -inf), at head sizes 128 x 128 and ragged 40 x 24.  The float
  *   token-by-token kernel meets the same bound.
+ * - Each vector path (AVX2, also the AVX-512 paths') gives its scalar
+ *   twin's results bit for bit, token by token and chunked, at ragged head
+ *   sizes.
  * - Blocks of value rows computed apart equal the whole head, bit for
  *   bit; a prompt taken in two calls (the second continuing from the
  *   state the first left) equals it taken in one.
@@ -31,6 +34,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "kernels.h"
 #include "delta.h"
 #include "rstate.h"
 #include "testutil.h"
@@ -191,15 +195,63 @@ static double worst_error(const struct delta_kernels *kern, int32_t C, int64_t n
     return worst;
 }
 
+static const struct delta_kernels *path_kernels(int p)
+{
+    const hearth_kernels *t = kernel_path_table((kernel_path)p, NULL);
+    if (!t) return NULL;
+    return p == KERNEL_PATH_SCALAR ? delta_kernels_scalar() : delta_kernels_matching(t);
+}
+
 START_TEST(test_chunked_equals_recurrence)
 {
     static const int32_t sizes[] = {0, 1, 2, 3, 16, 63, 64, 65, 128, -1};
-    const struct delta_kernels *k = delta_kernels_scalar();
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        const double e1 = worst_error(k, sizes[i], 150, 40, 24);
-        ck_assert_msg(e1 <= TOL, "C = %d, 40 x 24 heads: error %.3g", sizes[i], e1);
-        const double e2 = worst_error(k, sizes[i], 70, 128, 128);
-        ck_assert_msg(e2 <= TOL, "C = %d, 128 x 128 heads: error %.3g", sizes[i], e2);
+    for (int path = 0; path < KERNEL_PATH_COUNT; path++) {
+        const struct delta_kernels *k = path_kernels(path);
+        if (!k) continue;
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            const double e1 = worst_error(k, sizes[i], 150, 40, 24);
+            ck_assert_msg(e1 <= TOL, "%s, C = %d, 40 x 24 heads: error %.3g", k->name, sizes[i], e1);
+            const double e2 = worst_error(k, sizes[i], 70, 128, 128);
+            ck_assert_msg(e2 <= TOL, "%s, C = %d, 128 x 128 heads: error %.3g", k->name, sizes[i], e2);
+        }
+    }
+}
+END_TEST
+
+/* Every path computes the scalar twin's arithmetic in the same order. */
+START_TEST(test_paths_bit_exact)
+{
+    static const int32_t dims[][2] = {{40, 24}, {128, 128}, {17, 33}};
+    for (int path = 0; path < KERNEL_PATH_COUNT; path++) {
+        const struct delta_kernels *k = path_kernels(path), *s = delta_kernels_scalar();
+        if (!k || k == s) continue;
+        for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+            for (int C = 0; C <= 16; C += 16) {
+                struct problem p;
+                problem_make(&p, 45, dims[d][0], dims[d][1], DECAY_EXTREME, true, 77 + d);
+                const size_t no = (size_t)p.n * p.dv, ns = (size_t)p.dv * p.dk;
+                float *o[2], *S[2];
+                const struct delta_kernels *both[2] = {s, k};
+                void *scratch = aligned_alloc(64, delta_chunk_scratch_bytes(16, p.dk, p.dv));
+                ck_assert_ptr_nonnull(scratch);
+                for (int w = 0; w < 2; w++) {
+                    o[w] = xmalloc(no * sizeof(float));
+                    S[w] = xmalloc(ns * sizeof(float));
+                    memcpy(S[w], p.S0, ns * sizeof(float));
+                    struct delta_head h = head_of(&p, o[w], S[w], 0, p.dv);
+                    if (C) both[w]->chunked(&h, C, scratch);
+                    else both[w]->recurrent(&h);
+                }
+                ck_assert_msg(memcmp(o[0], o[1], no * sizeof(float)) == 0, "%s, %d x %d, C %d: outputs", k->name,
+                              p.dk, p.dv, C);
+                ck_assert_msg(memcmp(S[0], S[1], ns * sizeof(float)) == 0, "%s: states", k->name);
+                for (int w = 0; w < 2; w++) {
+                    free(o[w]);
+                    free(S[w]);
+                }
+                free(scratch);
+                problem_free(&p);
+            }
     }
 }
 END_TEST
@@ -453,6 +505,7 @@ int main(void)
     TCase *tc = tcase_create("delta");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_chunked_equals_recurrence);
+    tcase_add_test(tc, test_paths_bit_exact);
     tcase_add_test(tc, test_rows_and_calls_compose);
     tcase_add_test(tc, test_injected_bugs_are_caught);
     tcase_add_test(tc, test_backend_conv);

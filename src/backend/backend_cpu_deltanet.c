@@ -199,7 +199,7 @@ hearth_status cpu_gated_delta(struct hearth_backend *be, struct act *out, const 
     hearth_status failed = HEARTH_OK;
     const struct delta_job job = {
         .out = out, .qkv = qkv, .beta = beta, .alpha = alpha, .p = p, .rs = rs, .il = il, .C = C, .bp = bp,
-        .dk = delta_kernels_scalar(), .items = (int64_t)bp->n_seqs * p->n_v_heads, .max_rows = max_rows,
+        .dk = delta_kernels_matching(backend_cpu_kernels(be)), .items = (int64_t)bp->n_seqs * p->n_v_heads, .max_rows = max_rows,
         .failed = &failed,
     };
     const int n_threads = job.items > 1 ? be->n_threads : 1;
