@@ -25,6 +25,21 @@ The equations (DESIGN.md, "Architectures", gives the sources):
                x += sum_e w_e Wd_e(silu(Wg_e m) * Wu_e m), w = p renormalised
                over the k (Mixtral, qwen3moe) or as it is (qwen2moe), plus for
                qwen2moe sigmoid(g . m) times the shared expert
+  qwen35:      a hybrid stack (forward_qwen35): layer i is Gated DeltaNet linear
+               attention unless (i + 1) % full_attention_interval == 0 (or as
+               attention.recurrent_layers says); every layer is
+               x += mixer(rms(x; attn_norm)); x += Wd(silu(Wg f) * Wu f) with
+               f = rms(x; post_attention_norm).  Full attention: attn_q gives per
+               head [q | gate], q/k head norms, RoPE (NeoX pairs) on the first
+               rope.dimension_count dims with the multi-section positions of a
+               text token, output * sigmoid(gate).  Linear attention (the gated
+               delta rule of Yang, Kautz and Hatamizadeh, "Gated Delta Networks",
+               2024, with S transposed): causal depthwise convolution over
+               the [q | k | v] projection, SiLU, L2-normed q and k, value head h
+               reading key head h mod n_k, beta = sigmoid(W_beta a),
+               g = softplus(W_alpha a + dt_bias) * ssm_a, per token
+               S = exp(g) S; S += k (beta (v - S^T k))^T; o = S^T q / sqrt(d_k),
+               then rms(o; ssm_norm) * silu(W_gate a) and ssm_out
 """
 import math
 import struct
@@ -124,11 +139,15 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def rope(x, pos, n_dims, base, scale, neox, factors=None, mscale=1.0):
-    """x: tokens x heads x head_dim, rotated by RoPE (RoFormer eq. 34)."""
+def rope(x, pos, n_dims, base, scale, neox, factors=None, mscale=1.0, pair_pos=None):
+    """x: tokens x heads x head_dim, rotated by RoPE (RoFormer eq. 34);
+    pair_pos: per rotated pair, the multiple of the position it turns by
+    (multi-section RoPE's streams; None: 1 for every pair)."""
     half = n_dims // 2
     i = np.arange(half, dtype=np.float64)
     inv = base ** (-2.0 * i / n_dims)
+    if pair_pos is not None:
+        inv = inv * pair_pos
     theta = np.outer(pos * scale, inv)  # tokens x half
     if factors is not None:
         theta = theta / factors
@@ -177,7 +196,12 @@ def silu(x):
     return x / (1.0 + np.exp(-x))
 
 
-def forward(g, tokens):
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def arch_keys(g):
+    """The architecture's name and a reader of its metadata keys."""
     arch = g.kv["general.architecture"]
 
     def key(suffix, default=None):
@@ -185,7 +209,23 @@ def forward(g, tokens):
         if v is None:
             raise KeyError("metadata %s.%s is missing" % (arch, suffix))
         return v
+    return arch, key
 
+
+def output_logits(g, x, eps):
+    """The logits of the last layer's output rows x: the final norm, then
+    output.weight or, when there is none, the tied embeddings."""
+    x = rmsnorm(x, g.tensor("output_norm.weight"), eps)
+    out = g.tensors.get("output.weight")
+    if out is None:
+        out = g.tensor("token_embd.weight")
+    return x @ out.T
+
+
+def forward(g, tokens):
+    arch, key = arch_keys(g)
+    if arch == "qwen35":
+        return forward_qwen35(g, tokens)
     n_embd = key("embedding_length")
     n_layer = key("block_count")
     n_head = key("attention.head_count")
@@ -274,11 +314,7 @@ def forward(g, tokens):
         if has("post_ffw_norm.weight"):
             f = rmsnorm(f, t("post_ffw_norm.weight"), eps)
         x = x + f
-    x = rmsnorm(x, g.tensor("output_norm.weight"), eps)
-    out = g.tensors.get("output.weight")
-    if out is None:
-        out = g.tensor("token_embd.weight")
-    logits = x @ out.T
+    logits = output_logits(g, x, eps)
     if final_cap:
         logits = final_cap * np.tanh(logits / final_cap)
     return logits
@@ -306,8 +342,108 @@ def experts(g, arch, il, m):
     if ("blk.%d.ffn_gate_inp_shexp.weight" % il) in g.tensors:
         sh = silu(m @ t("ffn_gate_shexp.weight").T) * (m @ t("ffn_up_shexp.weight").T)
         sh = sh @ t("ffn_down_shexp.weight").T
-        out += (1.0 / (1.0 + np.exp(-(m @ t("ffn_gate_inp_shexp.weight")))))[:, None] * sh
+        out += sigmoid(m @ t("ffn_gate_inp_shexp.weight"))[:, None] * sh
     return out
+
+
+def l2norm(x, eps):
+    return x / np.maximum(np.sqrt(np.sum(x * x, axis=-1, keepdims=True)), eps)
+
+
+def imrope_pair_positions(sections, n_rot):
+    """Interleaved multi-section RoPE (Qwen3-VL): rotated pair i belongs to
+    sector i mod sum(sections); sectors 0, 3, 6, ... follow the temporal
+    position while below 3 * sections[0], 1, 4, ... the height below
+    3 * sections[1], 2, 5, ... the width below 3 * sections[2], and the
+    rest the fourth stream.  A text token's first three positions are its
+    index and the fourth is 0: each pair turns by 1 or 0 times the index."""
+    total = sum(sections)
+    out = np.zeros(n_rot // 2)
+    for i in range(n_rot // 2):
+        sector = i % total
+        for stream in range(3):
+            if sector % 3 == stream and sector < 3 * sections[stream]:
+                out[i] = 1.0
+    return out
+
+
+def gated_deltanet(t, a, eps, n_conv, d, n_k, n_v):
+    """The Gated DeltaNet mixer of one layer for the rows of a (tokens x
+    embedding), from a zero state, token by token."""
+    n = a.shape[0]
+    key_dim = n_k * d
+    x = a @ t("attn_qkv.weight").T  # tokens x (2 key_dim + n_v d)
+    z = (a @ t("attn_gate.weight").T).reshape(n, n_v, d)
+    beta = sigmoid(a @ t("ssm_beta.weight").T)  # tokens x n_v
+    decay = np.logaddexp(0.0, a @ t("ssm_alpha.weight").T + t("ssm_dt.bias")) * t("ssm_a")
+    # causal depthwise convolution: the last tap multiplies the current
+    # token, the earlier ones the tokens before it (zeros before the first)
+    w = t("ssm_conv1d.weight")  # channels x taps
+    xp = np.vstack([np.zeros((n_conv - 1, x.shape[1])), x])
+    c = np.zeros_like(x)
+    for tap in range(n_conv):
+        c += xp[tap:tap + n] * w[:, tap]
+    c = silu(c)
+    q = l2norm(c[:, :key_dim].reshape(n, n_k, d), eps)
+    k = l2norm(c[:, key_dim:2 * key_dim].reshape(n, n_k, d), eps)
+    v = c[:, 2 * key_dim:].reshape(n, n_v, d)
+    o = np.zeros((n, n_v, d))
+    for h in range(n_v):
+        j = h % n_k  # value heads tile the key heads
+        S = np.zeros((d, d))  # S[key index, value index]
+        for i in range(n):
+            S *= math.exp(decay[i, h])
+            delta = beta[i, h] * (v[i, h] - S.T @ k[i, j])
+            S += np.outer(k[i, j], delta)
+            o[i, h] = S.T @ q[i, j] / math.sqrt(d)
+    y = rmsnorm(o, t("ssm_norm.weight"), eps) * silu(z)
+    return y.reshape(n, n_v * d) @ t("ssm_out.weight").T
+
+
+def forward_qwen35(g, tokens):
+    """Qwen3.5's hybrid stack (the docstring's qwen35 entry)."""
+    arch, key = arch_keys(g)
+    n_embd = key("embedding_length")
+    n_layer = key("block_count") - g.kv.get(arch + ".nextn_predict_layers", 0)
+    n_head = key("attention.head_count")
+    n_head_kv = key("attention.head_count_kv", n_head)
+    hd = key("attention.key_length", n_embd // n_head)
+    eps = key("attention.layer_norm_rms_epsilon")
+    n_rot = key("rope.dimension_count", hd)
+    base = key("rope.freq_base", 10000.0)
+    pair_pos = imrope_pair_positions(key("rope.dimension_sections"), n_rot)
+    q_scale = g.kv.get(arch + ".attention.scale", 0.0) or 1.0 / math.sqrt(hd)
+    n_conv, d = key("ssm.conv_kernel"), key("ssm.state_size")
+    n_k, n_v = key("ssm.group_count"), key("ssm.time_step_rank")
+    if n_v % n_k or key("ssm.inner_size") != n_v * d:
+        raise ValueError("%d value heads of %d on %d key heads" % (n_v, d, n_k))
+    recurrent = g.kv.get(arch + ".attention.recurrent_layers")
+    if recurrent is None:
+        interval = key("full_attention_interval", 4)
+        recurrent = [(il + 1) % interval != 0 for il in range(n_layer)]
+
+    n = len(tokens)
+    pos = np.arange(n, dtype=np.float64)
+    x = g.tensor("token_embd.weight")[tokens].copy()
+    for il in range(n_layer):
+        def t(name):
+            return g.tensor("blk.%d.%s" % (il, name))
+
+        a = rmsnorm(x, t("attn_norm.weight"), eps)
+        if recurrent[il]:
+            x = x + gated_deltanet(t, a, eps, n_conv, d, n_k, n_v)
+        else:
+            qg = (a @ t("attn_q.weight").T).reshape(n, n_head, 2 * hd)
+            q, gate = qg[..., :hd], qg[..., hd:]
+            k = (a @ t("attn_k.weight").T).reshape(n, n_head_kv, hd)
+            v = (a @ t("attn_v.weight").T).reshape(n, n_head_kv, hd)
+            q = rope(rmsnorm(q, t("attn_q_norm.weight"), eps), pos, n_rot, base, 1.0, True, pair_pos=pair_pos)
+            k = rope(rmsnorm(k, t("attn_k_norm.weight"), eps), pos, n_rot, base, 1.0, True, pair_pos=pair_pos)
+            o = attention(q, k, v, q_scale, 0, 0.0) * sigmoid(gate)
+            x = x + o.reshape(n, n_head * hd) @ t("attn_output.weight").T
+        f = rmsnorm(x, t("post_attention_norm.weight"), eps)
+        x = x + (silu(f @ t("ffn_gate.weight").T) * (f @ t("ffn_up.weight").T)) @ t("ffn_down.weight").T
+    return output_logits(g, x, eps)
 
 
 N_CTX = 0

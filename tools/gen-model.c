@@ -17,8 +17,8 @@
  *
  * Speculative decoding needs a draft that agrees with its target, which
  * random layers never do: each rewrites the residual stream.  With
- * --residual-scale F the residual writers (attn_output, ffn_down) are F
- * times smaller, so every layer only nudges the stream, and the model's
+ * --residual-scale F the residual writers (attn_output, ssm_out, ffn_down)
+ * are F times smaller, so every layer only nudges the stream, and the model's
  * choices are mostly those of its embeddings and output layer
  * (--output-scale makes that distribution peaked); --draft-layers N
  * --draft FILE also writes the draft: the first N layers of the same
@@ -76,6 +76,18 @@ struct shape {
     /* mixture of experts: 0 experts for a dense feed-forward */
     int n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
     int head_size;           /* rwkv6: WKV head size (n_head = n_embd / head_size) */
+    /* Qwen3.5's hybrid stack: every full_attn_interval-th layer is full
+     * attention with a gated query (attn_q twice as wide: per head the
+     * query, then its output gate), the others Gated DeltaNet linear
+     * attention; post_attention_norm is the feed-forward's pre-norm.
+     * 0: no linear-attention layers. */
+    int full_attn_interval;
+    int ssm_conv_kernel;     /* causal depthwise convolution taps */
+    int ssm_state;           /* key (= value) head dimension of the linear layers */
+    int ssm_groups;          /* key heads of the linear layers */
+    int ssm_v_heads;         /* value heads (a multiple of the key heads) */
+    int n_rot;               /* rope.dimension_count: partial rotation; 0: head_dim */
+    int32_t rope_sections[4]; /* multi-section RoPE, written when the first is > 0 */
     /* The control tokens the model adds after its base vocabulary, in
      * order (NULL-terminated): --vocab's padding starts with them. */
     const char *const *added_tokens;
@@ -107,6 +119,25 @@ static const struct shape shapes[] = {
      .n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 8, .n_head_kv = 2, .n_vocab = 512,
      .n_ctx = 4096, .head_dim = 64, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .tied = true,
      .qk_norm = true, .weight_std = 0.08, .output_std = 0.5, .norm_std = 0.2},
+    /* Qwen3.5-0.8B: the layer count, width and vocabulary are the
+     * reference engine's (its 0.8B type is 24 layers of 1024; the Qwen3.5
+     * vocabulary has 248,320 tokens); the other sizes are the published
+     * configuration as recalled, not checked against its files. */
+    {.name = "qwen3.5-0.8b", .arch = "qwen35",
+     .title = "Qwen3.5-0.8B shape (heads, widths and linear-attention sizes assumed), random weights",
+     .n_layer = 24, .n_embd = 1024, .n_ff = 3584, .n_head = 8, .n_head_kv = 2, .n_vocab = 248320,
+     .n_ctx = 262144, .head_dim = 256, .rope_base = 10000000.0f, .norm_eps = 1e-6f, .tied = true,
+     .full_attn_interval = 4, .ssm_conv_kernel = 4, .ssm_state = 128,
+     .ssm_groups = 16, .ssm_v_heads = 16, .n_rot = 64, .rope_sections = {11, 11, 10, 0}},
+    /* both kinds of layer twice; 4 value heads on 2 key heads, so that
+     * the tiled value-to-key head mapping matters; the sections cover
+     * all 8 rotated pairs */
+    {.name = "micro-qwen35", .arch = "qwen35", .title = "micro qwen35, random weights",
+     .n_layer = 4, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
+     .n_ctx = 4096, .head_dim = 64, .rope_base = 10000000.0f, .norm_eps = 1e-6f, .tied = true,
+     .full_attn_interval = 2, .ssm_conv_kernel = 4, .ssm_state = 32,
+     .ssm_groups = 2, .ssm_v_heads = 4, .n_rot = 16, .rope_sections = {3, 3, 2, 0},
+     .weight_std = 0.08, .output_std = 0.5, .norm_std = 0.2},
     {.name = "gemma-2-2b", .arch = "gemma2", .title = "Gemma-2-2B shape, random weights",
      .n_layer = 26, .n_embd = 2304, .n_ff = 9216, .n_head = 8, .n_head_kv = 4, .n_vocab = 256000,
      .n_ctx = 8192, .head_dim = 256, .rope_base = 10000.0f, .norm_eps = 1e-6f, .tied = true,
@@ -210,9 +241,16 @@ static void normal_row(uint64_t seed, float *x, int64_t n, double std)
  * ------------------------------------------------------------------------ */
 
 /* FILL_HALF: interpolation weights (0.5); FILL_DECAY: RWKV decay
- * biases spread from -6 (weak decay) to 1 (strong) over the channels. */
+ * biases spread from -6 (weak decay) to 1 (strong) over the channels;
+ * FILL_NEG_EXP: Gated DeltaNet's ssm_a = -exp(A_log), A_log ~ N(0, 0.5),
+ * negative as the decay exp(softplus(.) * ssm_a) < 1 needs;
+ * FILL_DT_BIAS: its time-step biases spread from -4 to 0 over the heads,
+ * so that the decay per token ranges from about 0.98 (a memory of tens
+ * of tokens, as trained models have) to about 0.5 (a few tokens);
+ * FILL_CONV: convolution taps of standard deviation 1/sqrt(taps), so
+ * that the convolution keeps its input's scale. */
 enum fill_kind { FILL_NORMAL, FILL_ONES, FILL_ROPE_FACTORS, FILL_LONGROPE_SHORT, FILL_LONGROPE_LONG,
-                 FILL_HALF, FILL_DECAY };
+                 FILL_HALF, FILL_DECAY, FILL_NEG_EXP, FILL_DT_BIAS, FILL_CONV };
 
 static int64_t shape_head_dim(const struct shape *s)
 {
@@ -330,11 +368,71 @@ static void add_tensor(struct generator *g, const char *name, int64_t ne0, int64
     add_tensor3(g, name, ne0, ne1, 1, fill);
 }
 
+/* Whether layer il of a hybrid stack is linear attention (Gated
+ * DeltaNet): all but every full_attn_interval-th. */
+static bool is_linear_layer(const struct shape *s, int il)
+{
+    return s->full_attn_interval > 0 && (il + 1) % s->full_attn_interval != 0;
+}
+
+/* Qwen3.5 (qwen35): attention and post-attention norms on every layer,
+ * gated full attention or Gated DeltaNet by the layer pattern, then a
+ * SwiGLU feed-forward whose pre-norm is post_attention_norm. */
+static void list_qwen35_tensors(struct generator *g)
+{
+    const struct shape *s = g->shape;
+    const int64_t E = s->n_embd, d = shape_head_dim(s), n_kv = d * s->n_head_kv;
+    const int64_t key_dim = (int64_t)s->ssm_groups * s->ssm_state;
+    const int64_t value_dim = (int64_t)s->ssm_v_heads * s->ssm_state;
+    char name[64];
+    add_tensor(g, "token_embd.weight", E, s->n_vocab, FILL_NORMAL);
+    add_tensor(g, "output_norm.weight", E, 1, FILL_ONES);
+    if (!s->tied) add_tensor(g, "output.weight", E, s->n_vocab, FILL_NORMAL);
+    for (int il = 0; il < s->n_layer; il++) {
+#define LAYER(suffix, ne0, ne1, fill) \
+    do { \
+        snprintf(name, sizeof name, "blk.%d.%s", il, suffix); \
+        add_tensor(g, name, ne0, ne1, fill); \
+    } while (0)
+        LAYER("attn_norm.weight", E, 1, FILL_ONES);
+        LAYER("post_attention_norm.weight", E, 1, FILL_ONES);
+        if (is_linear_layer(s, il)) {
+            LAYER("attn_qkv.weight", E, 2 * key_dim + value_dim, FILL_NORMAL);
+            LAYER("attn_gate.weight", E, value_dim, FILL_NORMAL);
+            /* the taps of a channel are one row of K values: too short
+             * for any block type, and converters never quantize them */
+            LAYER("ssm_conv1d.weight", s->ssm_conv_kernel, 2 * key_dim + value_dim, FILL_CONV);
+            shape_f32(g, 1, 1, 2);
+            LAYER("ssm_dt.bias", s->ssm_v_heads, 1, FILL_DT_BIAS);
+            LAYER("ssm_a", s->ssm_v_heads, 1, FILL_NEG_EXP);
+            LAYER("ssm_beta.weight", E, s->ssm_v_heads, FILL_NORMAL);
+            LAYER("ssm_alpha.weight", E, s->ssm_v_heads, FILL_NORMAL);
+            LAYER("ssm_norm.weight", s->ssm_state, 1, FILL_ONES);
+            LAYER("ssm_out.weight", value_dim, E, FILL_NORMAL);
+        } else {
+            LAYER("attn_q.weight", E, 2 * d * s->n_head, FILL_NORMAL);
+            LAYER("attn_k.weight", E, n_kv, FILL_NORMAL);
+            LAYER("attn_v.weight", E, n_kv, FILL_NORMAL);
+            LAYER("attn_q_norm.weight", d, 1, FILL_ONES);
+            LAYER("attn_k_norm.weight", d, 1, FILL_ONES);
+            LAYER("attn_output.weight", d * s->n_head, E, FILL_NORMAL);
+        }
+        LAYER("ffn_gate.weight", E, s->n_ff, FILL_NORMAL);
+        LAYER("ffn_up.weight", E, s->n_ff, FILL_NORMAL);
+        LAYER("ffn_down.weight", s->n_ff, E, FILL_NORMAL);
+#undef LAYER
+    }
+}
+
 static void list_tensors(struct generator *g)
 {
     const struct shape *s = g->shape;
     if (s->head_size) {
         list_rwkv6_tensors(g);
+        return;
+    }
+    if (s->full_attn_interval) {
+        list_qwen35_tensors(g);
         return;
     }
     const int64_t head_dim = shape_head_dim(s), n_q = head_dim * s->n_head;
@@ -466,12 +564,21 @@ static hearth_status fill_tensor(void *user, size_t index, void *buf, size_t byt
             for (int64_t i = 0; i < t->ne[0]; i++) x[i] = 0.5f;
         } else if (t->fill == FILL_DECAY) {
             for (int64_t i = 0; i < t->ne[0]; i++) x[i] = (float)(-6.0 + 7.0 * (double)i / (double)t->ne[0]);
+        } else if (t->fill == FILL_NEG_EXP) {
+            normal_row(splitmix64(&s), x, t->ne[0], 0.5);
+            for (int64_t i = 0; i < t->ne[0]; i++) x[i] = (float)-exp(x[i]);
+        } else if (t->fill == FILL_DT_BIAS) {
+            for (int64_t i = 0; i < t->ne[0]; i++)
+                x[i] = t->ne[0] > 1 ? (float)(-4.0 + 4.0 * (double)i / (double)(t->ne[0] - 1)) : -2.0f;
+        } else if (t->fill == FILL_CONV) {
+            normal_row(splitmix64(&s), x, t->ne[0], 1.0 / sqrt((double)t->ne[0]));
         } else {
             double std = sh->weight_std > 0 ? sh->weight_std : WEIGHT_STD;
             const bool is_output = strcmp(t->name, "output.weight") == 0 ||
                                    (sh->tied && strcmp(t->name, "token_embd.weight") == 0);
             if (is_output && sh->output_std > 0) std = sh->output_std;
-            if (strstr(t->name, "attn_output.") || strstr(t->name, "ffn_down.")) std *= g->residual_scale;
+            if (strstr(t->name, "attn_output.") || strstr(t->name, "ssm_out.") || strstr(t->name, "ffn_down."))
+                std *= g->residual_scale;
             if (is_output) std *= g->output_scale;
             normal_row(splitmix64(&s), x, t->ne[0], std);
         }
@@ -644,7 +751,19 @@ static hearth_status set_metadata(hearth_gguf_writer *w, const struct shape *s,
         HEARTH_TRY(ARCH_U32("attention.key_length", (uint32_t)s->head_dim));
         HEARTH_TRY(ARCH_U32("attention.value_length", (uint32_t)s->head_dim));
     }
-    HEARTH_TRY(ARCH_U32("rope.dimension_count", (uint32_t)shape_head_dim(s)));
+    HEARTH_TRY(ARCH_U32("rope.dimension_count", (uint32_t)(s->n_rot ? s->n_rot : shape_head_dim(s))));
+    if (s->rope_sections[0] > 0) {
+        snprintf(key, sizeof key, "%s.rope.dimension_sections", a);
+        HEARTH_TRY(hearth_gguf_writer_set_array(w, key, HEARTH_GGUF_INT32, s->rope_sections, 4));
+    }
+    if (s->full_attn_interval > 0) {
+        HEARTH_TRY(ARCH_U32("full_attention_interval", (uint32_t)s->full_attn_interval));
+        HEARTH_TRY(ARCH_U32("ssm.conv_kernel", (uint32_t)s->ssm_conv_kernel));
+        HEARTH_TRY(ARCH_U32("ssm.state_size", (uint32_t)s->ssm_state));
+        HEARTH_TRY(ARCH_U32("ssm.group_count", (uint32_t)s->ssm_groups));
+        HEARTH_TRY(ARCH_U32("ssm.time_step_rank", (uint32_t)s->ssm_v_heads));
+        HEARTH_TRY(ARCH_U32("ssm.inner_size", (uint32_t)(s->ssm_v_heads * s->ssm_state)));
+    }
     HEARTH_TRY(ARCH_F32("rope.freq_base", s->rope_base));
     HEARTH_TRY(ARCH_F32("attention.layer_norm_rms_epsilon", s->norm_eps));
     if (s->attn_softcap > 0) HEARTH_TRY(ARCH_F32("attn_logit_softcapping", s->attn_softcap));
@@ -715,6 +834,12 @@ static void usage(FILE *out)
           "  qwen3-0.6b       qwen3, 28 layers, d 1024, ff 3072, 16/8 heads of 128,\n"
           "                   vocab 151936, q/k norms, tied embeddings\n"
           "  micro-qwen3      qwen3, 2 layers, d 256, ff 512, 8/2 heads of 64, vocab 512\n"
+          "  qwen3.5-0.8b     qwen35, 24 layers (every 4th full attention, 8/2 gated heads\n"
+          "                   of 256, RoPE on 64 dims; the others Gated DeltaNet, 16/16\n"
+          "                   heads of 128), d 1024, ff 3584, vocab 248320, tied\n"
+          "  micro-qwen35     qwen35, 4 layers (1 and 3 full attention, 4/2 gated heads\n"
+          "                   of 64, RoPE on 16 dims; 0 and 2 Gated DeltaNet, 2 key and\n"
+          "                   4 value heads of 32), d 256, ff 512, vocab 512\n"
           "  gemma-2-2b       gemma2, 26 layers, d 2304, ff 9216, 8/4 heads of 256,\n"
           "                   vocab 256000, window 4096 every other layer, soft-capping\n"
           "  micro-gemma2     gemma2, 2 layers, d 256, 4/2 heads of 64, window 32,\n"
@@ -735,11 +860,11 @@ static void usage(FILE *out)
           "other options override the shape's sizes (for small test models);\n"
           "--output-std sets the spread of the output layer's weights (default 0.02;\n"
           "larger values make the next-token distribution peaked).\n"
-          "--residual-scale F scales the residual writers (attn_output, ffn_down) and\n"
-          "--output-scale F the output layer; --draft-layers N --draft FILE also\n"
-          "writes FILE, the first N layers of the model with its embeddings and output\n"
-          "layer: a draft for speculative decoding that agrees with the model more\n"
-          "often the smaller F.\n",
+          "--residual-scale F scales the residual writers (attn_output, ssm_out,\n"
+          "ffn_down) and --output-scale F the output layer; --draft-layers N --draft\n"
+          "FILE also writes FILE, the first N layers of the model with its embeddings\n"
+          "and output layer: a draft for speculative decoding that agrees with the\n"
+          "model more often the smaller F.\n",
           out);
 }
 
