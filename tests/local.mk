@@ -253,6 +253,7 @@ TESTS += \
 	tests/cli-kernel-paths.sh \
 	tests/cli-serve.sh \
 	tests/cli-moe.sh \
+	tests/cli-hybrid.sh \
 	tests/cli-basics.sh \
 	tests/cli-bench.sh \
 	tests/cli-chat.sh \
@@ -272,6 +273,7 @@ TESTS += \
 	tests/template-models.sh
 EXTRA_DIST += \
 	tests/cli-moe.sh \
+	tests/cli-hybrid.sh \
 	tests/archs-oracle.sh \
 	tests/oracle-forward.py \
 	tests/cli-symbols.sh \
