@@ -7,7 +7,8 @@
 # equations.  Sequences run past the sliding windows of the micro shapes.
 # The mixture-of-experts families (micro-qwen2moe, micro-qwen3moe,
 # micro-mixtral) are checked the same way, and the hybrid Qwen3.5
-# (micro-qwen35: Gated DeltaNet and gated attention layers).
+# families (Gated DeltaNet and gated attention layers: micro-qwen35, and
+# with experts micro-qwen35moe and micro-qwen3next).
 # dump-logits -e also runs each model in the serving engine: two greedy
 # samples whose logits must equal the context's bit for bit, the pool
 # consistent after every step, and for micro-phi3 (every layer slides)
@@ -34,7 +35,7 @@ oracle="${HEARTH_SRCDIR:-.}/tests/oracle-forward.py"
 # 80 tokens of a fixed pseudo-random sequence over the micro vocabulary
 tokens=$(awk 'BEGIN { x = 12345; for (i = 0; i < 80; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%d ", 1 + x % 511 } }')
 
-for shape in ${ARCHS_ORACLE_SHAPES:-micro-qwen3 micro-gemma2 micro-gemma3 micro-phi3 micro-qwen2moe micro-qwen3moe micro-mixtral micro-qwen35}; do
+for shape in ${ARCHS_ORACLE_SHAPES:-micro-qwen3 micro-gemma2 micro-gemma3 micro-phi3 micro-qwen2moe micro-qwen3moe micro-mixtral micro-qwen35 micro-qwen35moe micro-qwen3next}; do
     model="$tmpdir/$shape.gguf"
     if ! "$gen" --shape "$shape" --type F32 --threads 2 "$model" 2>"$tmpdir/gen.err"; then
         cat "$tmpdir/gen.err" >&2

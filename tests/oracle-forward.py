@@ -23,8 +23,9 @@ The equations (DESIGN.md, "Architectures", gives the sources):
                the feed-forward, p = softmax(W_router m) over all experts, the k
                highest (ties to the lower index) weight their experts' SwiGLU:
                x += sum_e w_e Wd_e(silu(Wg_e m) * Wu_e m), w = p renormalised
-               over the k (Mixtral, qwen3moe) or as it is (qwen2moe), plus for
-               qwen2moe sigmoid(g . m) times the shared expert
+               over the k (Mixtral, qwen3moe, qwen35moe, qwen3next; by a sum of at
+               least 2^-14) or as it is (qwen2moe), plus for qwen2moe, qwen35moe
+               and qwen3next sigmoid(g . m) times the shared expert
   qwen35:      a hybrid stack (forward_qwen35): layer i is Gated DeltaNet linear
                attention unless (i + 1) % full_attention_interval == 0 (or as
                attention.recurrent_layers says); every layer is
@@ -40,6 +41,12 @@ The equations (DESIGN.md, "Architectures", gives the sources):
                g = softplus(W_alpha a + dt_bias) * ssm_a, per token
                S = exp(g) S; S += k (beta (v - S^T k))^T; o = S^T q / sqrt(d_k),
                then rms(o; ssm_norm) * silu(W_gate a) and ssm_out
+  qwen35moe:   qwen35 with the experts (above) in place of every feed-forward
+  qwen3next:   qwen35moe with value head h reading key head h / (n_v / n_k)
+               (grouped order), beta's and alpha's inputs from one ssm_ba
+               matrix (per key head, its r = n_v / n_k betas, then its r
+               alphas), and plain NeoX RoPE on the first rope.dimension_count
+               dims (no sections)
 """
 import math
 import struct
@@ -224,7 +231,7 @@ def output_logits(g, x, eps):
 
 def forward(g, tokens):
     arch, key = arch_keys(g)
-    if arch == "qwen35":
+    if arch in ("qwen35", "qwen35moe", "qwen3next"):
         return forward_qwen35(g, tokens)
     n_embd = key("embedding_length")
     n_layer = key("block_count")
@@ -336,7 +343,7 @@ def experts(g, arch, il, m):
         chosen = np.argsort(-p[r], kind="stable")[:k]
         w = p[r, chosen]
         if norm:
-            w = w / w.sum()
+            w = w / max(w.sum(), 2.0 ** -14)
         for e, we in zip(chosen, w):
             out[r] += we * (down[e] @ (silu(gate[e] @ m[r]) * (up[e] @ m[r])))
     if ("blk.%d.ffn_gate_inp_shexp.weight" % il) in g.tensors:
@@ -367,15 +374,23 @@ def imrope_pair_positions(sections, n_rot):
     return out
 
 
-def gated_deltanet(t, a, eps, n_conv, d, n_k, n_v):
+def gated_deltanet(t, has, a, eps, n_conv, d, n_k, n_v, grouped):
     """The Gated DeltaNet mixer of one layer for the rows of a (tokens x
-    embedding), from a zero state, token by token."""
+    embedding), from a zero state, token by token; grouped: value head h
+    reads key head h / (n_v / n_k), else h mod n_k."""
     n = a.shape[0]
     key_dim = n_k * d
+    r = n_v // n_k
     x = a @ t("attn_qkv.weight").T  # tokens x (2 key_dim + n_v d)
     z = (a @ t("attn_gate.weight").T).reshape(n, n_v, d)
-    beta = sigmoid(a @ t("ssm_beta.weight").T)  # tokens x n_v
-    decay = np.logaddexp(0.0, a @ t("ssm_alpha.weight").T + t("ssm_dt.bias")) * t("ssm_a")
+    if has("ssm_ba.weight"):
+        # per key head j: the inputs of beta, then of alpha, for value heads j r .. j r + r - 1
+        ba = (a @ t("ssm_ba.weight").T).reshape(n, n_k, 2 * r)
+        b_in, a_in = ba[:, :, :r].reshape(n, n_v), ba[:, :, r:].reshape(n, n_v)
+    else:
+        b_in, a_in = a @ t("ssm_beta.weight").T, a @ t("ssm_alpha.weight").T
+    beta = sigmoid(b_in)  # tokens x n_v
+    decay = np.logaddexp(0.0, a_in + t("ssm_dt.bias")) * t("ssm_a")
     # causal depthwise convolution: the last tap multiplies the current
     # token, the earlier ones the tokens before it (zeros before the first)
     w = t("ssm_conv1d.weight")  # channels x taps
@@ -389,7 +404,7 @@ def gated_deltanet(t, a, eps, n_conv, d, n_k, n_v):
     v = c[:, 2 * key_dim:].reshape(n, n_v, d)
     o = np.zeros((n, n_v, d))
     for h in range(n_v):
-        j = h % n_k  # value heads tile the key heads
+        j = h // r if grouped else h % n_k
         S = np.zeros((d, d))  # S[key index, value index]
         for i in range(n):
             S *= math.exp(decay[i, h])
@@ -401,7 +416,8 @@ def gated_deltanet(t, a, eps, n_conv, d, n_k, n_v):
 
 
 def forward_qwen35(g, tokens):
-    """Qwen3.5's hybrid stack (the docstring's qwen35 entry)."""
+    """Qwen3.5's hybrid stack (the docstring's qwen35, qwen35moe and
+    qwen3next entries)."""
     arch, key = arch_keys(g)
     n_embd = key("embedding_length")
     n_layer = key("block_count") - g.kv.get(arch + ".nextn_predict_layers", 0)
@@ -411,7 +427,8 @@ def forward_qwen35(g, tokens):
     eps = key("attention.layer_norm_rms_epsilon")
     n_rot = key("rope.dimension_count", hd)
     base = key("rope.freq_base", 10000.0)
-    pair_pos = imrope_pair_positions(key("rope.dimension_sections"), n_rot)
+    qwen3next = arch == "qwen3next"  # value heads in grouped order, RoPE without sections
+    pair_pos = None if qwen3next else imrope_pair_positions(key("rope.dimension_sections"), n_rot)
     q_scale = g.kv.get(arch + ".attention.scale", 0.0) or 1.0 / math.sqrt(hd)
     n_conv, d = key("ssm.conv_kernel"), key("ssm.state_size")
     n_k, n_v = key("ssm.group_count"), key("ssm.time_step_rank")
@@ -429,9 +446,12 @@ def forward_qwen35(g, tokens):
         def t(name):
             return g.tensor("blk.%d.%s" % (il, name))
 
+        def has(name):
+            return ("blk.%d.%s" % (il, name)) in g.tensors
+
         a = rmsnorm(x, t("attn_norm.weight"), eps)
         if recurrent[il]:
-            x = x + gated_deltanet(t, a, eps, n_conv, d, n_k, n_v)
+            x = x + gated_deltanet(t, has, a, eps, n_conv, d, n_k, n_v, qwen3next)
         else:
             qg = (a @ t("attn_q.weight").T).reshape(n, n_head, 2 * hd)
             q, gate = qg[..., :hd], qg[..., hd:]
@@ -442,7 +462,10 @@ def forward_qwen35(g, tokens):
             o = attention(q, k, v, q_scale, 0, 0.0) * sigmoid(gate)
             x = x + o.reshape(n, n_head * hd) @ t("attn_output.weight").T
         f = rmsnorm(x, t("post_attention_norm.weight"), eps)
-        x = x + (silu(f @ t("ffn_gate.weight").T) * (f @ t("ffn_up.weight").T)) @ t("ffn_down.weight").T
+        if has("ffn_gate_inp.weight"):
+            x = x + experts(g, arch, il, f)
+        else:
+            x = x + (silu(f @ t("ffn_gate.weight").T) * (f @ t("ffn_up.weight").T)) @ t("ffn_down.weight").T
     return output_logits(g, x, eps)
 
 

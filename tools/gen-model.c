@@ -86,6 +86,8 @@ struct shape {
     int ssm_state;           /* key (= value) head dimension of the linear layers */
     int ssm_groups;          /* key heads of the linear layers */
     int ssm_v_heads;         /* value heads (a multiple of the key heads) */
+    bool ssm_ba;             /* qwen3next: one ssm_ba {E, 2 n_v} for beta and alpha (per
+                              * key head, its value heads' betas, then their alphas) */
     int n_rot;               /* rope.dimension_count: partial rotation; 0: head_dim */
     int32_t rope_sections[4]; /* multi-section RoPE, written when the first is > 0 */
     /* The control tokens the model adds after its base vocabulary, in
@@ -137,6 +139,24 @@ static const struct shape shapes[] = {
      .n_ctx = 4096, .head_dim = 64, .rope_base = 10000000.0f, .norm_eps = 1e-6f, .tied = true,
      .full_attn_interval = 2, .ssm_conv_kernel = 4, .ssm_state = 32,
      .ssm_groups = 2, .ssm_v_heads = 4, .n_rot = 16, .rope_sections = {3, 3, 2, 0},
+     .weight_std = 0.08, .output_std = 0.5, .norm_std = 0.2},
+    /* micro-qwen35 with experts and a shared expert in every layer */
+    {.name = "micro-qwen35moe", .arch = "qwen35moe", .title = "micro qwen35moe, random weights",
+     .n_layer = 4, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
+     .n_ctx = 4096, .head_dim = 64, .rope_base = 10000000.0f, .norm_eps = 1e-6f, .tied = true,
+     .full_attn_interval = 2, .ssm_conv_kernel = 4, .ssm_state = 32,
+     .ssm_groups = 2, .ssm_v_heads = 4, .n_rot = 16, .rope_sections = {3, 3, 2, 0},
+     .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 128, .n_ff_shexp = 256,
+     .weight_std = 0.08, .output_std = 0.5, .norm_std = 0.2},
+    /* Qwen3-Next: the experts of micro-qwen35moe, ssm_ba, plain NEOX RoPE
+     * on 16 dims (no sections); with 2 value heads per key head the
+     * grouped value-to-key head mapping differs from the tiled one */
+    {.name = "micro-qwen3next", .arch = "qwen3next", .title = "micro qwen3next, random weights",
+     .n_layer = 4, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
+     .n_ctx = 4096, .head_dim = 64, .rope_base = 10000000.0f, .norm_eps = 1e-6f, .tied = true,
+     .full_attn_interval = 2, .ssm_conv_kernel = 4, .ssm_state = 32,
+     .ssm_groups = 2, .ssm_v_heads = 4, .ssm_ba = true, .n_rot = 16,
+     .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 128, .n_ff_shexp = 256,
      .weight_std = 0.08, .output_std = 0.5, .norm_std = 0.2},
     {.name = "gemma-2-2b", .arch = "gemma2", .title = "Gemma-2-2B shape, random weights",
      .n_layer = 26, .n_embd = 2304, .n_ff = 9216, .n_head = 8, .n_head_kv = 4, .n_vocab = 256000,
@@ -368,6 +388,32 @@ static void add_tensor(struct generator *g, const char *name, int64_t ne0, int64
     add_tensor3(g, name, ne0, ne1, 1, fill);
 }
 
+/* The mixture-of-experts feed-forward of layer il: the router, every
+ * expert's gate, up and down projections as 3-D tensors (one matrix per
+ * expert), and the shape's shared expert with its 1-D sigmoid gate. */
+static void list_expert_tensors(struct generator *g, int il)
+{
+    const struct shape *s = g->shape;
+    const int64_t E = s->n_embd;
+    char name[64];
+#define LAYER3(suffix, ne0, ne1, ne2) \
+    do { \
+        snprintf(name, sizeof name, "blk.%d.%s", il, suffix); \
+        add_tensor3(g, name, ne0, ne1, ne2, FILL_NORMAL); \
+    } while (0)
+    LAYER3("ffn_gate_inp.weight", E, s->n_expert, 1);
+    LAYER3("ffn_gate_exps.weight", E, s->n_ff_exp, s->n_expert);
+    LAYER3("ffn_up_exps.weight", E, s->n_ff_exp, s->n_expert);
+    LAYER3("ffn_down_exps.weight", s->n_ff_exp, E, s->n_expert);
+    if (s->n_ff_shexp > 0) {
+        LAYER3("ffn_gate_inp_shexp.weight", E, 1, 1);
+        LAYER3("ffn_gate_shexp.weight", E, s->n_ff_shexp, 1);
+        LAYER3("ffn_up_shexp.weight", E, s->n_ff_shexp, 1);
+        LAYER3("ffn_down_shexp.weight", s->n_ff_shexp, E, 1);
+    }
+#undef LAYER3
+}
+
 /* Whether layer il of a hybrid stack is linear attention (Gated
  * DeltaNet): all but every full_attn_interval-th. */
 static bool is_linear_layer(const struct shape *s, int il)
@@ -377,7 +423,9 @@ static bool is_linear_layer(const struct shape *s, int il)
 
 /* Qwen3.5 (qwen35): attention and post-attention norms on every layer,
  * gated full attention or Gated DeltaNet by the layer pattern, then a
- * SwiGLU feed-forward whose pre-norm is post_attention_norm. */
+ * SwiGLU feed-forward whose pre-norm is post_attention_norm; Qwen3.5 MoE
+ * (qwen35moe) and Qwen3-Next (qwen3next) have experts in its place, and
+ * Qwen3-Next one ssm_ba matrix for the linear layers' two gates. */
 static void list_qwen35_tensors(struct generator *g)
 {
     const struct shape *s = g->shape;
@@ -405,8 +453,12 @@ static void list_qwen35_tensors(struct generator *g)
             shape_f32(g, 1, 1, 2);
             LAYER("ssm_dt.bias", s->ssm_v_heads, 1, FILL_DT_BIAS);
             LAYER("ssm_a", s->ssm_v_heads, 1, FILL_NEG_EXP);
-            LAYER("ssm_beta.weight", E, s->ssm_v_heads, FILL_NORMAL);
-            LAYER("ssm_alpha.weight", E, s->ssm_v_heads, FILL_NORMAL);
+            if (s->ssm_ba) {
+                LAYER("ssm_ba.weight", E, 2 * s->ssm_v_heads, FILL_NORMAL);
+            } else {
+                LAYER("ssm_beta.weight", E, s->ssm_v_heads, FILL_NORMAL);
+                LAYER("ssm_alpha.weight", E, s->ssm_v_heads, FILL_NORMAL);
+            }
             LAYER("ssm_norm.weight", s->ssm_state, 1, FILL_ONES);
             LAYER("ssm_out.weight", value_dim, E, FILL_NORMAL);
         } else {
@@ -417,9 +469,13 @@ static void list_qwen35_tensors(struct generator *g)
             LAYER("attn_k_norm.weight", d, 1, FILL_ONES);
             LAYER("attn_output.weight", d * s->n_head, E, FILL_NORMAL);
         }
-        LAYER("ffn_gate.weight", E, s->n_ff, FILL_NORMAL);
-        LAYER("ffn_up.weight", E, s->n_ff, FILL_NORMAL);
-        LAYER("ffn_down.weight", s->n_ff, E, FILL_NORMAL);
+        if (s->n_expert > 0) {
+            list_expert_tensors(g, il);
+        } else {
+            LAYER("ffn_gate.weight", E, s->n_ff, FILL_NORMAL);
+            LAYER("ffn_up.weight", E, s->n_ff, FILL_NORMAL);
+            LAYER("ffn_down.weight", s->n_ff, E, FILL_NORMAL);
+        }
 #undef LAYER
     }
 }
@@ -473,22 +529,7 @@ static void list_tensors(struct generator *g)
         if (s->post_norms) LAYER("post_attention_norm.weight", s->n_embd, 1, FILL_ONES);
         LAYER("ffn_norm.weight", s->n_embd, 1, FILL_ONES);
         if (s->n_expert > 0) {
-#define EXPERTS(suffix, ne0, ne1) \
-    do { \
-        snprintf(name, sizeof name, "blk.%d.%s", il, suffix); \
-        add_tensor3(g, name, ne0, ne1, s->n_expert, FILL_NORMAL); \
-    } while (0)
-            LAYER("ffn_gate_inp.weight", s->n_embd, s->n_expert, FILL_NORMAL);
-            EXPERTS("ffn_gate_exps.weight", s->n_embd, s->n_ff_exp);
-            EXPERTS("ffn_up_exps.weight", s->n_embd, s->n_ff_exp);
-            EXPERTS("ffn_down_exps.weight", s->n_ff_exp, s->n_embd);
-#undef EXPERTS
-            if (s->n_ff_shexp > 0) {
-                LAYER("ffn_gate_inp_shexp.weight", s->n_embd, 1, FILL_NORMAL);
-                LAYER("ffn_gate_shexp.weight", s->n_embd, s->n_ff_shexp, FILL_NORMAL);
-                LAYER("ffn_up_shexp.weight", s->n_embd, s->n_ff_shexp, FILL_NORMAL);
-                LAYER("ffn_down_shexp.weight", s->n_ff_shexp, s->n_embd, FILL_NORMAL);
-            }
+            list_expert_tensors(g, il);
         } else if (s->fused) {
             LAYER("ffn_up.weight", s->n_embd, 2 * s->n_ff, FILL_NORMAL);
             LAYER("ffn_down.weight", s->n_ff, s->n_embd, FILL_NORMAL);
@@ -840,6 +881,11 @@ static void usage(FILE *out)
           "  micro-qwen35     qwen35, 4 layers (1 and 3 full attention, 4/2 gated heads\n"
           "                   of 64, RoPE on 16 dims; 0 and 2 Gated DeltaNet, 2 key and\n"
           "                   4 value heads of 32), d 256, ff 512, vocab 512\n"
+          "  micro-qwen35moe  qwen35moe: micro-qwen35 with 8 experts (2 used) of ff 128\n"
+          "                   and a gated shared expert of ff 256 in every layer\n"
+          "  micro-qwen3next  qwen3next: as micro-qwen35moe, value heads in grouped\n"
+          "                   order, one ssm_ba matrix for both gates, NEOX RoPE on\n"
+          "                   16 dims without sections\n"
           "  gemma-2-2b       gemma2, 26 layers, d 2304, ff 9216, 8/4 heads of 256,\n"
           "                   vocab 256000, window 4096 every other layer, soft-capping\n"
           "  micro-gemma2     gemma2, 2 layers, d 256, 4/2 heads of 64, window 32,\n"
