@@ -99,8 +99,17 @@ struct delta_job {
     const struct delta_kernels *dk;
     int64_t items;
     int32_t max_rows;
-    hearth_status *failed;
+    uint8_t *scratch;        /* scratch_bytes per thread (delta_scratch_bytes) */
+    size_t chunk_bytes, scratch_bytes;
 };
+
+/* A thread's scratch: the chunk's (chunk_bytes, 64-byte aligned), then the
+ * normalised q and k rows and the two gates of up to max_rows tokens. */
+static size_t delta_scratch_bytes(size_t chunk_bytes, int32_t max_rows, int32_t d)
+{
+    const size_t bytes = chunk_bytes + (2 * (size_t)max_rows * (size_t)d + 2 * (size_t)max_rows) * sizeof(float);
+    return (bytes + 63) & ~(size_t)63;
+}
 
 /* x / max(|x|, eps) * scale over n floats. */
 static void l2_normalise(float *dst, const float *x, int32_t n, float eps, float scale)
@@ -125,23 +134,15 @@ static void delta_run(void *arg)
     const int32_t d = p->head_dim, n_v = p->n_v_heads, n_k = p->n_k_heads;
     const int64_t key_dim = (int64_t)n_k * d;
     const size_t S_floats = (size_t)d * d;
-    const size_t chunk_bytes = j->max_rows > 1 && j->C > 1 ? delta_chunk_scratch_bytes(j->C, d, d) : 0;
     const size_t rows = (size_t)j->max_rows;
-    /* per thread: q and k rows normalised, the gates, the chunk's scratch */
-    uint8_t *mine = hearth_aligned_alloc(64, chunk_bytes + (2 * rows * (size_t)d + 2 * rows) * sizeof(float) + 64,
-                                         "the delta rule's scratch");
-    if (!mine) {
-#pragma omp atomic write
-        *j->failed = HEARTH_E_NOMEM;
-    }
-    float *qn = mine ? (float *)(mine + chunk_bytes) : NULL;
-    float *kn = qn ? qn + rows * (size_t)d : NULL;
-    float *g = kn ? kn + rows * (size_t)d : NULL;
-    float *b = g ? g + rows : NULL;
+    uint8_t *mine = j->scratch + j->scratch_bytes * (size_t)cpu_thread_index();
+    float *qn = (float *)(mine + j->chunk_bytes);
+    float *kn = qn + rows * (size_t)d;
+    float *g = kn + rows * (size_t)d;
+    float *b = g + rows;
     const float q_scale = 1.0f / sqrtf((float)d);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < j->items; it++) {
-        if (!mine) continue;
         const int32_t s = (int32_t)(it / n_v), h = (int32_t)(it % n_v);
         const int32_t r0 = bp->seq_start[s], n = bp->seq_start[s + 1] - r0;
         if (n <= 0) continue;
@@ -177,7 +178,6 @@ static void delta_run(void *arg)
         if (n == 1 || j->C == 1) j->dk->recurrent(&head);
         else j->dk->chunked(&head, j->C, mine);
     }
-    hearth_aligned_free(mine);
 }
 
 hearth_status cpu_gated_delta(struct hearth_backend *be, struct act *out, const struct act *qkv,
@@ -196,15 +196,19 @@ hearth_status cpu_gated_delta(struct hearth_backend *be, struct act *out, const 
     if (C > max_rows) C = max_rows;
     if (C > DELTA_CHUNK_MAX) C = DELTA_CHUNK_MAX;
     if (C < 1) C = 1;
-    hearth_status failed = HEARTH_OK;
+    const int64_t items = (int64_t)bp->n_seqs * p->n_v_heads;
+    const int n_threads = items > 1 ? be->n_threads : 1;
+    const size_t chunk_bytes = max_rows > 1 && C > 1 ? delta_chunk_scratch_bytes(C, d, d) : 0;
+    const size_t scratch_bytes = delta_scratch_bytes(chunk_bytes, max_rows, d);
+    uint8_t *scratch = hearth_aligned_alloc(64, scratch_bytes * (size_t)n_threads, "the delta rule's scratch");
+    if (!scratch) return HEARTH_E_NOMEM;
     const struct delta_job job = {
         .out = out, .qkv = qkv, .beta = beta, .alpha = alpha, .p = p, .rs = rs, .il = il, .C = C, .bp = bp,
-        .dk = delta_kernels_matching(backend_cpu_kernels(be)), .items = (int64_t)bp->n_seqs * p->n_v_heads, .max_rows = max_rows,
-        .failed = &failed,
+        .dk = delta_kernels_matching(backend_cpu_kernels(be)), .items = items, .max_rows = max_rows,
+        .scratch = scratch, .chunk_bytes = chunk_bytes, .scratch_bytes = scratch_bytes,
     };
-    const int n_threads = job.items > 1 ? be->n_threads : 1;
     cpu_run_parallel(n_threads, delta_run, (void *)&job);
-    if (failed) return hearth_error(failed, "out of memory for the delta rule's scratch");
+    hearth_aligned_free(scratch);
     out->rows = qkv->rows;
     out->width = (int64_t)p->n_v_heads * d;
     return HEARTH_OK;
