@@ -232,22 +232,20 @@ hearth_status runner_new(const hearth_model *model, const struct runner_params *
 const struct kv_cache *runner_kv(const struct runner *r) { return r->kv; }
 struct rstate *runner_rstate(const struct runner *r) { return r->rs; }
 
-size_t runner_memory_bytes(const struct runner *r)
-{
-    if (!r->rs) return kv_cache_bytes(r->kv);
-    /* the states, and the keys and values of a hybrid's attention layers */
-    size_t bytes = rstate_bytes_per_seq(r->rs) * (size_t)r->rs->n_slots;
-    for (int32_t il = 0; il < r->kv->n_layer; il++)
-        if (r->kv->layers[il].k) bytes += 2 * r->kv->block_bytes * (size_t)r->kv->n_blocks;
-    return bytes;
-}
-
 int32_t runner_kv_layers(const struct runner *r)
 {
     if (!r->rs) return r->kv->n_layer;
     int32_t n = 0;
     for (int32_t il = 0; il < r->kv->n_layer; il++) n += r->kv->layers[il].k != NULL;
     return n;
+}
+
+size_t runner_memory_bytes(const struct runner *r)
+{
+    if (!r->rs) return kv_cache_bytes(r->kv);
+    /* the states, and the keys and values of a hybrid's attention layers */
+    return rstate_bytes_per_seq(r->rs) * (size_t)r->rs->n_slots +
+           2 * r->kv->block_bytes * (size_t)r->kv->n_blocks * (size_t)runner_kv_layers(r);
 }
 const struct runner_params *runner_params(const struct runner *r) { return &r->params; }
 int32_t runner_n_gpu_layers(const struct runner *r) { return r->model->hp.n_layer - r->first_gpu_layer; }
