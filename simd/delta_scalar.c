@@ -32,10 +32,7 @@ const struct delta_kernels *delta_kernels_scalar(void)
 const struct delta_kernels *delta_kernels_matching(const hearth_kernels *k)
 {
 #if defined(HAVE_KERNELS_AVX2)
-    if (k && (k == kernel_path_table(KERNEL_PATH_AVX2, NULL) ||
-              k == kernel_path_table(KERNEL_PATH_AVX512, NULL) ||
-              k == kernel_path_table(KERNEL_PATH_AVX512VNNI, NULL)))
-        return delta_kernels_avx2();
+    if (kernel_table_is_avx2_family(k)) return delta_kernels_avx2();
 #endif
     (void)k;
     return delta_kernels_scalar();

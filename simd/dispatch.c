@@ -94,6 +94,12 @@ const hearth_kernels *kernel_path_table(kernel_path path, const char **why_not)
     return k;
 }
 
+bool kernel_table_is_avx2_family(const hearth_kernels *k)
+{
+    return k && (k == kernel_path_table(KERNEL_PATH_AVX2, NULL) || k == kernel_path_table(KERNEL_PATH_AVX512, NULL) ||
+                 k == kernel_path_table(KERNEL_PATH_AVX512VNNI, NULL));
+}
+
 /* The paths this CPU runs, as "scalar, avx2, ..." for error messages. */
 static void runnable_paths(char *buf, size_t size)
 {

@@ -139,6 +139,11 @@ const char *kernel_path_name(kernel_path path);
  * saying which. */
 const hearth_kernels *kernel_path_table(kernel_path path, const char **why_not);
 
+/* Whether k is the table of a path whose processor runs AVX2 and FMA code
+ * (the AVX2 and AVX-512 paths): the recurrences' kernels (wkv.h, delta.h)
+ * are compiled once for all of them. */
+bool kernel_table_is_avx2_family(const hearth_kernels *k);
+
 /* The table for a HEARTH_CPU value: a path's name, or NULL, "" or "auto"
  * for the best path this CPU runs.  HEARTH_E_UNSUPPORTED for a name that
  * is unknown or whose path is unavailable, with a message saying why and

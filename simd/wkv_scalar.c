@@ -27,10 +27,7 @@ const struct wkv_kernels *wkv_kernels_scalar(void)
 const struct wkv_kernels *wkv_kernels_matching(const hearth_kernels *k)
 {
 #if defined(HAVE_KERNELS_AVX2)
-    if (k && (k == kernel_path_table(KERNEL_PATH_AVX2, NULL) ||
-              k == kernel_path_table(KERNEL_PATH_AVX512, NULL) ||
-              k == kernel_path_table(KERNEL_PATH_AVX512VNNI, NULL)))
-        return wkv_kernels_avx2();
+    if (kernel_table_is_avx2_family(k)) return wkv_kernels_avx2();
 #endif
     (void)k;
     return wkv_kernels_scalar();
