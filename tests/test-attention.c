@@ -46,13 +46,6 @@ static const int32_t q8_dims[] = {32, 64, 96, 128};
 static const int32_t row_counts[] = {1, 2, 3, 4, 5, 8, 9, 13, 17};
 static const int32_t key_counts[] = {1, 2, 7, 63, 64, 65, 130, 201};
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
-
 /* A cache of n_pos positions by n_head_kv heads with random keys and
  * values, and the entries read back as floats. */
 struct cache_fixture {
@@ -65,9 +58,9 @@ static void fixture_new(struct cache_fixture *f, hearth_type type, int32_t n_pos
 {
     ck_assert_int_eq(kv_cache_new(type, n_pos, 1, 1, n_head_kv, hd, NULL, &f->kv), HEARTH_OK);
     const int64_t row = (int64_t)n_head_kv * hd;
-    float *tmp = xmalloc((size_t)row * sizeof(float));
-    f->k_f = xmalloc((size_t)(n_pos * row) * sizeof(float));
-    f->v_f = xmalloc((size_t)(n_pos * row) * sizeof(float));
+    float *tmp = test_malloc((size_t)row * sizeof(float));
+    f->k_f = test_malloc((size_t)(n_pos * row) * sizeof(float));
+    f->v_f = test_malloc((size_t)(n_pos * row) * sizeof(float));
     for (int32_t p = 0; p < n_pos; p++) {
         for (int64_t i = 0; i < row; i++) tmp[i] = (float)test_rng_normal(rng);
         kv_cache_store(f->kv, f->kv->layers[0].k, p, tmp);
@@ -95,7 +88,7 @@ static void reference_row_window(const struct cache_fixture *f, int32_t h, const
 {
     const int32_t hd = f->kv->head_dim;
     const int64_t row = f->kv->row_elems;
-    double *s = xmalloc((size_t)n_visible * sizeof(double));
+    double *s = test_malloc((size_t)n_visible * sizeof(double));
     double m = -INFINITY;
     for (int32_t j = first; j < n_visible; j++) {
         const float *k = f->k_f + j * row + (int64_t)h * hd;
@@ -125,10 +118,10 @@ static void run_kernel(attn_block_fn block, const struct cache_fixture *f, int32
                        int32_t n_keys, int32_t parts, uint64_t seed, float *out)
 {
     const int32_t hd = f->kv->head_dim;
-    float *max = xmalloc((size_t)(parts * n_rows) * sizeof(float));
-    float *sum = xmalloc((size_t)(parts * n_rows) * sizeof(float));
-    float *acc = xmalloc((size_t)parts * n_rows * hd * sizeof(float));
-    float *scores = xmalloc((size_t)n_rows * ATTN_KEY_BLOCK * sizeof(float));
+    float *max = test_malloc((size_t)(parts * n_rows) * sizeof(float));
+    float *sum = test_malloc((size_t)(parts * n_rows) * sizeof(float));
+    float *acc = test_malloc((size_t)parts * n_rows * hd * sizeof(float));
+    float *scores = test_malloc((size_t)n_rows * ATTN_KEY_BLOCK * sizeof(float));
     test_rng rng;
     test_rng_seed(&rng, seed);
     const uint8_t *k = f->kv->layers[0].k + (size_t)h * f->kv->head_bytes;
@@ -187,10 +180,10 @@ static void check_problem(const struct attn_kernels *path, hearth_type type, int
     const int32_t n_head_kv = 2, h = 1; /* the second head: entries not at the row's start */
     fixture_new(&f, type, n_keys, n_head_kv, hd, &rng);
     const double scale = 1.0 / sqrt((double)hd);
-    float *q = xmalloc((size_t)n_rows * hd * sizeof(float));
-    float *q_raw = xmalloc((size_t)n_rows * hd * sizeof(float));
-    int32_t *n_visible = xmalloc((size_t)n_rows * sizeof(int32_t));
-    int32_t *first = xmalloc((size_t)n_rows * sizeof(int32_t));
+    float *q = test_malloc((size_t)n_rows * hd * sizeof(float));
+    float *q_raw = test_malloc((size_t)n_rows * hd * sizeof(float));
+    int32_t *n_visible = test_malloc((size_t)n_rows * sizeof(int32_t));
+    int32_t *first = test_malloc((size_t)n_rows * sizeof(int32_t));
     /* a third of the problems have a sliding window (a first visible key
      * per row), a quarter soft-capped scores */
     const bool windowed = seed % 3 == 0;
@@ -204,8 +197,8 @@ static void check_problem(const struct attn_kernels *path, hearth_type type, int
         n_visible[r] = r == 0 ? n_keys : 1 + (int32_t)(test_rng_next(&rng) % (uint64_t)n_keys);
         first[r] = windowed ? (int32_t)(test_rng_next(&rng) % (uint64_t)n_visible[r]) : 0;
     }
-    float *want = xmalloc((size_t)n_rows * hd * sizeof(float));
-    float *got = xmalloc((size_t)n_rows * hd * sizeof(float));
+    float *want = test_malloc((size_t)n_rows * hd * sizeof(float));
+    float *got = test_malloc((size_t)n_rows * hd * sizeof(float));
     const int32_t parts = 1 + (int32_t)(seed % 3);
     const int32_t *fv = windowed ? first : NULL;
     run_kernel(attn_kernels_scalar()->block[type], &f, h, n_rows, q, n_visible, fv, softcap, n_keys, parts,
@@ -304,13 +297,13 @@ static void check_backend_window(hearth_type type, int n_threads, int32_t n_head
     ck_assert_int_eq(be->ops->act_alloc(be, &out, n_prompt, (int64_t)n_head * hd), HEARTH_OK);
     test_rng rng;
     test_rng_seed(&rng, 77 + (uint64_t)type);
-    int32_t *pos = xmalloc((size_t)n_pos * sizeof(int32_t));
+    int32_t *pos = test_malloc((size_t)n_pos * sizeof(int32_t));
     for (int32_t t = 0; t < n_pos; t++) pos[t] = t;
     struct cache_fixture f = {.kv = kv};
     const int64_t row = (int64_t)n_head_kv * hd;
-    f.k_f = xmalloc((size_t)(n_pos * row) * sizeof(float));
-    f.v_f = xmalloc((size_t)(n_pos * row) * sizeof(float));
-    float *want = xmalloc((size_t)hd * sizeof(float));
+    f.k_f = test_malloc((size_t)(n_pos * row) * sizeof(float));
+    f.v_f = test_malloc((size_t)(n_pos * row) * sizeof(float));
+    float *want = test_malloc((size_t)hd * sizeof(float));
     const double scale = 1.0 / sqrt((double)hd);
 
     for (int step = 0; step < 2; step++) {
@@ -442,11 +435,11 @@ static void run_paged(struct hearth_backend *be, struct kv_cache *kv, const stru
     ck_assert_int_eq(be->ops->act_alloc(be, &k, n_rows, kw), HEARTH_OK);
     ck_assert_int_eq(be->ops->act_alloc(be, &v, n_rows, kw), HEARTH_OK);
     ck_assert_int_eq(be->ops->act_alloc(be, &o, n_rows, qw), HEARTH_OK);
-    int32_t *pos = xmalloc((size_t)n_rows * sizeof(int32_t));
-    int32_t *slot = xmalloc((size_t)n_rows * sizeof(int32_t));
-    int32_t *seq_start = xmalloc((size_t)(n_seqs + 1) * sizeof(int32_t));
-    int32_t *table_start = xmalloc((size_t)n_seqs * sizeof(int32_t));
-    int32_t *blocks = xmalloc((size_t)n_table * sizeof(int32_t));
+    int32_t *pos = test_malloc((size_t)n_rows * sizeof(int32_t));
+    int32_t *slot = test_malloc((size_t)n_rows * sizeof(int32_t));
+    int32_t *seq_start = test_malloc((size_t)(n_seqs + 1) * sizeof(int32_t));
+    int32_t *table_start = test_malloc((size_t)n_seqs * sizeof(int32_t));
+    int32_t *blocks = test_malloc((size_t)n_table * sizeof(int32_t));
     int32_t t = 0, nb = 0;
     for (int32_t s = 0; s < n_seqs; s++) {
         seq_start[s] = t;
@@ -501,9 +494,9 @@ static void check_paged(const hearth_kernels *kernels, const char *path, hearth_
         n_tok[s] = paged_seqs[s].n_tok;
         d->len = first[s] + n_tok[s];
         ck_assert_int_le(d->len, PAGED_CTX);
-        d->q = xmalloc((size_t)(d->len * qw) * sizeof(float));
-        d->k = xmalloc((size_t)(d->len * kw) * sizeof(float));
-        d->v = xmalloc((size_t)(d->len * kw) * sizeof(float));
+        d->q = test_malloc((size_t)(d->len * qw) * sizeof(float));
+        d->k = test_malloc((size_t)(d->len * kw) * sizeof(float));
+        d->v = test_malloc((size_t)(d->len * kw) * sizeof(float));
         for (int64_t i = 0; i < d->len * qw; i++) d->q[i] = (float)test_rng_normal(&rng);
         for (int64_t i = 0; i < d->len * kw; i++) d->k[i] = (float)test_rng_normal(&rng);
         for (int64_t i = 0; i < d->len * kw; i++) d->v[i] = (float)(2.0 * test_rng_uniform(&rng) - 1.0);
@@ -512,7 +505,7 @@ static void check_paged(const hearth_kernels *kernels, const char *path, hearth_
         n_rows += n_tok[s];
     }
     /* the pool's blocks in a random order, dealt out to the tables */
-    int32_t *perm = xmalloc((size_t)n_blocks * sizeof(int32_t));
+    int32_t *perm = test_malloc((size_t)n_blocks * sizeof(int32_t));
     for (int32_t b = 0; b < n_blocks; b++) perm[b] = b;
     for (int32_t b = n_blocks - 1; b > 0; b--) {
         const int32_t j = (int32_t)(test_rng_next(&rng) % (uint64_t)(b + 1));
@@ -528,10 +521,10 @@ static void check_paged(const hearth_kernels *kernels, const char *path, hearth_
 
     struct kv_cache *pool = nan_cache(type, B, n_blocks, n_head_kv, hd);
     for (int32_t s = 0; s < N_PAGED; s++) store_history(pool, tables[s], &data[s], first[s]);
-    float *got = xmalloc((size_t)(n_rows * qw) * sizeof(float));
+    float *got = test_malloc((size_t)(n_rows * qw) * sizeof(float));
     run_paged(be_batch, pool, &hp, N_PAGED, dp, first, n_tok, tables, got);
 
-    float *alone = xmalloc((size_t)(PAGED_CTX * qw) * sizeof(float));
+    float *alone = test_malloc((size_t)(PAGED_CTX * qw) * sizeof(float));
     const int32_t contiguous[1] = {0}, *ctable = contiguous, zero = 0;
     for (int32_t s = 0, row0 = 0; s < N_PAGED; row0 += n_tok[s], s++) {
         const float *mine = got + (int64_t)row0 * qw;

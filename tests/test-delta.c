@@ -41,13 +41,6 @@
 
 #define TOL 1e-5
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
-
 enum decay_kind { DECAY_WEAK, DECAY_STRONG, DECAY_EXTREME, DECAY_COUNT };
 
 /* One head's problem: n tokens of q, k (unit length, q scaled by
@@ -74,12 +67,12 @@ static void problem_make(struct problem *p, int64_t n, int32_t dk, int32_t dv, e
     p->n = n;
     p->dk = dk;
     p->dv = dv;
-    p->q = xmalloc((size_t)n * dk * sizeof(float));
-    p->k = xmalloc((size_t)n * dk * sizeof(float));
-    p->v = xmalloc((size_t)n * dv * sizeof(float));
-    p->g = xmalloc((size_t)n * sizeof(float));
-    p->b = xmalloc((size_t)n * sizeof(float));
-    p->S0 = xmalloc((size_t)dv * dk * sizeof(float));
+    p->q = test_malloc((size_t)n * dk * sizeof(float));
+    p->k = test_malloc((size_t)n * dk * sizeof(float));
+    p->v = test_malloc((size_t)n * dv * sizeof(float));
+    p->g = test_malloc((size_t)n * sizeof(float));
+    p->b = test_malloc((size_t)n * sizeof(float));
+    p->S0 = test_malloc((size_t)dv * dk * sizeof(float));
     for (int64_t t = 0; t < n; t++) {
         for (int32_t j = 0; j < dk; j++) {
             p->q[t * dk + j] = (float)test_rng_normal(&rng);
@@ -152,8 +145,8 @@ static struct delta_head head_of(const struct problem *p, float *o, float *S, in
 static double run_error(const struct delta_kernels *kern, const struct problem *p, int32_t C)
 {
     const size_t no = (size_t)p->n * p->dv, ns = (size_t)p->dv * p->dk;
-    double *ro = xmalloc(no * sizeof *ro), *rS = xmalloc(ns * sizeof *rS);
-    float *o = xmalloc(no * sizeof *o), *S = xmalloc(ns * sizeof *S);
+    double *ro = test_malloc(no * sizeof *ro), *rS = test_malloc(ns * sizeof *rS);
+    float *o = test_malloc(no * sizeof *o), *S = test_malloc(ns * sizeof *S);
     reference(p, ro, rS);
     memcpy(S, p->S0, ns * sizeof *S);
     struct delta_head h = head_of(p, o, S, 0, p->dv);
@@ -235,8 +228,8 @@ START_TEST(test_paths_bit_exact)
                 void *scratch = aligned_alloc(64, delta_chunk_scratch_bytes(16, p.dk, p.dv));
                 ck_assert_ptr_nonnull(scratch);
                 for (int w = 0; w < 2; w++) {
-                    o[w] = xmalloc(no * sizeof(float));
-                    S[w] = xmalloc(ns * sizeof(float));
+                    o[w] = test_malloc(no * sizeof(float));
+                    S[w] = test_malloc(ns * sizeof(float));
                     memcpy(S[w], p.S0, ns * sizeof(float));
                     struct delta_head h = head_of(&p, o[w], S[w], 0, p.dv);
                     if (C) both[w]->chunked(&h, C, scratch);
@@ -264,8 +257,8 @@ START_TEST(test_rows_and_calls_compose)
     struct problem p;
     problem_make(&p, 97, 40, 24, DECAY_STRONG, true, 99);
     const size_t no = (size_t)p.n * p.dv, ns = (size_t)p.dv * p.dk;
-    float *o1 = xmalloc(no * sizeof(float)), *o2 = xmalloc(no * sizeof(float));
-    float *S1 = xmalloc(ns * sizeof(float)), *S2 = xmalloc(ns * sizeof(float));
+    float *o1 = test_malloc(no * sizeof(float)), *o2 = test_malloc(no * sizeof(float));
+    float *S1 = test_malloc(ns * sizeof(float)), *S2 = test_malloc(ns * sizeof(float));
     void *scratch = aligned_alloc(64, delta_chunk_scratch_bytes(16, p.dk, p.dv));
     ck_assert_ptr_nonnull(scratch);
     for (int chunked = 0; chunked < 2; chunked++) {
@@ -344,7 +337,7 @@ static void batch_make(struct batch *b)
     b->seq_start[0] = 0;
     for (int s = 0; s < NSEQ; s++) b->seq_start[s + 1] = b->seq_start[s] + lens[s];
     b->n = b->seq_start[NSEQ];
-    b->pos = xmalloc((size_t)b->n * sizeof(int32_t));
+    b->pos = test_malloc((size_t)b->n * sizeof(int32_t));
     for (int s = 0; s < NSEQ; s++)
         for (int t = 0; t < lens[s]; t++) b->pos[b->seq_start[s] + t] = start_pos[s] + t;
     b->bp = (struct batch_pos){.pos = b->pos, .n_tokens = b->n, .n_seqs = NSEQ, .seq_start = b->seq_start,
@@ -370,7 +363,7 @@ START_TEST(test_backend_conv)
     for (int i = 0; i < 24 * KT; i++) w[i] = (float)test_rng_normal(&rng);
     for (int64_t i = 0; i < b.n * C; i++) x.host[i] = (float)test_rng_normal(&rng);
     for (size_t i = 0; i < rs->layer_floats * 4; i++) rs->data[i] = (float)test_rng_normal(&rng);
-    float *before = xmalloc(rs->layer_floats * 4 * sizeof(float));
+    float *before = test_malloc(rs->layer_floats * 4 * sizeof(float));
     memcpy(before, rs->data, rs->layer_floats * 4 * sizeof(float));
     for (int silu = 0; silu < 2; silu++) {
         memcpy(rs->data, before, rs->layer_floats * 4 * sizeof(float));
@@ -379,7 +372,7 @@ START_TEST(test_backend_conv)
             const float *saved = before + rs->layer_floats * (size_t)slots[s] + offset;
             /* the window's rows: KT - 1 saved (zeros at position 0), then the batch's */
             const int32_t n_all = KT - 1 + lens[s];
-            double *all = xmalloc((size_t)n_all * C * sizeof(double));
+            double *all = test_malloc((size_t)n_all * C * sizeof(double));
             for (int i = 0; i < KT - 1; i++)
                 for (int64_t c = 0; c < C; c++) all[i * C + c] = start_pos[s] == 0 ? 0.0 : saved[i * C + c];
             for (int t = 0; t < lens[s]; t++)
@@ -442,7 +435,7 @@ START_TEST(test_backend_gated_delta)
     struct rstate *rs;
     ck_assert_int_eq(rstate_new(4, 1, offset + NV * D * D, &rs), HEARTH_OK);
     for (size_t i = 0; i < rs->layer_floats * 4; i++) rs->data[i] = (float)(0.3 * test_rng_normal(&rng));
-    float *before = xmalloc(rs->layer_floats * 4 * sizeof(float));
+    float *before = test_malloc(rs->layer_floats * 4 * sizeof(float));
     memcpy(before, rs->data, rs->layer_floats * 4 * sizeof(float));
     const float eps = 1e-6f;
     const struct deltanet_params p = {.n_k_heads = NK, .n_v_heads = NV, .head_dim = D, .dt_bias = dt_bias, .a = a,

@@ -56,13 +56,6 @@ static int64_t test_block_elems(hearth_type t)
     return is_float_type(t) ? 37 : hearth_type_block_elems(t);
 }
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
-
 static void fill_normal(test_rng *rng, float *x, int64_t n, double sigma)
 {
     for (int64_t i = 0; i < n; i++) x[i] = (float)(sigma * test_rng_normal(rng));
@@ -156,13 +149,13 @@ static void make_case(const hearth_kernels *k, hearth_type t, int64_t n_blocks, 
     c->act_type = k->act_type[t];
     c->n_blocks = n_blocks;
     c->n = n_blocks * test_block_elems(t);
-    c->w = xmalloc(hearth_type_row_bytes(t, c->n));
-    c->x = xmalloc(hearth_type_row_bytes(c->act_type, c->n));
-    c->xf = xmalloc((size_t)c->n * sizeof(float));
+    c->w = test_malloc(hearth_type_row_bytes(t, c->n));
+    c->x = test_malloc(hearth_type_row_bytes(c->act_type, c->n));
+    c->xf = test_malloc((size_t)c->n * sizeof(float));
     if (random_bytes && !is_float_type(t)) {
         random_row_bytes(&rng, t, c->w, n_blocks);
     } else {
-        float *wf = xmalloc((size_t)c->n * sizeof(float));
+        float *wf = test_malloc((size_t)c->n * sizeof(float));
         fill_normal(&rng, wf, c->n, 0.05);
         ck_assert(quant_quantize_row(t, wf, c->w, c->n));
         free(wf);
@@ -186,10 +179,10 @@ static void free_case(struct dot_case *c)
 static double reference_dot(const struct dot_case *c, double *magnitude)
 {
     const size_t wbytes = hearth_type_row_bytes(c->type, c->n);
-    float *w = xmalloc((size_t)c->n * sizeof(float));
-    float *x = xmalloc((size_t)c->n * sizeof(float));
-    float *off = xmalloc((size_t)c->n * sizeof(float));
-    void *wz = xmalloc(wbytes);
+    float *w = test_malloc((size_t)c->n * sizeof(float));
+    float *x = test_malloc((size_t)c->n * sizeof(float));
+    float *off = test_malloc((size_t)c->n * sizeof(float));
+    void *wz = test_malloc(wbytes);
     ck_assert(quant_dequantize_row(c->type, c->w, w, c->n));
     ck_assert(quant_dequantize_row(c->act_type, c->x, x, c->n));
     memcpy(wz, c->w, wbytes);
@@ -272,7 +265,7 @@ START_TEST(test_scalar_vec_dot_nan_block)
     for (int64_t bad = 0; bad < n_blocks; bad += 5) {
         struct dot_case c;
         make_case(k, t, n_blocks, false, 77 + (uint64_t)bad, &c);
-        float *wf = xmalloc((size_t)c.n * sizeof(float));
+        float *wf = test_malloc((size_t)c.n * sizeof(float));
         ck_assert(quant_dequantize_row(t, c.w, wf, c.n));
         wf[bad * be + 3] = NAN;
         ck_assert(quant_quantize_row(t, wf, c.w, c.n));
@@ -299,7 +292,7 @@ START_TEST(test_scalar_act_convert)
         const hearth_type t = act_types[a];
         const int64_t be = t == HEARTH_TYPE_F32 ? 1 : hearth_type_block_elems(t);
         const int64_t n = 9 * (t == HEARTH_TYPE_Q8_K ? be : 32);
-        float *x = xmalloc((size_t)n * sizeof(float));
+        float *x = test_malloc((size_t)n * sizeof(float));
         fill_normal(&rng, x, n, 1.0);
         for (int64_t i = be; i < 2 * be; i++) x[i] = 0.0f;
         for (int64_t i = 2 * be; i < 3 * be; i++) x[i] *= 1e30f;
@@ -307,7 +300,7 @@ START_TEST(test_scalar_act_convert)
         x[4 * be + 1] = NAN;
         x[5 * be + 2] = -INFINITY;
         const size_t bytes = hearth_type_row_bytes(t, n);
-        uint8_t *got = xmalloc(bytes), *want = xmalloc(bytes);
+        uint8_t *got = test_malloc(bytes), *want = test_malloc(bytes);
         memset(got, 0xa5, bytes);
         memset(want, 0x5a, bytes);
         k->act_convert[t](x, got, n);
@@ -407,8 +400,8 @@ START_TEST(test_paths_gemm)
         test_rng_seed(&rng, 99 + (uint64_t)t);
         const hearth_type at = k->act_type[t];
         const size_t w_row = hearth_type_row_bytes(t, n), x_row = hearth_type_row_bytes(at, n);
-        uint8_t *w = xmalloc(w_row * (size_t)max_rows), *x = xmalloc(x_row * (size_t)max_tok);
-        float *f = xmalloc((size_t)n * sizeof(float));
+        uint8_t *w = test_malloc(w_row * (size_t)max_rows), *x = test_malloc(x_row * (size_t)max_tok);
+        float *f = test_malloc((size_t)n * sizeof(float));
         for (int r = 0; r < max_rows; r++) {
             if (is_integer_type(t) && r % 2) {
                 random_row_bytes(&rng, t, w + (size_t)r * w_row, n_blocks);
@@ -422,7 +415,7 @@ START_TEST(test_paths_gemm)
             k->act_convert[at](f, x + (size_t)tok * x_row, n);
         }
         const int64_t y_stride = max_rows + 3;
-        float *y = xmalloc((size_t)(y_stride * max_tok) * sizeof(float));
+        float *y = test_malloc((size_t)(y_stride * max_tok) * sizeof(float));
         for (int rows = 1; rows <= max_rows; rows++)
             for (int toks = 1; toks <= max_tok; toks++) {
                 for (int64_t i = 0; i < y_stride * max_tok; i++) y[i] = -7.0f;
@@ -461,7 +454,7 @@ START_TEST(test_paths_act_convert)
     const int64_t n = 14 * be;
     test_rng rng;
     test_rng_seed(&rng, 11 + (uint64_t)t);
-    float *x = xmalloc((size_t)n * sizeof(float));
+    float *x = test_malloc((size_t)n * sizeof(float));
     fill_normal(&rng, x, n, 1.0);
     for (int64_t i = be; i < 2 * be; i++) x[i] = 0.0f;
     for (int64_t i = 2 * be; i < 3 * be; i++) x[i] *= 1e30f;
@@ -476,7 +469,7 @@ START_TEST(test_paths_act_convert)
     for (int64_t i = 11 * be; i < 12 * be; i++) x[i] *= 3e27f;
     x[12 * be] = 1e10f;
     const size_t bytes = hearth_type_row_bytes(t, n);
-    uint8_t *got = xmalloc(bytes), *want = xmalloc(bytes);
+    uint8_t *got = test_malloc(bytes), *want = test_malloc(bytes);
     memset(want, 0x5a, bytes);
     ref->act_convert[t](x, want, n);
     for (int p = 0; p < KERNEL_PATH_COUNT; p++) {
@@ -514,8 +507,8 @@ START_TEST(test_backend_matmul_deterministic)
     test_rng rng;
     test_rng_seed(&rng, 1234 + (uint64_t)t);
     const size_t w_row = hearth_type_row_bytes(t, n_in);
-    uint8_t *wdata = xmalloc(w_row * (size_t)n_out);
-    float *f = xmalloc((size_t)(n_in * n_tok) * sizeof(float));
+    uint8_t *wdata = test_malloc(w_row * (size_t)n_out);
+    float *f = test_malloc((size_t)(n_in * n_tok) * sizeof(float));
     for (int64_t r = 0; r < n_out; r++) {
         fill_normal(&rng, f, n_in, 0.05);
         ck_assert(quant_quantize_row(t, f, wdata + (size_t)r * w_row, n_in));
@@ -536,7 +529,7 @@ START_TEST(test_backend_matmul_deterministic)
         ck_assert_int_eq(be->ops->act_upload(be, &in, f, n_tok), HEARTH_OK);
         ck_assert_int_eq(be->ops->matmul(be, &out, &w, &in), HEARTH_OK);
         if (!first) {
-            first = xmalloc((size_t)(n_out * n_tok) * sizeof(float));
+            first = test_malloc((size_t)(n_out * n_tok) * sizeof(float));
             memcpy(first, out.host, (size_t)(n_out * n_tok) * sizeof(float));
         }
         for (int64_t i = 0; i < n_out * n_tok; i++)
@@ -559,7 +552,7 @@ START_TEST(test_backend_matmul_deterministic)
     /* every output is vec_dot of the same table */
     const hearth_type at = k->act_type[t];
     const size_t x_row = hearth_type_row_bytes(at, n_in);
-    uint8_t *xq = xmalloc(x_row);
+    uint8_t *xq = test_malloc(x_row);
     for (int64_t tok = 0; tok < n_tok; tok++) {
         k->act_convert[at](f + tok * n_in, xq, n_in);
         for (int64_t r = 0; r < n_out; r++) {
@@ -608,12 +601,12 @@ static void make_packed_case(hearth_type t, int64_t n_blocks, int64_t n_rows, in
     c->act = hearth_kernels_scalar()->act_type[t];
     c->w_row = hearth_type_row_bytes(t, c->n);
     c->x_row = hearth_type_row_bytes(c->act, c->n);
-    c->w = xmalloc(c->w_row * (size_t)n_rows);
-    c->wp = xmalloc(hearth_packed_bytes(t, n_rows, c->n));
-    c->x = xmalloc(c->x_row * (size_t)n_tok);
-    c->sums = c->act == HEARTH_TYPE_Q8_0 ? xmalloc((size_t)(n_blocks * n_tok) * sizeof(int32_t)) : NULL;
-    c->xf = xmalloc((size_t)(c->n * n_tok) * sizeof(float));
-    float *f = xmalloc((size_t)c->n * sizeof(float));
+    c->w = test_malloc(c->w_row * (size_t)n_rows);
+    c->wp = test_malloc(hearth_packed_bytes(t, n_rows, c->n));
+    c->x = test_malloc(c->x_row * (size_t)n_tok);
+    c->sums = c->act == HEARTH_TYPE_Q8_0 ? test_malloc((size_t)(n_blocks * n_tok) * sizeof(int32_t)) : NULL;
+    c->xf = test_malloc((size_t)(c->n * n_tok) * sizeof(float));
+    float *f = test_malloc((size_t)c->n * sizeof(float));
     for (int64_t r = 0; r < n_rows; r++) {
         if (r % 2) {
             random_row_bytes(&rng, t, c->w + (size_t)r * c->w_row, n_blocks);
@@ -659,7 +652,7 @@ static void dequantize_parts(hearth_type t, const uint8_t *row, int64_t n, float
     }
     const int64_t nb = n / QK_K;
     const size_t bb = hearth_type_block_bytes(t), bytes = hearth_type_row_bytes(t, n);
-    uint8_t *b = xmalloc(bytes);
+    uint8_t *b = test_malloc(bytes);
     memcpy(b, row, bytes);
     for (int64_t i = 0; i < nb; i++) memset(b + (size_t)i * bb + at_dmin, 0, 2);
     ck_assert(quant_dequantize_row(t, b, wq, n));
@@ -691,10 +684,10 @@ START_TEST(test_scalar_packed)
                 ck_assert_int_eq(c.sums[tok * c.n_blocks + b], s);
             }
         }
-        float *y = xmalloc((size_t)(c.n_rows * c.n_tok) * sizeof(float));
+        float *y = test_malloc((size_t)(c.n_rows * c.n_tok) * sizeof(float));
         k->gemm_packed[t](c.n, c.n_rows, c.n_tok, c.wp, c.x, c.x_row, c.sums, y, c.n_rows);
-        float *w = xmalloc((size_t)c.n * sizeof(float)), *wm = xmalloc((size_t)c.n * sizeof(float));
-        float *x = xmalloc((size_t)c.n * sizeof(float));
+        float *w = test_malloc((size_t)c.n * sizeof(float)), *wm = test_malloc((size_t)c.n * sizeof(float));
+        float *x = test_malloc((size_t)c.n * sizeof(float));
         for (int64_t tok = 0; tok < c.n_tok; tok++) {
             ck_assert(quant_dequantize_row(c.act, c.x + (size_t)tok * c.x_row, x, c.n));
             for (int64_t r = 0; r < c.n_rows; r++) {
@@ -741,8 +734,8 @@ START_TEST(test_paths_packed)
         struct packed_case c;
         make_packed_case(t, nbs[bi], max_groups * PACK_ROWS, max_tok, 700u + 10u * (uint64_t)t + bi, &c);
         const int64_t ys = c.n_rows + 5;
-        float *want = xmalloc((size_t)(ys * max_tok) * sizeof(float));
-        float *got = xmalloc((size_t)(ys * max_tok) * sizeof(float));
+        float *want = test_malloc((size_t)(ys * max_tok) * sizeof(float));
+        float *got = test_malloc((size_t)(ys * max_tok) * sizeof(float));
         ref->gemm_packed[t](c.n, c.n_rows, c.n_tok, c.wp, c.x, c.x_row, c.sums, want, ys);
         for (int p = 0; p < KERNEL_PATH_COUNT; p++) {
             const hearth_kernels *k = path_or_note(p);
@@ -785,9 +778,9 @@ START_TEST(test_backend_matmul_packed)
     make_packed_case(t, 6, 11 * PACK_ROWS, 13, 4321u + (uint64_t)t, &c);
     struct weight w = {.name = "test.weight", .type = t, .n_in = c.n, .n_out = c.n_rows,
                        .row_bytes = c.w_row, .data = c.w, .packed = c.wp};
-    float *want = xmalloc((size_t)(c.n_rows * c.n_tok) * sizeof(float));
-    uint8_t *xq = xmalloc(c.x_row * (size_t)c.n_tok);
-    int32_t *sums = c.sums ? xmalloc((size_t)(c.n_blocks * c.n_tok) * sizeof(int32_t)) : NULL;
+    float *want = test_malloc((size_t)(c.n_rows * c.n_tok) * sizeof(float));
+    uint8_t *xq = test_malloc(c.x_row * (size_t)c.n_tok);
+    int32_t *sums = c.sums ? test_malloc((size_t)(c.n_blocks * c.n_tok) * sizeof(int32_t)) : NULL;
     for (int64_t tok = 0; tok < c.n_tok; tok++) {
         k->act_convert[c.act](c.xf + tok * c.n, xq + (size_t)tok * c.x_row, c.n);
         if (sums) hearth_q8_0_block_sums(xq + (size_t)tok * c.x_row, c.n_blocks, sums + tok * c.n_blocks);
@@ -856,11 +849,11 @@ START_TEST(test_backend_matmul_set)
     test_rng rng;
     test_rng_seed(&rng, 9100u + (uint64_t)_i);
     struct weight ws[MATMUL_SET_MAX];
-    float *f = xmalloc((size_t)(n_in * max_tok) * sizeof(float));
+    float *f = test_malloc((size_t)(n_in * max_tok) * sizeof(float));
     for (int i = 0; i < n; i++) {
         const hearth_type t = spec[i].type;
         const size_t w_row = hearth_type_row_bytes(t, n_in);
-        uint8_t *wd = xmalloc(w_row * (size_t)spec[i].n_out);
+        uint8_t *wd = test_malloc(w_row * (size_t)spec[i].n_out);
         for (int64_t r = 0; r < spec[i].n_out; r++) {
             fill_normal(&rng, f, n_in, 0.05);
             ck_assert(quant_quantize_row(t, f, wd + (size_t)r * w_row, n_in));
@@ -868,7 +861,7 @@ START_TEST(test_backend_matmul_set)
         uint8_t *wp = NULL;
         if (spec[i].pack) {
             ck_assert(hearth_pack_supported(t));
-            wp = xmalloc(hearth_packed_bytes(t, spec[i].n_out, n_in));
+            wp = test_malloc(hearth_packed_bytes(t, spec[i].n_out, n_in));
             hearth_pack_rows(t, wd, w_row, spec[i].n_out, n_in, wp);
         }
         ws[i] = (struct weight){.name = "test.weight", .type = t, .n_in = n_in, .n_out = spec[i].n_out,

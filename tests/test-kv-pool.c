@@ -29,13 +29,6 @@
 #include "kv_pool.h"
 #include "testutil.h"
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
-
 static struct kv_pool *new_pool(int32_t n_blocks, int32_t block_tokens)
 {
     struct kv_pool *p;
@@ -394,7 +387,7 @@ static int32_t random_held(const struct shadow *s, test_rng *rng)
 START_TEST(test_random_against_model)
 {
     struct kv_pool *p = new_pool(R_BLOCKS, R_BT);
-    struct shadow *s = xmalloc(sizeof *s);
+    struct shadow *s = test_malloc(sizeof *s);
     memset(s, 0, sizeof *s);
     test_rng rng;
     test_rng_seed(&rng, 20240601 + (uint64_t)_i);
@@ -550,7 +543,7 @@ static void check_copy_block(hearth_type type, int32_t n_rows)
                 for (int i = 0; i < NHKV * HD; i++) row[i] = (float)test_rng_normal(&rng);
                 kv_cache_store(kv, base, slot, row);
             }
-            before[il][kvi] = xmalloc(layer_bytes);
+            before[il][kvi] = test_malloc(layer_bytes);
             memcpy(before[il][kvi], base, layer_bytes);
         }
     }

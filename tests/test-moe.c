@@ -31,13 +31,6 @@
 #include "quant.h"
 #include "testutil.h"
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
-
 static void fill_normal(test_rng *rng, float *x, int64_t n, double std)
 {
     for (int64_t i = 0; i < n; i++) x[i] = (float)(test_rng_normal(rng) * std);
@@ -57,7 +50,7 @@ START_TEST(test_route)
     static const int32_t counts[][2] = {{8, 2}, {60, 4}, {128, 8}, {5, 5}, {3, 1}};
     for (size_t c = 0; c < HEARTH_ARRAY_LEN(counts); c++) {
         const int32_t E = counts[c][0], k = counts[c][1];
-        float *logits = xmalloc((size_t)E * sizeof(float));
+        float *logits = test_malloc((size_t)E * sizeof(float));
         int32_t ids[8];
         float w[8];
         for (int rep = 0; rep < 50; rep++) {
@@ -112,8 +105,8 @@ static void make_matrix(test_rng *rng, struct weight *w, hearth_type t, int64_t 
                         bool pack, void **mem, void **packed)
 {
     const size_t row = hearth_type_row_bytes(t, n_in);
-    uint8_t *d = xmalloc(row * (size_t)n_out);
-    float *f = xmalloc((size_t)n_in * sizeof(float));
+    uint8_t *d = test_malloc(row * (size_t)n_out);
+    float *f = test_malloc((size_t)n_in * sizeof(float));
     for (int64_t r = 0; r < n_out; r++) {
         fill_normal(rng, f, n_in, 0.1);
         ck_assert(quant_quantize_row(t, f, d + (size_t)r * row, n_in));
@@ -183,16 +176,16 @@ START_TEST(test_grouped_equals_one_by_one)
     const struct moe_experts moe = {gc->E, gc->k, gc->norm, x.gate, x.up, x.down};
     test_rng rng;
     test_rng_seed(&rng, 4242 + (uint64_t)_i);
-    float *in = xmalloc((size_t)(n_tok * n_embd) * sizeof(float));
-    float *logits = xmalloc((size_t)(n_tok * gc->E) * sizeof(float));
+    float *in = test_malloc((size_t)(n_tok * n_embd) * sizeof(float));
+    float *logits = test_malloc((size_t)(n_tok * gc->E) * sizeof(float));
     fill_normal(&rng, in, n_tok * n_embd, 1.0);
     fill_normal(&rng, logits, n_tok * gc->E, 1.5);
     /* every expert gets at least one row except the last (an idle expert) */
     for (int64_t t = 0; t < n_tok; t++) logits[t * gc->E + gc->E - 1] -= gc->k < gc->E ? 100.0f : 0.0f;
-    float *batch = xmalloc((size_t)(n_tok * n_embd) * sizeof(float));
-    float *one = xmalloc((size_t)n_embd * sizeof(float));
-    float *g = xmalloc((size_t)n_ff * sizeof(float)), *u = xmalloc((size_t)n_ff * sizeof(float));
-    float *y = xmalloc((size_t)n_embd * sizeof(float)), *acc = xmalloc((size_t)n_embd * sizeof(float));
+    float *batch = test_malloc((size_t)(n_tok * n_embd) * sizeof(float));
+    float *one = test_malloc((size_t)n_embd * sizeof(float));
+    float *g = test_malloc((size_t)n_ff * sizeof(float)), *u = test_malloc((size_t)n_ff * sizeof(float));
+    float *y = test_malloc((size_t)n_embd * sizeof(float)), *acc = test_malloc((size_t)n_embd * sizeof(float));
     int checked = 0;
     for (int p = 0; p < KERNEL_PATH_COUNT; p++) {
         const hearth_kernels *k = kernel_path_table((kernel_path)p, NULL);
@@ -285,8 +278,8 @@ static void add(hearth_gguf_writer *w, struct blob *b, test_rng *rng, const stru
     const hearth_type t = vec || strstr(name, "gate_inp") ? HEARTH_TYPE_F32 : s->type;
     const size_t row = hearth_type_row_bytes(t, ne0);
     const int64_t rows = ne1 * ne2;
-    uint8_t *d = xmalloc(row * (size_t)rows);
-    float *f = xmalloc((size_t)ne0 * sizeof(float));
+    uint8_t *d = test_malloc(row * (size_t)rows);
+    float *f = test_malloc((size_t)ne0 * sizeof(float));
     for (int64_t r = 0; r < rows; r++) {
         if (ones) for (int64_t i = 0; i < ne0; i++) f[i] = 1.0f;
         else fill_normal(rng, f, ne0, strstr(name, "output") ? 0.5 : 0.1);

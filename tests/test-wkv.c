@@ -47,13 +47,6 @@
 
 #define TOL 1e-5
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
-
 enum decay_kind { DECAY_WEAK, DECAY_STRONG, DECAY_EXTREME, DECAY_COUNT };
 
 /* One head's problem: n tokens of r, k, v, lw (rows of N), u, S0. */
@@ -73,12 +66,12 @@ static void problem_make(struct problem *p, int64_t n, int32_t N, bool gla, enum
     p->N = N;
     p->gla = gla;
     const size_t nn = (size_t)n * N;
-    p->r = xmalloc(nn * sizeof(float));
-    p->k = xmalloc(nn * sizeof(float));
-    p->v = xmalloc(nn * sizeof(float));
-    p->lw = xmalloc(nn * sizeof(float));
-    p->u = xmalloc((size_t)N * sizeof(float));
-    p->S0 = xmalloc((size_t)N * N * sizeof(float));
+    p->r = test_malloc(nn * sizeof(float));
+    p->k = test_malloc(nn * sizeof(float));
+    p->v = test_malloc(nn * sizeof(float));
+    p->lw = test_malloc(nn * sizeof(float));
+    p->u = test_malloc((size_t)N * sizeof(float));
+    p->S0 = test_malloc((size_t)N * N * sizeof(float));
     for (size_t i = 0; i < nn; i++) {
         p->r[i] = (float)test_rng_normal(&rng);
         p->k[i] = (float)test_rng_normal(&rng);
@@ -191,10 +184,10 @@ static double worst_error(const struct wkv_kernels *k, int32_t N, bool report)
                     struct problem p;
                     const int64_t n = lengths[li];
                     problem_make(&p, n, N, gla, (enum decay_kind)decay, state, seed++);
-                    double *yr = xmalloc((size_t)n * N * sizeof(double));
-                    double *Sr = xmalloc((size_t)N * N * sizeof(double));
-                    float *y = xmalloc((size_t)n * N * sizeof(float));
-                    float *S = xmalloc((size_t)N * N * sizeof(float));
+                    double *yr = test_malloc((size_t)n * N * sizeof(double));
+                    double *Sr = test_malloc((size_t)N * N * sizeof(double));
+                    float *y = test_malloc((size_t)n * N * sizeof(float));
+                    float *S = test_malloc((size_t)N * N * sizeof(float));
                     reference(&p, gla ? 1.0f / sqrtf((float)N) : 1.0f, yr, Sr);
                     for (size_t ci = 0; ci <= HEARTH_ARRAY_LEN(chunk_sizes); ci++) {
                         /* the last round: token by token */
@@ -254,8 +247,8 @@ START_TEST(test_column_blocks)
 {
     struct problem p;
     problem_make(&p, 77, 64, _i, DECAY_STRONG, true, 99);
-    float *y1 = xmalloc(77 * 64 * sizeof(float)), *y2 = xmalloc(77 * 64 * sizeof(float));
-    float *S1 = xmalloc(64 * 64 * sizeof(float)), *S2 = xmalloc(64 * 64 * sizeof(float));
+    float *y1 = test_malloc(77 * 64 * sizeof(float)), *y2 = test_malloc(77 * 64 * sizeof(float));
+    float *S1 = test_malloc(64 * 64 * sizeof(float)), *S2 = test_malloc(64 * 64 * sizeof(float));
     const struct wkv_kernels *k = wkv_kernels_scalar();
     for (int C = 0; C <= 16; C += 16) {
         run_kernel(k, &p, C, 64, y1, S1);
@@ -283,8 +276,8 @@ START_TEST(test_paths_against_scalar)
         for (int gla = 0; gla < 2; gla++) {
             struct problem pr;
             problem_make(&pr, 150, 64, gla, DECAY_EXTREME, true, 7 + (uint64_t)gla);
-            float *y1 = xmalloc(150 * 64 * sizeof(float)), *y2 = xmalloc(150 * 64 * sizeof(float));
-            float *S1 = xmalloc(64 * 64 * sizeof(float)), *S2 = xmalloc(64 * 64 * sizeof(float));
+            float *y1 = test_malloc(150 * 64 * sizeof(float)), *y2 = test_malloc(150 * 64 * sizeof(float));
+            float *S1 = test_malloc(64 * 64 * sizeof(float)), *S2 = test_malloc(64 * 64 * sizeof(float));
             for (int C = 0; C <= 64; C += 32) {
                 run_kernel(wkv_kernels_scalar(), &pr, C, 64, y1, S1);
                 run_kernel(k, &pr, C, 64, y2, S2);
@@ -324,8 +317,8 @@ START_TEST(test_recurrent_paths_bit_exact)
                 const int32_t N = sizes[si], n = 37;
                 struct problem pr;
                 problem_make(&pr, n, N, gla, gla ? DECAY_EXTREME : DECAY_STRONG, true, 31 + si * 2 + (uint64_t)gla);
-                float *y1 = xmalloc((size_t)n * N * sizeof(float)), *y2 = xmalloc((size_t)n * N * sizeof(float));
-                float *S1 = xmalloc((size_t)N * N * sizeof(float)), *S2 = xmalloc((size_t)N * N * sizeof(float));
+                float *y1 = test_malloc((size_t)n * N * sizeof(float)), *y2 = test_malloc((size_t)n * N * sizeof(float));
+                float *S1 = test_malloc((size_t)N * N * sizeof(float)), *S2 = test_malloc((size_t)N * N * sizeof(float));
                 const int32_t cols[] = {N, 48, 72};
                 for (size_t c = 0; c < HEARTH_ARRAY_LEN(cols); c++) {
                     run_kernel(wkv_kernels_scalar(), &pr, 0, cols[c], y1, S1);
@@ -384,13 +377,13 @@ START_TEST(test_backend_batch)
         k.host[i] = (float)test_rng_normal(&rng);
         v.host[i] = (float)test_rng_normal(&rng);
     }
-    float *u = xmalloc((size_t)n_head * N * sizeof(float));
+    float *u = test_malloc((size_t)n_head * N * sizeof(float));
     for (int i = 0; i < n_head * N; i++) u[i] = (float)test_rng_normal(&rng);
     for (size_t i = 0; i < rs->layer_floats * 4; i++) rs->data[i] = (float)test_rng_normal(&rng);
     /* the states as they were before the batch (position 0 starts from zeros) */
-    float *before = xmalloc(rs->layer_floats * 4 * sizeof(float));
+    float *before = test_malloc(rs->layer_floats * 4 * sizeof(float));
     memcpy(before, rs->data, rs->layer_floats * 4 * sizeof(float));
-    int32_t *pos = xmalloc((size_t)n * sizeof(int32_t));
+    int32_t *pos = test_malloc((size_t)n * sizeof(int32_t));
     for (int s = 0; s < n_seqs; s++)
         for (int t = 0; t < lens[s]; t++) pos[seq_start[s] + t] = start_pos[s] + t;
     struct batch_pos bp = {.pos = pos, .n_tokens = n, .n_seqs = n_seqs, .seq_start = seq_start, .state_slot = slots};
@@ -402,12 +395,12 @@ START_TEST(test_backend_batch)
         for (int h = 0; h < n_head; h++) {
             struct problem p = {.n = lens[s], .N = N, .gla = gla};
             const size_t nn = (size_t)lens[s] * N;
-            p.r = xmalloc(nn * sizeof(float));
-            p.k = xmalloc(nn * sizeof(float));
-            p.v = xmalloc(nn * sizeof(float));
-            p.lw = xmalloc(nn * sizeof(float));
-            p.u = xmalloc((size_t)N * sizeof(float));
-            p.S0 = xmalloc((size_t)N * N * sizeof(float));
+            p.r = test_malloc(nn * sizeof(float));
+            p.k = test_malloc(nn * sizeof(float));
+            p.v = test_malloc(nn * sizeof(float));
+            p.lw = test_malloc(nn * sizeof(float));
+            p.u = test_malloc((size_t)N * sizeof(float));
+            p.S0 = test_malloc((size_t)N * N * sizeof(float));
             for (int t = 0; t < lens[s]; t++) {
                 const int64_t row = seq_start[s] + t;
                 memcpy(p.r + t * N, r.host + row * r.width + h * N, N * sizeof(float));
@@ -418,9 +411,9 @@ START_TEST(test_backend_batch)
             memcpy(p.u, u + h * N, N * sizeof(float));
             const float *S0 = before + rs->layer_floats * (size_t)slots[s] + 7 + (size_t)h * N * N;
             for (int i = 0; i < N * N; i++) p.S0[i] = start_pos[s] == 0 ? 0.0f : S0[i];
-            double *yr = xmalloc(nn * sizeof(double)), *Sr = xmalloc((size_t)N * N * sizeof(double));
+            double *yr = test_malloc(nn * sizeof(double)), *Sr = test_malloc((size_t)N * N * sizeof(double));
             reference(&p, scale, yr, Sr);
-            float *y = xmalloc(nn * sizeof(float));
+            float *y = test_malloc(nn * sizeof(float));
             for (int t = 0; t < lens[s]; t++)
                 memcpy(y + t * N, out.host + (int64_t)(seq_start[s] + t) * out.width + h * N, N * sizeof(float));
             ck_assert_double_le(rel_err(y, yr, nn), TOL);
@@ -505,7 +498,7 @@ START_TEST(test_decode_after_chunked_prefill)
     test_rng_seed(&rng, 11);
     for (int i = 0; i < n_prompt; i++) prompt[i] = (int32_t)(test_rng_next(&rng) % (uint64_t)V);
     int32_t tok_ref[12], tok[12];
-    float *log_ref = xmalloc((size_t)n_gen * V * sizeof(float)), *log = xmalloc((size_t)n_gen * V * sizeof(float));
+    float *log_ref = test_malloc((size_t)n_gen * V * sizeof(float)), *log = test_malloc((size_t)n_gen * V * sizeof(float));
 
     /* token by token */
     hearth_context *ctx = new_ctx(m, 0, 64);
@@ -543,7 +536,7 @@ START_TEST(test_rewind_rules)
     ck_assert_int_eq(hearth_eval(ctx, toks, 3, 1), HEARTH_OK);
     ck_assert_int_eq(hearth_context_snapshot(ctx), HEARTH_OK);
     ck_assert_int_eq(hearth_eval(ctx, toks + 3, 3, 1), HEARTH_OK);
-    float *after = xmalloc((size_t)V * sizeof(float));
+    float *after = test_malloc((size_t)V * sizeof(float));
     memcpy(after, hearth_context_logits(ctx, 0), (size_t)V * sizeof(float));
     /* no snapshot at 2 or 4: refused, nothing changes */
     ck_assert_int_eq(hearth_context_rewind(ctx, 2), HEARTH_E_UNSUPPORTED);
@@ -678,10 +671,10 @@ START_TEST(test_maps)
                                     -1e30f, INFINITY, -INFINITY, NAN};
     const int64_t n_special = (int64_t)(sizeof special / sizeof special[0]);
     const int64_t n_max = 1000 + n_special;
-    float *x = xmalloc((size_t)n_max * sizeof(float));
-    float *y = xmalloc((size_t)n_max * sizeof(float));
-    float *ys = xmalloc((size_t)n_max * sizeof(float));
-    float *in_place = xmalloc((size_t)n_max * sizeof(float));
+    float *x = test_malloc((size_t)n_max * sizeof(float));
+    float *y = test_malloc((size_t)n_max * sizeof(float));
+    float *ys = test_malloc((size_t)n_max * sizeof(float));
+    float *in_place = test_malloc((size_t)n_max * sizeof(float));
     test_rng rng;
     test_rng_seed(&rng, 12345);
     for (int64_t i = 0; i < n_max; i++) {
@@ -745,7 +738,7 @@ START_TEST(test_lerp)
 {
     const int64_t n_max = 1003; /* the longest call, 1000, from offset 2 */
     float *buf[6];
-    for (int i = 0; i < 6; i++) buf[i] = xmalloc((size_t)n_max * sizeof(float));
+    for (int i = 0; i < 6; i++) buf[i] = test_malloc((size_t)n_max * sizeof(float));
     float *a = buf[0], *p = buf[1], *mu = buf[2], *m = buf[3], *y = buf[4], *ys = buf[5];
     test_rng rng;
     test_rng_seed(&rng, 777);
@@ -773,7 +766,7 @@ START_TEST(test_lerp)
                 k->lerp(a + off, p + off, mu + off, mm ? mm + off : NULL, y, n);
                 ck_assert_msg(memcmp(y, ys, (size_t)n * sizeof(float)) == 0, "%s lerp differs from the twin, n %lld",
                               k->name, (long long)n);
-                float *in_place = xmalloc((size_t)n * sizeof(float));
+                float *in_place = test_malloc((size_t)n * sizeof(float));
                 memcpy(in_place, a + off, (size_t)n * sizeof(float));
                 k->lerp(in_place, p + off, mu + off, mm ? mm + off : NULL, in_place, n);
                 ck_assert_msg(memcmp(in_place, ys, (size_t)n * sizeof(float)) == 0, "%s lerp in place differs",

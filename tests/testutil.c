@@ -54,6 +54,13 @@ bool test_require_data(void)
     return false;
 }
 
+void *test_malloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
 char *test_read_file(const char *path, size_t *len_out)
 {
     FILE *f = fopen(path, "rb");

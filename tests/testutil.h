@@ -39,6 +39,9 @@ bool test_require_data(void);
  * Call after test_require_data(). */
 struct hearth_model *test_load_model(const char *name);
 
+/* malloc(n) (at least one byte), failing the test when memory runs out. */
+void *test_malloc(size_t n);
+
 /* Read a whole file into a NUL-terminated malloc'ed buffer (length in
  * *len_out); fails the test when it cannot. */
 char *test_read_file(const char *path, size_t *len_out);
