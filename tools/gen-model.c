@@ -316,6 +316,18 @@ static void add_tensor3(struct generator *g, const char *name, int64_t ne0, int6
 static void add_tensor(struct generator *g, const char *name, int64_t ne0, int64_t ne1,
                        enum fill_kind fill);
 
+/* Tensor "blk.IL.SUFFIX" of layer il. */
+static void add_layer_tensor3(struct generator *g, int il, const char *suffix, int64_t ne0, int64_t ne1,
+                              int64_t ne2, enum fill_kind fill)
+{
+    char name[64];
+    snprintf(name, sizeof name, "blk.%d.%s", il, suffix);
+    add_tensor3(g, name, ne0, ne1, ne2, fill);
+}
+
+/* Within a layer loop over il: tensor "blk.IL.SUFFIX" of g's layer il. */
+#define LAYER(suffix, ne0, ne1, fill) add_layer_tensor3(g, il, suffix, ne0, ne1, 1, fill)
+
 /* The last tensor added becomes ne0 x ne1 x ne2 x ne3, kept in F32. */
 static void shape_f32(struct generator *g, int64_t ne2, int64_t ne3, uint32_t n_dims)
 {
@@ -331,7 +343,6 @@ static void list_rwkv6_tensors(struct generator *g)
 {
     const struct shape *s = g->shape;
     const int64_t E = s->n_embd, N = s->head_size, H = E / N, F = s->n_ff;
-    char name[64];
     add_tensor(g, "token_embd.weight", E, s->n_vocab, FILL_NORMAL);
     add_tensor(g, "token_embd_norm.weight", E, 1, FILL_ONES);
     add_tensor(g, "token_embd_norm.bias", E, 1, FILL_NORMAL);
@@ -339,11 +350,6 @@ static void list_rwkv6_tensors(struct generator *g)
     add_tensor(g, "output_norm.bias", E, 1, FILL_NORMAL);
     add_tensor(g, "output.weight", E, s->n_vocab, FILL_NORMAL);
     for (int il = 0; il < s->n_layer; il++) {
-#define LAYER(suffix, ne0, ne1, fill) \
-    do { \
-        snprintf(name, sizeof name, "blk.%d.%s", il, suffix); \
-        add_tensor(g, name, ne0, ne1, fill); \
-    } while (0)
         LAYER("attn_norm.weight", E, 1, FILL_ONES);
         LAYER("attn_norm.bias", E, 1, FILL_NORMAL);
         LAYER("attn_norm_2.weight", E, 1, FILL_ONES);
@@ -378,7 +384,6 @@ static void list_rwkv6_tensors(struct generator *g)
         LAYER("channel_mix_key.weight", E, F, FILL_NORMAL);
         LAYER("channel_mix_value.weight", F, E, FILL_NORMAL);
         LAYER("channel_mix_receptance.weight", E, E, FILL_NORMAL);
-#undef LAYER
     }
 }
 
@@ -395,23 +400,16 @@ static void list_expert_tensors(struct generator *g, int il)
 {
     const struct shape *s = g->shape;
     const int64_t E = s->n_embd;
-    char name[64];
-#define LAYER3(suffix, ne0, ne1, ne2) \
-    do { \
-        snprintf(name, sizeof name, "blk.%d.%s", il, suffix); \
-        add_tensor3(g, name, ne0, ne1, ne2, FILL_NORMAL); \
-    } while (0)
-    LAYER3("ffn_gate_inp.weight", E, s->n_expert, 1);
-    LAYER3("ffn_gate_exps.weight", E, s->n_ff_exp, s->n_expert);
-    LAYER3("ffn_up_exps.weight", E, s->n_ff_exp, s->n_expert);
-    LAYER3("ffn_down_exps.weight", s->n_ff_exp, E, s->n_expert);
+    add_layer_tensor3(g, il, "ffn_gate_inp.weight", E, s->n_expert, 1, FILL_NORMAL);
+    add_layer_tensor3(g, il, "ffn_gate_exps.weight", E, s->n_ff_exp, s->n_expert, FILL_NORMAL);
+    add_layer_tensor3(g, il, "ffn_up_exps.weight", E, s->n_ff_exp, s->n_expert, FILL_NORMAL);
+    add_layer_tensor3(g, il, "ffn_down_exps.weight", s->n_ff_exp, E, s->n_expert, FILL_NORMAL);
     if (s->n_ff_shexp > 0) {
-        LAYER3("ffn_gate_inp_shexp.weight", E, 1, 1);
-        LAYER3("ffn_gate_shexp.weight", E, s->n_ff_shexp, 1);
-        LAYER3("ffn_up_shexp.weight", E, s->n_ff_shexp, 1);
-        LAYER3("ffn_down_shexp.weight", s->n_ff_shexp, E, 1);
+        add_layer_tensor3(g, il, "ffn_gate_inp_shexp.weight", E, 1, 1, FILL_NORMAL);
+        add_layer_tensor3(g, il, "ffn_gate_shexp.weight", E, s->n_ff_shexp, 1, FILL_NORMAL);
+        add_layer_tensor3(g, il, "ffn_up_shexp.weight", E, s->n_ff_shexp, 1, FILL_NORMAL);
+        add_layer_tensor3(g, il, "ffn_down_shexp.weight", s->n_ff_shexp, E, 1, FILL_NORMAL);
     }
-#undef LAYER3
 }
 
 /* Whether layer il of a hybrid stack is linear attention (Gated
@@ -432,16 +430,10 @@ static void list_qwen35_tensors(struct generator *g)
     const int64_t E = s->n_embd, d = shape_head_dim(s), n_kv = d * s->n_head_kv;
     const int64_t key_dim = (int64_t)s->ssm_groups * s->ssm_state;
     const int64_t value_dim = (int64_t)s->ssm_v_heads * s->ssm_state;
-    char name[64];
     add_tensor(g, "token_embd.weight", E, s->n_vocab, FILL_NORMAL);
     add_tensor(g, "output_norm.weight", E, 1, FILL_ONES);
     if (!s->tied) add_tensor(g, "output.weight", E, s->n_vocab, FILL_NORMAL);
     for (int il = 0; il < s->n_layer; il++) {
-#define LAYER(suffix, ne0, ne1, fill) \
-    do { \
-        snprintf(name, sizeof name, "blk.%d.%s", il, suffix); \
-        add_tensor(g, name, ne0, ne1, fill); \
-    } while (0)
         LAYER("attn_norm.weight", E, 1, FILL_ONES);
         LAYER("post_attention_norm.weight", E, 1, FILL_ONES);
         if (is_linear_layer(s, il)) {
@@ -476,7 +468,6 @@ static void list_qwen35_tensors(struct generator *g)
             LAYER("ffn_up.weight", E, s->n_ff, FILL_NORMAL);
             LAYER("ffn_down.weight", s->n_ff, E, FILL_NORMAL);
         }
-#undef LAYER
     }
 }
 
@@ -493,7 +484,6 @@ static void list_tensors(struct generator *g)
     }
     const int64_t head_dim = shape_head_dim(s), n_q = head_dim * s->n_head;
     const int64_t n_kv = head_dim * s->n_head_kv;
-    char name[64];
     add_tensor(g, "token_embd.weight", s->n_embd, s->n_vocab, FILL_NORMAL);
     if (s->llama3_rope) add_tensor(g, "rope_freqs.weight", head_dim / 2, 1, FILL_ROPE_FACTORS);
     if (s->n_ctx_orig) {
@@ -503,11 +493,6 @@ static void list_tensors(struct generator *g)
     add_tensor(g, "output_norm.weight", s->n_embd, 1, FILL_ONES);
     if (!s->tied) add_tensor(g, "output.weight", s->n_embd, s->n_vocab, FILL_NORMAL);
     for (int il = 0; il < s->n_layer; il++) {
-#define LAYER(suffix, ne0, ne1, fill) \
-    do { \
-        snprintf(name, sizeof name, "blk.%d.%s", il, suffix); \
-        add_tensor(g, name, ne0, ne1, fill); \
-    } while (0)
         LAYER("attn_norm.weight", s->n_embd, 1, FILL_ONES);
         if (s->fused) {
             LAYER("attn_qkv.weight", s->n_embd, n_q + 2 * n_kv, FILL_NORMAL);
@@ -539,7 +524,6 @@ static void list_tensors(struct generator *g)
             LAYER("ffn_down.weight", s->n_ff, s->n_embd, FILL_NORMAL);
         }
         if (s->post_norms) LAYER("post_ffw_norm.weight", s->n_embd, 1, FILL_ONES);
-#undef LAYER
     }
 }
 
