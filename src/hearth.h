@@ -945,9 +945,10 @@ typedef struct hearth_engine_params {
                              * 0 too: room for one sequence of n_ctx */
     int32_t n_threads;      /* 0: one per available processor */
     hearth_type cache_type; /* F32, F16 (default) or Q8_0 */
-    bool no_prefix_cache;   /* never reuse blocks across sequences (always so
-                             * for recurrent models, whose state cannot be
-                             * shared) */
+    bool no_prefix_cache;   /* never reuse blocks across sequences (recurrent
+                             * models resume from state snapshots kept at
+                             * block boundaries: 2 x n_seq_max of them,
+                             * counted in the pool's memory) */
     int32_t chunk_size;     /* recurrent models: as in hearth_context_params */
     const hearth_model *draft_model; /* NULL, or a smaller model with the
                              * same vocabulary that drafts tokens for the

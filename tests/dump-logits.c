@@ -56,7 +56,98 @@ static void on_event(void *user, const hearth_event *ev)
     if (st.blocks_used > g->max_blocks) g->max_blocks = st.blocks_used;
 }
 
+/* A request of run_one(): its tokens and logits go to slot 1 of g. */
+struct one {
+    struct gen *g;
+    hearth_request_stats stats;
+};
+
+static void on_event_one(void *user, const hearth_event *ev)
+{
+    struct one *o = user;
+    struct gen *g = o->g;
+    if (ev->token >= 0 && g->n[1] < g->n_gen) {
+        g->tokens[1][g->n[1]] = ev->token;
+        memcpy(g->logits[1] + (size_t)g->n[1] * g->V, ev->logits, (size_t)g->V * sizeof(float));
+        g->n[1]++;
+    }
+    if (ev->stats) o->stats = *ev->stats;
+}
+
 /* The engine part of the check (see the top of the file). */
+/* One greedy request of n_gen tokens in g's engine; its logits in
+ * g->logits[1], its statistics in *stats. */
+static int run_one(struct gen *g, const int32_t *prompt, int n, hearth_request_stats *stats)
+{
+    struct one o = {g, {0}};
+    g->n[1] = 0;
+    hearth_request rq;
+    hearth_request_default(&rq);
+    rq.prompt = prompt;
+    rq.n_prompt = (size_t)n;
+    rq.sampling.temperature = 0.0f;
+    rq.max_tokens = g->n_gen;
+    rq.ignore_eos = true;
+    rq.on_event = on_event_one;
+    rq.user = &o;
+    uint64_t id;
+    if (hearth_engine_submit(g->engine, &rq, &id)) return die("submit");
+    for (;;) {
+        bool did = false;
+        if (hearth_engine_step(g->engine, &did)) return die("engine step");
+        if (engine_check(g->engine)) return die("engine check");
+        if (!did) break;
+    }
+    *stats = o.stats;
+    return g->n[1] == g->n_gen ? 0 : (fprintf(stderr, "dump-logits: %d tokens of %d\n", g->n[1], g->n_gen), 1);
+}
+
+/* The prefix cache: the same prompt again resumes from the cached prefix
+ * (for a recurrent model, from the state kept at its last block
+ * boundary) and gives sample 0's logits again, bit for bit; a next turn
+ * (the prompt, sample 0's tokens and more) resumes from the boundary
+ * sample 0 reached and gives the context's logits. */
+static int check_resume(struct gen *g, hearth_context *ctx, const int32_t *prompt, int n)
+{
+    const int32_t B = 64, V = g->V, n_gen = g->n_gen;
+    hearth_request_stats st;
+    if (run_one(g, prompt, n, &st)) return 1;
+    const int32_t want = (n - 1) / B * B;
+    if (st.n_cached != want) {
+        fprintf(stderr, "dump-logits: the same prompt again: %d positions from the cache, expected %d\n",
+                st.n_cached, want);
+        return 1;
+    }
+    if (memcmp(g->logits[0], g->logits[1], (size_t)n_gen * V * sizeof(float))) {
+        fprintf(stderr, "dump-logits: the same prompt from the cache gives other logits\n");
+        return 1;
+    }
+    const int n2 = n + n_gen + 5;
+    int32_t *turn = malloc((size_t)(n2 + n_gen) * sizeof *turn);
+    if (!turn) return 1;
+    memcpy(turn, prompt, (size_t)n * sizeof *turn);
+    memcpy(turn + n, g->tokens[0], (size_t)n_gen * sizeof *turn);
+    memcpy(turn + n + n_gen, prompt, 5 * sizeof *turn);
+    int bad = run_one(g, turn, n2, &st);
+    /* sample 0 computed all but its last token */
+    const int32_t want2 = (n + n_gen - 1) / B * B;
+    if (!bad && st.n_cached != want2) {
+        fprintf(stderr, "dump-logits: the next turn: %d positions from the cache, expected %d\n", st.n_cached,
+                want2);
+        bad = 1;
+    }
+    memcpy(turn + n2, g->tokens[1], (size_t)n_gen * sizeof *turn);
+    if (!bad && (hearth_context_rewind(ctx, 0) || hearth_eval(ctx, turn, n2 + n_gen - 1, n_gen))) bad = die("context");
+    for (int i = 0; i < n_gen && !bad; i++)
+        if (memcmp(hearth_context_logits(ctx, i), g->logits[1] + (size_t)i * V, (size_t)V * sizeof(float))) {
+            fprintf(stderr, "dump-logits: the next turn, token %d: logits differ from the context's\n", i);
+            bad = 1;
+        }
+    if (!bad) printf("engine: prefix cache: %d and %d positions resumed\n", want, want2);
+    free(turn);
+    return bad;
+}
+
 static int check_engine(hearth_model *m, hearth_context *ctx, const int32_t *prompt, int n, int n_gen, int n_ctx)
 {
     const int32_t V = hearth_model_n_vocab(m);
@@ -126,6 +217,7 @@ static int check_engine(hearth_model *m, hearth_context *ctx, const int32_t *pro
             bad = 1;
         }
     }
+    if (!bad) bad = check_resume(&g, ctx, prompt, n);
     hearth_engine_free(g.engine);
     for (int k = 0; k < 2; k++) {
         free(g.tokens[k]);

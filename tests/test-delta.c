@@ -356,7 +356,7 @@ START_TEST(test_backend_conv)
     ck_assert_int_eq(be->ops->act_alloc(be, &out, b.n, C), HEARTH_OK);
     struct rstate *rs;
     const size_t offset = 5; /* something before the saved rows */
-    ck_assert_int_eq(rstate_new(4, 1, offset + (KT - 1) * C + 3, &rs), HEARTH_OK);
+    ck_assert_int_eq(rstate_new(4, 1, offset + (KT - 1) * C + 3, NULL, &rs), HEARTH_OK);
     test_rng rng;
     test_rng_seed(&rng, 11);
     float w[24 * KT];
@@ -433,7 +433,7 @@ START_TEST(test_backend_gated_delta)
     }
     const size_t offset = 9;
     struct rstate *rs;
-    ck_assert_int_eq(rstate_new(4, 1, offset + NV * D * D, &rs), HEARTH_OK);
+    ck_assert_int_eq(rstate_new(4, 1, offset + NV * D * D, NULL, &rs), HEARTH_OK);
     for (size_t i = 0; i < rs->layer_floats * 4; i++) rs->data[i] = (float)(0.3 * test_rng_normal(&rng));
     float *before = test_malloc(rs->layer_floats * 4 * sizeof(float));
     memcpy(before, rs->data, rs->layer_floats * 4 * sizeof(float));

@@ -228,6 +228,62 @@ START_TEST(test_invariance_quantized)
 }
 END_TEST
 
+/* Recurrent models: the prefix cache resumes from the states kept at
+ * block boundaries, and every request still gives, bit for bit, what it
+ * gives alone with nothing cached. */
+START_TEST(test_invariance_recurrent)
+{
+    if (!test_require_data()) return;
+    check_invariance("micro-rwkv6-Q8_0.gguf", HEARTH_TYPE_F16, 16);
+    check_invariance("micro-rwkv6qwen2-f32.gguf", HEARTH_TYPE_F16, 64);
+}
+END_TEST
+
+/* The snapshots are bounded: with one sequence at a time an engine
+ * keeps two, the least recently used goes first, and a request whose
+ * prefix lost its snapshot is computed again, to the same bits. */
+START_TEST(test_snapshot_eviction)
+{
+    if (!test_require_data()) return;
+    hearth_model *m = test_load_model("micro-rwkv6-Q8_0.gguf");
+    const int32_t V = hearth_model_n_vocab(m);
+    static int32_t a[70], b[70];
+    make_prompt(m, 61, 0, a, 70);
+    make_prompt(m, 62, 0, b, 70);
+    static struct sample_out alone, out[5];
+    memset(&alone, 0, sizeof alone);
+    memset(out, 0, sizeof out);
+    hearth_engine *e = new_engine(m, 512, 1024, 16, HEARTH_TYPE_F16, false);
+    struct collector c = {&alone, 1, V, 0};
+    submit(e, a, 70, 12, 0.0f, 1, 1, &c);
+    run_checked(e);
+    hearth_engine_free(e);
+
+    hearth_engine_params p;
+    hearth_engine_default_params(&p);
+    p.n_ctx = 512;
+    p.kv_tokens = 1024;
+    p.block_tokens = 16;
+    p.n_threads = 2;
+    p.n_seq_max = 1;
+    ck_assert_int_eq(hearth_engine_new(m, &p, &e), HEARTH_OK);
+    /* a, a again (its prompt's snapshot), b (both of a's snapshots go),
+     * a (computed again), a (its snapshot again) */
+    const int32_t *order[5] = {a, a, b, a, a};
+    static const int32_t cached[5] = {0, 64, 0, 0, 64};
+    for (int i = 0; i < 5; i++) {
+        c = (struct collector){&out[i], 1, V, 0};
+        submit(e, order[i], 70, 12, 0.0f, 1, 1, &c);
+        run_checked(e);
+        ck_assert_msg(out[i].stats.n_cached == cached[i], "request %d: %d positions cached, expected %d", i,
+                      out[i].stats.n_cached, cached[i]);
+        if (order[i] == a) expect_same(&out[i], &alone, "a request resumed from a snapshot");
+    }
+    hearth_engine_free(e);
+    hearth_model_free(m);
+}
+END_TEST
+
 /* The engine computes what a context computes: the logits of a prompt
  * prefilled by hearth_eval and of the engine's first sample are the same
  * bits (blocks of any multiple of 64 positions). */
@@ -261,10 +317,10 @@ START_TEST(test_engine_matches_context)
 END_TEST
 
 /* Recurrent models (rwkv6, rwkv6qwen2): several sequences at once, each
- * with its own fixed-size state, give the greedy tokens each gives alone
- * (their prompts are chunked differently, so the logits agree within
- * rounding, not bit for bit); forked samples continue from one prompt
- * state; the pool reports the states' bytes; there is no prefix cache. */
+ * with its own fixed-size state, give the greedy tokens each gives alone;
+ * forked samples continue from one prompt state; the pool reports the
+ * states' bytes; prompts that share only a block or two resume from no
+ * snapshot (one is kept at a prompt's last block boundary alone). */
 START_TEST(test_recurrent_sequences)
 {
     if (!test_require_data()) return;
@@ -793,6 +849,8 @@ static Suite *serving_suite(void)
     tcase_add_test(tc, test_invariance_quantized);
     tcase_add_test(tc, test_parallel_samples);
     tcase_add_loop_test(tc, test_recurrent_sequences, 0, 2);
+    tcase_add_test(tc, test_invariance_recurrent);
+    tcase_add_test(tc, test_snapshot_eviction);
     tcase_add_test(tc, test_preemption);
     tcase_add_test(tc, test_cancel);
     tcase_add_test(tc, test_refusals);

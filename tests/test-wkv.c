@@ -366,7 +366,7 @@ START_TEST(test_backend_batch)
     ck_assert_int_eq(be->ops->act_alloc(be, &v, n, n_head_kv * N), HEARTH_OK);
     struct rstate *rs;
     const size_t layer_floats = 7 + (size_t)n_head * N * N; /* something before the WKV state */
-    ck_assert_int_eq(rstate_new(4, 1, layer_floats, &rs), HEARTH_OK);
+    ck_assert_int_eq(rstate_new(4, 1, layer_floats, NULL, &rs), HEARTH_OK);
     test_rng rng;
     test_rng_seed(&rng, 5);
     for (int64_t i = 0; i < (int64_t)n * n_head * N; i++) {

@@ -62,7 +62,7 @@ int main(int argc, char **argv)
     }
     struct hearth_backend *be;
     struct rstate *rs;
-    if (backend_cpu_new(threads, &be) || rstate_new(1, 1, (size_t)H * N * N, &rs)) {
+    if (backend_cpu_new(threads, &be) || rstate_new(1, 1, (size_t)H * N * N, NULL, &rs)) {
         fprintf(stderr, "wkvbench: %s\n", hearth_last_error());
         return 1;
     }

@@ -6,11 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-hearth_status rstate_new(int32_t n_slots, int32_t n_layer, size_t layer_floats, struct rstate **out)
+hearth_status rstate_new(int32_t n_slots, int32_t n_layer, size_t layer_floats, const bool *stateless,
+                         struct rstate **out)
 {
     size_t per_slot, n;
-    if (n_slots <= 0 || n_layer <= 0 || layer_floats == 0 ||
-        hearth_mul_overflow((size_t)n_layer, layer_floats, &per_slot) ||
+    int32_t n_state = 0;
+    for (int32_t il = 0; il < n_layer; il++) n_state += !(stateless && stateless[il]);
+    if (n_slots <= 0 || n_state <= 0 || layer_floats == 0 ||
+        hearth_mul_overflow((size_t)n_state, layer_floats, &per_slot) ||
         hearth_mul_overflow(per_slot, (size_t)n_slots, &n) || n > SIZE_MAX / sizeof(float))
         return hearth_error(HEARTH_E_INVALID, "recurrent state of %d sequences x %d layers x %zu "
                             "floats is invalid", n_slots, n_layer, layer_floats);
@@ -18,10 +21,18 @@ hearth_status rstate_new(int32_t n_slots, int32_t n_layer, size_t layer_floats, 
     if (!rs) return HEARTH_E_NOMEM;
     rs->n_slots = n_slots;
     rs->n_layer = n_layer;
+    rs->n_state_layers = n_state;
     rs->layer_floats = layer_floats;
     rs->snapshot_pos = -1;
+    rs->index = hearth_calloc((size_t)n_layer, sizeof *rs->index, "the recurrent state");
+    if (!rs->index) {
+        free(rs);
+        return HEARTH_E_NOMEM;
+    }
+    for (int32_t il = 0, k = 0; il < n_layer; il++) rs->index[il] = stateless && stateless[il] ? -1 : k++;
     rs->data = hearth_aligned_alloc(64, n * sizeof(float), "the recurrent state");
     if (!rs->data) {
+        free(rs->index);
         free(rs);
         return hearth_error(HEARTH_E_NOMEM, "out of memory for the recurrent state of %d "
                             "sequences (%zu bytes each)", n_slots, per_slot * sizeof(float));
@@ -36,12 +47,18 @@ void rstate_free(struct rstate *rs)
     if (!rs) return;
     hearth_aligned_free(rs->data);
     hearth_aligned_free(rs->snapshot);
+    free(rs->index);
     free(rs);
 }
 
 size_t rstate_bytes_per_seq(const struct rstate *rs)
 {
-    return rs ? (size_t)rs->n_layer * rs->layer_floats * sizeof(float) : 0;
+    return rs ? (size_t)rs->n_state_layers * rs->layer_floats * sizeof(float) : 0;
+}
+
+void rstate_copy(struct rstate *rs, int32_t dst, int32_t src)
+{
+    if (dst != src) memcpy(rstate_slot(rs, dst), rstate_slot(rs, src), rstate_bytes_per_seq(rs));
 }
 
 hearth_status rstate_save(struct rstate *rs, int32_t slot, int32_t pos)
@@ -51,12 +68,12 @@ hearth_status rstate_save(struct rstate *rs, int32_t slot, int32_t pos)
         rs->snapshot = hearth_aligned_alloc(64, bytes, "a recurrent state snapshot");
         if (!rs->snapshot) return HEARTH_E_NOMEM;
     }
-    memcpy(rs->snapshot, rstate_layer(rs, slot, 0), bytes);
+    memcpy(rs->snapshot, rstate_slot(rs, slot), bytes);
     rs->snapshot_pos = pos;
     return HEARTH_OK;
 }
 
 void rstate_restore(const struct rstate *rs, int32_t slot)
 {
-    memcpy(rstate_layer(rs, slot, 0), rs->snapshot, rstate_bytes_per_seq(rs));
+    memcpy(rstate_slot(rs, slot), rs->snapshot, rstate_bytes_per_seq(rs));
 }

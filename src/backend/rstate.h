@@ -19,24 +19,40 @@
 
 struct rstate {
     int32_t n_slots;       /* sequences that hold a state at once */
-    int32_t n_layer;
-    size_t layer_floats;   /* per slot and layer */
-    float *data;           /* n_slots x n_layer x layer_floats */
+    int32_t n_layer;       /* the model's layers */
+    int32_t n_state_layers; /* of those, the ones that keep a state (all
+                            * but a hybrid family's attention layers) */
+    int32_t *index;        /* n_layer: a layer's place among those, -1: none */
+    size_t layer_floats;   /* per slot and layer that keeps a state */
+    float *data;           /* n_slots x n_state_layers x layer_floats */
     float *snapshot;       /* one saved slot (n_layer x layer_floats), or NULL */
     int32_t snapshot_pos;  /* the position it was saved at; -1: none */
 };
 
-hearth_status rstate_new(int32_t n_slots, int32_t n_layer, size_t layer_floats, struct rstate **out);
+/* States of n_slots sequences for a model of n_layer layers, of which
+ * those with stateless[il] keep none (stateless NULL: every layer keeps
+ * one). */
+hearth_status rstate_new(int32_t n_slots, int32_t n_layer, size_t layer_floats, const bool *stateless,
+                         struct rstate **out);
 void rstate_free(struct rstate *rs);
 
-/* Layer il's state of slot. */
+/* Layer il's state of slot (il keeps one). */
 static inline float *rstate_layer(const struct rstate *rs, int32_t slot, int32_t il)
 {
-    return rs->data + ((size_t)slot * (size_t)rs->n_layer + (size_t)il) * rs->layer_floats;
+    return rs->data + ((size_t)slot * (size_t)rs->n_state_layers + (size_t)rs->index[il]) * rs->layer_floats;
+}
+
+/* Slot's whole state (every layer), rstate_bytes_per_seq() bytes. */
+static inline float *rstate_slot(const struct rstate *rs, int32_t slot)
+{
+    return rs->data + (size_t)slot * (size_t)rs->n_state_layers * rs->layer_floats;
 }
 
 /* Bytes of one sequence's state (every layer). */
 size_t rstate_bytes_per_seq(const struct rstate *rs);
+
+/* Copy slot src's state to slot dst. */
+void rstate_copy(struct rstate *rs, int32_t dst, int32_t src);
 
 /* Save slot's state as the snapshot of position pos, and put it back. */
 hearth_status rstate_save(struct rstate *rs, int32_t slot, int32_t pos);

@@ -115,6 +115,7 @@ void hearth_engine_free(hearth_engine *e)
     free(e->blocks);
     free(e->free_states);
     free(e->state_slot);
+    free(e->snaps);
     free(e->step_seqs);
     free(e->logit_seqs);
     free(e->cancels);
@@ -181,19 +182,29 @@ hearth_status hearth_engine_new(const hearth_model *model, const hearth_engine_p
         .n_states = p.n_seq_max,
         .chunk_size = p.chunk_size,
     };
+    /* a recurrent model with the prefix cache keeps two snapshots for
+     * every sequence that may run (its prompt's and its generation's:
+     * prefix.c), in state slots after theirs */
+    const int32_t n_snaps = hearth_model_is_recurrent(model) && !p.no_prefix_cache ? 2 * p.n_seq_max : 0;
+    rp.n_states += n_snaps;
     hearth_status st = runner_new(model, &rp, &e->runner);
     if (!st && runner_rstate(e->runner)) {
         /* A recurrent sequence's memory is its state, in a slot of its
-         * own for as long as it runs; blocks only count its positions.
-         * A state summarizes the whole prefix and cannot be shared or cut,
-         * so the prefix cache does not apply. */
-        e->params.no_prefix_cache = true;
-        p.no_prefix_cache = true;
+         * own for as long as it runs; blocks count its positions (and
+         * hold a hybrid's keys and values).  A state summarizes the whole
+         * prefix and cannot be shared or cut: the prefix cache resumes
+         * from snapshots kept at block boundaries (prefix.c). */
         e->free_states = hearth_calloc((size_t)p.n_seq_max, sizeof *e->free_states, "the state slots");
         e->state_slot = hearth_calloc((size_t)n_batch, sizeof *e->state_slot, "the step's state slots");
         if (!e->free_states || !e->state_slot) st = HEARTH_E_NOMEM;
         for (int32_t i = 0; !st && i < p.n_seq_max; i++) e->free_states[i] = p.n_seq_max - 1 - i;
         e->n_free_states = p.n_seq_max;
+        if (!st && n_snaps > 0) {
+            e->snaps = hearth_calloc((size_t)n_snaps, sizeof *e->snaps, "the state snapshots");
+            if (!e->snaps) st = HEARTH_E_NOMEM;
+            for (int32_t i = 0; !st && i < n_snaps; i++) e->snaps[i].slot = p.n_seq_max + i;
+            e->n_snaps = n_snaps;
+        }
     }
     if (!st) st = kv_pool_new(n_blocks, B, &e->pool);
     if (!st && p.draft_model) {
@@ -420,6 +431,7 @@ hearth_status hearth_engine_step(hearth_engine *e, bool *did_work)
                     e->prompt_tokens += (uint64_t)(HEARTH_MIN(s->n_computed, s->req->n_prompt) - before);
                 s->chunk = 0;
                 if (!st) st = engine_register_full_blocks(e, s);
+                if (!st) engine_keep_snapshot(e, s);
                 engine_drop_outside_window(e, s);
             }
             for (int32_t i = 0; i < n_logits && !st; i++) {

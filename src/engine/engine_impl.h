@@ -91,6 +91,12 @@ struct seq {
     hearth_request_stats stats;
     double t_first, t_last;      /* first and latest token, s */
     int32_t state_slot;          /* recurrent models: its state (rstate.h); -1: none */
+    int32_t resume;              /* recurrent models: the snapshot its admission
+                                  * resumes from (engine_take_prefix()); -1: none */
+    int32_t own_snap;            /* the snapshot of its latest block boundary
+                                  * past the prompt's, while it is still that;
+                                  * -1: none */
+    uint64_t own_hash;           /* and that snapshot's chain hash */
     bool running;
     bool finished;
     /* this step */
@@ -134,6 +140,16 @@ struct request {
     struct request *next_new;    /* in the submission queue */
 };
 
+/* A recurrent state kept for the prefix cache (prefix.c): the state of
+ * a sequence after positions 0 .. n_pos - 1 (a block boundary), found by
+ * the chain hash of the block that ends there. */
+struct snapshot {
+    uint64_t hash;
+    int32_t n_pos;               /* 0: the entry is free */
+    int32_t slot;                /* the rstate slot holding it */
+    uint64_t used;               /* the tick of its last save or resume */
+};
+
 struct seq_list {
     struct seq *head, *tail;
     int32_t n;
@@ -162,6 +178,11 @@ struct hearth_engine {
     int32_t *free_states;
     int32_t n_free_states;
     int32_t *state_slot;
+    /* recurrent models with the prefix cache: the snapshots (2 x n_seq_max,
+     * in the rstate slots after the sequences'), the LRU clock */
+    struct snapshot *snaps;
+    int32_t n_snaps;
+    uint64_t snap_tick;
     struct seq **step_seqs;
     struct seq **logit_seqs;
 
@@ -248,6 +269,8 @@ hearth_status engine_take_prefix(hearth_engine *e, struct seq *s);
 hearth_status engine_register_full_blocks(hearth_engine *e, struct seq *s);
 void engine_drop_outside_window(hearth_engine *e, struct seq *s);
 hearth_status engine_make_room(hearth_engine *e, struct seq *s, int32_t n, int32_t *n_room);
+int32_t engine_prefill_chunk(const hearth_engine *e, const struct seq *s, int32_t n);
+void engine_keep_snapshot(hearth_engine *e, struct seq *s);
 
 /* schedule.c */
 void engine_take_state(hearth_engine *e, struct seq *s);

@@ -1,8 +1,9 @@
 /*
  * prefix.c -- a sequence's block table in the pool: the identity key and
  * chain hashes of the prefix cache, taking a cached prefix, registering
- * full blocks, giving back blocks outside every layer's window, and room
- * for the tokens a step adds.
+ * full blocks, giving back blocks outside every layer's window, room for
+ * the tokens a step adds, and the recurrent-state snapshots that let a
+ * recurrent model's sequence resume from a cached prefix.
  */
 #include "engine_impl.h"
 
@@ -77,6 +78,8 @@ uint64_t engine_identity(const hearth_engine *e) { return e->identity; }
 
 /* ---- prefix cache and blocks ------------------------------------------------------ */
 
+static void resume_point(hearth_engine *e, struct seq *s);
+
 hearth_status engine_grow_array(void **p, int32_t *cap, int32_t need, size_t elem, const char *what)
 {
     if (need <= *cap) return HEARTH_OK;
@@ -140,7 +143,90 @@ hearth_status engine_take_prefix(hearth_engine *e, struct seq *s)
         s->n_hashed = i + 1;
         s->n_computed = (i + 1) * B;
     }
+    if (e->snaps) resume_point(e, s);
     return HEARTH_OK;
+}
+
+/* ---- recurrent-state snapshots ------------------------------------------------------ */
+
+/* The snapshot of the state after n_pos positions whose last block has
+ * chain hash h, or -1. */
+static int32_t snapshot_find(const hearth_engine *e, uint64_t h, int32_t n_pos)
+{
+    for (int32_t k = 0; k < e->n_snaps; k++)
+        if (e->snaps[k].n_pos == n_pos && e->snaps[k].hash == h) return k;
+    return -1;
+}
+
+/* A recurrent sequence can resume only where a state was kept: of the
+ * cached blocks s took, it keeps those up to the deepest boundary with a
+ * snapshot (its state is copied when the sequence gets its slot,
+ * engine_take_state()) and gives the rest back. */
+static void resume_point(hearth_engine *e, struct seq *s)
+{
+    int32_t keep = 0;
+    s->resume = -1;
+    for (int32_t i = s->n_table - 1; i >= 0 && s->resume < 0; i--) {
+        s->resume = snapshot_find(e, s->hashes[i], (i + 1) * e->B);
+        if (s->resume >= 0) keep = i + 1;
+    }
+    while (s->n_table > keep) kv_pool_release(e->pool, s->table[--s->n_table]);
+    s->n_hashed = keep;
+    s->n_computed = keep * e->B;
+}
+
+/* The last block boundary before s's last known token: where its prompt
+ * (or, after a preemption, everything it knows) can be resumed from. */
+static int32_t last_boundary(const hearth_engine *e, int32_t n_tokens)
+{
+    return n_tokens > 0 ? (n_tokens - 1) / e->B * e->B : 0;
+}
+
+/* A prefill chunk of up to n rows for s: one that would run past the last
+ * boundary of a recurrent sequence's known tokens stops there, so that
+ * the state at that boundary can be kept (engine_keep_snapshot()). */
+int32_t engine_prefill_chunk(const hearth_engine *e, const struct seq *s, int32_t n)
+{
+    if (!e->snaps) return n;
+    const int32_t b = last_boundary(e, s->n_tokens);
+    return s->n_computed < b && s->n_computed + n > b ? b - s->n_computed : n;
+}
+
+/* After a step: when s's state stands at a block boundary worth keeping,
+ * save it.  Two kinds are kept: the last boundary of a prompt (or of
+ * what a preempted sequence knows), which every request sharing that
+ * prefix can resume from, and the latest boundary of the sequence's own
+ * generation, which replaces its previous one (a chat's next turn
+ * resumes there).  A snapshot already kept is only marked used; a new
+ * one takes a free entry, else the least recently used. */
+void engine_keep_snapshot(hearth_engine *e, struct seq *s)
+{
+    const int32_t B = e->B, n = s->n_computed;
+    if (!e->snaps || s->state_slot < 0 || n == 0 || n % B != 0 || s->n_hashed < n / B) return;
+    const bool own = n > last_boundary(e, s->req->n_prompt);
+    if (!own && n != last_boundary(e, s->n_tokens)) return; /* a boundary inside a prompt */
+    const uint64_t h = s->hashes[n / B - 1];
+    int32_t k = snapshot_find(e, h, n);
+    if (k >= 0) {
+        e->snaps[k].used = ++e->snap_tick;
+        return;
+    }
+    if (own && s->own_snap >= 0 && e->snaps[s->own_snap].hash == s->own_hash) {
+        k = s->own_snap;
+    } else {
+        k = 0;
+        for (int32_t i = 1; i < e->n_snaps && e->snaps[k].n_pos > 0; i++)
+            if (e->snaps[i].n_pos == 0 || e->snaps[i].used < e->snaps[k].used) k = i;
+    }
+    struct snapshot *sn = &e->snaps[k];
+    rstate_copy(runner_rstate(e->runner), sn->slot, s->state_slot);
+    sn->hash = h;
+    sn->n_pos = n;
+    sn->used = ++e->snap_tick;
+    if (own) {
+        s->own_snap = k;
+        s->own_hash = h;
+    }
 }
 
 /* Register the blocks s has filled since the last call. */

@@ -47,6 +47,8 @@ hearth_status engine_seq_new(hearth_engine *e, struct request *r, int32_t index,
     s->req = r;
     s->index = index;
     s->state_slot = -1;
+    s->resume = -1;
+    s->own_snap = -1;
     s->stats.stop_index = -1;
     s->stats.n_prompt = r->n_prompt;
     s->tokens_cap = r->n_prompt + 16;

@@ -146,16 +146,18 @@ static hearth_status new_kv(struct runner *r, const bool *on_host)
          * pool's shape for the bookkeeping, none of its layers allocated
          * but the attention layers of a hybrid family, and a state per
          * sequence instead. */
-        bool *none = hearth_calloc((size_t)hp->n_layer, sizeof *none, "the KV cache layout");
-        if (!none) return HEARTH_E_NOMEM;
+        bool *attn = hearth_calloc((size_t)hp->n_layer, sizeof *attn, "the KV cache layout");
+        if (!attn) return HEARTH_E_NOMEM;
         for (int32_t il = 0; r->model->rec->has_kv && il < hp->n_layer; il++)
-            none[il] = r->model->rec->has_kv(r->model, il);
+            attn[il] = r->model->rec->has_kv(r->model, il);
         hearth_status st = kv_cache_new(p->cache_type, p->block_tokens, p->n_blocks, hp->n_layer,
-                                        hp->n_head_kv, hp->head_dim, none, &r->kv);
-        free(none);
-        if (st) return st;
-        return rstate_new(p->n_states > 0 ? p->n_states : 1, hp->n_layer,
-                          r->model->rec->state_floats(r->model), &r->rs);
+                                        hp->n_head_kv, hp->head_dim, attn, &r->kv);
+        /* the attention layers keep keys and values, the others a state */
+        if (!st)
+            st = rstate_new(p->n_states > 0 ? p->n_states : 1, hp->n_layer, r->model->rec->state_floats(r->model),
+                            attn, &r->rs);
+        free(attn);
+        return st;
     }
     return kv_cache_new(p->cache_type, p->block_tokens, p->n_blocks, hp->n_layer, hp->n_head_kv,
                         hp->head_dim, on_host, &r->kv);

@@ -35,6 +35,7 @@ void engine_release_blocks(hearth_engine *e, struct seq *s)
         e->free_states[e->n_free_states++] = s->state_slot;
         s->state_slot = -1;
     }
+    s->resume = -1;
     for (int32_t i = 0; i < s->n_table; i++)
         if (s->table[i] >= 0) kv_pool_release(e->pool, s->table[i]);
     s->n_table = 0;
@@ -138,12 +139,8 @@ hearth_status engine_fork_samples(hearth_engine *e, struct request *r)
         s->n_hashed = s0->n_hashed;
         s->n_computed = s0->n_computed;
         engine_take_state(e, s);
-        if (s->state_slot >= 0) {
-            /* the prompt's state, computed once, continues in each sample */
-            struct rstate *rs = runner_rstate(e->runner);
-            memcpy(rstate_layer(rs, s->state_slot, 0), rstate_layer(rs, s0->state_slot, 0),
-                   rstate_bytes_per_seq(rs));
-        }
+        /* the prompt's state, computed once, continues in each sample */
+        if (s->state_slot >= 0) rstate_copy(runner_rstate(e->runner), s->state_slot, s0->state_slot);
         s->stats.queue_ms = s0->stats.queue_ms;
         s->stats.n_cached = s0->stats.n_cached;
         /* admitted now: the running list stays in admission order */

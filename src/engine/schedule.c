@@ -8,11 +8,19 @@
 /* ---- scheduling ------------------------------------------------------------------- */
 
 /* A running sequence of a recurrent model holds a state slot: there are
- * as many as sequences may run at once. */
+ * as many as sequences may run at once.  One that resumes from a
+ * snapshot (engine_take_prefix()) starts from a copy of it; the others
+ * start from zero at position 0. */
 void engine_take_state(hearth_engine *e, struct seq *s)
 {
     if (!e->free_states || s->state_slot >= 0 || e->n_free_states == 0) return;
     s->state_slot = e->free_states[--e->n_free_states];
+    if (s->resume >= 0) {
+        struct snapshot *sn = &e->snaps[s->resume];
+        rstate_copy(runner_rstate(e->runner), s->state_slot, sn->slot);
+        sn->used = ++e->snap_tick;
+        s->resume = -1;
+    }
 }
 
 /* Put running sequence s back in the waiting queue, first in line: its
@@ -131,7 +139,7 @@ hearth_status engine_schedule(hearth_engine *e, struct step_plan *p)
         const int32_t pending = s->n_tokens - s->n_computed;
         if (pending <= 1) continue; /* decode rows had their turn */
         int32_t room;
-        HEARTH_TRY(engine_make_room(e, s, HEARTH_MIN(pending, p->budget), &room));
+        HEARTH_TRY(engine_make_room(e, s, engine_prefill_chunk(e, s, HEARTH_MIN(pending, p->budget)), &room));
         if (room > 0) plan_add(e, p, s, room);
     }
     /* 3. admission */
@@ -166,7 +174,7 @@ hearth_status engine_schedule(hearth_engine *e, struct step_plan *p)
         }
         const int32_t pending = s->n_tokens - s->n_computed;
         int32_t room;
-        HEARTH_TRY(engine_make_room(e, s, HEARTH_MIN(pending, p->budget), &room));
+        HEARTH_TRY(engine_make_room(e, s, engine_prefill_chunk(e, s, HEARTH_MIN(pending, p->budget)), &room));
         if (room > 0) plan_add(e, p, s, room);
     }
     return HEARTH_OK;
