@@ -39,13 +39,22 @@ for shape in micro-qwen35 micro-qwen35moe micro-qwen3next; do
         fail "$shape: inspect --json shows the linear attention's sizes"
         continue
     fi
+    mtp=$(key nextn_predict_layers)
+    mtp=${mtp:-0}
+    [ "$shape" != micro-qwen3next ] || [ "$mtp" = 1 ] || fail "$shape: gen-model writes a prediction layer"
+    L=$((L - mtp))
     linear=$((L - L / every))
     state=$((linear * ((K - 1) * (2 * nk * d + nv * d) + nv * d * d) * 4))
     grep -q "\"linear_attention_layers\": $linear," "$json" || fail "$shape: the JSON summary counts $linear linear layers"
     grep -q "\"state_bytes_per_sequence\": $state," "$json" || fail "$shape: the JSON summary's state is $state bytes"
+    grep -q "\"prediction_layers\": $mtp," "$json" || fail "$shape: the JSON summary counts $mtp prediction layers"
     expect_status 0 "$shape: inspect" -- "$HEARTH" inspect "$m"
     grep -q "^  linear layers  *$linear of $L " "$tmpdir/out" || fail "$shape: inspect shows $linear linear layers of $L"
     grep -q "^  state per sequence  *$state bytes" "$tmpdir/out" || fail "$shape: inspect shows the state per sequence"
+    if [ "$mtp" -gt 0 ]; then
+        grep -q "^  prediction layers  *$mtp after the $L of the trunk" "$tmpdir/out" ||
+            fail "$shape: inspect shows the prediction layers apart from the trunk"
+    fi
     kv=$(sed -n 's/^  KV cache per token  *\([0-9]*\) bytes.*/\1/p' "$tmpdir/out")
     [ "$kv" = $(((L / every) * heads * dim * 2 * 2)) ] ||
         fail "$shape: the KV bytes per token count the attention layers alone ($kv)"

@@ -89,6 +89,8 @@ struct shape {
     bool ssm_ba;             /* qwen3next: one ssm_ba {E, 2 n_v} for beta and alpha (per
                               * key head, its value heads' betas, then their alphas) */
     int n_rot;               /* rope.dimension_count: partial rotation; 0: head_dim */
+    int n_mtp;               /* multi-token prediction ("NextN") layers after the
+                              * n_layer of the trunk (nextn_predict_layers) */
     int32_t rope_sections[4]; /* multi-section RoPE, written when the first is > 0 */
     /* The control tokens the model adds after its base vocabulary, in
      * order (NULL-terminated): --vocab's padding starts with them. */
@@ -131,6 +133,34 @@ static const struct shape shapes[] = {
      .n_ctx = 262144, .head_dim = 256, .rope_base = 10000000.0f, .norm_eps = 1e-6f, .tied = true,
      .full_attn_interval = 4, .ssm_conv_kernel = 4, .ssm_state = 128,
      .ssm_groups = 16, .ssm_v_heads = 16, .n_rot = 64, .rope_sections = {11, 11, 10, 0}},
+    /* Qwen3.5-9B: 32 layers, and a width other than the 4B's 2560 (the
+     * reference engine's types); the other sizes as recalled, not checked
+     * against its files.  Measure a few layers of it (--layers). */
+    {.name = "qwen3.5-9b", .arch = "qwen35",
+     .title = "Qwen3.5-9B shape (widths, heads and linear-attention sizes assumed), random weights",
+     .n_layer = 32, .n_embd = 4096, .n_ff = 12288, .n_head = 16, .n_head_kv = 4, .n_vocab = 248320,
+     .n_ctx = 262144, .head_dim = 256, .rope_base = 10000000.0f, .norm_eps = 1e-6f,
+     .full_attn_interval = 4, .ssm_conv_kernel = 4, .ssm_state = 128,
+     .ssm_groups = 16, .ssm_v_heads = 32, .n_rot = 64, .rope_sections = {11, 11, 10, 0}},
+    /* Qwen3.5-35B-A3B, the smallest published mixture: 40 layers (the
+     * reference engine's type); the other sizes as recalled */
+    {.name = "qwen3.5-35b-a3b", .arch = "qwen35moe",
+     .title = "Qwen3.5-35B-A3B shape (widths, heads, experts assumed), random weights",
+     .n_layer = 40, .n_embd = 2048, .n_ff = 512, .n_head = 16, .n_head_kv = 2, .n_vocab = 248320,
+     .n_ctx = 262144, .head_dim = 256, .rope_base = 10000000.0f, .norm_eps = 1e-6f,
+     .full_attn_interval = 4, .ssm_conv_kernel = 4, .ssm_state = 128,
+     .ssm_groups = 16, .ssm_v_heads = 32, .n_rot = 64, .rope_sections = {11, 11, 10, 0},
+     .n_expert = 256, .n_expert_used = 8, .n_ff_exp = 512, .n_ff_shexp = 512},
+    /* Qwen3-Next-80B-A3B: 48 layers of 2048 (the reference engine's
+     * type), the Qwen2 vocabulary; 512 experts (10 used) of 512 and the
+     * heads as published, recalled */
+    {.name = "qwen3-next-80b-a3b", .arch = "qwen3next",
+     .title = "Qwen3-Next-80B-A3B shape (heads and experts as recalled), random weights",
+     .n_layer = 48, .n_embd = 2048, .n_ff = 5120, .n_head = 16, .n_head_kv = 2, .n_vocab = 151936,
+     .n_ctx = 262144, .head_dim = 256, .rope_base = 10000000.0f, .norm_eps = 1e-6f,
+     .full_attn_interval = 4, .ssm_conv_kernel = 4, .ssm_state = 128,
+     .ssm_groups = 16, .ssm_v_heads = 32, .ssm_ba = true, .n_rot = 64,
+     .n_expert = 512, .n_expert_used = 10, .n_ff_exp = 512, .n_ff_shexp = 512},
     /* both kinds of layer twice; 4 value heads on 2 key heads, so that
      * the tiled value-to-key head mapping matters; the sections cover
      * all 8 rotated pairs */
@@ -155,7 +185,7 @@ static const struct shape shapes[] = {
      .n_layer = 4, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
      .n_ctx = 4096, .head_dim = 64, .rope_base = 10000000.0f, .norm_eps = 1e-6f, .tied = true,
      .full_attn_interval = 2, .ssm_conv_kernel = 4, .ssm_state = 32,
-     .ssm_groups = 2, .ssm_v_heads = 4, .ssm_ba = true, .n_rot = 16,
+     .ssm_groups = 2, .ssm_v_heads = 4, .ssm_ba = true, .n_rot = 16, .n_mtp = 1,
      .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 128, .n_ff_shexp = 256,
      .weight_std = 0.08, .output_std = 0.5, .norm_std = 0.2},
     {.name = "gemma-2-2b", .arch = "gemma2", .title = "Gemma-2-2B shape, random weights",
@@ -469,6 +499,31 @@ static void list_qwen35_tensors(struct generator *g)
             LAYER("ffn_down.weight", s->n_ff, E, FILL_NORMAL);
         }
     }
+    /* the prediction layers: a full-attention layer each, fed by the
+     * projection of the next token's embedding and the trunk's normed
+     * hidden state (eh_proj over their two norms), read out through
+     * shared_head_norm and the output layer */
+    for (int il = s->n_layer; il < s->n_layer + s->n_mtp; il++) {
+        LAYER("attn_norm.weight", E, 1, FILL_ONES);
+        LAYER("post_attention_norm.weight", E, 1, FILL_ONES);
+        LAYER("attn_q.weight", E, 2 * d * s->n_head, FILL_NORMAL);
+        LAYER("attn_k.weight", E, n_kv, FILL_NORMAL);
+        LAYER("attn_v.weight", E, n_kv, FILL_NORMAL);
+        LAYER("attn_q_norm.weight", d, 1, FILL_ONES);
+        LAYER("attn_k_norm.weight", d, 1, FILL_ONES);
+        LAYER("attn_output.weight", d * s->n_head, E, FILL_NORMAL);
+        if (s->n_expert > 0) {
+            list_expert_tensors(g, il);
+        } else {
+            LAYER("ffn_gate.weight", E, s->n_ff, FILL_NORMAL);
+            LAYER("ffn_up.weight", E, s->n_ff, FILL_NORMAL);
+            LAYER("ffn_down.weight", s->n_ff, E, FILL_NORMAL);
+        }
+        LAYER("nextn.eh_proj.weight", 2 * E, E, FILL_NORMAL);
+        LAYER("nextn.enorm.weight", E, 1, FILL_ONES);
+        LAYER("nextn.hnorm.weight", E, 1, FILL_ONES);
+        LAYER("nextn.shared_head_norm.weight", E, 1, FILL_ONES);
+    }
 }
 
 static void list_tensors(struct generator *g)
@@ -757,7 +812,8 @@ static hearth_status set_metadata(hearth_gguf_writer *w, const struct shape *s,
     HEARTH_TRY(hearth_gguf_writer_set_str(w, "general.name", s->title));
     HEARTH_TRY(ARCH_U32("context_length", (uint32_t)s->n_ctx));
     HEARTH_TRY(ARCH_U32("embedding_length", (uint32_t)s->n_embd));
-    HEARTH_TRY(ARCH_U32("block_count", (uint32_t)s->n_layer));
+    HEARTH_TRY(ARCH_U32("block_count", (uint32_t)(s->n_layer + s->n_mtp)));
+    if (s->n_mtp > 0) HEARTH_TRY(ARCH_U32("nextn_predict_layers", (uint32_t)s->n_mtp));
     HEARTH_TRY(ARCH_U32("feed_forward_length", (uint32_t)s->n_ff));
     if (s->head_size) {
         HEARTH_TRY(ARCH_U32("attention.head_count", 0));
@@ -833,7 +889,7 @@ static void usage(FILE *out)
           "                 [--threads N] [--layers N] [--embd N] [--ff N] [--heads N]\n"
           "                 [--kv-heads N] [--n-vocab N] [--window N] [--experts N]\n"
           "                 [--experts-used N] [--expert-ff N] [--shared-ff N]\n"
-          "                 [--output-std X] [--residual-scale F] [--output-scale F]\n"
+          "                 [--output-std X] [--mtp-layers N] [--residual-scale F] [--output-scale F]\n"
           "                 [--draft-layers N --draft FILE] OUT\n"
           "\n"
           "Write a model with random weights and the tensor shapes of NAME:\n"
@@ -862,6 +918,14 @@ static void usage(FILE *out)
           "  qwen3.5-0.8b     qwen35, 24 layers (every 4th full attention, 8/2 gated heads\n"
           "                   of 256, RoPE on 64 dims; the others Gated DeltaNet, 16/16\n"
           "                   heads of 128), d 1024, ff 3584, vocab 248320, tied\n"
+          "  qwen3.5-9b       qwen35, 32 layers (every 4th full attention, 16/4 gated\n"
+          "                   heads of 256; Gated DeltaNet 16/32 heads of 128), d 4096,\n"
+          "                   ff 12288, vocab 248320\n"
+          "  qwen3.5-35b-a3b  qwen35moe, 40 layers as qwen3.5-9b's but 16/2 heads, d 2048,\n"
+          "                   256 experts (8 used) of ff 512, a shared expert of 512\n"
+          "  qwen3-next-80b-a3b  qwen3next, 48 layers, d 2048, 16/2 heads of 256, Gated\n"
+          "                   DeltaNet 16/32 heads of 128, 512 experts (10 used) of ff\n"
+          "                   512, a shared expert of 512, vocab 151936\n"
           "  micro-qwen35     qwen35, 4 layers (1 and 3 full attention, 4/2 gated heads\n"
           "                   of 64, RoPE on 16 dims; 0 and 2 Gated DeltaNet, 2 key and\n"
           "                   4 value heads of 32), d 256, ff 512, vocab 512\n"
@@ -890,6 +954,8 @@ static void usage(FILE *out)
           "other options override the shape's sizes (for small test models);\n"
           "--output-std sets the spread of the output layer's weights (default 0.02;\n"
           "larger values make the next-token distribution peaked).\n"
+          "--mtp-layers N writes N multi-token prediction layers after the trunk (the\n"
+          "Qwen3.5 families; micro-qwen3next has one).\n"
           "--residual-scale F scales the residual writers (attn_output, ssm_out,\n"
           "ffn_down) and --output-scale F the output layer; --draft-layers N --draft\n"
           "FILE also writes FILE, the first N layers of the model with its embeddings\n"
@@ -915,7 +981,7 @@ int main(int argc, char **argv)
     enum { OPT_SHAPE = 256, OPT_TYPE, OPT_VOCAB, OPT_SEED, OPT_THREADS, OPT_LAYERS, OPT_EMBD,
            OPT_FF, OPT_HEADS, OPT_KV_HEADS, OPT_N_VOCAB, OPT_WINDOW, OPT_RESIDUAL_SCALE,
            OPT_OUTPUT_SCALE, OPT_DRAFT, OPT_DRAFT_LAYERS, OPT_EXPERTS, OPT_EXPERTS_USED,
-           OPT_EXPERT_FF, OPT_SHARED_FF, OPT_OUTPUT_STD };
+           OPT_EXPERT_FF, OPT_SHARED_FF, OPT_MTP_LAYERS, OPT_OUTPUT_STD };
     static const struct option longopts[] = {
         {"shape", required_argument, NULL, OPT_SHAPE},
         {"type", required_argument, NULL, OPT_TYPE},
@@ -933,6 +999,7 @@ int main(int argc, char **argv)
         {"expert-ff", required_argument, NULL, OPT_EXPERT_FF},
         {"shared-ff", required_argument, NULL, OPT_SHARED_FF},
         {"output-std", required_argument, NULL, OPT_OUTPUT_STD},
+        {"mtp-layers", required_argument, NULL, OPT_MTP_LAYERS},
         {"window", required_argument, NULL, OPT_WINDOW},
         {"residual-scale", required_argument, NULL, OPT_RESIDUAL_SCALE},
         {"output-scale", required_argument, NULL, OPT_OUTPUT_SCALE},
@@ -945,7 +1012,7 @@ int main(int argc, char **argv)
     bool have_shape = false;
     int override[OPT_OUTPUT_STD + 1] = {0};
     double output_std = 0.0;
-    int window = -1;
+    int window = -1, mtp_layers = -1;
     const char *draft_path = NULL;
     hearth_ftype ftype = HEARTH_FTYPE_Q8_0;
     const char *vocab_path = NULL;
@@ -999,6 +1066,16 @@ int main(int argc, char **argv)
         case OPT_SHARED_FF:
             if (!parse_positive(argv[optind - 1], optarg, &override[c])) return 2;
             break;
+        case OPT_MTP_LAYERS: {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (end == optarg || *end || v < 0 || v > 4) {
+                fprintf(stderr, "gen-model: --mtp-layers: expected 0 to 4, got '%s'\n", optarg);
+                return 2;
+            }
+            mtp_layers = (int)v;
+            break;
+        }
         case OPT_WINDOW: {
             char *end;
             long v = strtol(optarg, &end, 10);
@@ -1033,6 +1110,11 @@ int main(int argc, char **argv)
         return 2;
     }
     if (override[OPT_LAYERS]) s.n_layer = override[OPT_LAYERS];
+    if (mtp_layers >= 0) s.n_mtp = mtp_layers;
+    if (s.n_mtp > 0 && !s.full_attn_interval) {
+        fprintf(stderr, "gen-model: --mtp-layers: only the Qwen3.5 families have prediction layers\n");
+        return 2;
+    }
     if (override[OPT_EMBD]) s.n_embd = override[OPT_EMBD];
     if (override[OPT_FF]) s.n_ff = override[OPT_FF];
     if (override[OPT_HEADS]) s.n_head = override[OPT_HEADS];
@@ -1084,6 +1166,7 @@ int main(int argc, char **argv)
     int rc = write_model(&g, &s, ftype, vocab_path, out_path);
     if (rc == 0 && draft_path) {
         s.n_layer = override[OPT_DRAFT_LAYERS];
+        s.n_mtp = 0;
         rc = write_model(&g, &s, ftype, vocab_path, draft_path);
     }
     return rc;

@@ -51,6 +51,7 @@ struct summary {
      * which keep a state instead of keys and values, and its F32 bytes
      * per sequence; -1 and 0 otherwise. */
     int64_t n_linear_layers;
+    int64_t n_mtp_layers;    /* multi-token prediction layers after the trunk */
     uint64_t state_bytes_per_seq;
 };
 
@@ -147,6 +148,7 @@ static void summarise(const hearth_gguf *g, struct summary *s)
         if (interval <= 0) interval = 4;
         if (n_mtp < 0 || n_mtp >= s->n_layers) n_mtp = 0;
         const int64_t trunk = s->n_layers - n_mtp;
+        s->n_mtp_layers = n_mtp;
         n_attn_layers = trunk / interval;
         s->n_linear_layers = trunk - n_attn_layers;
         s->state_bytes_per_seq = (uint64_t)s->n_linear_layers *
@@ -331,7 +333,10 @@ static void print_text(const hearth_gguf *g, const struct inspect_opts *o)
 #undef ROW
     if (s.n_linear_layers >= 0) {
         printf("  %-22s %" PRId64 " of %" PRId64 " (Gated DeltaNet)\n", "linear layers",
-               s.n_linear_layers, s.n_layers);
+               s.n_linear_layers, s.n_layers - s.n_mtp_layers);
+        if (s.n_mtp_layers > 0)
+            printf("  %-22s %" PRId64 " after the %" PRId64 " of the trunk (multi-token prediction; "
+                   "not run)\n", "prediction layers", s.n_mtp_layers, s.n_layers - s.n_mtp_layers);
         printf("  %-22s %" PRIu64 " bytes (F32, whatever the length)\n", "state per sequence",
                s.state_bytes_per_seq);
     }
@@ -406,6 +411,7 @@ static void print_json(const hearth_gguf *g, const struct inspect_opts *o)
     json_int_field("sliding_window", s.sliding_window, true);
     json_int_field("sliding_window_pattern", s.swa_pattern, true);
     json_int_field("linear_attention_layers", s.n_linear_layers, true);
+    json_int_field("prediction_layers", s.n_linear_layers >= 0 ? s.n_mtp_layers : -1, true);
     json_int_field("state_bytes_per_sequence", s.n_linear_layers >= 0 ? (int64_t)s.state_bytes_per_seq : -1, true);
     json_int_field("kv_cache_bytes_per_token", s.kv_bytes_per_token ? (int64_t)s.kv_bytes_per_token : -1,
                    false);
