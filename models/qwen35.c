@@ -398,6 +398,7 @@ static const struct arch_recurrent deltanet_hooks = {
     .matrices = deltanet_matrices,
     .release = deltanet_release,
     .has_kv = deltanet_has_kv,
+    .checkpoints = true,
 };
 
 /* offload refused: src/model/offload.c */

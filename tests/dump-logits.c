@@ -15,7 +15,10 @@
  * must give every sampled token's logits bit for bit as the context does
  * for the same sequence, keep its pool consistent (engine_check) after
  * every step, and -- for a model whose every layer slides -- hold no more
- * blocks than the window needs.
+ * blocks than the window needs; then resume from the prefix cache (the
+ * same prompt again, and a chat's next turn) and speculate (drafts
+ * accepted and rejected, a recurrent state rolled back) with the same
+ * bits.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,8 +79,9 @@ static void on_event_one(void *user, const hearth_event *ev)
 
 /* The engine part of the check (see the top of the file). */
 /* One greedy request of n_gen tokens in g's engine; its logits in
- * g->logits[1], its statistics in *stats. */
-static int run_one(struct gen *g, const int32_t *prompt, int n, hearth_request_stats *stats)
+ * g->logits[1], its statistics in *stats; with lookup > 0, speculating
+ * by prompt lookup (n-grams of that many tokens, up to 4 drafts). */
+static int run_one_spec(struct gen *g, const int32_t *prompt, int n, int lookup, hearth_request_stats *stats)
 {
     struct one o = {g, {0}};
     g->n[1] = 0;
@@ -90,6 +94,11 @@ static int run_one(struct gen *g, const int32_t *prompt, int n, hearth_request_s
     rq.ignore_eos = true;
     rq.on_event = on_event_one;
     rq.user = &o;
+    if (lookup > 0) {
+        rq.speculation.draft_max = 4;
+        rq.speculation.lookup = lookup;
+        rq.speculation.fixed = true;
+    }
     uint64_t id;
     if (hearth_engine_submit(g->engine, &rq, &id)) return die("submit");
     for (;;) {
@@ -100,6 +109,77 @@ static int run_one(struct gen *g, const int32_t *prompt, int n, hearth_request_s
     }
     *stats = o.stats;
     return g->n[1] == g->n_gen ? 0 : (fprintf(stderr, "dump-logits: %d tokens of %d\n", g->n[1], g->n_gen), 1);
+}
+
+static int run_one(struct gen *g, const int32_t *prompt, int n, hearth_request_stats *stats)
+{
+    return run_one_spec(g, prompt, n, 0, stats);
+}
+
+/* The drafts of check_speculation(): plain decoding's tokens, every
+ * third of them replaced, so that verifications accept some drafts and
+ * reject others whatever the model. */
+struct drafts {
+    const struct gen *g;
+    const int32_t *want; /* plain decoding's n_gen tokens */
+    int count;
+};
+
+static void set_drafts(void *user, uint64_t request, int32_t index, int32_t *draft, int32_t n)
+{
+    (void)request;
+    (void)index;
+    struct drafts *d = user;
+    const int32_t at = d->g->n[1]; /* the tokens taken so far: draft[0] is the next */
+    for (int32_t i = 0; i < n; i++) {
+        if (at + i < d->g->n_gen) draft[i] = d->want[at + i];
+        if (++d->count % 3 == 0) draft[i] = (draft[i] + 1) % 7 + 3;
+    }
+}
+
+/* Speculative decoding: on a prompt that repeats itself (so that prompt
+ * lookup drafts, its drafts then replaced by set_drafts()), with drafts
+ * accepted and rejected, the greedy tokens and
+ * their logits are those of plain decoding, bit for bit; for a recurrent
+ * model, a rejection rolls the state back to the checkpoint after the
+ * last accepted token. */
+static int check_speculation(struct gen *g, const int32_t *prompt, int n)
+{
+    const int32_t V = g->V, n_gen = g->n_gen;
+    const int half = n / 2;
+    int32_t *rep = malloc((size_t)(2 * half) * sizeof *rep);
+    float *plain = malloc((size_t)n_gen * V * sizeof *plain);
+    int32_t *plain_tokens = malloc((size_t)n_gen * sizeof *plain_tokens);
+    if (!rep || !plain || !plain_tokens) return 1;
+    memcpy(rep, prompt, (size_t)half * sizeof *rep);
+    memcpy(rep + half, prompt, (size_t)half * sizeof *rep);
+    hearth_request_stats st;
+    int bad = run_one(g, rep, 2 * half, &st);
+    if (!bad) {
+        memcpy(plain, g->logits[1], (size_t)n_gen * V * sizeof *plain);
+        memcpy(plain_tokens, g->tokens[1], (size_t)n_gen * sizeof *plain_tokens);
+    }
+    struct drafts d = {g, plain_tokens, 0};
+    engine_set_draft_hook(g->engine, set_drafts, &d);
+    if (!bad) bad = run_one_spec(g, rep, 2 * half, 1, &st);
+    engine_set_draft_hook(g->engine, NULL, NULL);
+    if (!bad && (st.n_drafted == 0 || st.n_accepted == 0 || st.n_accepted == st.n_drafted)) {
+        fprintf(stderr, "dump-logits: speculation: %d drafted, %d accepted: no test of a partial rejection\n",
+                st.n_drafted, st.n_accepted);
+        bad = 1;
+    }
+    for (int i = 0; i < n_gen && !bad; i++)
+        if (g->tokens[1][i] != plain_tokens[i] ||
+            memcmp(g->logits[1] + (size_t)i * V, plain + (size_t)i * V, (size_t)V * sizeof(float))) {
+            fprintf(stderr, "dump-logits: speculation, token %d: not what plain decoding gives\n", i);
+            bad = 1;
+        }
+    if (!bad) printf("engine: speculation: %d drafted, %d accepted, the tokens and logits of plain decoding\n",
+                     st.n_drafted, st.n_accepted);
+    free(rep);
+    free(plain);
+    free(plain_tokens);
+    return bad;
 }
 
 /* The prefix cache: the same prompt again resumes from the cached prefix
@@ -218,6 +298,7 @@ static int check_engine(hearth_model *m, hearth_context *ctx, const int32_t *pro
         }
     }
     if (!bad) bad = check_resume(&g, ctx, prompt, n);
+    if (!bad) bad = check_speculation(&g, prompt, n);
     hearth_engine_free(g.engine);
     for (int k = 0; k < 2; k++) {
         free(g.tokens[k]);

@@ -56,7 +56,19 @@ struct batch_pos {
     const int32_t *table_start; /* n_seqs offsets into blocks */
     const int32_t *state_slot;  /* n_seqs recurrent state slots (backend/rstate.h);
                                  * NULL: sequence s has slot s */
+    /* Checkpoints of recurrent states, for rolling a verification back
+     * (speculative decoding): a sequence s with ckpt_slot[s] >= 0 keeps
+     * its state after each of its rows but the last, row t's in slot
+     * ckpt_slot[s] + t of ckpt (same layout as the states).  NULL: none. */
+    struct rstate *ckpt;
+    const int32_t *ckpt_slot;
 };
+
+/* Slot of ckpt holding sequence s's state after its row t, or -1. */
+static inline int32_t batch_ckpt_slot(const struct batch_pos *bp, int32_t s, int32_t t)
+{
+    return bp->ckpt && bp->ckpt_slot && bp->ckpt_slot[s] >= 0 ? bp->ckpt_slot[s] + t : -1;
+}
 
 /* The experts of one mixture-of-experts layer (models/moe.c): n_expert
  * views each of the gate, up and down matrices, and how a token picks
@@ -202,7 +214,8 @@ struct backend_ops {
      * rows (w: K taps per channel, oldest first), the rows before a
      * sequence's first row of the batch being the K - 1 saved in its state
      * at `offset` floats into layer il's (zeros at position 0), which then
-     * become its last K - 1 rows; then silu(out) when asked.  out is not x. */
+     * become its last K - 1 rows; then silu(out) when asked.  out is not x.
+     * Keeps the checkpoints bp asks for (the last K - 1 rows after each). */
     hearth_status (*conv_causal)(struct hearth_backend *be, struct act *out, const struct act *x,
                                  const float *w, int32_t K, bool silu, struct rstate *rs, int il,
                                  size_t offset, const struct batch_pos *bp);
@@ -211,7 +224,8 @@ struct backend_ops {
      * L2-normalised here, q also scaled by 1/sqrt(head_dim)), beta and
      * alpha n_v values per row (the gates' inputs); out gets n_v heads.
      * Each head's state is its sequence's in layer il (reset at position
-     * 0); prompts in chunks of chunk_size tokens, single tokens one step. */
+     * 0); prompts in chunks of chunk_size tokens, single tokens one step;
+     * a sequence with checkpoints (bp) token by token, keeping each. */
     hearth_status (*gated_delta)(struct hearth_backend *be, struct act *out, const struct act *qkv,
                                  const struct act *beta, const struct act *alpha,
                                  const struct deltanet_params *p, struct rstate *rs, int il,

@@ -59,6 +59,11 @@ static void conv_run(void *arg)
                 o[c] = j->silu ? acc / (1.0f + expf(-acc)) : acc;
             }
         }
+        /* checkpoints: the saved rows after each row t but the last */
+        for (int32_t t = 0; t + 1 < n && batch_ckpt_slot(bp, s, t) >= 0; t++) {
+            float *ck = rstate_layer(bp->ckpt, batch_ckpt_slot(bp, s, t), j->il) + j->offset;
+            for (int32_t i = 0; i < H; i++) memcpy(ck + (int64_t)i * C, ROW(t - H + 1 + i), (size_t)C * sizeof(float));
+        }
         /* the new saved rows: the last H of the saved rows and the batch's,
          * oldest first (moving the saved rows up before they are read is
          * safe: row i takes row i + n, later in the same array or in x) */
@@ -174,9 +179,28 @@ static void delta_run(void *arg)
             .o_stride = j->out->width,
             .S = S, .i0 = 0, .i1 = d,
         };
-        /* chunks of one token are the recurrence itself */
-        if (n == 1 || j->C == 1) j->dk->recurrent(&head);
-        else j->dk->chunked(&head, j->C, mine);
+        if (batch_ckpt_slot(bp, s, 0) >= 0) {
+            /* token by token, the state after each row but the last kept */
+            for (int32_t t = 0; t < n; t++) {
+                struct delta_head one = head;
+                one.n = 1;
+                one.q = qn + (size_t)t * d;
+                one.k = kn + (size_t)t * d;
+                one.v = head.v + (int64_t)t * head.v_stride;
+                one.g = g + t;
+                one.b = b + t;
+                one.o = head.o + (int64_t)t * head.o_stride;
+                j->dk->recurrent(&one);
+                if (t + 1 < n)
+                    memcpy(rstate_layer(bp->ckpt, batch_ckpt_slot(bp, s, t), j->il) + p->state_offset +
+                               (size_t)h * S_floats, S, S_floats * sizeof(float));
+            }
+        } else if (n == 1 || j->C == 1) {
+            /* chunks of one token are the recurrence itself */
+            j->dk->recurrent(&head);
+        } else {
+            j->dk->chunked(&head, j->C, mine);
+        }
     }
 }
 

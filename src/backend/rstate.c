@@ -56,6 +56,21 @@ size_t rstate_bytes_per_seq(const struct rstate *rs)
     return rs ? (size_t)rs->n_state_layers * rs->layer_floats * sizeof(float) : 0;
 }
 
+hearth_status rstate_new_like(const struct rstate *rs, int32_t n_slots, struct rstate **out)
+{
+    bool *stateless = hearth_calloc((size_t)rs->n_layer, sizeof *stateless, "the recurrent state");
+    if (!stateless) return HEARTH_E_NOMEM;
+    for (int32_t il = 0; il < rs->n_layer; il++) stateless[il] = rs->index[il] < 0;
+    hearth_status st = rstate_new(n_slots, rs->n_layer, rs->layer_floats, stateless, out);
+    free(stateless);
+    return st;
+}
+
+void rstate_copy_from(struct rstate *rs, int32_t dst, const struct rstate *from, int32_t src)
+{
+    memcpy(rstate_slot(rs, dst), rstate_slot(from, src), rstate_bytes_per_seq(rs));
+}
+
 void rstate_copy(struct rstate *rs, int32_t dst, int32_t src)
 {
     if (dst != src) memcpy(rstate_slot(rs, dst), rstate_slot(rs, src), rstate_bytes_per_seq(rs));

@@ -54,6 +54,11 @@ size_t rstate_bytes_per_seq(const struct rstate *rs);
 /* Copy slot src's state to slot dst. */
 void rstate_copy(struct rstate *rs, int32_t dst, int32_t src);
 
+/* States of n_slots sequences laid out as rs's (checkpoints of them). */
+hearth_status rstate_new_like(const struct rstate *rs, int32_t n_slots, struct rstate **out);
+/* Copy slot src of from to slot dst of rs (both laid out alike). */
+void rstate_copy_from(struct rstate *rs, int32_t dst, const struct rstate *from, int32_t src);
+
 /* Save slot's state as the snapshot of position pos, and put it back. */
 hearth_status rstate_save(struct rstate *rs, int32_t slot, int32_t pos);
 void rstate_restore(const struct rstate *rs, int32_t slot);

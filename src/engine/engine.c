@@ -116,6 +116,8 @@ void hearth_engine_free(hearth_engine *e)
     free(e->free_states);
     free(e->state_slot);
     free(e->snaps);
+    rstate_free(e->ckpt);
+    free(e->ckpt_slot);
     free(e->step_seqs);
     free(e->logit_seqs);
     free(e->cancels);
@@ -329,13 +331,22 @@ static hearth_status build_batch(hearth_engine *e, const struct step_plan *p, st
         e->blocks = b;
         e->blocks_cap = n_blocks;
     }
-    int32_t row = 0, nl = 0;
+    int32_t row = 0, nl = 0, n_ckpt = 0;
     size_t tb = 0;
     for (int32_t i = 0; i < p->n_seqs; i++) {
         struct seq *s = e->step_seqs[i];
         e->seq_start[i] = row;
         e->table_start[i] = (int32_t)tb;
         if (e->state_slot) e->state_slot[i] = s->state_slot;
+        if (e->ckpt_slot) {
+            /* a recurrent verification keeps its state after each row
+             * but the last, to roll back to (engine_verify_seq()) */
+            e->ckpt_slot[i] = -1;
+            if (s->n_draft > 0) {
+                s->ckpt = e->ckpt_slot[i] = n_ckpt;
+                n_ckpt += s->n_draft;
+            }
+        }
         memcpy(e->blocks + tb, s->table, (size_t)s->n_table * sizeof *s->table);
         tb += (size_t)s->n_table;
         for (int32_t k = 0; k < s->chunk; k++, row++) {
@@ -367,6 +378,8 @@ static hearth_status build_batch(hearth_engine *e, const struct step_plan *p, st
             .blocks = e->blocks,
             .table_start = e->table_start,
             .state_slot = e->state_slot,
+            .ckpt = e->ckpt,
+            .ckpt_slot = e->ckpt_slot,
         },
         .logit_rows = e->logit_rows,
         .n_logits = nl,

@@ -70,6 +70,11 @@
 #define SPEC_PROBE_STEPS 16
 /* The decay of a sequence's acceptance counts at every verification. */
 #define SPEC_ALPHA_DECAY 0.9
+/* Recurrent models: the most tokens a sequence drafts in a step, and the
+ * state checkpoints of one step (each a sequence's whole state) that
+ * roll a verification back. */
+#define SPEC_RECURRENT_DRAFT 4
+#define SPEC_CHECKPOINTS 16
 
 struct request;
 
@@ -123,6 +128,8 @@ struct seq {
     double acc_w, tested_w;      /* decayed counts: drafted tokens accepted
                                   * and tested */
     int32_t idle;                /* decode steps without drafting */
+    int32_t ckpt;                /* recurrent models, in a verification: its
+                                  * first checkpoint slot (engine->ckpt) */
 };
 
 struct request {
@@ -183,6 +190,12 @@ struct hearth_engine {
     struct snapshot *snaps;
     int32_t n_snaps;
     uint64_t snap_tick;
+    /* recurrent models that can roll back (arch_recurrent.checkpoints):
+     * the checkpoints of a step's verifications, allocated at the first,
+     * how many this step's plan holds, the step's slots per sequence */
+    struct rstate *ckpt;
+    int32_t ckpt_planned;
+    int32_t *ckpt_slot;
     struct seq **step_seqs;
     struct seq **logit_seqs;
 
@@ -274,6 +287,7 @@ void engine_keep_snapshot(hearth_engine *e, struct seq *s);
 
 /* schedule.c */
 void engine_take_state(hearth_engine *e, struct seq *s);
+bool engine_reserve_checkpoints(hearth_engine *e);
 void engine_preempt(hearth_engine *e, struct seq *s);
 struct seq *engine_newest_running(hearth_engine *e);
 hearth_status engine_schedule(hearth_engine *e, struct step_plan *p);

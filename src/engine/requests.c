@@ -104,7 +104,7 @@ static hearth_status check_speculation(const hearth_engine *e, const hearth_spec
     if (sp->lookup < 0 || sp->lookup > MAX_LOOKUP_NGRAM)
         return hearth_error(HEARTH_E_INVALID, "lookup = %d: n-grams of 0 to %d tokens", sp->lookup,
                             MAX_LOOKUP_NGRAM);
-    if (hearth_model_is_recurrent(e->model))
+    if (e->model->rec && !e->model->rec->checkpoints)
         return hearth_error(HEARTH_E_UNSUPPORTED, "speculative decoding rolls the keys and values of "
                             "rejected tokens back; a recurrent model (%s) keeps a state that cannot be "
                             "rolled back", hearth_model_arch(e->model));

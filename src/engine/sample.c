@@ -279,9 +279,14 @@ hearth_status engine_verify_seq(hearth_engine *e, struct seq *s, int32_t first)
     s->tested_w = s->tested_w * SPEC_ALPHA_DECAY + tested;
     s->n_draft = 0;
     if (!alive) return HEARTH_OK; /* its blocks are gone */
-    /* positions base .. base + accepted hold the kept tokens */
+    /* positions base .. base + accepted hold the kept tokens; a recurrent
+     * state goes back to its checkpoint after them */
+    if (accepted < k && s->state_slot >= 0)
+        rstate_copy_from(runner_rstate(e->runner), s->state_slot, e->ckpt, s->ckpt + accepted);
     s->n_computed = base + 1 + accepted;
     engine_seq_truncate(e, s, s->n_computed);
     draft_truncate(e, s, s->n_computed);
-    return engine_register_full_blocks(e, s);
+    HEARTH_TRY(engine_register_full_blocks(e, s));
+    engine_keep_snapshot(e, s);
+    return HEARTH_OK;
 }

@@ -51,6 +51,30 @@ struct seq *engine_newest_running(hearth_engine *e)
     return e->running.tail;
 }
 
+/* The checkpoints of a recurrent model's verifications: allocated at the
+ * first sequence that drafts (SPEC_CHECKPOINTS states); false when there
+ * is no room for them, and the sequence decodes without drafting. */
+bool engine_reserve_checkpoints(hearth_engine *e)
+{
+    if (e->ckpt) return true;
+    struct rstate *ck;
+    if (rstate_new_like(runner_rstate(e->runner), SPEC_CHECKPOINTS, &ck) != HEARTH_OK) return false;
+    e->ckpt_slot = hearth_calloc((size_t)e->params.n_batch, sizeof *e->ckpt_slot, "the step's checkpoints");
+    if (!e->ckpt_slot) {
+        rstate_free(ck);
+        return false;
+    }
+    e->ckpt = ck;
+    return true;
+}
+
+/* k drafts planned: a recurrent sequence's take as many checkpoints. */
+static int32_t plan_checkpoints(hearth_engine *e, int32_t k)
+{
+    if (e->model->rec) e->ckpt_planned += k;
+    return k;
+}
+
 /* The tokens s drafts this step (0: none): as many as the request allows
  * where the context and max_tokens leave room, and, unless the request
  * fixed it, the length that saves the most time by the measured costs
@@ -70,9 +94,16 @@ static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int
     if (r->params.max_tokens >= 0) k = HEARTH_MIN(k, r->params.max_tokens - s->stats.n_generated - 1);
     const int32_t k_min = HEARTH_MAX(1, sp->draft_min);
     if (k < k_min) return 0;
-    if (sp->fixed) return k;
+    if (e->model->rec) {
+        /* a recurrent state rolls back to checkpoints, as many as the
+         * step has left */
+        if (!engine_reserve_checkpoints(e)) return 0;
+        k = HEARTH_MIN(k, HEARTH_MIN(SPEC_RECURRENT_DRAFT, SPEC_CHECKPOINTS - e->ckpt_planned));
+        if (k < k_min) return 0;
+    }
+    if (sp->fixed) return plan_checkpoints(e, k);
     double a, b;
-    if (!spec_fit_line(&e->target_fit, &a, &b)) return HEARTH_MIN(k, 4);
+    if (!spec_fit_line(&e->target_fit, &a, &b)) return plan_checkpoints(e, HEARTH_MIN(k, 4));
     const double step = a + b * n_rows;
     const double per_token = step / HEARTH_MAX(1, n_decode);
     double draft_cost = 0.0;
@@ -87,11 +118,11 @@ static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int
     const int32_t best = spec_best_length(alpha, k, per_token, b, draft_cost);
     if (best >= k_min) {
         s->idle = 0;
-        return best;
+        return plan_checkpoints(e, best);
     }
     if (++s->idle >= SPEC_PROBE_STEPS) {
         s->idle = 0;
-        return k_min;
+        return plan_checkpoints(e, k_min);
     }
     return 0;
 }
@@ -100,6 +131,7 @@ hearth_status engine_schedule(hearth_engine *e, struct step_plan *p)
 {
     p->n_rows = p->n_seqs = 0;
     p->budget = e->params.n_batch;
+    e->ckpt_planned = 0;
     /* the step's expected size, for the drafts' cost */
     int32_t n_decode = 0;
     int64_t n_pending = 0;

@@ -161,6 +161,9 @@ struct arch_recurrent {
     /* Hybrid families (models/qwen35.c): whether layer il keeps keys and
      * values as well (its attention layers); NULL: no layer does. */
     bool (*has_kv)(const hearth_model *m, int il);
+    /* Its operations keep the checkpoints a batch asks for (batch_pos):
+     * speculative decoding can roll its state back. */
+    bool checkpoints;
 };
 
 /* Where the layers run (src/model/offload.c; the device side in opencl/). */
