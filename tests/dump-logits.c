@@ -297,6 +297,9 @@ static int check_engine(hearth_model *m, hearth_context *ctx, const int32_t *pro
             bad = 1;
         }
     }
+    /* the checks below need the first 60 tokens of a generation at most
+     * (past a block boundary of an 80-token prompt) */
+    if (g.n_gen > 60) g.n_gen = 60;
     if (!bad) bad = check_resume(&g, ctx, prompt, n);
     if (!bad) bad = check_speculation(&g, prompt, n);
     hearth_engine_free(g.engine);
