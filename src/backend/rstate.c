@@ -73,7 +73,7 @@ void rstate_copy_from(struct rstate *rs, int32_t dst, const struct rstate *from,
 
 void rstate_copy(struct rstate *rs, int32_t dst, int32_t src)
 {
-    if (dst != src) memcpy(rstate_slot(rs, dst), rstate_slot(rs, src), rstate_bytes_per_seq(rs));
+    if (dst != src) rstate_copy_from(rs, dst, rs, src);
 }
 
 hearth_status rstate_save(struct rstate *rs, int32_t slot, int32_t pos)

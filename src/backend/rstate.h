@@ -25,7 +25,7 @@ struct rstate {
     int32_t *index;        /* n_layer: a layer's place among those, -1: none */
     size_t layer_floats;   /* per slot and layer that keeps a state */
     float *data;           /* n_slots x n_state_layers x layer_floats */
-    float *snapshot;       /* one saved slot (n_layer x layer_floats), or NULL */
+    float *snapshot;       /* one saved slot (rstate_bytes_per_seq()), or NULL */
     int32_t snapshot_pos;  /* the position it was saved at; -1: none */
 };
 

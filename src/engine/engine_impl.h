@@ -287,7 +287,6 @@ void engine_keep_snapshot(hearth_engine *e, struct seq *s);
 
 /* schedule.c */
 void engine_take_state(hearth_engine *e, struct seq *s);
-bool engine_reserve_checkpoints(hearth_engine *e);
 void engine_preempt(hearth_engine *e, struct seq *s);
 struct seq *engine_newest_running(hearth_engine *e);
 hearth_status engine_schedule(hearth_engine *e, struct step_plan *p);

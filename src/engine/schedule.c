@@ -54,7 +54,7 @@ struct seq *engine_newest_running(hearth_engine *e)
 /* The checkpoints of a recurrent model's verifications: allocated at the
  * first sequence that drafts (SPEC_CHECKPOINTS states); false when there
  * is no room for them, and the sequence decodes without drafting. */
-bool engine_reserve_checkpoints(hearth_engine *e)
+static bool reserve_checkpoints(hearth_engine *e)
 {
     if (e->ckpt) return true;
     struct rstate *ck;
@@ -66,13 +66,6 @@ bool engine_reserve_checkpoints(hearth_engine *e)
     }
     e->ckpt = ck;
     return true;
-}
-
-/* k drafts planned: a recurrent sequence's take as many checkpoints. */
-static int32_t plan_checkpoints(hearth_engine *e, int32_t k)
-{
-    if (e->model->rec) e->ckpt_planned += k;
-    return k;
 }
 
 /* The tokens s drafts this step (0: none): as many as the request allows
@@ -97,13 +90,13 @@ static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int
     if (e->model->rec) {
         /* a recurrent state rolls back to checkpoints, as many as the
          * step has left */
-        if (!engine_reserve_checkpoints(e)) return 0;
+        if (!reserve_checkpoints(e)) return 0;
         k = HEARTH_MIN(k, HEARTH_MIN(SPEC_RECURRENT_DRAFT, SPEC_CHECKPOINTS - e->ckpt_planned));
         if (k < k_min) return 0;
     }
-    if (sp->fixed) return plan_checkpoints(e, k);
+    if (sp->fixed) return k;
     double a, b;
-    if (!spec_fit_line(&e->target_fit, &a, &b)) return plan_checkpoints(e, HEARTH_MIN(k, 4));
+    if (!spec_fit_line(&e->target_fit, &a, &b)) return HEARTH_MIN(k, 4);
     const double step = a + b * n_rows;
     const double per_token = step / HEARTH_MAX(1, n_decode);
     double draft_cost = 0.0;
@@ -118,11 +111,11 @@ static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int
     const int32_t best = spec_best_length(alpha, k, per_token, b, draft_cost);
     if (best >= k_min) {
         s->idle = 0;
-        return plan_checkpoints(e, best);
+        return best;
     }
     if (++s->idle >= SPEC_PROBE_STEPS) {
         s->idle = 0;
-        return plan_checkpoints(e, k_min);
+        return k_min;
     }
     return 0;
 }
@@ -147,6 +140,8 @@ hearth_status engine_schedule(hearth_engine *e, struct step_plan *p)
         next = s->next;
         if (s->n_tokens - s->n_computed != 1) continue;
         const int32_t k = HEARTH_MIN(plan_draft(e, s, n_decode, n_rows_est), p->budget - 1);
+        /* a recurrent sequence's drafts take as many checkpoints */
+        if (e->model->rec) e->ckpt_planned += k;
         for (;;) {
             int32_t room;
             HEARTH_TRY(engine_make_room(e, s, 1 + k, &room));
