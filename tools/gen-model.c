@@ -463,10 +463,14 @@ static void list_qwen35_tensors(struct generator *g)
     add_tensor(g, "token_embd.weight", E, s->n_vocab, FILL_NORMAL);
     add_tensor(g, "output_norm.weight", E, 1, FILL_ONES);
     if (!s->tied) add_tensor(g, "output.weight", E, s->n_vocab, FILL_NORMAL);
-    for (int il = 0; il < s->n_layer; il++) {
+    /* after the trunk's n_layer, the prediction layers: full attention
+     * each, fed by the projection of the next token's embedding and the
+     * trunk's normed hidden state (eh_proj over their two norms), read out
+     * through shared_head_norm and the output layer */
+    for (int il = 0; il < s->n_layer + s->n_mtp; il++) {
         LAYER("attn_norm.weight", E, 1, FILL_ONES);
         LAYER("post_attention_norm.weight", E, 1, FILL_ONES);
-        if (is_linear_layer(s, il)) {
+        if (il < s->n_layer && is_linear_layer(s, il)) {
             LAYER("attn_qkv.weight", E, 2 * key_dim + value_dim, FILL_NORMAL);
             LAYER("attn_gate.weight", E, value_dim, FILL_NORMAL);
             /* the taps of a channel are one row of K values: too short
@@ -498,31 +502,12 @@ static void list_qwen35_tensors(struct generator *g)
             LAYER("ffn_up.weight", E, s->n_ff, FILL_NORMAL);
             LAYER("ffn_down.weight", s->n_ff, E, FILL_NORMAL);
         }
-    }
-    /* the prediction layers: a full-attention layer each, fed by the
-     * projection of the next token's embedding and the trunk's normed
-     * hidden state (eh_proj over their two norms), read out through
-     * shared_head_norm and the output layer */
-    for (int il = s->n_layer; il < s->n_layer + s->n_mtp; il++) {
-        LAYER("attn_norm.weight", E, 1, FILL_ONES);
-        LAYER("post_attention_norm.weight", E, 1, FILL_ONES);
-        LAYER("attn_q.weight", E, 2 * d * s->n_head, FILL_NORMAL);
-        LAYER("attn_k.weight", E, n_kv, FILL_NORMAL);
-        LAYER("attn_v.weight", E, n_kv, FILL_NORMAL);
-        LAYER("attn_q_norm.weight", d, 1, FILL_ONES);
-        LAYER("attn_k_norm.weight", d, 1, FILL_ONES);
-        LAYER("attn_output.weight", d * s->n_head, E, FILL_NORMAL);
-        if (s->n_expert > 0) {
-            list_expert_tensors(g, il);
-        } else {
-            LAYER("ffn_gate.weight", E, s->n_ff, FILL_NORMAL);
-            LAYER("ffn_up.weight", E, s->n_ff, FILL_NORMAL);
-            LAYER("ffn_down.weight", s->n_ff, E, FILL_NORMAL);
+        if (il >= s->n_layer) {
+            LAYER("nextn.eh_proj.weight", 2 * E, E, FILL_NORMAL);
+            LAYER("nextn.enorm.weight", E, 1, FILL_ONES);
+            LAYER("nextn.hnorm.weight", E, 1, FILL_ONES);
+            LAYER("nextn.shared_head_norm.weight", E, 1, FILL_ONES);
         }
-        LAYER("nextn.eh_proj.weight", 2 * E, E, FILL_NORMAL);
-        LAYER("nextn.enorm.weight", E, 1, FILL_ONES);
-        LAYER("nextn.hnorm.weight", E, 1, FILL_ONES);
-        LAYER("nextn.shared_head_norm.weight", E, 1, FILL_ONES);
     }
 }
 
