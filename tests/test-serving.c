@@ -67,12 +67,15 @@ static void on_event(void *user, const hearth_event *ev)
     }
 }
 
-static hearth_engine *new_engine(const hearth_model *m, int32_t n_batch, int64_t kv_tokens, int32_t block,
-                                 hearth_type cache, bool prefix)
+/* An engine of contexts of 512 on 2 threads, at most n_seq_max sequences
+ * at once (0: the default). */
+static hearth_engine *new_engine_seqs(const hearth_model *m, int32_t n_batch, int64_t kv_tokens, int32_t block,
+                                      hearth_type cache, bool prefix, int32_t n_seq_max)
 {
     hearth_engine_params p;
     hearth_engine_default_params(&p);
     p.n_ctx = 512;
+    p.n_seq_max = n_seq_max;
     p.n_batch = n_batch;
     p.kv_tokens = kv_tokens;
     p.block_tokens = block;
@@ -83,6 +86,12 @@ static hearth_engine *new_engine(const hearth_model *m, int32_t n_batch, int64_t
     hearth_status st = hearth_engine_new(m, &p, &e);
     ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
     return e;
+}
+
+static hearth_engine *new_engine(const hearth_model *m, int32_t n_batch, int64_t kv_tokens, int32_t block,
+                                 hearth_type cache, bool prefix)
+{
+    return new_engine_seqs(m, n_batch, kv_tokens, block, cache, prefix, 0);
 }
 
 /* Request i of a test: a prompt of len tokens from seed, BOS first; with
@@ -259,14 +268,7 @@ START_TEST(test_snapshot_eviction)
     run_checked(e);
     hearth_engine_free(e);
 
-    hearth_engine_params p;
-    hearth_engine_default_params(&p);
-    p.n_ctx = 512;
-    p.kv_tokens = 1024;
-    p.block_tokens = 16;
-    p.n_threads = 2;
-    p.n_seq_max = 1;
-    ck_assert_int_eq(hearth_engine_new(m, &p, &e), HEARTH_OK);
+    e = new_engine_seqs(m, 0, 1024, 16, HEARTH_TYPE_F16, true, 1);
     /* a, a again (its prompt's snapshot), b (both of a's snapshots go),
      * a (computed again), a (its snapshot again) */
     const int32_t *order[5] = {a, a, b, a, a};
