@@ -86,7 +86,7 @@ hearth_status moe_bind_layer(hearth_model *m, int il, const struct moe_opts *o)
     const struct hparams *hp = &m->hp;
     const int64_t n_embd = hp->n_embd, n_ff = hp->n_ff_exp, E = hp->n_expert;
     if (!m->experts) {
-        m->experts = hearth_calloc((size_t)hp->n_layer * 3 * (size_t)E, sizeof *m->experts,
+        m->experts = hearth_calloc((size_t)(hp->n_layer + m->n_mtp) * 3 * (size_t)E, sizeof *m->experts,
                                    "the expert table");
         if (!m->experts) return HEARTH_E_NOMEM;
     }

@@ -20,9 +20,11 @@
  *   mixer   = W_o (attention(q, k, W_v n) * sigmoid(gate))
  * Norm weights come with Qwen's "+1" already added by the converter.  A
  * sequence keeps keys and values for the attention layers and a state
- * (the conv rows and S per value head) for the linear ones.  The files'
- * multi-token-prediction layers (nextn_predict_layers, after the trunk)
- * are not run.
+ * (the conv rows and S per value head) for the linear ones.  The first of
+ * the files' multi-token-prediction layers (nextn_predict_layers, after
+ * the trunk) is bound as a full-attention layer with its input
+ * projection and norms (model.h, struct mtp_weights): speculative
+ * decoding drafts with it (src/engine/draft.c).
  * The mixture-of-experts siblings differ in the feed-forward half, the
  * experts with a sigmoid-gated shared expert (models/moe.c):
  *   qwen35moe  (Qwen3.5 MoE)  as qwen35 otherwise;
@@ -146,9 +148,42 @@ static hearth_status read_hparams(hearth_model *m, struct deltanet_model *D)
         return hearth_error(HEARTH_E_FORMAT, "%s: linear attention of %d key and %d value heads of %d, inner "
                             "size %d, convolution of %d: inconsistent", path, D->n_k, D->n_v, D->d, inner, D->K);
     D->n_trunk = hp->n_layer - n_mtp;
-    /* the trunk is the model; the prediction layers come after it */
+    /* the trunk is the model; the prediction layers come after it, and
+     * the first of them drafts */
     hp->n_layer = D->n_trunk;
+    m->n_mtp = n_mtp > 0;
     D->conv_dim = 2 * (int64_t)D->n_k * D->d + (int64_t)D->n_v * D->d;
+    return HEARTH_OK;
+}
+
+/* The prediction layer's own weights: the input projection of the
+ * embedding and the hidden state, their norms, and where the file has
+ * them its head's norm, head and embeddings (else the trunk's). */
+static hearth_status bind_mtp(hearth_model *m, int il)
+{
+    const int64_t E = m->hp.n_embd;
+    struct mtp_weights *w = &m->mtp;
+    char name[96];
+    const struct {
+        struct weight *w;
+        const char *suffix;
+        int64_t ne0, ne1;
+        bool required;
+    } ws[] = {
+        {&w->eh_proj, "nextn.eh_proj.weight", 2 * E, E, true},
+        {&w->enorm, "nextn.enorm.weight", E, 0, true},
+        {&w->hnorm, "nextn.hnorm.weight", E, 0, true},
+        {&w->head_norm, "nextn.shared_head_norm.weight", E, 0, false},
+        {&w->head, "nextn.shared_head_head.weight", E, m->hp.n_vocab, false},
+        {&w->embd, "nextn.embed_tokens.weight", E, m->hp.n_vocab, false},
+    };
+    for (size_t i = 0; i < HEARTH_ARRAY_LEN(ws); i++) {
+        family_layer_name(name, sizeof name, il, ws[i].suffix);
+        HEARTH_TRY(model_bind(m, ws[i].w, name, ws[i].ne0, ws[i].ne1, ws[i].required));
+    }
+    if (!w->head_norm.data) w->head_norm = m->output_norm;
+    if (!w->head.data) w->head = m->output;
+    if (!w->embd.data) w->embd = m->tok_embd;
     return HEARTH_OK;
 }
 
@@ -178,7 +213,8 @@ static hearth_status bind_layer(hearth_model *m, int il, struct deltanet_layer *
         BIND(&L->w_up, "ffn_up.weight", E, hp->n_ff);
         BIND(&L->w_down, "ffn_down.weight", hp->n_ff, E);
     }
-    Y->linear = (il + 1) % D->interval != 0;
+    Y->linear = il < D->n_trunk && (il + 1) % D->interval != 0;
+    if (il >= D->n_trunk) HEARTH_TRY(bind_mtp(m, il));
     if (!Y->linear) {
         BIND(&L->wq, "attn_q.weight", E, 2 * d * H);
         BIND(&L->wk, "attn_k.weight", E, d * Hkv);
@@ -229,9 +265,17 @@ static hearth_status family_load(hearth_model *m, const struct deltanet_variant 
     D->v = *v;
     HEARTH_TRY(read_hparams(m, D));
     HEARTH_TRY(family_bind_globals(m));
-    D->layers = hearth_calloc((size_t)m->hp.n_layer, sizeof *D->layers, "the hybrid layer table");
+    const int32_t n_bound = m->hp.n_layer + m->n_mtp;
+    if (m->n_mtp > 0) {
+        /* the prediction layer after the trunk's */
+        struct layer *l = hearth_realloc(m->layers, (size_t)n_bound * sizeof *l, "the layer table");
+        if (!l) return HEARTH_E_NOMEM;
+        memset(&l[m->hp.n_layer], 0, sizeof *l);
+        m->layers = l;
+    }
+    D->layers = hearth_calloc((size_t)n_bound, sizeof *D->layers, "the hybrid layer table");
     if (!D->layers) return HEARTH_E_NOMEM;
-    for (int il = 0; il < m->hp.n_layer; il++) HEARTH_TRY(bind_layer(m, il, &D->layers[il]));
+    for (int il = 0; il < n_bound; il++) HEARTH_TRY(bind_layer(m, il, &D->layers[il]));
     return HEARTH_OK;
 }
 

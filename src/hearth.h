@@ -839,6 +839,9 @@ const hearth_vocab *hearth_model_vocab(const hearth_model *model);
 /* Whether the model's layers are recurrent (rwkv6, rwkv6qwen2): a
  * fixed-size state per sequence instead of a KV cache. */
 bool hearth_model_is_recurrent(const hearth_model *model);
+/* Multi-token-prediction layers hearth can draft with (0 or 1: the first
+ * of the file's prediction layers; hearth_engine_params.mtp). */
+int32_t hearth_model_mtp_layers(const hearth_model *model);
 
 typedef struct hearth_context_params {
     int32_t n_ctx;          /* positions of context; 0: the model's training
@@ -955,6 +958,13 @@ typedef struct hearth_engine_params {
                              * requests asking for speculation (its own KV
                              * pool of as many positions; it must outlive
                              * the engine) */
+    bool mtp;               /* draft with the model's own multi-token-
+                             * prediction layer instead
+                             * (hearth_model_mtp_layers() > 0; not with
+                             * draft_model): it runs after the trunk in
+                             * every step, its keys and values in the same
+                             * blocks, and drafts from the trunk's last
+                             * hidden state */
 } hearth_engine_params;
 
 void hearth_engine_default_params(hearth_engine_params *params);

@@ -21,7 +21,8 @@ text="$HEARTH_TEST_DATA/text/GPL-3.txt"
 for shape in micro-qwen35 micro-qwen35moe micro-qwen3next; do
     arch=${shape#micro-}
     m="$tmpdir/$shape.gguf"
-    if ! "$gen" --shape "$shape" --type F32 --threads 2 "$m" 2>"$tmpdir/gen-err"; then
+    # every shape with a prediction layer (micro-qwen3next has one anyway)
+    if ! "$gen" --shape "$shape" --type F32 --threads 2 --mtp-layers 1 "$m" 2>"$tmpdir/gen-err"; then
         sed 's/^/  stderr: /' "$tmpdir/gen-err" >&2
         fail "gen-model writes $shape"
         continue
@@ -41,7 +42,7 @@ for shape in micro-qwen35 micro-qwen35moe micro-qwen3next; do
     fi
     mtp=$(key nextn_predict_layers)
     mtp=${mtp:-0}
-    [ "$shape" != micro-qwen3next ] || [ "$mtp" = 1 ] || fail "$shape: gen-model writes a prediction layer"
+    [ "$mtp" = 1 ] || fail "$shape: gen-model writes a prediction layer"
     L=$((L - mtp))
     linear=$((L - L / every))
     state=$((linear * ((K - 1) * (2 * nk * d + nv * d) + nv * d * d) * 4))
@@ -60,6 +61,16 @@ for shape in micro-qwen35 micro-qwen35moe micro-qwen3next; do
         fail "$shape: the KV bytes per token count the attention layers alone ($kv)"
 
     expect_status 0 "$shape: run" -- "$HEARTH" run -m "$m" -p "once upon a time" -n 8 --temp 0 -t 2
+
+    # drafts by the prediction layer: the greedy text without them
+    expect_status 0 "$shape: run" -- "$HEARTH" run -m "$m" -p "once upon a time" -n 40 --temp 0 -t 2
+    mv "$tmpdir/out" "$tmpdir/plain"
+    expect_status 0 "$shape: run --mtp" -- "$HEARTH" run -m "$m" -p "once upon a time" -n 40 --temp 0 -t 2 \
+        --mtp --draft-fixed --draft-p-min 0
+    cmp -s "$tmpdir/plain" "$tmpdir/out" || fail "$shape: --mtp changes the greedy text"
+    grep -q "speculation (prediction layer): [1-9][0-9]* drafted" "$tmpdir/err" ||
+        { fail "$shape: --mtp: no drafts"; sed 's/^/  stderr: /' "$tmpdir/err" >&2; }
+    expect_status 2 "$shape: --mtp with -md" -- "$HEARTH" run -m "$m" -p x --mtp -md "$m"
 
     # chunk-parallel prefill: the same perplexity but for rounding
     ppl() { "$HEARTH" perplexity -m "$1" -f "$text" -c 128 --chunks 3 -t 2 ${2:+--chunk-size $2} 2>&1 |
@@ -106,4 +117,73 @@ for shape in micro-qwen35 micro-qwen35moe micro-qwen3next; do
     grep -qF "$why" "$tmpdir/err" || fail "$shape: the refusal names what cannot be offloaded"
     expect_status 0 "$shape: --gpu-fallback runs on the CPU" -- "$HEARTH" run -m "$m" -p "once" -n 1 -ngl 99 --gpu-fallback
 done
+
+# a model without prediction layers
+m=$HEARTH_TEST_DATA/models/stories260K.gguf
+if [ -f "$m" ]; then
+    expect_status 1 "--mtp, no prediction layers" -- "$HEARTH" run -m "$m" -p x -n 1 --mtp
+    grep -q "has no multi-token-prediction layers" "$tmpdir/err" || fail "--mtp without prediction layers: message"
+fi
+
+# hearth serve drafts with the layer by default and says so; --no-mtp
+# does not; both give the same greedy text
+if "$HEARTH" serve --help >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1; then
+    if python3 - "$HEARTH" "$tmpdir/micro-qwen3next.gguf" <<'PY'
+import json, re, subprocess, sys, time, urllib.request
+hearth, model = sys.argv[1], sys.argv[2]
+texts, bad = {}, False
+for name, extra in (("default", []), ("--no-mtp", ["--no-mtp"])):
+    p = subprocess.Popen([hearth, "serve", "-m", model, "-t", "2", "--host", "127.0.0.1", "--port", "0",
+                          "--chat-template", "chatml"] + extra,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    lines, port = [], None
+    try:
+        deadline = time.time() + 60
+        while port is None and time.time() < deadline:
+            line = p.stderr.readline().decode()
+            if not line:
+                break
+            lines.append(line)
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            if m:
+                port = int(m.group(1))
+        if port is None:
+            print(f"FAIL: serve {name}: no port; {lines}", file=sys.stderr)
+            bad = True
+            continue
+        body = json.dumps({"prompt": "once upon a time", "max_tokens": 32, "temperature": 0}).encode()
+        for _ in range(600):
+            try:
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body,
+                                             {"Content-Type": "application/json"})
+                j = json.load(urllib.request.urlopen(req, timeout=60))
+                break
+            except urllib.error.HTTPError as e:
+                if e.code != 503:
+                    raise
+                time.sleep(0.1)
+        texts[name] = j["choices"][0]["text"]
+        spec = j["usage"].get("hearth_speculation")
+        if (spec is not None) != (name == "default"):
+            print(f"FAIL: serve {name}: usage.hearth_speculation is {spec}", file=sys.stderr)
+            bad = True
+    finally:
+        p.terminate()
+        rest = p.communicate(timeout=30)[1].decode()
+    said = "multi-token-prediction layer drafts" in "".join(lines) + rest
+    if said != (name == "default"):
+        print(f"FAIL: serve {name}: the start-up line on the prediction layer {'missing' if not said else 'shown'}",
+              file=sys.stderr)
+        bad = True
+if len(texts) == 2 and texts["default"] != texts["--no-mtp"]:
+    print(f"FAIL: serve: greedy text with drafts {texts['default']!r}, without {texts['--no-mtp']!r}", file=sys.stderr)
+    bad = True
+sys.exit(1 if bad else 0)
+PY
+    then
+        pass "hearth serve drafts with the prediction layer by default, not with --no-mtp, and the text is the same"
+    else
+        fail "hearth serve with a prediction layer"
+    fi
+fi
 finish

@@ -29,7 +29,7 @@ expect_status 0 "sampled, lookup" -- "$HEARTH" run -m "$m" -p "Once upon a time"
 expect_status 0 "sampled, draft" -- "$HEARTH" run -m "$m" -p "Once upon a time" -n 50 --seed 3 -md "$other"
 
 expect_status 2 "-md and --lookup together" -- "$HEARTH" run -m "$m" -p x -md "$m" --lookup 2
-grep -q "one of -md FILE and --lookup N" "$tmpdir/err" || fail "-md with --lookup: message"
+grep -q "one of -md FILE, --lookup N and --mtp" "$tmpdir/err" || fail "-md with --lookup: message"
 expect_status 2 "--draft-max without a drafter" -- "$HEARTH" run -m "$m" -p x --draft-max 4
 expect_status 2 "--draft-min above --draft-max" -- "$HEARTH" run -m "$m" -p x --lookup 2 --draft-max 2 --draft-min 3
 expect_status 2 "--lookup 0" -- "$HEARTH" run -m "$m" -p x --lookup 0

@@ -25,9 +25,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <math.h>
+
 #include "engine.h"
 #include "hearth.h"
 #include "model.h"
+#include "runner.h"
 
 static int die(const char *what)
 {
@@ -80,7 +83,9 @@ static void on_event_one(void *user, const hearth_event *ev)
 /* The engine part of the check (see the top of the file). */
 /* One greedy request of n_gen tokens in g's engine; its logits in
  * g->logits[1], its statistics in *stats; with lookup > 0, speculating
- * by prompt lookup (n-grams of that many tokens, up to 4 drafts). */
+ * by prompt lookup (n-grams of that many tokens, up to 4 drafts), with
+ * lookup < 0 by the engine's prediction layer (4 drafts, whatever their
+ * probability). */
 static int run_one_spec(struct gen *g, const int32_t *prompt, int n, int lookup, hearth_request_stats *stats)
 {
     struct one o = {g, {0}};
@@ -94,9 +99,9 @@ static int run_one_spec(struct gen *g, const int32_t *prompt, int n, int lookup,
     rq.ignore_eos = true;
     rq.on_event = on_event_one;
     rq.user = &o;
-    if (lookup > 0) {
+    if (lookup != 0) {
         rq.speculation.draft_max = 4;
-        rq.speculation.lookup = lookup;
+        rq.speculation.lookup = lookup > 0 ? lookup : 0;
         rq.speculation.fixed = true;
     }
     uint64_t id;
@@ -228,6 +233,8 @@ static int check_resume(struct gen *g, hearth_context *ctx, const int32_t *promp
     return bad;
 }
 
+static int check_mtp(hearth_model *m, struct gen *g0, const int32_t *prompt, int n, int n_ctx);
+
 static int check_engine(hearth_model *m, hearth_context *ctx, const int32_t *prompt, int n, int n_gen, int n_ctx)
 {
     const int32_t V = hearth_model_n_vocab(m);
@@ -302,6 +309,7 @@ static int check_engine(hearth_model *m, hearth_context *ctx, const int32_t *pro
     if (g.n_gen > 60) g.n_gen = 60;
     if (!bad) bad = check_resume(&g, ctx, prompt, n);
     if (!bad) bad = check_speculation(&g, prompt, n);
+    if (!bad && hearth_model_mtp_layers(m) > 0) bad = check_mtp(m, &g, prompt, n, n_ctx);
     hearth_engine_free(g.engine);
     for (int k = 0; k < 2; k++) {
         free(g.tokens[k]);
@@ -311,6 +319,205 @@ static int check_engine(hearth_model *m, hearth_context *ctx, const int32_t *pro
 }
 
 
+
+/* The prediction layer's logits of the draft passes, by pass (0, 1) and
+ * position. */
+struct mtp_seen {
+    int32_t V, n_pos;
+    float *logits[2];
+    bool *seen[2];
+};
+
+static void on_mtp(void *user, int32_t pass, int32_t pos, const float *logits)
+{
+    struct mtp_seen *m = user;
+    if (pass > 1 || pos < 0 || pos >= m->n_pos) return;
+    memcpy(m->logits[pass] + (size_t)pos * m->V, logits, (size_t)m->V * sizeof(float));
+    m->seen[pass][pos] = true;
+}
+
+/* One run of check_speculation()'s request, drafting with the prediction
+ * layer (its drafts then replaced by set_drafts()), into *seen. */
+static int run_mtp(struct gen *g, const int32_t *rep, int n, const int32_t *plain_tokens, struct mtp_seen *seen,
+                   hearth_request_stats *st)
+{
+    struct drafts d = {g, plain_tokens, 0};
+    for (int k = 0; k < 2; k++) memset(seen->seen[k], 0, (size_t)seen->n_pos * sizeof(bool));
+    engine_set_draft_hook(g->engine, set_drafts, &d);
+    engine_set_mtp_hook(g->engine, on_mtp, seen);
+    int bad = run_one_spec(g, rep, n, -1, st);
+    engine_set_draft_hook(g->engine, NULL, NULL);
+    engine_set_mtp_hook(g->engine, NULL, NULL);
+    return bad;
+}
+
+/* The prediction layer over prompt + tokens from scratch (one sequence,
+ * one step each for the trunk and the layer, a fresh runner): its logits
+ * at every position, into out (n x V). */
+static int mtp_from_scratch(hearth_model *m, const int32_t *all, int n, int n_ctx, float *out)
+{
+    const int32_t B = 64, V = hearth_model_n_vocab(m), E = hearth_model_n_embd(m);
+    const struct runner_params rp = {
+        .n_batch = n, .n_ctx = n_ctx, .n_threads = 2, .cache_type = HEARTH_TYPE_F32,
+        .block_tokens = B, .n_blocks = (n_ctx + B - 1) / B, .n_states = 1, .mtp = true,
+    };
+    struct runner *r;
+    if (runner_new(m, &rp, &r)) return die("runner");
+    int32_t *pos = malloc((size_t)n * sizeof *pos), *rows = malloc((size_t)n * sizeof *rows);
+    int32_t *blocks = malloc((size_t)rp.n_blocks * sizeof *blocks);
+    float *h = calloc((size_t)n * (size_t)E, sizeof *h);
+    int bad = !pos || !rows || !blocks || !h;
+    for (int i = 0; !bad && i < n; i++) pos[i] = rows[i] = i;
+    for (int i = 0; !bad && i < rp.n_blocks; i++) blocks[i] = i;
+    const int32_t seq_start[2] = {0, n}, table_start[1] = {0}, state_slot[1] = {0};
+    struct runner_step step = {
+        .tokens = all,
+        .bp = {.pos = pos, .slot = pos, .n_tokens = n, .n_seqs = 1, .seq_start = seq_start, .blocks = blocks,
+               .table_start = table_start, .state_slot = state_slot},
+    };
+    if (!bad && runner_eval(r, &step)) bad = die("trunk");
+    for (int i = 1; !bad && i < n; i++) memcpy(h + (size_t)i * E, runner_hidden(r, i - 1), (size_t)E * sizeof *h);
+    step.logit_rows = rows;
+    step.n_logits = n;
+    if (!bad && runner_eval_mtp(r, &step, h)) bad = die("prediction layer");
+    for (int i = 0; !bad && i < n; i++) memcpy(out + (size_t)i * V, runner_logits(r, i), (size_t)V * sizeof *out);
+    runner_free(r);
+    free(pos);
+    free(rows);
+    free(blocks);
+    free(h);
+    return bad;
+}
+
+/* Multi-token prediction (a model with a prediction layer): an engine
+ * drafting with it gives plain decoding's tokens and logits bit for bit
+ * (drafts accepted and rejected, as check_speculation()); the layer
+ * running beside the trunk changes none of the trunk's logits; each
+ * first draft's logits are those of the layer computed from scratch over
+ * the whole sequence (so its keys and values, kept across prefill,
+ * verifications, rejections and a snapshot resume, are right); and
+ * without the prefix cache the drafts' logits are the same bits. */
+static int check_mtp(hearth_model *m, struct gen *g0, const int32_t *prompt, int n, int n_ctx)
+{
+    const int32_t V = g0->V, n_gen = g0->n_gen;
+    const int half = n / 2, n_all = 2 * half + n_gen;
+    struct gen g = {.V = V, .n_gen = n_gen};
+    int32_t *rep = malloc((size_t)n_all * sizeof *rep);
+    float *plain = malloc((size_t)n_gen * V * sizeof *plain);
+    float *scratch = malloc((size_t)n_all * V * sizeof *scratch);
+    int32_t *plain_tokens = malloc((size_t)n_gen * sizeof *plain_tokens);
+    struct mtp_seen seen[2];
+    for (int k = 0; k < 2; k++) {
+        g.tokens[k] = calloc((size_t)n_gen, sizeof(int32_t));
+        g.logits[k] = malloc((size_t)n_gen * V * sizeof(float));
+        seen[k] = (struct mtp_seen){.V = V, .n_pos = n_all};
+        for (int p = 0; p < 2; p++) {
+            seen[k].logits[p] = malloc((size_t)n_all * V * sizeof(float));
+            seen[k].seen[p] = calloc((size_t)n_all, sizeof(bool));
+            if (!seen[k].logits[p] || !seen[k].seen[p]) return 1;
+        }
+        if (!g.tokens[k] || !g.logits[k]) return 1;
+    }
+    if (!rep || !plain || !scratch || !plain_tokens) return 1;
+    memcpy(rep, prompt, (size_t)half * sizeof *rep);
+    memcpy(rep + half, prompt, (size_t)half * sizeof *rep);
+    hearth_engine_params ep;
+    hearth_engine_default_params(&ep);
+    ep.n_ctx = n_ctx;
+    ep.n_batch = 48;
+    ep.block_tokens = 64;
+    ep.kv_tokens = 2 * (int64_t)n_ctx;
+    ep.n_threads = 2;
+    ep.cache_type = HEARTH_TYPE_F32;
+    ep.mtp = true;
+    int bad = 0;
+    hearth_request_stats st;
+    /* plain decoding in an engine without the layer, then with it */
+    if (run_one(g0, rep, 2 * half, &st)) return 1;
+    memcpy(plain, g0->logits[1], (size_t)n_gen * V * sizeof *plain);
+    memcpy(plain_tokens, g0->tokens[1], (size_t)n_gen * sizeof *plain_tokens);
+    if (hearth_engine_new(m, &ep, &g.engine)) return die("engine with the prediction layer");
+    if (run_one(&g, rep, 2 * half, &st)) return 1;
+    if (memcmp(g.logits[1], plain, (size_t)n_gen * V * sizeof *plain)) {
+        fprintf(stderr, "dump-logits: prediction layer: the trunk's logits change beside it\n");
+        bad = 1;
+    }
+    /* drafting with it, from the snapshot the plain run kept */
+    if (!bad) bad = run_mtp(&g, rep, 2 * half, plain_tokens, &seen[0], &st);
+    if (!bad && st.n_cached == 0 && (2 * half - 1) / 64 > 0) {
+        fprintf(stderr, "dump-logits: prediction layer: the same prompt again took nothing from the cache\n");
+        bad = 1;
+    }
+    if (!bad && (st.n_drafted == 0 || st.n_accepted == 0 || st.n_accepted == st.n_drafted)) {
+        fprintf(stderr, "dump-logits: prediction layer: %d drafted, %d accepted: no test of a partial rejection\n",
+                st.n_drafted, st.n_accepted);
+        bad = 1;
+    }
+    for (int i = 0; i < n_gen && !bad; i++)
+        if (g.tokens[1][i] != plain_tokens[i] ||
+            memcmp(g.logits[1] + (size_t)i * V, plain + (size_t)i * V, (size_t)V * sizeof(float))) {
+            fprintf(stderr, "dump-logits: prediction layer drafting, token %d: not what plain decoding gives\n", i);
+            bad = 1;
+        }
+    /* the first drafts against the layer from scratch */
+    memcpy(rep + 2 * half, plain_tokens, (size_t)n_gen * sizeof *rep);
+    if (!bad) bad = mtp_from_scratch(m, rep, 2 * half + n_gen - 1, n_ctx, scratch);
+    int n_first = 0;
+    double worst = 0.0;
+    for (int p = 0; p < n_all - 1 && !bad; p++) {
+        if (!seen[0].seen[0][p]) continue;
+        n_first++;
+        const float *a = seen[0].logits[0] + (size_t)p * V, *b = scratch + (size_t)p * V;
+        double mx = 1.0, d = 0.0;
+        for (int32_t t = 0; t < V; t++) {
+            mx = fmax(mx, fabs((double)b[t]));
+            d = fmax(d, fabs((double)a[t] - (double)b[t]));
+        }
+        worst = fmax(worst, d / mx);
+        if (d > 1e-4 * mx) {
+            fprintf(stderr, "dump-logits: prediction layer, first draft at position %d: logits differ from the "
+                    "layer's from scratch by %g (of %g)\n", p, d, mx);
+            bad = 1;
+        }
+    }
+    if (!bad && n_first == 0) {
+        fprintf(stderr, "dump-logits: prediction layer: no first draft seen\n");
+        bad = 1;
+    }
+    hearth_engine_free(g.engine);
+    g.engine = NULL;
+    /* without the prefix cache: the same drafts, the same bits */
+    ep.no_prefix_cache = true;
+    if (!bad && hearth_engine_new(m, &ep, &g.engine)) bad = die("engine without the prefix cache");
+    if (!bad) bad = run_mtp(&g, rep, 2 * half, plain_tokens, &seen[1], &st);
+    for (int p = 0; p < 2 && !bad; p++)
+        for (int i = 0; i < n_all && !bad; i++) {
+            if (seen[0].seen[p][i] != seen[1].seen[p][i] ||
+                (seen[0].seen[p][i] && memcmp(seen[0].logits[p] + (size_t)i * V, seen[1].logits[p] + (size_t)i * V,
+                                              (size_t)V * sizeof(float)))) {
+                fprintf(stderr, "dump-logits: prediction layer, pass %d at position %d: other drafts without the "
+                        "prefix cache\n", p, i);
+                bad = 1;
+            }
+        }
+    if (!bad)
+        printf("engine: prediction layer: %d drafted, %d accepted, the tokens and logits of plain decoding; %d "
+               "first drafts within %.2g of the layer from scratch\n", st.n_drafted, st.n_accepted, n_first, worst);
+    hearth_engine_free(g.engine);
+    for (int k = 0; k < 2; k++) {
+        free(g.tokens[k]);
+        free(g.logits[k]);
+        for (int p = 0; p < 2; p++) {
+            free(seen[k].logits[p]);
+            free(seen[k].seen[p]);
+        }
+    }
+    free(rep);
+    free(plain);
+    free(scratch);
+    free(plain_tokens);
+    return bad;
+}
 
 int main(int argc, char **argv)
 {

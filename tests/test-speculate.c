@@ -676,8 +676,16 @@ START_TEST(test_refusals)
                   hearth_last_error());
     hearth_model_free(d);
 
-    /* requests: speculation without a draft model, bad parameters */
+    /* multi-token prediction: the model has no prediction layer; and
+     * not with a draft model */
     p.draft_model = NULL;
+    p.mtp = true;
+    ck_assert_int_eq(hearth_engine_new(m, &p, &e), HEARTH_E_INVALID);
+    ck_assert_msg(strstr(hearth_last_error(), "no prediction layers"), "%s", hearth_last_error());
+    ck_assert_int_eq(hearth_model_mtp_layers(m), 0);
+    p.mtp = false;
+
+    /* requests: speculation without a draft model, bad parameters */
     ck_assert_int_eq(hearth_engine_new(m, &p, &e), HEARTH_OK);
     int32_t prompt[4] = {1, 5, 6, 7};
     hearth_request r;
@@ -685,7 +693,7 @@ START_TEST(test_refusals)
     request_init(&r, prompt, 4, 4, 0.0f, 0, &o);
     r.speculation.draft_max = 4;
     ck_assert_int_eq(hearth_engine_submit(e, &r, NULL), HEARTH_E_INVALID);
-    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "no draft model"));
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "neither a draft model nor multi-token prediction"));
     r.speculation.lookup = 65;
     ck_assert_int_eq(hearth_engine_submit(e, &r, NULL), HEARTH_E_INVALID);
     r.speculation.lookup = 2;

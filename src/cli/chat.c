@@ -212,8 +212,12 @@ int cmd_chat(int argc, char **argv)
     rc = CLI_EXIT_FAILURE;
     if (chat_prompt_load(CMD, template_spec, hearth_model_gguf(model), vocab, &cp) != CLI_EXIT_OK) goto cleanup;
 
+    bool mtp;
+    rc = cli_spec_use_mtp(CMD, &spec, model, false, &mtp);
+    if (rc != CLI_EXIT_OK) goto cleanup;
+    rc = CLI_EXIT_FAILURE;
     if (cli_spec_load_draft(CMD, &spec, &src.params, &draft) != CLI_EXIT_OK) goto cleanup;
-    if (gen_engine_new(CMD, model, draft, &copts, &engine) != CLI_EXIT_OK) goto cleanup;
+    if (gen_engine_new(CMD, model, draft, mtp, &copts, &engine) != CLI_EXIT_OK) goto cleanup;
     hearth_engine_params ep;
     hearth_engine_get_params(engine, &ep);
     if (system && conv_add(&cv, "system", system, strlen(system)) != 0) goto nomem;

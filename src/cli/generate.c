@@ -25,13 +25,14 @@ const char *gen_finish_name(enum finish_reason reason)
     return "none";
 }
 
-int gen_engine_new(const char *cmd, const hearth_model *model, const hearth_model *draft,
+int gen_engine_new(const char *cmd, const hearth_model *model, const hearth_model *draft, bool mtp,
                    const struct cli_context_opts *opts, hearth_engine **out)
 {
     hearth_engine_params p;
     hearth_engine_default_params(&p);
     cli_engine_apply(opts, &p);
     p.draft_model = draft;
+    p.mtp = mtp;
     p.n_seq_max = 1; /* one request at a time; the pool holds its whole context */
     hearth_status st = hearth_engine_new(model, &p, out);
     if (st) return cli_fail(cmd, st);

@@ -61,10 +61,11 @@ struct gen_request {
 
 /* The engine of a generating command: context size, batch, threads and
  * cache type from the options, one sequence at a time in a KV pool of one
- * context, drafting with draft (may be NULL).  Reports where the model runs (cli_model_report_engine_offload)
+ * context, drafting with draft (may be NULL) or the model's prediction
+ * layer (mtp).  Reports where the model runs (cli_model_report_engine_offload)
  * and returns CLI_EXIT_OK, or prints the error and returns
  * CLI_EXIT_FAILURE. */
-int gen_engine_new(const char *cmd, const hearth_model *model, const hearth_model *draft,
+int gen_engine_new(const char *cmd, const hearth_model *model, const hearth_model *draft, bool mtp,
                    const struct cli_context_opts *opts, hearth_engine **out);
 
 /* Run one request to the end (it stops after the current token once

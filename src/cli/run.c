@@ -170,8 +170,12 @@ int cmd_run(int argc, char **argv)
         goto cleanup;
     }
 
+    bool mtp;
+    rc = cli_spec_use_mtp(CMD, &o.spec, model, false, &mtp);
+    if (rc != CLI_EXIT_OK) goto cleanup;
+    rc = CLI_EXIT_FAILURE;
     if (cli_spec_load_draft(CMD, &o.spec, &o.src.params, &draft) != CLI_EXIT_OK) goto cleanup;
-    if (gen_engine_new(CMD, model, draft, &o.copts, &engine) != CLI_EXIT_OK) goto cleanup;
+    if (gen_engine_new(CMD, model, draft, mtp, &o.copts, &engine) != CLI_EXIT_OK) goto cleanup;
     hearth_engine_params ep;
     hearth_engine_get_params(engine, &ep);
     if (n_tokens > (size_t)ep.n_ctx) {

@@ -12,11 +12,15 @@
 
 #define DEFAULT_DRAFT_MAX 16
 #define DEFAULT_LOOKUP_MAX 10
+/* a hybrid model rolls back at most 4 drafted tokens a step (its state's
+ * checkpoints), and one prediction layer drafts well only a few ahead */
+#define DEFAULT_MTP_MAX 4
 #define DEFAULT_P_MIN 0.75f
 
 void cli_spec_init(struct cli_spec *spec)
 {
     memset(spec, 0, sizeof *spec);
+    spec->mtp = -1;
     spec->speculation.draft_p_min = DEFAULT_P_MIN;
 }
 
@@ -65,6 +69,12 @@ int cli_spec_option(const char *cmd, struct cli_spec *spec, int opt, const char 
         if (!cli_parse_int(cmd, "--lookup", arg, 1, 64, &v)) return -1;
         sp->lookup = v;
         return 1;
+    case CLI_OPT_MTP:
+        spec->mtp = 1;
+        return 1;
+    case CLI_OPT_NO_MTP:
+        spec->mtp = 0;
+        return 1;
     default:
         return 0;
     }
@@ -73,20 +83,56 @@ int cli_spec_option(const char *cmd, struct cli_spec *spec, int opt, const char 
 int cli_spec_finish(const char *cmd, struct cli_spec *spec)
 {
     hearth_speculation *sp = &spec->speculation;
-    if (spec->draft_path && sp->lookup > 0)
-        return cli_usage_error(cmd, "give one of -md FILE and --lookup N: a draft model or prompt lookup");
-    const bool any = spec->draft_path || sp->lookup > 0;
+    if ((spec->draft_path != NULL) + (sp->lookup > 0) + (spec->mtp == 1) > 1)
+        return cli_usage_error(cmd, "give one of -md FILE, --lookup N and --mtp: a draft model, prompt lookup "
+                               "or the model's prediction layer");
+    if (spec->mtp == 1 && spec->draft_gpu_layers)
+        return cli_usage_error(cmd, "--gpu-layers-draft needs -md FILE");
+    const bool any = spec->draft_path || sp->lookup > 0 || spec->mtp == 1;
     if (!any) {
-        if (spec->draft_max_given || sp->draft_min || sp->fixed || spec->draft_gpu_layers)
-            return cli_usage_error(cmd, "--draft-max, --draft-min, --draft-fixed and --gpu-layers-draft need "
-                                   "-md FILE or --lookup N");
-        sp->draft_max = 0;
+        /* hearth serve may still turn the prediction layer on
+         * (cli_spec_use_mtp()), with these */
+        if ((spec->draft_max_given || sp->draft_min || sp->fixed) && spec->mtp == 0)
+            return cli_usage_error(cmd, "--draft-max, --draft-min and --draft-fixed need -md FILE, --lookup N "
+                                   "or --mtp");
+        if (spec->draft_gpu_layers) return cli_usage_error(cmd, "--gpu-layers-draft needs -md FILE");
+        if (sp->draft_min > sp->draft_max && spec->draft_max_given)
+            return cli_usage_error(cmd, "--draft-min %d is more than --draft-max %d", sp->draft_min, sp->draft_max);
+        if (!spec->draft_max_given) sp->draft_max = 0;
         return CLI_EXIT_OK;
     }
-    if (!spec->draft_max_given) sp->draft_max = spec->draft_path ? DEFAULT_DRAFT_MAX : DEFAULT_LOOKUP_MAX;
+    if (!spec->draft_max_given)
+        sp->draft_max = spec->draft_path ? DEFAULT_DRAFT_MAX : sp->lookup > 0 ? DEFAULT_LOOKUP_MAX : DEFAULT_MTP_MAX;
     if (sp->draft_min > sp->draft_max)
         return cli_usage_error(cmd, "--draft-min %d is more than --draft-max %d", sp->draft_min, sp->draft_max);
     if (sp->lookup > 0) sp->draft_p_min = 0.0f; /* a lookup draft has no probabilities */
+    return CLI_EXIT_OK;
+}
+
+int cli_spec_use_mtp(const char *cmd, struct cli_spec *spec, const hearth_model *model, bool by_default,
+                     bool *use)
+{
+    hearth_speculation *sp = &spec->speculation;
+    const bool has = hearth_model_mtp_layers(model) > 0;
+    *use = false;
+    if (spec->mtp == 1 && !has)
+        return cli_error(cmd, "--mtp: the model (%s) has no multi-token-prediction layers", hearth_model_arch(model));
+    if (spec->mtp == -1) {
+        if (spec->draft_path || sp->lookup > 0) return CLI_EXIT_OK; /* another draft */
+        if (!by_default || !has) {
+            /* --draft-max and the like without a draft */
+            if (spec->draft_max_given || sp->draft_min || sp->fixed)
+                return cli_usage_error(cmd, "--draft-max, --draft-min and --draft-fixed need -md FILE, --lookup N "
+                                       "or --mtp%s", has ? "" : " (the model has no prediction layers)");
+            return CLI_EXIT_OK;
+        }
+        if (!spec->draft_max_given) sp->draft_max = DEFAULT_MTP_MAX;
+        if (sp->draft_min > sp->draft_max)
+            return cli_usage_error(cmd, "--draft-min %d is more than --draft-max %d", sp->draft_min, sp->draft_max);
+    }
+    *use = spec->mtp != 0 && has && sp->draft_max > 0;
+    if (spec->mtp != 0 && has && sp->draft_max == 0) spec->mtp = 0;
+    if (*use) spec->mtp = 1;
     return CLI_EXIT_OK;
 }
 
@@ -118,6 +164,11 @@ void cli_spec_help(FILE *out)
             "  --draft-p-min P          stop drafting where the draft's probability of its\n"
             "                           token is below P (default 0.75)\n"
             "  --draft-fixed            always draft --draft-max tokens (no adaptation)\n"
+            "  --mtp                    draft with the model's own multi-token-prediction\n"
+            "                           layer (Qwen3.5 and Qwen3-Next files that have one;\n"
+            "                           --draft-max default 4); hearth serve does so by\n"
+            "                           default where the model has one\n"
+            "  --no-mtp                 do not (hearth serve)\n"
             "  -ngld, --gpu-layers-draft N  offload N layers of the draft model\n");
 }
 
@@ -126,7 +177,9 @@ void cli_spec_print_stats(const char *cmd, const struct cli_spec *spec, int32_t 
 {
     if (spec->speculation.draft_max == 0) return;
     fprintf(stderr, "hearth: %s: speculation (%s): %d drafted, %d accepted (alpha %.3f), %.2f tokens per "
-            "model step\n", cmd, spec->draft_path ? "draft model" : "prompt lookup", n_drafted, n_accepted,
+            "model step\n", cmd,
+            spec->draft_path ? "draft model" : spec->mtp == 1 ? "prediction layer" : "prompt lookup", n_drafted,
+            n_accepted,
             n_drafted > 0 ? (double)n_accepted / n_drafted : 0.0,
             n_steps > 0 ? (double)n_generated / n_steps : 0.0);
 }

@@ -27,7 +27,9 @@ enum {
     CLI_OPT_DRAFT_P_MIN,
     CLI_OPT_DRAFT_FIXED,
     CLI_OPT_DRAFT_GPU_LAYERS,
-    CLI_OPT_LOOKUP
+    CLI_OPT_LOOKUP,
+    CLI_OPT_MTP,
+    CLI_OPT_NO_MTP
 };
 
 #define CLI_SPEC_LONG_OPTIONS                                              \
@@ -39,12 +41,15 @@ enum {
     {"draft-fixed", no_argument, NULL, CLI_OPT_DRAFT_FIXED},               \
     {"gpu-layers-draft", required_argument, NULL, CLI_OPT_DRAFT_GPU_LAYERS}, \
     {"ngld", required_argument, NULL, CLI_OPT_DRAFT_GPU_LAYERS},           \
-    {"lookup", required_argument, NULL, CLI_OPT_LOOKUP}
+    {"lookup", required_argument, NULL, CLI_OPT_LOOKUP},                   \
+    {"mtp", no_argument, NULL, CLI_OPT_MTP},                               \
+    {"no-mtp", no_argument, NULL, CLI_OPT_NO_MTP}
 
 struct cli_spec {
     const char *draft_path;          /* -md */
     int draft_gpu_layers;            /* -ngld */
     bool draft_max_given;
+    int mtp;                         /* --mtp 1, --no-mtp 0, neither -1 */
     hearth_speculation speculation;  /* for every request; draft_max 0: none */
 };
 
@@ -61,6 +66,15 @@ int cli_spec_option(const char *cmd, struct cli_spec *spec, int opt, const char 
  * or --lookup and no --draft-max, 16 or 10 drafted tokens), and the
  * checks between flags.  CLI_EXIT_OK or, after printing, CLI_EXIT_USAGE. */
 int cli_spec_finish(const char *cmd, struct cli_spec *spec);
+
+/* After the model is loaded: whether to draft with its multi-token-
+ * prediction layer.  With --mtp, the model must have one; with neither
+ * --mtp nor --no-mtp, by_default (hearth serve) turns it on where the
+ * model has one and no other draft was asked for.  Sets *use (for
+ * hearth_engine_params.mtp) and the speculation's draft length; a CLI
+ * exit status. */
+int cli_spec_use_mtp(const char *cmd, struct cli_spec *spec, const hearth_model *model, bool by_default,
+                     bool *use);
 
 /* Load the draft model (NULL when -md was not given), offloading
  * --gpu-layers-draft layers on the device of model_params.  Returns a CLI

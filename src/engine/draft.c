@@ -1,7 +1,9 @@
 /*
- * draft.c -- drafts for speculative decoding: by prompt lookup, or by the
+ * draft.c -- drafts for speculative decoding: by prompt lookup, by the
  * draft model in passes of its own over the drafting sequences, which
- * first catch its KV up with what each sequence knows.
+ * first catch its KV up with what each sequence knows, or by the model's
+ * own prediction layer (multi-token prediction), which follows the trunk
+ * in every step and drafts in passes of one row per sequence.
  */
 #include "engine_impl.h"
 
@@ -178,6 +180,148 @@ static hearth_status draft_with_model(hearth_engine *e, int32_t n)
     return HEARTH_OK;
 }
 
+/* ---- multi-token prediction ----------------------------------------------------------
+ *
+ * The prediction layer's row at position p reads the token at p and the
+ * trunk's output-normed hidden state at p - 1, and its logits predict the
+ * token at p + 1, as the trunk's at p do.  Its keys and values sit in the
+ * sequence's own blocks (one layer more of the cache), so the prefix
+ * cache, copy-on-write and truncation treat them as the trunk's.  Every
+ * step's rows pass through it after the trunk: row p of a sequence takes
+ * the trunk's hidden state of the row before, the first row the
+ * sequence's mtp_h.  A verification's rejected rows write keys and values
+ * that the next step writes again, like the trunk's. */
+
+/* Keep row `row` of the last step's trunk hidden states as s's input at
+ * n_computed (what the next step or draft reads). */
+void engine_mtp_keep(hearth_engine *e, struct seq *s, int32_t row)
+{
+    memcpy(s->mtp_h, runner_hidden(e->runner, row), (size_t)hearth_model_n_embd(e->model) * sizeof *s->mtp_h);
+    s->mtp_pos = s->n_computed;
+}
+
+/* The hidden-state input of s's first row at position pos: mtp_h where it
+ * belongs there, else zeros (position 0, or a resume that kept none);
+ * only the drafts' quality depends on it. */
+static void mtp_first_input(const hearth_engine *e, const struct seq *s, int32_t pos, float *out)
+{
+    const size_t E = (size_t)hearth_model_n_embd(e->model);
+    if (pos > 0 && s->mtp_pos == pos) memcpy(out, s->mtp_h, E * sizeof *out);
+    else memset(out, 0, E * sizeof *out);
+}
+
+hearth_status engine_mtp_follow(hearth_engine *e, const struct runner_step *step)
+{
+    const size_t E = (size_t)hearth_model_n_embd(e->model);
+    const struct batch_pos *bp = &step->bp;
+    for (int32_t i = 0; i < bp->n_seqs; i++) {
+        const struct seq *s = e->step_seqs[i];
+        const int32_t first = bp->seq_start[i], end = bp->seq_start[i + 1];
+        mtp_first_input(e, s, bp->pos[first], e->mtp_in + (size_t)first * E);
+        for (int32_t row = first + 1; row < end; row++)
+            memcpy(e->mtp_in + (size_t)row * E, runner_hidden(e->runner, row - 1), E * sizeof *e->mtp_in);
+    }
+    struct runner_step follow = *step;
+    follow.n_logits = 0;
+    HEARTH_TRY(runner_eval_mtp(e->runner, &follow, e->mtp_in));
+    /* the last row's hidden state is the next step's input (a
+     * verification moves it to its last kept row) */
+    for (int32_t i = 0; i < bp->n_seqs; i++) {
+        struct seq *s = e->step_seqs[i];
+        const int32_t last = bp->seq_start[i + 1] - 1;
+        memcpy(s->mtp_h, runner_hidden(e->runner, last), E * sizeof *s->mtp_h);
+        s->mtp_pos = bp->pos[last] + 1;
+    }
+    return HEARTH_OK;
+}
+
+/* Draft for the n sequences of e->draft_seqs with the prediction layer:
+ * pass j gives each sequence still drafting one row at position
+ * n_computed + j, the token there (its last known one, then its drafts)
+ * and the hidden state before it (the trunk's, then the prediction
+ * layer's own of the pass before), in the room the plan made for its
+ * verification. */
+static hearth_status draft_with_mtp(hearth_engine *e, int32_t n)
+{
+    const int32_t B = e->B;
+    const size_t E = (size_t)hearth_model_n_embd(e->model);
+    size_t n_blocks = 0;
+    for (int32_t i = 0; i < n; i++) {
+        struct seq *s = e->draft_seqs[i];
+        const struct request *r = s->req;
+        hearth_sampler_reset(s->dsampler);
+        const int32_t last_n = r->params.sampling.repeat_last_n;
+        for (int32_t pos = HEARTH_MAX(0, s->n_tokens - last_n); pos < s->n_tokens; pos++)
+            HEARTH_TRY(hearth_sampler_accept(s->dsampler, s->tokens[pos]));
+        s->drafting = true;
+        s->mtp_row = -1;
+        n_blocks += (size_t)s->n_table;
+    }
+    if (n_blocks > e->blocks_cap) {
+        int32_t *b = hearth_realloc(e->blocks, n_blocks * sizeof *b, "the step's block tables");
+        if (!b) return HEARTH_E_NOMEM;
+        e->blocks = b;
+        e->blocks_cap = n_blocks;
+    }
+    for (int32_t pass = 0;; pass++) {
+        int32_t row = 0;
+        size_t tb = 0;
+        for (int32_t i = 0; i < n; i++) {
+            struct seq *s = e->draft_seqs[i];
+            if (!s->drafting) continue;
+            const int32_t pos = s->n_computed + pass;
+            e->step_seqs[row] = s; /* the target's list is built after the drafts */
+            e->seq_start[row] = row;
+            e->table_start[row] = (int32_t)tb;
+            memcpy(e->blocks + tb, s->table, (size_t)s->n_table * sizeof *s->table);
+            tb += (size_t)s->n_table;
+            e->tokens[row] = engine_known_token(s, pos);
+            e->pos[row] = pos;
+            e->slot[row] = s->table[pos / B] * B + pos % B;
+            float *h = e->mtp_in + (size_t)row * E;
+            if (pass == 0) mtp_first_input(e, s, pos, h);
+            else memcpy(h, runner_mtp_hidden(e->runner, s->mtp_row), E * sizeof *h);
+            e->logit_rows[row] = row;
+            s->mtp_row = row;
+            row++;
+        }
+        if (row == 0) break;
+        e->seq_start[row] = row;
+        const struct runner_step step = {
+            .tokens = e->tokens,
+            .bp = {
+                .pos = e->pos,
+                .slot = e->slot,
+                .n_tokens = row,
+                .n_seqs = row,
+                .seq_start = e->seq_start,
+                .blocks = e->blocks,
+                .table_start = e->table_start,
+            },
+            .logit_rows = e->logit_rows,
+            .n_logits = row,
+        };
+        const double t0 = engine_now_s();
+        HEARTH_TRY(runner_eval_mtp(e->runner, &step, e->mtp_in));
+        spec_fit_add(&e->draft_fit, row, engine_now_s() - t0);
+        e->draft_steps++;
+        for (int32_t i = 0; i < row; i++) {
+            struct seq *s = e->step_seqs[i];
+            if (e->mtp_hook) e->mtp_hook(e->mtp_hook_user, pass, e->pos[i], runner_logits(e->runner, i));
+            int32_t t;
+            HEARTH_TRY(draft_token(e, s, runner_logits(e->runner, i), &t));
+            if (t < 0) {
+                s->drafting = false;
+                continue;
+            }
+            s->draft[s->n_draft++] = t;
+            HEARTH_TRY(hearth_sampler_accept(s->dsampler, t));
+            if (s->n_draft == s->k_plan) s->drafting = false;
+        }
+    }
+    return HEARTH_OK;
+}
+
 /* Make the drafts of the step's decoding sequences that planned some,
  * then fit their rows to what was drafted. */
 hearth_status engine_make_drafts(hearth_engine *e, struct step_plan *p)
@@ -198,7 +342,7 @@ hearth_status engine_make_drafts(hearth_engine *e, struct step_plan *p)
         struct seq **plan_seqs = hearth_calloc((size_t)p->n_seqs, sizeof *plan_seqs, "the step's sequences");
         if (!plan_seqs) return HEARTH_E_NOMEM;
         memcpy(plan_seqs, e->step_seqs, (size_t)p->n_seqs * sizeof *plan_seqs);
-        hearth_status st = draft_with_model(e, n_model);
+        hearth_status st = e->mtp_in ? draft_with_mtp(e, n_model) : draft_with_model(e, n_model);
         memcpy(e->step_seqs, plan_seqs, (size_t)p->n_seqs * sizeof *plan_seqs);
         free(plan_seqs);
         if (st) return st;
@@ -225,4 +369,11 @@ void engine_set_draft_hook(hearth_engine *e,
 {
     e->draft_hook = hook;
     e->draft_hook_user = user;
+}
+
+void engine_set_mtp_hook(hearth_engine *e,
+                         void (*hook)(void *user, int32_t pass, int32_t pos, const float *logits), void *user)
+{
+    e->mtp_hook = hook;
+    e->mtp_hook_user = user;
 }

@@ -68,7 +68,9 @@ static hearth_status check_params(const hearth_model *model, hearth_engine_param
         return hearth_error(HEARTH_E_INVALID, "KV block size %d: a power of two from 16 to 1024 positions",
                             p->block_tokens);
     if (p->kv_tokens < 0) return hearth_error(HEARTH_E_INVALID, "KV pool of %lld positions", (long long)p->kv_tokens);
-    const size_t per_token = kv_cache_bytes_per_token(p->cache_type, hp->n_layer, hp->n_head_kv, hp->head_dim);
+    /* the prediction layer keeps keys and values too */
+    const size_t per_token = kv_cache_bytes_per_token(p->cache_type, hp->n_layer + (p->mtp ? model->n_mtp : 0),
+                                                      hp->n_head_kv, hp->head_dim);
     if (per_token == 0)
         return kv_cache_check(p->cache_type, p->block_tokens, 1, hp->n_head_kv, hp->head_dim);
     if (p->kv_tokens == 0) {
@@ -82,6 +84,11 @@ static hearth_status check_params(const hearth_model *model, hearth_engine_param
             p->kv_tokens = p->n_ctx;
         }
     }
+    if (p->mtp && model->n_mtp == 0)
+        return hearth_error(HEARTH_E_INVALID, "multi-token prediction was asked for, but the model (%s) has no "
+                            "prediction layers", model->arch->name);
+    if (p->mtp && p->draft_model)
+        return hearth_error(HEARTH_E_INVALID, "a draft model and multi-token prediction: give one of them");
     if (p->kv_tokens > INT32_MAX - p->block_tokens)
         return hearth_error(HEARTH_E_INVALID, "KV pool of %lld positions is too large", (long long)p->kv_tokens);
     return HEARTH_OK;
@@ -116,6 +123,8 @@ void hearth_engine_free(hearth_engine *e)
     free(e->free_states);
     free(e->state_slot);
     free(e->snaps);
+    free(e->snap_h);
+    free(e->mtp_in);
     rstate_free(e->ckpt);
     free(e->ckpt_slot);
     free(e->step_seqs);
@@ -183,6 +192,7 @@ hearth_status hearth_engine_new(const hearth_model *model, const hearth_engine_p
         .n_blocks = n_blocks,
         .n_states = p.n_seq_max,
         .chunk_size = p.chunk_size,
+        .mtp = p.mtp,
     };
     /* a recurrent model with the prefix cache keeps two snapshots for
      * every sequence that may run (its prompt's and its generation's:
@@ -206,6 +216,15 @@ hearth_status hearth_engine_new(const hearth_model *model, const hearth_engine_p
             if (!e->snaps) st = HEARTH_E_NOMEM;
             for (int32_t i = 0; !st && i < n_snaps; i++) e->snaps[i].slot = p.n_seq_max + i;
             e->n_snaps = n_snaps;
+        }
+    }
+    if (!st && p.mtp) {
+        const size_t E = (size_t)model->hp.n_embd;
+        e->mtp_in = hearth_calloc((size_t)n_batch * E, sizeof *e->mtp_in, "the prediction layer's input");
+        if (!e->mtp_in) st = HEARTH_E_NOMEM;
+        if (!st && e->n_snaps > 0) {
+            e->snap_h = hearth_calloc((size_t)e->n_snaps * E, sizeof *e->snap_h, "the snapshots' hidden states");
+            if (!e->snap_h) st = HEARTH_E_NOMEM;
         }
     }
     if (!st) st = kv_pool_new(n_blocks, B, &e->pool);
@@ -425,6 +444,8 @@ hearth_status hearth_engine_step(hearth_engine *e, bool *did_work)
         if (!st) st = build_batch(e, &plan, &step, &n_logits);
         const double t0 = engine_now_s();
         if (!st) st = runner_eval(e->runner, &step);
+        /* the prediction layer follows the trunk over the same rows */
+        if (!st && e->mtp_in) st = engine_mtp_follow(e, &step);
         if (st) {
             fail_step(e, &plan, st);
         } else {

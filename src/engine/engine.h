@@ -24,4 +24,11 @@ void engine_set_draft_hook(hearth_engine *e,
                            void (*hook)(void *user, uint64_t request, int32_t index, int32_t *draft, int32_t n),
                            void *user);
 
+/* Tests: a function called with the logits of every row of the
+ * prediction layer's draft passes (engine params.mtp): pass j of a
+ * sequence's drafting, the row's position, its n_vocab logits (for the
+ * token at pos + 1). */
+void engine_set_mtp_hook(hearth_engine *e,
+                         void (*hook)(void *user, int32_t pass, int32_t pos, const float *logits), void *user);
+
 #endif /* HEARTH_ENGINE_H */

@@ -39,7 +39,11 @@
  * truncating the block tables (engine_seq_truncate(): n_computed goes back and
  * the blocks past it return to the pool), of the model and of the draft.
  * Positions past n_computed are never read: attention sees only
- * positions up to a row's own, which the row writes first.
+ * positions up to a row's own, which the row writes first.  A model's own
+ * prediction layer (params.mtp) drafts instead of a draft model: it runs
+ * over every step's rows after the trunk (engine_mtp_follow()), its keys
+ * and values in the sequence's own blocks, and drafts in passes of one
+ * row per sequence from the trunk's last hidden state.
  */
 #ifndef HEARTH_ENGINE_IMPL_H
 #define HEARTH_ENGINE_IMPL_H
@@ -130,6 +134,13 @@ struct seq {
     int32_t idle;                /* decode steps without drafting */
     int32_t ckpt;                /* recurrent models, in a verification: its
                                   * first checkpoint slot (engine->ckpt) */
+    /* multi-token prediction (engine params.mtp): the trunk's
+     * output-normed hidden state of position mtp_pos - 1, the prediction
+     * layer's input beside the token at mtp_pos (valid while mtp_pos is
+     * n_computed; else zeros stand in), and its row in a draft pass */
+    float *mtp_h;
+    int32_t mtp_pos;
+    int32_t mtp_row;
 };
 
 struct request {
@@ -209,8 +220,13 @@ struct hearth_engine {
                                   * the residual */
     struct spec_fit target_fit;  /* a step's time by its rows */
     struct spec_fit draft_fit;   /* a draft pass's time by its rows */
+    float *mtp_in;               /* params.mtp: a step's hidden-state inputs
+                                  * (n_batch x n_embd) */
+    float *snap_h;               /* and each snapshot's mtp_h (n_embd each) */
     void (*draft_hook)(void *user, uint64_t request, int32_t index, int32_t *draft, int32_t n);
     void *draft_hook_user;
+    void (*mtp_hook)(void *user, int32_t pass, int32_t pos, const float *logits);
+    void *mtp_hook_user;
 
     /* submissions and cancellations from other threads */
     pthread_mutex_t lock;
@@ -303,5 +319,7 @@ hearth_status engine_verify_seq(hearth_engine *e, struct seq *s, int32_t first);
 /* draft.c */
 int32_t engine_known_token(const struct seq *s, int32_t pos);
 hearth_status engine_make_drafts(hearth_engine *e, struct step_plan *p);
+hearth_status engine_mtp_follow(hearth_engine *e, const struct runner_step *step);
+void engine_mtp_keep(hearth_engine *e, struct seq *s, int32_t row);
 
 #endif /* HEARTH_ENGINE_IMPL_H */

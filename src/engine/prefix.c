@@ -220,6 +220,12 @@ void engine_keep_snapshot(hearth_engine *e, struct seq *s)
     }
     struct snapshot *sn = &e->snaps[k];
     rstate_copy(runner_rstate(e->runner), sn->slot, s->state_slot);
+    if (e->snap_h) {
+        /* the prediction layer's input at the boundary goes with it */
+        const size_t E = (size_t)hearth_model_n_embd(e->model);
+        if (s->mtp_pos == n) memcpy(e->snap_h + (size_t)k * E, s->mtp_h, E * sizeof *e->snap_h);
+        else memset(e->snap_h + (size_t)k * E, 0, E * sizeof *e->snap_h);
+    }
     sn->hash = h;
     sn->n_pos = n;
     sn->used = ++e->snap_tick;

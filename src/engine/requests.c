@@ -21,6 +21,7 @@ static void seq_free(struct seq *s)
     free(s->draft_q);
     free(s->dtable);
     hearth_sampler_free(s->dsampler);
+    free(s->mtp_h);
     free(s);
 }
 
@@ -69,6 +70,11 @@ hearth_status engine_seq_new(hearth_engine *e, struct request *r, int32_t index,
             if (!st && spec->lookup == 0)
                 st = sampler_new_checked(&sp, hearth_model_n_vocab(e->model), &s->dsampler);
         }
+        if (!st && e->mtp_in) {
+            s->mtp_h = hearth_calloc((size_t)hearth_model_n_embd(e->model), sizeof *s->mtp_h,
+                                     "a sequence's hidden state");
+            if (!s->mtp_h) st = HEARTH_E_NOMEM;
+        }
     }
     for (int32_t i = 0; !st && i < r->n_prompt; i++)
         st = hearth_sampler_accept_prompt(s->sampler, r->prompt[i]);
@@ -108,9 +114,9 @@ static hearth_status check_speculation(const hearth_engine *e, const hearth_spec
         return hearth_error(HEARTH_E_UNSUPPORTED, "speculative decoding rolls the keys and values of "
                             "rejected tokens back; a recurrent model (%s) keeps a state that cannot be "
                             "rolled back", hearth_model_arch(e->model));
-    if (sp->lookup == 0 && !e->draft_model)
+    if (sp->lookup == 0 && !e->draft_model && !e->params.mtp)
         return hearth_error(HEARTH_E_INVALID, "speculation by a draft model was asked for, but the engine has "
-                            "no draft model");
+                            "neither a draft model nor multi-token prediction");
     return HEARTH_OK;
 }
 

@@ -39,6 +39,10 @@ struct runner {
     bool output_on_gpu;
     char *gpu_fallback;            /* why the device was not used, or NULL */
     float *embd;                   /* host staging for the embeddings */
+    /* params.mtp: the trunk's output-normed hidden state of the last
+     * step's rows, the prediction layer's input [e | h] (2 n_embd wide)
+     * and its output-normed hidden state */
+    struct act hid, mtp_cat, mtp_out;
     float *logits;                 /* n_logits rows of n_vocab */
     int32_t n_logits;              /* rows valid after the last step */
     int32_t logits_capacity;       /* rows allocated */
@@ -127,6 +131,9 @@ void runner_free(struct runner *r)
 {
     if (!r) return;
     free_forward(&r->fw);
+    struct act *mtp[] = {&r->hid, &r->mtp_cat, &r->mtp_out};
+    for (size_t i = 0; i < HEARTH_ARRAY_LEN(mtp); i++)
+        if (mtp[i]->host) r->cpu->ops->act_free(r->cpu, mtp[i]);
     free_gpu(r);
     backend_cpu_free(r->cpu);
     kv_cache_free(r->kv);
@@ -141,16 +148,18 @@ static hearth_status new_kv(struct runner *r, const bool *on_host)
 {
     const struct hparams *hp = &r->model->hp;
     const struct runner_params *p = &r->params;
+    /* the prediction layer's keys and values after the trunk's */
+    const int32_t n_kv = hp->n_layer + (p->mtp ? r->model->n_mtp : 0);
     if (r->model->rec) {
         /* Recurrent layers keep no keys and values: a cache with the
          * pool's shape for the bookkeeping, none of its layers allocated
          * but the attention layers of a hybrid family, and a state per
          * sequence instead. */
-        bool *attn = hearth_calloc((size_t)hp->n_layer, sizeof *attn, "the KV cache layout");
+        bool *attn = hearth_calloc((size_t)n_kv, sizeof *attn, "the KV cache layout");
         if (!attn) return HEARTH_E_NOMEM;
-        for (int32_t il = 0; r->model->rec->has_kv && il < hp->n_layer; il++)
+        for (int32_t il = 0; r->model->rec->has_kv && il < n_kv; il++)
             attn[il] = r->model->rec->has_kv(r->model, il);
-        hearth_status st = kv_cache_new(p->cache_type, p->block_tokens, p->n_blocks, hp->n_layer,
+        hearth_status st = kv_cache_new(p->cache_type, p->block_tokens, p->n_blocks, n_kv,
                                         hp->n_head_kv, hp->head_dim, attn, &r->kv);
         /* the attention layers keep keys and values, the others a state */
         if (!st)
@@ -159,8 +168,8 @@ static hearth_status new_kv(struct runner *r, const bool *on_host)
         free(attn);
         return st;
     }
-    return kv_cache_new(p->cache_type, p->block_tokens, p->n_blocks, hp->n_layer, hp->n_head_kv,
-                        hp->head_dim, on_host, &r->kv);
+    return kv_cache_new(p->cache_type, p->block_tokens, p->n_blocks, on_host ? hp->n_layer : n_kv,
+                        hp->n_head_kv, hp->head_dim, on_host, &r->kv);
 }
 
 /* The device part: the KV cache split between host and device, the
@@ -207,6 +216,12 @@ hearth_status runner_new(const hearth_model *model, const struct runner_params *
     r->model = model;
     r->params = *params;
     r->first_gpu_layer = hp->n_layer;
+    if (params->mtp && (model->n_mtp == 0 || model->offload.ocl)) {
+        free(r);
+        return hearth_error(HEARTH_E_UNSUPPORTED, model->n_mtp == 0
+                                ? "the model has no multi-token-prediction layer"
+                                : "multi-token prediction runs on the CPU: offload no layers");
+    }
     hearth_status st = backend_cpu_new(params->n_threads, &r->cpu);
     if (!st && model->offload.ocl) st = setup_gpu(r);
     if (!st && !r->gpu) st = new_kv(r, NULL);
@@ -222,6 +237,12 @@ hearth_status runner_new(const hearth_model *model, const struct runner_params *
         r->embd = hearth_aligned_alloc(64, (size_t)params->n_batch * (size_t)hp->n_embd * sizeof(float),
                                        "embeddings");
         if (!r->embd) st = HEARTH_E_NOMEM;
+    }
+    if (!st && params->mtp) {
+        const struct backend_ops *op = r->cpu->ops;
+        st = op->act_alloc(r->cpu, &r->hid, params->n_batch, hp->n_embd);
+        if (!st) st = op->act_alloc(r->cpu, &r->mtp_cat, params->n_batch, 2 * (int64_t)hp->n_embd);
+        if (!st) st = op->act_alloc(r->cpu, &r->mtp_out, params->n_batch, hp->n_embd);
     }
     if (st) {
         runner_free(r);
@@ -277,16 +298,15 @@ hearth_status runner_copy_block(struct runner *r, int32_t src, int32_t dst, int3
     return HEARTH_OK;
 }
 
-/* Token embeddings: row `token` of token_embd, dequantized. */
-static hearth_status embed(struct runner *r, const int32_t *tokens, int64_t n)
+/* Token embeddings: row `token` of e (token_embd), dequantized. */
+static hearth_status embed(struct runner *r, const struct weight *e, const int32_t *tokens, int64_t n)
 {
-    const struct weight *e = &r->model->tok_embd;
     const int64_t n_embd = r->model->hp.n_embd;
     for (int64_t t = 0; t < n; t++) {
         const uint8_t *row = (const uint8_t *)e->data + (size_t)tokens[t] * e->row_bytes;
         float *x = r->embd + t * n_embd;
         if (!quant_dequantize_row(e->type, row, x, n_embd))
-            return hearth_error(HEARTH_E_UNSUPPORTED, "token_embd.weight: type %s cannot be read",
+            return hearth_error(HEARTH_E_UNSUPPORTED, "%s: type %s cannot be read", e->name,
                                 hearth_type_name(e->type));
         const float scale = r->model->hp.embd_scale;
         if (scale != 0.0f && scale != 1.0f) /* 0: not set by the family, none */
@@ -364,7 +384,7 @@ hearth_status runner_eval(struct runner *r, const struct runner_step *step)
     struct forward *f = r->first_gpu_layer == 0 ? &r->fw_gpu : &r->fw;
     r->fw.bp = r->fw_gpu.bp = step->bp;
     r->fw.n_ctx = r->fw_gpu.n_ctx = r->params.n_ctx;
-    HEARTH_TRY(embed(r, step->tokens, n));
+    HEARTH_TRY(embed(r, &m->tok_embd, step->tokens, n));
     HEARTH_TRY(f->be->ops->act_upload(f->be, &f->x, r->embd, n));
     f->x.rows = n;
 
@@ -378,6 +398,13 @@ hearth_status runner_eval(struct runner *r, const struct runner_step *step)
         HEARTH_TRY(m->arch->layer(f, il));
     }
 
+    if (r->params.mtp) {
+        /* the prediction layer's input: every row's final hidden state */
+        HEARTH_TRY(f->be->ops->copy_rows(f->be, &r->hid, 0, &f->x, 0, n));
+        r->hid.rows = n;
+        if (m->rec) HEARTH_TRY(m->rec->output_norm(f, &r->hid));
+        else HEARTH_TRY(f->be->ops->rmsnorm(f->be, &r->hid, &r->hid, &m->output_norm, m->hp.norm_eps));
+    }
     if (step->n_logits > 0) {
         if (f == &r->fw_gpu && !r->output_on_gpu) {
             HEARTH_TRY(move_hidden(r, f, &r->fw, n));
@@ -388,4 +415,72 @@ hearth_status runner_eval(struct runner *r, const struct runner_step *step)
     }
     r->n_logits = step->n_logits;
     return HEARTH_OK;
+}
+
+hearth_status runner_eval_mtp(struct runner *r, const struct runner_step *step, const float *h)
+{
+    const hearth_model *m = r->model;
+    const struct mtp_weights *w = &m->mtp;
+    const int64_t n = step->bp.n_tokens, E = m->hp.n_embd, V = m->hp.n_vocab;
+    const float eps = m->hp.norm_eps;
+    struct forward *f = &r->fw;
+    struct hearth_backend *be = r->cpu;
+    const struct backend_ops *op = be->ops;
+    if (!r->params.mtp || n <= 0 || n > r->params.n_batch)
+        return hearth_error(HEARTH_E_INTERNAL, "a prediction step of %lld rows (at most %d)", (long long)n,
+                            r->params.mtp ? r->params.n_batch : 0);
+    if (step->n_logits > r->logits_capacity) {
+        float *l = hearth_aligned_alloc(64, (size_t)step->n_logits * (size_t)V * sizeof(float), "logits");
+        if (!l) return HEARTH_E_NOMEM;
+        hearth_aligned_free(r->logits);
+        r->logits = l;
+        r->logits_capacity = step->n_logits;
+    }
+    f->bp = step->bp;
+    f->n_ctx = r->params.n_ctx;
+    /* x = eh_proj [rmsnorm(e) enorm | rmsnorm(h) hnorm] */
+    HEARTH_TRY(embed(r, &w->embd, step->tokens, n));
+    HEARTH_TRY(op->act_upload(be, &f->x, r->embd, n));
+    f->x.rows = n;
+    HEARTH_TRY(op->act_upload(be, &r->mtp_out, h, n));
+    r->mtp_out.rows = n;
+    HEARTH_TRY(op->rmsnorm(be, &f->x, &f->x, &w->enorm, eps));
+    HEARTH_TRY(op->rmsnorm(be, &r->mtp_out, &r->mtp_out, &w->hnorm, eps));
+    float *cat = r->mtp_cat.host;
+    for (int64_t i = 0; i < n; i++) {
+        memcpy(cat + (size_t)(2 * i) * (size_t)E, f->x.host + (size_t)i * (size_t)E, (size_t)E * sizeof *cat);
+        memcpy(cat + (size_t)(2 * i + 1) * (size_t)E, r->mtp_out.host + (size_t)i * (size_t)E,
+               (size_t)E * sizeof *cat);
+    }
+    r->mtp_cat.rows = n;
+    HEARTH_TRY(op->matmul(be, &f->x, &w->eh_proj, &r->mtp_cat));
+    if (r->abort_cb && r->abort_cb(r->abort_data))
+        return hearth_error(HEARTH_E_INTERRUPTED, "evaluation interrupted");
+    /* the layer, as the trunk's are run, with keys and values of its own */
+    HEARTH_TRY(m->arch->layer(f, m->hp.n_layer));
+    HEARTH_TRY(op->rmsnorm(be, &r->mtp_out, &f->x, &w->head_norm, eps));
+    if (step->n_logits == 0) return HEARTH_OK;
+    for (int32_t i = 0; i < step->n_logits;) {
+        int32_t j = i + 1;
+        while (j < step->n_logits && step->logit_rows[j] == step->logit_rows[j - 1] + 1) j++;
+        HEARTH_TRY(op->copy_rows(be, &f->cur, i, &r->mtp_out, step->logit_rows[i], j - i));
+        i = j;
+    }
+    f->cur.rows = step->n_logits;
+    f->cur.width = E;
+    struct act logits = {r->logits, NULL, step->n_logits, V, step->n_logits * V};
+    HEARTH_TRY(op->matmul(be, &logits, &w->head, &f->cur));
+    if (m->hp.final_softcap > 0.0f) softcap_logits(r, step->n_logits);
+    r->n_logits = step->n_logits;
+    return HEARTH_OK;
+}
+
+const float *runner_hidden(const struct runner *r, int32_t i)
+{
+    return r->hid.host + (size_t)i * (size_t)r->model->hp.n_embd;
+}
+
+const float *runner_mtp_hidden(const struct runner *r, int32_t i)
+{
+    return r->mtp_out.host + (size_t)i * (size_t)r->model->hp.n_embd;
 }

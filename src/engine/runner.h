@@ -32,6 +32,11 @@ struct runner_params {
                             * once (state slots, rstate.h); 0: 1 */
     int32_t chunk_size;    /* recurrent models: tokens per chunk of a
                             * prompt; 0: the default (DESIGN.md) */
+    bool mtp;              /* run the model's prediction layer too
+                            * (runner_eval_mtp(); model.h, n_mtp): its keys
+                            * and values in the same blocks, one layer
+                            * more, and every step keeps the output-normed
+                            * hidden state of its rows (runner_hidden()) */
 };
 
 struct runner;
@@ -62,6 +67,19 @@ void runner_free(struct runner *r);
  * valid).  Logits of the wanted rows are read with runner_logits(). */
 hearth_status runner_eval(struct runner *r, const struct runner_step *step);
 const float *runner_logits(const struct runner *r, int32_t i);
+
+/* With params.mtp: the prediction layer over one batch of rows, each with
+ * its token and, in h (n_embd floats a row), the trunk's output-normed
+ * hidden state of the position before (or the prediction layer's own, of
+ * the token before, when drafting further).  Its keys and values go to
+ * the rows' slots; the logits of the wanted rows replace those of the last
+ * step only when step->n_logits > 0.  runner_mtp_hidden() gives each
+ * row's output-normed hidden state. */
+hearth_status runner_eval_mtp(struct runner *r, const struct runner_step *step, const float *h);
+/* Row i's output-normed hidden state (n_embd floats) of the last
+ * runner_eval() and of the last runner_eval_mtp(). */
+const float *runner_hidden(const struct runner *r, int32_t i);
+const float *runner_mtp_hidden(const struct runner *r, int32_t i);
 
 /* Copy the first n_rows rows of KV block src into block dst, on every
  * backend holding layers of the cache. */

@@ -141,6 +141,10 @@ hearth_status engine_fork_samples(hearth_engine *e, struct request *r)
         engine_take_state(e, s);
         /* the prompt's state, computed once, continues in each sample */
         if (s->state_slot >= 0) rstate_copy(runner_rstate(e->runner), s->state_slot, s0->state_slot);
+        if (s->mtp_h) {
+            memcpy(s->mtp_h, s0->mtp_h, (size_t)hearth_model_n_embd(e->model) * sizeof *s->mtp_h);
+            s->mtp_pos = s0->mtp_pos;
+        }
         s->stats.queue_ms = s0->stats.queue_ms;
         s->stats.n_cached = s0->stats.n_cached;
         /* admitted now: the running list stays in admission order */
@@ -284,6 +288,8 @@ hearth_status engine_verify_seq(hearth_engine *e, struct seq *s, int32_t first)
     if (accepted < k && s->state_slot >= 0)
         rstate_copy_from(runner_rstate(e->runner), s->state_slot, e->ckpt, s->ckpt + accepted);
     s->n_computed = base + 1 + accepted;
+    /* the prediction layer goes on from the last kept row */
+    if (s->mtp_h) engine_mtp_keep(e, s, e->logit_rows[first] + accepted);
     engine_seq_truncate(e, s, s->n_computed);
     draft_truncate(e, s, s->n_computed);
     HEARTH_TRY(engine_register_full_blocks(e, s));

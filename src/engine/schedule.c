@@ -18,6 +18,11 @@ void engine_take_state(hearth_engine *e, struct seq *s)
     if (s->resume >= 0) {
         struct snapshot *sn = &e->snaps[s->resume];
         rstate_copy(runner_rstate(e->runner), s->state_slot, sn->slot);
+        if (e->snap_h) {
+            const size_t E = (size_t)hearth_model_n_embd(e->model);
+            memcpy(s->mtp_h, e->snap_h + (size_t)s->resume * E, E * sizeof *s->mtp_h);
+            s->mtp_pos = sn->n_pos;
+        }
         sn->used = ++e->snap_tick;
         s->resume = -1;
     }

@@ -123,13 +123,14 @@ static hearth_status pack_weights(hearth_model *m)
 {
     const hearth_kernels *k;
     if (hearth_kernels_select(&k) != HEARTH_OK) return HEARTH_OK;
-    const int32_t n_layer = m->hp.n_layer;
+    /* the prediction layer after the trunk too (never offloaded) */
+    const int32_t n_layer = m->hp.n_layer + m->n_mtp;
     const size_t per_layer = (m->rec ? ARCH_MATRICES_MAX : 10) + 3 * (size_t)m->hp.n_expert;
-    const size_t n_mats = (size_t)n_layer * per_layer + 1;
+    const size_t n_mats = (size_t)n_layer * per_layer + 3;
     struct weight **mats = hearth_calloc(n_mats, sizeof *mats, "the list of matrices to pack");
     if (!mats) return HEARTH_E_NOMEM;
     size_t n = 0, total = 0;
-    for (int32_t il = 0; il < n_layer && il < m->offload.first_layer; il++) {
+    for (int32_t il = 0; il < n_layer && (il < m->offload.first_layer || il >= m->hp.n_layer); il++) {
         struct layer *L = m->layers ? &m->layers[il] : NULL;
         if (m->rec) {
             struct weight *ws[ARCH_MATRICES_MAX];
@@ -151,6 +152,9 @@ static hearth_status pack_weights(hearth_model *m)
         }
     }
     if (!m->offload.output && wants_packing(k, &m->output)) mats[n++] = &m->output;
+    if (m->n_mtp > 0 && wants_packing(k, &m->mtp.eh_proj)) mats[n++] = &m->mtp.eh_proj;
+    if (m->n_mtp > 0 && m->mtp.head.data != m->output.data && wants_packing(k, &m->mtp.head))
+        mats[n++] = &m->mtp.head;
     for (size_t i = 0; i < n; i++) total += hearth_packed_bytes(mats[i]->type, mats[i]->n_out, mats[i]->n_in);
     hearth_status st = HEARTH_OK;
     if (total) {
@@ -165,6 +169,8 @@ static hearth_status pack_weights(hearth_model *m)
         at += hearth_packed_bytes(w->type, w->n_out, w->n_in);
     }
     free(mats);
+    /* a prediction head that is the output layer reads its packed copy */
+    if (m->n_mtp > 0 && m->mtp.head.data == m->output.data) m->mtp.head = m->output;
     return st;
 }
 
@@ -291,3 +297,4 @@ uint64_t hearth_model_size_bytes(const hearth_model *m) { return m->weight_bytes
 const hearth_gguf *hearth_model_gguf(const hearth_model *m) { return m->gguf; }
 const hearth_vocab *hearth_model_vocab(const hearth_model *m) { return m->vocab; }
 bool hearth_model_is_recurrent(const hearth_model *m) { return m->rec != NULL; }
+int32_t hearth_model_mtp_layers(const hearth_model *m) { return m->n_mtp; }

@@ -199,6 +199,19 @@ struct hearth_model {
     hearth_vocab *vocab;          /* NULL when the file has no tokenizer */
     struct offload offload;
     const struct arch_recurrent *rec; /* arch->recurrent */
+    /* Multi-token prediction (DeepSeek-V3's and Qwen3-Next's "NextN"
+     * layers): n_mtp 1 when the file has prediction layers and the family
+     * binds the first, as layers[hp.n_layer] (a layer of the family run
+     * by its layer function, with keys and values of its own); its input
+     * is eh_proj [rmsnorm(embd(token)) enorm | rmsnorm(h) hnorm], h the
+     * trunk's output-normed hidden state of the position before, and its
+     * output rmsnorm(.) head_norm, read by head.  Weights the file does
+     * not have are the trunk's (embd: tok_embd, head_norm: output_norm,
+     * head: output). */
+    int32_t n_mtp;
+    struct mtp_weights {
+        struct weight eh_proj, enorm, hnorm, head_norm, head, embd;
+    } mtp;
     struct rwkv_model *rwkv;      /* recurrent weights (models/rwkv6.c), or NULL */
     struct deltanet_model *deltanet; /* the hybrid layers (models/qwen35.c), or NULL */
 };

@@ -371,8 +371,15 @@ int cmd_serve(int argc, char **argv)
     ep.block_tokens = kv_block;
     ep.kv_tokens = kv_size ? kv_size : (int64_t)n_ctx * cfg.parallel;
     ep.no_prefix_cache = no_prefix_cache;
+    /* the model's own prediction layer drafts unless told otherwise */
+    bool mtp;
+    rc = cli_spec_use_mtp(CMD, &spec, model, true, &mtp);
+    if (rc != CLI_EXIT_OK) goto cleanup;
+    rc = CLI_EXIT_FAILURE;
+    cfg.speculation = spec.speculation;
     if (cli_spec_load_draft(CMD, &spec, &src.params, &draft) != CLI_EXIT_OK) goto cleanup;
     ep.draft_model = draft;
+    ep.mtp = mtp;
     hearth_status st = hearth_engine_new(model, &ep, &engine);
     if (st) {
         cli_fail(CMD, st);
@@ -391,7 +398,7 @@ int cmd_serve(int argc, char **argv)
         goto cleanup;
     }
     const enum srv_tool_format tool_format = srv_tool_format_detect(cp.text ? NULL : cp.source, cp.text);
-    if (!srv_server_set_limits(server, cfg.alias, cfg.max_tokens_cap) ||
+    if (!srv_server_set_limits(server, cfg.alias, cfg.max_tokens_cap, &cfg.speculation) ||
         !srv_server_ready(server, model, engine, cp.tmpl, tool_format, cp.bos_text, cp.eos_text))
         goto cleanup;
     char pool[32];
@@ -402,6 +409,9 @@ int cmd_serve(int argc, char **argv)
             ep.n_seq_max, ep.n_batch, ep.n_threads, es.n_blocks, es.block_tokens, pool,
             es.max_full_sequences, cp.tmpl ? cp.source : "none", srv_tool_format_name(tool_format),
             n_keys ? "; API keys required" : "");
+    if (mtp)
+        fprintf(stderr, "hearth: %s: speculation: the model's multi-token-prediction layer drafts up to %d "
+                "tokens a step (--no-mtp: none)\n", CMD, cfg.speculation.draft_max);
     if (verbose)
         fprintf(stderr, "hearth: %s: model %s: %.2f MiB of weights, %llu bytes of KV a position\n", CMD,
                 model_path, hearth_model_size_bytes(model) / 1048576.0,

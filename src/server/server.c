@@ -367,11 +367,13 @@ bool srv_server_start(const struct srv_config *cfg, struct srv_server **out, int
     return true;
 }
 
-bool srv_server_set_limits(struct srv_server *s, const char *alias, int32_t max_tokens_cap)
+bool srv_server_set_limits(struct srv_server *s, const char *alias, int32_t max_tokens_cap,
+                           const hearth_speculation *speculation)
 {
     if (s->state != STATE_LOADING) return false;
     s->cfg.alias = alias;
     s->cfg.max_tokens_cap = max_tokens_cap;
+    s->cfg.speculation = *speculation;
     return true;
 }
 

@@ -46,8 +46,10 @@ struct srv_server;
 bool srv_server_start(const struct srv_config *config, struct srv_server **out, int *port);
 
 /* What is known only once the model is loaded: its name in the API
- * (kept as a pointer) and the max_tokens cap. */
-bool srv_server_set_limits(struct srv_server *s, const char *alias, int32_t max_tokens_cap);
+ * (kept as a pointer), the max_tokens cap and the speculation every
+ * request gets (the model's prediction layer drafts by default). */
+bool srv_server_set_limits(struct srv_server *s, const char *alias, int32_t max_tokens_cap,
+                           const hearth_speculation *speculation);
 
 /* Serve with this model and engine (both owned by the caller, kept until
  * srv_server_free()).  tmpl may be NULL when the model has none: chat
