@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-hearth_status rstate_new(int32_t n_slots, int32_t n_layer, size_t layer_floats, const bool *stateless,
-                         struct rstate **out)
+/* States as rstate_new() makes them, all zero when `zero` (else their
+ * pages are untouched until written). */
+static hearth_status make_states(int32_t n_slots, int32_t n_layer, size_t layer_floats, const bool *stateless,
+                                 bool zero, struct rstate **out)
 {
     size_t per_slot, n;
     int32_t n_state = 0;
@@ -37,9 +39,15 @@ hearth_status rstate_new(int32_t n_slots, int32_t n_layer, size_t layer_floats, 
         return hearth_error(HEARTH_E_NOMEM, "out of memory for the recurrent state of %d "
                             "sequences (%zu bytes each)", n_slots, per_slot * sizeof(float));
     }
-    memset(rs->data, 0, n * sizeof(float));
+    if (zero) memset(rs->data, 0, n * sizeof(float));
     *out = rs;
     return HEARTH_OK;
+}
+
+hearth_status rstate_new(int32_t n_slots, int32_t n_layer, size_t layer_floats, const bool *stateless,
+                         struct rstate **out)
+{
+    return make_states(n_slots, n_layer, layer_floats, stateless, true, out);
 }
 
 void rstate_free(struct rstate *rs)
@@ -61,7 +69,7 @@ hearth_status rstate_new_like(const struct rstate *rs, int32_t n_slots, struct r
     bool *stateless = hearth_calloc((size_t)rs->n_layer, sizeof *stateless, "the recurrent state");
     if (!stateless) return HEARTH_E_NOMEM;
     for (int32_t il = 0; il < rs->n_layer; il++) stateless[il] = rs->index[il] < 0;
-    hearth_status st = rstate_new(n_slots, rs->n_layer, rs->layer_floats, stateless, out);
+    hearth_status st = make_states(n_slots, rs->n_layer, rs->layer_floats, stateless, false, out);
     free(stateless);
     return st;
 }

@@ -54,7 +54,10 @@ size_t rstate_bytes_per_seq(const struct rstate *rs);
 /* Copy slot src's state to slot dst. */
 void rstate_copy(struct rstate *rs, int32_t dst, int32_t src);
 
-/* States of n_slots sequences laid out as rs's (checkpoints of them). */
+/* States of n_slots sequences laid out as rs's (checkpoints of them),
+ * holding nothing until written: a slot is read only after a copy or an
+ * operation wrote it (its memory is not touched before, so a large
+ * store costs only what is used). */
 hearth_status rstate_new_like(const struct rstate *rs, int32_t n_slots, struct rstate **out);
 /* Copy slot src of from to slot dst of rs (both laid out alike). */
 void rstate_copy_from(struct rstate *rs, int32_t dst, const struct rstate *from, int32_t src);

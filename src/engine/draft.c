@@ -350,7 +350,16 @@ hearth_status engine_make_drafts(hearth_engine *e, struct step_plan *p)
     for (int32_t i = 0; i < p->n_seqs; i++) {
         struct seq *s = e->step_seqs[i];
         if (s->k_plan <= 0) continue;
-        if (s->n_draft < s->req->params.speculation.draft_min) s->n_draft = 0;
+        const hearth_speculation *sp = &s->req->params.speculation;
+        if (s->n_draft < sp->draft_min) s->n_draft = 0;
+        if (s->n_draft == 0 && sp->lookup == 0) {
+            /* a draft pass that gave nothing to verify (draft_p_min stopped
+             * it at once) cost its time for nothing: it counts as a
+             * rejected token, or the planner, never seeing a verification,
+             * would go on planning drafts at the prior's rate */
+            s->acc_w *= SPEC_ALPHA_DECAY;
+            s->tested_w = s->tested_w * SPEC_ALPHA_DECAY + 1.0;
+        }
         if (s->n_draft > 0 && e->draft_hook)
             e->draft_hook(e->draft_hook_user, s->req->id, s->index, s->draft, s->n_draft);
         const int32_t rows = 1 + s->n_draft;
