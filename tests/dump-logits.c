@@ -235,6 +235,19 @@ static int check_resume(struct gen *g, hearth_context *ctx, const int32_t *promp
 
 static int check_mtp(hearth_model *m, struct gen *g0, const int32_t *prompt, int n, int n_ctx);
 
+/* The engines of the checks: blocks of 64 positions, steps of 48 rows, an
+ * F32 cache. */
+static void engine_params(hearth_engine_params *ep, int n_ctx)
+{
+    hearth_engine_default_params(ep);
+    ep->n_ctx = n_ctx;
+    ep->n_batch = 48;
+    ep->block_tokens = 64;
+    ep->kv_tokens = 2 * (int64_t)n_ctx;
+    ep->n_threads = 2;
+    ep->cache_type = HEARTH_TYPE_F32;
+}
+
 static int check_engine(hearth_model *m, hearth_context *ctx, const int32_t *prompt, int n, int n_gen, int n_ctx)
 {
     const int32_t V = hearth_model_n_vocab(m);
@@ -245,13 +258,7 @@ static int check_engine(hearth_model *m, hearth_context *ctx, const int32_t *pro
         if (!g.tokens[k] || !g.logits[k]) return 1;
     }
     hearth_engine_params ep;
-    hearth_engine_default_params(&ep);
-    ep.n_ctx = n_ctx;
-    ep.n_batch = 48;
-    ep.block_tokens = 64;
-    ep.kv_tokens = 2 * (int64_t)n_ctx;
-    ep.n_threads = 2;
-    ep.cache_type = HEARTH_TYPE_F32;
+    engine_params(&ep, n_ctx);
     if (hearth_engine_new(m, &ep, &g.engine)) return die("engine");
     hearth_request rq;
     hearth_request_default(&rq);
@@ -422,13 +429,7 @@ static int check_mtp(hearth_model *m, struct gen *g0, const int32_t *prompt, int
     memcpy(rep, prompt, (size_t)half * sizeof *rep);
     memcpy(rep + half, prompt, (size_t)half * sizeof *rep);
     hearth_engine_params ep;
-    hearth_engine_default_params(&ep);
-    ep.n_ctx = n_ctx;
-    ep.n_batch = 48;
-    ep.block_tokens = 64;
-    ep.kv_tokens = 2 * (int64_t)n_ctx;
-    ep.n_threads = 2;
-    ep.cache_type = HEARTH_TYPE_F32;
+    engine_params(&ep, n_ctx);
     ep.mtp = true;
     int bad = 0;
     hearth_request_stats st;

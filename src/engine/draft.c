@@ -76,23 +76,74 @@ static hearth_status draft_token(hearth_engine *e, struct seq *s, const float *l
     return HEARTH_OK;
 }
 
-/* Draft for the n sequences of e->draft_seqs with the draft model, each up
- * to its k_plan tokens: passes over all of them, the first catching each
- * one's draft KV up with what it knows (in chunks within the batch). */
-static hearth_status draft_with_model(hearth_engine *e, int32_t n)
+/* Before a step's draft passes: the n sequences of e->draft_seqs draft,
+ * each one's sampling chain over the draft's logits seeing the same recent
+ * tokens as its own. */
+static hearth_status drafts_begin(hearth_engine *e, int32_t n)
 {
-    const int32_t B = e->B;
     for (int32_t i = 0; i < n; i++) {
         struct seq *s = e->draft_seqs[i];
         const struct request *r = s->req;
-        /* the draft's sampling chain sees the same recent tokens */
         hearth_sampler_reset(s->dsampler);
         const int32_t last_n = r->params.sampling.repeat_last_n;
         for (int32_t pos = HEARTH_MAX(0, s->n_tokens - last_n); pos < s->n_tokens; pos++)
             HEARTH_TRY(hearth_sampler_accept(s->dsampler, s->tokens[pos]));
         s->drafting = true;
     }
-    for (;;) {
+    return HEARTH_OK;
+}
+
+/* One draft pass, number `pass` of the step, over the step's arrays (rows
+ * rows of n_seqs sequences): by the prediction layer when the engine has
+ * one (e->mtp_in), else by the draft model; then each sequence of
+ * e->logit_seqs[0 .. n_logits) drafts a token from its row's logits, or
+ * stops drafting. */
+static hearth_status draft_pass(hearth_engine *e, int32_t rows, int32_t n_seqs, int32_t n_logits, int32_t pass)
+{
+    struct runner *r = e->mtp_in ? e->runner : e->drunner;
+    const struct runner_step step = {
+        .tokens = e->tokens,
+        .bp = {
+            .pos = e->pos,
+            .slot = e->slot,
+            .n_tokens = rows,
+            .n_seqs = n_seqs,
+            .seq_start = e->seq_start,
+            .blocks = e->blocks,
+            .table_start = e->table_start,
+        },
+        .logit_rows = e->logit_rows,
+        .n_logits = n_logits,
+    };
+    const double t0 = engine_now_s();
+    HEARTH_TRY(e->mtp_in ? runner_eval_mtp(r, &step, e->mtp_in) : runner_eval(r, &step));
+    spec_fit_add(&e->draft_fit, rows, engine_now_s() - t0);
+    e->draft_steps++;
+    for (int32_t i = 0; i < n_logits; i++) {
+        struct seq *s = e->logit_seqs[i];
+        const float *logits = runner_logits(r, i);
+        if (e->mtp_hook && e->mtp_in) e->mtp_hook(e->mtp_hook_user, pass, e->pos[e->logit_rows[i]], logits);
+        int32_t t;
+        HEARTH_TRY(draft_token(e, s, logits, &t));
+        if (t < 0) {
+            s->drafting = false;
+            continue;
+        }
+        s->draft[s->n_draft++] = t;
+        HEARTH_TRY(hearth_sampler_accept(s->dsampler, t));
+        if (s->n_draft == s->k_plan) s->drafting = false;
+    }
+    return HEARTH_OK;
+}
+
+/* Draft for the n sequences of e->draft_seqs with the draft model, each up
+ * to its k_plan tokens: passes over all of them, the first catching each
+ * one's draft KV up with what it knows (in chunks within the batch). */
+static hearth_status draft_with_model(hearth_engine *e, int32_t n)
+{
+    const int32_t B = e->B;
+    HEARTH_TRY(drafts_begin(e, n));
+    for (int32_t pass = 0;; pass++) {
         int32_t row = 0, nl = 0, n_seqs = 0;
         size_t n_blocks = 0;
         for (int32_t i = 0; i < n; i++) e->draft_seqs[i]->d_chunk = 0;
@@ -142,40 +193,12 @@ static hearth_status draft_with_model(hearth_engine *e, int32_t n)
             }
         }
         e->seq_start[n_seqs] = row;
-        const struct runner_step step = {
-            .tokens = e->tokens,
-            .bp = {
-                .pos = e->pos,
-                .slot = e->slot,
-                .n_tokens = row,
-                .n_seqs = n_seqs,
-                .seq_start = e->seq_start,
-                .blocks = e->blocks,
-                .table_start = e->table_start,
-            },
-            .logit_rows = e->logit_rows,
-            .n_logits = nl,
-        };
-        const double t0 = engine_now_s();
-        HEARTH_TRY(runner_eval(e->drunner, &step));
-        spec_fit_add(&e->draft_fit, row, engine_now_s() - t0);
-        e->draft_steps++;
+        /* the pass computes the chunks it was given */
         for (int32_t i = 0; i < n_seqs; i++) {
             struct seq *s = e->step_seqs[i];
             s->d_computed += s->d_chunk;
         }
-        for (int32_t i = 0; i < nl; i++) {
-            struct seq *s = e->logit_seqs[i];
-            int32_t t;
-            HEARTH_TRY(draft_token(e, s, runner_logits(e->drunner, i), &t));
-            if (t < 0) {
-                s->drafting = false;
-                continue;
-            }
-            s->draft[s->n_draft++] = t;
-            HEARTH_TRY(hearth_sampler_accept(s->dsampler, t));
-            if (s->n_draft == s->k_plan) s->drafting = false;
-        }
+        HEARTH_TRY(draft_pass(e, row, n_seqs, nl, pass));
     }
     return HEARTH_OK;
 }
@@ -246,17 +269,8 @@ static hearth_status draft_with_mtp(hearth_engine *e, int32_t n)
     const int32_t B = e->B;
     const size_t E = (size_t)hearth_model_n_embd(e->model);
     size_t n_blocks = 0;
-    for (int32_t i = 0; i < n; i++) {
-        struct seq *s = e->draft_seqs[i];
-        const struct request *r = s->req;
-        hearth_sampler_reset(s->dsampler);
-        const int32_t last_n = r->params.sampling.repeat_last_n;
-        for (int32_t pos = HEARTH_MAX(0, s->n_tokens - last_n); pos < s->n_tokens; pos++)
-            HEARTH_TRY(hearth_sampler_accept(s->dsampler, s->tokens[pos]));
-        s->drafting = true;
-        s->mtp_row = -1;
-        n_blocks += (size_t)s->n_table;
-    }
+    HEARTH_TRY(drafts_begin(e, n));
+    for (int32_t i = 0; i < n; i++) n_blocks += (size_t)e->draft_seqs[i]->n_table;
     if (n_blocks > e->blocks_cap) {
         int32_t *b = hearth_realloc(e->blocks, n_blocks * sizeof *b, "the step's block tables");
         if (!b) return HEARTH_E_NOMEM;
@@ -270,7 +284,6 @@ static hearth_status draft_with_mtp(hearth_engine *e, int32_t n)
             struct seq *s = e->draft_seqs[i];
             if (!s->drafting) continue;
             const int32_t pos = s->n_computed + pass;
-            e->step_seqs[row] = s; /* the target's list is built after the drafts */
             e->seq_start[row] = row;
             e->table_start[row] = (int32_t)tb;
             memcpy(e->blocks + tb, s->table, (size_t)s->n_table * sizeof *s->table);
@@ -282,42 +295,13 @@ static hearth_status draft_with_mtp(hearth_engine *e, int32_t n)
             if (pass == 0) mtp_first_input(e, s, pos, h);
             else memcpy(h, runner_mtp_hidden(e->runner, s->mtp_row), E * sizeof *h);
             e->logit_rows[row] = row;
+            e->logit_seqs[row] = s;
             s->mtp_row = row;
             row++;
         }
         if (row == 0) break;
         e->seq_start[row] = row;
-        const struct runner_step step = {
-            .tokens = e->tokens,
-            .bp = {
-                .pos = e->pos,
-                .slot = e->slot,
-                .n_tokens = row,
-                .n_seqs = row,
-                .seq_start = e->seq_start,
-                .blocks = e->blocks,
-                .table_start = e->table_start,
-            },
-            .logit_rows = e->logit_rows,
-            .n_logits = row,
-        };
-        const double t0 = engine_now_s();
-        HEARTH_TRY(runner_eval_mtp(e->runner, &step, e->mtp_in));
-        spec_fit_add(&e->draft_fit, row, engine_now_s() - t0);
-        e->draft_steps++;
-        for (int32_t i = 0; i < row; i++) {
-            struct seq *s = e->step_seqs[i];
-            if (e->mtp_hook) e->mtp_hook(e->mtp_hook_user, pass, e->pos[i], runner_logits(e->runner, i));
-            int32_t t;
-            HEARTH_TRY(draft_token(e, s, runner_logits(e->runner, i), &t));
-            if (t < 0) {
-                s->drafting = false;
-                continue;
-            }
-            s->draft[s->n_draft++] = t;
-            HEARTH_TRY(hearth_sampler_accept(s->dsampler, t));
-            if (s->n_draft == s->k_plan) s->drafting = false;
-        }
+        HEARTH_TRY(draft_pass(e, row, row, row, pass));
     }
     return HEARTH_OK;
 }
