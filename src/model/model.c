@@ -115,6 +115,22 @@ static bool wants_packing(const hearth_kernels *k, const struct weight *w)
     return w->data && hearth_kernels_read_packed(k, w->type, w->n_out, w->n_in);
 }
 
+/* Bytes of a piece of the packing (see pack_weights). */
+#define PACK_PIECE_BYTES ((size_t)4 << 20)
+
+/* Rows of w per piece: whole row groups, about PACK_PIECE_BYTES. */
+static int64_t pack_piece_rows(const struct weight *w)
+{
+    int64_t rows = (int64_t)(PACK_PIECE_BYTES / (w->row_bytes ? w->row_bytes : 1)) / PACK_ROWS * PACK_ROWS;
+    return rows < PACK_ROWS ? PACK_ROWS : rows;
+}
+
+static int64_t pack_pieces(const struct weight *w)
+{
+    const int64_t per = pack_piece_rows(w);
+    return (w->n_out + per - 1) / per;
+}
+
 /* Pack the matrices the CPU kernels want packed into one allocation; the
  * mapped originals stay for everything else.  Without a kernel table (an
  * invalid HEARTH_CPU, reported when a context is made) nothing is packed;
@@ -161,13 +177,42 @@ static hearth_status pack_weights(hearth_model *m)
         m->packed = model_packed_alloc(total);
         if (!m->packed) st = HEARTH_E_NOMEM;
     }
+    /* The copy is shared out among the threads in pieces of whole row
+     * groups, about PACK_PIECE_BYTES each (packed groups lie where the
+     * originals do, so a piece is packed on its own), and the threads also
+     * share the page faults of the new memory: loading is mostly this. */
+    struct piece {
+        const struct weight *w;
+        int64_t r0, rows;
+        uint8_t *at;
+    } *pieces = NULL;
+    size_t n_pieces = 0;
+    if (!st && n > 0) {
+        for (size_t i = 0; i < n; i++) n_pieces += (size_t)pack_pieces(mats[i]);
+        pieces = hearth_calloc(n_pieces, sizeof *pieces, "the packing's pieces");
+        if (!pieces) st = HEARTH_E_NOMEM;
+    }
     uint8_t *at = m->packed;
-    for (size_t i = 0; !st && i < n; i++) {
+    for (size_t i = 0, pi = 0; !st && i < n; i++) {
         struct weight *w = mats[i];
-        hearth_pack_rows(w->type, w->data, w->row_bytes, w->n_out, w->n_in, at);
+        const int64_t per = pack_piece_rows(w), np = pack_pieces(w);
+        for (int64_t p = 0; p < np; p++, pi++) {
+            const int64_t r0 = p * per;
+            pieces[pi] = (struct piece){w, r0, HEARTH_MIN(per, w->n_out - r0), at + (size_t)r0 * w->row_bytes};
+        }
         w->packed = at;
         at += hearth_packed_bytes(w->type, w->n_out, w->n_in);
     }
+    if (!st) {
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int64_t pi = 0; pi < (int64_t)n_pieces; pi++) {
+            const struct piece *pc = &pieces[pi];
+            const struct weight *w = pc->w;
+            hearth_pack_rows(w->type, (const uint8_t *)w->data + (size_t)pc->r0 * w->row_bytes, w->row_bytes,
+                             pc->rows, w->n_in, pc->at);
+        }
+    }
+    free(pieces);
     free(mats);
     /* a prediction head that is the output layer reads its packed copy */
     if (m->n_mtp > 0 && m->mtp.head.data == m->output.data) m->mtp.head = m->output;
