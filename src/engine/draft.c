@@ -167,12 +167,7 @@ static hearth_status draft_with_model(hearth_engine *e, int32_t n)
             row += chunk;
         }
         if (row == 0) break;
-        if (n_blocks > e->blocks_cap) {
-            int32_t *b = hearth_realloc(e->blocks, n_blocks * sizeof *b, "the step's block tables");
-            if (!b) return HEARTH_E_NOMEM;
-            e->blocks = b;
-            e->blocks_cap = n_blocks;
-        }
+        HEARTH_TRY(engine_reserve_blocks(e, n_blocks));
         row = 0;
         size_t tb = 0;
         for (int32_t i = 0; i < n_seqs; i++) {
@@ -271,12 +266,7 @@ static hearth_status draft_with_mtp(hearth_engine *e, int32_t n)
     size_t n_blocks = 0;
     HEARTH_TRY(drafts_begin(e, n));
     for (int32_t i = 0; i < n; i++) n_blocks += (size_t)e->draft_seqs[i]->n_table;
-    if (n_blocks > e->blocks_cap) {
-        int32_t *b = hearth_realloc(e->blocks, n_blocks * sizeof *b, "the step's block tables");
-        if (!b) return HEARTH_E_NOMEM;
-        e->blocks = b;
-        e->blocks_cap = n_blocks;
-    }
+    HEARTH_TRY(engine_reserve_blocks(e, n_blocks));
     for (int32_t pass = 0;; pass++) {
         int32_t row = 0;
         size_t tb = 0;

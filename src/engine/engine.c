@@ -344,12 +344,7 @@ static hearth_status build_batch(hearth_engine *e, const struct step_plan *p, st
 {
     size_t n_blocks = 0;
     for (int32_t i = 0; i < p->n_seqs; i++) n_blocks += (size_t)e->step_seqs[i]->n_table;
-    if (n_blocks > e->blocks_cap) {
-        int32_t *b = hearth_realloc(e->blocks, n_blocks * sizeof *b, "the step's block tables");
-        if (!b) return HEARTH_E_NOMEM;
-        e->blocks = b;
-        e->blocks_cap = n_blocks;
-    }
+    HEARTH_TRY(engine_reserve_blocks(e, n_blocks));
     int32_t row = 0, nl = 0, n_ckpt = 0;
     size_t tb = 0;
     for (int32_t i = 0; i < p->n_seqs; i++) {

@@ -294,6 +294,8 @@ hearth_status engine_take_submissions(hearth_engine *e);
 uint64_t engine_identity_key(const hearth_engine *e);
 hearth_status engine_grow_array(void **p, int32_t *cap, int32_t need, size_t elem, const char *what);
 hearth_status engine_table_reserve(struct seq *s, int32_t n);
+/* Room in e->blocks for a step's block tables of n_blocks entries in all. */
+hearth_status engine_reserve_blocks(hearth_engine *e, size_t n_blocks);
 hearth_status engine_take_prefix(hearth_engine *e, struct seq *s);
 hearth_status engine_register_full_blocks(hearth_engine *e, struct seq *s);
 void engine_drop_outside_window(hearth_engine *e, struct seq *s);

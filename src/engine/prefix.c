@@ -94,6 +94,16 @@ hearth_status engine_grow_array(void **p, int32_t *cap, int32_t need, size_t ele
 
 /* Room for n blocks in s's table, and for their chain hashes (a block
  * is hashed only once the table holds it). */
+hearth_status engine_reserve_blocks(hearth_engine *e, size_t n_blocks)
+{
+    if (n_blocks <= e->blocks_cap) return HEARTH_OK;
+    int32_t *b = hearth_realloc(e->blocks, n_blocks * sizeof *b, "the step's block tables");
+    if (!b) return HEARTH_E_NOMEM;
+    e->blocks = b;
+    e->blocks_cap = n_blocks;
+    return HEARTH_OK;
+}
+
 hearth_status engine_table_reserve(struct seq *s, int32_t n)
 {
     if (n <= s->table_cap) return HEARTH_OK;
