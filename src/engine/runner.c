@@ -336,6 +336,32 @@ static void softcap_logits(struct runner *r, int32_t n_logits)
     for (int64_t i = 0; i < n; i++) z[i] = cap * tanhf(z[i] * inv);
 }
 
+/* Room in r->logits for n rows of n_vocab. */
+static hearth_status reserve_logits(struct runner *r, int32_t n)
+{
+    if (n <= r->logits_capacity) return HEARTH_OK;
+    float *l = hearth_aligned_alloc(64, (size_t)n * (size_t)r->model->hp.n_vocab * sizeof(float), "logits");
+    if (!l) return HEARTH_E_NOMEM;
+    hearth_aligned_free(r->logits);
+    r->logits = l;
+    r->logits_capacity = n;
+    return HEARTH_OK;
+}
+
+/* Rows rows[0 .. n) of src (increasing) into rows 0 .. n - 1 of dst, a run
+ * of consecutive ones at a time. */
+static hearth_status gather_rows(struct hearth_backend *be, struct act *dst, const struct act *src,
+                                 const int32_t *rows, int32_t n)
+{
+    for (int32_t i = 0; i < n;) {
+        int32_t j = i + 1;
+        while (j < n && rows[j] == rows[j - 1] + 1) j++;
+        HEARTH_TRY(be->ops->copy_rows(be, dst, i, src, rows[i], j - i));
+        i = j;
+    }
+    return HEARTH_OK;
+}
+
 /* Final norm and LM head for the wanted rows of f->x, into r->logits. */
 static hearth_status output_head(struct runner *r, struct forward *f, const int32_t *rows, int32_t n_logits)
 {
@@ -343,13 +369,7 @@ static hearth_status output_head(struct runner *r, struct forward *f, const int3
     struct hearth_backend *be = f->be;
     const struct backend_ops *op = be->ops;
     const int64_t V = m->hp.n_vocab;
-    /* gather the rows, a run of consecutive ones at a time */
-    for (int32_t i = 0; i < n_logits;) {
-        int32_t j = i + 1;
-        while (j < n_logits && rows[j] == rows[j - 1] + 1) j++;
-        HEARTH_TRY(op->copy_rows(be, &f->cur, i, &f->x, rows[i], j - i));
-        i = j;
-    }
+    HEARTH_TRY(gather_rows(be, &f->cur, &f->x, rows, n_logits));
     if (m->rec) HEARTH_TRY(m->rec->output_norm(f, &f->cur));
     else HEARTH_TRY(op->rmsnorm(be, &f->cur, &f->cur, &m->output_norm, m->hp.norm_eps));
     if (be == r->cpu) {
@@ -371,14 +391,7 @@ hearth_status runner_eval(struct runner *r, const struct runner_step *step)
     if (n <= 0 || n > r->params.n_batch)
         return hearth_error(HEARTH_E_INTERNAL, "a step of %lld rows (at most %d)", (long long)n,
                             r->params.n_batch);
-    if (step->n_logits > r->logits_capacity) {
-        float *l = hearth_aligned_alloc(64, (size_t)step->n_logits * (size_t)m->hp.n_vocab * sizeof(float),
-                                        "logits");
-        if (!l) return HEARTH_E_NOMEM;
-        hearth_aligned_free(r->logits);
-        r->logits = l;
-        r->logits_capacity = step->n_logits;
-    }
+    HEARTH_TRY(reserve_logits(r, step->n_logits));
     r->n_logits = 0;
 
     struct forward *f = r->first_gpu_layer == 0 ? &r->fw_gpu : &r->fw;
@@ -429,13 +442,7 @@ hearth_status runner_eval_mtp(struct runner *r, const struct runner_step *step, 
     if (!r->params.mtp || n <= 0 || n > r->params.n_batch)
         return hearth_error(HEARTH_E_INTERNAL, "a prediction step of %lld rows (at most %d)", (long long)n,
                             r->params.mtp ? r->params.n_batch : 0);
-    if (step->n_logits > r->logits_capacity) {
-        float *l = hearth_aligned_alloc(64, (size_t)step->n_logits * (size_t)V * sizeof(float), "logits");
-        if (!l) return HEARTH_E_NOMEM;
-        hearth_aligned_free(r->logits);
-        r->logits = l;
-        r->logits_capacity = step->n_logits;
-    }
+    HEARTH_TRY(reserve_logits(r, step->n_logits));
     f->bp = step->bp;
     f->n_ctx = r->params.n_ctx;
     /* x = eh_proj [rmsnorm(e) enorm | rmsnorm(h) hnorm] */
@@ -460,14 +467,7 @@ hearth_status runner_eval_mtp(struct runner *r, const struct runner_step *step, 
     HEARTH_TRY(m->arch->layer(f, m->hp.n_layer));
     HEARTH_TRY(op->rmsnorm(be, &r->mtp_out, &f->x, &w->head_norm, eps));
     if (step->n_logits == 0) return HEARTH_OK;
-    for (int32_t i = 0; i < step->n_logits;) {
-        int32_t j = i + 1;
-        while (j < step->n_logits && step->logit_rows[j] == step->logit_rows[j - 1] + 1) j++;
-        HEARTH_TRY(op->copy_rows(be, &f->cur, i, &r->mtp_out, step->logit_rows[i], j - i));
-        i = j;
-    }
-    f->cur.rows = step->n_logits;
-    f->cur.width = E;
+    HEARTH_TRY(gather_rows(be, &f->cur, &r->mtp_out, step->logit_rows, step->n_logits));
     struct act logits = {r->logits, NULL, step->n_logits, V, step->n_logits * V};
     HEARTH_TRY(op->matmul(be, &logits, &w->head, &f->cur));
     if (m->hp.final_softcap > 0.0f) softcap_logits(r, step->n_logits);
