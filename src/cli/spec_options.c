@@ -86,7 +86,7 @@ int cli_spec_finish(const char *cmd, struct cli_spec *spec)
     if ((spec->draft_path != NULL) + (sp->lookup > 0) + (spec->mtp == 1) > 1)
         return cli_usage_error(cmd, "give one of -md FILE, --lookup N and --mtp: a draft model, prompt lookup "
                                "or the model's prediction layer");
-    if (spec->mtp == 1 && spec->draft_gpu_layers)
+    if (spec->draft_gpu_layers && !spec->draft_path && sp->lookup == 0)
         return cli_usage_error(cmd, "--gpu-layers-draft needs -md FILE");
     const bool any = spec->draft_path || sp->lookup > 0 || spec->mtp == 1;
     if (!any) {
@@ -95,7 +95,6 @@ int cli_spec_finish(const char *cmd, struct cli_spec *spec)
         if ((spec->draft_max_given || sp->draft_min || sp->fixed) && spec->mtp == 0)
             return cli_usage_error(cmd, "--draft-max, --draft-min and --draft-fixed need -md FILE, --lookup N "
                                    "or --mtp");
-        if (spec->draft_gpu_layers) return cli_usage_error(cmd, "--gpu-layers-draft needs -md FILE");
         if (sp->draft_min > sp->draft_max && spec->draft_max_given)
             return cli_usage_error(cmd, "--draft-min %d is more than --draft-max %d", sp->draft_min, sp->draft_max);
         if (!spec->draft_max_given) sp->draft_max = 0;
@@ -131,8 +130,7 @@ int cli_spec_use_mtp(const char *cmd, struct cli_spec *spec, const hearth_model 
             return cli_usage_error(cmd, "--draft-min %d is more than --draft-max %d", sp->draft_min, sp->draft_max);
     }
     *use = spec->mtp != 0 && has && sp->draft_max > 0;
-    if (spec->mtp != 0 && has && sp->draft_max == 0) spec->mtp = 0;
-    if (*use) spec->mtp = 1;
+    spec->mtp = *use; /* the statistics name the source */
     return CLI_EXIT_OK;
 }
 
