@@ -13,14 +13,21 @@
 #include "kernels.h"
 #include "model.h"
 
-/* The types the device kernels read, "F32, F16, ...": every type the CPU
- * computes with (src/common/types.c), matmul.cl having a kernel for each. */
+/* Whether the device kernels read type t: every type the CPU computes
+ * with (src/common/types.c) but MXFP4, matmul.cl having a kernel for
+ * each. */
+static bool device_reads(hearth_type t)
+{
+    return hearth_type_can_compute(t) && t != HEARTH_TYPE_MXFP4;
+}
+
+/* The types the device kernels read, "F32, F16, ...". */
 static void device_type_names(char *buf, size_t cap)
 {
     size_t len = 0;
     buf[0] = '\0';
     for (int t = 0; t < HEARTH_TYPE_COUNT && len < cap; t++)
-        if (hearth_type_can_compute((hearth_type)t))
+        if (device_reads((hearth_type)t))
             len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", hearth_type_name((hearth_type)t));
 }
 
@@ -92,8 +99,8 @@ static hearth_status check_weights(hearth_model *m, struct ocl_device *dev, stru
     for (size_t i = 0; i < n; i++) {
         const struct weight *w = list[i];
         if (!w->data) continue;
-        if (!hearth_type_can_compute(w->type)) {
-            char names[128];
+        if (!device_reads(w->type)) {
+            char names[160];
             device_type_names(names, sizeof names);
             return hearth_error(HEARTH_E_UNSUPPORTED, "%s: tensor '%s' has type %s, which the "
                                 "OpenCL kernels do not read (%s); offload fewer layers",

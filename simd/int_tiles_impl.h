@@ -83,7 +83,7 @@ FORCE_INLINE void legacy_tile(enum legacy_format f, const int TR, const int TT, 
             hearth_f16 d, m = 0;
             memcpy(&d, blk, 2);
             if (legacy_affine(f)) memcpy(&m, blk + 2, 2);
-            dw[r] = scale_half(d);
+            dw[r] = f == LEGACY_MXFP4 ? scale_float(mxfp4_scale(blk[0])) : scale_half(d);
             mw[r] = scale_half(m);
         }
         UNROLL
@@ -276,6 +276,7 @@ DEFINE_INT_GEMM(q4_1, legacy_tile, LEGACY_Q4_1, QK4_1)
 DEFINE_INT_GEMM(q5_0, legacy_tile, LEGACY_Q5_0, QK5_0)
 DEFINE_INT_GEMM(q5_1, legacy_tile, LEGACY_Q5_1, QK5_1)
 DEFINE_INT_GEMM(q8_0, legacy_tile, LEGACY_Q8_0, QK8_0)
+DEFINE_INT_GEMM(mxfp4, legacy_tile, LEGACY_MXFP4, QK_MXFP4)
 DEFINE_INT_GEMM(q2_k, kquant_tile, KQ_Q2_K, QK_K)
 DEFINE_INT_GEMM(q3_k, kquant_tile, KQ_Q3_K, QK_K)
 DEFINE_INT_GEMM(q4_k, kquant_tile, KQ_Q4_K, QK_K)

@@ -5,7 +5,7 @@
  *
  * A matrix product multiplies weight rows (in their GGUF block format) by
  * activation rows that were first converted to the weight type's
- * activation format (act_type): Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for
+ * activation format (act_type): Q8_0 for Q4_0/Q5_0/Q8_0/MXFP4, Q8_1 for
  * Q4_1/Q5_1, Q8_K for the K-quants, F32 for the float types.  Dot products
  * of integer blocks are then exact integer sums scaled once per block.
  *
@@ -62,6 +62,7 @@ typedef void (*hearth_gemm_fn)(int64_t n, int64_t n_rows, int64_t n_tok, const v
  * half-float field as PACK_ROWS halves, row by row; every other field in
  * 4-byte pieces, piece k of every row in turn (rows 0..7 of piece 0, rows
  * 0..7 of piece 1, ...).  The fields, in order: Q4_0 and Q8_0: d, qs;
+ * MXFP4: e, qs;
  * Q2_K: d, dmin, scales, qs; Q3_K: d, scales (the 12 bytes of 6-bit
  * scales as stored), hmask, qs; Q4_K: d, dmin, scales (the 12 bytes of
  * 6-bit scales and mins as stored), qs; Q5_K: d, dmin, scales, qh, qs;
@@ -72,10 +73,11 @@ typedef void (*hearth_gemm_fn)(int64_t n, int64_t n_rows, int64_t n_tok, const v
  * dot products come out in the eight 32-bit lanes with no horizontal sums
  * (simd/pack.c makes the layout).
  *
- * Summation order of packed weights.  Q4_0 and Q8_0: each block's dot
- * product is an exact integer, converted to float and added into the
+ * Summation order of packed weights.  Q4_0, Q8_0 and MXFP4: each block's
+ * dot product is an exact integer, converted to float and added into the
  * row's running sum with one fused multiply-add by d_w * d_x (a float
- * product), blocks in order:
+ * product; for MXFP4 d_w = 2^(e - 128) and q_j the doubled E2M1 value),
+ * blocks in order:
  *     s = fmaf(d_w * d_x, (float)sum_j q_j x_j, s).
  * Q2_K, Q4_K and Q5_K: each super-block gives two exact integers, the
  * scaled quant sum and the mins' sum over Q8_K's bsums,

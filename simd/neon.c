@@ -396,7 +396,7 @@ FORCE_INLINE void add_q5_high(const uint8_t qh[4], uint8x16_t q[2])
 }
 
 /* A weight block's quants as signed bytes with the format's offset taken
- * off (Q4_0: q - 8, Q5_0: q - 16), so that their products with the
+ * off (Q4_0: q - 8, Q5_0: q - 16; MXFP4: its doubled E2M1 values), so that their products with the
  * activations are the terms of scalar.c's lanes; Q4_1 and Q5_1 keep q
  * (their offset is the min, a separate term). */
 FORCE_INLINE i8x32 legacy_quants(enum legacy_format f, const uint8_t *blk)
@@ -416,6 +416,11 @@ FORCE_INLINE i8x32 legacy_quants(enum legacy_format f, const uint8_t *blk)
         unpack_nibbles(b->qs, u);
         add_q5_high(b->qh, u);
         break;
+    }
+    case LEGACY_MXFP4: {
+        unpack_nibbles(((const block_mxfp4 *)blk)->qs, u);
+        const int8x16_t lut = vld1q_s8(mxfp4_values);
+        return (i8x32){vqtbl1q_s8(lut, u[0]), vqtbl1q_s8(lut, u[1])};
     }
     default: return load_bytes32(((const block_q8_0 *)blk)->qs);
     }

@@ -16,8 +16,8 @@
 #include "quant.h"
 
 /* A field of a weight block: where it lies in the row's block, and its
- * bytes (2: a half, kept whole; otherwise a multiple of 4, cut into
- * 4-byte pieces). */
+ * bytes (1: MXFP4's exponent, and 2: a half, kept whole; otherwise a
+ * multiple of 4, cut into 4-byte pieces). */
 struct packed_field {
     size_t offset, bytes;
 };
@@ -27,6 +27,7 @@ struct packed_field {
 /* The fields of each packed type, in the order of the packed block. */
 static const struct packed_field fields_q4_0[] = {FIELD(block_q4_0, d), FIELD(block_q4_0, qs)};
 static const struct packed_field fields_q8_0[] = {FIELD(block_q8_0, d), FIELD(block_q8_0, qs)};
+static const struct packed_field fields_mxfp4[] = {FIELD(block_mxfp4, e), FIELD(block_mxfp4, qs)};
 static const struct packed_field fields_q2_k[] = {FIELD(block_q2_K, d), FIELD(block_q2_K, dmin),
                                                   FIELD(block_q2_K, scales), FIELD(block_q2_K, qs)};
 static const struct packed_field fields_q3_k[] = {FIELD(block_q3_K, d), FIELD(block_q3_K, scales),
@@ -44,6 +45,7 @@ static size_t packed_fields(hearth_type t, const struct packed_field **out)
     switch (t) {
     case HEARTH_TYPE_Q4_0: *out = fields_q4_0; return HEARTH_ARRAY_LEN(fields_q4_0);
     case HEARTH_TYPE_Q8_0: *out = fields_q8_0; return HEARTH_ARRAY_LEN(fields_q8_0);
+    case HEARTH_TYPE_MXFP4: *out = fields_mxfp4; return HEARTH_ARRAY_LEN(fields_mxfp4);
     case HEARTH_TYPE_Q2_K: *out = fields_q2_k; return HEARTH_ARRAY_LEN(fields_q2_k);
     case HEARTH_TYPE_Q3_K: *out = fields_q3_k; return HEARTH_ARRAY_LEN(fields_q3_k);
     case HEARTH_TYPE_Q4_K: *out = fields_q4_k; return HEARTH_ARRAY_LEN(fields_q4_k);
@@ -85,6 +87,10 @@ void hearth_pack_rows(hearth_type t, const void *src, size_t row_bytes, int64_t 
                 const uint8_t *at = rows + (size_t)b * block + fields[fi].offset;
                 /* fixed-size copies, which compile to single moves: the
                  * packing of a whole model is a measurable part of loading */
+                if (fields[fi].bytes == 1) {
+                    for (int r = 0; r < PACK_ROWS; r++, out++) *out = at[(size_t)r * row_bytes];
+                    continue;
+                }
                 if (fields[fi].bytes == 2) {
                     for (int r = 0; r < PACK_ROWS; r++, out += 2) memcpy(out, at + (size_t)r * row_bytes, 2);
                     continue;

@@ -111,6 +111,24 @@ static void vec_dot_q4_0(int64_t n, float *s, const void *w, const void *x)
     *s = lanes_total(run);
 }
 
+/* MXFP4 x Q8_0: (2^(e-128) dy) * sum_e v(q_e) y_e, v the doubled E2M1
+ * values (quant.h) */
+static void vec_dot_mxfp4(int64_t n, float *s, const void *w, const void *x)
+{
+    const block_mxfp4 *a = w;
+    const block_q8_0 *b = x;
+    float run[DOT_LANES] = {0};
+    for (int64_t i = 0; i < n / QK_MXFP4; i++) {
+        int32_t lane[DOT_LANES] = {0};
+        for (int e = 0; e < QK_MXFP4; e++) {
+            const int q = e < 16 ? a[i].qs[e] & 0x0f : a[i].qs[e - 16] >> 4;
+            lane[lane_of(e)] += mxfp4_values[q] * b[i].qs[e];
+        }
+        lanes_add(run, mxfp4_scale(a[i].e) * hearth_f16_to_f32(b[i].d), lane);
+    }
+    *s = lanes_total(run);
+}
+
 /* The 5-bit quant of element e (0..31) of a Q5_0/Q5_1 block. */
 static inline int q5_quant(const uint8_t qs[16], const uint8_t qh[4], int e)
 {
@@ -319,6 +337,7 @@ DEFINE_GEMM(q4_1)
 DEFINE_GEMM(q5_0)
 DEFINE_GEMM(q5_1)
 DEFINE_GEMM(q8_0)
+DEFINE_GEMM(mxfp4)
 DEFINE_GEMM(q2_k)
 DEFINE_GEMM(q3_k)
 DEFINE_GEMM(q4_k)
@@ -342,13 +361,27 @@ static inline float packed_half(const uint8_t *blk, size_t at, int r)
     return hearth_f16_to_f32(h);
 }
 
-/* Quant e (0..31) of row r of a packed Q4_0 or Q8_0 block, biased as
- * stored. */
+/* Quant e (0..31) of row r of a packed Q4_0, Q8_0 or MXFP4 block, as
+ * stored (the code, for MXFP4). */
 static inline int packed_quant(hearth_type t, const uint8_t *blk, int r, int e)
 {
     if (t == HEARTH_TYPE_Q8_0) return (int8_t)packed_byte(blk, 2 * PACK_ROWS, r, e);
-    const uint8_t v = packed_byte(blk, 2 * PACK_ROWS, r, e % 16); /* elements e and e + 16 share a byte */
+    const size_t at = t == HEARTH_TYPE_MXFP4 ? PACK_ROWS : 2 * PACK_ROWS; /* after the scales */
+    const uint8_t v = packed_byte(blk, at, r, e % 16); /* elements e and e + 16 share a byte */
     return e < 16 ? v & 0x0f : v >> 4;
+}
+
+/* The value of quant e of row r of a packed Q4_0, Q8_0 or MXFP4 block. */
+static inline int packed_value(hearth_type t, const uint8_t *blk, int r, int e)
+{
+    const int q = packed_quant(t, blk, r, e);
+    return t == HEARTH_TYPE_Q4_0 ? q - 8 : t == HEARTH_TYPE_MXFP4 ? mxfp4_values[q] : q;
+}
+
+/* The weight scale of row r of a packed Q4_0, Q8_0 or MXFP4 block. */
+static inline float packed_scale(hearth_type t, const uint8_t *blk, int r)
+{
+    return t == HEARTH_TYPE_MXFP4 ? mxfp4_scale(blk[r]) : packed_half(blk, 0, r);
 }
 
 static void gemm_packed(hearth_type t, int64_t n, int64_t n_rows, int64_t n_tok, const void *wp,
@@ -356,7 +389,6 @@ static void gemm_packed(hearth_type t, int64_t n, int64_t n_rows, int64_t n_tok,
 {
     const int64_t nb = n / 32;
     const size_t pb = hearth_packed_bytes(t, PACK_ROWS, 32); /* one block of a group */
-    const int bias = t == HEARTH_TYPE_Q4_0 ? 8 : 0;
     for (int64_t g = 0; g < n_rows / PACK_ROWS; g++) {
         const uint8_t *grp = (const uint8_t *)wp + (size_t)g * (size_t)nb * pb;
         for (int64_t tok = 0; tok < n_tok; tok++) {
@@ -366,8 +398,8 @@ static void gemm_packed(hearth_type t, int64_t n, int64_t n_rows, int64_t n_tok,
                 for (int64_t i = 0; i < nb; i++) {
                     const uint8_t *blk = grp + (size_t)i * pb;
                     int32_t dot = 0;
-                    for (int e = 0; e < 32; e++) dot += (packed_quant(t, blk, r, e) - bias) * xb[i].qs[e];
-                    sum = fmaf(packed_half(blk, 0, r) * hearth_f16_to_f32(xb[i].d), (float)dot, sum);
+                    for (int e = 0; e < 32; e++) dot += packed_value(t, blk, r, e) * xb[i].qs[e];
+                    sum = fmaf(packed_scale(t, blk, r) * hearth_f16_to_f32(xb[i].d), (float)dot, sum);
                 }
                 y[tok * y_stride + g * PACK_ROWS + r] = sum;
             }
@@ -388,6 +420,13 @@ static void gemm_packed_q8_0(int64_t n, int64_t n_rows, int64_t n_tok, const voi
 {
     (void)x_sums;
     gemm_packed(HEARTH_TYPE_Q8_0, n, n_rows, n_tok, wp, x, x_stride, y, y_stride);
+}
+
+static void gemm_packed_mxfp4(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x,
+                              size_t x_stride, const int32_t *x_sums, float *y, int64_t y_stride)
+{
+    (void)x_sums;
+    gemm_packed(HEARTH_TYPE_MXFP4, n, n_rows, n_tok, wp, x, x_stride, y, y_stride);
 }
 
 /* Row r's super-block blk of a packed K-quant group times the token's
@@ -532,6 +571,7 @@ static const hearth_kernels scalar_kernels = {
         [HEARTH_TYPE_Q5_0] = HEARTH_TYPE_Q8_0,
         [HEARTH_TYPE_Q5_1] = HEARTH_TYPE_Q8_1,
         [HEARTH_TYPE_Q8_0] = HEARTH_TYPE_Q8_0,
+        [HEARTH_TYPE_MXFP4] = HEARTH_TYPE_Q8_0,
         [HEARTH_TYPE_Q2_K] = HEARTH_TYPE_Q8_K,
         [HEARTH_TYPE_Q3_K] = HEARTH_TYPE_Q8_K,
         [HEARTH_TYPE_Q4_K] = HEARTH_TYPE_Q8_K,
@@ -553,6 +593,7 @@ static const hearth_kernels scalar_kernels = {
         [HEARTH_TYPE_Q5_0] = vec_dot_q5_0,
         [HEARTH_TYPE_Q5_1] = vec_dot_q5_1,
         [HEARTH_TYPE_Q8_0] = vec_dot_q8_0,
+        [HEARTH_TYPE_MXFP4] = vec_dot_mxfp4,
         [HEARTH_TYPE_Q2_K] = vec_dot_q2_k,
         [HEARTH_TYPE_Q3_K] = vec_dot_q3_k,
         [HEARTH_TYPE_Q4_K] = vec_dot_q4_k,
@@ -568,6 +609,7 @@ static const hearth_kernels scalar_kernels = {
         [HEARTH_TYPE_Q5_0] = gemm_q5_0,
         [HEARTH_TYPE_Q5_1] = gemm_q5_1,
         [HEARTH_TYPE_Q8_0] = gemm_q8_0,
+        [HEARTH_TYPE_MXFP4] = gemm_mxfp4,
         [HEARTH_TYPE_Q2_K] = gemm_q2_k,
         [HEARTH_TYPE_Q3_K] = gemm_q3_k,
         [HEARTH_TYPE_Q4_K] = gemm_q4_k,
@@ -577,6 +619,7 @@ static const hearth_kernels scalar_kernels = {
     .gemm_packed = {
         [HEARTH_TYPE_Q4_0] = gemm_packed_q4_0,
         [HEARTH_TYPE_Q8_0] = gemm_packed_q8_0,
+        [HEARTH_TYPE_MXFP4] = gemm_packed_mxfp4,
         [HEARTH_TYPE_Q2_K] = gemm_packed_q2_k,
         [HEARTH_TYPE_Q3_K] = gemm_packed_q3_k,
         [HEARTH_TYPE_Q4_K] = gemm_packed_q4_k,

@@ -35,10 +35,10 @@ FORCE_INLINE size_t float_bytes(enum float_format f)
     return f == FLOAT_F32 ? sizeof(float) : sizeof(uint16_t);
 }
 
-/* The integer formats of the row tiles: the legacy 32-element blocks
- * (times Q8_0, or Q8_1 where the format has a min) and the K-quants'
+/* The integer formats of the row tiles: the legacy 32-element blocks and
+ * MXFP4's (times Q8_0, or Q8_1 where the format has a min) and the K-quants'
  * 256-element super-blocks (times Q8_K). */
-enum legacy_format { LEGACY_Q4_0, LEGACY_Q4_1, LEGACY_Q5_0, LEGACY_Q5_1, LEGACY_Q8_0 };
+enum legacy_format { LEGACY_Q4_0, LEGACY_Q4_1, LEGACY_Q5_0, LEGACY_Q5_1, LEGACY_Q8_0, LEGACY_MXFP4 };
 
 FORCE_INLINE size_t legacy_block_bytes(enum legacy_format f)
 {
@@ -47,6 +47,7 @@ FORCE_INLINE size_t legacy_block_bytes(enum legacy_format f)
     case LEGACY_Q4_1: return sizeof(block_q4_1);
     case LEGACY_Q5_0: return sizeof(block_q5_0);
     case LEGACY_Q5_1: return sizeof(block_q5_1);
+    case LEGACY_MXFP4: return sizeof(block_mxfp4);
     default: return sizeof(block_q8_0);
     }
 }
@@ -211,14 +212,16 @@ FORCE_INLINE hearth_f16 q8_block_scale(float m, float *inv)
 #define INT_KERNEL_ACT_TYPES \
     [HEARTH_TYPE_Q4_0] = HEARTH_TYPE_Q8_0, [HEARTH_TYPE_Q4_1] = HEARTH_TYPE_Q8_1, \
     [HEARTH_TYPE_Q5_0] = HEARTH_TYPE_Q8_0, [HEARTH_TYPE_Q5_1] = HEARTH_TYPE_Q8_1, \
-    [HEARTH_TYPE_Q8_0] = HEARTH_TYPE_Q8_0, [HEARTH_TYPE_Q2_K] = HEARTH_TYPE_Q8_K, \
+    [HEARTH_TYPE_Q8_0] = HEARTH_TYPE_Q8_0, [HEARTH_TYPE_MXFP4] = HEARTH_TYPE_Q8_0, \
+    [HEARTH_TYPE_Q2_K] = HEARTH_TYPE_Q8_K, \
     [HEARTH_TYPE_Q3_K] = HEARTH_TYPE_Q8_K, [HEARTH_TYPE_Q4_K] = HEARTH_TYPE_Q8_K, \
     [HEARTH_TYPE_Q5_K] = HEARTH_TYPE_Q8_K, [HEARTH_TYPE_Q6_K] = HEARTH_TYPE_Q8_K
 #define INT_KERNEL_ACT_CONVERTS \
     [HEARTH_TYPE_Q8_0] = act_q8_0, [HEARTH_TYPE_Q8_1] = act_q8_1, [HEARTH_TYPE_Q8_K] = act_q8_k
 #define INT_KERNEL_TABLE(fn) \
     [HEARTH_TYPE_Q4_0] = fn##_q4_0, [HEARTH_TYPE_Q4_1] = fn##_q4_1, [HEARTH_TYPE_Q5_0] = fn##_q5_0, \
-    [HEARTH_TYPE_Q5_1] = fn##_q5_1, [HEARTH_TYPE_Q8_0] = fn##_q8_0, [HEARTH_TYPE_Q2_K] = fn##_q2_k, \
+    [HEARTH_TYPE_Q5_1] = fn##_q5_1, [HEARTH_TYPE_Q8_0] = fn##_q8_0, [HEARTH_TYPE_MXFP4] = fn##_mxfp4, \
+    [HEARTH_TYPE_Q2_K] = fn##_q2_k, \
     [HEARTH_TYPE_Q3_K] = fn##_q3_k, [HEARTH_TYPE_Q4_K] = fn##_q4_k, [HEARTH_TYPE_Q5_K] = fn##_q5_k, \
     [HEARTH_TYPE_Q6_K] = fn##_q6_k
 

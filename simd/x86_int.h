@@ -279,12 +279,37 @@ FORCE_INLINE __m256i unpack_q5_high(const uint8_t qh[4])
     return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
+/* MXFP4's doubled E2M1 values plus 12 (0..24, unsigned), by code, in
+ * both 128-bit halves for a byte shuffle. */
+FORCE_INLINE __m256i mxfp4_lut(void)
+{
+    return _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
+                            12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+}
+
+/* The scales 2^(e - 128) of eight MXFP4 exponents e[0..7] (quant.h's
+ * mxfp4_scale, lane by lane): (e - 1) << 23 as float bits, the two
+ * subnormals 0x00200000 << e for e < 2, and NaN for 0xff. */
+FORCE_INLINE __m256 mxfp4_scales8(const uint8_t *e)
+{
+    int64_t raw;
+    memcpy(&raw, e, 8);
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(raw));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(v, _mm256_set1_epi32(1)), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), v);
+    __m256i bits = _mm256_blendv_epi8(normal, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), v));
+    bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x7fc00000), _mm256_cmpeq_epi32(v, _mm256_set1_epi32(0xff)));
+    return _mm256_castsi256_ps(bits);
+}
+
 /* A weight block's quants as the DOT_U8S8 operand: unsigned (0..15 or
- * 0..31) for the 4- and 5-bit formats; Q8_0's signed bytes are offset by
- * 128 for dpbusd, or kept signed for the sign trick of maddubs. */
+ * 0..31) for the 4- and 5-bit formats, MXFP4's values plus 12 (0..24);
+ * Q8_0's signed bytes are offset by 128 for dpbusd, or kept signed for
+ * the sign trick of maddubs. */
 FORCE_INLINE __m256i legacy_quants(enum legacy_format f, const uint8_t *blk)
 {
     switch (f) {
+    case LEGACY_MXFP4: return _mm256_shuffle_epi8(mxfp4_lut(), unpack_nibbles(((const block_mxfp4 *)blk)->qs));
     case LEGACY_Q4_0: return unpack_nibbles(((const block_q4_0 *)blk)->qs);
     case LEGACY_Q4_1: return unpack_nibbles(((const block_q4_1 *)blk)->qs);
     case LEGACY_Q5_0: {
@@ -309,6 +334,7 @@ FORCE_INLINE int legacy_bias(enum legacy_format f)
     switch (f) {
     case LEGACY_Q4_0: return 8;
     case LEGACY_Q5_0: return 16;
+    case LEGACY_MXFP4: return 12;
     case LEGACY_Q8_0: return HAVE_DPBUSD ? 128 : 0;
     default: return 0;
     }
@@ -488,16 +514,21 @@ FORCE_INLINE void packed_tile(enum legacy_format f, const int TT, int64_t nb, co
     for (int t = 0; t < TT; t++) run[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *blk = wg + (size_t)i * pb;
-        if (f == LEGACY_Q4_0 || TT > 1) prefetch_packed_block(blk, pb);
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+        if (f != LEGACY_Q8_0 || TT > 1) prefetch_packed_block(blk, pb);
+        const __m256 dw = f == LEGACY_MXFP4 ? mxfp4_scales8(blk) : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
         __m256i q[8];
-        if (f == LEGACY_Q4_0) {
+        if (f == LEGACY_Q4_0 || f == LEGACY_MXFP4) {
             const __m256i m4 = _mm256_set1_epi8(0x0f);
+            const size_t at = f == LEGACY_MXFP4 ? PACK_ROWS : 2 * PACK_ROWS;
             UNROLL
             for (int c = 0; c < 4; c++) {
-                const __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * c));
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + at + 32 * c));
                 q[c] = _mm256_and_si256(raw, m4);
                 q[c + 4] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                if (f == LEGACY_MXFP4) {
+                    q[c] = _mm256_shuffle_epi8(mxfp4_lut(), q[c]);
+                    q[c + 4] = _mm256_shuffle_epi8(mxfp4_lut(), q[c + 4]);
+                }
             }
         } else {
             UNROLL
@@ -556,23 +587,35 @@ FORCE_INLINE void packed_pair_tile(enum legacy_format f, const int TT, int64_t n
     for (int t = 0; t < TT; t++) run[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *ba = wg + (size_t)i * pb, *bb = ba + group;
-        if (f == LEGACY_Q4_0 || TT > 1) {
+        if (f != LEGACY_Q8_0 || TT > 1) {
             prefetch_packed_block(ba, pb);
             prefetch_packed_block(bb, pb);
         }
-        const __m256i halves = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)ba)),
-                                                       _mm_loadu_si128((const __m128i *)bb), 1);
-        const __m512 dw = _mm512_cvtph_ps(halves);
+        __m512 dw;
+        if (f == LEGACY_MXFP4) {
+            dw = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(mxfp4_scales8(ba))),
+                                                     _mm256_castps_pd(mxfp4_scales8(bb)), 1));
+        } else {
+            const __m256i halves = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)ba)),
+                                                           _mm_loadu_si128((const __m128i *)bb), 1);
+            dw = _mm512_cvtph_ps(halves);
+        }
         __m512i q[8];
-        if (f == LEGACY_Q4_0) {
+        if (f == LEGACY_Q4_0 || f == LEGACY_MXFP4) {
             const __m512i m4 = _mm512_set1_epi8(0x0f);
+            const size_t at = f == LEGACY_MXFP4 ? PACK_ROWS : 2 * PACK_ROWS;
+            const __m512i lut = _mm512_broadcast_i32x4(_mm256_castsi256_si128(mxfp4_lut()));
             UNROLL
             for (int c = 0; c < 4; c++) {
                 const __m512i raw =
-                    _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(ba + 16 + 32 * c))),
-                                       _mm256_loadu_si256((const __m256i *)(bb + 16 + 32 * c)), 1);
+                    _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(ba + at + 32 * c))),
+                                       _mm256_loadu_si256((const __m256i *)(bb + at + 32 * c)), 1);
                 q[c] = _mm512_and_si512(raw, m4);
                 q[c + 4] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+                if (f == LEGACY_MXFP4) {
+                    q[c] = _mm512_shuffle_epi8(lut, q[c]);
+                    q[c + 4] = _mm512_shuffle_epi8(lut, q[c + 4]);
+                }
             }
         } else {
             UNROLL
@@ -668,6 +711,7 @@ FORCE_INLINE void packed_pair_tile(enum legacy_format f, const int TT, int64_t n
 
 DEFINE_PACKED_GEMM(q4_0, LEGACY_Q4_0)
 DEFINE_PACKED_GEMM(q8_0, LEGACY_Q8_0)
+DEFINE_PACKED_GEMM(mxfp4, LEGACY_MXFP4)
 
 /* The quants of one chunk from its eight 4-byte pieces of every row: bits
  * shift and up of the pieces at qp, under mask, and where the format has
@@ -1036,6 +1080,7 @@ DEFINE_PACKED_KQ_GEMM(q6_k, block_q6_K, packed_q6k_tile, )
 /* The packed-weight table entries, for the including file's table. */
 #define INT_KERNEL_PACKED_TABLE \
     [HEARTH_TYPE_Q4_0] = gemm_packed_q4_0, [HEARTH_TYPE_Q8_0] = gemm_packed_q8_0, \
+    [HEARTH_TYPE_MXFP4] = gemm_packed_mxfp4, \
     [HEARTH_TYPE_Q2_K] = gemm_packed_q2_k, [HEARTH_TYPE_Q3_K] = gemm_packed_q3_k, \
     [HEARTH_TYPE_Q4_K] = gemm_packed_q4_k, [HEARTH_TYPE_Q5_K] = gemm_packed_q5_k, \
     [HEARTH_TYPE_Q6_K] = gemm_packed_q6_k

@@ -94,7 +94,8 @@ typedef enum hearth_type {
     HEARTH_TYPE_BF16 = 30,
     HEARTH_TYPE_TQ1_0 = 34,
     HEARTH_TYPE_TQ2_0 = 35,
-    HEARTH_TYPE_COUNT = 36    /* one past the largest value */
+    HEARTH_TYPE_MXFP4 = 39,   /* OCP microscaling FP4: E2M1 values, E8M0 scale */
+    HEARTH_TYPE_COUNT = 40    /* one past the largest value */
 } hearth_type;
 
 /* "Q4_K", "F16", ...; NULL for a value that is not a known type. */
@@ -1178,7 +1179,9 @@ void hearth_engine_get_stats(hearth_engine *engine, hearth_engine_stats *out);
  *    layers -- with n layers, layer i qualifies when i < n/8, i >= 7n/8 or
  *    (i - n/8) mod 3 = 2 (integer divisions);
  *  - models of 80 layers: attn_v Q5_K where the rules above give Q3_K or
- *    Q4_K.
+ *    Q4_K;
+ *  - MXFP4_MOE: the 3-D expert tensors MXFP4, every other matrix (the
+ *    output layer too) Q8_0.
  *
  * A matrix whose rows are not a whole number of its type's blocks gets a
  * type with 32-element blocks of at least as many bits -- Q2_K and Q3_K
@@ -1205,7 +1208,8 @@ typedef enum hearth_ftype {
     HEARTH_FTYPE_Q5_K_S = 16,
     HEARTH_FTYPE_Q5_K_M = 17,
     HEARTH_FTYPE_Q6_K = 18,
-    HEARTH_FTYPE_BF16 = 32
+    HEARTH_FTYPE_BF16 = 32,
+    HEARTH_FTYPE_MXFP4_MOE = 38 /* experts MXFP4, other matrices Q8_0 */
 } hearth_ftype;
 
 /* "Q4_K_M", "F16", ...; NULL for a value that is not a recipe above. */

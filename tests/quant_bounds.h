@@ -59,6 +59,12 @@ static inline double expected_rel_rmse(hearth_type t)
     case HEARTH_TYPE_F32: return 0.0;
     case HEARTH_TYPE_F16: return 0x1p-11;
     case HEARTH_TYPE_BF16: return 0x1p-8;
+    /* MXFP4's 15 levels are not evenly spaced (steps of 1/12 to 1/3 of the
+     * largest) and its scale is a power of two, up to twice the best one,
+     * so the span model does not apply: over 10^5 blocks of standard
+     * normal data the quantizer's relative RMSE is 0.112, uniform data in
+     * [-1, 1) 0.099. */
+    case HEARTH_TYPE_MXFP4: return 0.112;
     default: break;
     }
     for (size_t i = 0; i < sizeof type_bits / sizeof type_bits[0]; i++) {

@@ -37,7 +37,7 @@
 static const hearth_type weight_types[] = {
     HEARTH_TYPE_F32,  HEARTH_TYPE_F16,  HEARTH_TYPE_BF16, HEARTH_TYPE_Q4_0, HEARTH_TYPE_Q4_1,
     HEARTH_TYPE_Q5_0, HEARTH_TYPE_Q5_1, HEARTH_TYPE_Q8_0, HEARTH_TYPE_Q2_K, HEARTH_TYPE_Q3_K,
-    HEARTH_TYPE_Q4_K, HEARTH_TYPE_Q5_K, HEARTH_TYPE_Q6_K,
+    HEARTH_TYPE_Q4_K, HEARTH_TYPE_Q5_K, HEARTH_TYPE_Q6_K, HEARTH_TYPE_MXFP4,
 };
 #define N_WEIGHT_TYPES ((int)HEARTH_ARRAY_LEN(weight_types))
 
@@ -103,6 +103,13 @@ static void random_row_bytes(test_rng *rng, hearth_type t, void *row, int64_t n_
             ((block_q5_K *)blk)->dmin = random_half(rng, 0.01);
             break;
         case HEARTH_TYPE_Q6_K: ((block_q6_K *)blk)->d = random_half(rng, 0.001); break;
+        case HEARTH_TYPE_MXFP4: {
+            /* moderate exponents, and now and then the two subnormal
+             * scales and the smallest normal one (NaN's code: below) */
+            const uint64_t r = test_rng_next(rng);
+            ((block_mxfp4 *)blk)->e = r % 16 == 0 ? (uint8_t)((r >> 4) % 3) : (uint8_t)(118 + (r >> 8) % 12);
+            break;
+        }
         default: ck_abort_msg("no random bytes for %s", hearth_type_name(t));
         }
     }
@@ -571,9 +578,9 @@ END_TEST
 
 /* ---- packed weights ------------------------------------------------------------ */
 
-static const hearth_type packed_types[] = {HEARTH_TYPE_Q4_0, HEARTH_TYPE_Q8_0, HEARTH_TYPE_Q2_K,
-                                           HEARTH_TYPE_Q3_K, HEARTH_TYPE_Q4_K, HEARTH_TYPE_Q5_K,
-                                           HEARTH_TYPE_Q6_K};
+static const hearth_type packed_types[] = {HEARTH_TYPE_Q4_0, HEARTH_TYPE_Q8_0, HEARTH_TYPE_MXFP4,
+                                           HEARTH_TYPE_Q2_K, HEARTH_TYPE_Q3_K, HEARTH_TYPE_Q4_K,
+                                           HEARTH_TYPE_Q5_K, HEARTH_TYPE_Q6_K};
 #define N_PACKED_TYPES ((int)HEARTH_ARRAY_LEN(packed_types))
 
 /* n_rows rows of n_blocks blocks of type t (odd rows random bytes, even

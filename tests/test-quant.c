@@ -29,6 +29,7 @@ static const hearth_type all_types[] = {
     HEARTH_TYPE_F32,  HEARTH_TYPE_F16,  HEARTH_TYPE_BF16, HEARTH_TYPE_Q4_0, HEARTH_TYPE_Q4_1,
     HEARTH_TYPE_Q5_0, HEARTH_TYPE_Q5_1, HEARTH_TYPE_Q8_0, HEARTH_TYPE_Q8_1, HEARTH_TYPE_Q2_K,
     HEARTH_TYPE_Q3_K, HEARTH_TYPE_Q4_K, HEARTH_TYPE_Q5_K, HEARTH_TYPE_Q6_K, HEARTH_TYPE_Q8_K,
+    HEARTH_TYPE_MXFP4,
 };
 #define N_TYPES ((int)HEARTH_ARRAY_LEN(all_types))
 
@@ -172,6 +173,16 @@ static float spec_element(hearth_type t, const void *block, int e)
         const block_q8_K *b = block;
         return b->d * (float)b->qs[e];
     }
+    case HEARTH_TYPE_MXFP4: {
+        /* E2M1: sign bit 3, exponent bits 2-1 (bias 1), mantissa bit 0,
+         * subnormal at exponent 0; E8M0 scale 2^(e - 127), 0xff NaN */
+        const block_mxfp4 *b = block;
+        const int code = e < 16 ? b->qs[e] & 15 : b->qs[e - 16] >> 4;
+        const int ex = (code >> 1) & 3, m = code & 1;
+        const double mag = ex == 0 ? 0.5 * m : (1.0 + 0.5 * m) * ldexp(1.0, ex - 1);
+        if (b->e == 0xff) return NAN;
+        return (float)((code & 8 ? -mag : mag) * ldexp(1.0, b->e - 127));
+    }
     default:
         ck_abort_msg("no layout formula for %s", hearth_type_name(t));
         return 0.0f;
@@ -215,6 +226,7 @@ static void random_block(test_rng *rng, hearth_type t, void *block)
         break;
     case HEARTH_TYPE_Q6_K: ((block_q6_K *)block)->d = random_half(rng); break;
     case HEARTH_TYPE_Q8_K: ((block_q8_K *)block)->d = (float)test_rng_normal(rng); break;
+    case HEARTH_TYPE_MXFP4: ((block_mxfp4 *)block)->e = (uint8_t)(test_rng_next(rng) % 255); break;
     default: break;
     }
 }
@@ -465,13 +477,15 @@ START_TEST(test_magnitudes)
             ck_assert_msg(isfinite(y[i]) && fabsf(y[i] - x[i]) <= 2.0f * amax,
                           "%s at scale %g: %a -> %a", hearth_type_name(t), tiny_scales[s], x[i],
                           y[i]);
-            bool half_scale = !is_float_type(t) && t != HEARTH_TYPE_Q8_K;
+            bool half_scale = !is_float_type(t) && t != HEARTH_TYPE_Q8_K && t != HEARTH_TYPE_MXFP4;
             if (half_scale && tiny_scales[s] <= 1e-20) ck_assert(y[i] == 0.0f);
         }
-        if (t == HEARTH_TYPE_Q8_K && tiny_scales[s] >= 1e-20) {
+        /* Q8_K's float scale and MXFP4's exponent (down to 2^-128) keep
+         * such blocks whole */
+        if ((t == HEARTH_TYPE_Q8_K || t == HEARTH_TYPE_MXFP4) && tiny_scales[s] >= 1e-20) {
             double rel = test_rmse(x, y, (size_t)n) / test_rms(x, (size_t)n);
-            ck_assert_msg(rel <= roundtrip_bound(t), "Q8_K at scale %g: %.5f", tiny_scales[s],
-                          rel);
+            ck_assert_msg(rel <= roundtrip_bound(t), "%s at scale %g: %.5f", hearth_type_name(t),
+                          tiny_scales[s], rel);
         }
         free(y);
     }

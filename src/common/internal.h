@@ -28,6 +28,7 @@
 #define HEARTH_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define HEARTH_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define HEARTH_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define HEARTH_CLAMP(x, lo, hi) HEARTH_MIN(HEARTH_MAX(x, lo), hi)
 
 /* Evaluate a hearth_status expression and return it from the enclosing
  * function when it is not HEARTH_OK. */

@@ -1068,6 +1068,84 @@ void q8k_quantize_row(const float *src, block_q8_K *dst, int64_t n)
  * Dispatch
  * ========================================================================== */
 
+/* ==========================================================================
+ * MXFP4
+ * ========================================================================== */
+
+const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+void mxfp4_dequantize_row(const block_mxfp4 *src, float *dst, int64_t n)
+{
+    for (int64_t b = 0; b < n / QK_MXFP4; b++, dst += QK_MXFP4) {
+        const float d = mxfp4_scale(src[b].e);
+        for (int j = 0; j < QK_MXFP4 / 2; j++) {
+            dst[j] = (float)mxfp4_values[src[b].qs[j] & 0x0f] * d;
+            dst[j + QK_MXFP4 / 2] = (float)mxfp4_values[src[b].qs[j] >> 4] * d;
+        }
+    }
+}
+
+/* The code of the level nearest x / d (the lower code on a tie), and the
+ * squared error of that level. */
+static int mxfp4_nearest(float x, float d, float *err)
+{
+    int best = 0;
+    float best_err = fabsf(x);
+    for (int q = 1; q < 16; q++) {
+        const float e = fabsf((float)mxfp4_values[q] * d - x);
+        if (e < best_err) {
+            best = q;
+            best_err = e;
+        }
+    }
+    *err = best_err * best_err;
+    return best;
+}
+
+void mxfp4_quantize_row(const float *src, block_mxfp4 *dst, int64_t n)
+{
+    for (int64_t b = 0; b < n / QK_MXFP4; b++, src += QK_MXFP4) {
+        float amax = 0.0f;
+        bool finite = true;
+        for (int j = 0; j < QK_MXFP4; j++) {
+            if (!isfinite(src[j])) finite = false;
+            else amax = fmaxf(amax, fabsf(src[j]));
+        }
+        memset(dst[b].qs, 0, sizeof dst[b].qs);
+        if (!finite || amax == 0.0f) {
+            dst[b].e = finite ? 0 : 0xff;
+            continue;
+        }
+        /* 12 * 2^(e - 128) >= amax from e = c on: try c - 1 .. c + 1. */
+        int p;
+        (void)frexpf(amax / 12.0f, &p); /* amax / 12 in [2^(p-1), 2^p) */
+        const int c = p + 128, lo = HEARTH_CLAMP(c - 1, 0, 252), hi = HEARTH_CLAMP(c + 1, 0, 252);
+        int best_e = -1;
+        double best = 0.0;
+        for (int e = lo; e <= hi; e++) {
+            const float d = mxfp4_scale((uint8_t)e);
+            double sum = 0.0;
+            for (int j = 0; j < QK_MXFP4; j++) {
+                float err;
+                (void)mxfp4_nearest(src[j], d, &err);
+                sum += err;
+            }
+            if (best_e < 0 || sum < best) {
+                best_e = e;
+                best = sum;
+            }
+        }
+        dst[b].e = (uint8_t)best_e;
+        const float d = mxfp4_scale(dst[b].e);
+        for (int j = 0; j < QK_MXFP4 / 2; j++) {
+            float err;
+            const int q0 = mxfp4_nearest(src[j], d, &err);
+            const int q1 = mxfp4_nearest(src[j + QK_MXFP4 / 2], d, &err);
+            dst[b].qs[j] = (uint8_t)(q0 | q1 << 4);
+        }
+    }
+}
+
 static bool row_length_ok(hearth_type type, int64_t n)
 {
     const int64_t block = hearth_type_block_elems(type);
@@ -1087,6 +1165,7 @@ bool quant_dequantize_row(hearth_type type, const void *src, float *dst, int64_t
     case HEARTH_TYPE_Q5_1: q5_1_dequantize_row(src, dst, n); return true;
     case HEARTH_TYPE_Q8_0: q8_0_dequantize_row(src, dst, n); return true;
     case HEARTH_TYPE_Q8_1: q8_1_dequantize_row(src, dst, n); return true;
+    case HEARTH_TYPE_MXFP4: mxfp4_dequantize_row(src, dst, n); return true;
     case HEARTH_TYPE_Q2_K: q2k_dequantize_row(src, dst, n); return true;
     case HEARTH_TYPE_Q3_K: q3k_dequantize_row(src, dst, n); return true;
     case HEARTH_TYPE_Q4_K: q4k_dequantize_row(src, dst, n); return true;
@@ -1110,6 +1189,7 @@ bool quant_quantize_row(hearth_type type, const float *src, void *dst, int64_t n
     case HEARTH_TYPE_Q5_1: q5_1_quantize_row(src, dst, n); return true;
     case HEARTH_TYPE_Q8_0: q8_0_quantize_row(src, dst, n); return true;
     case HEARTH_TYPE_Q8_1: q8_1_quantize_row(src, dst, n); return true;
+    case HEARTH_TYPE_MXFP4: mxfp4_quantize_row(src, dst, n); return true;
     case HEARTH_TYPE_Q2_K: q2k_quantize_row(src, dst, n); return true;
     case HEARTH_TYPE_Q3_K: q3k_quantize_row(src, dst, n); return true;
     case HEARTH_TYPE_Q4_K: q4k_quantize_row(src, dst, n); return true;

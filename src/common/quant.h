@@ -22,6 +22,7 @@
 #define QK5_1 32
 #define QK8_0 32
 #define QK8_1 32
+#define QK_MXFP4 32
 #define QK_K 256
 #define K_SCALE_SIZE 12
 
@@ -46,6 +47,26 @@ typedef struct { hearth_f16 d; int8_t qs[QK8_0]; } block_q8_0;
 
 /* As Q8_0 plus s = d * sum(q), an activation format. */
 typedef struct { hearth_f16 d; hearth_f16 s; int8_t qs[QK8_1]; } block_q8_1;
+
+/* --- MXFP4 (OCP microscaling FP4): 32 elements per block ------------------ */
+
+/* x = v(q) * 2^(e - 128): q a 4-bit E2M1 code, v(q) twice its value (the
+ * integers of mxfp4_values), e an E8M0 exponent, 0xff meaning NaN (so
+ * 2^(e - 127) times the E2M1 value, as the format defines it); nibbles as
+ * Q4_0. */
+typedef struct { uint8_t e; uint8_t qs[QK_MXFP4 / 2]; } block_mxfp4;
+
+/* Twice the E2M1 values of the 16 codes: sign bit 3, then exponent and
+ * mantissa (0, 0.5, 1, 1.5, 2, 3, 4, 6). */
+extern const int8_t mxfp4_values[16];
+
+/* 2^(e - 128) as a float (subnormal for e < 2), NaN for e = 0xff. */
+static inline float mxfp4_scale(uint8_t e)
+{
+    union { uint32_t u; float f; } v;
+    v.u = e == 0xff ? 0x7fc00000u : e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    return v.f;
+}
 
 /* --- K-quants: 256-element super-blocks ------------------------------------ */
 
@@ -108,6 +129,7 @@ _Static_assert(sizeof(block_q5_0) == 22, "block_q5_0 layout");
 _Static_assert(sizeof(block_q5_1) == 24, "block_q5_1 layout");
 _Static_assert(sizeof(block_q8_0) == 34, "block_q8_0 layout");
 _Static_assert(sizeof(block_q8_1) == 36, "block_q8_1 layout");
+_Static_assert(sizeof(block_mxfp4) == 17, "block_mxfp4 layout");
 _Static_assert(sizeof(block_q2_K) == 84, "block_q2_K layout");
 _Static_assert(sizeof(block_q3_K) == 110, "block_q3_K layout");
 _Static_assert(sizeof(block_q4_K) == 144, "block_q4_K layout");
@@ -173,6 +195,16 @@ void q8_0_quantize_row(const float *src, block_q8_0 *dst, int64_t n);
 void q8_1_dequantize_row(const block_q8_1 *src, float *dst, int64_t n);
 /* s is computed from the stored (half-rounded) d: s = half(d * sum(q)). */
 void q8_1_quantize_row(const float *src, block_q8_1 *dst, int64_t n);
+
+/* MXFP4; n is a multiple of 32.  The quantizer chooses, of the exponents
+ * near max|x| / 12, the one whose nearest levels give the least squared
+ * error (the lower exponent on a tie), and each element the nearest level
+ * (ties: the lower code).  The largest exponent it stores is 252, whose
+ * top level 12 * 2^124 stays below FLT_MAX, so a finite input stays
+ * finite; a block holding a NaN or an infinity gets e = 0xff (NaN) and
+ * zero codes. */
+void mxfp4_dequantize_row(const block_mxfp4 *src, float *dst, int64_t n);
+void mxfp4_quantize_row(const float *src, block_mxfp4 *dst, int64_t n);
 
 /* K-quants; n is a multiple of 256. */
 void q2k_dequantize_row(const block_q2_K *src, float *dst, int64_t n);

@@ -16,7 +16,7 @@ struct type_info {
     bool computes; /* weights hearth computes with (every backend's kernels) */
 };
 
-/* Block sizes: QK = 32 for the legacy formats, QK_K = 256 for the K-quants
+/* Block sizes: QK = 32 for the legacy formats and MXFP4, QK_K = 256 for the K-quants
  * and i-quants.  The byte counts are those of the packed block structs.
  * Q8_1 and Q8_K are activation formats only. */
 static const struct type_info type_table[HEARTH_TYPE_COUNT] = {
@@ -53,6 +53,7 @@ static const struct type_info type_table[HEARTH_TYPE_COUNT] = {
     [HEARTH_TYPE_BF16] = {"BF16", 1, 2, true},
     [HEARTH_TYPE_TQ1_0] = {"TQ1_0", QK_K, 2 + QK_K / 64 + (QK_K - 4 * QK_K / 64) / 5, false},
     [HEARTH_TYPE_TQ2_0] = {"TQ2_0", QK_K, 2 + QK_K / 4, false},
+    [HEARTH_TYPE_MXFP4] = {"MXFP4", QK_MXFP4, sizeof(block_mxfp4), true},
 };
 
 static const struct type_info *type_info(hearth_type type)

@@ -44,6 +44,7 @@ static const struct ftype_info ftypes[] = {
     {HEARTH_FTYPE_Q5_K_S, "Q5_K_S", HEARTH_TYPE_Q5_K},
     {HEARTH_FTYPE_Q5_K_M, "Q5_K_M", HEARTH_TYPE_Q5_K},
     {HEARTH_FTYPE_Q6_K, "Q6_K", HEARTH_TYPE_Q6_K},
+    {HEARTH_FTYPE_MXFP4_MOE, "MXFP4_MOE", HEARTH_TYPE_MXFP4},
 };
 
 static const struct ftype_info *ftype_info(hearth_ftype ftype)
@@ -186,11 +187,14 @@ static bool is_block_recipe(const struct quant_recipe *r)
 
 /* The recipe's choice for a matrix, before the row-length check. */
 static hearth_type choose_matrix_type(const struct quant_recipe *r, const char *name,
-                                      int64_t row_n)
+                                      int64_t row_n, int64_t n_experts)
 {
     const hearth_ftype f = r->ftype;
     hearth_type t = r->base;
     if (!is_block_recipe(r)) return t;
+    /* MXFP4_MOE: the experts' matrices (3-D tensors) in MXFP4, as the
+     * published gpt-oss files store them; everything else in Q8_0. */
+    if (f == HEARTH_FTYPE_MXFP4_MOE) return n_experts > 1 ? HEARTH_TYPE_MXFP4 : HEARTH_TYPE_Q8_0;
 
     const bool is_output = strcmp(name, "output.weight") == 0 ||
                            (!r->has_output && strcmp(name, "token_embd.weight") == 0);
@@ -249,7 +253,7 @@ hearth_type quant_recipe_type(const struct quant_recipe *r, const char *name, ui
     hearth_type t;
     if (n_dims == 1) t = is_float_convertible(type_in) ? HEARTH_TYPE_F32 : type_in;
     else if (!is_matrix_weight(name, n_dims)) t = type_in;
-    else t = choose_matrix_type(r, name, ne[0]);
+    else t = choose_matrix_type(r, name, ne[0], n_dims >= 3 ? ne[2] : 1);
     if (chosen) *chosen = t;
     if (t != type_in && ne[0] % hearth_type_block_elems(t) != 0) t = fallback_type(t, ne[0]);
     return t;
