@@ -50,6 +50,52 @@ bool family_has_key(hearth_model *m, const char *suffix)
     return hearth_gguf_find_key(m->gguf, key) >= 0;
 }
 
+/* YaRN's magnitude factor for a context scaled by s (1 for s <= 1). */
+static float yarn_mscale(float s, float mscale)
+{
+    return s <= 1.0f ? 1.0f : 0.1f * mscale * logf(s) + 1.0f;
+}
+
+/* The dimension (pair index, fractional) below which a pair turns fewer
+ * than n_rot times over the original context (YaRN, section 3.2). */
+static float yarn_corr_dim(int32_t n_dims, int32_t n_ctx_orig, float n_rot, float base)
+{
+    return (float)n_dims * logf((float)n_ctx_orig / (n_rot * 2.0f * (float)M_PI)) / (2.0f * logf(base));
+}
+
+/* YaRN from the file's rope.scaling keys: the original context
+ * (original_context_length, default the training context), the ramp's
+ * ends from beta_fast and beta_slow (default 32 and 1 rotations), the mix
+ * (yarn_ext_factor, default 1) and the magnitude of cos and sin: 0.1
+ * ln(factor) + 1, or with yarn_log_multiplier m that over 0.1 m
+ * ln(factor) + 1 (DeepSeek's convention), times attn_factor where the
+ * file gives one. */
+static hearth_status read_yarn(hearth_model *m, struct rope_params *r, float factor)
+{
+    const struct hparams *hp = &m->hp;
+    const char *path = hearth_gguf_path(m->gguf);
+    int32_t n_orig;
+    HEARTH_TRY(family_get_positive(m, "rope.scaling.original_context_length", false, hp->n_ctx_train, &n_orig));
+    float ext, fast, slow, log_mul, attn;
+    HEARTH_TRY(family_get_float(m, "rope.scaling.yarn_ext_factor", 1.0f, &ext));
+    HEARTH_TRY(family_get_float(m, "rope.scaling.yarn_beta_fast", 32.0f, &fast));
+    HEARTH_TRY(family_get_float(m, "rope.scaling.yarn_beta_slow", 1.0f, &slow));
+    HEARTH_TRY(family_get_float(m, "rope.scaling.yarn_log_multiplier", 0.0f, &log_mul));
+    HEARTH_TRY(family_get_float(m, "rope.scaling.attn_factor", 1.0f, &attn));
+    if (!(ext >= 0.0f && ext <= 1.0f) || !(fast > 0.0f && fast < 1e6f) || !(slow > 0.0f && slow < 1e6f) ||
+        !(log_mul >= 0.0f && log_mul < 100.0f) || !(attn > 0.0f && attn < 100.0f))
+        return hearth_error(HEARTH_E_FORMAT, "%s: YaRN parameters out of range (ext_factor %g, "
+                            "beta_fast %g, beta_slow %g, log_multiplier %g, attn_factor %g)", path,
+                            (double)ext, (double)fast, (double)slow, (double)log_mul, (double)attn);
+    r->yarn_ext = ext;
+    r->yarn_low = HEARTH_MAX(0.0f, floorf(yarn_corr_dim(r->n_dims, n_orig, fast, r->freq_base)));
+    r->yarn_high = HEARTH_MIN((float)(r->n_dims - 1), ceilf(yarn_corr_dim(r->n_dims, n_orig, slow, r->freq_base)));
+    const float mag = log_mul != 0.0f ? yarn_mscale(factor, 1.0f) / yarn_mscale(factor, log_mul)
+                                      : yarn_mscale(factor, 1.0f);
+    r->mscale = ext != 0.0f ? mag * attn : attn;
+    return HEARTH_OK;
+}
+
 hearth_status family_read_hparams(hearth_model *m, enum rope_style style)
 {
     struct hparams *hp = &m->hp;
@@ -97,16 +143,20 @@ hearth_status family_read_hparams(hearth_model *m, enum rope_style style)
     char key[128];
     const char *scaling = NULL;
     snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch->name);
+    r->mscale = 1.0f;
+    r->yarn_ext = r->yarn_low = r->yarn_high = 0.0f;
     if (hearth_gguf_get_str(m->gguf, key, &scaling) == HEARTH_OK && strcmp(scaling, "none") != 0) {
-        if (strcmp(scaling, "linear") != 0)
+        const bool yarn = strcmp(scaling, "yarn") == 0;
+        if (strcmp(scaling, "linear") != 0 && !yarn)
             return hearth_error(HEARTH_E_UNSUPPORTED, "%s: RoPE scaling '%s' is not supported "
-                                "(none, linear)", path, scaling);
+                                "(none, linear, yarn)", path, scaling);
         float factor;
         HEARTH_TRY(family_get_float(m, "rope.scaling.factor", 1.0f, &factor));
         if (!(factor >= 1.0f && factor < 1e6f))
             return hearth_error(HEARTH_E_FORMAT, "%s: RoPE scaling factor %g is out of range",
                                 path, (double)factor);
         r->freq_scale = 1.0f / factor;
+        if (yarn) HEARTH_TRY(read_yarn(m, r, factor));
     } else {
         float linear;
         HEARTH_TRY(family_get_float(m, "rope.scale_linear", 1.0f, &linear));
@@ -115,7 +165,6 @@ hearth_status family_read_hparams(hearth_model *m, enum rope_style style)
                                 (double)linear);
         r->freq_scale = 1.0f / linear;
     }
-    r->mscale = 1.0f;
     hp->rope_swa = *r;
     hp->attn_scale = 1.0f / sqrtf((float)head_dim);
     hp->attn_softcap = 0.0f;
@@ -253,8 +302,9 @@ hearth_status family_attention_block(struct forward *f, int il)
     }
     HEARTH_TRY(op->rope(be, &f->q, hp->n_head, hp->head_dim, &hp->rope, &f->bp));
     HEARTH_TRY(op->rope(be, &f->k, hp->n_head_kv, hp->head_dim, &hp->rope, &f->bp));
-    HEARTH_TRY(op->attention(be, &f->att, &f->q, &f->k, &f->v, f->kv, il, hp, &f->bp));
+    HEARTH_TRY(op->attention(be, &f->att, &f->q, &f->k, &f->v, f->kv, il, hp, L->attn_sinks.data, &f->bp));
     HEARTH_TRY(op->matmul(be, &f->cur, &L->wo, &f->att));
+    if (L->bo.data) HEARTH_TRY(op->add_bias(be, &f->cur, &L->bo));
     return op->add(be, &f->x, &f->x, &f->cur);
 }
 

@@ -61,8 +61,9 @@ hearth_status family_qkv(struct forward *f, const struct layer *L);
 
 /* The attention half of a pre-norm layer, from x to x + W_o attention:
  *   n = rmsnorm(x); q, k, v = W n (+ b); [q, k = headnorm(q), headnorm(k)];
- *   q, k = rope(q), rope(k); x += W_o attention(q, k, v)
- * with the head norms where the layer has attn_q_norm (Qwen3). */
+ *   q, k = rope(q), rope(k); x += W_o attention(q, k, v) (+ b_o)
+ * with the head norms where the layer has attn_q_norm (Qwen3), and the
+ * attention sinks and output bias where it has them (gpt-oss). */
 hearth_status family_attention_block(struct forward *f, int il);
 
 /* The SwiGLU feed-forward half: x += W_down (silu(W_gate m) * W_up m),

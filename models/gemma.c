@@ -119,7 +119,7 @@ static hearth_status gemma_layer(struct forward *f, int il)
     }
     HEARTH_TRY(op->rope(be, &f->q, hp->n_head, hp->head_dim, rope, &f->bp));
     HEARTH_TRY(op->rope(be, &f->k, hp->n_head_kv, hp->head_dim, rope, &f->bp));
-    HEARTH_TRY(op->attention(be, &f->att, &f->q, &f->k, &f->v, f->kv, il, hp, &f->bp));
+    HEARTH_TRY(op->attention(be, &f->att, &f->q, &f->k, &f->v, f->kv, il, hp, NULL, &f->bp));
     HEARTH_TRY(op->matmul(be, &f->cur, &L->wo, &f->att));
     HEARTH_TRY(op->rmsnorm(be, &f->cur, &f->cur, &L->attn_post_norm, hp->norm_eps));
     HEARTH_TRY(op->add(be, &f->x, &f->x, &f->cur));

@@ -74,10 +74,23 @@ hearth_status moe_read_hparams(hearth_model *m, const struct moe_opts *o)
                                 "= %u is out of range", path, a, v);
     }
     hp->moe_norm_topk = o->norm_topk;
+    hp->moe_act = o->act;
+    hp->moe_alpha = o->alpha;
+    hp->moe_limit = o->limit;
     char key[128];
     snprintf(key, sizeof key, "%s.expert_weights_norm", a);
     bool norm;
     if (hearth_gguf_get_bool(m->gguf, key, &norm) == HEARTH_OK) hp->moe_norm_topk = norm;
+    return HEARTH_OK;
+}
+
+/* A required F32 bias of ne0 (x ne1) floats. */
+static hearth_status bind_f32(hearth_model *m, struct weight *w, const char *name, int64_t ne0, int64_t ne1)
+{
+    HEARTH_TRY(model_bind(m, w, name, ne0, ne1, true));
+    if (w->type != HEARTH_TYPE_F32)
+        return hearth_error(HEARTH_E_UNSUPPORTED, "%s: tensor '%s' has type %s; only F32 is supported "
+                            "for biases", hearth_gguf_path(m->gguf), name, hearth_type_name(w->type));
     return HEARTH_OK;
 }
 
@@ -113,6 +126,16 @@ hearth_status moe_bind_layer(hearth_model *m, int il, const struct moe_opts *o)
     HEARTH_TRY(model_bind_experts(m, L->up_exps, name, n_embd, n_ff, E));
     snprintf(name, sizeof name, "blk.%d.ffn_down_exps.weight", il);
     HEARTH_TRY(model_bind_experts(m, L->down_exps, name, n_ff, n_embd, E));
+    if (o->biases) {
+        snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.bias", il);
+        HEARTH_TRY(bind_f32(m, &L->ffn_gate_inp_b, name, E, 0));
+        snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.bias", il);
+        HEARTH_TRY(bind_f32(m, &L->gate_exps_b, name, n_ff, E));
+        snprintf(name, sizeof name, "blk.%d.ffn_up_exps.bias", il);
+        HEARTH_TRY(bind_f32(m, &L->up_exps_b, name, n_ff, E));
+        snprintf(name, sizeof name, "blk.%d.ffn_down_exps.bias", il);
+        HEARTH_TRY(bind_f32(m, &L->down_exps_b, name, n_embd, E));
+    }
     if (o->shared_expert) {
         const int64_t n_sh = hp->n_ff_shexp;
         snprintf(name, sizeof name, "blk.%d.ffn_gate_inp_shexp.weight", il);
@@ -144,8 +167,21 @@ hearth_status moe_ffn_block(struct forward *f, int il)
     struct act *const outs[] = {&f->router, &f->gate, &f->up};
     const struct weight *const ws[] = {&L->ffn_gate_inp, &L->w_gate_shexp, &L->w_up_shexp};
     HEARTH_TRY(backend_matmul_set(be, shared ? 3 : 1, outs, ws, &f->cur));
-    const struct moe_experts ex = {hp->n_expert, hp->n_expert_used, hp->moe_norm_topk,
-                                   L->gate_exps, L->up_exps, L->down_exps};
+    if (L->ffn_gate_inp_b.data) HEARTH_TRY(op->add_bias(be, &f->router, &L->ffn_gate_inp_b));
+    const struct moe_experts ex = {
+        .n_expert = hp->n_expert,
+        .n_used = hp->n_expert_used,
+        .norm_topk = hp->moe_norm_topk,
+        .gate = L->gate_exps,
+        .up = L->up_exps,
+        .down = L->down_exps,
+        .gate_bias = L->gate_exps_b.data,
+        .up_bias = L->up_exps_b.data,
+        .down_bias = L->down_exps_b.data,
+        .act = hp->moe_act,
+        .alpha = hp->moe_alpha,
+        .limit = hp->moe_limit,
+    };
     HEARTH_TRY(op->moe_ffn(be, &f->moe_out, &f->cur, &f->router, &ex));
     if (shared) {
         HEARTH_TRY(op->swiglu(be, &f->gate, &f->gate, &f->up));

@@ -15,6 +15,9 @@ struct moe_opts {
     bool shared_expert;  /* a shared expert with a sigmoid gate (qwen2moe) */
     bool ff_exp_is_ff;   /* experts are feed_forward_length wide (Mixtral); else
                           * expert_feed_forward_length, or n_ff / k without it */
+    bool biases;         /* the router and the experts have biases (gpt-oss) */
+    enum moe_act act;    /* the experts' activation */
+    float alpha, limit;  /* MOE_SWIGLU_OAI's constants */
 };
 
 /* Whether the file declares experts: ARCH.expert_count present and above

@@ -417,7 +417,7 @@ static hearth_status attention_mixer(struct forward *f, int il)
     HEARTH_TRY(family_rmsnorm_heads(f, &f->k, hp->n_head_kv, &L->attn_k_norm));
     HEARTH_TRY(op->rope(be, &f->q, hp->n_head, hp->head_dim, &hp->rope, &f->bp));
     HEARTH_TRY(op->rope(be, &f->k, hp->n_head_kv, hp->head_dim, &hp->rope, &f->bp));
-    HEARTH_TRY(op->attention(be, &f->att, &f->q, &f->k, &f->v, f->kv, il, hp, &f->bp));
+    HEARTH_TRY(op->attention(be, &f->att, &f->q, &f->k, &f->v, f->kv, il, hp, NULL, &f->bp));
     HEARTH_TRY(op->map(be, gate, gate, MAP_SIGMOID, 0.0f));
     HEARTH_TRY(op->mul(be, &f->att, &f->att, gate));
     return op->matmul(be, &f->cur, &L->wo, &f->att);

@@ -639,6 +639,8 @@ static hearth_status ocl_rope(struct hearth_backend *be, struct act *x, int32_t 
                               const struct rope_params *rope, const struct batch_pos *bp)
 {
     struct ocl_backend *b = impl(be);
+    if (rope->yarn_ext != 0.0f)
+        return hearth_error(HEARTH_E_UNSUPPORTED, "the OpenCL backend has no YaRN rotary embeddings");
     HEARTH_TRY(upload_positions(b, bp));
     cl_kernel k;
     HEARTH_TRY(fixed_kernel(b, K_ROPE, &k));
@@ -693,10 +695,12 @@ static hearth_status ocl_swiglu(struct hearth_backend *be, struct act *out, cons
 
 static hearth_status ocl_attention(struct hearth_backend *be, struct act *out, const struct act *q,
                                    const struct act *k, const struct act *v, struct kv_cache *kv,
-                                   int il, const struct hparams *hp, const struct batch_pos *bp)
+                                   int il, const struct hparams *hp, const float *sinks,
+                                   const struct batch_pos *bp)
 {
     struct ocl_backend *b = impl(be);
     struct kv_layer *L = &kv->layers[il];
+    if (sinks) return hearth_error(HEARTH_E_UNSUPPORTED, "the OpenCL backend has no attention sinks");
     if (!L->k_dev || !L->v_dev)
         return hearth_error(HEARTH_E_INTERNAL, "layer %d has no KV cache on the device", il);
     HEARTH_TRY(check_fits(out, bp->n_tokens, (int64_t)hp->n_head * hp->head_dim, "attention"));

@@ -48,7 +48,7 @@ void attn_state_init(int32_t n_rows, int32_t head_dim, float *max, float *sum, f
 }
 
 void attn_merge(int32_t head_dim, int32_t n_parts, const float *max, const float *sum,
-                size_t stride_ms, const float *acc, size_t stride_acc, float *out)
+                size_t stride_ms, const float *acc, size_t stride_acc, float sink, float *out)
 {
     float m = -INFINITY;
     for (int32_t p = 0; p < n_parts; p++)
@@ -62,6 +62,13 @@ void attn_merge(int32_t head_dim, int32_t n_parts, const float *max, const float
         l += alpha * sum[p * stride_ms];
         const float *a = acc + p * stride_acc;
         for (int32_t i = 0; i < head_dim; i++) out[i] += alpha * a[i];
+    }
+    if (sink > m) { /* the sink is the largest score: everything relative to it */
+        const float alpha = expf(m - sink);
+        l = l * alpha + 1.0f;
+        for (int32_t i = 0; i < head_dim; i++) out[i] *= alpha;
+    } else if (sink != -INFINITY) {
+        l += expf(sink - m);
     }
     const float inv = 1.0f / l;
     for (int32_t i = 0; i < head_dim; i++) out[i] *= inv;

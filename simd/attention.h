@@ -79,8 +79,11 @@ void attn_state_init(int32_t n_rows, int32_t head_dim, float *max, float *sum, f
 /* out[i] = the attention output of one row from its partial states over
  * n_parts disjoint key ranges: state p is max[p * stride_ms],
  * sum[p * stride_ms] and acc + p * stride_acc.  At least one state must
- * have seen a key. */
+ * have seen a key.  sink (-INFINITY: none) is one more score in the
+ * softmax's denominator with a zero value (an attention sink): with m the
+ * states' largest score, l their sum and a their weighted sum,
+ * out = a / (l + exp(sink - m)), formed relative to max(m, sink). */
 void attn_merge(int32_t head_dim, int32_t n_parts, const float *max, const float *sum,
-                size_t stride_ms, const float *acc, size_t stride_acc, float *out);
+                size_t stride_ms, const float *acc, size_t stride_acc, float sink, float *out);
 
 #endif /* HEARTH_ATTENTION_H */

@@ -8,7 +8,9 @@
 # The mixture-of-experts families (micro-qwen2moe, micro-qwen3moe,
 # micro-mixtral) are checked the same way, and the hybrid Qwen3.5
 # families (Gated DeltaNet and gated attention layers: micro-qwen35, and
-# with experts micro-qwen35moe and micro-qwen3next).
+# with experts micro-qwen35moe and micro-qwen3next), and gpt-oss
+# (micro-gpt-oss: attention sinks, alternating windows, YaRN, experts
+# with biases and the clamped SwiGLU).
 # dump-logits -e also runs each model in the serving engine: two greedy
 # samples whose logits must equal the context's bit for bit, the pool
 # consistent after every step, and for micro-phi3 (every layer slides)
@@ -35,7 +37,7 @@ oracle="${HEARTH_SRCDIR:-.}/tests/oracle-forward.py"
 # 80 tokens of a fixed pseudo-random sequence over the micro vocabulary
 tokens=$(awk 'BEGIN { x = 12345; for (i = 0; i < 80; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%d ", 1 + x % 511 } }')
 
-for shape in ${ARCHS_ORACLE_SHAPES:-micro-qwen3 micro-gemma2 micro-gemma3 micro-phi3 micro-qwen2moe micro-qwen3moe micro-mixtral micro-qwen35 micro-qwen35moe micro-qwen3next}; do
+for shape in ${ARCHS_ORACLE_SHAPES:-micro-qwen3 micro-gemma2 micro-gemma3 micro-phi3 micro-qwen2moe micro-qwen3moe micro-mixtral micro-qwen35 micro-qwen35moe micro-qwen3next micro-gpt-oss}; do
     model="$tmpdir/$shape.gguf"
     if ! "$gen" --shape "$shape" --type F32 --threads 2 "$model" 2>"$tmpdir/gen.err"; then
         cat "$tmpdir/gen.err" >&2
@@ -69,5 +71,14 @@ if [ -f "$m" ]; then
     grep -q "architecture gemma3 cannot be offloaded to an OpenCL device: the OpenCL backend has no GELU" \
         "$tmpdir/err" && pass "the refusal names what is missing" || fail "the refusal names what is missing"
     expect_status 0 "gemma3 falls back to the CPU" -- "$HEARTH" run -m "$m" -p hi -n 1 -ngl 1 --gpu-fallback
+fi
+m="$tmpdir/micro-gpt-oss.gguf"
+if [ -f "$m" ]; then
+    expect_status 1 "gpt-oss is not offloaded" -- "$HEARTH" run -m "$m" -p hi -n 1 -ngl 1
+    grep -q "architecture gpt-oss cannot be offloaded to an OpenCL device: its attention sinks" "$tmpdir/err" &&
+        pass "the gpt-oss refusal names what is missing" || fail "the gpt-oss refusal names what is missing"
+    "$HEARTH" inspect "$m" >"$tmpdir/inspect" 2>&1
+    grep -q "sliding window *32 (1 of every 2 layers)" "$tmpdir/inspect" &&
+        pass "inspect shows gpt-oss's alternating window" || fail "inspect shows gpt-oss's alternating window"
 fi
 finish

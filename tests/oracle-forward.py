@@ -26,6 +26,10 @@ The equations (DESIGN.md, "Architectures", gives the sources):
                over the k (Mixtral, qwen3moe, qwen35moe, qwen3next; by a sum of at
                least 2^-14) or as it is (qwen2moe), plus for qwen2moe, qwen35moe
                and qwen3next sigmoid(g . m) times the shared expert
+  gpt-oss:     forward_gptoss: biased attention with a sink logit per head,
+               sliding windows on the even layers, YaRN RoPE; experts chosen by
+               the top-k router logits, softmax over those, clamped SwiGLU with
+               biases
   qwen35:      a hybrid stack (forward_qwen35): layer i is Gated DeltaNet linear
                attention unless (i + 1) % full_attention_interval == 0 (or as
                attention.recurrent_layers says); every layer is
@@ -233,6 +237,8 @@ def forward(g, tokens):
     arch, key = arch_keys(g)
     if arch in ("qwen35", "qwen35moe", "qwen3next"):
         return forward_qwen35(g, tokens)
+    if arch == "gpt-oss":
+        return forward_gptoss(g, tokens)
     n_embd = key("embedding_length")
     n_layer = key("block_count")
     n_head = key("attention.head_count")
@@ -351,6 +357,102 @@ def experts(g, arch, il, m):
         sh = sh @ t("ffn_down_shexp.weight").T
         out += sigmoid(m @ t("ffn_gate_inp_shexp.weight"))[:, None] * sh
     return out
+
+
+def yarn_rope(x, pos, n_dims, base, factor, n_orig, beta_fast=32.0, beta_slow=1.0):
+    """NeoX RoPE with YaRN (Peng et al. 2023, section 3.2 and eq. 21): pair i
+    turns at base^(-2i/d) / factor below the correction dimension of
+    beta_slow rotations over the original context, at base^(-2i/d) above
+    that of beta_fast, mixed linearly between (the ends floored and
+    ceiled); cos and sin scaled by 0.1 ln(factor) + 1."""
+    def corr_dim(rot):
+        return n_dims * math.log(n_orig / (rot * 2 * math.pi)) / (2 * math.log(base))
+    low = max(0.0, math.floor(corr_dim(beta_fast)))
+    high = min(n_dims - 1.0, math.ceil(corr_dim(beta_slow)))
+    half = n_dims // 2
+    i = np.arange(half, dtype=np.float64)
+    orig = base ** (-2.0 * i / n_dims)
+    ramp = 1.0 - np.clip((i - low) / max(0.001, high - low), 0.0, 1.0)  # 1: keep the original
+    inv = orig / factor * (1.0 - ramp) + orig * ramp
+    theta = np.outer(pos, inv)
+    mag = 0.1 * math.log(factor) + 1.0
+    c, s = np.cos(theta)[:, None, :] * mag, np.sin(theta)[:, None, :] * mag
+    y = x.copy()
+    a, b = x[..., :half], x[..., half:n_dims]
+    y[..., :half] = a * c - b * s
+    y[..., half:n_dims] = a * s + b * c
+    return y
+
+
+def forward_gptoss(g, tokens):
+    """gpt-oss: pre-norm layers; attention with q/k/v and output biases,
+    a learned sink logit per head joining each softmax's denominator (with
+    no value), every other layer (the even ones) a sliding window; then
+    experts: the k highest router logits (W_r m + b_r), softmax over those
+    k, each expert's SwiGLU variant min(g, 7) sigmoid(1.702 min(g, 7))
+    (clamp(u, -7, 7) + 1) with biases on gate, up and down."""
+    arch, key = arch_keys(g)
+    n_layer = key("block_count")
+    n_head = key("attention.head_count")
+    n_head_kv = key("attention.head_count_kv")
+    hd = key("attention.key_length")
+    eps = key("attention.layer_norm_rms_epsilon")
+    base = key("rope.freq_base")
+    window = key("attention.sliding_window")
+    period = g.kv.get(arch + ".attention.sliding_window_pattern", 2)
+    k_used = key("expert_used_count")
+    factor, n_orig = 1.0, key("context_length")
+    if g.kv.get(arch + ".rope.scaling.type", "none") == "yarn":
+        factor = key("rope.scaling.factor")
+        n_orig = key("rope.scaling.original_context_length")
+    n = len(tokens)
+    pos = np.arange(n, dtype=np.float64)
+    x = g.tensor("token_embd.weight")[tokens].copy()
+    i_idx = np.arange(n)[:, None]
+    j_idx = np.arange(n)[None, :]
+    for il in range(n_layer):
+        def t(name):
+            return g.tensor("blk.%d.%s" % (il, name))
+
+        h = rmsnorm(x, t("attn_norm.weight"), eps)
+        q = (h @ t("attn_q.weight").T + t("attn_q.bias")).reshape(n, n_head, hd)
+        k = (h @ t("attn_k.weight").T + t("attn_k.bias")).reshape(n, n_head_kv, hd)
+        v = (h @ t("attn_v.weight").T + t("attn_v.bias")).reshape(n, n_head_kv, hd)
+        if factor > 1.0:
+            q, k = yarn_rope(q, pos, hd, base, factor, n_orig), yarn_rope(k, pos, hd, base, factor, n_orig)
+        else:
+            q, k = rope(q, pos, hd, base, 1.0, True), rope(k, pos, hd, base, 1.0, True)
+        visible = j_idx <= i_idx
+        if il % period < period - 1:
+            visible &= (i_idx - j_idx) < window
+        sinks = t("attn_sinks.weight")
+        group = n_head // n_head_kv
+        a = np.empty_like(q)
+        for hh in range(n_head):
+            s = (q[:, hh, :] @ k[:, hh // group, :].T) / math.sqrt(hd)
+            s = np.where(visible, s, -np.inf)
+            s = np.concatenate([s, np.full((n, 1), sinks[hh])], axis=1)
+            s = s - s.max(axis=1, keepdims=True)
+            p = np.exp(s)
+            p /= p.sum(axis=1, keepdims=True)
+            a[:, hh, :] = p[:, :n] @ v[:, hh // group, :]
+        x = x + a.reshape(n, n_head * hd) @ t("attn_output.weight").T + t("attn_output.bias")
+        m = rmsnorm(x, t("post_attention_norm.weight"), eps)
+        logits = m @ t("ffn_gate_inp.weight").T + t("ffn_gate_inp.bias")
+        gate, up, down = t("ffn_gate_exps.weight"), t("ffn_up_exps.weight"), t("ffn_down_exps.weight")
+        bg, bu, bd = t("ffn_gate_exps.bias"), t("ffn_up_exps.bias"), t("ffn_down_exps.bias")
+        out = np.zeros_like(m)
+        for r in range(n):
+            chosen = np.argsort(-logits[r], kind="stable")[:k_used]
+            w = np.exp(logits[r, chosen] - logits[r, chosen].max())
+            w /= w.sum()
+            for e, we in zip(chosen, w):
+                gg = np.minimum(gate[e] @ m[r] + bg[e], 7.0)
+                uu = np.clip(up[e] @ m[r] + bu[e], -7.0, 7.0)
+                act = gg * sigmoid(1.702 * gg) * (uu + 1.0)
+                out[r] += we * (down[e] @ act + bd[e])
+        x = x + out
+    return output_logits(g, x, eps)
 
 
 def l2norm(x, eps):

@@ -14,8 +14,8 @@
  *   AVX-512, NEON) against its scalar twin on the same problems.
  * - The CPU backend's attention (cache store, grouped query heads, tiles
  *   of tokens, split key ranges in decode, sliding windows and
- *   soft-capping) against the double-precision formula, for 1 to 3
- *   threads.
+ *   soft-capping, attention sinks) against the double-precision formula,
+ *   for 1 to 3 threads.
  * - Attention through block tables, on every path and cache type: a
  *   batch of several sequences (prefill chunks and decode rows, some past
  *   one key range) whose blocks are scattered over the pool gives each
@@ -84,7 +84,7 @@ static void fixture_free(struct cache_fixture *f)
 /* out = softmax_j(c tanh(q . k_j * scale / c)) v_j over first <= j <
  * n_visible, in double; softcap c = 0: the scores as they are. */
 static void reference_row_window(const struct cache_fixture *f, int32_t h, const float *q, double scale,
-                                 int32_t first, int32_t n_visible, double softcap, float *out)
+                                 int32_t first, int32_t n_visible, double softcap, double sink, float *out)
 {
     const int32_t hd = f->kv->head_dim;
     const int64_t row = f->kv->row_elems;
@@ -98,7 +98,8 @@ static void reference_row_window(const struct cache_fixture *f, int32_t h, const
         if (softcap > 0) s[j] = softcap * tanh(s[j] / softcap);
         if (s[j] > m) m = s[j];
     }
-    double l = 0.0;
+    if (sink > m) m = sink;
+    double l = sink == -INFINITY ? 0.0 : exp(sink - m); /* a sink: one more score, no value */
     for (int32_t j = first; j < n_visible; j++) {
         s[j] = exp(s[j] - m);
         l += s[j];
@@ -151,7 +152,7 @@ static void run_kernel(attn_block_fn block, const struct cache_fixture *f, int32
     }
     for (int32_t r = 0; r < n_rows; r++)
         attn_merge(hd, parts, max + r, sum + r, (size_t)n_rows, acc + (size_t)r * hd, (size_t)n_rows * hd,
-                   out + (size_t)r * hd);
+                   -INFINITY, out + (size_t)r * hd);
     free(max);
     free(sum);
     free(acc);
@@ -208,7 +209,7 @@ static void check_problem(const struct attn_kernels *path, hearth_type type, int
                    1 + (int32_t)((seed + 1) % 3), seed + 7, want);
     } else {
         for (int32_t r = 0; r < n_rows; r++)
-            reference_row_window(&f, h, q_raw + r * hd, scale, first[r], n_visible[r], softcap,
+            reference_row_window(&f, h, q_raw + r * hd, scale, first[r], n_visible[r], softcap, -INFINITY,
                                  want + (size_t)r * hd);
     }
     /* outputs are convex combinations of values in [-1, 1] */
@@ -281,7 +282,7 @@ END_TEST
 /* The backend's attention: a prefill of n_prompt tokens, then one decode
  * token, each output against the formula over the cache as stored. */
 static void check_backend_window(hearth_type type, int n_threads, int32_t n_head, int32_t n_head_kv,
-                                 int32_t hd, int32_t n_prompt, int32_t window, float softcap)
+                                 int32_t hd, int32_t n_prompt, int32_t window, float softcap, bool with_sinks)
 {
     struct hearth_backend *be;
     ck_assert_int_eq(backend_cpu_new(n_threads, &be), HEARTH_OK);
@@ -305,6 +306,10 @@ static void check_backend_window(hearth_type type, int n_threads, int32_t n_head
     f.v_f = test_malloc((size_t)(n_pos * row) * sizeof(float));
     float *want = test_malloc((size_t)hd * sizeof(float));
     const double scale = 1.0 / sqrt((double)hd);
+    /* attention sinks: per head, from well below the scores to far above
+     * them (then most of each row's weight goes to the sink) */
+    float *sinks = with_sinks ? test_malloc((size_t)n_head * sizeof(float)) : NULL;
+    for (int32_t h = 0; with_sinks && h < n_head; h++) sinks[h] = h % 3 == 2 ? 12.0f : (float)(3.0 * test_rng_normal(&rng));
 
     for (int step = 0; step < 2; step++) {
         const int32_t first = step == 0 ? 0 : n_prompt, n_tok = step == 0 ? n_prompt : 1;
@@ -315,7 +320,7 @@ static void check_backend_window(hearth_type type, int n_threads, int32_t n_head
         const int32_t seq_start[2] = {0, n_tok}, table_start[1] = {0}, blocks[1] = {0};
         struct batch_pos bp = {.pos = pos + first, .slot = pos + first, .n_tokens = n_tok, .n_seqs = 1,
                                .seq_start = seq_start, .blocks = blocks, .table_start = table_start};
-        ck_assert_int_eq(be->ops->attention(be, &out, &q, &k, &v, kv, 0, &hp, &bp), HEARTH_OK);
+        ck_assert_int_eq(be->ops->attention(be, &out, &q, &k, &v, kv, 0, &hp, sinks, &bp), HEARTH_OK);
         for (int32_t p = first; p < first + n_tok; p++)
             for (int32_t h = 0; h < n_head_kv; h++) {
                 kv_cache_load_head(kv, kv->layers[0].k, p, h, f.k_f + p * row + (int64_t)h * hd);
@@ -325,13 +330,15 @@ static void check_backend_window(hearth_type type, int n_threads, int32_t n_head
             for (int32_t h = 0; h < n_head; h++) {
                 const int32_t p = first + t;
                 reference_row_window(&f, h / (n_head / n_head_kv), q.host + t * q.width + (int64_t)h * hd,
-                                     scale, window ? HEARTH_MAX(0, p + 1 - window) : 0, p + 1, softcap, want);
+                                     scale, window ? HEARTH_MAX(0, p + 1 - window) : 0, p + 1, softcap,
+                                     sinks ? sinks[h] : -INFINITY, want);
                 const double d = max_diff(out.host + t * out.width + (int64_t)h * hd, want, hd);
                 ck_assert_msg(d < 2e-5, "%s cache, %d threads, %d tokens from %d: token %d head %d differs by %g",
                               hearth_type_name(type), n_threads, n_tok, first, t, h, d);
             }
     }
     free(want);
+    free(sinks);
     free(pos);
     free(f.k_f);
     free(f.v_f);
@@ -346,7 +353,7 @@ static void check_backend_window(hearth_type type, int n_threads, int32_t n_head
 static void check_backend(hearth_type type, int n_threads, int32_t n_head, int32_t n_head_kv, int32_t hd,
                           int32_t n_prompt)
 {
-    check_backend_window(type, n_threads, n_head, n_head_kv, hd, n_prompt, 0, 0.0f);
+    check_backend_window(type, n_threads, n_head, n_head_kv, hd, n_prompt, 0, 0.0f, false);
 }
 
 START_TEST(test_backend_attention)
@@ -361,9 +368,13 @@ START_TEST(test_backend_attention)
         check_backend(type, n_threads, 4, 4, 32, 17);
         /* sliding windows (shorter than a key block, one, and longer than a
          * key range) with soft-capped scores */
-        check_backend_window(type, n_threads, 4, 2, 32, 300, 37, 0.0f);
-        check_backend_window(type, n_threads, 4, 2, 32, 300, 64, 1.5f);
-        check_backend_window(type, n_threads, 6, 2, 64, 600, 290, 2.0f);
+        check_backend_window(type, n_threads, 4, 2, 32, 300, 37, 0.0f, false);
+        check_backend_window(type, n_threads, 4, 2, 32, 300, 64, 1.5f, false);
+        check_backend_window(type, n_threads, 6, 2, 64, 600, 290, 2.0f, false);
+        /* attention sinks (gpt-oss), with and without a window, over key
+         * ranges split between threads */
+        check_backend_window(type, n_threads, 6, 2, 64, 300, 0, 0.0f, true);
+        check_backend_window(type, n_threads, 8, 2, 64, 600, 128, 0.0f, true);
     }
 }
 END_TEST
@@ -459,7 +470,7 @@ static void run_paged(struct hearth_backend *be, struct kv_cache *kv, const stru
     q.rows = k.rows = v.rows = n_rows;
     struct batch_pos bp = {.pos = pos, .slot = slot, .n_tokens = n_rows, .n_seqs = n_seqs,
                            .seq_start = seq_start, .blocks = blocks, .table_start = table_start};
-    ck_assert_int_eq(be->ops->attention(be, &o, &q, &k, &v, kv, 0, hp, &bp), HEARTH_OK);
+    ck_assert_int_eq(be->ops->attention(be, &o, &q, &k, &v, kv, 0, hp, NULL, &bp), HEARTH_OK);
     ck_assert_int_eq(o.rows, n_rows);
     memcpy(out, o.host, (size_t)n_rows * (size_t)qw * sizeof(float));
     free(pos);

@@ -9,7 +9,8 @@
  *   one expert pass its matrices together, equals bit for bit each row run
  *   alone through the op, and each row run through its experts one by one
  *   with single-row products (matmul, swiglu) and the documented fused
- *   multiply-adds -- for float, unpacked and packed quantized experts, on
+ *   multiply-adds -- for float, unpacked and packed quantized experts
+ *   (MXFP4 among them), with gpt-oss's biases and clamped SwiGLU, on
  *   every kernel path this CPU runs, for 1 and 3 threads.
  * - Models: micro qwen2moe and Mixtral-style llama files written here;
  *   the logits of a prompt run as one batch equal those of the same tokens
@@ -152,14 +153,25 @@ struct grouped_case {
     bool pack;
     int32_t E, k;
     bool norm;
+    bool oai; /* gpt-oss: biases and the clamped SwiGLU */
 };
 
 static const struct grouped_case grouped_cases[] = {
-    {HEARTH_TYPE_F32, false, 6, 2, true},  {HEARTH_TYPE_F16, false, 5, 5, false},
-    {HEARTH_TYPE_Q8_0, true, 6, 2, false}, {HEARTH_TYPE_Q8_0, false, 6, 3, true},
-    {HEARTH_TYPE_Q4_K, true, 7, 2, true},  {HEARTH_TYPE_Q4_K, false, 4, 1, false},
-    {HEARTH_TYPE_Q5_0, false, 8, 2, true}, {HEARTH_TYPE_Q6_K, true, 8, 4, false},
+    {HEARTH_TYPE_F32, false, 6, 2, true, false},  {HEARTH_TYPE_F16, false, 5, 5, false, false},
+    {HEARTH_TYPE_Q8_0, true, 6, 2, false, false}, {HEARTH_TYPE_Q8_0, false, 6, 3, true, false},
+    {HEARTH_TYPE_Q4_K, true, 7, 2, true, false},  {HEARTH_TYPE_Q4_K, false, 4, 1, false, false},
+    {HEARTH_TYPE_Q5_0, false, 8, 2, true, false}, {HEARTH_TYPE_Q6_K, true, 8, 4, false, false},
+    {HEARTH_TYPE_MXFP4, true, 8, 4, true, true}, {HEARTH_TYPE_MXFP4, false, 5, 2, true, true},
+    {HEARTH_TYPE_Q8_0, true, 6, 2, true, true},
 };
+
+/* The gpt-oss activation of one element, as the backend documents it. */
+static float oai_act(float g, float u, float alpha, float limit)
+{
+    g = fminf(g, limit);
+    u = fminf(fmaxf(u, -limit), limit);
+    return g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
+}
 
 static struct act host_act(float *p, int64_t rows, int64_t width)
 {
@@ -173,9 +185,21 @@ START_TEST(test_grouped_equals_one_by_one)
     const int64_t n_embd = 256, n_ff = 256, n_tok = 21;
     struct experts x;
     make_experts(&x, gc->type, gc->E, n_embd, n_ff, gc->pack, 1000 + (uint64_t)_i);
-    const struct moe_experts moe = {gc->E, gc->k, gc->norm, x.gate, x.up, x.down};
     test_rng rng;
     test_rng_seed(&rng, 4242 + (uint64_t)_i);
+    /* gpt-oss: biases of either sign, large enough that some of the gate
+     * and up values pass the clamp of 7 (the products are about 1 wide) */
+    float *bg = NULL, *bu = NULL, *bd = NULL;
+    if (gc->oai) {
+        bg = test_malloc((size_t)(gc->E * n_ff) * sizeof(float));
+        bu = test_malloc((size_t)(gc->E * n_ff) * sizeof(float));
+        bd = test_malloc((size_t)(gc->E * n_embd) * sizeof(float));
+        fill_normal(&rng, bg, gc->E * n_ff, 4.0);
+        fill_normal(&rng, bu, gc->E * n_ff, 4.0);
+        fill_normal(&rng, bd, gc->E * n_embd, 1.0);
+    }
+    const struct moe_experts moe = {gc->E, gc->k, gc->norm, x.gate, x.up, x.down, bg, bu, bd,
+                                    gc->oai ? MOE_SWIGLU_OAI : MOE_SILU, 1.702f, 7.0f};
     float *in = test_malloc((size_t)(n_tok * n_embd) * sizeof(float));
     float *logits = test_malloc((size_t)(n_tok * gc->E) * sizeof(float));
     fill_normal(&rng, in, n_tok * n_embd, 1.0);
@@ -220,8 +244,14 @@ START_TEST(test_grouped_equals_one_by_one)
                     struct act ag = host_act(g, 1, n_ff), au = host_act(u, 1, n_ff), ay = host_act(y, 1, n_embd);
                     ck_assert_int_eq(op->matmul(be, &ag, &x.gate[e], &r_in), HEARTH_OK);
                     ck_assert_int_eq(op->matmul(be, &au, &x.up[e], &r_in), HEARTH_OK);
-                    ck_assert_int_eq(op->swiglu(be, &ag, &ag, &au), HEARTH_OK);
+                    if (gc->oai)
+                        for (int64_t i = 0; i < n_ff; i++)
+                            g[i] = oai_act(g[i] + bg[e * n_ff + i], u[i] + bu[e * n_ff + i], 1.702f, 7.0f);
+                    else
+                        ck_assert_int_eq(op->swiglu(be, &ag, &ag, &au), HEARTH_OK);
                     ck_assert_int_eq(op->matmul(be, &ay, &x.down[e], &ag), HEARTH_OK);
+                    if (gc->oai)
+                        for (int64_t i = 0; i < n_embd; i++) y[i] += bd[e * n_embd + i];
                     for (int64_t i = 0; i < n_embd; i++) acc[i] = fmaf(w[j], y[i], acc[i]);
                 }
                 for (int64_t i = 0; i < n_embd; i++)
@@ -242,6 +272,9 @@ START_TEST(test_grouped_equals_one_by_one)
     free(u);
     free(y);
     free(acc);
+    free(bg);
+    free(bu);
+    free(bd);
     free_experts(&x);
 }
 END_TEST

@@ -607,7 +607,7 @@ static void check_rope(enum rope_style style, int32_t n_heads, int32_t head_dim,
     test_rng rng;
     test_rng_seed(&rng, (uint64_t)(n_heads * 1000 + head_dim));
     float *ff = NULL;
-    struct rope_params rp = {style, n_dims, base, scale, NULL, 1.0f};
+    struct rope_params rp = {style, n_dims, base, scale, NULL, 1.0f, 0.0f, 0.0f, 0.0f};
     if (factors) {
         ff = malloc((size_t)(n_dims / 2) * sizeof *ff);
         for (int i = 0; i < n_dims / 2; i++) ff[i] = (float)(1.0 + 7.0 * test_rng_uniform(&rng));
@@ -732,10 +732,10 @@ static void check_attention(hearth_type cache, int32_t n_head, int32_t n_head_kv
         pair_set(&f, &k, xk, n, wkv);
         pair_set(&f, &v, xv, n, wkv);
         hearth_status st = f.gpu->ops->attention(f.gpu, &out.gpu, &q.gpu, &k.gpu, &v.gpu, f.kv_dev, il,
-                                                 &hp, &bp);
+                                                 &hp, NULL, &bp);
         ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
         ck_assert_int_eq(f.cpu->ops->attention(f.cpu, &out.cpu, &q.cpu, &k.cpu, &v.cpu, f.kv_cpu, il,
-                                               &hp, &bp), HEARTH_OK);
+                                               &hp, NULL, &bp), HEARTH_OK);
         char what[96];
         snprintf(what, sizeof what, "attention %s %d/%d heads of %d, batch %zu",
                  hearth_type_name(cache), n_head, n_head_kv, head_dim, bi);
@@ -753,8 +753,8 @@ static void check_attention(hearth_type cache, int32_t n_head, int32_t n_head_kv
     pair_set(&f, &q, xq, 4, wq);
     pair_set(&f, &k, xk, 4, wkv);
     pair_set(&f, &v, xk, 4, wkv);
-    ck_assert_int_eq(f.gpu->ops->attention(f.gpu, &out.gpu, &q.gpu, &k.gpu, &v.gpu, f.kv_dev, il, &hp, &bp), HEARTH_OK);
-    ck_assert_int_eq(f.cpu->ops->attention(f.cpu, &out.cpu, &q.cpu, &k.cpu, &v.cpu, f.kv_cpu, il, &hp, &bp), HEARTH_OK);
+    ck_assert_int_eq(f.gpu->ops->attention(f.gpu, &out.gpu, &q.gpu, &k.gpu, &v.gpu, f.kv_dev, il, &hp, NULL, &bp), HEARTH_OK);
+    ck_assert_int_eq(f.cpu->ops->attention(f.cpu, &out.cpu, &q.cpu, &k.cpu, &v.cpu, f.kv_cpu, il, &hp, NULL, &bp), HEARTH_OK);
     pair_compare(&f, &out, 2e-5, 2e-4, "attention after a rewind");
     free(xq);
     free(xk);

@@ -95,6 +95,12 @@ struct shape {
     /* The control tokens the model adds after its base vocabulary, in
      * order (NULL-terminated): --vocab's padding starts with them. */
     const char *const *added_tokens;
+    /* gpt-oss: q/k/v and output biases, a sink per head, the experts'
+     * and the router's biases, post_attention_norm as the experts'
+     * pre-norm; YaRN over an original context, when yarn_factor > 0 */
+    bool oai;
+    float yarn_factor;
+    int yarn_orig;
 };
 
 /* Phi-3 and Phi-3.5 add these to the 32,000 tokens of Llama 2's
@@ -243,6 +249,27 @@ static const struct shape shapes[] = {
      .n_layer = 2, .n_embd = 256, .n_ff = 256, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
      .n_ctx = 4096, .rope_base = 10000.0f, .norm_eps = 1e-5f, .n_expert = 8, .n_expert_used = 2,
      .n_ff_exp = 256, .weight_std = 0.08, .output_std = 0.5, .norm_std = 0.2},
+    /* gpt-oss (OpenAI's published configurations): 24 or 36 layers of
+     * 2880, 64 query and 8 key/value heads of 64, experts of 2880 (4
+     * used), sliding window 128 on every other layer, YaRN 32 over 4096,
+     * the o200k vocabulary of 201,088 rows */
+    {.name = "gpt-oss-20b", .arch = "gpt-oss", .title = "gpt-oss-20b shape, random weights",
+     .n_layer = 24, .n_embd = 2880, .n_ff = 2880, .n_head = 64, .n_head_kv = 8, .n_vocab = 201088,
+     .n_ctx = 131072, .head_dim = 64, .rope_base = 150000.0f, .norm_eps = 1e-5f, .sliding_window = 128,
+     .n_expert = 32, .n_expert_used = 4, .n_ff_exp = 2880, .oai = true, .yarn_factor = 32.0f,
+     .yarn_orig = 4096},
+    {.name = "gpt-oss-120b", .arch = "gpt-oss", .title = "gpt-oss-120b shape, random weights",
+     .n_layer = 36, .n_embd = 2880, .n_ff = 2880, .n_head = 64, .n_head_kv = 8, .n_vocab = 201088,
+     .n_ctx = 131072, .head_dim = 64, .rope_base = 150000.0f, .norm_eps = 1e-5f, .sliding_window = 128,
+     .n_expert = 128, .n_expert_used = 4, .n_ff_exp = 2880, .oai = true, .yarn_factor = 32.0f,
+     .yarn_orig = 4096},
+    /* four layers (two sliding, two global), 8 query heads of 64 over a
+     * width of 256, 8 experts (4 used), a window of 32 and YaRN 8 over 512 */
+    {.name = "micro-gpt-oss", .arch = "gpt-oss", .title = "micro gpt-oss, random weights",
+     .n_layer = 4, .n_embd = 256, .n_ff = 128, .n_head = 8, .n_head_kv = 2, .n_vocab = 512,
+     .n_ctx = 4096, .head_dim = 64, .rope_base = 150000.0f, .norm_eps = 1e-5f, .sliding_window = 32,
+     .n_expert = 8, .n_expert_used = 4, .n_ff_exp = 128, .oai = true, .yarn_factor = 8.0f,
+     .yarn_orig = 512, .weight_std = 0.08, .output_std = 0.5, .norm_std = 0.2},
     {.name = "rwkv6-world-1.6b", .arch = "rwkv6", .title = "RWKV-6-World-1.6B shape, random weights",
      .n_layer = 24, .n_embd = 2048, .n_ff = 7168, .n_head = 32, .n_head_kv = 32, .n_vocab = 65536,
      .n_ctx = 1048576, .rope_base = 0.0f, .norm_eps = 1e-5f, .head_size = 64},
@@ -511,9 +538,47 @@ static void list_qwen35_tensors(struct generator *g)
     }
 }
 
+/* gpt-oss (models/gptoss.c): biased attention with sinks, experts with
+ * biases, post_attention_norm before them. */
+static void list_gptoss_tensors(struct generator *g)
+{
+    const struct shape *s = g->shape;
+    const int64_t E = s->n_embd, d = shape_head_dim(s), n_q = d * s->n_head, n_kv = d * s->n_head_kv;
+    add_tensor(g, "token_embd.weight", E, s->n_vocab, FILL_NORMAL);
+    add_tensor(g, "output_norm.weight", E, 1, FILL_ONES);
+    add_tensor(g, "output.weight", E, s->n_vocab, FILL_NORMAL);
+    for (int il = 0; il < s->n_layer; il++) {
+        LAYER("attn_norm.weight", E, 1, FILL_ONES);
+        LAYER("attn_q.weight", E, n_q, FILL_NORMAL);
+        LAYER("attn_q.bias", n_q, 1, FILL_NORMAL);
+        LAYER("attn_k.weight", E, n_kv, FILL_NORMAL);
+        LAYER("attn_k.bias", n_kv, 1, FILL_NORMAL);
+        LAYER("attn_v.weight", E, n_kv, FILL_NORMAL);
+        LAYER("attn_v.bias", n_kv, 1, FILL_NORMAL);
+        LAYER("attn_output.weight", n_q, E, FILL_NORMAL);
+        LAYER("attn_output.bias", E, 1, FILL_NORMAL);
+        LAYER("attn_sinks.weight", s->n_head, 1, FILL_NORMAL);
+        LAYER("post_attention_norm.weight", E, 1, FILL_ONES);
+        list_expert_tensors(g, il);
+        LAYER("ffn_gate_inp.bias", s->n_expert, 1, FILL_NORMAL);
+        /* the experts' biases: a row of each expert, one 2-D tensor, F32
+         * as converters write every bias */
+        LAYER("ffn_gate_exps.bias", s->n_ff_exp, s->n_expert, FILL_NORMAL);
+        shape_f32(g, 1, 1, 2);
+        LAYER("ffn_up_exps.bias", s->n_ff_exp, s->n_expert, FILL_NORMAL);
+        shape_f32(g, 1, 1, 2);
+        LAYER("ffn_down_exps.bias", E, s->n_expert, FILL_NORMAL);
+        shape_f32(g, 1, 1, 2);
+    }
+}
+
 static void list_tensors(struct generator *g)
 {
     const struct shape *s = g->shape;
+    if (s->oai) {
+        list_gptoss_tensors(g);
+        return;
+    }
     if (s->head_size) {
         list_rwkv6_tensors(g);
         return;
@@ -843,6 +908,12 @@ static hearth_status set_metadata(hearth_gguf_writer *w, const struct shape *s,
         HEARTH_TRY(hearth_gguf_writer_set_str(w, key, "linear"));
         HEARTH_TRY(ARCH_F32("rope.scaling.factor", s->rope_linear));
     }
+    if (s->yarn_factor > 0) {
+        snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+        HEARTH_TRY(hearth_gguf_writer_set_str(w, key, "yarn"));
+        HEARTH_TRY(ARCH_F32("rope.scaling.factor", s->yarn_factor));
+        HEARTH_TRY(ARCH_U32("rope.scaling.original_context_length", (uint32_t)s->yarn_orig));
+    }
     if (s->n_ctx_orig) {
         /* LongRoPE's attention factor for a context extended n_ctx / n_ctx_orig times */
         const double scale = (double)s->n_ctx / (double)s->n_ctx_orig;
@@ -931,6 +1002,12 @@ static void usage(FILE *out)
           "                   fused qkv and gate/up, LongRoPE (original context 4096)\n"
           "  micro-phi3       phi3, 2 layers, d 256, 8/4 heads, window 40, LongRoPE\n"
           "                   (original context 256)\n"
+          "  gpt-oss-20b      gpt-oss, 24 layers, d 2880, 64/8 heads of 64 with sinks,\n"
+          "                   window 128 every other layer, 32 experts (4 used) of ff\n"
+          "                   2880 with biases, YaRN 32, vocab 201088 (use MXFP4_MOE)\n"
+          "  gpt-oss-120b     gpt-oss-20b's layers, 36 of them, with 128 experts\n"
+          "  micro-gpt-oss    gpt-oss, 4 layers, d 256, 8/2 heads of 64, window 32, 8\n"
+          "                   experts (4 used) of ff 128, YaRN 8 over 512\n"
           "(micro shapes: larger weights and random norms, test models).  --window N\n"
           "sets the sliding window (0: none).\n"
           "quantized with a recipe of hearth quantize (TYPE, default Q8_0).  --vocab\n"

@@ -78,6 +78,12 @@ struct moe_experts {
     int32_t n_used;
     bool norm_topk;          /* the chosen weights renormalised to sum 1 */
     const struct weight *gate, *up, *down;
+    /* Per-expert biases (gpt-oss), expert e's at row e of n_ff (gate, up)
+     * or n_embd (down) floats; NULL: none.  gate and up get theirs before
+     * the activation, down's is part of the expert's output. */
+    const float *gate_bias, *up_bias, *down_bias;
+    enum moe_act act;
+    float alpha, limit;      /* MOE_SWIGLU_OAI's constants */
 };
 
 /* The routing of one token: p = softmax(logits) over the n_expert
@@ -134,10 +140,13 @@ struct backend_ops {
      * query heads sharing key/value heads, each row over the positions of
      * its own sequence up to its own -- the last hparams_layer_window(hp,
      * il) of them in a sliding-window layer -- with the scores
-     * soft-capped where hp->attn_softcap is set. */
+     * soft-capped where hp->attn_softcap is set.  sinks (n_head floats, or
+     * NULL): head h's softmax has one more logit, sinks[h], in its
+     * denominator, whose value is zero (gpt-oss's attention sinks). */
     hearth_status (*attention)(struct hearth_backend *be, struct act *out, const struct act *q,
                                const struct act *k, const struct act *v, struct kv_cache *kv,
-                               int il, const struct hparams *hp, const struct batch_pos *bp);
+                               int il, const struct hparams *hp, const float *sinks,
+                               const struct batch_pos *bp);
     /* out = a + b (elementwise) */
     hearth_status (*add)(struct hearth_backend *be, struct act *out, const struct act *a,
                          const struct act *b);
@@ -147,7 +156,8 @@ struct backend_ops {
     /* Mixture-of-experts feed-forward: for each row t of in, with the
      * experts e_j and weights w_j (j < n_used) that moe_route gives for
      * row t of logits,
-     *     out[t] = sum_j w_j * down_e_j(silu(gate_e_j in[t]) * up_e_j in[t]),
+     *     out[t] = sum_j w_j * down_e_j(act(gate_e_j in[t], up_e_j in[t])),
+     * act silu(gate) * up or moe->act's (with the biases moe has),
      * the terms added in order j = 0, 1, ... with one fused multiply-add
      * each (out[t] starts at 0).  The rows routed to one expert pass its
      * matrices together, but each row's result is the one it gets alone.

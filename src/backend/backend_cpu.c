@@ -420,6 +420,11 @@ static void rope_run(void *arg)
              * of long-context models (RoFormer eq. 15; Llama 3.1 rope_freqs). */
             double theta = pos * pow((double)rope->freq_base, -2.0 * i / rope->n_dims);
             if (rope->freq_factors) theta /= rope->freq_factors[i];
+            if (rope->yarn_ext != 0.0f) { /* model.h: YaRN's mix of both angles */
+                const double y = ((double)i - rope->yarn_low) / HEARTH_MAX(0.001, (double)rope->yarn_high - rope->yarn_low);
+                const double ramp = (1.0 - HEARTH_CLAMP(y, 0.0, 1.0)) * rope->yarn_ext;
+                theta = theta * (1.0 - ramp) + theta / rope->freq_scale * ramp;
+            }
             const float cs = (float)cos(theta) * rope->mscale, sn = (float)sin(theta) * rope->mscale;
             for (int32_t h = 0; h < n_heads; h++) {
                 float *v = x->host + t * x->width + (int64_t)h * head_dim;
@@ -564,6 +569,32 @@ static struct act act_view(float *base, int64_t first, int64_t n, int64_t width)
     return a;
 }
 
+/* g = act(g + bias_g, u + bias_u) row by row (backend.h, moe_experts),
+ * for the activations and biases other than plain SwiGLU's. */
+static void moe_activate(const struct moe_experts *moe, struct act *g, const struct act *u, const float *bg,
+                         const float *bu, int n_threads)
+{
+    const int64_t width = g->width;
+    const float alpha = moe->alpha, limit = moe->limit;
+    (void)n_threads; /* read only by the OpenMP pragma */
+#pragma omp parallel for num_threads(n_threads) schedule(static) \
+    if (g->rows * width >= ELEMENTWISE_SERIAL_WORK)
+    for (int64_t t = 0; t < g->rows; t++) {
+        float *gr = g->host + t * width;
+        const float *ur = u->host + t * width;
+        for (int64_t i = 0; i < width; i++) {
+            float x = gr[i] + (bg ? bg[i] : 0.0f), y = ur[i] + (bu ? bu[i] : 0.0f);
+            if (moe->act == MOE_SWIGLU_OAI) {
+                x = fminf(x, limit);
+                y = fminf(fmaxf(y, -limit), limit);
+                gr[i] = x / (1.0f + expf(-alpha * x)) * (y + 1.0f);
+            } else {
+                gr[i] = x / (1.0f + expf(-x)) * y;
+            }
+        }
+    }
+}
+
 static hearth_status cpu_moe_ffn(struct hearth_backend *be, struct act *out, const struct act *in,
                                  const struct act *logits, const struct moe_experts *moe)
 {
@@ -623,8 +654,19 @@ static hearth_status cpu_moe_ffn(struct hearth_backend *be, struct act *out, con
         struct act *const gu[] = {&g, &u};
         const struct weight *const wgu[] = {&moe->gate[e], &moe->up[e]};
         HEARTH_TRY(cpu_matmul_set(be, 2, gu, wgu, &x));
-        HEARTH_TRY(cpu_swiglu(be, &g, &g, &u));
+        if (moe->act == MOE_SILU && !moe->gate_bias && !moe->up_bias) {
+            HEARTH_TRY(cpu_swiglu(be, &g, &g, &u));
+        } else {
+            const float *bg = moe->gate_bias ? moe->gate_bias + (int64_t)e * n_ff : NULL;
+            const float *bu = moe->up_bias ? moe->up_bias + (int64_t)e * n_ff : NULL;
+            moe_activate(moe, &g, &u, bg, bu, be->n_threads);
+        }
         HEARTH_TRY(cpu_matmul(be, &y, &moe->down[e], &g));
+        if (moe->down_bias) {
+            const float *bd = moe->down_bias + (int64_t)e * n_embd;
+            for (int64_t r = 0; r < n; r++)
+                for (int64_t i = 0; i < n_embd; i++) y.host[r * n_embd + i] += bd[i];
+        }
     }
 
     /* each token's experts' results, weighted, in its routing order */
@@ -694,7 +736,8 @@ struct attn_tile {
 
 static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, const struct act *q,
                                    const struct act *k, const struct act *v, struct kv_cache *kv,
-                                   int il, const struct hparams *hp, const struct batch_pos *bp)
+                                   int il, const struct hparams *hp, const float *sinks,
+                                   const struct batch_pos *bp)
 {
     struct cpu_backend *c = cpu(be);
     struct kv_layer *L = &kv->layers[il];
@@ -875,7 +918,7 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
             const int32_t r = (int32_t)(t - T->t0) * group + h % group;
             const float *state = states + item_floats * (size_t)(T->item0 + (int64_t)kvh * T->n_splits);
             attn_merge(hd, T->n_splits, state + r, state + ms_floats + r, item_floats,
-                       state + 2 * ms_floats + (size_t)r * hd, item_floats,
+                       state + 2 * ms_floats + (size_t)r * hd, item_floats, sinks ? sinks[h] : -INFINITY,
                        out->host + t * out->width + (int64_t)h * hd);
         }
     }

@@ -123,6 +123,11 @@ static void summarise(const hearth_gguf *g, struct summary *s)
         s->n_vocab = arch_int(g, s->arch, "vocab_size");
         s->sliding_window = arch_int(g, s->arch, "attention.sliding_window");
         s->swa_pattern = arch_int(g, s->arch, "attention.sliding_window_pattern");
+        /* the families' layer patterns where the file gives none */
+        if (s->swa_pattern < 0 && s->sliding_window > 0) {
+            if (strcmp(s->arch, "gemma2") == 0 || strcmp(s->arch, "gpt-oss") == 0) s->swa_pattern = 2;
+            else if (strcmp(s->arch, "gemma3") == 0) s->swa_pattern = 6;
+        }
         s->attn_softcap = arch_float(g, s->arch, "attn_logit_softcapping");
         s->final_softcap = arch_float(g, s->arch, "final_logit_softcapping");
     } else {

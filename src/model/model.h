@@ -44,7 +44,21 @@ struct rope_params {
     float freq_scale;      /* 1 / linear scaling factor */
     const float *freq_factors; /* per pair divisors (Llama 3.1 rope_freqs), or NULL */
     float mscale;          /* cos and sin multiplied by this (Phi-3's LongRoPE
-                            * attention factor); 1: none */
+                            * attention factor, YaRN's magnitude); 1: none */
+    /* YaRN (Peng et al. 2023): pair i turns at the interpolated angle
+     * (freq_scale times the original) below dimension yarn_low, at the
+     * original one above yarn_high, and mixes the two linearly between:
+     *     ramp_i = 1 - clamp((i - yarn_low) / max(0.001, yarn_high - yarn_low), 0, 1),
+     *     theta_i = interp (1 - ramp_i ext) + orig ramp_i ext,  ext = yarn_ext.
+     * yarn_ext 0: no YaRN (plain linear scaling). */
+    float yarn_ext, yarn_low, yarn_high;
+};
+
+/* The experts' activation (backend.h, moe_ffn). */
+enum moe_act {
+    MOE_SILU,       /* silu(gate) * up */
+    MOE_SWIGLU_OAI  /* gpt-oss: g = min(gate, limit), u = clamp(up, -limit, limit),
+                     * g * sigmoid(alpha g) * (u + 1) */
 };
 
 struct hparams {
@@ -65,6 +79,8 @@ struct hparams {
     int32_t n_ff_exp;      /* rows of one expert's gate and up matrices */
     int32_t n_ff_shexp;    /* the shared expert's (qwen2moe); 0: none */
     bool moe_norm_topk;    /* the k routing weights renormalised to sum 1 */
+    enum moe_act moe_act;  /* the experts' activation */
+    float moe_alpha, moe_limit; /* MOE_SWIGLU_OAI's constants */
     struct rope_params rope_swa; /* RoPE of the sliding-window layers (Gemma 3's
                                   * local base); the same as rope elsewhere */
     float attn_scale;      /* queries are multiplied by this: 1/sqrt(head_dim),
@@ -112,6 +128,8 @@ struct layer {
     struct weight attn_norm;
     struct weight wq, wk, wv, wo;
     struct weight bq, bk, bv;     /* biases (qwen2); data NULL when absent */
+    struct weight bo;             /* the output projection's bias (gpt-oss) */
+    struct weight attn_sinks;     /* one softmax logit per head (gpt-oss) */
     struct weight attn_q_norm;    /* per-head query and key norms (qwen3, gemma3), */
     struct weight attn_k_norm;    /* head_dim weights each; data NULL when absent */
     struct weight attn_post_norm; /* norms of the attention and FFN outputs (gemma2, */
@@ -123,6 +141,10 @@ struct layer {
      * each, in the model's expert table); NULL for a dense layer. */
     struct weight ffn_gate_inp;
     struct weight *gate_exps, *up_exps, *down_exps;
+    /* Biases (gpt-oss), data NULL when absent: the router's (n_expert)
+     * and the experts' (n_expert rows of n_ff_exp, n_ff_exp and n_embd
+     * floats; F32). */
+    struct weight ffn_gate_inp_b, gate_exps_b, up_exps_b, down_exps_b;
     /* The shared expert and its scalar gate (qwen2moe); data NULL when
      * absent. */
     struct weight gate_inp_shexp;
@@ -257,5 +279,6 @@ extern const struct arch arch_rwkv6qwen2;
 extern const struct arch arch_qwen35;
 extern const struct arch arch_qwen35moe;
 extern const struct arch arch_qwen3next;
+extern const struct arch arch_gptoss;
 
 #endif /* HEARTH_MODEL_H */

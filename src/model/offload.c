@@ -35,6 +35,10 @@ hearth_status model_offload(hearth_model *m)
         st = hearth_error(HEARTH_E_UNSUPPORTED, "%s: architecture %s cannot be offloaded to an "
                           "OpenCL device: %s; run it on the CPU (-ngl 0)",
                           hearth_gguf_path(m->gguf), m->arch->name, m->arch->no_device);
+    else if (m->hp.rope.yarn_ext != 0.0f)
+        st = hearth_error(HEARTH_E_UNSUPPORTED, "%s: the OpenCL kernels have no YaRN rotary "
+                          "embeddings (this %s file scales its RoPE with YaRN); run it on the CPU "
+                          "(-ngl 0)", hearth_gguf_path(m->gguf), m->arch->name);
     else if (m->hp.n_expert > 0)
         /* The device backend has no expert routing (backend.h, moe_ffn):
          * a llama file with experts runs on the CPU, or is refused. */
