@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "tokenizer.h"
 
 #define SEPARATOR "\n__ggml_vocab_test__\n"
 
@@ -634,6 +635,59 @@ START_TEST(test_user_defined_always_matched)
 }
 END_TEST
 
+/* The words a pre-tokenizer cuts, joined by '|'. */
+struct joined {
+    char buf[512];
+    size_t len;
+};
+
+static hearth_status join_word(const char *word, size_t len, void *ctx)
+{
+    struct joined *j = ctx;
+    if (j->len + len + 2 > sizeof j->buf) return HEARTH_E_INTERNAL;
+    if (j->len) j->buf[j->len++] = '|';
+    memcpy(j->buf + j->len, word, len);
+    j->len += len;
+    j->buf[j->len] = '\0';
+    return HEARTH_OK;
+}
+
+/* o200k's expression (gpt-4o, gpt-oss): capitalised-word shapes cut
+ * camel case but keep acronyms before a word, any-case contractions,
+ * digits in threes, punctuation with a leading space and its slashes,
+ * newlines apart from the spaces after them. */
+START_TEST(test_o200k_pretokenizer)
+{
+#ifndef HAVE_PCRE2
+    return;
+#endif
+    static const char *const tokens[] = {"a", "b", "ab"};
+    static const char *const merges[] = {"a b"};
+    struct synth s = {"gpt2", "gpt-4o", tokens, 3, NULL, NULL, merges, 1, -1};
+    hearth_vocab *v;
+    ck_assert_msg(load_synth(&s, NULL, &v) == HEARTH_OK, "%s", hearth_last_error());
+    ck_assert_str_eq(hearth_vocab_pretokenizer(v), "gpt-4o");
+    static const struct {
+        const char *text, *words;
+    } cases[] = {
+        {"HelloWorld HTTPServer don'T 1234567 a,b\n\n  x //c\r\n",
+         "Hello|World| HTTPServer| don'T| |123|456|7| a|,b|\n\n| | x| //|c|\r\n"},
+        /* marks stay with their letters; a title-case letter starts a word */
+        {"Cafe\xcc\x81 \xc7\x85ungla", "Cafe\xcc\x81| \xc7\x85ungla"},
+    };
+    tok_scratch scratch = {0};
+    for (size_t i = 0; i < HEARTH_ARRAY_LEN(cases); i++) {
+        struct joined j = {.len = 0};
+        j.buf[0] = '\0';
+        ck_assert_int_eq(pretok_split(v->pretok, cases[i].text, strlen(cases[i].text), &scratch, join_word, &j),
+                         HEARTH_OK);
+        ck_assert_str_eq(j.buf, cases[i].words);
+    }
+    tok_scratch_free(&scratch);
+    hearth_vocab_free(v);
+}
+END_TEST
+
 START_TEST(test_unknown_pretokenizer)
 {
     static const char *const tokens[] = {"a", "b", "ab"};
@@ -970,6 +1024,7 @@ int main(void)
     tcase_add_test(tc, test_leftmost_longest_special);
     tcase_add_test(tc, test_user_defined_always_matched);
     tcase_add_test(tc, test_unknown_pretokenizer);
+    tcase_add_test(tc, test_o200k_pretokenizer);
     tcase_add_test(tc, test_malformed_vocabularies);
     suite_add_tcase(s, tc);
     return test_run_suite(s);

@@ -47,6 +47,21 @@
     "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*" \
     "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
+/* o200k (GPT-4o, gpt-oss, Llama 4): a word is an optional leading
+ * non-letter, non-digit character, then capitalised-word shapes: upper-
+ * and title-case letters then lower-case ones, or upper-case letters then
+ * any lower-case ones (so "HTTPServer" stays whole and "HelloWorld" is
+ * two words), with marks and other letters on both sides, and a
+ * contraction in any case; digits in groups of up to three; punctuation
+ * with an optional leading space and its trailing newlines or slashes;
+ * newlines with the whitespace before them. */
+#define RE_O200K_UPPER "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]"
+#define RE_O200K_LOWER "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]"
+#define RE_O200K \
+    "[^\\r\\n\\p{L}\\p{N}]?" RE_O200K_UPPER "*" RE_O200K_LOWER "+" RE_CONTRACTIONS_ANY_CASE "?" \
+    "|[^\\r\\n\\p{L}\\p{N}]?" RE_O200K_UPPER "+" RE_O200K_LOWER "*" RE_CONTRACTIONS_ANY_CASE "?" \
+    "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
 /* Qwen2: as Llama 3 but every digit alone. */
 #define RE_QWEN2 \
     RE_CONTRACTIONS_ANY_CASE \
@@ -90,6 +105,8 @@ static const struct pretok_def def_gpt2 = {{RE_GPT2, NULL}, false, false};
 static const struct pretok_def def_llama3 = {{RE_LLAMA3, NULL}, true, true};
 
 static const struct pretok_def def_qwen2 = {{RE_QWEN2, NULL}, false, false};
+
+static const struct pretok_def def_o200k = {{RE_O200K, NULL}, false, false};
 
 /* Every digit alone (any Unicode number, "½" too), then GPT-2's
  * expression. */
@@ -136,6 +153,8 @@ static const struct {
     {"dbrx", &def_llama3},
     {"smaug-bpe", &def_llama3},
     {"qwen2", &def_qwen2},
+    {"gpt-4o", &def_o200k},
+    {"llama4", &def_o200k},
     {"deepseek-r1-qwen", &def_qwen2},
     {"stablelm2", &def_qwen2},
     {"deepseek-llm", &def_deepseek_llm},
@@ -150,7 +169,7 @@ static const struct {
 
 const char pretok_supported_names[] =
     "default, gpt-2, phi-2, mpt, olmo, llama-bpe, llama3, llama-v3, falcon3, dbrx, smaug-bpe, "
-    "qwen2, deepseek-r1-qwen, stablelm2, deepseek-llm, deepseek-coder, deepseek-v3, falcon, "
+    "qwen2, gpt-4o, llama4, deepseek-r1-qwen, stablelm2, deepseek-llm, deepseek-coder, deepseek-v3, falcon, "
     "starcoder, refact, smollm, command-r";
 
 static const struct pretok_def *find_def(const char *name)
