@@ -1085,21 +1085,22 @@ void mxfp4_dequantize_row(const block_mxfp4 *src, float *dst, int64_t n)
     }
 }
 
-/* The code of the level nearest x / d (the lower code on a tie), and the
- * squared error of that level. */
+/* The doubled E2M1 magnitudes of codes 0-7, and the midpoints between
+ * neighbours. */
+static const float mxfp4_levels[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+static const float mxfp4_mids[7] = {0.5f, 1.5f, 2.5f, 3.5f, 5.0f, 7.0f, 10.0f};
+
+/* The code of the level nearest x, d the block's scale (the smaller
+ * magnitude on a tie, so +0 rather than -0), and in *err its squared
+ * error. */
 static int mxfp4_nearest(float x, float d, float *err)
 {
-    int best = 0;
-    float best_err = fabsf(x);
-    for (int q = 1; q < 16; q++) {
-        const float e = fabsf((float)mxfp4_values[q] * d - x);
-        if (e < best_err) {
-            best = q;
-            best_err = e;
-        }
-    }
-    *err = best_err * best_err;
-    return best;
+    const float t = fabsf(x) / d; /* exact: d is a power of two */
+    int k = 0;
+    while (k < 7 && t > mxfp4_mids[k]) k++;
+    const float e = (t - mxfp4_levels[k]) * d;
+    *err = e * e;
+    return x < 0.0f && k > 0 ? 8 + k : k;
 }
 
 void mxfp4_quantize_row(const float *src, block_mxfp4 *dst, int64_t n)

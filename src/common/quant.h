@@ -199,7 +199,7 @@ void q8_1_quantize_row(const float *src, block_q8_1 *dst, int64_t n);
 /* MXFP4; n is a multiple of 32.  The quantizer chooses, of the exponents
  * near max|x| / 12, the one whose nearest levels give the least squared
  * error (the lower exponent on a tie), and each element the nearest level
- * (ties: the lower code).  The largest exponent it stores is 252, whose
+ * (ties: the smaller magnitude; zero is +0).  The largest exponent it stores is 252, whose
  * top level 12 * 2^124 stays below FLT_MAX, so a finite input stays
  * finite; a block holding a NaN or an infinity gets e = 0xff (NaN) and
  * zero codes. */
