@@ -45,7 +45,10 @@ const models = [
   // Qwen3.5 (reasoning in <think>, XML tool calls, enable_thinking)
   extra.map((arg) => {
     const at = arg.indexOf("=");
-    return { model: arg.slice(0, at), file: arg.slice(at + 1), bos: "", eos: "<|im_end|>" };
+    const model = arg.slice(0, at);
+    const harmony = model.startsWith("gpt-oss");
+    return { model, file: arg.slice(at + 1), bos: harmony ? "<|startoftext|>" : "",
+             eos: harmony ? "<|return|>" : "<|im_end|>" };
   }),
 );
 
@@ -136,6 +139,35 @@ const conversations = JSON.parse(readFileSync(convPath, "utf8")).concat([
     vars: { enable_thinking: false },
     messages: [{ role: "user", content: "Hello." }],
   },
+  // gpt-oss (harmony): reasoning effort, tools in the developer message,
+  // reasoning ("thinking") and tool calls in the commentary channel.
+  {
+    name: "effort-high",
+    only: "gpt-oss",
+    vars: { reasoning_effort: "high" },
+    messages: [
+      { role: "system", content: "Be brief." },
+      { role: "user", content: "2 + 2?" },
+    ],
+  },
+  {
+    name: "harmony-tools",
+    only: "gpt-oss",
+    vars: { reasoning_effort: "low" },
+    tools: qwenTools,
+    messages: [
+      { role: "user", content: "Weather in Paris?" },
+      {
+        role: "assistant",
+        thinking: "The user wants the weather; call the tool.",
+        content: "",
+        tool_calls: [{ type: "function", function: { name: "get_weather", arguments: { city: "Paris" } } }],
+      },
+      { role: "tool", content: "{\"temp\": 21}" },
+      { role: "assistant", thinking: "Answer with the temperature.", content: "21 °C in Paris." },
+      { role: "user", content: "Thanks." },
+    ],
+  },
   {
     name: "not-alternating",
     messages: [
@@ -172,7 +204,12 @@ for (const { model, file, bos, eos } of models) {
       }
       const msgPath = `${tmp}/messages.json`;
       writeFileSync(msgPath, JSON.stringify(conv.messages));
-      const args = ["template", "--chat-template", tmplPath, "-f", msgPath, "--bos", bos, "--eos", eos, "--date", "29 Nov 2026"];
+      // the renderer's strftime_now() is today's date: hearth is given it
+      // for the templates that call it (gpt-oss), a fixed one otherwise
+      const now = new Date();
+      const today = `${now.getDate()} ${now.toLocaleString("en-US", { month: "short" })} ${now.getFullYear()}`;
+      const args = ["template", "--chat-template", tmplPath, "-f", msgPath, "--bos", bos, "--eos", eos,
+                    "--date", text.includes("strftime_now") ? today : "29 Nov 2026"];
       if (!agp) args.push("--no-generation-prompt");
       if (conv.tools) {
         writeFileSync(`${tmp}/tools.json`, JSON.stringify(conv.tools));
