@@ -590,6 +590,87 @@ hearth_status hearth_text_stream_finish(hearth_text_stream *stream, const char *
  * -1 while none has. */
 int hearth_text_stream_stop_index(const hearth_text_stream *stream);
 
+/* == reasoning ========================================================== */
+
+/*
+ * Reasoning models think before they answer, in the same text: a
+ * reasoning split reads the text a text stream gives (valid UTF-8) and
+ * returns it as two parts, the reasoning and the
+ * answer, as it arrives.  The markers that separate them never come out,
+ * and text is held back only while it could still be the start of a
+ * marker (or, for harmony, a message's header).  However the text is cut
+ * into pieces, the parts are the same.  The formats:
+ *
+ *  - think: "<think>" reasoning "</think>" at the start of the text
+ *    (Qwen3, Qwen3.5, DeepSeek-R1); the whitespace after "</think>" is
+ *    dropped.  When the prompt ends with "<think>" (the template opened
+ *    the block), the text starts inside the reasoning.
+ *  - harmony: OpenAI's messages (gpt-oss):
+ *    "<|channel|>analysis<|message|>...<|end|><|start|>assistant
+ *    <|channel|>final<|message|>...".  The analysis channel is the
+ *    reasoning, final (and commentary without a recipient) the answer;
+ *    a commentary message to "functions.NAME" is a tool call, kept
+ *    apart (hearth_reasoning_split_tool_call()), and one to another
+ *    recipient (a built-in tool) counts as reasoning.  The markers are
+ *    control tokens: the text must be decoded with HEARTH_DECODE_SPECIAL.
+ *  - none: all of the text is the answer.
+ *
+ * A split belongs to one text; it is not thread-safe.
+ */
+typedef enum hearth_reasoning_format {
+    HEARTH_REASONING_NONE = 0,
+    HEARTH_REASONING_THINK,
+    HEARTH_REASONING_HARMONY,
+} hearth_reasoning_format;
+
+/* The format a chat template's text writes: harmony when it has
+ * "<|channel|>", think when it has "<think>" or "</think>", else none. */
+hearth_reasoning_format hearth_reasoning_format_detect(const char *template_text, size_t len);
+/* "none", "think", "harmony". */
+const char *hearth_reasoning_format_name(hearth_reasoning_format format);
+/* The format of one of those names; HEARTH_E_INVALID for others. */
+hearth_status hearth_reasoning_format_from_name(const char *name, hearth_reasoning_format *out);
+
+typedef struct hearth_reasoning_split hearth_reasoning_split;
+
+/* What one call released: parts of whole UTF-8 characters, possibly
+ * empty, valid until the next call on the split. */
+typedef struct hearth_reasoning_text {
+    const char *reasoning;
+    size_t reasoning_len;
+    const char *answer;
+    size_t answer_len;
+} hearth_reasoning_text;
+
+/* A split of the text generated after prompt[0..prompt_len) (the
+ * rendered chat, whose end says where the text starts: inside a
+ * reasoning block, inside a harmony message; NULL for the start of a
+ * turn).  HEARTH_E_INVALID for an unknown format. */
+hearth_status hearth_reasoning_split_new(hearth_reasoning_format format, const char *prompt,
+                                         size_t prompt_len, hearth_reasoning_split **out);
+void hearth_reasoning_split_free(hearth_reasoning_split *split);
+/* Feed a piece of text; *out receives the parts it released.  A piece
+ * may end inside a character (its bytes wait for the next piece);
+ * ill-formed UTF-8 is HEARTH_E_INVALID (the piece is not taken), more
+ * than 128 tool calls or 16 MiB of one's arguments HEARTH_E_RANGE. */
+hearth_status hearth_reasoning_split_push(hearth_reasoning_split *split, const char *text,
+                                          size_t len, hearth_reasoning_text *out);
+/* The end of the text: releases what was held back (a reasoning block
+ * never closed stays reasoning); HEARTH_E_INVALID when the text ended
+ * inside a character. */
+hearth_status hearth_reasoning_split_finish(hearth_reasoning_split *split,
+                                            hearth_reasoning_text *out);
+/* Whether the text so far ends inside the reasoning (for counting the
+ * reasoning's tokens). */
+bool hearth_reasoning_split_in_reasoning(const hearth_reasoning_split *split);
+/* The tool calls of a harmony text so far: their number, and call index's
+ * function name and argument text (as the model wrote it, not checked to
+ * be JSON; NUL-terminated), valid as long as the split. */
+size_t hearth_reasoning_split_n_tool_calls(const hearth_reasoning_split *split);
+hearth_status hearth_reasoning_split_tool_call(const hearth_reasoning_split *split, size_t index,
+                                               const char **name, const char **arguments,
+                                               size_t *arguments_len);
+
 /* == grammars =========================================================== */
 
 /*

@@ -75,8 +75,9 @@ src_libhearth_core_la_SOURCES += \
 	src/gguf/gguf.h \
 	src/gguf/gguf_write.c
 
-# The tokenizers and the streaming detokenizer.
+# The tokenizers, the streaming detokenizer and the reasoning split.
 src_libhearth_core_la_SOURCES += \
+	src/tokenizer/reasoning.c \
 	src/tokenizer/text_stream.c \
 	src/tokenizer/tokenizer.c \
 	src/tokenizer/tokenizer.h \

@@ -139,4 +139,20 @@ grep -q "no chat template" "$tmpdir/err" || fail "missing template is explained"
 expect_status 0 "--chat with a built-in template" -- "$HEARTH" run -m "$m" -p "Hi" --chat --chat-template chatml -n 5 --temp 0 -v
 grep -q "(chat template)" "$tmpdir/err" || fail "chat prompt reported"
 
+# A reasoning model's thinking (the template has <think>; a grammar spells
+# the reply) goes to standard error, the answer to standard output;
+# --reasoning hide drops it.
+printf '%s\n' '{%- for m in messages %}<|im_start|>{{ m.role }}' '{{ m.content }}<|im_end|>' \
+    '{% endfor -%}{%- if add_generation_prompt %}<|im_start|>assistant' '<think>' '{% endif %}' > "$tmpdir/think.jinja"
+think_reply='root ::= "Plan it.</think>\n\nAnswer."'
+expect_status 0 "--chat with a template that thinks" -- "$HEARTH" run -m "$m" -p "Hi" --chat \
+    --chat-template "$tmpdir/think.jinja" -n 60 --grammar "$think_reply"
+[ "$(cat "$tmpdir/out")" = "Answer." ] || fail "the answer alone on standard output: '$(cat "$tmpdir/out")'"
+[ "$(sed -n 1p "$tmpdir/err")" = "Plan it." ] || fail "the reasoning on standard error: '$(sed -n 1p "$tmpdir/err")'"
+expect_status 0 "--reasoning hide" -- "$HEARTH" run -m "$m" -p "Hi" --chat \
+    --chat-template "$tmpdir/think.jinja" -n 60 --grammar "$think_reply" --reasoning hide
+[ "$(cat "$tmpdir/out")" = "Answer." ] && ! grep -q "Plan it" "$tmpdir/err" ||
+    fail "--reasoning hide shows the answer alone"
+expect_status 2 "--reasoning maybe" -- "$HEARTH" run -m "$m" -p "Hi" --reasoning maybe
+
 finish

@@ -69,6 +69,7 @@ check_PROGRAMS += \
 	tests/test-opencl \
 	tests/test-quant \
 	tests/test-quantize \
+	tests/test-reasoning \
 	tests/test-sampler \
 	tests/test-serving \
 	tests/test-speculate \
@@ -95,6 +96,7 @@ TESTS += \
 	tests/test-opencl \
 	tests/test-quant \
 	tests/test-quantize \
+	tests/test-reasoning \
 	tests/test-sampler \
 	tests/test-serving \
 	tests/test-speculate \
@@ -215,6 +217,10 @@ tests_test_sha256_SOURCES = tests/test-sha256.c tests/testutil.c
 tests_test_sha256_CFLAGS = $(TEST_CFLAGS)
 tests_test_sha256_LDADD = $(TEST_LIBS)
 
+tests_test_reasoning_SOURCES = tests/test-reasoning.c tests/testutil.c
+tests_test_reasoning_CFLAGS = $(TEST_CFLAGS)
+tests_test_reasoning_LDADD = $(TEST_LIBS)
+
 tests_test_text_stream_SOURCES = tests/test-text-stream.c tests/testutil.c
 tests_test_text_stream_CFLAGS = $(TEST_CFLAGS)
 tests_test_text_stream_LDADD = $(TEST_LIBS)
@@ -307,7 +313,7 @@ EXTRA_DIST += \
 # tests/fuzz/fuzz-<target>; every build also links it with a replay driver,
 # tests/fuzz/replay-<target>, that make check runs over the seed inputs and
 # the crash reproducers in tests/fuzz/regressions-<target>/.
-FUZZ_TARGETS = gguf template tokenizer grammar schema
+FUZZ_TARGETS = gguf template tokenizer grammar schema reasoning
 EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/regressions-gguf/.keep \
 	tests/fuzz/regressions-template tests/fuzz/regressions-tokenizer \
 	tests/fuzz/regressions-request tests/fuzz/fuzz-request.c \
@@ -315,7 +321,8 @@ EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/regressions-gguf/.keep \
 	tests/fuzz/regressions-grammar tests/fuzz/regressions-schema \
 	tests/fuzz/regressions-cli \
 	tests/fuzz/regressions-http tests/fuzz/corpus-request tests/fuzz/corpus-toolcall \
-	tests/fuzz/corpus-grammar tests/fuzz/corpus-schema tests/fuzz/corpus-http tests/fuzz/corpus-cli
+	tests/fuzz/corpus-grammar tests/fuzz/corpus-schema tests/fuzz/corpus-http tests/fuzz/corpus-cli \
+	tests/fuzz/regressions-reasoning/.keep tests/fuzz/corpus-reasoning
 TESTS += tests/fuzz-replay.sh
 # the HTTP target is plain C: built everywhere
 check_PROGRAMS += tests/fuzz/replay-http
@@ -328,7 +335,9 @@ tests_fuzz_fuzz_http_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/server
 tests_fuzz_fuzz_http_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
 endif
 check_PROGRAMS += tests/fuzz/replay-gguf tests/fuzz/replay-template tests/fuzz/replay-tokenizer
-check_PROGRAMS += tests/fuzz/replay-grammar tests/fuzz/replay-schema
+check_PROGRAMS += tests/fuzz/replay-grammar tests/fuzz/replay-schema tests/fuzz/replay-reasoning
+tests_fuzz_replay_reasoning_SOURCES = tests/fuzz/fuzz-reasoning.c tests/fuzz/replay.c
+tests_fuzz_replay_reasoning_LDADD = src/libhearth-core.la
 tests_fuzz_replay_grammar_SOURCES = tests/fuzz/fuzz-grammar.c tests/fuzz/replay.c
 tests_fuzz_replay_grammar_LDADD = src/libhearth-core.la
 tests_fuzz_replay_schema_SOURCES = tests/fuzz/fuzz-schema.c tests/fuzz/replay.c
@@ -399,6 +408,10 @@ noinst_PROGRAMS += tests/fuzz/fuzz-tokenizer tests/fuzz/fuzz-grammar tests/fuzz/
 tests_fuzz_fuzz_grammar_SOURCES = tests/fuzz/fuzz-grammar.c
 tests_fuzz_fuzz_grammar_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_grammar_LDADD = src/libhearth-core.la
+noinst_PROGRAMS += tests/fuzz/fuzz-reasoning
+tests_fuzz_fuzz_reasoning_SOURCES = tests/fuzz/fuzz-reasoning.c
+tests_fuzz_fuzz_reasoning_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_reasoning_LDADD = src/libhearth-core.la
 tests_fuzz_fuzz_schema_SOURCES = tests/fuzz/fuzz-schema.c
 tests_fuzz_fuzz_schema_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_schema_LDADD = src/libhearth-core.la

@@ -37,6 +37,10 @@
 #   draft    -md (the model drafting for itself) and lookup --lookup 3:
 #            speculation gives the greedy reference text, the usage
 #            extension and the /metrics counters of speculation
+#   think, think-opened, think-none, harmony   templates of reasoning
+#            models' shapes: reasoning_content apart from the content
+#            (a grammar spells the reply), reasoning_effort, harmony's
+#            tool calls, --reasoning-format none
 #
 # Every socket operation has a timeout and the whole script a time limit,
 # so a server that hangs fails the test instead of hanging it; every
@@ -1290,6 +1294,155 @@ def tools_without_template_support():
                      400, param="tools")
     r = post(s, "/v1/chat/completions", chat_body(max_tokens=2, tools=[]))
     check(r.status == 200, "an empty tools list is still served", str(r))
+
+
+# ---------------------------------------------------------- reasoning models
+
+# Templates in the shapes of the reasoning families, for stories260K:
+# random text is made exact by a grammar that spells the reply.
+THINK_TEMPLATE = (
+    "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor -%}"
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if reasoning_effort is defined %}Effort: {{ reasoning_effort }}\n{% endif %}"
+    "{% if opened is defined %}<think>\n{% endif %}{% endif %}"
+    "{#- replies think in <think> ... </think> first #}")
+HARMONY_TEMPLATE = (
+    "{%- if tools %}<|start|>developer<|message|>{{ tools | tojson }}<|end|>{% endif -%}"
+    "{%- for m in messages %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>{% endfor -%}"
+    "{%- if add_generation_prompt %}<|start|>assistant{% endif %}"
+    "{#- <|channel|>analysis, commentary or final #}")
+
+
+def template_file(text):
+    fd, path = tempfile.mkstemp(prefix="hearth-template.", suffix=".jinja")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    made_files.append(path)
+    return path
+
+
+SERVERS["think"] = lambda: ["--chat-template", template_file(THINK_TEMPLATE), "-m", MODEL, "-c", "512", "-np", "2"]
+SERVERS["think-opened"] = lambda: ["--chat-template", template_file(THINK_TEMPLATE.replace(
+    "opened is defined", "true")), "-m", MODEL, "-c", "512", "-np", "2"]
+SERVERS["think-none"] = lambda: ["--chat-template", template_file(THINK_TEMPLATE), "-m", MODEL, "-c", "512",
+                                 "-np", "2", "--reasoning-format", "none"]
+SERVERS["harmony"] = lambda: ["--chat-template", template_file(HARMONY_TEMPLATE), "-m", MODEL, "-c", "1024",
+                              "-np", "2"]
+
+
+def spelled(text):
+    """A grammar whose only sentence is text."""
+    return "root ::= " + json.dumps(text)
+
+
+def streamed_parts(s, body, desc):
+    """The reasoning_content and content of a streamed reply, and its usage."""
+    st = Stream(s, "/v1/chat/completions", dict(body, stream=True, stream_options={"include_usage": True}))
+    check(not st.framing(), f"{desc}: streamed", short(st.framing()))
+    reasoning, answer, usage = "", "", None
+    for c in st.chunks():
+        for ch in c.get("choices") or []:
+            d = ch.get("delta") or {}
+            reasoning += d.get("reasoning_content") or ""
+            answer += d.get("content") or ""
+        usage = c.get("usage") or usage
+    return reasoning, answer, usage
+
+
+def reasoning_checks(name, reply, want_reasoning, want_answer):
+    s = srv(name)
+    cc = "/v1/chat/completions"
+    check(any("reasoning: think" in l for l in s.lines), f"{name}: the ready line names the think format", s.log(3))
+    body = chat_body(max_tokens=60, grammar=spelled(reply))
+    j = ok_json(s, cc, body, f"{name} reply")
+    check(not response_problems(j, "chat"), f"{name}: the response's shape", short(response_problems(j, "chat")))
+    m = j["choices"][0]["message"]
+    check(m.get("reasoning_content") == want_reasoning and m.get("content") == want_answer,
+          f"{name}: reasoning_content and content apart", short(m))
+    u = j.get("usage") or {}
+    rt = (u.get("completion_tokens_details") or {}).get("reasoning_tokens")
+    check(is_int(rt) and 0 < rt < u.get("completion_tokens", 0),
+          f"{name}: usage counts the reasoning tokens among the completion tokens", short(u))
+    r, a, su = streamed_parts(s, body, name)
+    check(r == want_reasoning and a == want_answer, f"{name}: streamed, delta.reasoning_content and delta.content",
+          short({"reasoning": r, "content": a}))
+    check((((su or {}).get("completion_tokens_details") or {}).get("reasoning_tokens")) == rt,
+          f"{name}: the stream's usage counts the same reasoning tokens", short(su))
+    # stop strings cut the answer as before
+    j = ok_json(s, cc, dict(body, stop=["swer"]), f"{name} stop")
+    m = j["choices"][0]["message"]
+    check(m.get("reasoning_content") == want_reasoning and m.get("content") == "An",
+          f"{name}: a stop string in the answer", short(m))
+
+
+@section("think")
+def reasoning_think():
+    reasoning_checks("think", "<think>Plan it.</think>\n\nAnswer.", "Plan it.", "Answer.")
+    s = srv("think")
+    cc = "/v1/chat/completions"
+    # a reply without a block is all content
+    j = ok_json(s, cc, chat_body(max_tokens=20, grammar=spelled("Answer.")), "think: no block")
+    m = j["choices"][0]["message"]
+    check(m.get("content") == "Answer." and "reasoning_content" not in m, "think: a reply without reasoning", short(m))
+    # reasoning_effort reaches the template; other values are refused
+    base = ok_json(s, cc, chat_body(max_tokens=1), "think: no effort")["usage"]["prompt_tokens"]
+    low = ok_json(s, cc, chat_body(max_tokens=1, reasoning_effort="low"), "think: effort low")["usage"]["prompt_tokens"]
+    check(low > base, "reasoning_effort is a template variable", f"{low} vs {base} prompt tokens")
+    for bad_value in ("extreme", 3, ""):
+        expect_error(post(s, cc, chat_body(reasoning_effort=bad_value)), f"reasoning_effort {bad_value!r}: 400",
+                     400, param="reasoning_effort")
+
+
+@section("think-opened")
+def reasoning_think_opened():
+    # the template opened the block: the reply starts inside it
+    reasoning_checks("think-opened", "Plan it.</think>\n\nAnswer.", "Plan it.", "Answer.")
+
+
+@section("think-none")
+def reasoning_none():
+    s = srv("think-none")
+    reply = "<think>Plan it.</think>\n\nAnswer."
+    j = ok_json(s, "/v1/chat/completions", chat_body(max_tokens=60, grammar=spelled(reply)), "none")
+    m = j["choices"][0]["message"]
+    check(m.get("content") == reply and "reasoning_content" not in m,
+          "--reasoning-format none: everything is content", short(m))
+
+
+@section("harmony")
+def reasoning_harmony():
+    s = srv("harmony")
+    cc = "/v1/chat/completions"
+    check(any("tool calls: harmony, reasoning: harmony" in l for l in s.lines),
+          "harmony: the ready line names the formats", s.log(3))
+    reply = "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Done."
+    body = chat_body(max_tokens=120, grammar=spelled(reply))
+    m = ok_json(s, cc, body, "harmony reply")["choices"][0]["message"]
+    check(m.get("reasoning_content") == "Think." and m.get("content") == "Done.",
+          "harmony: analysis is reasoning_content, final is content", short(m))
+    r, a, _ = streamed_parts(s, body, "harmony")
+    check(r == "Think." and a == "Done.", "harmony: streamed", short({"reasoning": r, "content": a}))
+    # a commentary message to functions.NAME is a tool call
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    tb = {"messages": TOOL_MESSAGES, "tools": TOOLS, "max_tokens": 200, "temperature": 1, "seed": 4,
+          "tool_choice": named}
+    ch = ok_json(s, cc, tb, "harmony tool call")["choices"][0]
+    calls = (ch.get("message") or {}).get("tool_calls")
+    good = isinstance(calls, list) and len(calls) == 1
+    check(good and ch.get("finish_reason") == "tool_calls", "harmony: one tool call", short(ch))
+    if good:
+        fn = calls[0].get("function") or {}
+        check(fn.get("name") == "get_weather" and tool_args_valid("get_weather", fn.get("arguments")),
+              "harmony: the call's name and arguments", short(calls[0]))
+        check(tool_id_ok("harmony", calls[0].get("id")), "harmony: the call's id", short(calls[0]))
+    st = Stream(s, cc, dict(tb, stream=True))
+    deltas = [d for c in st.chunks() for ch in c.get("choices") or [] for d in ((ch.get("delta") or {}).get("tool_calls") or [])]
+    names = [(d.get("function") or {}).get("name") for d in deltas if (d.get("function") or {}).get("name")]
+    args = "".join((d.get("function") or {}).get("arguments") or "" for d in deltas)
+    check(names == ["get_weather"] and tool_args_valid("get_weather", args), "harmony: the call streamed",
+          short(deltas))
+    expect_error(post(s, cc, dict(tb, tool_choice="required")),
+                 "harmony: tool_choice required among several tools is refused", 400, param="tools")
 
 
 def reference_continuation():

@@ -77,6 +77,8 @@ static void usage(FILE *out)
             "/exit or end of input (Ctrl-D) quits.  Ctrl-C stops the current reply.\n"
             "  --system TEXT            the system message\n"
             "  --chat-template NAME|FILE  use this template instead of the model's\n"
+            "  --reasoning show|hide    a reasoning model's thinking goes to standard\n"
+            "                           error (dimmed on a terminal), or nowhere\n"
             "  -n, --n-predict N        at most N tokens per reply (default: no limit)\n"
             "  -c, --ctx-size N         context size (default: the model's, at most 4096)\n"
             "  -b, --batch N            prompt tokens per forward pass (default 512)\n"
@@ -131,10 +133,11 @@ static ssize_t read_message(char **buf, size_t *cap, bool interactive)
 
 int cmd_chat(int argc, char **argv)
 {
-    enum { OPT_SYSTEM = 0x2000, OPT_CHAT_TEMPLATE };
+    enum { OPT_SYSTEM = 0x2000, OPT_CHAT_TEMPLATE, OPT_REASONING };
     static const struct option longopts[] = {
         {"system", required_argument, NULL, OPT_SYSTEM},
         {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
+        {"reasoning", required_argument, NULL, OPT_REASONING},
         {"n-predict", required_argument, NULL, 'n'},
         CLI_CONTEXT_LONG_OPTIONS,
         {"verbose", no_argument, NULL, 'v'},
@@ -153,7 +156,7 @@ int cmd_chat(int argc, char **argv)
     const char *system = NULL, *template_spec = NULL;
     int n_predict = -1;
     struct cli_context_opts copts = CLI_CONTEXT_OPTS_INIT;
-    bool verbose = cli_verbose > 0;
+    bool verbose = cli_verbose > 0, hide_reasoning = false;
     int rc = CLI_EXIT_USAGE;
 
     cli_model_normalize_args(argc, argv);
@@ -170,6 +173,9 @@ int cmd_chat(int argc, char **argv)
         switch (c) {
         case OPT_SYSTEM: system = optarg; break;
         case OPT_CHAT_TEMPLATE: template_spec = optarg; break;
+        case OPT_REASONING:
+            if (!cli_parse_reasoning(CMD, optarg, &hide_reasoning)) goto done;
+            break;
         case 'n':
             if (!cli_parse_int(CMD, "--n-predict", optarg, -1, 1 << 30, &n_predict)) goto done;
             break;
@@ -271,6 +277,10 @@ int cmd_chat(int argc, char **argv)
             .speculation = &spec.speculation,
             .decode_flags = 0,
             .out = stdout,
+            .reasoning = cp.text ? hearth_reasoning_format_detect(cp.text, strlen(cp.text))
+                                 : HEARTH_REASONING_NONE,
+            .vocab = vocab,
+            .hide_reasoning = hide_reasoning,
             .tokens = &reply,
             .n_tokens = &n_reply,
             .tokens_cap = &reply_cap,

@@ -69,6 +69,10 @@ bool cli_parse_u64(const char *cmd, const char *opt, const char *arg, uint64_t *
 bool cli_parse_float(const char *cmd, const char *opt, const char *arg,
                      double min, double max, float *out);
 
+/* A --reasoning argument: show (*hide false) or hide (true); false after
+ * a usage error. */
+bool cli_parse_reasoning(const char *cmd, const char *arg, bool *hide);
+
 /* The most any command reads of a file it takes whole (a prompt, a text,
  * messages, a grammar): enough for any context, and a bound for a file
  * without end (/dev/zero, a pipe that never closes) that would otherwise

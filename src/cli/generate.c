@@ -12,6 +12,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const char *gen_finish_name(enum finish_reason reason)
 {
@@ -52,6 +53,9 @@ struct gen_state {
     hearth_finish_reason why;
     hearth_status status;     /* with HEARTH_FINISH_ERROR */
     hearth_request_stats rs;
+    hearth_reasoning_split *split; /* NULL: all of the text is the answer */
+    bool dim;                 /* reasoning on a terminal: dimmed */
+    char last_reasoning;      /* the last byte of reasoning shown, 0 before any */
 };
 
 static hearth_status remember(const struct gen_request *req, hearth_token token)
@@ -76,16 +80,57 @@ static void cancel(struct gen_state *g)
     hearth_engine_cancel(g->engine, g->id);
 }
 
+static void show_reasoning(struct gen_state *g, const char *text, size_t len)
+{
+    if (len == 0 || g->req->hide_reasoning) return;
+    if (g->dim) fputs("\033[2m", stderr);
+    fwrite(text, 1, len, stderr);
+    if (g->dim) fputs("\033[0m", stderr);
+    fflush(stderr);
+    g->last_reasoning = text[len - 1];
+}
+
+static void show_answer(struct gen_state *g, const char *text, size_t len)
+{
+    struct gen_stats *s = g->stats;
+    if (len == 0) return;
+    if (g->last_reasoning && g->last_reasoning != '\n') fputc('\n', stderr); /* the thinking's line ends */
+    g->last_reasoning = 0;
+    fwrite(text, 1, len, g->req->out);
+    fflush(g->req->out);
+    s->n_bytes += len;
+    s->last_byte = text[len - 1];
+}
+
+/* Text of the request, through the reasoning split when there is one
+ * (at_end: its end, releasing what the split held back). */
+static void show_text(struct gen_state *g, const char *text, size_t len, bool at_end)
+{
+    if (!g->split) {
+        show_answer(g, text, len);
+        return;
+    }
+    hearth_reasoning_text t;
+    hearth_status st = hearth_reasoning_split_push(g->split, text, len, &t);
+    if (!st) {
+        show_reasoning(g, t.reasoning, t.reasoning_len);
+        show_answer(g, t.answer, t.answer_len);
+        if (at_end) st = hearth_reasoning_split_finish(g->split, &t);
+        if (!st && at_end) {
+            show_reasoning(g, t.reasoning, t.reasoning_len);
+            show_answer(g, t.answer, t.answer_len);
+        }
+    }
+    if (st && !g->failure) {
+        g->failure = st;
+        cancel(g);
+    }
+}
+
 static void on_event(void *user, const hearth_event *ev)
 {
     struct gen_state *g = user;
-    struct gen_stats *s = g->stats;
-    if (ev->len > 0) {
-        fwrite(ev->text, 1, ev->len, g->req->out);
-        fflush(g->req->out);
-        s->n_bytes += ev->len;
-        s->last_byte = ev->text[ev->len - 1];
-    }
+    show_text(g, ev->text, ev->len, ev->finish != HEARTH_FINISH_NONE);
     if (ev->finish == HEARTH_FINISH_NONE) {
         /* a generated token; an end-of-generation one comes with the
          * final event and is not part of the text */
@@ -123,19 +168,39 @@ int gen_run(const char *cmd, hearth_engine *engine, const struct gen_request *re
     r.decode_flags = req->decode_flags;
     r.on_event = on_event;
     r.user = &g;
-    hearth_status st = hearth_engine_submit(engine, &r, &g.id);
-    if (st) return failed(cmd, stats, st);
+    hearth_status st = HEARTH_OK;
+    if (req->reasoning != HEARTH_REASONING_NONE) {
+        /* the prompt's end says where the text starts (inside <think>) */
+        const size_t n_tail = req->n_prompt < 32 ? req->n_prompt : 32;
+        char *tail = NULL;
+        size_t tail_len = 0;
+        st = hearth_detokenize_alloc(req->vocab, req->prompt + req->n_prompt - n_tail, n_tail,
+                                     HEARTH_DECODE_SPECIAL | HEARTH_DECODE_CONTINUATION, &tail, &tail_len);
+        if (!st) st = hearth_reasoning_split_new(req->reasoning, tail, tail_len, &g.split);
+        hearth_free(tail);
+        if (st) return failed(cmd, stats, st);
+        /* harmony's markers are control tokens */
+        if (req->reasoning == HEARTH_REASONING_HARMONY) r.decode_flags |= HEARTH_DECODE_SPECIAL;
+        g.dim = isatty(STDERR_FILENO);
+    }
+    st = hearth_engine_submit(engine, &r, &g.id);
+    if (st) {
+        hearth_reasoning_split_free(g.split);
+        return failed(cmd, stats, st);
+    }
     while (!g.done) {
         if (cli_interrupted()) cancel(&g);
         bool worked;
         st = hearth_engine_step(engine, &worked);
         if (g.done) break;
-        if (st) return failed(cmd, stats, st);
-        if (!worked) {
+        if (st || !worked) {
+            hearth_reasoning_split_free(g.split);
+            if (st) return failed(cmd, stats, st);
             stats->status = HEARTH_E_INTERNAL;
             return cli_error(cmd, "the engine stopped before the request ended");
         }
     }
+    hearth_reasoning_split_free(g.split);
 
     switch (g.why) {
     case HEARTH_FINISH_STOP:

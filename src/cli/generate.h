@@ -37,7 +37,7 @@ struct gen_stats {
     int32_t n_steps;       /* forward passes of the model that yielded tokens */
     int32_t n_drafted;     /* speculation: tokens drafted and verified */
     int32_t n_accepted;    /* of those, accepted */
-    size_t n_bytes;        /* bytes of generated text written */
+    size_t n_bytes;        /* bytes of generated text written (the answer's) */
     char last_byte;        /* the last of them */
 };
 
@@ -53,6 +53,14 @@ struct gen_request {
     size_t n_stop;
     unsigned decode_flags;        /* HEARTH_DECODE_* for the text */
     FILE *out;                    /* where text goes (flushed per token) */
+    /* A reasoning model's thinking: the text is split in this format
+     * (HEARTH_REASONING_NONE: all of it is the answer), where the text of
+     * the prompt's last tokens in vocab says it starts; the answer goes to
+     * out, the reasoning to stderr (dimmed on a terminal), or nowhere with
+     * hide_reasoning. */
+    hearth_reasoning_format reasoning;
+    const hearth_vocab *vocab;
+    bool hide_reasoning;
     /* Generated tokens are appended here when not NULL (grown with realloc). */
     hearth_token **tokens;
     size_t *n_tokens;

@@ -97,6 +97,16 @@ bool cli_parse_long(const char *cmd, const char *opt, const char *arg,
     return true;
 }
 
+bool cli_parse_reasoning(const char *cmd, const char *arg, bool *hide)
+{
+    if (strcmp(arg, "show") != 0 && strcmp(arg, "hide") != 0) {
+        cli_usage_error(cmd, "--reasoning: '%s' is not show or hide", arg);
+        return false;
+    }
+    *hide = strcmp(arg, "hide") == 0;
+    return true;
+}
+
 bool cli_parse_int(const char *cmd, const char *opt, const char *arg,
                    int min, int max, int *out)
 {

@@ -91,6 +91,8 @@ static void usage(FILE *out)
             "  --chat                   apply the chat template to the prompt\n"
             "  --system TEXT            system message for --chat\n"
             "  --chat-template NAME|FILE  use this template instead of the model's\n"
+            "  --reasoning show|hide    with --chat, a reasoning model's thinking goes to\n"
+            "                           standard error (dimmed on a terminal), or nowhere\n"
             "  --special                parse special-token text in the prompt and\n"
             "                           show special tokens in the output\n"
             "  --no-echo                do not print the prompt before the output\n"
@@ -217,6 +219,11 @@ int cmd_run(int argc, char **argv)
         .n_stop = o.n_stop,
         .decode_flags = HEARTH_DECODE_CONTINUATION | (o.special ? HEARTH_DECODE_SPECIAL : 0u),
         .out = stdout,
+        /* the chat template says how the model marks its thinking */
+        .reasoning = o.chat && cp.text ? hearth_reasoning_format_detect(cp.text, strlen(cp.text))
+                                       : HEARTH_REASONING_NONE,
+        .vocab = vocab,
+        .hide_reasoning = o.hide_reasoning,
     };
     struct gen_stats stats;
     int gen_rc = gen_run(CMD, engine, &req, &stats);

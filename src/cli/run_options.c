@@ -10,7 +10,7 @@
 #include "run_options.h"
 
 enum {
-    OPT_STOP = 0x2000, OPT_CHAT, OPT_SYSTEM, OPT_CHAT_TEMPLATE, OPT_SPECIAL, OPT_NO_ECHO,
+    OPT_STOP = 0x2000, OPT_CHAT, OPT_SYSTEM, OPT_CHAT_TEMPLATE, OPT_SPECIAL, OPT_NO_ECHO, OPT_REASONING,
     OPT_GRAMMAR, OPT_GRAMMAR_FILE, OPT_JSON_SCHEMA, OPT_JSON
 };
 
@@ -23,6 +23,7 @@ static const struct option longopts[] = {
     {"chat", no_argument, NULL, OPT_CHAT},
     {"system", required_argument, NULL, OPT_SYSTEM},
     {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
+    {"reasoning", required_argument, NULL, OPT_REASONING},
     {"special", no_argument, NULL, OPT_SPECIAL},
     {"no-echo", no_argument, NULL, OPT_NO_ECHO},
     {"grammar", required_argument, NULL, OPT_GRAMMAR},
@@ -93,6 +94,9 @@ int run_options_parse(const char *cmd, int argc, char **argv, struct run_options
             break;
         case OPT_CHAT_TEMPLATE: o->template_spec = optarg; break;
         case OPT_SPECIAL: o->special = true; break;
+        case OPT_REASONING:
+            if (!cli_parse_reasoning(cmd, optarg, &o->hide_reasoning)) return CLI_EXIT_USAGE;
+            break;
         case OPT_NO_ECHO: o->echo = false; break;
         case 'v': o->verbose = true; break;
         case 'h': return RUN_OPTIONS_HELP;

@@ -31,6 +31,7 @@ struct run_options {
     size_t n_stop;
     int n_predict;                 /* -1: up to the context */
     bool chat, special, echo, verbose;
+    bool hide_reasoning;           /* --reasoning hide */
     enum run_grammar_kind grammar_kind;
     const char *grammar_arg;       /* its text, file or schema (NULL for --json) */
 };

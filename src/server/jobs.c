@@ -75,7 +75,10 @@ static void job_free(struct job *j)
     for (size_t i = 0; j->choices && i < j->n_choices; i++) {
         free(j->choices[i].text.p);
         free(j->choices[i].lp);
+        free(j->choices[i].reasoning.p);
+        hearth_reasoning_split_free(j->choices[i].split);
     }
+    free(j->prompt_tail);
     free(j->choices);
     for (size_t i = 0; i < SRV_MAX_PROMPTS; i++) {
         free(j->tokens[i]);
@@ -161,6 +164,51 @@ static enum srv_outcome outcome_of(const struct job *j, hearth_finish_reason f)
     }
 }
 
+/* A choice's answer text: content, sent now or gathered (job locked). */
+static void add_answer(struct job *j, size_t ci, const char *text, size_t len)
+{
+    struct choice *c = &j->choices[ci];
+    if (len == 0) return;
+    if (j->req.stream && reads_tool_calls(j)) {
+        buf_add(&c->text, text, len);
+        if (!j->stream_closed) stream_tool_text(j, ci);
+    } else if (j->req.stream) {
+        if (!j->stream_closed) emit_chunk(j, ci, text, len, false, NULL);
+    } else {
+        buf_add(&c->text, text, len);
+    }
+}
+
+/* A choice's reasoning text: reasoning_content, sent now or gathered. */
+static void add_reasoning(struct job *j, size_t ci, const char *text, size_t len)
+{
+    if (len == 0) return;
+    if (!j->req.stream) buf_add(&j->choices[ci].reasoning, text, len);
+    else if (!j->stream_closed) emit_reasoning(j, ci, text, len);
+}
+
+/* The event's text through the choice's reasoning split: its reasoning
+ * goes out at once, *text and *len become its answer.  A token counts
+ * as reasoning when the text was inside the reasoning before or after
+ * it (so the markers count too).  Should the split fail (the tool calls'
+ * limits), the rest of the reply is content as it comes. */
+static void split_text(struct job *j, size_t ci, const hearth_event *ev, const char **text, size_t *len)
+{
+    struct choice *c = &j->choices[ci];
+    const bool before = hearth_reasoning_split_in_reasoning(c->split);
+    hearth_reasoning_text t;
+    if (hearth_reasoning_split_push(c->split, *text, *len, &t) != HEARTH_OK) {
+        fprintf(stderr, LOG_PREFIX "%s: the reply is content from here on: %s\n", j->id, hearth_last_error());
+        hearth_reasoning_split_free(c->split);
+        c->split = NULL;
+        return;
+    }
+    if (ev->token >= 0 && (before || hearth_reasoning_split_in_reasoning(c->split))) c->n_reasoning_tokens++;
+    add_reasoning(j, ci, t.reasoning, t.reasoning_len);
+    *text = t.answer;
+    *len = t.answer_len;
+}
+
 static void on_event(void *user, const hearth_event *ev)
 {
     struct sub *sub = user;
@@ -185,22 +233,24 @@ static void on_event(void *user, const hearth_event *ev)
             c->lp[c->n_lp++].offset = c->text_bytes;
         }
     }
-    if (ev->len > 0) {
-        if (j->req.stream && reads_tool_calls(j)) {
-            buf_add(&c->text, ev->text, ev->len);
-            if (!j->stream_closed) stream_tool_text(j, ci);
-        } else if (j->req.stream) {
-            if (!j->stream_closed) emit_chunk(j, ci, ev->text, ev->len, false, NULL);
-        } else {
-            buf_add(&c->text, ev->text, ev->len);
-        }
-    }
+    const char *text = ev->text;
+    size_t len = ev->len;
+    if (c->split) split_text(j, ci, ev, &text, &len);
+    add_answer(j, ci, text, len);
     if (ev->token >= 0 && ev->finish == HEARTH_FINISH_NONE) {
         size_t n = 0;
         hearth_token_piece(s->vocab, ev->token, 0, &n);
         c->text_bytes += n;
     }
     if (ev->finish != HEARTH_FINISH_NONE) {
+        if (c->split) {
+            /* what the split held back: the end of an unclosed block */
+            hearth_reasoning_text t;
+            if (hearth_reasoning_split_finish(c->split, &t) == HEARTH_OK) {
+                add_reasoning(j, ci, t.reasoning, t.reasoning_len);
+                add_answer(j, ci, t.answer, t.answer_len);
+            }
+        }
         c->done = true;
         c->finish = ev->finish;
         if (ev->stats) c->stats = *ev->stats;
@@ -276,6 +326,11 @@ static bool chat_tokens(struct srv_server *s, struct job *j, struct srv_error *e
     opts.bos_token = s->bos_text;
     opts.eos_token = s->eos_text;
     opts.tools_json = j->req.tools_json;
+    char effort[64];
+    if (j->req.reasoning_effort) {
+        snprintf(effort, sizeof effort, "{\"reasoning_effort\": \"%s\"}", j->req.reasoning_effort);
+        opts.extra_json = effort;
+    }
     char *text;
     size_t len;
     hearth_status st = hearth_template_render(s->tmpl, j->req.messages_json,
@@ -303,6 +358,15 @@ static bool chat_tokens(struct srv_server *s, struct job *j, struct srv_error *e
     }
     st = hearth_tokenize_alloc(s->vocab, text, len, hearth_chat_tokenize_flags(s->vocab, text, len),
                                &j->tokens[0], &j->n_tokens[0]);
+    if (!st && s->reasoning_format != HEARTH_REASONING_NONE) {
+        /* the end of the prompt says where the reply starts (inside
+         * <think>, inside a harmony message) */
+        const size_t tail = len < 1024 ? len : 1024;
+        j->prompt_tail = malloc(tail + 1);
+        if (!j->prompt_tail) st = HEARTH_E_NOMEM;
+        else memcpy(j->prompt_tail, text + len - tail, tail);
+        j->prompt_tail_len = tail;
+    }
     hearth_free(text);
     if (st) return srv_fail(e, 500, "server_error", NULL, NULL, "tokenization failed: %s", hearth_last_error());
     return true;
@@ -486,6 +550,13 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
         goto fail_early;
     }
+    if (kind == SRV_CHAT && s->reasoning_format != HEARTH_REASONING_NONE)
+        for (size_t ci = 0; ci < j->n_choices; ci++)
+            if (hearth_reasoning_split_new(s->reasoning_format, j->prompt_tail, j->prompt_tail_len,
+                                           &j->choices[ci].split)) {
+                srv_fail(e, 500, "server_error", NULL, NULL, "%s", hearth_last_error());
+                goto fail_early;
+            }
     uint64_t idn = atomic_fetch_add(&s->next_id, 1);
     uint32_t rnd;
     random_bytes(&rnd, sizeof rnd);
@@ -540,6 +611,9 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         q.decode_flags = kind == SRV_CHAT ? 0 : HEARTH_DECODE_CONTINUATION;
         /* the formats' markers may be control tokens ([TOOL_CALLS]) */
         if (reads_tool_calls(j)) q.decode_flags |= HEARTH_DECODE_SPECIAL;
+        /* harmony's markers are control tokens */
+        if (kind == SRV_CHAT && s->reasoning_format == HEARTH_REASONING_HARMONY)
+            q.decode_flags |= HEARTH_DECODE_SPECIAL;
         q.on_event = on_event;
         j->subs[i].job = j;
         j->subs[i].prompt = i;

@@ -181,12 +181,17 @@ static json_t *usage_json(const struct job *j)
     job_usage(j, &prompt, &cached, &completion);
     json_t *d = json_object();
     json_object_set_new(d, "cached_tokens", json_integer(cached));
+    long reasoning = 0;
+    for (size_t i = 0; i < j->n_choices; i++) reasoning += j->choices[i].n_reasoning_tokens;
     json_t *u = json_object();
     if (j->s->cfg.speculation.draft_max > 0) json_object_set_new(u, "hearth_speculation", speculation_json(j));
     json_object_set_new(u, "prompt_tokens", json_integer(prompt));
     json_object_set_new(u, "completion_tokens", json_integer(completion));
     json_object_set_new(u, "total_tokens", json_integer(prompt + completion));
     json_object_set_new(u, "prompt_tokens_details", d);
+    if (j->req.kind == SRV_CHAT && j->s->reasoning_format != HEARTH_REASONING_NONE)
+        json_object_set_new(u, "completion_tokens_details", json_pack("{s:I}", "reasoning_tokens",
+                                                                       (json_int_t)reasoning));
     return u;
 }
 
@@ -266,6 +271,12 @@ void emit_chunk(struct job *j, size_t ci, const char *text, size_t len, bool rol
     emit_delta(j, ci, text, len, role, finish, NULL);
 }
 
+/* A chunk of reasoning: delta.reasoning_content, as DeepSeek's API sends it. */
+void emit_reasoning(struct job *j, size_t ci, const char *text, size_t len)
+{
+    emit_delta(j, ci, NULL, 0, false, NULL, json_pack("{s:s%}", "reasoning_content", text, len));
+}
+
 /* ---- tool calls ------------------------------------------------------ */
 
 /* An id for a tool call: Mistral's templates take nine letters and
@@ -294,8 +305,24 @@ bool reads_tool_calls(const struct job *j)
 /* The calls of a choice's text, or false when it is plain content. */
 static bool choice_tool_calls(const struct job *j, const struct choice *c, struct srv_tool_calls *tc)
 {
-    return reads_tool_calls(j) && c->text.len > 0 &&
-           srv_tool_calls_parse(j->s->tool_format, c->text.p, c->text.len, tc);
+    if (!reads_tool_calls(j)) return false;
+    const size_t n = hearth_reasoning_split_n_tool_calls(c->split);
+    if (n > 0) {
+        /* harmony's calls, which the split kept apart: all of the text is content */
+        memset(tc, 0, sizeof *tc);
+        tc->content_len = c->text.len;
+        for (size_t i = 0; i < n; i++) {
+            const char *name, *args;
+            size_t len;
+            if (hearth_reasoning_split_tool_call(c->split, i, &name, &args, &len) ||
+                !srv_tool_calls_add(tc, name, args, len))
+                break;
+        }
+        if (tc->n > 0) return true;
+        srv_tool_calls_free(tc);
+        return false;
+    }
+    return c->text.len > 0 && srv_tool_calls_parse(j->s->tool_format, c->text.p, c->text.len, tc);
 }
 
 /* A stream's text so far: send what cannot be part of a call. */
@@ -373,6 +400,7 @@ json_t *final_response(struct job *j)
             json_t *m = json_object(), *calls = json_array();
             json_object_set_new(m, "role", json_string("assistant"));
             json_object_set_new(m, "content", tc.content_len ? json_stringn(text, tc.content_len) : json_null());
+            if (c->reasoning.len) json_object_set_new(m, "reasoning_content", json_stringn(c->reasoning.p, c->reasoning.len));
             for (size_t i = 0; i < tc.n; i++) {
                 char id[40];
                 tool_call_id(j, id, sizeof id);
@@ -389,6 +417,7 @@ json_t *final_response(struct job *j)
             json_t *m = json_object();
             json_object_set_new(m, "role", json_string("assistant"));
             json_object_set_new(m, "content", json_stringn(text, c->text.len));
+            if (c->reasoning.len) json_object_set_new(m, "reasoning_content", json_stringn(c->reasoning.p, c->reasoning.len));
             json_object_set_new(ch, "message", m);
             json_object_set_new(ch, "logprobs", j->req.logprobs ? chat_logprobs(j->s, c, 0, c->n_lp) : json_null());
         } else {

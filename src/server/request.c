@@ -748,6 +748,16 @@ bool srv_request_parse(enum srv_kind kind, const char *body, size_t len,
         goto out;
     }
     if (kind == SRV_CHAT) {
+        json_t *effort = field(root, "reasoning_effort");
+        if (effort) {
+            static const char *const efforts[] = {"low", "medium", "high"};
+            for (size_t i = 0; i < 3 && json_is_string(effort); i++)
+                if (strcmp(json_string_value(effort), efforts[i]) == 0) r->reasoning_effort = efforts[i];
+            if (!r->reasoning_effort) {
+                bad(err, "reasoning_effort", "'reasoning_effort' must be \"low\", \"medium\" or \"high\"");
+                goto out;
+            }
+        }
         if (!get_bool(root, "logprobs", &r->logprobs, err)) goto out;
         if (!get_int(root, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &x, &given, err)) goto out;
         if (given && !r->logprobs) {

@@ -101,6 +101,9 @@ struct srv_request {
     char *tools_json;
     enum srv_tool_choice tool_choice;
     char *tool_name;          /* SRV_TOOL_NAMED */
+    /* chat: "low", "medium" or "high" (a static string), NULL when not
+     * given: the template's variable reasoning_effort */
+    const char *reasoning_effort;
 };
 
 struct srv_limits {

@@ -35,6 +35,9 @@ static void usage(FILE *out)
             "  --port N                 port (default 8080; 0: any free port)\n"
             "  --alias NAME             the model's name in the API (default: the file's name)\n"
             "  --chat-template NAME|FILE  use this template instead of the model's\n"
+            "  --reasoning-format deepseek|none  a reasoning model's thinking apart, in\n"
+            "                           reasoning_content (deepseek, the default), or in\n"
+            "                           the content (none)\n"
             "  -c, --ctx-size N         positions one sequence may hold (default: the model's,\n"
             "                           at most 4096)\n"
             "  -np, --parallel N        sequences run at once (default 4)\n"
@@ -136,13 +139,14 @@ int cmd_serve(int argc, char **argv)
         OPT_HOST = 0x2000, OPT_PORT, OPT_ALIAS, OPT_CHAT_TEMPLATE, OPT_PARALLEL,
         OPT_KV_SIZE, OPT_KV_BLOCK, OPT_NO_PREFIX_CACHE, OPT_MAX_BODY, OPT_MAX_TOKENS, OPT_MAX_QUEUE,
         OPT_MAX_CONN, OPT_TIMEOUT, OPT_GRACE, OPT_IDLE, OPT_API_KEY, OPT_API_KEY_FILE, OPT_SSL_KEY,
-        OPT_SSL_CERT, OPT_REQUEST_TIMEOUT
+        OPT_SSL_CERT, OPT_REQUEST_TIMEOUT, OPT_REASONING_FORMAT
     };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
         {"port", required_argument, NULL, OPT_PORT},
         {"alias", required_argument, NULL, OPT_ALIAS},
         {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
+        {"reasoning-format", required_argument, NULL, OPT_REASONING_FORMAT},
         CLI_CONTEXT_LONG_OPTIONS,
         {"parallel", required_argument, NULL, OPT_PARALLEL},
         {"kv-size", required_argument, NULL, OPT_KV_SIZE},
@@ -187,7 +191,7 @@ int cmd_serve(int argc, char **argv)
     float grace = 30, timeout = 600, request_timeout = 30;
     int kv_block = 0, max_tokens = 0, idle = 60;
     long kv_size = 0, max_body = 1 << 20;
-    bool no_prefix_cache = false, verbose = cli_verbose > 0;
+    bool no_prefix_cache = false, verbose = cli_verbose > 0, split_reasoning = true;
     const char *template_spec = NULL, *alias = NULL, *ssl_key = NULL, *ssl_cert = NULL;
     char *keys[MAX_KEYS];
     char *key_files[8];
@@ -219,6 +223,13 @@ int cmd_serve(int argc, char **argv)
             alias = optarg;
             break;
         case OPT_CHAT_TEMPLATE: template_spec = optarg; break;
+        case OPT_REASONING_FORMAT:
+            if (strcmp(optarg, "deepseek") != 0 && strcmp(optarg, "none") != 0) {
+                cli_usage_error(CMD, "--reasoning-format: '%s' is not deepseek or none", optarg);
+                goto done;
+            }
+            split_reasoning = strcmp(optarg, "deepseek") == 0;
+            break;
         case OPT_PARALLEL: ok = cli_parse_int(CMD, "--parallel", optarg, 1, 4096, &cfg.parallel); break;
         case OPT_KV_SIZE: ok = cli_parse_long(CMD, "--kv-size", optarg, 16, 1L << 30, &kv_size); break;
         case OPT_KV_BLOCK:
@@ -398,6 +409,11 @@ int cmd_serve(int argc, char **argv)
         goto cleanup;
     }
     const enum srv_tool_format tool_format = srv_tool_format_detect(cp.text ? NULL : cp.source, cp.text);
+    /* the markers of the reasoning, from the template's text */
+    const hearth_reasoning_format reasoning =
+        split_reasoning && cp.text ? hearth_reasoning_format_detect(cp.text, strlen(cp.text))
+                                   : HEARTH_REASONING_NONE;
+    srv_server_set_reasoning(server, reasoning);
     if (!srv_server_set_limits(server, cfg.alias, cfg.max_tokens_cap, &cfg.speculation) ||
         !srv_server_ready(server, model, engine, cp.tmpl, tool_format, cp.bos_text, cp.eos_text))
         goto cleanup;
@@ -405,10 +421,10 @@ int cmd_serve(int argc, char **argv)
     cli_format_bytes(pool, sizeof pool, (double)es.kv_bytes);
     fprintf(stderr, "hearth: %s: ready: model %s (%s), context %d, %d sequences at once, batch %d, "
             "%d threads; KV pool %d blocks of %d positions (%s), %d sequences of the full context at "
-            "once; chat template: %s, tool calls: %s%s\n", CMD, cfg.alias, hearth_model_desc(model), ep.n_ctx,
+            "once; chat template: %s, tool calls: %s, reasoning: %s%s\n", CMD, cfg.alias, hearth_model_desc(model), ep.n_ctx,
             ep.n_seq_max, ep.n_batch, ep.n_threads, es.n_blocks, es.block_tokens, pool,
             es.max_full_sequences, cp.tmpl ? cp.source : "none", srv_tool_format_name(tool_format),
-            n_keys ? "; API keys required" : "");
+            hearth_reasoning_format_name(reasoning), n_keys ? "; API keys required" : "");
     if (mtp)
         fprintf(stderr, "hearth: %s: speculation: the model's multi-token-prediction layer drafts up to %d "
                 "tokens a step (--no-mtp: none)\n", CMD, cfg.speculation.draft_max);

@@ -377,6 +377,11 @@ bool srv_server_set_limits(struct srv_server *s, const char *alias, int32_t max_
     return true;
 }
 
+void srv_server_set_reasoning(struct srv_server *s, hearth_reasoning_format format)
+{
+    s->reasoning_format = format;
+}
+
 bool srv_server_ready(struct srv_server *s, const hearth_model *model, hearth_engine *engine,
                       const hearth_template *tmpl, enum srv_tool_format tool_format,
                       const char *bos_text, const char *eos_text)

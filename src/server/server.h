@@ -60,6 +60,11 @@ bool srv_server_ready(struct srv_server *s, const hearth_model *model, hearth_en
                       const hearth_template *tmpl, enum srv_tool_format tool_format,
                       const char *bos_text, const char *eos_text);
 
+/* Split chat replies into reasoning_content and content in format
+ * (before srv_server_ready(); HEARTH_REASONING_NONE, the default: all of
+ * a reply is content). */
+void srv_server_set_reasoning(struct srv_server *s, hearth_reasoning_format format);
+
 /* Stop taking requests (503), wait up to grace_s seconds for those
  * running, then end the rest; returns how many had to be ended. */
 int srv_server_drain(struct srv_server *s, double grace_s);

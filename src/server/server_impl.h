@@ -38,6 +38,7 @@ struct srv_server {
     hearth_engine *engine;
     const hearth_template *tmpl;
     enum srv_tool_format tool_format;
+    hearth_reasoning_format reasoning_format; /* of chat replies; NONE: all content */
     char *bos_text, *eos_text;
     int32_t n_ctx, n_vocab;
     struct srv_metrics metrics;
@@ -91,6 +92,9 @@ struct choice {
     hearth_request_stats stats;
     bool done;
     size_t sent;                    /* a stream reading tool calls: bytes of text sent */
+    hearth_reasoning_split *split;  /* chat with reasoning: the text's two parts */
+    struct buf reasoning;           /* the reasoning (text holds the answer) */
+    long n_reasoning_tokens;
 };
 
 struct sub {                        /* one engine request: one prompt */
@@ -110,6 +114,9 @@ struct job {
     hearth_token *tokens[SRV_MAX_PROMPTS];   /* each prompt's tokens */
     size_t n_tokens[SRV_MAX_PROMPTS];
     char *echo[SRV_MAX_PROMPTS];             /* completions with echo */
+    char *prompt_tail;                       /* chat: the rendered prompt's end, where the
+                                                reasoning split starts */
+    size_t prompt_tail_len;
     size_t echo_len[SRV_MAX_PROMPTS];
     struct sub subs[SRV_MAX_PROMPTS];
     size_t n_subs;
@@ -192,6 +199,7 @@ bool reads_tool_calls(const struct job *j);
 void emit_chunk(struct job *j, size_t ci, const char *text, size_t len, bool role, const char *finish);
 void stream_tool_text(struct job *j, size_t ci);
 void stream_tool_end(struct job *j, size_t ci, const char *finish);
+void emit_reasoning(struct job *j, size_t ci, const char *text, size_t len);
 void emit_end(struct job *j);
 void emit_error(struct job *j, const char *message, const char *type, const char *code, const char *param);
 json_t *final_response(struct job *j);

@@ -20,6 +20,7 @@ const char *srv_tool_format_name(enum srv_tool_format f)
     switch (f) {
     case SRV_TOOLS_LLAMA3: return "llama3";
     case SRV_TOOLS_MISTRAL: return "mistral";
+    case SRV_TOOLS_HARMONY: return "harmony";
     default: return "hermes";
     }
 }
@@ -27,6 +28,7 @@ const char *srv_tool_format_name(enum srv_tool_format f)
 enum srv_tool_format srv_tool_format_detect(const char *builtin, const char *text)
 {
     if (text) {
+        if (strstr(text, "<|channel|>")) return SRV_TOOLS_HARMONY;
         if (strstr(text, "<tool_call>")) return SRV_TOOLS_HERMES;
         if (strstr(text, "[TOOL_CALLS]")) return SRV_TOOLS_MISTRAL;
         if (strstr(text, "<|python_tag|>") || strstr(text, "ipython")) return SRV_TOOLS_LLAMA3;
@@ -209,13 +211,59 @@ bool srv_tool_calls_parse(enum srv_tool_format f, const char *text, size_t len,
     memset(out, 0, sizeof *out);
     bool ok = f == SRV_TOOLS_LLAMA3    ? parse_llama3(text, len, out)
               : f == SRV_TOOLS_MISTRAL ? parse_mistral(text, len, out)
+              : f == SRV_TOOLS_HARMONY ? false
                                        : parse_hermes(text, len, out);
     if (!ok) srv_tool_calls_free(out);
     return ok;
 }
 
+static char *dup_n(const char *p, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, p, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+bool srv_tool_calls_add(struct srv_tool_calls *c, const char *name, const char *arguments, size_t len)
+{
+    json_t *o = json_object();
+    json_t *args = json_loadb(arguments, len, JSON_DECODE_ANY, NULL);
+    if (!json_is_object(args) && !json_is_string(args)) {
+        json_decref(args);
+        args = json_stringn(arguments, len); /* NULL for text that is not UTF-8 */
+    }
+    bool ok = o && args && json_object_set_new(o, "name", json_string(name)) == 0 &&
+              json_object_set_new(o, "arguments", args) == 0;
+    if (!ok) {
+        json_decref(o);
+        return false;
+    }
+    ok = add_call(c, o);
+    if (!ok && json_is_string(args) && c->n < MAX_CALLS) {
+        /* text that is not an object: given as it is */
+        char *n = dup_n(name, strlen(name)), *a = dup_n(json_string_value(args), json_string_length(args));
+        struct srv_tool_call *calls = realloc(c->calls, (c->n + 1) * sizeof *calls);
+        if (calls) c->calls = calls;
+        ok = n && a && calls;
+        if (ok) {
+            c->calls[c->n].name = n;
+            c->calls[c->n].arguments = a;
+            c->n++;
+        } else {
+            free(n);
+            free(a);
+        }
+    }
+    json_decref(o);
+    return ok;
+}
+
 size_t srv_tool_calls_safe_len(enum srv_tool_format f, const char *text, size_t len)
 {
+    if (f == SRV_TOOLS_HARMONY) return len; /* the calls are never in the text */
     if (f == SRV_TOOLS_LLAMA3) {
         size_t i = skip_space(text, len, 0);
         if (i == len || text[i] == '{') return 0;
@@ -339,6 +387,54 @@ static json_t *call_schema(enum srv_tool_format f, json_t *fn, size_t i, json_t 
                      key);
 }
 
+/* Harmony's forcing grammar: the commentary message to the one tool
+ * (named, or the only one), whose body is its arguments. */
+static bool harmony_grammar(json_t *tools, const char *name, char **out, char *why, size_t why_len)
+{
+    json_t *fn = NULL;
+    size_t i, n_named = 0;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        json_t *f = json_object_get(t, "function");
+        json_t *n = json_object_get(f, "name");
+        if (!json_is_string(n) || (name && strcmp(json_string_value(n), name) != 0)) continue;
+        fn = f;
+        n_named++;
+    }
+    if (n_named != 1)
+        return failf(why, why_len, n_named ? "harmony (gpt-oss) forces a call of one tool: name it in "
+                                             "'tool_choice'" : "no such tool");
+    const char *fname = json_string_value(json_object_get(fn, "name"));
+    for (const char *p = fname; *p; p++)
+        if (*p == '"' || *p == '\\' || (unsigned char)*p < ' ')
+            return failf(why, why_len, "the tool's name has a character a grammar cannot hold");
+    json_t *params = json_object_get(fn, "parameters");
+    static const char no_params[] = "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}";
+    char *text = json_is_object(params) && json_object_size(params) > 0
+                     ? json_dumps(params, JSON_COMPACT)
+                     : dup_n(no_params, strlen(no_params));
+    if (!text) return failf(why, why_len, "out of memory");
+    char *gbnf = NULL;
+    hearth_status st = hearth_json_schema_to_gbnf(text, strlen(text), &gbnf);
+    free(text);
+    if (st) return failf(why, why_len, hearth_last_error());
+    static const char head[] = "root ::= ";
+    char *nl = strchr(gbnf, '\n');
+    if (strncmp(gbnf, head, strlen(head)) != 0 || !nl) {
+        hearth_free(gbnf);
+        return failf(why, why_len, "the schema's grammar has no root rule");
+    }
+    const int expr_len = (int)(nl - gbnf - (ptrdiff_t)strlen(head));
+    size_t cap = strlen(gbnf) + strlen(fname) + 128;
+    char *g = malloc(cap);
+    if (g) snprintf(g, cap, "root ::= \"<|channel|>commentary to=functions.%s <|constrain|>json<|message|>\" "
+                    "( %.*s )%s", fname, expr_len, gbnf + strlen(head), nl);
+    hearth_free(gbnf);
+    if (!g) return failf(why, why_len, "out of memory");
+    *out = g;
+    return true;
+}
+
 bool srv_tool_calls_grammar(enum srv_tool_format f, const char *tools_json, const char *name,
                             char **out, char *why, size_t why_len)
 {
@@ -347,6 +443,11 @@ bool srv_tool_calls_grammar(enum srv_tool_format f, const char *tools_json, cons
     if (!json_is_array(tools)) {
         json_decref(tools);
         return failf(why, why_len, "'tools' must be an array");
+    }
+    if (f == SRV_TOOLS_HARMONY) {
+        bool ok = harmony_grammar(tools, name, out, why, why_len);
+        json_decref(tools);
+        return ok;
     }
     json_t *alts = json_array(), *defs = json_object();
     size_t i;

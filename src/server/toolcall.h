@@ -12,6 +12,9 @@
  *   llama3   {"name": N, "parameters": {...}} (or "arguments") as the whole
  *            reply, or after <|python_tag|>; several separated by ';'
  *   mistral  [TOOL_CALLS][{"name": N, "arguments": {...}}, ...]
+ *   harmony  a commentary message to functions.N (gpt-oss): read by the
+ *            reasoning split (hearth.h) apart from the answer, never
+ *            found in the text; srv_tool_calls_add() takes its calls
  *
  * Everything here is a pure function of its arguments: no model, no
  * server.  Text that is not in the format (malformed JSON, a call
@@ -26,14 +29,14 @@
 
 #include "hearth.h"
 
-enum srv_tool_format { SRV_TOOLS_HERMES = 0, SRV_TOOLS_LLAMA3, SRV_TOOLS_MISTRAL };
+enum srv_tool_format { SRV_TOOLS_HERMES = 0, SRV_TOOLS_LLAMA3, SRV_TOOLS_MISTRAL, SRV_TOOLS_HARMONY };
 
-/* "hermes", "llama3", "mistral". */
+/* "hermes", "llama3", "mistral", "harmony". */
 const char *srv_tool_format_name(enum srv_tool_format f);
 
 /* The format of a chat template: builtin is the name of a built-in
  * template (or NULL), text the template's source (or NULL).  The source
- * decides by what it writes ("<tool_call>", "[TOOL_CALLS]",
+ * decides by what it writes ("<|channel|>", "<tool_call>", "[TOOL_CALLS]",
  * "<|python_tag|>" or the ipython role); the built-ins by family; the
  * rest get hermes. */
 enum srv_tool_format srv_tool_format_detect(const char *builtin, const char *text);
@@ -56,6 +59,12 @@ bool srv_tool_calls_parse(enum srv_tool_format f, const char *text, size_t len,
                           struct srv_tool_calls *out);
 void srv_tool_calls_free(struct srv_tool_calls *c);
 
+/* Add a call read elsewhere (harmony's): arguments[0..len) as the model
+ * wrote them, compacted when they are a JSON object (or a string holding
+ * one), else kept as they are, since a client reads them as text.  false
+ * when memory ran out or the calls are too many. */
+bool srv_tool_calls_add(struct srv_tool_calls *c, const char *name, const char *arguments, size_t len);
+
 /* Streaming: how many bytes of text[0..len) may be sent as content now.
  * What follows may still become (the start of) a tool call: a start
  * marker or a prefix of one, the whitespace before it, and for llama3 a
@@ -67,7 +76,8 @@ size_t srv_tool_calls_safe_len(enum srv_tool_format f, const char *text, size_t 
  * tool named `name`, or of any tool in tools_json (a JSON array of
  * {"type": "function", "function": {"name", "parameters"?}}, as checked
  * by the request) when name is NULL; the arguments follow the tool's
- * parameters schema.  *out is for free().  false with the reason in
+ * parameters schema.  Harmony forces one tool only (named, or the only
+ * one).  *out is for free().  false with the reason in
  * why[0..why_len) when a schema cannot be translated (or memory ran
  * out). */
 bool srv_tool_calls_grammar(enum srv_tool_format f, const char *tools_json, const char *name,
