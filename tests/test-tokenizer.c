@@ -688,6 +688,33 @@ START_TEST(test_o200k_pretokenizer)
 }
 END_TEST
 
+/* Harmony vocabularies (gpt-oss): a reply ends at <|return|> or <|call|>;
+ * <|end|> closes one message (the reasoning) and generation goes on.  In
+ * another vocabulary <|end|> (Phi-3's) ends the turn. */
+START_TEST(test_harmony_ends)
+{
+#ifndef HAVE_PCRE2
+    return;
+#endif
+    static const char *const tokens[] = {"a", "b", "<|end|>", "<|return|>", "<|call|>", "<|channel|>"};
+    static const int32_t types[] = {1, 1, 3, 3, 3, 3};
+    static const char *const merges[] = {"a b"};
+    struct synth s = {"gpt2", "gpt-4o", tokens, 6, NULL, types, merges, 1, -1};
+    hearth_vocab *v;
+    ck_assert_msg(load_synth(&s, NULL, &v) == HEARTH_OK, "%s", hearth_last_error());
+    ck_assert(!hearth_vocab_is_eog(v, 2));
+    ck_assert(hearth_vocab_is_eog(v, 3));
+    ck_assert(hearth_vocab_is_eog(v, 4));
+    ck_assert(!hearth_vocab_is_eog(v, 5));
+    ck_assert_int_eq(hearth_vocab_special(v, HEARTH_SPECIAL_EOT), 3);
+    hearth_vocab_free(v);
+    struct synth phi = {"gpt2", "gpt-4o", tokens, 3, NULL, types, merges, 1, -1};
+    ck_assert_msg(load_synth(&phi, NULL, &v) == HEARTH_OK, "%s", hearth_last_error());
+    ck_assert(hearth_vocab_is_eog(v, 2));
+    hearth_vocab_free(v);
+}
+END_TEST
+
 START_TEST(test_unknown_pretokenizer)
 {
     static const char *const tokens[] = {"a", "b", "ab"};
@@ -1025,6 +1052,7 @@ int main(void)
     tcase_add_test(tc, test_user_defined_always_matched);
     tcase_add_test(tc, test_unknown_pretokenizer);
     tcase_add_test(tc, test_o200k_pretokenizer);
+    tcase_add_test(tc, test_harmony_ends);
     tcase_add_test(tc, test_malformed_vocabularies);
     suite_add_tcase(s, tc);
     return test_run_suite(s);

@@ -206,6 +206,10 @@ static const char *const end_of_turn_texts[] = {
     "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",
 };
 static const char *const end_of_message_text = "<|eom_id|>";
+/* OpenAI's harmony format (gpt-oss, o200k_harmony): a reply ends with
+ * "<|return|>", or with "<|call|>" after a tool call; "<|end|>" ends one
+ * message of several (the reasoning before the answer), not the turn. */
+static const char *const harmony_ends[] = {"<|return|>", "<|call|>"};
 
 static hearth_token find_text(const hearth_vocab *v, const char *s)
 {
@@ -230,15 +234,21 @@ static hearth_status read_special_ids(hearth_vocab *v, const hearth_gguf *g)
         v->special[special_keys[k].which] =
             id >= 0 && id < v->n_tokens ? (hearth_token)id : HEARTH_TOKEN_NONE;
     }
+    const hearth_token harmony_end = find_text(v, "<|end|>");
+    const bool harmony = harmony_end >= 0 && find_text(v, harmony_ends[0]) >= 0 &&
+                         find_text(v, harmony_ends[1]) >= 0;
     if (v->special[HEARTH_SPECIAL_EOT] == HEARTH_TOKEN_NONE) {
         for (size_t k = 0; k < HEARTH_ARRAY_LEN(end_of_turn_texts); k++) {
             hearth_token id = find_text(v, end_of_turn_texts[k]);
+            if (harmony && strcmp(end_of_turn_texts[k], "<|end|>") == 0) continue;
             if (id >= 0) {
                 v->special[HEARTH_SPECIAL_EOT] = id;
                 break;
             }
         }
     }
+    if (harmony && v->special[HEARTH_SPECIAL_EOT] == HEARTH_TOKEN_NONE)
+        v->special[HEARTH_SPECIAL_EOT] = find_text(v, harmony_ends[0]);
     if (v->special[HEARTH_SPECIAL_EOM] == HEARTH_TOKEN_NONE)
         v->special[HEARTH_SPECIAL_EOM] = find_text(v, end_of_message_text);
 
@@ -259,6 +269,14 @@ static hearth_status read_special_ids(hearth_vocab *v, const hearth_gguf *g)
             v->tokens[id].eog = true;
             v->tokens[id].type = HEARTH_TOKEN_CONTROL;
         }
+    }
+    if (harmony) {
+        for (size_t k = 0; k < HEARTH_ARRAY_LEN(harmony_ends); k++) {
+            hearth_token id = find_text(v, harmony_ends[k]);
+            v->tokens[id].eog = true;
+            v->tokens[id].type = HEARTH_TOKEN_CONTROL;
+        }
+        v->tokens[harmony_end].eog = false; /* whatever the file designates */
     }
     return HEARTH_OK;
 }
