@@ -387,6 +387,30 @@ static json_t *call_schema(enum srv_tool_format f, json_t *fn, size_t i, json_t 
                      key);
 }
 
+/* The grammar of a JSON schema (text, freed here) as "root ::= EXPR\n"
+ * and the rules EXPR uses: *gbnf the whole translation (hearth_free),
+ * *expr_len the length of EXPR, which starts at *gbnf + ROOT_HEAD_LEN,
+ * *rest the rules after it (from the newline on). */
+#define ROOT_HEAD "root ::= "
+#define ROOT_HEAD_LEN (sizeof ROOT_HEAD - 1)
+static bool schema_root(char *text, char **gbnf, int *expr_len, const char **rest, char *why, size_t why_len)
+{
+    *gbnf = NULL;
+    if (!text) return failf(why, why_len, "out of memory");
+    hearth_status st = hearth_json_schema_to_gbnf(text, strlen(text), gbnf);
+    free(text);
+    if (st) return failf(why, why_len, hearth_last_error());
+    const char *nl = strchr(*gbnf, '\n');
+    if (strncmp(*gbnf, ROOT_HEAD, ROOT_HEAD_LEN) != 0 || !nl) {
+        hearth_free(*gbnf);
+        *gbnf = NULL;
+        return failf(why, why_len, "the schema's grammar has no root rule");
+    }
+    *expr_len = (int)(nl - *gbnf - (ptrdiff_t)ROOT_HEAD_LEN);
+    *rest = nl;
+    return true;
+}
+
 /* Harmony's forcing grammar: the commentary message to the one tool
  * (named, or the only one), whose body is its arguments. */
 static bool harmony_grammar(json_t *tools, const char *name, char **out, char *why, size_t why_len)
@@ -413,22 +437,14 @@ static bool harmony_grammar(json_t *tools, const char *name, char **out, char *w
     char *text = json_is_object(params) && json_object_size(params) > 0
                      ? json_dumps(params, JSON_COMPACT)
                      : dup_n(no_params, strlen(no_params));
-    if (!text) return failf(why, why_len, "out of memory");
-    char *gbnf = NULL;
-    hearth_status st = hearth_json_schema_to_gbnf(text, strlen(text), &gbnf);
-    free(text);
-    if (st) return failf(why, why_len, hearth_last_error());
-    static const char head[] = "root ::= ";
-    char *nl = strchr(gbnf, '\n');
-    if (strncmp(gbnf, head, strlen(head)) != 0 || !nl) {
-        hearth_free(gbnf);
-        return failf(why, why_len, "the schema's grammar has no root rule");
-    }
-    const int expr_len = (int)(nl - gbnf - (ptrdiff_t)strlen(head));
+    char *gbnf;
+    int expr_len;
+    const char *rest;
+    if (!schema_root(text, &gbnf, &expr_len, &rest, why, why_len)) return false;
     size_t cap = strlen(gbnf) + strlen(fname) + 128;
     char *g = malloc(cap);
     if (g) snprintf(g, cap, "root ::= \"<|channel|>commentary to=functions.%s <|constrain|>json<|message|>\" "
-                    "( %.*s )%s", fname, expr_len, gbnf + strlen(head), nl);
+                    "( %.*s )%s", fname, expr_len, gbnf + ROOT_HEAD_LEN, rest);
     hearth_free(gbnf);
     if (!g) return failf(why, why_len, "out of memory");
     *out = g;
@@ -473,26 +489,18 @@ bool srv_tool_calls_grammar(enum srv_tool_format f, const char *tools_json, cons
     json_decref(defs);
     char *text = schema ? json_dumps(schema, JSON_COMPACT) : NULL;
     json_decref(schema);
-    if (!text) return failf(why, why_len, "out of memory");
-    char *gbnf = NULL;
-    hearth_status st = hearth_json_schema_to_gbnf(text, strlen(text), &gbnf);
-    free(text);
-    if (st) return failf(why, why_len, hearth_last_error());
-    /* the translation starts "root ::= EXPR\n": the call is EXPR, put
-     * between the format's markers */
-    static const char head[] = "root ::= ";
-    char *nl = strchr(gbnf, '\n');
-    if (strncmp(gbnf, head, strlen(head)) != 0 || !nl) {
-        hearth_free(gbnf);
-        return failf(why, why_len, "the schema's grammar has no root rule");
-    }
+    /* the call is the schema's root expression, put between the format's
+     * markers */
+    char *gbnf;
+    int expr_len;
+    const char *rest;
+    if (!schema_root(text, &gbnf, &expr_len, &rest, why, why_len)) return false;
     static const char *const before[] = {"\"<tool_call>\\n\" ", "", "\"[TOOL_CALLS][\" "};
     static const char *const after[] = {" \"\\n</tool_call>\"", "", " \"]\""};
-    const int expr_len = (int)(nl - gbnf - (ptrdiff_t)strlen(head));
     size_t cap = strlen(gbnf) + 64;
     char *g = malloc(cap);
-    if (g) snprintf(g, cap, "root ::= %s( %.*s )%s%s", before[f], expr_len, gbnf + strlen(head),
-                    after[f], nl);
+    if (g) snprintf(g, cap, "root ::= %s( %.*s )%s%s", before[f], expr_len, gbnf + ROOT_HEAD_LEN,
+                    after[f], rest);
     hearth_free(gbnf);
     if (!g) return failf(why, why_len, "out of memory");
     *out = g;
