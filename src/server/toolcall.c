@@ -81,6 +81,29 @@ void srv_tool_calls_free(struct srv_tool_calls *c)
 
 /* One call from a decoded object: {"name": string, "arguments" or
  * "parameters": object, or a string holding one, or absent}. */
+/* Append a call: copies of name[0..name_len) and args[0..args_len). */
+static bool push_call(struct srv_tool_calls *c, const char *name, size_t name_len, const char *args,
+                      size_t args_len)
+{
+    if (c->n == MAX_CALLS) return false;
+    char *n = malloc(name_len + 1), *a = malloc(args_len + 1);
+    struct srv_tool_call *calls = realloc(c->calls, (c->n + 1) * sizeof *calls);
+    if (calls) c->calls = calls;
+    if (!n || !a || !calls) {
+        free(n);
+        free(a);
+        return false;
+    }
+    memcpy(n, name, name_len);
+    n[name_len] = '\0';
+    memcpy(a, args, args_len);
+    a[args_len] = '\0';
+    c->calls[c->n].name = n;
+    c->calls[c->n].arguments = a;
+    c->n++;
+    return true;
+}
+
 static bool add_call(struct srv_tool_calls *c, json_t *o)
 {
     if (!json_is_object(o) || c->n == MAX_CALLS) return false;
@@ -101,21 +124,9 @@ static bool add_call(struct srv_tool_calls *c, json_t *o)
     }
     char *text = json_dumps(args, JSON_COMPACT);
     json_decref(owned);
-    const size_t nl = json_string_length(name);
-    char *n = malloc(nl + 1);
-    if (n) memcpy(n, json_string_value(name), nl + 1);
-    struct srv_tool_call *calls = realloc(c->calls, (c->n + 1) * sizeof *calls);
-    if (!text || !n || !calls) {
-        free(text);
-        free(n);
-        if (calls) c->calls = calls;
-        return false;
-    }
-    c->calls = calls;
-    c->calls[c->n].name = n;
-    c->calls[c->n].arguments = text;
-    c->n++;
-    return true;
+    const bool ok = text && push_call(c, json_string_value(name), json_string_length(name), text, strlen(text));
+    free(text);
+    return ok;
 }
 
 /* The JSON value at t[*i..len), which must be an object (or, with
@@ -217,16 +228,6 @@ bool srv_tool_calls_parse(enum srv_tool_format f, const char *text, size_t len,
     return ok;
 }
 
-static char *dup_n(const char *p, size_t n)
-{
-    char *d = malloc(n + 1);
-    if (d) {
-        memcpy(d, p, n);
-        d[n] = '\0';
-    }
-    return d;
-}
-
 bool srv_tool_calls_add(struct srv_tool_calls *c, const char *name, const char *arguments, size_t len)
 {
     json_t *o = json_object();
@@ -242,21 +243,8 @@ bool srv_tool_calls_add(struct srv_tool_calls *c, const char *name, const char *
         return false;
     }
     ok = add_call(c, o);
-    if (!ok && json_is_string(args) && c->n < MAX_CALLS) {
-        /* text that is not an object: given as it is */
-        char *n = dup_n(name, strlen(name)), *a = dup_n(json_string_value(args), json_string_length(args));
-        struct srv_tool_call *calls = realloc(c->calls, (c->n + 1) * sizeof *calls);
-        if (calls) c->calls = calls;
-        ok = n && a && calls;
-        if (ok) {
-            c->calls[c->n].name = n;
-            c->calls[c->n].arguments = a;
-            c->n++;
-        } else {
-            free(n);
-            free(a);
-        }
-    }
+    if (!ok && json_is_string(args)) /* text that is not an object: given as it is */
+        ok = push_call(c, name, strlen(name), json_string_value(args), json_string_length(args));
     json_decref(o);
     return ok;
 }
@@ -434,9 +422,9 @@ static bool harmony_grammar(json_t *tools, const char *name, char **out, char *w
             return failf(why, why_len, "the tool's name has a character a grammar cannot hold");
     json_t *params = json_object_get(fn, "parameters");
     static const char no_params[] = "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}";
-    char *text = json_is_object(params) && json_object_size(params) > 0
-                     ? json_dumps(params, JSON_COMPACT)
-                     : dup_n(no_params, strlen(no_params));
+    char *text;
+    if (json_is_object(params) && json_object_size(params) > 0) text = json_dumps(params, JSON_COMPACT);
+    else if ((text = malloc(sizeof no_params))) memcpy(text, no_params, sizeof no_params);
     char *gbnf;
     int expr_len;
     const char *rest;
