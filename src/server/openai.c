@@ -396,28 +396,27 @@ json_t *final_response(struct job *j)
         const char *text = c->text.p ? c->text.p : "";
         const char *f = finish_name(c->finish);
         struct srv_tool_calls tc;
-        if (j->req.kind == SRV_CHAT && choice_tool_calls(j, c, &tc)) {
-            json_t *m = json_object(), *calls = json_array();
-            json_object_set_new(m, "role", json_string("assistant"));
-            json_object_set_new(m, "content", tc.content_len ? json_stringn(text, tc.content_len) : json_null());
-            if (c->reasoning.len) json_object_set_new(m, "reasoning_content", json_stringn(c->reasoning.p, c->reasoning.len));
-            for (size_t i = 0; i < tc.n; i++) {
-                char id[40];
-                tool_call_id(j, id, sizeof id);
-                json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function",
-                                                       "function", "name", tc.calls[i].name, "arguments",
-                                                       tc.calls[i].arguments));
-            }
-            srv_tool_calls_free(&tc);
-            json_object_set_new(m, "tool_calls", calls);
-            json_object_set_new(ch, "message", m);
-            json_object_set_new(ch, "logprobs", j->req.logprobs ? chat_logprobs(j->s, c, 0, c->n_lp) : json_null());
-            f = "tool_calls";
-        } else if (j->req.kind == SRV_CHAT) {
+        if (j->req.kind == SRV_CHAT) {
+            const bool has_calls = choice_tool_calls(j, c, &tc);
             json_t *m = json_object();
             json_object_set_new(m, "role", json_string("assistant"));
-            json_object_set_new(m, "content", json_stringn(text, c->text.len));
+            json_object_set_new(m, "content", !has_calls ? json_stringn(text, c->text.len)
+                                              : tc.content_len ? json_stringn(text, tc.content_len)
+                                                               : json_null());
             if (c->reasoning.len) json_object_set_new(m, "reasoning_content", json_stringn(c->reasoning.p, c->reasoning.len));
+            if (has_calls) {
+                json_t *calls = json_array();
+                for (size_t i = 0; i < tc.n; i++) {
+                    char id[40];
+                    tool_call_id(j, id, sizeof id);
+                    json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function",
+                                                           "function", "name", tc.calls[i].name, "arguments",
+                                                           tc.calls[i].arguments));
+                }
+                srv_tool_calls_free(&tc);
+                json_object_set_new(m, "tool_calls", calls);
+                f = "tool_calls";
+            }
             json_object_set_new(ch, "message", m);
             json_object_set_new(ch, "logprobs", j->req.logprobs ? chat_logprobs(j->s, c, 0, c->n_lp) : json_null());
         } else {
