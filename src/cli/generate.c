@@ -184,23 +184,21 @@ int gen_run(const char *cmd, hearth_engine *engine, const struct gen_request *re
         g.dim = isatty(STDERR_FILENO);
     }
     st = hearth_engine_submit(engine, &r, &g.id);
-    if (st) {
-        hearth_reasoning_split_free(g.split);
-        return failed(cmd, stats, st);
-    }
-    while (!g.done) {
+    bool stalled = false;
+    while (!st && !g.done) {
         if (cli_interrupted()) cancel(&g);
         bool worked;
         st = hearth_engine_step(engine, &worked);
-        if (g.done) break;
-        if (st || !worked) {
-            hearth_reasoning_split_free(g.split);
-            if (st) return failed(cmd, stats, st);
-            stats->status = HEARTH_E_INTERNAL;
-            return cli_error(cmd, "the engine stopped before the request ended");
-        }
+        if (g.done) st = HEARTH_OK; /* the request ended: what the step says after it does not matter */
+        else if (!st && !worked) stalled = true;
+        if (stalled) break;
     }
     hearth_reasoning_split_free(g.split);
+    if (st) return failed(cmd, stats, st);
+    if (stalled) {
+        stats->status = HEARTH_E_INTERNAL;
+        return cli_error(cmd, "the engine stopped before the request ended");
+    }
 
     switch (g.why) {
     case HEARTH_FINISH_STOP:
