@@ -52,13 +52,14 @@ static hearth_status gptoss_window(hearth_model *m)
     return HEARTH_OK;
 }
 
-static hearth_status bind_vector_f32(hearth_model *m, struct weight *w, int il, const char *suffix, int64_t n,
-                                     bool required)
+/* Layer il's vector "blk.IL.SUFFIX" of n floats (model_bind reads
+ * vectors as F32 only). */
+static hearth_status bind_vector(hearth_model *m, struct weight *w, int il, const char *suffix, int64_t n,
+                                 bool required)
 {
     char name[96];
     family_layer_name(name, sizeof name, il, suffix);
-    HEARTH_TRY(model_bind(m, w, name, n, 0, required));
-    return HEARTH_OK;
+    return model_bind(m, w, name, n, 0, required);
 }
 
 static hearth_status gptoss_load(hearth_model *m)
@@ -84,13 +85,13 @@ static hearth_status gptoss_load(hearth_model *m)
         BIND(wv, "attn_v.weight", n_embd, n_kv);
         BIND(wo, "attn_output.weight", n_q, n_embd);
 #undef BIND
-        HEARTH_TRY(bind_vector_f32(m, &L->bq, il, "attn_q.bias", n_q, false));
-        HEARTH_TRY(bind_vector_f32(m, &L->bk, il, "attn_k.bias", n_kv, false));
-        HEARTH_TRY(bind_vector_f32(m, &L->bv, il, "attn_v.bias", n_kv, false));
-        HEARTH_TRY(bind_vector_f32(m, &L->bo, il, "attn_output.bias", n_embd, true));
-        HEARTH_TRY(bind_vector_f32(m, &L->attn_sinks, il, "attn_sinks.weight", hp->n_head, true));
+        HEARTH_TRY(bind_vector(m, &L->bq, il, "attn_q.bias", n_q, false));
+        HEARTH_TRY(bind_vector(m, &L->bk, il, "attn_k.bias", n_kv, false));
+        HEARTH_TRY(bind_vector(m, &L->bv, il, "attn_v.bias", n_kv, false));
+        HEARTH_TRY(bind_vector(m, &L->bo, il, "attn_output.bias", n_embd, true));
+        HEARTH_TRY(bind_vector(m, &L->attn_sinks, il, "attn_sinks.weight", hp->n_head, true));
         /* the norm before the experts, named as the norm after attention */
-        HEARTH_TRY(bind_vector_f32(m, &L->ffn_norm, il, "post_attention_norm.weight", n_embd, true));
+        HEARTH_TRY(bind_vector(m, &L->ffn_norm, il, "post_attention_norm.weight", n_embd, true));
         HEARTH_TRY(moe_bind_layer(m, il, &gptoss_moe));
     }
     return HEARTH_OK;

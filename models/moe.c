@@ -84,16 +84,6 @@ hearth_status moe_read_hparams(hearth_model *m, const struct moe_opts *o)
     return HEARTH_OK;
 }
 
-/* A required F32 bias of ne0 (x ne1) floats. */
-static hearth_status bind_f32(hearth_model *m, struct weight *w, const char *name, int64_t ne0, int64_t ne1)
-{
-    HEARTH_TRY(model_bind(m, w, name, ne0, ne1, true));
-    if (w->type != HEARTH_TYPE_F32)
-        return hearth_error(HEARTH_E_UNSUPPORTED, "%s: tensor '%s' has type %s; only F32 is supported "
-                            "for biases", hearth_gguf_path(m->gguf), name, hearth_type_name(w->type));
-    return HEARTH_OK;
-}
-
 hearth_status moe_bind_layer(hearth_model *m, int il, const struct moe_opts *o)
 {
     const struct hparams *hp = &m->hp;
@@ -128,13 +118,13 @@ hearth_status moe_bind_layer(hearth_model *m, int il, const struct moe_opts *o)
     HEARTH_TRY(model_bind_experts(m, L->down_exps, name, n_ff, n_embd, E));
     if (o->biases) {
         snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.bias", il);
-        HEARTH_TRY(bind_f32(m, &L->ffn_gate_inp_b, name, E, 0));
+        HEARTH_TRY(model_bind_f32(m, &L->ffn_gate_inp_b, name, E, 0));
         snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.bias", il);
-        HEARTH_TRY(bind_f32(m, &L->gate_exps_b, name, n_ff, E));
+        HEARTH_TRY(model_bind_f32(m, &L->gate_exps_b, name, n_ff, E));
         snprintf(name, sizeof name, "blk.%d.ffn_up_exps.bias", il);
-        HEARTH_TRY(bind_f32(m, &L->up_exps_b, name, n_ff, E));
+        HEARTH_TRY(model_bind_f32(m, &L->up_exps_b, name, n_ff, E));
         snprintf(name, sizeof name, "blk.%d.ffn_down_exps.bias", il);
-        HEARTH_TRY(bind_f32(m, &L->down_exps_b, name, n_embd, E));
+        HEARTH_TRY(model_bind_f32(m, &L->down_exps_b, name, n_embd, E));
     }
     if (o->shared_expert) {
         const int64_t n_sh = hp->n_ff_shexp;

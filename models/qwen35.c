@@ -74,10 +74,7 @@ _Static_assert(X_COUNT <= FORWARD_EXTRA_MAX, "extra buffers");
 static hearth_status bind_f32(hearth_model *m, const char *name, int64_t ne0, int64_t ne1, const float **out)
 {
     struct weight w;
-    HEARTH_TRY(model_bind(m, &w, name, ne0, ne1, true));
-    if (w.type != HEARTH_TYPE_F32)
-        return hearth_error(HEARTH_E_UNSUPPORTED, "%s: tensor '%s' has type %s; only F32 is supported for it",
-                            hearth_gguf_path(m->gguf), name, hearth_type_name(w.type));
+    HEARTH_TRY(model_bind_f32(m, &w, name, ne0, ne1));
     *out = w.data;
     return HEARTH_OK;
 }

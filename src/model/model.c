@@ -59,6 +59,15 @@ hearth_status model_bind(hearth_model *m, struct weight *w, const char *name, in
     return HEARTH_OK;
 }
 
+hearth_status model_bind_f32(hearth_model *m, struct weight *w, const char *name, int64_t ne0, int64_t ne1)
+{
+    HEARTH_TRY(model_bind(m, w, name, ne0, ne1, true));
+    if (w->type != HEARTH_TYPE_F32)
+        return hearth_error(HEARTH_E_UNSUPPORTED, "%s: tensor '%s' has type %s; only F32 is supported for it",
+                            hearth_gguf_path(m->gguf), name, hearth_type_name(w->type));
+    return HEARTH_OK;
+}
+
 hearth_status model_bind_experts(hearth_model *m, struct weight *views, const char *name, int64_t ne0,
                                  int64_t ne1, int64_t n_views)
 {

@@ -249,6 +249,10 @@ void *model_packed_alloc(size_t bytes);
 hearth_status model_bind(hearth_model *m, struct weight *w, const char *name, int64_t ne0,
                          int64_t ne1, bool required);
 
+/* model_bind of a required tensor that must be F32 (biases, recurrent
+ * parameters read as floats), whatever its shape. */
+hearth_status model_bind_f32(hearth_model *m, struct weight *w, const char *name, int64_t ne0, int64_t ne1);
+
 /* Bind n_views matrices of ne0 x ne1 to the consecutive slices of a 3-D
  * tensor of ne0 x ne1 x n_views (the experts of a layer), each view
  * pointing into the mapping where its slice lies: nothing is copied. */
