@@ -104,10 +104,7 @@ hearth_status hearth_reasoning_format_from_name(const char *name, hearth_reasoni
 
 static bool contains(const char *t, size_t len, const char *s)
 {
-    const size_t n = strlen(s);
-    for (size_t i = 0; i + n <= len; i++)
-        if (t[i] == s[0] && memcmp(t + i, s, n) == 0) return true;
-    return false;
+    return memmem(t, len, s, strlen(s)) != NULL;
 }
 
 hearth_reasoning_format hearth_reasoning_format_detect(const char *template_text, size_t len)

@@ -239,8 +239,8 @@ static hearth_status read_special_ids(hearth_vocab *v, const hearth_gguf *g)
                          find_text(v, harmony_ends[1]) >= 0;
     if (v->special[HEARTH_SPECIAL_EOT] == HEARTH_TOKEN_NONE) {
         for (size_t k = 0; k < HEARTH_ARRAY_LEN(end_of_turn_texts); k++) {
-            hearth_token id = find_text(v, end_of_turn_texts[k]);
             if (harmony && strcmp(end_of_turn_texts[k], "<|end|>") == 0) continue;
+            hearth_token id = find_text(v, end_of_turn_texts[k]);
             if (id >= 0) {
                 v->special[HEARTH_SPECIAL_EOT] = id;
                 break;
