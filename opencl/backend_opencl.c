@@ -749,11 +749,12 @@ static hearth_status ocl_attention(struct hearth_backend *be, struct act *out, c
 }
 
 static hearth_status ocl_kv_copy_block(struct hearth_backend *be, struct kv_cache *kv, int32_t src,
-                                       int32_t dst, int32_t n_rows)
+                                       int32_t dst, int32_t n_rows, bool window)
 {
     struct ocl_backend *b = impl(be);
     const size_t bytes = (size_t)n_rows * kv->row_bytes;
-    if (bytes == 0) return HEARTH_OK;
+    /* the window space is the host's alone (kv_cache.h) */
+    if (bytes == 0 || window) return HEARTH_OK;
     for (int32_t il = b->first_layer; il < kv->n_layer; il++) {
         cl_mem bufs[2] = {(cl_mem)kv->layers[il].k_dev, (cl_mem)kv->layers[il].v_dev};
         for (int i = 0; i < 2; i++) {

@@ -1047,6 +1047,15 @@ typedef struct hearth_engine_params {
                              * every step, its keys and values in the same
                              * blocks, and drafts from the trunk's last
                              * hidden state */
+    bool swa_full;          /* a model mixing sliding-window and full
+                             * layers: keep the sliding layers' keys and
+                             * values for the whole context, as the
+                             * others'.  false (default): they have a pool
+                             * of their own, sized for the windows of
+                             * n_seq_max sequences and a step, and a
+                             * sequence gives their blocks back as they
+                             * fall out of the window (always false when
+                             * layers are offloaded) */
 } hearth_engine_params;
 
 void hearth_engine_default_params(hearth_engine_params *params);
@@ -1228,6 +1237,14 @@ typedef struct hearth_engine_stats {
                                 * tokens scored in a step) */
     uint64_t state_bytes_per_seq; /* recurrent models: the fixed-size state one
                                    * sequence keeps (0 for attention models) */
+    /* A model mixing sliding-window and full layers, unless swa_full:
+     * the sliding layers' own pool (n_blocks, bytes_per_token and the
+     * counts above are the other layers'; kv_bytes is both) */
+    int32_t window;            /* the window (positions); 0: no such pool */
+    int32_t window_blocks;     /* blocks of the sliding layers' pool */
+    int32_t window_blocks_used;
+    int32_t window_blocks_cached;
+    uint64_t window_bytes_per_token; /* of the sliding layers */
 } hearth_engine_stats;
 
 void hearth_engine_get_stats(hearth_engine *engine, hearth_engine_stats *out);

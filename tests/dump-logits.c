@@ -15,7 +15,9 @@
  * must give every sampled token's logits bit for bit as the context does
  * for the same sequence, keep its pool consistent (engine_check) after
  * every step, and -- for a model whose every layer slides -- hold no more
- * blocks than the window needs; then resume from the prefix cache (the
+ * blocks than the window needs (a model mixing sliding and full layers:
+ * no more in its sliding layers' pool, fewer than its full layers hold,
+ * while the context it equals keeps every position); then resume from the prefix cache (the
  * same prompt again, and a chat's next turn) and speculate (drafts
  * accepted and rejected, a recurrent state rolled back) with the same
  * bits.
@@ -44,6 +46,7 @@ struct gen {
     float *logits[2];     /* and the logits each was drawn from */
     int32_t n[2];
     int32_t max_blocks;   /* most blocks held at once */
+    int32_t max_wblocks;  /* and of a window space's pool */
     hearth_engine *engine;
 };
 
@@ -60,6 +63,7 @@ static void on_event(void *user, const hearth_event *ev)
     hearth_engine_stats st;
     hearth_engine_get_stats(g->engine, &st);
     if (st.blocks_used > g->max_blocks) g->max_blocks = st.blocks_used;
+    if (st.window_blocks_used > g->max_wblocks) g->max_wblocks = st.window_blocks_used;
 }
 
 /* A request of run_one(): its tokens and logits go to slot 1 of g. */
@@ -235,6 +239,7 @@ static int check_resume(struct gen *g, hearth_context *ctx, const int32_t *promp
 
 static int check_mtp(hearth_model *m, struct gen *g0, const int32_t *prompt, int n, int n_ctx);
 
+
 /* The engines of the checks: blocks of 64 positions, steps of 48 rows, an
  * F32 cache. */
 static void engine_params(hearth_engine_params *ep, int n_ctx)
@@ -246,6 +251,107 @@ static void engine_params(hearth_engine_params *ep, int n_ctx)
     ep->kv_tokens = 2 * (int64_t)n_ctx;
     ep->n_threads = 2;
     ep->cache_type = HEARTH_TYPE_F32;
+}
+
+/* Requests of check_window_pool(), by submission. */
+#define POOL_REQUESTS 3
+struct many {
+    int32_t V, n_gen;
+    uint64_t id[POOL_REQUESTS];
+    int32_t *tokens[POOL_REQUESTS];
+    float *logits[POOL_REQUESTS];
+    int32_t n[POOL_REQUESTS];
+};
+
+static void on_event_many(void *user, const hearth_event *ev)
+{
+    struct many *g = user;
+    for (int k = 0; k < POOL_REQUESTS; k++)
+        if (ev->request == g->id[k] && ev->token >= 0 && g->n[k] < g->n_gen) {
+            g->tokens[k][g->n[k]] = ev->token;
+            memcpy(g->logits[k] + (size_t)g->n[k] * g->V, ev->logits, (size_t)g->V * sizeof(float));
+            g->n[k]++;
+        }
+}
+
+/* A model mixing sliding and full layers, its sliding layers' pool sized
+ * for two sequences at once (n_seq_max 2) while the other pool holds
+ * many: three requests of different prompts, submitted together, run
+ * two at a time with the pool consistent after every step, never more
+ * of its blocks held than it has, and each request's tokens and logits
+ * those of the context (which keeps every position), bit for bit. */
+static int check_window_pool(hearth_model *m, hearth_context *ctx, const int32_t *prompt, int n, int n_gen,
+                             int n_ctx)
+{
+    const int32_t V = hearth_model_n_vocab(m);
+    hearth_engine_params ep;
+    engine_params(&ep, n_ctx);
+    ep.n_seq_max = 2;
+    ep.kv_tokens = 4 * (int64_t)n_ctx;
+    hearth_engine *e;
+    if (hearth_engine_new(m, &ep, &e)) return die("engine");
+    hearth_engine_stats es;
+    hearth_engine_get_stats(e, &es);
+    struct many g = {.V = V, .n_gen = n_gen};
+    int32_t *prompts = malloc((size_t)POOL_REQUESTS * (size_t)n * sizeof *prompts);
+    int32_t *all = malloc((size_t)(n + n_gen) * sizeof *all);
+    int bad = !prompts || !all;
+    for (int k = 0; k < POOL_REQUESTS && !bad; k++) {
+        g.tokens[k] = calloc((size_t)n_gen, sizeof(int32_t));
+        g.logits[k] = malloc((size_t)n_gen * (size_t)V * sizeof(float));
+        bad = !g.tokens[k] || !g.logits[k];
+        /* the prompt rotated: the same tokens in another order */
+        for (int i = 0; i < n && !bad; i++) prompts[k * n + i] = prompt[(i + 7 * k) % n];
+        hearth_request rq;
+        hearth_request_default(&rq);
+        rq.prompt = prompts + k * n;
+        rq.n_prompt = (size_t)n;
+        rq.sampling.temperature = 0.0f;
+        rq.max_tokens = n_gen;
+        rq.ignore_eos = true;
+        rq.on_event = on_event_many;
+        rq.user = &g;
+        if (!bad && hearth_engine_submit(e, &rq, &g.id[k])) bad = die("submit");
+    }
+    int32_t max_w = 0, max_running = 0;
+    for (bool did = true; did && !bad;) {
+        if (hearth_engine_step(e, &did)) bad = die("engine step");
+        else if (engine_check(e)) bad = die("engine check");
+        hearth_engine_get_stats(e, &es);
+        if (es.window_blocks_used > max_w) max_w = es.window_blocks_used;
+        if (es.running > max_running) max_running = es.running;
+    }
+    if (!bad && (max_w > es.window_blocks || es.window_blocks >= es.n_blocks || max_running != 2)) {
+        fprintf(stderr, "dump-logits: the sliding layers' pool: %d of %d blocks held (the other pool: %d), %d "
+                "sequences at once\n", max_w, es.window_blocks, es.n_blocks, max_running);
+        bad = 1;
+    }
+    for (int k = 0; k < POOL_REQUESTS && !bad; k++) {
+        if (g.n[k] != n_gen) {
+            fprintf(stderr, "dump-logits: request %d: %d tokens of %d\n", k, g.n[k], n_gen);
+            bad = 1;
+            break;
+        }
+        memcpy(all, prompts + k * n, (size_t)n * sizeof *all);
+        memcpy(all + n, g.tokens[k], (size_t)n_gen * sizeof *all);
+        if (hearth_context_rewind(ctx, 0) || hearth_eval(ctx, all, n + n_gen - 1, n_gen)) bad = die("context");
+        for (int i = 0; i < n_gen && !bad; i++)
+            if (memcmp(hearth_context_logits(ctx, i), g.logits[k] + (size_t)i * V, (size_t)V * sizeof(float))) {
+                fprintf(stderr, "dump-logits: request %d, token %d: logits differ from the context's\n", k, i);
+                bad = 1;
+            }
+    }
+    if (!bad)
+        printf("engine: %d requests, 2 at a time, in %d blocks of the sliding layers (at most %d held); ",
+               POOL_REQUESTS, es.window_blocks, max_w);
+    hearth_engine_free(e);
+    for (int k = 0; k < POOL_REQUESTS; k++) {
+        free(g.tokens[k]);
+        free(g.logits[k]);
+    }
+    free(prompts);
+    free(all);
+    return bad;
 }
 
 static int check_engine(hearth_model *m, hearth_context *ctx, const int32_t *prompt, int n, int n_gen, int n_ctx)
@@ -299,9 +405,33 @@ static int check_engine(hearth_model *m, hearth_context *ctx, const int32_t *pro
         free(all);
     }
     /* every layer slides: at most the window's blocks, the block being
-     * written and one of each sample's own, beyond what the window needs */
+     * written and one of each sample's own, beyond what the window needs;
+     * the same of the sliding layers' pool when the layers mix */
     const int32_t window = hparams_max_window(&m->hp);
     const int32_t total_blocks = (n + n_gen + 63) / 64;
+    hearth_engine_stats es;
+    hearth_engine_get_stats(g.engine, &es);
+    if (es.window > 0) {
+        const int32_t bound = 2 * ((es.window + 63) / 64 + 1) + 1;
+        printf("engine: sliding layers' window %d, at most %d of their %d blocks held (the full layers': %d, "
+               "a sample's whole sequence: %d); ", es.window, g.max_wblocks, es.window_blocks, g.max_blocks,
+               total_blocks);
+        /* and fewer than the full layers' blocks: the window's went back */
+        if (g.max_wblocks > bound || g.max_wblocks == 0 || g.max_wblocks >= g.max_blocks) {
+            fprintf(stderr, "dump-logits: %d window blocks held, the window's bound is %d, the full layers "
+                    "held %d\n", g.max_wblocks, bound, g.max_blocks);
+            bad = 1;
+        }
+        if (g.max_blocks < total_blocks) {
+            fprintf(stderr, "dump-logits: the full layers held %d blocks, fewer than a sequence's %d\n",
+                    g.max_blocks, total_blocks);
+            bad = 1;
+        }
+        if (!bad) bad = check_window_pool(m, ctx, prompt, n, n_gen, n_ctx);
+    } else if (!hearth_model_is_recurrent(m) && m->hp.n_swa > 0 && m->hp.n_swa < n_ctx && window == 0) {
+        fprintf(stderr, "dump-logits: a model mixing sliding and full layers without a window pool\n");
+        bad = 1;
+    }
     if (window > 0) {
         const int32_t bound = 2 * ((window + 63) / 64 + 1) + 1;
         printf("engine: window %d, at most %d blocks held (a sample's whole sequence: %d)\n", window,

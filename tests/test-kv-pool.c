@@ -17,7 +17,9 @@
  *   every operation; releasing everything at the end leaves every block
  *   free or cached.
  * - kv_cache_copy_block copies the first n_rows rows of a block, in every
- *   host layer, keys and values, and nothing else.
+ *   host layer of one space (a window space's or the others'), keys and
+ *   values, and nothing else; a window space is never larger than the
+ *   pool.
  */
 #include "internal.h"
 
@@ -520,16 +522,23 @@ START_TEST(test_random_against_model)
 END_TEST
 
 /* Copy-on-write storage: the first n_rows rows of block src land in
- * block dst in every host layer, keys and values; every other byte stays. */
-static void check_copy_block(hearth_type type, int32_t n_rows)
+ * block dst in every host layer of the space copied, keys and values;
+ * every other byte stays.  With split, layer 2 is in a window space of
+ * NBW blocks and the copy is of that space's blocks (window) or of the
+ * others'. */
+static void check_copy_block(hearth_type type, int32_t n_rows, bool split, bool window)
 {
-    enum { BT = 8, NB = 4, NL = 3, NHKV = 2, HD = 32 };
+    enum { BT = 8, NB = 4, NBW = 3, NL = 3, NHKV = 2, HD = 32 };
     const bool on_host[NL] = {true, false, true};
+    const bool in_window[NL] = {false, false, true};
     struct kv_cache *kv;
-    ck_assert_int_eq(kv_cache_new(type, BT, NB, NL, NHKV, HD, on_host, &kv), HEARTH_OK);
+    ck_assert_int_eq(kv_cache_new_split(type, BT, NB, split ? NBW : 0, NL, NHKV, HD, on_host, in_window, &kv),
+                     HEARTH_OK);
     ck_assert_ptr_null(kv->layers[1].k);
     ck_assert_ptr_null(kv->layers[1].v);
-    const size_t layer_bytes = kv->block_bytes * NB;
+    ck_assert(kv->layers[2].window == split);
+    ck_assert_int_eq(kv_cache_layer_blocks(kv, 2), split ? NBW : NB);
+    ck_assert_uint_eq(kv_cache_bytes(kv), 2 * kv->block_bytes * (size_t)(2 * NB + (split ? NBW : NB)));
     ck_assert_uint_eq(kv->block_bytes, kv->row_bytes * BT);
     uint8_t *before[NL][2] = {{NULL}};
     test_rng rng;
@@ -537,9 +546,10 @@ static void check_copy_block(hearth_type type, int32_t n_rows)
     float row[NHKV * HD];
     for (int il = 0; il < NL; il++) {
         if (!on_host[il]) continue;
+        const size_t layer_bytes = kv->block_bytes * (size_t)kv_cache_layer_blocks(kv, il);
         for (int kvi = 0; kvi < 2; kvi++) {
             uint8_t *base = kvi ? kv->layers[il].v : kv->layers[il].k;
-            for (int64_t slot = 0; slot < kv->n_slots; slot++) {
+            for (int64_t slot = 0; slot < (int64_t)kv_cache_layer_blocks(kv, il) * BT; slot++) {
                 for (int i = 0; i < NHKV * HD; i++) row[i] = (float)test_rng_normal(&rng);
                 kv_cache_store(kv, base, slot, row);
             }
@@ -547,17 +557,19 @@ static void check_copy_block(hearth_type type, int32_t n_rows)
             memcpy(before[il][kvi], base, layer_bytes);
         }
     }
-    const int32_t src = 1, dst = 3;
-    kv_cache_copy_block(kv, src, dst, n_rows);
+    const int32_t src = 1, dst = window ? 2 : 3;
+    kv_cache_copy_block(kv, src, dst, n_rows, window);
     const size_t copied = (size_t)n_rows * kv->row_bytes;
     for (int il = 0; il < NL; il++) {
         if (!on_host[il]) continue;
+        const size_t layer_bytes = kv->block_bytes * (size_t)kv_cache_layer_blocks(kv, il);
+        const bool copies = kv->layers[il].window == window;
         for (int kvi = 0; kvi < 2; kvi++) {
             const uint8_t *base = kvi ? kv->layers[il].v : kv->layers[il].k;
             const uint8_t *was = before[il][kvi];
             for (size_t i = 0; i < layer_bytes; i++) {
                 const size_t blk = i / kv->block_bytes, in_block = i % kv->block_bytes;
-                const uint8_t want = blk == (size_t)dst && in_block < copied
+                const uint8_t want = copies && blk == (size_t)dst && in_block < copied
                                          ? was[(size_t)src * kv->block_bytes + in_block] : was[i];
                 ck_assert_msg(base[i] == want, "%s, %d rows: layer %d %s byte %zu (block %zu, offset %zu) "
                               "is %u, not %u", hearth_type_name(type), n_rows, il, kvi ? "values" : "keys", i,
@@ -565,7 +577,7 @@ static void check_copy_block(hearth_type type, int32_t n_rows)
             }
             /* the copied rows read back as the source's */
             float a[HD], b[HD];
-            for (int32_t r = 0; r < n_rows; r++) {
+            for (int32_t r = 0; copies && r < n_rows; r++) {
                 kv_cache_load_head(kv, base, (int64_t)src * BT + r, NHKV - 1, a);
                 kv_cache_load_head(kv, base, (int64_t)dst * BT + r, NHKV - 1, b);
                 ck_assert_mem_eq(a, b, sizeof a);
@@ -583,10 +595,29 @@ START_TEST(test_copy_block)
 {
     static const hearth_type types[] = {HEARTH_TYPE_F32, HEARTH_TYPE_F16, HEARTH_TYPE_Q8_0};
     const hearth_type type = types[_i];
-    check_copy_block(type, 0);
-    check_copy_block(type, 1);
-    check_copy_block(type, 5);
-    check_copy_block(type, 8); /* the whole block */
+    for (int split = 0; split < 2; split++)
+        for (int window = 0; window <= split; window++) {
+            check_copy_block(type, 0, split, window);
+            check_copy_block(type, 1, split, window);
+            check_copy_block(type, 5, split, window);
+            check_copy_block(type, 8, split, window); /* the whole block */
+        }
+}
+END_TEST
+
+/* A window space larger than the pool, or a negative one, is refused. */
+START_TEST(test_window_space_sizes)
+{
+    const bool window[2] = {true, false};
+    struct kv_cache *kv = NULL;
+    ck_assert_int_eq(kv_cache_new_split(HEARTH_TYPE_F32, 16, 4, 5, 2, 1, 32, NULL, window, &kv), HEARTH_E_INVALID);
+    ck_assert_int_eq(kv_cache_new_split(HEARTH_TYPE_F32, 16, 4, -1, 2, 1, 32, NULL, window, &kv), HEARTH_E_INVALID);
+    ck_assert_ptr_null(kv);
+    /* no window flags: no window space, whatever its size */
+    ck_assert_int_eq(kv_cache_new_split(HEARTH_TYPE_F32, 16, 4, 2, 2, 1, 32, NULL, NULL, &kv), HEARTH_OK);
+    ck_assert_int_eq(kv->n_blocks_window, 0);
+    ck_assert(!kv->layers[0].window);
+    kv_cache_free(kv);
 }
 END_TEST
 
@@ -605,6 +636,7 @@ static Suite *kv_pool_suite(void)
     suite_add_tcase(s, tc);
     TCase *tc_cache = tcase_create("storage");
     tcase_add_loop_test(tc_cache, test_copy_block, 0, 3);
+    tcase_add_test(tc_cache, test_window_space_sizes);
     suite_add_tcase(s, tc_cache);
     return s;
 }

@@ -54,6 +54,11 @@ struct batch_pos {
     const int32_t *seq_start;   /* n_seqs + 1 row indices */
     const int32_t *blocks;      /* the sequences' block tables back to back */
     const int32_t *table_start; /* n_seqs offsets into blocks */
+    /* The same for the layers in the cache's window space (kv_cache.h):
+     * their slots, tables and offsets.  NULL: no window space. */
+    const int32_t *wslot;
+    const int32_t *wblocks;
+    const int32_t *wtable_start;
     const int32_t *state_slot;  /* n_seqs recurrent state slots (backend/rstate.h);
                                  * NULL: sequence s has slot s */
     /* Checkpoints of recurrent states, for rolling a verification back
@@ -179,9 +184,10 @@ struct backend_ops {
     hearth_status (*copy_rows)(struct hearth_backend *be, struct act *dst, int64_t dst_first,
                                const struct act *src, int64_t first, int64_t n_rows);
     /* Copy the first n_rows rows of KV block src into block dst in every
-     * layer of kv whose cache this backend holds (copy-on-write). */
+     * layer of kv whose cache this backend holds, those of the window
+     * space or the others (copy-on-write). */
     hearth_status (*kv_copy_block)(struct hearth_backend *be, struct kv_cache *kv, int32_t src,
-                                   int32_t dst, int32_t n_rows);
+                                   int32_t dst, int32_t n_rows, bool window);
 
     /* ---- recurrent layers (models/rwkv6.c); NULL on a backend without them */
     /* out[t] = (in[t] - mean) / sqrt(var + eps) * w + b, mean and variance

@@ -751,11 +751,21 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
         return hearth_error(HEARTH_E_UNSUPPORTED, "attention over a %s KV cache is not supported",
                             hearth_type_name(kv->type));
 
+    /* A layer of the window space has slots and tables of its own. */
+    const int32_t *slots = bp->slot, *blocks = bp->blocks, *table_start = bp->table_start;
+    if (L->window) {
+        if (!bp->wslot || !bp->wblocks || !bp->wtable_start)
+            return hearth_error(HEARTH_E_INTERNAL, "layer %d: a window-space layer without window tables", il);
+        slots = bp->wslot;
+        blocks = bp->wblocks;
+        table_start = bp->wtable_start;
+    }
+
     /* The batch's keys and values go into the cache first: a token sees
      * every position up to its own, including earlier tokens of the batch. */
     for (int64_t t = 0; t < n_tok; t++) {
-        kv_cache_store(kv, L->k, bp->slot[t], k->host + t * k->width);
-        kv_cache_store(kv, L->v, bp->slot[t], v->host + t * v->width);
+        kv_cache_store(kv, L->k, slots[t], k->host + t * k->width);
+        kv_cache_store(kv, L->v, slots[t], v->host + t * v->width);
     }
 
     /* Tiles of each sequence's rows, and their work items. */
@@ -885,7 +895,7 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
                 .scores = scores,
             };
             attn_state_init(n_rows, hd, rows.max, rows.sum, rows.acc);
-            const int32_t *table = bp->blocks + bp->table_start[T->seq];
+            const int32_t *table = blocks + table_start[T->seq];
             const int32_t k0 = HEARTH_MAX(split * ATTN_SPLIT_KEYS, key_start);
             const int32_t k1 = HEARTH_MIN(split * ATTN_SPLIT_KEYS + ATTN_SPLIT_KEYS, hi);
             int32_t page_start = -1;
@@ -928,10 +938,10 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
 }
 
 static hearth_status cpu_kv_copy_block(struct hearth_backend *be, struct kv_cache *kv, int32_t src,
-                                       int32_t dst, int32_t n_rows)
+                                       int32_t dst, int32_t n_rows, bool window)
 {
     (void)be;
-    kv_cache_copy_block(kv, src, dst, n_rows);
+    kv_cache_copy_block(kv, src, dst, n_rows, window);
     return HEARTH_OK;
 }
 

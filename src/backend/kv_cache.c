@@ -35,13 +35,26 @@ size_t kv_cache_bytes_per_token(hearth_type type, int32_t n_layer, int32_t n_hea
 hearth_status kv_cache_new(hearth_type type, int32_t block_tokens, int32_t n_blocks, int32_t n_layer,
                            int32_t n_head_kv, int32_t head_dim, const bool *on_host, struct kv_cache **out)
 {
+    return kv_cache_new_split(type, block_tokens, n_blocks, 0, n_layer, n_head_kv, head_dim, on_host, NULL, out);
+}
+
+hearth_status kv_cache_new_split(hearth_type type, int32_t block_tokens, int32_t n_blocks,
+                                 int32_t n_blocks_window, int32_t n_layer, int32_t n_head_kv,
+                                 int32_t head_dim, const bool *on_host, const bool *window,
+                                 struct kv_cache **out)
+{
     HEARTH_TRY(kv_cache_check(type, block_tokens, n_blocks, n_head_kv, head_dim));
+    if (!window) n_blocks_window = 0;
+    if (n_blocks_window < 0 || n_blocks_window > n_blocks)
+        return hearth_error(HEARTH_E_INVALID, "KV cache: a window space of %d blocks beside %d", n_blocks_window,
+                            n_blocks);
     if (n_layer <= 0) return hearth_error(HEARTH_E_INVALID, "KV cache: %d layers", n_layer);
     struct kv_cache *kv = hearth_calloc(1, sizeof *kv, "the KV cache");
     if (!kv) return HEARTH_E_NOMEM;
     kv->type = type;
     kv->block_tokens = block_tokens;
     kv->n_blocks = n_blocks;
+    kv->n_blocks_window = n_blocks_window;
     kv->n_slots = (int64_t)block_tokens * n_blocks;
     kv->n_layer = n_layer;
     kv->n_head_kv = n_head_kv;
@@ -55,13 +68,15 @@ hearth_status kv_cache_new(hearth_type type, int32_t block_tokens, int32_t n_blo
         free(kv);
         return HEARTH_E_NOMEM;
     }
-    size_t bytes;
-    if (hearth_mul_overflow(kv->block_bytes, (size_t)n_blocks, &bytes)) {
+    size_t bytes_full;
+    if (hearth_mul_overflow(kv->block_bytes, (size_t)n_blocks, &bytes_full)) {
         kv_cache_free(kv);
         return hearth_error(HEARTH_E_NOMEM, "KV cache of %d blocks is too large", n_blocks);
     }
     for (int32_t il = 0; il < n_layer; il++) {
         if (on_host && !on_host[il]) continue;
+        kv->layers[il].window = n_blocks_window > 0 && window[il];
+        const size_t bytes = kv->layers[il].window ? kv->block_bytes * (size_t)n_blocks_window : bytes_full;
         kv->layers[il].k = hearth_aligned_alloc(64, bytes, "the KV cache");
         kv->layers[il].v = hearth_aligned_alloc(64, bytes, "the KV cache");
         if (!kv->layers[il].k || !kv->layers[il].v) {
@@ -87,7 +102,9 @@ void kv_cache_free(struct kv_cache *kv)
 
 size_t kv_cache_bytes(const struct kv_cache *kv)
 {
-    return 2 * kv->block_bytes * (size_t)kv->n_blocks * (size_t)kv->n_layer;
+    size_t n = 0;
+    for (int32_t il = 0; il < kv->n_layer; il++) n += 2 * kv->block_bytes * (size_t)kv_cache_layer_blocks(kv, il);
+    return n;
 }
 
 void kv_cache_store(const struct kv_cache *kv, uint8_t *base, int64_t slot, const float *row)
@@ -127,12 +144,12 @@ void kv_cache_load_head(const struct kv_cache *kv, const uint8_t *base, int64_t 
     }
 }
 
-void kv_cache_copy_block(const struct kv_cache *kv, int32_t src, int32_t dst, int32_t n_rows)
+void kv_cache_copy_block(const struct kv_cache *kv, int32_t src, int32_t dst, int32_t n_rows, bool window)
 {
     const size_t n = (size_t)n_rows * kv->row_bytes;
     for (int32_t il = 0; il < kv->n_layer; il++) {
         const struct kv_layer *L = &kv->layers[il];
-        if (!L->k) continue;
+        if (!L->k || L->window != window) continue;
         memcpy(L->k + (size_t)dst * kv->block_bytes, L->k + (size_t)src * kv->block_bytes, n);
         memcpy(L->v + (size_t)dst * kv->block_bytes, L->v + (size_t)src * kv->block_bytes, n);
     }

@@ -10,6 +10,12 @@
  * Which block holds which positions of which sequence is the business of
  * the block tables (struct batch_pos, engine/kv_pool.h); this file only
  * stores and converts.
+ *
+ * A model that mixes sliding-window and full-attention layers may keep
+ * its sliding layers in a second, smaller block space (the window
+ * space): n_blocks_window blocks, numbered apart, addressed through the
+ * window tables of the batch (batch_pos.wslot, .wblocks), whose blocks
+ * go back to their own pool once they fall out of the window.
  */
 #ifndef HEARTH_KV_CACHE_H
 #define HEARTH_KV_CACHE_H
@@ -25,12 +31,14 @@ struct kv_layer {
     uint8_t *v;
     void *k_dev;     /* device copies for offloaded layers */
     void *v_dev;
+    bool window;     /* in the window space (host layers only) */
 };
 
 struct kv_cache {
     hearth_type type;      /* F32, F16 or Q8_0 */
     int32_t block_tokens;  /* rows per block */
     int32_t n_blocks;
+    int32_t n_blocks_window; /* blocks of the window space; 0: none */
     int64_t n_slots;       /* n_blocks * block_tokens */
     int32_t n_layer;
     int32_t n_head_kv;
@@ -54,9 +62,21 @@ size_t kv_cache_bytes_per_token(hearth_type type, int32_t n_layer, int32_t n_hea
  * layers when on_host is NULL). */
 hearth_status kv_cache_new(hearth_type type, int32_t block_tokens, int32_t n_blocks, int32_t n_layer,
                            int32_t n_head_kv, int32_t head_dim, const bool *on_host, struct kv_cache **out);
+/* The same, the layers with window[il] set (host layers) in a window
+ * space of n_blocks_window blocks (window NULL or n_blocks_window 0:
+ * none). */
+hearth_status kv_cache_new_split(hearth_type type, int32_t block_tokens, int32_t n_blocks,
+                                 int32_t n_blocks_window, int32_t n_layer, int32_t n_head_kv,
+                                 int32_t head_dim, const bool *on_host, const bool *window,
+                                 struct kv_cache **out);
+/* Blocks of layer il's storage. */
+static inline int32_t kv_cache_layer_blocks(const struct kv_cache *kv, int32_t il)
+{
+    return kv->layers[il].window ? kv->n_blocks_window : kv->n_blocks;
+}
 void kv_cache_free(struct kv_cache *kv);
 
-/* Bytes of cache for all layers and slots. */
+/* Bytes of cache for all layers and slots (both spaces). */
 size_t kv_cache_bytes(const struct kv_cache *kv);
 
 /* Store one row (n_head_kv * head_dim floats) of keys or values at slot. */
@@ -67,7 +87,8 @@ void kv_cache_load_head(const struct kv_cache *kv, const uint8_t *base, int64_t 
                         float *out);
 
 /* Copy the first n_rows rows of block src into block dst in every host
- * layer (copy-on-write of a shared block). */
-void kv_cache_copy_block(const struct kv_cache *kv, int32_t src, int32_t dst, int32_t n_rows);
+ * layer of one space, the window space's or the other's (copy-on-write of
+ * a shared block). */
+void kv_cache_copy_block(const struct kv_cache *kv, int32_t src, int32_t dst, int32_t n_rows, bool window);
 
 #endif /* HEARTH_KV_CACHE_H */

@@ -147,6 +147,10 @@ static void report_pool(const char *cmd, hearth_engine *e)
             "%d sequence%s of the full context (%d positions) at once\n", cmd, s.n_blocks, s.block_tokens,
             (double)s.kv_bytes / (1 << 20), (unsigned long long)s.bytes_per_token, s.max_full_sequences,
             s.max_full_sequences == 1 ? "" : "s", s.n_ctx);
+    if (s.window > 0)
+        fprintf(stderr, "hearth: %s: KV pool of the sliding-window layers: %d blocks for windows of %d "
+                "positions (%llu bytes a position)\n", cmd, s.window_blocks, s.window,
+                (unsigned long long)s.window_bytes_per_token);
 }
 
 static hearth_status run_batch(hearth_model *model, const struct parallel_opts *po, int B, struct par_row *row,

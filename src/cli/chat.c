@@ -84,6 +84,7 @@ static void usage(FILE *out)
             "  -b, --batch N            prompt tokens per forward pass (default 512)\n"
             "  -t, --threads N          threads (default: all processors)\n"
             "  --cache-type TYPE        KV cache type: f32, f16 (default), q8_0\n"
+            CLI_SWA_FULL_HELP
             CLI_CHUNK_SIZE_HELP
             "  -v, --verbose            statistics after every reply\n");
     cli_model_help(out);

@@ -117,6 +117,7 @@ int cli_context_option(const char *cmd, struct cli_context_opts *o, int opt, con
     else if (opt == 't') ok = cli_parse_int(cmd, "--threads", arg, 1, 1024, &o->n_threads);
     else if (opt == CLI_OPT_CACHE_TYPE) ok = cli_parse_cache_type(cmd, arg, &o->cache_type);
     else if (opt == CLI_OPT_CHUNK_SIZE) ok = cli_parse_int(cmd, "--chunk-size", arg, 1, 4096, &o->chunk_size);
+    else if (opt == CLI_OPT_SWA_FULL) ok = o->swa_full = true;
     else return 0;
     return ok ? 1 : -1;
 }
@@ -128,6 +129,7 @@ void cli_engine_apply(const struct cli_context_opts *o, hearth_engine_params *p)
     p->n_threads = o->n_threads;
     p->cache_type = o->cache_type;
     p->chunk_size = o->chunk_size;
+    p->swa_full = o->swa_full;
 }
 
 bool cli_parse_cache_type(const char *cmd, const char *arg, hearth_type *out)

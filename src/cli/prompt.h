@@ -42,21 +42,23 @@ int chat_prompt_tokens(const char *cmd, const struct chat_prompt *cp, const hear
 bool cli_parse_cache_type(const char *cmd, const char *arg, hearth_type *out);
 
 /* The context options of the generating commands: -c/--ctx-size,
- * -b/--batch, -t/--threads and --cache-type (whose getopt value the
+ * -b/--batch, -t/--threads, --swa-full and --cache-type (whose getopt value the
  * command chose: cache_type_opt).  Zero sizes mean the library's
  * defaults. */
 struct cli_context_opts {
     int n_ctx, n_batch, n_threads;
     hearth_type cache_type;
     int chunk_size;         /* --chunk-size (recurrent models); 0: the default */
+    bool swa_full;          /* --swa-full */
 };
-#define CLI_CONTEXT_OPTS_INIT {0, 0, 0, HEARTH_TYPE_F16, 0}
+#define CLI_CONTEXT_OPTS_INIT {0, 0, 0, HEARTH_TYPE_F16, 0, false}
 
 /* The getopt values of --cache-type and --chunk-size, and the long
  * options cli_context_option() handles, for a command's table (with "c:",
  * "b:" and "t:" in its short options). */
 #define CLI_OPT_CHUNK_SIZE 0x3c00
 #define CLI_OPT_CACHE_TYPE 0x3c01
+#define CLI_OPT_SWA_FULL 0x3c02
 #define CLI_CHUNK_SIZE_LONG_OPTION {"chunk-size", required_argument, NULL, CLI_OPT_CHUNK_SIZE}
 #define CLI_CONTEXT_LONG_OPTIONS \
     {"ctx-size", required_argument, NULL, 'c'}, \
@@ -64,7 +66,12 @@ struct cli_context_opts {
     {"batch-size", required_argument, NULL, 'b'}, \
     {"threads", required_argument, NULL, 't'}, \
     {"cache-type", required_argument, NULL, CLI_OPT_CACHE_TYPE}, \
+    {"swa-full", no_argument, NULL, CLI_OPT_SWA_FULL}, \
     CLI_CHUNK_SIZE_LONG_OPTION
+#define CLI_SWA_FULL_HELP \
+    "  --swa-full               keep the sliding-window layers' keys and values\n" \
+    "                           for the whole context (default: their own pool,\n" \
+    "                           given back as positions leave the window)\n"
 #define CLI_CHUNK_SIZE_HELP \
     "  --chunk-size N           recurrent models (RWKV-6): tokens per chunk of the\n" \
     "                           chunk-parallel prefill (default 1: token by token)\n"

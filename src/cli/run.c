@@ -86,6 +86,7 @@ static void usage(FILE *out)
             "  -b, --batch N            prompt tokens per forward pass (default 512)\n"
             "  -t, --threads N          threads (default: all processors)\n"
             "  --cache-type TYPE        KV cache type: f32, f16 (default), q8_0\n"
+            CLI_SWA_FULL_HELP
             CLI_CHUNK_SIZE_HELP
             "  --stop TEXT              stop when TEXT is generated (repeatable)\n"
             "  --chat                   apply the chat template to the prompt\n"
@@ -197,6 +198,10 @@ int cmd_run(int argc, char **argv)
                 ep.n_ctx, ep.n_batch, ep.n_threads, ep.n_threads == 1 ? "" : "s", kernels);
         fprintf(stderr, "hearth: %s: KV cache %s, %llu bytes (%.2f MiB)\n", CMD,
                 hearth_type_name(ep.cache_type), (unsigned long long)es.kv_bytes, es.kv_bytes / 1048576.0);
+        if (es.window > 0)
+            fprintf(stderr, "hearth: %s: sliding-window layers: their own %d blocks of %d positions for a "
+                    "window of %d (--swa-full: the whole context)\n", CMD, es.window_blocks, es.block_tokens,
+                    es.window);
         fprintf(stderr, "hearth: %s: prompt %zu tokens%s\n", CMD, n_tokens, o.chat ? " (chat template)" : "");
     }
 

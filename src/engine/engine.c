@@ -48,6 +48,31 @@ void hearth_request_default(hearth_request *r)
 
 /* ---- creation ----------------------------------------------------------------------- */
 
+/* The window of a model whose layers mix sliding-window and full
+ * attention, when its sliding layers get a pool of their own (the
+ * window space, kv_cache.h): every layer on the host, no recurrent
+ * state, a window shorter than the context, and not swa_full.  0: none. */
+static int32_t window_space(const hearth_model *model, const hearth_engine_params *p, int32_t *n_layers)
+{
+    const struct hparams *hp = &model->hp;
+    *n_layers = 0;
+    if (p->swa_full || hp->n_swa <= 0 || hp->n_swa >= p->n_ctx || hparams_max_window(hp) > 0 || model->rec ||
+        model->offload.ocl)
+        return 0;
+    for (int32_t il = 0; il < hp->n_layer; il++) *n_layers += hparams_layer_window(hp, il) > 0;
+    return *n_layers > 0 ? hp->n_swa : 0;
+}
+
+/* Blocks of the window space: each of n_seq_max sequences holds its
+ * window's blocks, one more where the window starts inside a block and
+ * the one it writes; a step's prompt chunks (n_batch rows in all) need
+ * as many blocks again. */
+static int64_t window_blocks(const hearth_engine_params *p, int32_t window)
+{
+    const int64_t B = p->block_tokens;
+    return (int64_t)p->n_seq_max * ((window + B - 1) / B + 2) + (p->n_batch + B - 1) / B;
+}
+
 static hearth_status check_params(const hearth_model *model, hearth_engine_params *p)
 {
     const struct hparams *hp = &model->hp;
@@ -68,18 +93,31 @@ static hearth_status check_params(const hearth_model *model, hearth_engine_param
         return hearth_error(HEARTH_E_INVALID, "KV block size %d: a power of two from 16 to 1024 positions",
                             p->block_tokens);
     if (p->kv_tokens < 0) return hearth_error(HEARTH_E_INVALID, "KV pool of %lld positions", (long long)p->kv_tokens);
-    /* the prediction layer keeps keys and values too */
-    const size_t per_token = kv_cache_bytes_per_token(p->cache_type, hp->n_layer + (p->mtp ? model->n_mtp : 0),
+    /* the prediction layer keeps keys and values too; the sliding layers
+     * of a window space count apart */
+    int32_t n_win = 0;
+    const int32_t window = window_space(model, p, &n_win);
+    const size_t per_token = kv_cache_bytes_per_token(p->cache_type,
+                                                      hp->n_layer - n_win + (p->mtp ? model->n_mtp : 0),
                                                       hp->n_head_kv, hp->head_dim);
+    const size_t per_token_w = kv_cache_bytes_per_token(p->cache_type, n_win, hp->n_head_kv, hp->head_dim);
     if (per_token == 0)
         return kv_cache_check(p->cache_type, p->block_tokens, 1, hp->n_head_kv, hp->head_dim);
     if (p->kv_tokens == 0) {
         if (p->kv_bytes > 0) {
-            p->kv_tokens = (int64_t)(p->kv_bytes / per_token);
+            /* a window space takes its share of the budget first, unless
+             * the rest would hold fewer positions than it: then both have
+             * as many blocks */
+            const uint64_t wbytes = (uint64_t)window_blocks(p, window) * (uint64_t)p->block_tokens * per_token_w;
+            if (window > 0 && p->kv_bytes > wbytes &&
+                (p->kv_bytes - wbytes) / per_token >= (uint64_t)window_blocks(p, window) * p->block_tokens)
+                p->kv_tokens = (int64_t)((p->kv_bytes - wbytes) / per_token);
+            else
+                p->kv_tokens = (int64_t)(p->kv_bytes / (per_token + per_token_w));
             if (p->kv_tokens < p->block_tokens)
                 return hearth_error(HEARTH_E_INVALID, "a KV pool of %llu bytes holds less than one block of %d "
                                     "positions (%zu bytes a position)", (unsigned long long)p->kv_bytes,
-                                    p->block_tokens, per_token);
+                                    p->block_tokens, per_token + per_token_w);
         } else {
             p->kv_tokens = p->n_ctx;
         }
@@ -106,6 +144,11 @@ void hearth_engine_free(hearth_engine *e)
     }
     runner_free(e->runner);
     kv_pool_free(e->pool);
+    kv_pool_free(e->wpool);
+    free(e->wslot);
+    free(e->wtable_start);
+    free(e->wblocks);
+    free(e->wrefs_scratch);
     runner_free(e->drunner);
     kv_pool_free(e->dpool);
     free(e->drefs_scratch);
@@ -194,6 +237,9 @@ hearth_status hearth_engine_new(const hearth_model *model, const hearth_engine_p
         .chunk_size = p.chunk_size,
         .mtp = p.mtp,
     };
+    int32_t n_win_layers;
+    const int32_t window = window_space(model, &p, &n_win_layers);
+    if (window > 0) rp.n_blocks_window = (int32_t)HEARTH_MIN((int64_t)n_blocks, window_blocks(&p, window));
     /* a recurrent model with the prefix cache keeps two snapshots for
      * every sequence that may run (its prompt's and its generation's:
      * prefix.c), in state slots after theirs */
@@ -228,12 +274,23 @@ hearth_status hearth_engine_new(const hearth_model *model, const hearth_engine_p
         }
     }
     if (!st) st = kv_pool_new(n_blocks, B, &e->pool);
+    const int32_t n_wblocks = st ? 0 : runner_kv(e->runner)->n_blocks_window;
+    if (n_wblocks > 0) {
+        e->wwindow = model->hp.n_swa;
+        st = kv_pool_new(n_wblocks, B, &e->wpool);
+        const size_t nb = (size_t)n_batch;
+        e->wslot = hearth_calloc(nb, sizeof *e->wslot, "the step's window slots");
+        e->wtable_start = hearth_calloc(nb, sizeof *e->wtable_start, "the step's window tables");
+        e->wrefs_scratch = hearth_calloc((size_t)n_wblocks, sizeof *e->wrefs_scratch, "the pool check");
+        if (!st && (!e->wslot || !e->wtable_start || !e->wrefs_scratch)) st = HEARTH_E_NOMEM;
+    }
     if (!st && p.draft_model) {
         e->draft_model = p.draft_model;
         st = check_draft(model, p.draft_model);
         if (!st && hearth_model_is_recurrent(p.draft_model))
             st = hearth_error(HEARTH_E_UNSUPPORTED, "a recurrent model (%s) cannot be a draft model: its "
                               "state cannot be rolled back", hearth_model_arch(p.draft_model));
+        rp.n_blocks_window = 0; /* the draft keeps every position */
         if (!st) st = runner_new(p.draft_model, &rp, &e->drunner);
         if (!st) st = kv_pool_new(n_blocks, B, &e->dpool);
         if (!st) {
@@ -295,6 +352,17 @@ static void pool_stats(hearth_engine *e)
         st->state_bytes_per_seq = rstate_bytes_per_seq(rs);
     }
     st->max_full_sequences = kv->n_blocks / ((e->params.n_ctx + e->B - 1) / e->B);
+    if (e->wpool) {
+        int32_t n_win = 0;
+        for (int32_t il = 0; il < kv->n_layer; il++) n_win += kv->layers[il].window;
+        st->bytes_per_token = kv_cache_bytes_per_token(kv->type, kv->n_layer - n_win, hp->n_head_kv, hp->head_dim);
+        st->window = e->wwindow;
+        st->window_blocks = kv->n_blocks_window;
+        st->window_bytes_per_token = kv_cache_bytes_per_token(kv->type, n_win, hp->n_head_kv, hp->head_dim);
+        /* a sequence of n_ctx holds its window's blocks of that pool too */
+        const int32_t per_seq = HEARTH_MIN((e->wwindow + e->B - 1) / e->B + 2, (e->params.n_ctx + e->B - 1) / e->B);
+        st->max_full_sequences = HEARTH_MIN(st->max_full_sequences, kv->n_blocks_window / per_seq);
+    }
 }
 
 /* The counts that change with every step. */
@@ -305,6 +373,12 @@ void engine_update_stats_locked(hearth_engine *e)
     kv_pool_counts(e->pool, &c);
     st->blocks_used = c.n_held;
     st->blocks_cached = c.n_cached;
+    if (e->wpool) {
+        struct kv_pool_counts w;
+        kv_pool_counts(e->wpool, &w);
+        st->window_blocks_used = w.n_held;
+        st->window_blocks_cached = w.n_cached;
+    }
     st->running = e->running.n;
     int32_t queued = 0;
     for (struct request *r = e->new_head; r; r = r->next_new) queued += r->n;
@@ -345,6 +419,13 @@ static hearth_status build_batch(hearth_engine *e, const struct step_plan *p, st
     size_t n_blocks = 0;
     for (int32_t i = 0; i < p->n_seqs; i++) n_blocks += (size_t)e->step_seqs[i]->n_table;
     HEARTH_TRY(engine_reserve_blocks(e, n_blocks));
+    if (e->wpool && n_blocks > e->wblocks_cap) {
+        /* the window tables have as many entries as the others */
+        int32_t *b = hearth_realloc(e->wblocks, n_blocks * sizeof *b, "the step's window tables");
+        if (!b) return HEARTH_E_NOMEM;
+        e->wblocks = b;
+        e->wblocks_cap = n_blocks;
+    }
     int32_t row = 0, nl = 0, n_ckpt = 0;
     size_t tb = 0;
     for (int32_t i = 0; i < p->n_seqs; i++) {
@@ -362,12 +443,17 @@ static hearth_status build_batch(hearth_engine *e, const struct step_plan *p, st
             }
         }
         memcpy(e->blocks + tb, s->table, (size_t)s->n_table * sizeof *s->table);
+        if (e->wpool) {
+            e->wtable_start[i] = (int32_t)tb;
+            memcpy(e->wblocks + tb, s->wtable, (size_t)s->n_wtable * sizeof *s->wtable);
+        }
         tb += (size_t)s->n_table;
         for (int32_t k = 0; k < s->chunk; k++, row++) {
             const int32_t pos = s->n_computed + k;
             e->tokens[row] = engine_known_token(s, pos);
             e->pos[row] = pos;
             e->slot[row] = s->table[pos / e->B] * e->B + pos % e->B;
+            if (e->wpool) e->wslot[row] = s->wtable[pos / e->B] * e->B + pos % e->B;
             if (s->n_draft > 0) {
                 /* every row of a draft's verification: the sequence at
                  * its first, the others marked by NULL */
@@ -391,6 +477,9 @@ static hearth_status build_batch(hearth_engine *e, const struct step_plan *p, st
             .seq_start = e->seq_start,
             .blocks = e->blocks,
             .table_start = e->table_start,
+            .wslot = e->wpool ? e->wslot : NULL,
+            .wblocks = e->wpool ? e->wblocks : NULL,
+            .wtable_start = e->wpool ? e->wtable_start : NULL,
             .state_slot = e->state_slot,
             .ckpt = e->ckpt,
             .ckpt_slot = e->ckpt_slot,
@@ -510,6 +599,8 @@ hearth_status engine_check(hearth_engine *e)
 {
     const int32_t n_blocks = runner_kv(e->runner)->n_blocks;
     memset(e->refs_scratch, 0, (size_t)n_blocks * sizeof *e->refs_scratch);
+    if (e->wpool)
+        memset(e->wrefs_scratch, 0, (size_t)runner_kv(e->runner)->n_blocks_window * sizeof *e->wrefs_scratch);
     if (e->drefs_scratch) memset(e->drefs_scratch, 0, (size_t)n_blocks * sizeof *e->drefs_scratch);
     int32_t n_running = 0, n_waiting = 0;
     for (size_t i = 0; i < e->n_live; i++) {
@@ -517,8 +608,9 @@ hearth_status engine_check(hearth_engine *e)
         for (int32_t k = 0; k < r->n; k++) {
             const struct seq *s = r->seqs[k];
             if (!s || s->finished) {
-                if (s && s->n_table)
-                    return hearth_error(HEARTH_E_INTERNAL, "a finished sequence holds %d blocks", s->n_table);
+                if (s && (s->n_table || s->n_wtable))
+                    return hearth_error(HEARTH_E_INTERNAL, "a finished sequence holds %d blocks and %d of the "
+                                        "window's", s->n_table, s->n_wtable);
                 continue;
             }
             n_running += s->running;
@@ -534,6 +626,17 @@ hearth_status engine_check(hearth_engine *e)
                                         b, s->table[b], s->n_dropped);
                 if (s->table[b] >= 0) e->refs_scratch[s->table[b]]++;
             }
+            if (e->wpool ? s->n_wtable > s->n_table || s->n_wtable * e->B < s->n_computed : s->n_wtable != 0)
+                return hearth_error(HEARTH_E_INTERNAL, "a sequence of %d computed positions has %d blocks and %d "
+                                    "of the window's", s->n_computed, s->n_table, s->n_wtable);
+            for (int32_t b = 0; b < s->n_wtable; b++) {
+                /* the blocks before the window's first are given back */
+                const int32_t lo = HEARTH_MAX(0, s->n_computed + 1 - e->wwindow) / e->B;
+                if ((s->wtable[b] < 0) != (b < s->n_wdropped) || s->n_wdropped > lo)
+                    return hearth_error(HEARTH_E_INTERNAL, "window block %d of a sequence's table is %d, %d "
+                                        "dropped, the window from block %d", b, s->wtable[b], s->n_wdropped, lo);
+                if (s->wtable[b] >= 0) e->wrefs_scratch[s->wtable[b]]++;
+            }
             if (s->n_dtable * e->B < s->d_computed || s->d_computed > s->n_tokens)
                 return hearth_error(HEARTH_E_INTERNAL, "a sequence of %d tokens has %d computed by the draft "
                                     "and %d draft blocks", s->n_tokens, s->d_computed, s->n_dtable);
@@ -548,5 +651,6 @@ hearth_status engine_check(hearth_engine *e)
         return hearth_error(HEARTH_E_INTERNAL, "%d running and %d waiting sequences, lists of %d and %d",
                             n_running, n_waiting, e->running.n, e->waiting.n);
     HEARTH_TRY(kv_pool_check(e->pool, e->refs_scratch));
+    if (e->wpool) HEARTH_TRY(kv_pool_check(e->wpool, e->wrefs_scratch));
     return e->dpool ? kv_pool_check(e->dpool, e->drefs_scratch) : HEARTH_OK;
 }

@@ -92,6 +92,12 @@ struct seq {
                                   * it lies wholly before every layer's window */
     int32_t n_table, table_cap;
     int32_t n_dropped;           /* leading table entries given back so */
+    int32_t *wtable;             /* with a window space (engine wpool): the
+                                  * sliding layers' blocks of the same
+                                  * positions, from wpool (table_cap
+                                  * allocated); -1: given back, before the
+                                  * window */
+    int32_t n_wtable, n_wdropped;
     uint64_t *hashes;            /* chain hash of each full block so far (as
                                   * many allocated as table_cap) */
     int32_t n_hashed;
@@ -184,6 +190,14 @@ struct hearth_engine {
     int32_t window;              /* hparams_max_window: when every layer slides,
                                   * the positions a sequence must keep; 0: all */
     int32_t *refs_scratch;       /* engine_check */
+    /* A model mixing sliding-window and full layers (unless swa_full or
+     * offloaded): the sliding layers' pool, its window and the step's
+     * slots and tables in it (kv_cache.h, "window space") */
+    struct kv_pool *wpool;
+    int32_t wwindow;
+    int32_t *wslot, *wtable_start, *wblocks;
+    size_t wblocks_cap;
+    int32_t *wrefs_scratch;
 
     struct seq_list waiting, running; /* running: in admission order */
 

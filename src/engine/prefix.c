@@ -79,6 +79,7 @@ uint64_t engine_identity(const hearth_engine *e) { return e->identity; }
 /* ---- prefix cache and blocks ------------------------------------------------------ */
 
 static void resume_point(hearth_engine *e, struct seq *s);
+static hearth_status window_prefix(hearth_engine *e, struct seq *s);
 
 hearth_status engine_grow_array(void **p, int32_t *cap, int32_t need, size_t elem, const char *what)
 {
@@ -112,14 +113,19 @@ hearth_status engine_table_reserve(struct seq *s, int32_t n)
     uint64_t *h = hearth_realloc(s->hashes, (size_t)cap * sizeof *h, "block hashes");
     if (!h) return HEARTH_E_NOMEM; /* table_cap stays: the hashes have the old room */
     s->hashes = h;
+    int32_t *w = hearth_realloc(s->wtable, (size_t)cap * sizeof *w, "a window block table");
+    if (!w) return HEARTH_E_NOMEM;
+    s->wtable = w;
     s->table_cap = cap;
     return HEARTH_OK;
 }
 
-static hearth_status table_push(struct seq *s, int32_t b)
+/* Append block b to s's table, or to its window table. */
+static hearth_status table_push(struct seq *s, bool window, int32_t b)
 {
-    HEARTH_TRY(engine_table_reserve(s, s->n_table + 1));
-    s->table[s->n_table++] = b;
+    HEARTH_TRY(engine_table_reserve(s, (window ? s->n_wtable : s->n_table) + 1));
+    if (window) s->wtable[s->n_wtable++] = b;
+    else s->table[s->n_table++] = b;
     return HEARTH_OK;
 }
 
@@ -144,7 +150,7 @@ hearth_status engine_take_prefix(hearth_engine *e, struct seq *s)
         const int32_t b = kv_pool_lookup(e->pool, parent, h, s->tokens + (size_t)i * B);
         if (b < 0) break;
         kv_pool_ref(e->pool, b);
-        hearth_status st = table_push(s, b);
+        hearth_status st = table_push(s, false, b);
         if (st) {
             kv_pool_release(e->pool, b);
             return st;
@@ -154,6 +160,49 @@ hearth_status engine_take_prefix(hearth_engine *e, struct seq *s)
         s->n_computed = (i + 1) * B;
     }
     if (e->snaps) resume_point(e, s);
+    return e->wpool ? window_prefix(e, s) : HEARTH_OK;
+}
+
+/* The first block of the window of a sequence whose next position is n:
+ * the blocks before it lie wholly before the window of every row it has
+ * still to compute. */
+static int32_t window_first_block(const hearth_engine *e, int32_t window, int32_t n)
+{
+    return HEARTH_MAX(0, n + 1 - window) / e->B;
+}
+
+/* With a window space, a cached prefix of k blocks serves only when the
+ * window pool still holds its last window's blocks (registered under
+ * the same chain hashes): the deepest such k is kept, the blocks past it
+ * given back, and the window table has -1 before its window. */
+static hearth_status window_prefix(hearth_engine *e, struct seq *s)
+{
+    const int32_t B = e->B;
+    int32_t k = s->n_table, lo = 0;
+    for (; k > 0; k--) {
+        lo = window_first_block(e, e->wwindow, k * B);
+        bool whole = true;
+        for (int32_t i = 0; i < k; i++) {
+            int32_t b = -1;
+            if (i >= lo) {
+                const uint64_t parent = i == 0 ? e->identity : s->hashes[i - 1];
+                b = kv_pool_lookup(e->wpool, parent, s->hashes[i], s->tokens + (size_t)i * B);
+                whole = b >= 0;
+                if (!whole) break;
+                kv_pool_ref(e->wpool, b);
+            }
+            s->wtable[s->n_wtable++] = b; /* room: table_cap entries, k at most */
+        }
+        if (whole) break;
+        while (s->n_wtable > 0) {
+            const int32_t b = s->wtable[--s->n_wtable];
+            if (b >= 0) kv_pool_release(e->wpool, b);
+        }
+    }
+    while (s->n_table > k) kv_pool_release(e->pool, s->table[--s->n_table]);
+    s->n_hashed = k;
+    s->n_computed = k * B;
+    s->n_wdropped = k > 0 ? lo : 0;
     return HEARTH_OK;
 }
 
@@ -255,64 +304,89 @@ hearth_status engine_register_full_blocks(hearth_engine *e, struct seq *s)
         uint64_t parent;
         s->hashes[i] = block_hash(e, s, i, &parent);
         kv_pool_register(e->pool, s->table[i], parent, s->hashes[i], s->tokens + (size_t)i * B);
+        /* the window's block of the same positions, under the same hash */
+        if (e->wpool && i < s->n_wtable && s->wtable[i] >= 0)
+            kv_pool_register(e->wpool, s->wtable[i], parent, s->hashes[i], s->tokens + (size_t)i * B);
     }
     s->n_hashed = n_full;
     return HEARTH_OK;
 }
 
-/* A model whose layers all slide (window W) reads, for its next row at
- * position n_computed, keys from n_computed + 1 - W on, and the CPU
- * attention starts reading at the block holding that position (see
- * cpu_attention): every block wholly before it goes back to the pool (to
- * the prefix cache when registered), its table entry -1. */
-void engine_drop_outside_window(hearth_engine *e, struct seq *s)
+/* Give back the blocks of a table wholly before the window of a
+ * sequence whose next position is n (to the prefix cache when
+ * registered), their entries -1. */
+static void drop_before_window(hearth_engine *e, struct kv_pool *pool, int32_t *table, int32_t n_table,
+                               int32_t *n_dropped, int32_t window, int32_t n)
 {
-    if (e->window <= 0) return;
-    const int32_t lo = s->n_computed + 1 - e->window;
-    const int32_t n_old = lo > 0 ? HEARTH_MIN(lo / e->B, s->n_table) : 0;
-    for (; s->n_dropped < n_old; s->n_dropped++) {
-        kv_pool_release(e->pool, s->table[s->n_dropped]);
-        s->table[s->n_dropped] = -1;
+    const int32_t n_old = HEARTH_MIN(window_first_block(e, window, n), n_table);
+    for (; *n_dropped < n_old; (*n_dropped)++) {
+        kv_pool_release(pool, table[*n_dropped]);
+        table[*n_dropped] = -1;
     }
 }
 
-/* Make room in s's table for positions n_computed .. n_computed + n - 1:
- * new blocks where the table ends, a private copy of a shared block that
- * would be written (copy-on-write).  Stops at the first block it cannot
- * get; returns how many of the n positions have room. */
-hearth_status engine_make_room(hearth_engine *e, struct seq *s, int32_t n, int32_t *n_room)
+/* A sliding layer reads, for its next row at position n_computed, keys
+ * from n_computed + 1 - W on, and the CPU attention starts reading at the
+ * block holding that position (see cpu_attention): every block wholly
+ * before it goes back to its pool.  That is the whole table of a model
+ * whose layers all slide, and the window table of a window space. */
+void engine_drop_outside_window(hearth_engine *e, struct seq *s)
+{
+    if (e->window > 0) drop_before_window(e, e->pool, s->table, s->n_table, &s->n_dropped, e->window, s->n_computed);
+    if (e->wpool)
+        drop_before_window(e, e->wpool, s->wtable, s->n_wtable, &s->n_wdropped, e->wwindow, s->n_computed);
+}
+
+/* Make room in one of s's tables (window: the window table, its blocks
+ * from the window pool) for positions first .. end - 1: new blocks where
+ * the table ends, a private copy of a shared block that would be written
+ * (copy-on-write).  Stops at the first block it cannot get; *n_room: how
+ * many of the positions have room. */
+static hearth_status table_room(hearth_engine *e, struct seq *s, bool window, int32_t first, int32_t end,
+                                int32_t *n_room)
 {
     const int32_t B = e->B;
-    const int32_t first = s->n_computed, end = s->n_computed + n;
+    struct kv_pool *pool = window ? e->wpool : e->pool;
     *n_room = 0;
     for (int32_t bi = first / B; bi * B < end; bi++) {
         const int32_t have_to = HEARTH_MIN(end, (bi + 1) * B);
-        if (bi < s->n_table) {
-            const int32_t old = s->table[bi];
+        int32_t *table = window ? s->wtable : s->table;
+        if (bi < (window ? s->n_wtable : s->n_table)) {
+            const int32_t old = table[bi];
             /* a registered block is written only after a rollback into it:
              * its cached contents must stay */
-            if (kv_pool_refs(e->pool, old) > 1 || kv_pool_registered(e->pool, old)) {
-                const int32_t b = kv_pool_alloc(e->pool);
+            if (kv_pool_refs(pool, old) > 1 || kv_pool_registered(pool, old)) {
+                const int32_t b = kv_pool_alloc(pool);
                 if (b < 0) return HEARTH_OK;
-                hearth_status st = runner_copy_block(e->runner, old, b, first - bi * B);
+                hearth_status st = runner_copy_block(e->runner, old, b, first - bi * B, window);
                 if (st) {
-                    kv_pool_release(e->pool, b);
+                    kv_pool_release(pool, b);
                     return st;
                 }
-                kv_pool_release(e->pool, old);
-                s->table[bi] = b;
+                kv_pool_release(pool, old);
+                table[bi] = b;
                 if (s->n_hashed > bi) s->n_hashed = bi;
             }
         } else {
-            const int32_t b = kv_pool_alloc(e->pool);
+            const int32_t b = kv_pool_alloc(pool);
             if (b < 0) return HEARTH_OK;
-            hearth_status st = table_push(s, b);
+            hearth_status st = table_push(s, window, b);
             if (st) {
-                kv_pool_release(e->pool, b);
+                kv_pool_release(pool, b);
                 return st;
             }
         }
         *n_room = have_to - first;
     }
+    return HEARTH_OK;
+}
+
+/* Room for positions n_computed .. n_computed + n - 1 in s's table and,
+ * with a window space, in its window table; returns how many of the n
+ * positions have room in both. */
+hearth_status engine_make_room(hearth_engine *e, struct seq *s, int32_t n, int32_t *n_room)
+{
+    HEARTH_TRY(table_room(e, s, false, s->n_computed, s->n_computed + n, n_room));
+    if (e->wpool && *n_room > 0) HEARTH_TRY(table_room(e, s, true, s->n_computed, s->n_computed + *n_room, n_room));
     return HEARTH_OK;
 }

@@ -14,6 +14,7 @@ static void seq_free(struct seq *s)
     if (!s) return;
     free(s->tokens);
     free(s->table);
+    free(s->wtable);
     free(s->hashes);
     hearth_sampler_free(s->sampler);
     hearth_text_stream_free(s->stream);

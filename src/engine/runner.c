@@ -168,8 +168,18 @@ static hearth_status new_kv(struct runner *r, const bool *on_host)
         free(attn);
         return st;
     }
-    return kv_cache_new(p->cache_type, p->block_tokens, p->n_blocks, on_host ? hp->n_layer : n_kv,
-                        hp->n_head_kv, hp->head_dim, on_host, &r->kv);
+    if (on_host || p->n_blocks_window <= 0)
+        return kv_cache_new(p->cache_type, p->block_tokens, p->n_blocks, on_host ? hp->n_layer : n_kv,
+                            hp->n_head_kv, hp->head_dim, on_host, &r->kv);
+    /* every layer on the host: the sliding ones in the window space (the
+     * prediction layer's keys and values stay in the other) */
+    bool *window = hearth_calloc((size_t)n_kv, sizeof *window, "the KV cache layout");
+    if (!window) return HEARTH_E_NOMEM;
+    for (int32_t il = 0; il < hp->n_layer; il++) window[il] = hparams_layer_window(hp, il) > 0;
+    hearth_status st = kv_cache_new_split(p->cache_type, p->block_tokens, p->n_blocks, p->n_blocks_window, n_kv,
+                                          hp->n_head_kv, hp->head_dim, NULL, window, &r->kv);
+    free(window);
+    return st;
 }
 
 /* The device part: the KV cache split between host and device, the
@@ -291,10 +301,10 @@ const float *runner_logits(const struct runner *r, int32_t i)
     return r->logits + (size_t)i * (size_t)r->model->hp.n_vocab;
 }
 
-hearth_status runner_copy_block(struct runner *r, int32_t src, int32_t dst, int32_t n_rows)
+hearth_status runner_copy_block(struct runner *r, int32_t src, int32_t dst, int32_t n_rows, bool window)
 {
-    if (r->first_gpu_layer > 0) HEARTH_TRY(r->cpu->ops->kv_copy_block(r->cpu, r->kv, src, dst, n_rows));
-    if (r->gpu) HEARTH_TRY(r->gpu->ops->kv_copy_block(r->gpu, r->kv, src, dst, n_rows));
+    if (r->first_gpu_layer > 0) HEARTH_TRY(r->cpu->ops->kv_copy_block(r->cpu, r->kv, src, dst, n_rows, window));
+    if (r->gpu) HEARTH_TRY(r->gpu->ops->kv_copy_block(r->gpu, r->kv, src, dst, n_rows, window));
     return HEARTH_OK;
 }
 

@@ -28,6 +28,10 @@ struct runner_params {
     hearth_type cache_type;
     int32_t block_tokens;  /* positions per KV block */
     int32_t n_blocks;      /* blocks of the pool */
+    int32_t n_blocks_window; /* a model mixing sliding-window and full
+                            * layers, every layer on the host: blocks of
+                            * the sliding layers' own space (kv_cache.h);
+                            * 0: they share the pool's blocks */
     int32_t n_states;      /* recurrent models: sequences holding a state at
                             * once (state slots, rstate.h); 0: 1 */
     int32_t chunk_size;    /* recurrent models: tokens per chunk of a
@@ -81,9 +85,10 @@ hearth_status runner_eval_mtp(struct runner *r, const struct runner_step *step, 
 const float *runner_hidden(const struct runner *r, int32_t i);
 const float *runner_mtp_hidden(const struct runner *r, int32_t i);
 
-/* Copy the first n_rows rows of KV block src into block dst, on every
- * backend holding layers of the cache. */
-hearth_status runner_copy_block(struct runner *r, int32_t src, int32_t dst, int32_t n_rows);
+/* Copy the first n_rows rows of KV block src into block dst of one space
+ * (the window space's or the other's), on every backend holding layers
+ * of the cache. */
+hearth_status runner_copy_block(struct runner *r, int32_t src, int32_t dst, int32_t n_rows, bool window);
 
 const struct kv_cache *runner_kv(const struct runner *r);
 /* The recurrent states (NULL for attention models, whose KV cache then

@@ -40,6 +40,10 @@ void engine_release_blocks(hearth_engine *e, struct seq *s)
         if (s->table[i] >= 0) kv_pool_release(e->pool, s->table[i]);
     s->n_table = 0;
     s->n_dropped = 0;
+    for (int32_t i = 0; i < s->n_wtable; i++)
+        if (s->wtable[i] >= 0) kv_pool_release(e->wpool, s->wtable[i]);
+    s->n_wtable = 0;
+    s->n_wdropped = 0;
     s->n_computed = 0;
     s->n_hashed = 0;
     for (int32_t i = 0; i < s->n_dtable; i++) kv_pool_release(e->dpool, s->dtable[i]);
@@ -58,6 +62,8 @@ void engine_seq_truncate(hearth_engine *e, struct seq *s, int32_t n)
     if (n < s->n_computed) s->n_computed = n;
     const int32_t keep = (n + e->B - 1) / e->B;
     while (s->n_table > keep) kv_pool_release(e->pool, s->table[--s->n_table]);
+    /* never into the blocks given back: n is past the window's start */
+    while (s->n_wtable > HEARTH_MAX(keep, s->n_wdropped)) kv_pool_release(e->wpool, s->wtable[--s->n_wtable]);
     if (s->n_hashed > s->n_computed / e->B) s->n_hashed = s->n_computed / e->B;
 }
 
@@ -135,6 +141,12 @@ hearth_status engine_fork_samples(hearth_engine *e, struct request *r)
         }
         s->n_table = s0->n_table;
         s->n_dropped = s0->n_dropped;
+        for (int32_t k = 0; k < s0->n_wtable; k++) {
+            if (s0->wtable[k] >= 0) kv_pool_ref(e->wpool, s0->wtable[k]);
+            s->wtable[k] = s0->wtable[k];
+        }
+        s->n_wtable = s0->n_wtable;
+        s->n_wdropped = s0->n_wdropped;
         memcpy(s->hashes, s0->hashes, (size_t)s0->n_hashed * sizeof *s->hashes);
         s->n_hashed = s0->n_hashed;
         s->n_computed = s0->n_computed;
@@ -294,5 +306,6 @@ hearth_status engine_verify_seq(hearth_engine *e, struct seq *s, int32_t first)
     draft_truncate(e, s, s->n_computed);
     HEARTH_TRY(engine_register_full_blocks(e, s));
     engine_keep_snapshot(e, s);
+    engine_drop_outside_window(e, s);
     return HEARTH_OK;
 }

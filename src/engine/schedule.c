@@ -184,7 +184,11 @@ hearth_status engine_schedule(hearth_engine *e, struct step_plan *p)
         /* a waiting sequence holds no blocks */
         const int32_t total = (s->n_tokens + e->B - 1) / e->B;
         HEARTH_TRY(engine_take_prefix(e, s));
-        if (total - s->n_table > kv_pool_available(e->pool)) {
+        /* with a window space, the window blocks of its first chunk */
+        const int32_t chunk_end = s->n_computed + HEARTH_MIN(s->n_tokens - s->n_computed, p->budget);
+        const int32_t need_w = e->wpool ? (chunk_end - 1) / e->B + 1 - s->n_wtable : 0;
+        if (total - s->n_table > kv_pool_available(e->pool) ||
+            (need_w > 0 && need_w > kv_pool_available(e->wpool))) {
             /* give the prefix back; wait for room (first come, first served) */
             engine_release_blocks(e, s);
             if (e->running.n == 0 && total > kv_pool_available(e->pool)) {

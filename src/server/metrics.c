@@ -151,6 +151,14 @@ char *srv_metrics_render(struct srv_metrics *m, const hearth_engine_stats *es, s
            es->blocks_cached);
     metric(&o, "gauge", "hearth_kv_blocks_total", "KV blocks of the pool.", es->n_blocks);
     metric(&o, "gauge", "hearth_kv_block_tokens", "Positions per KV block.", es->block_tokens);
+    if (es->window > 0) {
+        metric(&o, "gauge", "hearth_kv_window_blocks_used", "Blocks of the sliding layers' pool held by sequences.",
+               es->window_blocks_used);
+        metric(&o, "gauge", "hearth_kv_window_blocks_cached",
+               "Blocks of the sliding layers' pool kept for the prefix cache.", es->window_blocks_cached);
+        metric(&o, "gauge", "hearth_kv_window_blocks_total", "Blocks of the sliding layers' pool.",
+               es->window_blocks);
+    }
     metric(&o, "counter", "hearth_prompt_tokens_total", "Prompt tokens of finished samples.",
            (double)c.prompt_tokens);
     metric(&o, "counter", "hearth_prompt_tokens_cached_total",

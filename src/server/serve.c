@@ -44,6 +44,7 @@ static void usage(FILE *out)
             "  -b, --batch N            tokens of one step (default 512)\n"
             "  -t, --threads N          threads (default: all processors)\n"
             "  --cache-type TYPE        KV cache type: f32, f16 (default), q8_0\n"
+            CLI_SWA_FULL_HELP
             CLI_CHUNK_SIZE_HELP
             "  --kv-size N              positions of the KV pool (default: ctx-size x parallel)\n"
             "  --kv-block N             positions per KV block (default 64)\n"
@@ -417,12 +418,15 @@ int cmd_serve(int argc, char **argv)
     if (!srv_server_set_limits(server, cfg.alias, cfg.max_tokens_cap, &cfg.speculation) ||
         !srv_server_ready(server, model, engine, cp.tmpl, tool_format, cp.bos_text, cp.eos_text))
         goto cleanup;
-    char pool[32];
+    char pool[32], window[96] = "";
     cli_format_bytes(pool, sizeof pool, (double)es.kv_bytes);
+    if (es.window > 0)
+        snprintf(window, sizeof window, ", the sliding layers' %d blocks for windows of %d", es.window_blocks,
+                 es.window);
     fprintf(stderr, "hearth: %s: ready: model %s (%s), context %d, %d sequences at once, batch %d, "
-            "%d threads; KV pool %d blocks of %d positions (%s), %d sequences of the full context at "
+            "%d threads; KV pool %d blocks of %d positions%s (%s), %d sequences of the full context at "
             "once; chat template: %s, tool calls: %s, reasoning: %s%s\n", CMD, cfg.alias, hearth_model_desc(model), ep.n_ctx,
-            ep.n_seq_max, ep.n_batch, ep.n_threads, es.n_blocks, es.block_tokens, pool,
+            ep.n_seq_max, ep.n_batch, ep.n_threads, es.n_blocks, es.block_tokens, window, pool,
             es.max_full_sequences, cp.tmpl ? cp.source : "none", srv_tool_format_name(tool_format),
             hearth_reasoning_format_name(reasoning), n_keys ? "; API keys required" : "");
     if (mtp)
