@@ -282,7 +282,8 @@ TESTS += \
 	tests/grammar-validity.sh \
 	tests/layout.sh \
 	tests/server-openai.sh \
-	tests/template-models.sh
+	tests/template-models.sh \
+	tests/tokenizer-o200k.sh
 EXTRA_DIST += \
 	tests/cli-moe.sh \
 	tests/cli-hybrid.sh \
@@ -313,7 +314,9 @@ EXTRA_DIST += \
 	tests/server-openai.mjs \
 	tests/server-openai.sh \
 	tests/template-models.mjs \
-	tests/template-models.sh
+	tests/template-models.sh \
+	tests/tokenizer-o200k.mjs \
+	tests/tokenizer-o200k.sh
 
 # Fuzz targets.  With --enable-fuzzing (clang) each is a libFuzzer program,
 # tests/fuzz/fuzz-<target>; every build also links it with a replay driver,
