@@ -251,6 +251,12 @@ check_PROGRAMS += tests/dump-logits
 tests_dump_logits_SOURCES = tests/dump-logits.c
 tests_dump_logits_LDADD = src/libhearth-core.la
 
+# tokenize-cases gives the ids of every case of a tokenizer-tests.inp-style
+# file, for tests/tokenizer-o200k.sh to compare with a reference tokenizer's.
+check_PROGRAMS += tests/tokenize-cases
+tests_tokenize_cases_SOURCES = tests/tokenize-cases.c
+tests_tokenize_cases_LDADD = src/libhearth-core.la
+
 # End-to-end tests of the hearth program (the longest first, so that a
 # parallel make check starts it early).
 TESTS += \
@@ -276,7 +282,8 @@ TESTS += \
 	tests/grammar-validity.sh \
 	tests/layout.sh \
 	tests/server-openai.sh \
-	tests/template-models.sh
+	tests/template-models.sh \
+	tests/tokenizer-o200k.sh
 EXTRA_DIST += \
 	tests/cli-moe.sh \
 	tests/cli-hybrid.sh \
@@ -307,7 +314,9 @@ EXTRA_DIST += \
 	tests/server-openai.mjs \
 	tests/server-openai.sh \
 	tests/template-models.mjs \
-	tests/template-models.sh
+	tests/template-models.sh \
+	tests/tokenizer-o200k.mjs \
+	tests/tokenizer-o200k.sh
 
 # Fuzz targets.  With --enable-fuzzing (clang) each is a libFuzzer program,
 # tests/fuzz/fuzz-<target>; every build also links it with a replay driver,
