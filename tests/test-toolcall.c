@@ -288,6 +288,37 @@ START_TEST(test_grammar)
     ck_assert(grammar_matches(g, "[TOOL_CALLS][{\"name\":\"b\",\"arguments\":{\"x\":\"s\",\"next\":{\"x\":\"t\"}}}]"));
     ck_assert(!grammar_matches(g, "[TOOL_CALLS][{\"name\":\"b\",\"arguments\":{\"x\":\"s\",\"next\":{\"x\":1}}}]"));
     free(g);
+
+    /* Harmony (gpt-oss): a commentary message to the named tool, or with
+     * tool_choice "required" to any of them, its body the tool's
+     * arguments -- each tool's own schema, the same rule and definition
+     * names in two tools kept apart. */
+#define CALL(name, args) "<|channel|>commentary to=functions." name " <|constrain|>json<|message|>" args
+    ck_assert_msg(srv_tool_calls_grammar(SRV_TOOLS_HARMONY, defs_tools, NULL, &g, why, sizeof why), "%s", why);
+    ck_assert_int_eq(hearth_grammar_check(g, strlen(g)), HEARTH_OK);
+    static const char *const h_yes[] = {
+        CALL("a", "{\"x\":1}"), CALL("b", "{\"x\":\"s\"}"), CALL("b", "{\"x\":\"s\",\"next\":{\"x\":\"t\"}}"),
+    };
+    static const char *const h_no[] = {
+        CALL("a", "{\"x\":\"s\"}"), CALL("b", "{\"x\":1}"), CALL("c", "{\"x\":1}"),
+        "<|channel|>final<|message|>{\"x\":1}", CALL("a", "{\"x\":1}") "more",
+    };
+    for (size_t k = 0; k < sizeof h_yes / sizeof *h_yes; k++)
+        ck_assert_msg(grammar_matches(g, h_yes[k]), "%s should accept %s", g, h_yes[k]);
+    for (size_t k = 0; k < sizeof h_no / sizeof *h_no; k++)
+        ck_assert_msg(!grammar_matches(g, h_no[k]), "%s should refuse %s", g, h_no[k]);
+    free(g);
+    ck_assert_msg(srv_tool_calls_grammar(SRV_TOOLS_HARMONY, tools, "ping", &g, why, sizeof why), "%s", why);
+    ck_assert(grammar_matches(g, CALL("ping", "{}")));
+    ck_assert(!grammar_matches(g, CALL("get_weather", "{\"city\":\"P\"}")));
+    ck_assert(!grammar_matches(g, CALL("ping", "{\"x\":1}")));
+    free(g);
+    ck_assert(!srv_tool_calls_grammar(SRV_TOOLS_HARMONY, tools, "nope", &g, why, sizeof why));
+    ck_assert_ptr_null(g);
+    ck_assert(!srv_tool_calls_grammar(SRV_TOOLS_HARMONY, "[{\"type\":\"function\",\"function\":{\"name\":\"a\\\"b\"}}]",
+                                      NULL, &g, why, sizeof why));
+    ck_assert_ptr_nonnull(strstr(why, "character"));
+#undef CALL
 }
 END_TEST
 

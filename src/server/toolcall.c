@@ -6,6 +6,7 @@
  */
 #include "toolcall.h"
 
+#include <ctype.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -399,44 +400,131 @@ static bool schema_root(char *text, char **gbnf, int *expr_len, const char **res
     return true;
 }
 
-/* Harmony's forcing grammar: the commentary message to the one tool
- * (named, or the only one), whose body is its arguments. */
+/* GBNF text g with every rule name -- the names outside string
+ * literals, character classes, repetition counts and comments --
+ * prefixed with `prefix`, written to o (when not NULL); returns its
+ * length. */
+static size_t prefix_rules(char *o, const char *g, const char *prefix)
+{
+    const size_t plen = strlen(prefix);
+    size_t n = 0;
+#define PUT(ch)                 \
+    do {                        \
+        const char ch_ = (ch);  \
+        if (o) o[n] = ch_;      \
+        n++;                    \
+    } while (0)
+    for (size_t i = 0; g[i];) {
+        const char c = g[i];
+        if (c == '"' || c == '[' || c == '{') {
+            const char close = c == '"' ? '"' : c == '[' ? ']' : '}';
+            PUT(g[i++]);
+            while (g[i] && g[i] != close) {
+                if (g[i] == '\\' && g[i + 1]) PUT(g[i++]);
+                PUT(g[i++]);
+            }
+            if (g[i]) PUT(g[i++]);
+        } else if (c == '#') {
+            while (g[i] && g[i] != '\n') PUT(g[i++]);
+        } else if (isalpha((unsigned char)c) || c == '_') {
+            for (size_t k = 0; k < plen; k++) PUT(prefix[k]);
+            while (isalnum((unsigned char)g[i]) || g[i] == '_' || g[i] == '-') PUT(g[i++]);
+        } else {
+            PUT(g[i++]);
+        }
+    }
+#undef PUT
+    return n;
+}
+
+/* Append g, its rules prefixed (prefix_rules()), to buf at *len.  false
+ * when out of memory. */
+static bool append_prefixed(char **buf, size_t *len, const char *g, const char *prefix)
+{
+    const size_t n = prefix_rules(NULL, g, prefix);
+    char *b = realloc(*buf, *len + n + 1);
+    if (!b) return false;
+    prefix_rules(b + *len, g, prefix);
+    *len += n;
+    b[*len] = '\0';
+    *buf = b;
+    return true;
+}
+
+/* Harmony's forcing grammar: a commentary message to the named tool, or
+ * (tool_choice "required") to any of them, whose body is the tool's
+ * arguments; each tool's schema rules are prefixed "tK-" apart. */
 static bool harmony_grammar(json_t *tools, const char *name, char **out, char *why, size_t why_len)
 {
-    json_t *fn = NULL;
-    size_t i, n_named = 0;
+    size_t len = 0, i, n_calls = 0;
+    char *g = NULL, *alts = NULL;
+    size_t alen = 0, acap = 0;
+    bool ok = true;
     json_t *t;
     json_array_foreach(tools, i, t) {
-        json_t *f = json_object_get(t, "function");
-        json_t *n = json_object_get(f, "name");
+        json_t *fn = json_object_get(t, "function");
+        json_t *n = json_object_get(fn, "name");
         if (!json_is_string(n) || (name && strcmp(json_string_value(n), name) != 0)) continue;
-        fn = f;
-        n_named++;
+        const char *fname = json_string_value(n);
+        for (const char *p = fname; *p && ok; p++)
+            if (*p == '"' || *p == '\\' || (unsigned char)*p < ' ')
+                ok = failf(why, why_len, "a tool's name has a character a grammar cannot hold");
+        if (!ok) break;
+        json_t *params = json_object_get(fn, "parameters");
+        static const char no_params[] = "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}";
+        char *text;
+        if (json_is_object(params) && json_object_size(params) > 0) text = json_dumps(params, JSON_COMPACT);
+        else if ((text = malloc(sizeof no_params))) memcpy(text, no_params, sizeof no_params);
+        char *gbnf = NULL;
+        if (!text) {
+            ok = failf(why, why_len, "out of memory");
+            break;
+        }
+        hearth_status st = hearth_json_schema_to_gbnf(text, strlen(text), &gbnf);
+        free(text);
+        if (st) {
+            ok = failf(why, why_len, hearth_last_error());
+            break;
+        }
+        char prefix[32], head[48];
+        snprintf(prefix, sizeof prefix, "t%zu-", i);
+        /* tK-call ::= "<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>" tK-root */
+        const size_t hl = strlen(fname) + 160;
+        char *call = malloc(hl);
+        if (call) snprintf(call, hl, "call ::= \"<|channel|>commentary to=functions.%s <|constrain|>json<|message|>\" "
+                           "root\n", fname);
+        snprintf(head, sizeof head, "%st%zu-call", n_calls ? " | " : "", i);
+        const size_t hlen = strlen(head);
+        if (alen + hlen + 1 > acap) {
+            char *na = realloc(alts, acap = alen + hlen + 64);
+            if (na) alts = na;
+            else ok = false;
+        }
+        if (ok) {
+            memcpy(alts + alen, head, hlen + 1);
+            alen += hlen;
+        }
+        ok = ok && call && append_prefixed(&g, &len, call, prefix) && append_prefixed(&g, &len, gbnf, prefix);
+        free(call);
+        hearth_free(gbnf);
+        if (!ok) {
+            failf(why, why_len, "out of memory");
+            break;
+        }
+        n_calls++;
     }
-    if (n_named != 1)
-        return failf(why, why_len, n_named ? "harmony (gpt-oss) forces a call of one tool: name it in "
-                                             "'tool_choice'" : "no such tool");
-    const char *fname = json_string_value(json_object_get(fn, "name"));
-    for (const char *p = fname; *p; p++)
-        if (*p == '"' || *p == '\\' || (unsigned char)*p < ' ')
-            return failf(why, why_len, "the tool's name has a character a grammar cannot hold");
-    json_t *params = json_object_get(fn, "parameters");
-    static const char no_params[] = "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}";
-    char *text;
-    if (json_is_object(params) && json_object_size(params) > 0) text = json_dumps(params, JSON_COMPACT);
-    else if ((text = malloc(sizeof no_params))) memcpy(text, no_params, sizeof no_params);
-    char *gbnf;
-    int expr_len;
-    const char *rest;
-    if (!schema_root(text, &gbnf, &expr_len, &rest, why, why_len)) return false;
-    size_t cap = strlen(gbnf) + strlen(fname) + 128;
-    char *g = malloc(cap);
-    if (g) snprintf(g, cap, "root ::= \"<|channel|>commentary to=functions.%s <|constrain|>json<|message|>\" "
-                    "( %.*s )%s", fname, expr_len, gbnf + ROOT_HEAD_LEN, rest);
-    hearth_free(gbnf);
-    if (!g) return failf(why, why_len, "out of memory");
-    *out = g;
-    return true;
+    if (ok && n_calls == 0) ok = failf(why, why_len, "no such tool");
+    char *root = NULL;
+    if (ok) {
+        const size_t rl = alen + len + 16;
+        root = malloc(rl);
+        if (root) snprintf(root, rl, "root ::= %s\n%s", alts, g);
+        else ok = failf(why, why_len, "out of memory");
+    }
+    free(alts);
+    free(g);
+    *out = ok ? root : NULL;
+    return ok;
 }
 
 bool srv_tool_calls_grammar(enum srv_tool_format f, const char *tools_json, const char *name,
