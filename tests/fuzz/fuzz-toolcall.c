@@ -1,7 +1,7 @@
 /*
  * fuzz-toolcall.c -- fuzz target for hearth serve's tool calls
- * (src/server/toolcall.c).  The first byte picks the format (its value
- * modulo 3) and what the rest is: model output (bit 2 clear), read for
+ * (src/server/toolcall.c).  The first byte picks the format (its low two
+ * bits: hermes, llama3, mistral, harmony) and what the rest is: model output (bit 2 clear), read for
  * calls and for how much of it a stream may send, or a tools array (bit
  * 2 set) to build the forcing grammar from.  Calls read back must have a
  * name and arguments that are a compact JSON object, the content must lie
@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0) return 0;
-    const enum srv_tool_format f = (enum srv_tool_format)(data[0] % 3);
+    const enum srv_tool_format f = (enum srv_tool_format)(data[0] & 3);
     const char *text = (const char *)data + 1;
     const size_t len = size - 1;
     if (data[0] & 4) {
