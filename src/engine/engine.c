@@ -552,6 +552,12 @@ hearth_status hearth_engine_step(hearth_engine *e, bool *did_work)
                 if (!st) engine_keep_snapshot(e, s);
                 engine_drop_outside_window(e, s);
             }
+            /* the statistics show the step's blocks before a client hears
+             * of its tokens (a /metrics read after a first token sees the
+             * blocks its sequence holds) */
+            pthread_mutex_lock(&e->lock);
+            engine_update_stats_locked(e);
+            pthread_mutex_unlock(&e->lock);
             for (int32_t i = 0; i < n_logits && !st; i++) {
                 struct seq *s = e->logit_seqs[i];
                 if (!s) continue; /* a verification's later row */
