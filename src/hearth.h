@@ -604,7 +604,9 @@ int hearth_text_stream_stop_index(const hearth_text_stream *stream);
  *  - think: "<think>" reasoning "</think>" at the start of the text
  *    (Qwen3, Qwen3.5, DeepSeek-R1); the whitespace after "</think>" is
  *    dropped.  When the prompt ends with "<think>" (the template opened
- *    the block), the text starts inside the reasoning.
+ *    the block), the text starts inside the reasoning; when it ends with
+ *    "</think>" (an empty block: thinking turned off), all of the text
+ *    is the answer.
  *  - harmony: OpenAI's messages (gpt-oss):
  *    "<|channel|>analysis<|message|>...<|end|><|start|>assistant
  *    <|channel|>final<|message|>...".  The analysis channel is the
