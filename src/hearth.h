@@ -1170,7 +1170,15 @@ typedef struct hearth_request {
                                   * constrains the answer alone, from its
                                   * first byte (after "</think>", in the
                                   * body of a final message), and the
-                                  * reasoning is free (below) */
+                                  * reasoning is free; a token that would
+                                  * end the reasoning's marker and go on
+                                  * with the answer is refused while the
+                                  * grammar waits (drawn again without
+                                  * it).  Where the answer may start as
+                                  * well as a reasoning block or a harmony
+                                  * header, the grammar applies and the
+                                  * single tokens "<think>", "<|start|>"
+                                  * and "<|channel|>" are allowed besides */
     int32_t reasoning_budget;    /* with a format: the most tokens of
                                   * reasoning (stats.n_reasoning); when the
                                   * reasoning reaches them, the engine
