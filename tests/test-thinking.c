@@ -354,6 +354,17 @@ static void text_of(const hearth_vocab *v, const int32_t *tokens, int32_t n, cha
     out[len] = '\0';
 }
 
+/* The sample's parts as a client is shown them: the reasoning
+ * want_reasoning (NULL: any), and an answer in the grammar's language. */
+static void expect_parts(const hearth_model *m, const struct req *q, const struct sample_out *o,
+                         const char *want_reasoning)
+{
+    struct parts p;
+    split_text(m, q, o, &p);
+    if (want_reasoning) ck_assert_str_eq(p.reasoning, want_reasoning);
+    ck_assert_msg(in_language(p.answer), "the answer \"%s\" (reasoning \"%s\")", p.answer, p.reasoning);
+}
+
 static void expect_same(const struct sample_out *a, const struct sample_out *b, const char *what)
 {
     ck_assert_msg(a->n == b->n, "%s: %d tokens, alone %d", what, a->n, b->n);
@@ -394,14 +405,11 @@ START_TEST(test_budget_think)
             ck_assert_msg(o.tokens[i] == free_run.tokens[i], "budget %d: token %d is %d, without a grammar %d",
                           budget, i, o.tokens[i], free_run.tokens[i]);
         ck_assert_int_eq(o.tokens[budget], T_CLOSE);
-        struct parts parts;
-        split_text(m, &q, &o, &parts);
         char want[1024];
         text_of(v, o.tokens, budget, want, sizeof want);
-        ck_assert_str_eq(parts.reasoning, want);
-        ck_assert_msg(in_language(parts.answer), "budget %d: the answer \"%s\"", budget, parts.answer);
+        expect_parts(m, &q, &o, want);
         /* the reasoning is not the grammar's: it is free */
-        if (budget > 0) ck_assert_msg(has_letter(parts.reasoning), "\"%s\"", parts.reasoning);
+        if (budget > 0) ck_assert_msg(has_letter(want), "\"%s\"", want);
     }
     /* the same without a grammar: the marker, then the model's own text */
     const struct req q = {&p, HEARTH_REASONING_THINK, 3, false, 0.0f, 1, 1, -1, 0.0f, 0};
@@ -414,11 +422,8 @@ START_TEST(test_budget_think)
     think_prompt(v, CLOSED, &closed);
     const struct req qc = {&closed, HEARTH_REASONING_THINK, 2, true, 0.0f, 1, 1, -1, 0.0f, 0};
     run_alone(m, g, &qc, &o);
-    struct parts parts;
-    split_text(m, &qc, &o, &parts);
     ck_assert_int_eq(o.stats.n_reasoning, 0);
-    ck_assert_str_eq(parts.reasoning, "");
-    ck_assert_msg(in_language(parts.answer), "\"%s\"", parts.answer);
+    expect_parts(m, &qc, &o, "");
     hearth_grammar_free(g);
     hearth_model_free(m);
 }
@@ -452,21 +457,16 @@ START_TEST(test_budget_harmony)
         ck_assert_int_eq(o.finish, HEARTH_FINISH_STOP);
         ck_assert_int_gt(o.n, budget + closing.n);
         for (int32_t i = 0; i < closing.n; i++) ck_assert_int_eq(o.tokens[budget + i], closing.t[i]);
-        struct parts parts;
-        split_text(m, &q, &o, &parts);
         char want[1024];
         text_of(v, o.tokens, budget, want, sizeof want);
-        ck_assert_str_eq(parts.reasoning, want);
-        ck_assert_msg(in_language(parts.answer), "\"%s\"", parts.answer);
+        expect_parts(m, &q, &o, want);
     }
     struct prompt header;
     harmony_prompt(v, false, &header);
     const struct req q = {&header, HEARTH_REASONING_HARMONY, 4, true, 0.0f, 2, 1, -1, 0.0f, 0};
     run_alone(m, g, &q, &o);
-    struct parts parts;
-    split_text(m, &q, &o, &parts);
     ck_assert_int_eq(o.stats.n_reasoning, 0);
-    ck_assert_msg(in_language(parts.answer), "\"%s\"", parts.answer);
+    expect_parts(m, &q, &o, "");
     /* a vocabulary where <|end|> ends generation cannot keep a budget */
     hearth_model *plain = load_marked(false);
     hearth_engine *e = new_engine(plain, 512);
@@ -497,14 +497,11 @@ START_TEST(test_open)
     struct prompt p;
     think_prompt(v, MAY_OPEN, &p);
     struct sample_out o;
-    struct parts parts;
     /* (stories260K would rather open the block than write "{") */
     const struct req answer = {&p, HEARTH_REASONING_THINK, -1, true, 0.0f, 1, 1, T_OPEN, -INFINITY, 0};
     run_alone(m, g, &answer, &o);
-    split_text(m, &answer, &o, &parts);
     ck_assert_int_eq(o.stats.n_reasoning, 0);
-    ck_assert_str_eq(parts.reasoning, "");
-    ck_assert_msg(in_language(parts.answer), "\"%s\"", parts.answer);
+    expect_parts(m, &answer, &o, "");
     /* <think> made likely: it opens the block, which the model fills with
      * <think> text (the bias holds) until the budget closes it */
     const struct req opened = {&p, HEARTH_REASONING_THINK, 2, true, 0.0f, 1, 1, T_OPEN, 100.0f, 0};
@@ -514,9 +511,7 @@ START_TEST(test_open)
     ck_assert_int_eq(o.tokens[2], T_OPEN);
     ck_assert_int_eq(o.tokens[3], T_CLOSE);
     ck_assert_int_eq(o.stats.n_reasoning, 2);
-    split_text(m, &opened, &o, &parts);
-    ck_assert_str_eq(parts.reasoning, "<think><think>");
-    ck_assert_msg(in_language(parts.answer), "\"%s\"", parts.answer);
+    expect_parts(m, &opened, &o, "<think><think>");
     hearth_grammar_free(g);
     hearth_model_free(m);
 }
@@ -543,9 +538,7 @@ START_TEST(test_past_the_marker)
     for (int32_t i = 0; i < 3; i++) ck_assert_int_eq(o.tokens[i], free_run.tokens[i]);
     ck_assert_int_eq(o.tokens[3], T_CLOSE);
     ck_assert_int_eq(o.stats.n_reasoning, 3);
-    struct parts parts;
-    split_text(m, &q, &o, &parts);
-    ck_assert_msg(in_language(parts.answer), "\"%s\"", parts.answer);
+    expect_parts(m, &q, &o, NULL);
     const struct req nog = {&p, HEARTH_REASONING_THINK, 3, false, 0.0f, 1, 1, T_CLOSE_BRACE, 100.0f, 0};
     run_alone(m, g, &nog, &o);
     ck_assert_int_eq(o.tokens[0], T_CLOSE_BRACE);
