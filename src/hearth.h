@@ -604,7 +604,9 @@ int hearth_text_stream_stop_index(const hearth_text_stream *stream);
  *  - think: "<think>" reasoning "</think>" at the start of the text
  *    (Qwen3, Qwen3.5, DeepSeek-R1); the whitespace after "</think>" is
  *    dropped.  When the prompt ends with "<think>" (the template opened
- *    the block), the text starts inside the reasoning.
+ *    the block), the text starts inside the reasoning; when it ends with
+ *    "</think>" (an empty block: thinking turned off), all of the text
+ *    is the answer.
  *  - harmony: OpenAI's messages (gpt-oss):
  *    "<|channel|>analysis<|message|>...<|end|><|start|>assistant
  *    <|channel|>final<|message|>...".  The analysis channel is the
@@ -1091,6 +1093,11 @@ typedef struct hearth_request_stats {
                               * (n_generated / n_steps: tokens per step) */
     int32_t n_drafted;       /* tokens drafted and verified (speculation) */
     int32_t n_accepted;      /* of those, accepted (alpha = n_accepted / n_drafted) */
+    int32_t n_reasoning;     /* with a reasoning format (hearth_request.reasoning):
+                              * of n_generated, the tokens the model wrote
+                              * inside the reasoning -- not the markers that
+                              * open and close it, not harmony's headers,
+                              * not the tokens the reasoning budget forced */
 } hearth_request_stats;
 
 typedef struct hearth_event {
@@ -1163,12 +1170,43 @@ typedef struct hearth_request {
     hearth_event_fn on_event;
     void *user;
     hearth_speculation speculation; /* none by default */
+    hearth_reasoning_format reasoning; /* how the reply keeps its reasoning
+                                  * apart (see "reasoning"; the chat
+                                  * template's format), starting where the
+                                  * prompt's last tokens say; NONE (the
+                                  * default): all of it is the answer.
+                                  * With a format, a grammar in sampling
+                                  * constrains the answer alone, from its
+                                  * first byte (after "</think>", in the
+                                  * body of a final message), and the
+                                  * reasoning is free; a token that would
+                                  * end the reasoning's marker and go on
+                                  * with the answer is refused while the
+                                  * grammar waits (drawn again without
+                                  * it).  Where the answer may start as
+                                  * well as a reasoning block or a harmony
+                                  * header, the grammar applies and the
+                                  * single tokens "<think>", "<|start|>"
+                                  * and "<|channel|>" are allowed besides */
+    int32_t reasoning_budget;    /* with a format: the most tokens of
+                                  * reasoning (stats.n_reasoning); when the
+                                  * reasoning reaches them, the engine
+                                  * writes the marker that ends it as the
+                                  * next tokens, from the model's
+                                  * vocabulary ("</think>"; harmony:
+                                  * "<|end|><|start|>assistant<|channel|>
+                                  * final<|message|>"), and the reply goes
+                                  * on with the answer; 0: the reasoning
+                                  * ends as soon as it begins; < 0 (the
+                                  * default): no limit.  Ignored without a
+                                  * format */
 } hearth_request;
 
 /* Defaults: sampling defaults, max_tokens -1, n 1, no stop strings,
  * decode_flags HEARTH_DECODE_CONTINUATION (the text continues the
  * prompt's; without it SentencePiece's leading space of the first piece
- * is dropped, as for a reply that starts a text of its own). */
+ * is dropped, as for a reply that starts a text of its own), no
+ * reasoning format, reasoning_budget -1. */
 void hearth_request_default(hearth_request *request);
 
 /* An engine over model (which must outlive it).  It reports the pool it
@@ -1190,8 +1228,10 @@ const char *hearth_engine_gpu_fallback(const hearth_engine *engine);
 /* Queue a request; its id goes to *id (may be NULL).  A request that can
  * never run as asked is refused here with HEARTH_E_RANGE (a prompt longer
  * than the context or the pool; a prompt and max_tokens that need more
- * positions than the pool holds, counting at most the context) or
- * HEARTH_E_INVALID (bad parameters), naming the limit. */
+ * positions than the pool holds, counting at most the context),
+ * HEARTH_E_INVALID (bad parameters) or HEARTH_E_UNSUPPORTED (a reasoning
+ * budget whose closing marker the vocabulary cannot write), naming the
+ * limit. */
 hearth_status hearth_engine_submit(hearth_engine *engine, const hearth_request *request,
                                    uint64_t *id);
 /* Cancel a request wherever it is (waiting, in prefill, decoding): its

@@ -78,6 +78,7 @@ src_libhearth_core_la_SOURCES += \
 # The tokenizers, the streaming detokenizer and the reasoning split.
 src_libhearth_core_la_SOURCES += \
 	src/tokenizer/reasoning.c \
+	src/tokenizer/reasoning.h \
 	src/tokenizer/text_stream.c \
 	src/tokenizer/tokenizer.c \
 	src/tokenizer/tokenizer.h \

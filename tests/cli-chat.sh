@@ -66,4 +66,8 @@ expect_status 0 "/exit" -- sh -c "\"$HEARTH\" chat -m \"$m\" $opts < \"$tmpdir/i
 [ -s "$tmpdir/out" ] && fail "/exit ends before the next line"
 expect_status 1 "no chat template" -- sh -c "\"$HEARTH\" chat -m \"$m\" < /dev/null"
 expect_status 2 "usage error" -- "$HEARTH" chat -m "$m" extra
+for bad in -5 abc 99999999999; do
+    expect_status 2 "--reasoning-budget $bad" -- "$HEARTH" chat -m "$m" --reasoning-budget "$bad"
+    grep -q "^hearth: chat: --reasoning-budget: " "$tmpdir/err" || fail "--reasoning-budget $bad is explained"
+done
 finish

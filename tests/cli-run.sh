@@ -139,20 +139,40 @@ grep -q "no chat template" "$tmpdir/err" || fail "missing template is explained"
 expect_status 0 "--chat with a built-in template" -- "$HEARTH" run -m "$m" -p "Hi" --chat --chat-template chatml -n 5 --temp 0 -v
 grep -q "(chat template)" "$tmpdir/err" || fail "chat prompt reported"
 
-# A reasoning model's thinking (the template has <think>; a grammar spells
-# the reply) goes to standard error, the answer to standard output;
-# --reasoning hide drops it.
+# A reasoning model's thinking (the template opens a <think> block) goes
+# to standard error, the answer to standard output; a grammar constrains
+# the answer alone, so stories260K, which never ends its thinking, thinks
+# until --reasoning-budget writes </think>; --reasoning hide drops the
+# thinking.
 printf '%s\n' '{%- for m in messages %}<|im_start|>{{ m.role }}' '{{ m.content }}<|im_end|>' \
     '{% endfor -%}{%- if add_generation_prompt %}<|im_start|>assistant' '<think>' '{% endif %}' > "$tmpdir/think.jinja"
-think_reply='root ::= "Plan it.</think>\n\nAnswer."'
+answer='root ::= "Answer."'
 expect_status 0 "--chat with a template that thinks" -- "$HEARTH" run -m "$m" -p "Hi" --chat \
-    --chat-template "$tmpdir/think.jinja" -n 60 --grammar "$think_reply"
+    --chat-template "$tmpdir/think.jinja" -n 60 --temp 0 --grammar "$answer" --reasoning-budget 4
 [ "$(cat "$tmpdir/out")" = "Answer." ] || fail "the answer alone on standard output: '$(cat "$tmpdir/out")'"
-[ "$(sed -n 1p "$tmpdir/err")" = "Plan it." ] || fail "the reasoning on standard error: '$(sed -n 1p "$tmpdir/err")'"
+thought=$(sed -n 1p "$tmpdir/err")
+case $thought in ""|hearth:*) fail "the reasoning on standard error: '$thought'" ;; esac
+grep -q "^hearth: run: reasoning: 4 tokens$" "$tmpdir/err" || fail "the statistics count 4 tokens of reasoning"
+grep -q "the grammar is complete" "$tmpdir/err" || fail "the grammar ends the answer"
 expect_status 0 "--reasoning hide" -- "$HEARTH" run -m "$m" -p "Hi" --chat \
-    --chat-template "$tmpdir/think.jinja" -n 60 --grammar "$think_reply" --reasoning hide
-[ "$(cat "$tmpdir/out")" = "Answer." ] && ! grep -q "Plan it" "$tmpdir/err" ||
+    --chat-template "$tmpdir/think.jinja" -n 60 --temp 0 --grammar "$answer" --reasoning-budget 4 --reasoning hide
+[ "$(cat "$tmpdir/out")" = "Answer." ] && ! grep -qF "$thought" "$tmpdir/err" ||
     fail "--reasoning hide shows the answer alone"
+expect_status 0 "--reasoning-budget 0" -- "$HEARTH" run -m "$m" -p "Hi" --chat \
+    --chat-template "$tmpdir/think.jinja" -n 60 --temp 0 --grammar "$answer" --reasoning-budget 0
+[ "$(cat "$tmpdir/out")" = "Answer." ] && grep -q "^hearth: run: reasoning: 0 tokens$" "$tmpdir/err" ||
+    fail "--reasoning-budget 0: no reasoning, the answer"
+expect_status 0 "a grammar waits through the thinking" -- "$HEARTH" run -m "$m" -p "Hi" --chat \
+    --chat-template "$tmpdir/think.jinja" -n 8 --temp 0 --grammar "$answer"
+[ -s "$tmpdir/out" ] && fail "no answer after 8 tokens of thinking: '$(cat "$tmpdir/out")'"
+grep -q "^hearth: run: reasoning: 8 tokens$" "$tmpdir/err" || fail "8 tokens of reasoning"
 expect_status 2 "--reasoning maybe" -- "$HEARTH" run -m "$m" -p "Hi" --reasoning maybe
+for bad in -5 abc 99999999999 ""; do
+    expect_status 2 "--reasoning-budget '$bad'" -- "$HEARTH" run -m "$m" -p "Hi" --chat --reasoning-budget "$bad"
+    [ -s "$tmpdir/out" ] && fail "--reasoning-budget '$bad': output before the error"
+    grep -q "^hearth: run: --reasoning-budget: " "$tmpdir/err" || fail "--reasoning-budget '$bad' is explained"
+done
+expect_status 2 "--reasoning-budget without --chat" -- "$HEARTH" run -m "$m" -p "Hi" --reasoning-budget 3
+grep -q "^hearth: run: --reasoning-budget needs --chat" "$tmpdir/err" || fail "--reasoning-budget needs --chat"
 
 finish

@@ -38,6 +38,11 @@ fi
 expect_status 2 "--kv-block not a power of two" -- "$HEARTH" serve -m "$HEARTH_TEST_DATA/models/stories260K.gguf" \
     --kv-block 17 --port 0
 grep -q "^hearth: serve: --kv-block: 17 is not a power of two" "$tmpdir/err" || fail "the block size is explained"
+for bad in -5 abc 99999999999; do
+    expect_status 2 "--reasoning-budget $bad" -- "$HEARTH" serve -m "$HEARTH_TEST_DATA/models/stories260K.gguf" \
+        --reasoning-budget "$bad" --port 0
+    grep -q "^hearth: serve: --reasoning-budget: " "$tmpdir/err" || fail "--reasoning-budget $bad is explained"
+done
 
 python3 "${HEARTH_SRCDIR:-.}/tests/server-api.py" "$HEARTH" || fail "hearth serve end to end (see the FAIL lines above)"
 finish

@@ -75,6 +75,7 @@ check_PROGRAMS += \
 	tests/test-speculate \
 	tests/test-sha256 \
 	tests/test-text-stream \
+	tests/test-thinking \
 	tests/test-tokenizer \
 	tests/test-types \
 	tests/test-wkv
@@ -102,6 +103,7 @@ TESTS += \
 	tests/test-speculate \
 	tests/test-sha256 \
 	tests/test-text-stream \
+	tests/test-thinking \
 	tests/test-tokenizer \
 	tests/test-types \
 	tests/test-wkv
@@ -166,6 +168,10 @@ tests_test_engine_LDADD = $(TEST_LIBS)
 tests_test_serving_SOURCES = tests/test-serving.c tests/testutil.c
 tests_test_serving_CFLAGS = $(TEST_CFLAGS)
 tests_test_serving_LDADD = $(TEST_LIBS)
+
+tests_test_thinking_SOURCES = tests/test-thinking.c tests/testutil.c
+tests_test_thinking_CFLAGS = $(TEST_CFLAGS)
+tests_test_thinking_LDADD = $(TEST_LIBS)
 
 tests_test_speculate_SOURCES = tests/test-speculate.c tests/testutil.c
 tests_test_speculate_CFLAGS = $(TEST_CFLAGS)

@@ -37,10 +37,14 @@
 #   draft    -md (the model drafting for itself) and lookup --lookup 3:
 #            speculation gives the greedy reference text, the usage
 #            extension and the /metrics counters of speculation
-#   think, think-opened, think-none, harmony   templates of reasoning
-#            models' shapes: reasoning_content apart from the content
-#            (a grammar spells the reply), reasoning_effort, harmony's
-#            tool calls, --reasoning-format none
+#   think, think-opened, think-none, harmony, harmony-opened   templates
+#            of reasoning models' shapes: reasoning_content apart from the
+#            content (a grammar spells the reply), reasoning_effort,
+#            harmony's tool calls, --reasoning-format none; where the
+#            template opened the reasoning, a grammar or response_format
+#            constrains the answer alone, and --reasoning-budget (or a
+#            request's thinking_budget_tokens) ends the reasoning after
+#            exactly that many tokens
 #
 # Every socket operation has a timeout and the whole script a time limit,
 # so a server that hangs fails the test instead of hanging it; every
@@ -1323,11 +1327,15 @@ def template_file(text):
 
 SERVERS["think"] = lambda: ["--chat-template", template_file(THINK_TEMPLATE), "-m", MODEL, "-c", "512", "-np", "2"]
 SERVERS["think-opened"] = lambda: ["--chat-template", template_file(THINK_TEMPLATE.replace(
-    "opened is defined", "true")), "-m", MODEL, "-c", "512", "-np", "2"]
+    "opened is defined", "true")), "-m", MODEL, "-c", "512", "-np", "2", "--reasoning-budget", "5"]
 SERVERS["think-none"] = lambda: ["--chat-template", template_file(THINK_TEMPLATE), "-m", MODEL, "-c", "512",
                                  "-np", "2", "--reasoning-format", "none"]
 SERVERS["harmony"] = lambda: ["--chat-template", template_file(HARMONY_TEMPLATE), "-m", MODEL, "-c", "1024",
                               "-np", "2"]
+# the generation prompt opens an analysis message
+SERVERS["harmony-opened"] = lambda: ["--chat-template", template_file(HARMONY_TEMPLATE.replace(
+    "<|start|>assistant{% endif %}", "<|start|>assistant<|channel|>analysis<|message|>{% endif %}")), "-m", MODEL,
+    "-c", "1024", "-np", "2", "--reasoning-budget", "4"]
 
 
 def spelled(text):
@@ -1384,6 +1392,13 @@ def reasoning_think():
     j = ok_json(s, cc, chat_body(max_tokens=20, grammar=spelled("Answer.")), "think: no block")
     m = j["choices"][0]["message"]
     check(m.get("content") == "Answer." and "reasoning_content" not in m, "think: a reply without reasoning", short(m))
+    # response_format where the model may open a block (it has no <think>
+    # token to open one with): the answer from the first token
+    j = ok_json(s, cc, chat_body(max_tokens=60, response_format=SMALL_RF, thinking_budget_tokens=2),
+                "think: json_schema")
+    m = j["choices"][0]["message"]
+    check(small_valid(m.get("content")) and "reasoning_content" not in m and reasoning_tokens(j["usage"]) == 0,
+          "think: json_schema without a block", short(m))
     # reasoning_effort reaches the template; other values are refused
     base = ok_json(s, cc, chat_body(max_tokens=1), "think: no effort")["usage"]["prompt_tokens"]
     low = ok_json(s, cc, chat_body(max_tokens=1, reasoning_effort="low"), "think: effort low")["usage"]["prompt_tokens"]
@@ -1393,10 +1408,76 @@ def reasoning_think():
                      400, param="reasoning_effort")
 
 
+def reasoning_tokens(u):
+    return ((u or {}).get("completion_tokens_details") or {}).get("reasoning_tokens")
+
+
+# A small JSON Schema whose documents stories260K finishes in a few tokens.
+SMALL_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 9}},
+                "required": ["n"], "additionalProperties": False}
+SMALL_RF = {"type": "json_schema", "json_schema": {"name": "small", "schema": SMALL_SCHEMA, "strict": True}}
+
+
+def small_valid(text):
+    try:
+        v = json.loads(text)
+    except (TypeError, ValueError):
+        return False
+    return isinstance(v, dict) and set(v) == {"n"} and isinstance(v["n"], int) and 1 <= v["n"] <= 9
+
+
+def budget_checks(name, server_budget, answer):
+    """A server whose template opened the reasoning: the grammar (or
+    response_format) waits through it, the budget -- the server's, or a
+    request's thinking_budget_tokens -- ends it after exactly that many
+    tokens with the format's closing marker, and the answer follows."""
+    s = srv(name)
+    cc = "/v1/chat/completions"
+    check(any(f"(budget {server_budget} tokens)" in l for l in s.lines),
+          f"{name}: the ready line gives the reasoning budget", s.log(3))
+    # the reasoning without a limit: the model's own text, to the token limit
+    free = ok_json(s, cc, chat_body(max_tokens=12, thinking_budget_tokens=-1, grammar=spelled(answer)),
+                   f"{name}: no budget")
+    m, u = free["choices"][0]["message"], free["usage"]
+    check(reasoning_tokens(u) == 12 and not m.get("content") and free["choices"][0]["finish_reason"] == "length",
+          f"{name}: thinking_budget_tokens -1: all reasoning, the grammar never starts", short(free))
+    free_reasoning = m.get("reasoning_content") or ""
+    for budget in (None, 0, 3):
+        want = server_budget if budget is None else budget
+        body = chat_body(max_tokens=60, grammar=spelled(answer), thinking_budget_tokens=budget)
+        j = ok_json(s, cc, body, f"{name}: budget {budget}")
+        check(not response_problems(j, "chat"), f"{name}: budget {budget}: the response's shape",
+              short(response_problems(j, "chat")))
+        m, u = j["choices"][0]["message"], j["usage"]
+        r = m.get("reasoning_content") or ""
+        check(m.get("content") == answer and j["choices"][0]["finish_reason"] == "stop",
+              f"{name}: budget {budget}: the answer is the grammar's", short(m))
+        check(reasoning_tokens(u) == want, f"{name}: budget {budget}: exactly {want} reasoning tokens", short(u))
+        check(free_reasoning.startswith(r) and (want == 0) == (r == ""),
+              f"{name}: budget {budget}: the reasoning is the model's own text, cut short",
+              short({"reasoning": r, "without a budget": free_reasoning}))
+        sr, sa, su = streamed_parts(s, body, f"{name}: budget {budget}")
+        check(sr == r and sa == answer and reasoning_tokens(su) == want,
+              f"{name}: budget {budget}: streamed, the same parts and count", short({"r": sr, "a": sa, "u": su}))
+    # response_format: a document of the schema after the reasoning
+    j = ok_json(s, cc, chat_body(max_tokens=60, response_format=SMALL_RF), f"{name}: json_schema")
+    m = j["choices"][0]["message"]
+    check(small_valid(m.get("content")) and m.get("reasoning_content") and
+          reasoning_tokens(j["usage"]) == server_budget,
+          f"{name}: json_schema: free reasoning, then a valid document", short(m))
+    # stop strings cut the answer as before
+    j = ok_json(s, cc, chat_body(max_tokens=60, grammar=spelled(answer), stop=[answer[2:5]]), f"{name} stop")
+    check(j["choices"][0]["message"].get("content") == answer[:2], f"{name}: a stop string in the answer",
+          short(j["choices"][0]["message"]))
+    for bad_value in (-2, "3", 1.5, 2 ** 40):
+        expect_error(post(s, cc, chat_body(thinking_budget_tokens=bad_value)),
+                     f"{name}: thinking_budget_tokens {bad_value!r}: 400", 400, param="thinking_budget_tokens")
+
+
 @section("think-opened")
 def reasoning_think_opened():
     # the template opened the block: the reply starts inside it
-    reasoning_checks("think-opened", "Plan it.</think>\n\nAnswer.", "Plan it.", "Answer.")
+    budget_checks("think-opened", 5, "Answer.")
 
 
 @section("think-none")
@@ -1449,6 +1530,20 @@ def reasoning_harmony():
     check(good and fn.get("name") in [t["function"]["name"] for t in TOOLS] and
           tool_args_valid(fn.get("name"), fn.get("arguments")),
           "harmony: tool_choice required calls one of several tools", short(ch))
+    # where a header may come, text without one is the answer: the
+    # schema's from the first token (the vocabulary has no control tokens
+    # to open a header with)
+    j = ok_json(s, cc, chat_body(max_tokens=60, response_format=SMALL_RF), "harmony json_schema")
+    m = j["choices"][0]["message"]
+    check(small_valid(m.get("content")) and not m.get("reasoning_content") and reasoning_tokens(j["usage"]) == 0,
+          "harmony: json_schema without a header: the answer from the first token", short(m))
+
+
+@section("harmony-opened")
+def reasoning_harmony_opened():
+    # the template opened an analysis message; the budget writes its end
+    # and a final message's header
+    budget_checks("harmony-opened", 4, "Done.")
 
 
 def reference_continuation():

@@ -3,8 +3,9 @@
  * outputs (markers never shown, whitespace after </think> dropped,
  * reasoning left open, harmony's tool calls), the same parts however the
  * text is cut (at every byte, and into random pieces), UTF-8 refused
- * when ill-formed, the tool calls' limits, and the format the shared
- * chat templates are detected to write.
+ * when ill-formed, the tool calls' limits, the format the shared chat
+ * templates are detected to write, and where the text stands after each
+ * piece (what the engine reads to start a grammar at the answer).
  */
 #include "internal.h"
 
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reasoning.h"
 #include "testutil.h"
 
 struct parts {
@@ -121,8 +123,11 @@ START_TEST(test_think)
     /* the template opened the block */
     check(T, "<|im_start|>assistant\n<think>\n", "I should add.\n</think>\n\n2", "I should add.\n", "2");
     check(T, "<｜Assistant｜><think>", "é</think>ü", "é", "ü");
-    /* a closed block in the prompt: the text starts outside */
+    /* a closed block in the prompt: the text starts outside, and stays
+     * there (thinking is off) */
     check(T, "<think>\n\n</think>\n\n", "plain", "", "plain");
+    check(T, "<|im_start|>assistant\n<think>\n\n</think>\n\n", "<think>x</think>y", "",
+          "<think>x</think>y");
     /* only the leading block is reasoning */
     check(T, NULL, "<think>a</think>b<think>c</think>", "a", "b<think>c</think>");
 }
@@ -309,6 +314,48 @@ START_TEST(test_detect)
 }
 END_TEST
 
+/* Push the pieces one by one; after each, the split stands at want[i]. */
+static void walk(hearth_reasoning_format f, const char *prompt, enum reasoning_at start,
+                 const char *const *pieces, const enum reasoning_at *want)
+{
+    hearth_reasoning_split *s = new_split(f, prompt);
+    ck_assert_int_eq(reasoning_split_at(s), start);
+    hearth_reasoning_text t;
+    for (size_t i = 0; pieces[i]; i++) {
+        ck_assert_int_eq(hearth_reasoning_split_push(s, pieces[i], strlen(pieces[i]), &t), HEARTH_OK);
+        ck_assert_msg(reasoning_split_at(s) == want[i], "after \"%s\" (piece %zu): %d, want %d", pieces[i], i,
+                      (int)reasoning_split_at(s), (int)want[i]);
+    }
+    hearth_reasoning_split_free(s);
+}
+
+START_TEST(test_where)
+{
+    const enum reasoning_at O = REASONING_AT_OPEN, R = REASONING_AT_REASONING, A = REASONING_AT_ANSWER,
+                            X = REASONING_AT_OTHER;
+    const hearth_reasoning_format T = HEARTH_REASONING_THINK, H = HEARTH_REASONING_HARMONY;
+    /* think: whitespace keeps the start open; a marker cut in pieces
+     * stays in the reasoning until its last byte */
+    walk(T, NULL, O, (const char *const[]){"\n", "<thi", "nk>", "a", "</th", "ink>", "\n", "b", NULL},
+         (const enum reasoning_at[]){O, O, R, R, R, A, A, A});
+    walk(T, NULL, O, (const char *const[]){"{", NULL}, (const enum reasoning_at[]){A});
+    walk(T, "<think>\n", R, (const char *const[]){"x", "</think>", NULL}, (const enum reasoning_at[]){R, A});
+    walk(T, "<think>\n\n</think>\n\n", A, (const char *const[]){"<think>", NULL}, (const enum reasoning_at[]){A});
+    /* harmony: headers are neither part; analysis reasoning, final the
+     * answer, a call's arguments neither */
+    walk(H, "<|start|>assistant", O,
+         (const char *const[]){"<|channel|>", "analysis", "<|message|>", "hm", "<|end|>", "<|start|>",
+                               "assistant", "<|channel|>final<|message|>", "{", NULL},
+         (const enum reasoning_at[]){X, X, R, R, O, X, X, A, A});
+    walk(H, NULL, O, (const char *const[]){"<|channel|>commentary to=functions.f<|message|>", "{}", NULL},
+         (const enum reasoning_at[]){X, X});
+    walk(H, "<|start|>assistant<|channel|>final<|message|>", A, (const char *const[]){"x", NULL},
+         (const enum reasoning_at[]){A});
+    walk(H, NULL, O, (const char *const[]){"plain", NULL}, (const enum reasoning_at[]){A});
+    walk(HEARTH_REASONING_NONE, NULL, A, (const char *const[]){"<think>", NULL}, (const enum reasoning_at[]){A});
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("reasoning");
@@ -320,6 +367,7 @@ int main(void)
     tcase_add_test(tc, test_limits_and_errors);
     tcase_add_test(tc, test_none);
     tcase_add_test(tc, test_detect);
+    tcase_add_test(tc, test_where);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

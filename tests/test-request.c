@@ -2,8 +2,9 @@
  * test-request.c -- hearth serve's request parsing (src/server/request.c):
  * every field read with its type and range, null as absent, unknown
  * fields ignored, each refusal a 400 naming the field, chat content parts
- * joined, tools and tool_choice, prompts in every form, and the
- * tokenize/detokenize bodies.
+ * joined, tools and tool_choice, a chat's reasoning budget (its own or
+ * the server's), prompts in every form, and the tokenize/detokenize
+ * bodies.
  */
 #include <stdio.h>
 #include <string.h>
@@ -12,7 +13,7 @@
 #include "testutil.h"
 
 static hearth_sampler_params defaults;
-static const struct srv_limits limits = {100, 64, &defaults};
+static const struct srv_limits limits = {100, 64, &defaults, -1};
 
 static void parse_ok(enum srv_kind kind, const char *body, struct srv_request *r)
 {
@@ -97,7 +98,48 @@ START_TEST(test_chat_fields)
     ck_assert_int_eq(r.max_tokens, 64); /* not given: the cap */
     ck_assert(!r.seed_given && r.n_stop == 0 && r.n == 1);
     ck_assert(r.sampling.temperature == defaults.temperature);
+    ck_assert_int_eq(r.reasoning_budget, -1); /* the server's: none */
     srv_request_free(&r);
+}
+END_TEST
+
+START_TEST(test_reasoning_budget)
+{
+    struct srv_request r;
+    struct srv_error e;
+    const char *m = "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]";
+    char b[256];
+    const int32_t given[] = {0, 7, -1, 1 << 30};
+    for (size_t i = 0; i < sizeof given / sizeof *given; i++) {
+        snprintf(b, sizeof b, "{%s,\"thinking_budget_tokens\":%d}", m, (int)given[i]);
+        parse_ok(SRV_CHAT, b, &r);
+        ck_assert_int_eq(r.reasoning_budget, given[i]);
+        srv_request_free(&r);
+    }
+    /* absent or null: the server's --reasoning-budget */
+    const struct srv_limits with_budget = {100, 64, &defaults, 12};
+    snprintf(b, sizeof b, "{%s}", m);
+    ck_assert(srv_request_parse(SRV_CHAT, b, strlen(b), &with_budget, &r, &e));
+    ck_assert_int_eq(r.reasoning_budget, 12);
+    srv_request_free(&r);
+    snprintf(b, sizeof b, "{%s,\"thinking_budget_tokens\":null}", m);
+    ck_assert(srv_request_parse(SRV_CHAT, b, strlen(b), &with_budget, &r, &e));
+    ck_assert_int_eq(r.reasoning_budget, 12);
+    srv_request_free(&r);
+    /* a request's own, -1 included, wins */
+    snprintf(b, sizeof b, "{%s,\"thinking_budget_tokens\":-1}", m);
+    ck_assert(srv_request_parse(SRV_CHAT, b, strlen(b), &with_budget, &r, &e));
+    ck_assert_int_eq(r.reasoning_budget, -1);
+    srv_request_free(&r);
+    /* completions have no reasoning */
+    ck_assert(srv_request_parse(SRV_COMPLETION, "{\"prompt\":\"x\"}", 14, &with_budget, &r, &e));
+    ck_assert_int_eq(r.reasoning_budget, -1);
+    srv_request_free(&r);
+    static const char *const bad[] = {"-2", "1073741825", "\"5\"", "2.5", "true", "[1]"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(b, sizeof b, "{%s,\"thinking_budget_tokens\":%s}", m, bad[i]);
+        parse_bad(SRV_CHAT, b, 400, "thinking_budget_tokens");
+    }
 }
 END_TEST
 
@@ -369,6 +411,7 @@ int main(void)
     Suite *s = suite_create("request");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_chat_fields);
+    tcase_add_test(tc, test_reasoning_budget);
     tcase_add_test(tc, test_structured_fields);
     tcase_add_test(tc, test_chat_refusals);
     tcase_add_test(tc, test_tools);

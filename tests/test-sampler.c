@@ -3,7 +3,8 @@
  * logits, the whole chain against distributions computed here from the
  * documented formulas (exact probabilities and a chi-square test of seeded
  * draws), the order of the stages, the documented random generator, greedy
- * decoding and parameter validation.
+ * decoding, parameter validation, and a grammar that waits for the
+ * engine to start it (a reasoning model's answer).
  */
 #include "internal.h"
 
@@ -951,6 +952,95 @@ START_TEST(test_temperature_before_truncation)
 }
 END_TEST
 
+/* The logits of a vocabulary of n tokens with token `top` far ahead,
+ * `second` next. */
+static void peaked(float *l, int32_t n, int32_t top, int32_t second)
+{
+    for (int32_t i = 0; i < n; i++) l[i] = 0.0f;
+    l[top] = 10.0f;
+    l[second] = 5.0f;
+}
+
+static int32_t greedy_pick(hearth_sampler *s, const float *l)
+{
+    int32_t t;
+    ck_assert_msg(hearth_sampler_sample(s, l, &t) == HEARTH_OK, "%s", hearth_last_error());
+    return t;
+}
+
+START_TEST(test_grammar_wait)
+{
+    if (!test_require_data()) return;
+    hearth_model *m = test_load_model("stories260K.gguf");
+    const hearth_vocab *vocab = hearth_model_vocab(m);
+    const int32_t n = hearth_vocab_n_tokens(vocab);
+    const int32_t b = 430, x = 444, a = 261, space = 410; /* "b", "x", " a", " " */
+    hearth_grammar *g;
+    ck_assert_int_eq(hearth_grammar_new(vocab, "root ::= \"bx\"", 13, &g), HEARTH_OK);
+    hearth_sampler_params p;
+    hearth_sampler_params_default(&p);
+    p.temperature = 0.0f;
+    p.grammar = g;
+    float *l = test_malloc((size_t)n * sizeof *l);
+
+    /* waiting: nothing is masked, and what is taken does not reach the
+     * grammar (which would refuse " a"), nor completes it */
+    hearth_sampler *s = new_sampler(&p, n);
+    sampler_grammar_mode(s, SAMPLER_GRAMMAR_WAIT, NULL, 0);
+    peaked(l, n, a, b);
+    ck_assert_int_eq(greedy_pick(s, l), a);
+    ck_assert_int_eq(hearth_sampler_accept(s, a), HEARTH_OK);
+    ck_assert(!sampler_grammar_started(s) && !hearth_sampler_grammar_done(s));
+    /* started: the grammar from its first byte; then it stays on */
+    sampler_grammar_mode(s, SAMPLER_GRAMMAR_ON, NULL, 0);
+    ck_assert_int_eq(greedy_pick(s, l), b);
+    ck_assert_int_eq(hearth_sampler_accept(s, b), HEARTH_OK);
+    ck_assert(sampler_grammar_started(s));
+    sampler_grammar_mode(s, SAMPLER_GRAMMAR_WAIT, NULL, 0);
+    peaked(l, n, a, x);
+    ck_assert_int_eq(greedy_pick(s, l), x);
+    ck_assert_int_eq(hearth_sampler_accept(s, x), HEARTH_OK);
+    ck_assert(hearth_sampler_grammar_done(s));
+    /* a reset forgets that it started */
+    hearth_sampler_reset(s);
+    ck_assert(!sampler_grammar_started(s));
+    sampler_grammar_mode(s, SAMPLER_GRAMMAR_WAIT, NULL, 0);
+    peaked(l, n, a, b);
+    ck_assert_int_eq(greedy_pick(s, l), a);
+    hearth_sampler_free(s);
+
+    /* open: the grammar's tokens and the openers, nothing else; an opener
+     * leaves the grammar at its start, any other token starts it */
+    s = new_sampler(&p, n);
+    const int32_t openers[] = {space};
+    sampler_grammar_mode(s, SAMPLER_GRAMMAR_OPEN, openers, 1);
+    peaked(l, n, a, space);
+    ck_assert_int_eq(greedy_pick(s, l), space);
+    ck_assert_int_eq(hearth_sampler_accept(s, space), HEARTH_OK);
+    ck_assert(!sampler_grammar_started(s));
+    sampler_grammar_mode(s, SAMPLER_GRAMMAR_OPEN, openers, 1);
+    peaked(l, n, a, b);
+    ck_assert_int_eq(greedy_pick(s, l), b);
+    ck_assert_int_eq(hearth_sampler_accept(s, b), HEARTH_OK);
+    ck_assert(sampler_grammar_started(s));
+    peaked(l, n, space, x);
+    ck_assert_int_eq(greedy_pick(s, l), x); /* and masks the opener like any other token */
+    hearth_sampler_free(s);
+
+    /* without a grammar the modes change nothing */
+    p.grammar = NULL;
+    s = new_sampler(&p, n);
+    sampler_grammar_mode(s, SAMPLER_GRAMMAR_OPEN, openers, 1);
+    peaked(l, n, a, b);
+    ck_assert_int_eq(greedy_pick(s, l), a);
+    ck_assert(!sampler_grammar_started(s) && !hearth_sampler_grammar_done(s));
+    hearth_sampler_free(s);
+    free(l);
+    hearth_grammar_free(g);
+    hearth_model_free(m);
+}
+END_TEST
+
 static Suite *sampler_suite(void)
 {
     Suite *s = suite_create("sampler");
@@ -974,6 +1064,7 @@ static Suite *sampler_suite(void)
     tcase_add_test(tc, test_large_vocabulary);
     tcase_add_test(tc, test_chain_distribution);
     tcase_add_test(tc, test_temperature_before_truncation);
+    tcase_add_test(tc, test_grammar_wait);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -329,7 +329,7 @@ static char *assistant_turn(const char *file, const char *body)
 {
     static hearth_sampler_params defaults;
     hearth_sampler_params_default(&defaults);
-    const struct srv_limits lim = {100, 64, &defaults};
+    const struct srv_limits lim = {100, 64, &defaults, -1};
     struct srv_request r;
     struct srv_error e;
     ck_assert_msg(srv_request_parse(SRV_CHAT, body, strlen(body), &lim, &r, &e), "%s", e.message);

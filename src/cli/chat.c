@@ -79,6 +79,8 @@ static void usage(FILE *out)
             "  --chat-template NAME|FILE  use this template instead of the model's\n"
             "  --reasoning show|hide    a reasoning model's thinking goes to standard\n"
             "                           error (dimmed on a terminal), or nowhere\n"
+            "  --reasoning-budget N     end the thinking after N tokens (0: at once;\n"
+            "                           default -1: no limit)\n"
             "  -n, --n-predict N        at most N tokens per reply (default: no limit)\n"
             "  -c, --ctx-size N         context size (default: the model's, at most 4096)\n"
             "  -b, --batch N            prompt tokens per forward pass (default 512)\n"
@@ -134,11 +136,12 @@ static ssize_t read_message(char **buf, size_t *cap, bool interactive)
 
 int cmd_chat(int argc, char **argv)
 {
-    enum { OPT_SYSTEM = 0x2000, OPT_CHAT_TEMPLATE, OPT_REASONING };
+    enum { OPT_SYSTEM = 0x2000, OPT_CHAT_TEMPLATE, OPT_REASONING, OPT_REASONING_BUDGET };
     static const struct option longopts[] = {
         {"system", required_argument, NULL, OPT_SYSTEM},
         {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
         {"reasoning", required_argument, NULL, OPT_REASONING},
+        {"reasoning-budget", required_argument, NULL, OPT_REASONING_BUDGET},
         {"n-predict", required_argument, NULL, 'n'},
         CLI_CONTEXT_LONG_OPTIONS,
         {"verbose", no_argument, NULL, 'v'},
@@ -156,6 +159,7 @@ int cmd_chat(int argc, char **argv)
     cli_sampling_init(&sampling);
     const char *system = NULL, *template_spec = NULL;
     int n_predict = -1;
+    int32_t reasoning_budget = -1;
     struct cli_context_opts copts = CLI_CONTEXT_OPTS_INIT;
     bool verbose = cli_verbose > 0, hide_reasoning = false;
     int rc = CLI_EXIT_USAGE;
@@ -176,6 +180,9 @@ int cmd_chat(int argc, char **argv)
         case OPT_CHAT_TEMPLATE: template_spec = optarg; break;
         case OPT_REASONING:
             if (!cli_parse_reasoning(CMD, optarg, &hide_reasoning)) goto done;
+            break;
+        case OPT_REASONING_BUDGET:
+            if (!cli_parse_reasoning_budget(CMD, optarg, &reasoning_budget)) goto done;
             break;
         case 'n':
             if (!cli_parse_int(CMD, "--n-predict", optarg, -1, 1 << 30, &n_predict)) goto done;
@@ -282,6 +289,7 @@ int cmd_chat(int argc, char **argv)
                                  : HEARTH_REASONING_NONE,
             .vocab = vocab,
             .hide_reasoning = hide_reasoning,
+            .reasoning_budget = reasoning_budget,
             .tokens = &reply,
             .n_tokens = &n_reply,
             .tokens_cap = &reply_cap,

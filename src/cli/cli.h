@@ -72,6 +72,11 @@ bool cli_parse_float(const char *cmd, const char *opt, const char *arg,
 /* A --reasoning argument: show (*hide false) or hide (true); false after
  * a usage error. */
 bool cli_parse_reasoning(const char *cmd, const char *arg, bool *hide);
+/* A --reasoning-budget argument: tokens of reasoning, 0 to
+ * CLI_MAX_REASONING_BUDGET, or -1 for no limit; false after a usage
+ * error. */
+#define CLI_MAX_REASONING_BUDGET (1 << 30)
+bool cli_parse_reasoning_budget(const char *cmd, const char *arg, int32_t *budget);
 
 /* The most any command reads of a file it takes whole (a prompt, a text,
  * messages, a grammar): enough for any context, and a bound for a file

@@ -154,6 +154,7 @@ static int failed(const char *cmd, struct gen_stats *stats, hearth_status st)
 int gen_run(const char *cmd, hearth_engine *engine, const struct gen_request *req, struct gen_stats *stats)
 {
     memset(stats, 0, sizeof *stats);
+    stats->n_reasoning = -1;
     stats->stop_index = -1;
     struct gen_state g = {.engine = engine, .req = req, .stats = stats};
     hearth_request r;
@@ -181,6 +182,10 @@ int gen_run(const char *cmd, hearth_engine *engine, const struct gen_request *re
         if (st) return failed(cmd, stats, st);
         /* harmony's markers are control tokens */
         if (req->reasoning == HEARTH_REASONING_HARMONY) r.decode_flags |= HEARTH_DECODE_SPECIAL;
+        /* the engine follows the reasoning too: a grammar applies to the
+         * answer alone, and the budget ends the reasoning */
+        r.reasoning = req->reasoning;
+        r.reasoning_budget = req->reasoning_budget;
         g.dim = isatty(STDERR_FILENO);
     }
     st = hearth_engine_submit(engine, &r, &g.id);
@@ -225,6 +230,7 @@ int gen_run(const char *cmd, hearth_engine *engine, const struct gen_request *re
     stats->n_steps = rs->n_steps;
     stats->n_drafted = rs->n_drafted;
     stats->n_accepted = rs->n_accepted;
+    stats->n_reasoning = req->reasoning != HEARTH_REASONING_NONE ? rs->n_reasoning : -1;
     stats->ttft_s = rs->ttft_ms * 1e-3;
     if (rs->n_generated > 1) stats->gen_s = rs->tpot_ms * (rs->n_generated - 1) * 1e-3;
     /* The prompt was processed when a token came (or none was wanted):
@@ -256,6 +262,7 @@ void gen_print_stats(const char *cmd, const struct gen_stats *s, const hearth_sa
     } else {
         fprintf(stderr, "hearth: %s: generated: 0 tokens\n", cmd);
     }
+    if (s->n_reasoning >= 0) fprintf(stderr, "hearth: %s: reasoning: %d tokens\n", cmd, s->n_reasoning);
     const char *why = "";
     if (s->finish == FINISH_LENGTH) why = s->context_full ? " (the context is full)" : " (token limit)";
     fprintf(stderr, "hearth: %s: finish reason: %s%s\n", cmd, gen_finish_name(s->finish), why);

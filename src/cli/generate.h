@@ -37,6 +37,8 @@ struct gen_stats {
     int32_t n_steps;       /* forward passes of the model that yielded tokens */
     int32_t n_drafted;     /* speculation: tokens drafted and verified */
     int32_t n_accepted;    /* of those, accepted */
+    int32_t n_reasoning;   /* of n_gen, tokens of reasoning; -1 without a
+                              reasoning format */
     size_t n_bytes;        /* bytes of generated text written (the answer's) */
     char last_byte;        /* the last of them */
 };
@@ -61,6 +63,9 @@ struct gen_request {
     hearth_reasoning_format reasoning;
     const hearth_vocab *vocab;
     bool hide_reasoning;
+    /* With a reasoning format: the most tokens of reasoning (< 0: no
+     * limit); the engine then ends it (hearth_request.reasoning_budget). */
+    int32_t reasoning_budget;
     /* Generated tokens are appended here when not NULL (grown with realloc). */
     hearth_token **tokens;
     size_t *n_tokens;

@@ -107,6 +107,14 @@ bool cli_parse_reasoning(const char *cmd, const char *arg, bool *hide)
     return true;
 }
 
+bool cli_parse_reasoning_budget(const char *cmd, const char *arg, int32_t *budget)
+{
+    long v;
+    if (!cli_parse_long(cmd, "--reasoning-budget", arg, -1, CLI_MAX_REASONING_BUDGET, &v)) return false;
+    *budget = (int32_t)v;
+    return true;
+}
+
 bool cli_parse_int(const char *cmd, const char *opt, const char *arg,
                    int min, int max, int *out)
 {

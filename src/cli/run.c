@@ -94,6 +94,8 @@ static void usage(FILE *out)
             "  --chat-template NAME|FILE  use this template instead of the model's\n"
             "  --reasoning show|hide    with --chat, a reasoning model's thinking goes to\n"
             "                           standard error (dimmed on a terminal), or nowhere\n"
+            "  --reasoning-budget N     with --chat, end the thinking after N tokens\n"
+            "                           (0: at once; default -1: no limit)\n"
             "  --special                parse special-token text in the prompt and\n"
             "                           show special tokens in the output\n"
             "  --no-echo                do not print the prompt before the output\n"
@@ -229,6 +231,7 @@ int cmd_run(int argc, char **argv)
                                        : HEARTH_REASONING_NONE,
         .vocab = vocab,
         .hide_reasoning = o.hide_reasoning,
+        .reasoning_budget = o.reasoning_budget,
     };
     struct gen_stats stats;
     int gen_rc = gen_run(CMD, engine, &req, &stats);

@@ -11,7 +11,7 @@
 
 enum {
     OPT_STOP = 0x2000, OPT_CHAT, OPT_SYSTEM, OPT_CHAT_TEMPLATE, OPT_SPECIAL, OPT_NO_ECHO, OPT_REASONING,
-    OPT_GRAMMAR, OPT_GRAMMAR_FILE, OPT_JSON_SCHEMA, OPT_JSON
+    OPT_REASONING_BUDGET, OPT_GRAMMAR, OPT_GRAMMAR_FILE, OPT_JSON_SCHEMA, OPT_JSON
 };
 
 static const struct option longopts[] = {
@@ -24,6 +24,7 @@ static const struct option longopts[] = {
     {"system", required_argument, NULL, OPT_SYSTEM},
     {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
     {"reasoning", required_argument, NULL, OPT_REASONING},
+    {"reasoning-budget", required_argument, NULL, OPT_REASONING_BUDGET},
     {"special", no_argument, NULL, OPT_SPECIAL},
     {"no-echo", no_argument, NULL, OPT_NO_ECHO},
     {"grammar", required_argument, NULL, OPT_GRAMMAR},
@@ -56,6 +57,7 @@ int run_options_parse(const char *cmd, int argc, char **argv, struct run_options
     cli_sampling_init(&o->sampling);
     o->copts = (struct cli_context_opts)CLI_CONTEXT_OPTS_INIT;
     o->n_predict = -1;
+    o->reasoning_budget = -1;
     o->echo = true;
     o->verbose = cli_verbose > 0;
 
@@ -97,6 +99,10 @@ int run_options_parse(const char *cmd, int argc, char **argv, struct run_options
         case OPT_REASONING:
             if (!cli_parse_reasoning(cmd, optarg, &o->hide_reasoning)) return CLI_EXIT_USAGE;
             break;
+        case OPT_REASONING_BUDGET:
+            if (!cli_parse_reasoning_budget(cmd, optarg, &o->reasoning_budget)) return CLI_EXIT_USAGE;
+            o->reasoning_budget_given = true;
+            break;
         case OPT_NO_ECHO: o->echo = false; break;
         case 'v': o->verbose = true; break;
         case 'h': return RUN_OPTIONS_HELP;
@@ -110,6 +116,9 @@ int run_options_parse(const char *cmd, int argc, char **argv, struct run_options
         return cli_usage_error(cmd, "give the prompt with one of -p TEXT or -f FILE");
     if ((o->system || o->template_spec) && !o->chat)
         return cli_usage_error(cmd, "--system and --chat-template need --chat");
+    if (o->reasoning_budget_given && !o->chat)
+        return cli_usage_error(cmd, "--reasoning-budget needs --chat (the chat template says how the "
+                               "model marks its reasoning)");
     cli_sampling_finish(&o->sampling);
     if (cli_spec_finish(cmd, &o->spec) != CLI_EXIT_OK) return CLI_EXIT_USAGE;
     return CLI_EXIT_OK;

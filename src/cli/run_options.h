@@ -32,6 +32,8 @@ struct run_options {
     int n_predict;                 /* -1: up to the context */
     bool chat, special, echo, verbose;
     bool hide_reasoning;           /* --reasoning hide */
+    int32_t reasoning_budget;      /* --reasoning-budget; -1: no limit */
+    bool reasoning_budget_given;
     enum run_grammar_kind grammar_kind;
     const char *grammar_arg;       /* its text, file or schema (NULL for --json) */
 };

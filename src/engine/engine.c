@@ -44,6 +44,7 @@ void hearth_request_default(hearth_request *r)
     r->max_tokens = -1;
     r->n = 1;
     r->decode_flags = HEARTH_DECODE_CONTINUATION;
+    r->reasoning_budget = -1;
 }
 
 /* ---- creation ----------------------------------------------------------------------- */

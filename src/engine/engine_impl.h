@@ -147,6 +147,8 @@ struct seq {
     float *mtp_h;
     int32_t mtp_pos;
     int32_t mtp_row;
+    struct thinking *thinking;   /* with a reasoning format: where its reply
+                                  * stands (thinking.c); NULL: none */
 };
 
 struct request {
@@ -162,6 +164,16 @@ struct request {
     bool forked;
     double t_submit;
     struct request *next_new;    /* in the submission queue */
+    /* with a reasoning format (thinking.c): the text of the prompt's last
+     * tokens, where the reply starts; the tokens that end the reasoning
+     * (with a budget); those that open it or a header where the answer
+     * may also start */
+    char *prompt_end;
+    size_t prompt_end_len;
+    hearth_token *close;
+    int32_t n_close;
+    hearth_token openers[2];
+    int32_t n_openers;
 };
 
 /* A recurrent state kept for the prefix cache (prefix.c): the state of
@@ -331,6 +343,20 @@ void engine_finish_seq(hearth_engine *e, struct seq *s, hearth_token token, cons
 hearth_status engine_fork_samples(hearth_engine *e, struct request *r);
 hearth_status engine_sample_seq(hearth_engine *e, struct seq *s, const float *logits);
 hearth_status engine_verify_seq(hearth_engine *e, struct seq *s, int32_t first);
+
+/* thinking.c */
+hearth_status engine_thinking_request(hearth_engine *e, struct request *r);
+void engine_thinking_request_free(struct request *r);
+hearth_status engine_thinking_seq_new(hearth_engine *e, struct seq *s);
+void engine_thinking_seq_free(struct seq *s);
+/* Before s's next token: the grammar's mode for it; the token the
+ * reasoning budget writes there, or -1 (sample). */
+hearth_token engine_thinking_next(struct seq *s);
+/* Sample s's next token (after engine_thinking_next() gave -1), refusing
+ * a token that would end a marker and go on with the answer. */
+hearth_status engine_thinking_sample(hearth_engine *e, struct seq *s, const float *logits, hearth_token *out);
+/* s took token t: where its text stands now, the reasoning's count. */
+hearth_status engine_thinking_take(struct seq *s, hearth_token t);
 
 /* draft.c */
 int32_t engine_known_token(const struct seq *s, int32_t pos);

@@ -18,4 +18,5 @@ src_libhearth_core_la_SOURCES += \
 	src/engine/sample.c \
 	src/engine/schedule.c \
 	src/engine/speculate.c \
-	src/engine/speculate.h
+	src/engine/speculate.h \
+	src/engine/thinking.c

@@ -23,6 +23,7 @@ static void seq_free(struct seq *s)
     free(s->dtable);
     hearth_sampler_free(s->dsampler);
     free(s->mtp_h);
+    engine_thinking_seq_free(s);
     free(s);
 }
 
@@ -38,6 +39,7 @@ void engine_request_free(struct request *r)
     hearth_grammar_free(r->grammar);
     free(r->prompt);
     free(r->seqs);
+    engine_thinking_request_free(r);
     free(r);
 }
 
@@ -87,6 +89,7 @@ hearth_status engine_seq_new(hearth_engine *e, struct request *r, int32_t index,
         };
         st = hearth_text_stream_new(e->vocab, &o, &s->stream);
     }
+    if (!st) st = engine_thinking_seq_new(e, s);
     if (st) {
         seq_free(s);
         return st;
@@ -200,6 +203,7 @@ static hearth_status copy_request(hearth_engine *e, const hearth_request *q, str
                                 "positions but the KV pool holds only %lld", r->n_prompt, q->max_tokens,
                                 (long long)need, (long long)pool_tokens);
     }
+    HEARTH_TRY(engine_thinking_request(e, r));
     r->seqs = hearth_calloc((size_t)r->n, sizeof *r->seqs, "the samples");
     if (!r->seqs) return HEARTH_E_NOMEM;
     return engine_seq_new(e, r, 0, &r->seqs[0]);

@@ -187,6 +187,7 @@ static hearth_status take_token(hearth_engine *e, struct seq *s, hearth_token t,
     }
     HEARTH_TRY(hearth_sampler_accept(s->sampler, t));
     HEARTH_TRY(seq_push_token(s, t));
+    HEARTH_TRY(engine_thinking_take(s, t));
     const char *text = NULL;
     size_t len = 0;
     if (e->vocab) HEARTH_TRY(hearth_text_stream_push_token(s->stream, t, &text, &len));
@@ -216,13 +217,14 @@ hearth_status engine_sample_seq(hearth_engine *e, struct seq *s, const float *lo
         engine_finish_seq(e, s, -1, NULL, HEARTH_FINISH_LENGTH, HEARTH_OK);
         return HEARTH_OK;
     }
-    hearth_token t;
-    if (hearth_sampler_grammar_done(s->sampler)) {
+    /* a reasoning budget spent writes the reasoning's end instead */
+    hearth_token t = engine_thinking_next(s);
+    if (t < 0 && hearth_sampler_grammar_done(s->sampler)) {
         /* the grammar is complete and allows nothing more */
         engine_finish_seq(e, s, -1, NULL, HEARTH_FINISH_STOP, HEARTH_OK);
         return HEARTH_OK;
     }
-    HEARTH_TRY(hearth_sampler_sample(s->sampler, logits, &t));
+    if (t < 0) HEARTH_TRY(engine_thinking_sample(e, s, logits, &t));
     s->stats.n_steps++;
     bool alive;
     return take_token(e, s, t, logits, &alive);
@@ -256,9 +258,13 @@ hearth_status engine_verify_seq(hearth_engine *e, struct seq *s, int32_t first)
     e->verify_steps++;
     for (int32_t j = 0; j <= k; j++) {
         const float *logits = runner_logits(e->runner, first + j);
-        hearth_token t;
+        /* a token the reasoning budget writes is the one token the model
+         * may have here: a drafted token is kept when it is that one */
+        hearth_token t = engine_thinking_next(s);
         bool keep = false;
-        if (j == k || greedy) {
+        if (t >= 0) {
+            keep = j < k && t == s->draft[j];
+        } else if (j == k || greedy) {
             HEARTH_TRY(hearth_sampler_sample(s->sampler, logits, &t));
             keep = j < k && t == s->draft[j];
         } else {

@@ -54,6 +54,10 @@ struct hearth_sampler {
     double *weights;    /* by token id: exp((l - l_max) / temperature) */
 
     struct grammar_matcher *grammar; /* step 0, when the parameters have one */
+    enum sampler_grammar_mode grammar_mode;
+    const int32_t *openers;          /* SAMPLER_GRAMMAR_OPEN: allowed besides */
+    int32_t n_openers;
+    bool grammar_started;            /* it took a token: it applies from now on */
 };
 
 /* ------------------------------------------------------------------------
@@ -323,20 +327,49 @@ int32_t hearth_sampler_n_vocab(const hearth_sampler *s)
     return s->n_vocab;
 }
 
+/* Whether step 0 applies to the next token. */
+static bool grammar_applies(const hearth_sampler *s)
+{
+    return s->grammar && (s->grammar_started || s->grammar_mode != SAMPLER_GRAMMAR_WAIT);
+}
+
+static bool is_opener(const hearth_sampler *s, int32_t token)
+{
+    if (s->grammar_started || s->grammar_mode != SAMPLER_GRAMMAR_OPEN) return false;
+    for (int32_t i = 0; i < s->n_openers; i++)
+        if (s->openers[i] == token) return true;
+    return false;
+}
+
+void sampler_grammar_mode(hearth_sampler *s, enum sampler_grammar_mode mode, const int32_t *openers,
+                          int32_t n_openers)
+{
+    if (!s->grammar || s->grammar_started) return;
+    s->grammar_mode = mode;
+    s->openers = mode == SAMPLER_GRAMMAR_OPEN ? openers : NULL;
+    s->n_openers = mode == SAMPLER_GRAMMAR_OPEN ? HEARTH_MIN(n_openers, SAMPLER_MAX_OPENERS) : 0;
+}
+
+bool sampler_grammar_started(const hearth_sampler *s)
+{
+    return s->grammar_started;
+}
+
 hearth_status hearth_sampler_accept(hearth_sampler *s, int32_t token)
 {
-    if (s->grammar && token >= 0 && token < s->n_vocab) {
+    if (grammar_applies(s) && !is_opener(s, token) && token >= 0 && token < s->n_vocab) {
         if (token >= grammar_n_tokens(s->params.grammar))
             return hearth_error(HEARTH_E_INVALID, "sampler: token %d is not allowed by the grammar",
                                 (int)token);
         HEARTH_TRY(grammar_matcher_accept(s->grammar, token));
+        s->grammar_started = true;
     }
     return hearth_sampler_accept_prompt(s, token);
 }
 
 bool hearth_sampler_grammar_done(const hearth_sampler *s)
 {
-    return s->grammar && grammar_matcher_done(s->grammar);
+    return grammar_applies(s) && grammar_matcher_done(s->grammar);
 }
 
 hearth_status hearth_sampler_accept_prompt(hearth_sampler *s, int32_t token)
@@ -369,6 +402,10 @@ void hearth_sampler_reset(hearth_sampler *s)
     /* a reset of a grammar that was set up once only allocates what it
      * freed; a failure leaves it refusing every token */
     if (s->grammar) (void)grammar_matcher_reset(s->grammar);
+    s->grammar_mode = SAMPLER_GRAMMAR_ON;
+    s->openers = NULL;
+    s->n_openers = 0;
+    s->grammar_started = false;
 }
 
 /* ------------------------------------------------------------------------
@@ -420,14 +457,19 @@ static hearth_status load_logits(hearth_sampler *s, const float *logits)
     const hearth_logit_bias *bias = s->params.logit_bias;
     for (size_t i = 0; i < s->params.n_logit_bias; i++) dst[bias[i].token] += bias[i].bias;
 
-    if (s->grammar) {
-        /* step 0: the grammar's mask (tokens beyond its vocabulary are never allowed) */
+    if (grammar_applies(s)) {
+        /* step 0: the grammar's mask (tokens beyond its vocabulary are never
+         * allowed), the openers kept as steps 1 and 2 left them */
         const uint64_t *mask;
         HEARTH_TRY(grammar_matcher_mask(s->grammar, &mask));
+        float kept[SAMPLER_MAX_OPENERS];
+        const int32_t n_kept = s->grammar_started ? 0 : s->n_openers;
+        for (int32_t k = 0; k < n_kept; k++) kept[k] = dst[s->openers[k]];
         const int32_t n_mask = HEARTH_MIN(n, grammar_n_tokens(s->params.grammar));
         for (int32_t i = 0; i < n_mask; i++)
             if (!((mask[i >> 6] >> (i & 63)) & 1u)) dst[i] = -INFINITY;
         for (int32_t i = n_mask; i < n; i++) dst[i] = -INFINITY;
+        for (int32_t k = 0; k < n_kept; k++) dst[s->openers[k]] = kept[k];
     }
     return HEARTH_OK;
 }

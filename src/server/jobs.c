@@ -188,14 +188,12 @@ static void add_reasoning(struct job *j, size_t ci, const char *text, size_t len
 }
 
 /* The event's text through the choice's reasoning split: its reasoning
- * goes out at once, *text and *len become its answer.  A token counts
- * as reasoning when the text was inside the reasoning before or after
- * it (so the markers count too).  Should the split fail (the tool calls'
- * limits), the rest of the reply is content as it comes. */
-static void split_text(struct job *j, size_t ci, const hearth_event *ev, const char **text, size_t *len)
+ * goes out at once, *text and *len become its answer.  Should the split
+ * fail (the tool calls' limits), the rest of the reply is content as it
+ * comes. */
+static void split_text(struct job *j, size_t ci, const char **text, size_t *len)
 {
     struct choice *c = &j->choices[ci];
-    const bool before = hearth_reasoning_split_in_reasoning(c->split);
     hearth_reasoning_text t;
     if (hearth_reasoning_split_push(c->split, *text, *len, &t) != HEARTH_OK) {
         fprintf(stderr, LOG_PREFIX "%s: the reply is content from here on: %s\n", j->id, hearth_last_error());
@@ -203,7 +201,6 @@ static void split_text(struct job *j, size_t ci, const hearth_event *ev, const c
         c->split = NULL;
         return;
     }
-    if (ev->token >= 0 && (before || hearth_reasoning_split_in_reasoning(c->split))) c->n_reasoning_tokens++;
     add_reasoning(j, ci, t.reasoning, t.reasoning_len);
     *text = t.answer;
     *len = t.answer_len;
@@ -235,7 +232,7 @@ static void on_event(void *user, const hearth_event *ev)
     }
     const char *text = ev->text;
     size_t len = ev->len;
-    if (c->split) split_text(j, ci, ev, &text, &len);
+    if (c->split) split_text(j, ci, &text, &len);
     add_answer(j, ci, text, len);
     if (ev->token >= 0 && ev->finish == HEARTH_FINISH_NONE) {
         size_t n = 0;
@@ -254,6 +251,8 @@ static void on_event(void *user, const hearth_event *ev)
         c->done = true;
         c->finish = ev->finish;
         if (ev->stats) c->stats = *ev->stats;
+        /* the engine counted the reasoning's tokens as it followed it */
+        if (ev->stats) c->n_reasoning_tokens = ev->stats->n_reasoning;
         j->n_open--;
         /* Every sample has ended (all were submitted before the first
          * event): the job leaves the gauges now, not when its handler
@@ -501,7 +500,7 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
     j->s = s;
     j->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init(&j->mu, NULL);
-    struct srv_limits lim = {s->n_vocab, s->cfg.max_tokens_cap, &s->cfg.sampling};
+    struct srv_limits lim = {s->n_vocab, s->cfg.max_tokens_cap, &s->cfg.sampling, s->cfg.reasoning_budget};
     if (j->efd < 0) {
         srv_fail(e, 500, "server_error", NULL, NULL, "eventfd: %s", strerror(errno));
         goto fail_early;
@@ -614,6 +613,17 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         /* harmony's markers are control tokens */
         if (kind == SRV_CHAT && s->reasoning_format == HEARTH_REASONING_HARMONY)
             q.decode_flags |= HEARTH_DECODE_SPECIAL;
+        /* The engine follows the reasoning as the choices' splits do: a
+         * grammar constrains the answer alone, the budget ends the
+         * reasoning, the usage counts its tokens.  Harmony's forced call
+         * is the exception: its grammar spells the whole reply, the
+         * call's header first, and there is no reasoning before it. */
+        const bool forced_call = s->tool_format == SRV_TOOLS_HARMONY &&
+                                 (j->req.tool_choice == SRV_TOOL_REQUIRED || j->req.tool_choice == SRV_TOOL_NAMED);
+        if (kind == SRV_CHAT && !forced_call) {
+            q.reasoning = s->reasoning_format;
+            q.reasoning_budget = j->req.reasoning_budget;
+        }
         q.on_event = on_event;
         j->subs[i].job = j;
         j->subs[i].prompt = i;
@@ -622,11 +632,14 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         if (st) {
             /* The prompt's length was checked above and the pool holds a
              * whole context (hearth serve refuses a smaller one), so what
-             * the engine still refuses is the sampling: the grammar's
-             * first state, or a value checked there alone. */
+             * the engine still refuses is the sampling (the grammar's
+             * first state, or a value checked there alone) or a reasoning
+             * budget whose marker the vocabulary cannot write. */
+            const char *param = st == HEARTH_E_UNSUPPORTED && q.reasoning_budget >= 0 ? "thinking_budget_tokens"
+                                                                                     : srv_request_grammar_param(&j->req);
             srv_fail(e, st == HEARTH_E_NOMEM ? 500 : 400, st == HEARTH_E_NOMEM ? "server_error"
                      : "invalid_request_error", st == HEARTH_E_NOMEM ? NULL : "invalid_value",
-                     srv_request_grammar_param(&j->req), "%s", hearth_last_error());
+                     param, "%s", hearth_last_error());
             /* those already submitted end with cancelled events */
             job_cancel_locked(j, END_CLIENT);
             j->http_gone = true;

@@ -685,6 +685,7 @@ bool srv_request_parse(enum srv_kind kind, const char *body, size_t len,
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->n = 1;
+    r->reasoning_budget = -1;
     if (limits->defaults) r->sampling = *limits->defaults;
     else hearth_sampler_params_default(&r->sampling);
     r->sampling.logit_bias = NULL;
@@ -758,6 +759,9 @@ bool srv_request_parse(enum srv_kind kind, const char *body, size_t len,
                 goto out;
             }
         }
+        /* llama.cpp's name; -1: no limit, absent: the server's */
+        if (!get_int(root, "thinking_budget_tokens", -1, SRV_MAX_REASONING_BUDGET, &x, &given, err)) goto out;
+        r->reasoning_budget = given ? (int32_t)x : limits->reasoning_budget;
         if (!get_bool(root, "logprobs", &r->logprobs, err)) goto out;
         if (!get_int(root, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &x, &given, err)) goto out;
         if (given && !r->logprobs) {

@@ -25,6 +25,8 @@ enum srv_kind { SRV_CHAT, SRV_COMPLETION };
 #define SRV_MAX_N 16
 #define SRV_MAX_STOP 16
 #define SRV_MAX_TOP_LOGPROBS 20
+/* The largest reasoning budget, as hearth serve's --reasoning-budget. */
+#define SRV_MAX_REASONING_BUDGET (1 << 30)
 
 /* An error for the client: HTTP status and the OpenAI error object. */
 struct srv_error {
@@ -104,12 +106,18 @@ struct srv_request {
     /* chat: "low", "medium" or "high" (a static string), NULL when not
      * given: the template's variable reasoning_effort */
     const char *reasoning_effort;
+    /* chat: the most tokens of reasoning (thinking_budget_tokens, else the
+     * server's), as hearth_request.reasoning_budget (< 0: no limit) */
+    int32_t reasoning_budget;
 };
 
 struct srv_limits {
     int32_t n_vocab;                    /* token ids 0 .. n_vocab-1; 0: unchecked */
     int32_t max_tokens_cap;             /* most max_tokens a request may ask */
     const hearth_sampler_params *defaults; /* the server's sampling flags */
+    int32_t reasoning_budget;           /* a chat request's unless it gives
+                                         * one (--reasoning-budget); -1: no
+                                         * limit */
 };
 
 /* Parse and check a request body of len bytes.  On failure *err says why

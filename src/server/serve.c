@@ -38,6 +38,9 @@ static void usage(FILE *out)
             "  --reasoning-format deepseek|none  a reasoning model's thinking apart, in\n"
             "                           reasoning_content (deepseek, the default), or in\n"
             "                           the content (none)\n"
+            "  --reasoning-budget N     end a chat reply's thinking after N tokens (0: at\n"
+            "                           once; default -1: no limit); a request's\n"
+            "                           thinking_budget_tokens overrides it\n"
             "  -c, --ctx-size N         positions one sequence may hold (default: the model's,\n"
             "                           at most 4096)\n"
             "  -np, --parallel N        sequences run at once (default 4)\n"
@@ -140,7 +143,7 @@ int cmd_serve(int argc, char **argv)
         OPT_HOST = 0x2000, OPT_PORT, OPT_ALIAS, OPT_CHAT_TEMPLATE, OPT_PARALLEL,
         OPT_KV_SIZE, OPT_KV_BLOCK, OPT_NO_PREFIX_CACHE, OPT_MAX_BODY, OPT_MAX_TOKENS, OPT_MAX_QUEUE,
         OPT_MAX_CONN, OPT_TIMEOUT, OPT_GRACE, OPT_IDLE, OPT_API_KEY, OPT_API_KEY_FILE, OPT_SSL_KEY,
-        OPT_SSL_CERT, OPT_REQUEST_TIMEOUT, OPT_REASONING_FORMAT
+        OPT_SSL_CERT, OPT_REQUEST_TIMEOUT, OPT_REASONING_FORMAT, OPT_REASONING_BUDGET
     };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -148,6 +151,7 @@ int cmd_serve(int argc, char **argv)
         {"alias", required_argument, NULL, OPT_ALIAS},
         {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
         {"reasoning-format", required_argument, NULL, OPT_REASONING_FORMAT},
+        {"reasoning-budget", required_argument, NULL, OPT_REASONING_BUDGET},
         CLI_CONTEXT_LONG_OPTIONS,
         {"parallel", required_argument, NULL, OPT_PARALLEL},
         {"kv-size", required_argument, NULL, OPT_KV_SIZE},
@@ -189,6 +193,7 @@ int cmd_serve(int argc, char **argv)
     cfg.max_body = 1 << 20;
     cfg.timeout_s = 600;
     cfg.idle_timeout_s = 60;
+    cfg.reasoning_budget = -1;
     float grace = 30, timeout = 600, request_timeout = 30;
     int kv_block = 0, max_tokens = 0, idle = 60;
     long kv_size = 0, max_body = 1 << 20;
@@ -231,6 +236,7 @@ int cmd_serve(int argc, char **argv)
             }
             split_reasoning = strcmp(optarg, "deepseek") == 0;
             break;
+        case OPT_REASONING_BUDGET: ok = cli_parse_reasoning_budget(CMD, optarg, &cfg.reasoning_budget); break;
         case OPT_PARALLEL: ok = cli_parse_int(CMD, "--parallel", optarg, 1, 4096, &cfg.parallel); break;
         case OPT_KV_SIZE: ok = cli_parse_long(CMD, "--kv-size", optarg, 16, 1L << 30, &kv_size); break;
         case OPT_KV_BLOCK:
@@ -423,12 +429,19 @@ int cmd_serve(int argc, char **argv)
     if (es.window > 0)
         snprintf(window, sizeof window, ", the sliding layers' %d blocks for windows of %d", es.window_blocks,
                  es.window);
+    char budget[48] = "";
+    if (reasoning != HEARTH_REASONING_NONE && cfg.reasoning_budget >= 0)
+        snprintf(budget, sizeof budget, " (budget %d tokens)", (int)cfg.reasoning_budget);
     fprintf(stderr, "hearth: %s: ready: model %s (%s), context %d, %d sequences at once, batch %d, "
             "%d threads; KV pool %d blocks of %d positions%s (%s), %d sequences of the full context at "
-            "once; chat template: %s, tool calls: %s, reasoning: %s%s\n", CMD, cfg.alias, hearth_model_desc(model), ep.n_ctx,
+            "once; chat template: %s, tool calls: %s, reasoning: %s%s%s\n", CMD, cfg.alias, hearth_model_desc(model), ep.n_ctx,
             ep.n_seq_max, ep.n_batch, ep.n_threads, es.n_blocks, es.block_tokens, window, pool,
             es.max_full_sequences, cp.tmpl ? cp.source : "none", srv_tool_format_name(tool_format),
-            hearth_reasoning_format_name(reasoning), n_keys ? "; API keys required" : "");
+            hearth_reasoning_format_name(reasoning), budget, n_keys ? "; API keys required" : "");
+    if (reasoning == HEARTH_REASONING_NONE && cfg.reasoning_budget >= 0)
+        fprintf(stderr, "hearth: %s: --reasoning-budget does nothing: the replies have no reasoning apart "
+                "(chat template: %s%s)\n", CMD, cp.tmpl ? cp.source : "none",
+                split_reasoning ? "" : "; --reasoning-format none");
     if (mtp)
         fprintf(stderr, "hearth: %s: speculation: the model's multi-token-prediction layer drafts up to %d "
                 "tokens a step (--no-mtp: none)\n", CMD, cfg.speculation.draft_max);

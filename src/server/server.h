@@ -37,6 +37,7 @@ struct srv_config {
                                  * starts the stream of seeds of those
                                  * without one (hearth_seed_derive) */
     hearth_speculation speculation; /* of every request (draft_max 0: none) */
+    int32_t reasoning_budget;    /* of chat requests that give none; -1: no limit */
 };
 
 struct srv_server;

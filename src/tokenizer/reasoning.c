@@ -15,7 +15,9 @@
  *
  * think:   [whitespace] <think> REASONING </think> [whitespace] ANSWER
  *          (only at the start of the text; a prompt that ends with
- *          <think> starts inside the reasoning)
+ *          <think> starts inside the reasoning, one that ends with
+ *          </think> -- an empty block, thinking turned off -- in the
+ *          answer)
  * harmony: messages <|start|>HEADER<|message|>BODY<|end|>, the last one
  *          ended by <|return|> or <|call|>; the header names the channel
  *          (<|channel|>analysis, final, commentary) and the recipient
@@ -27,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reasoning.h"
 #include "textbuf.h"
 #include "utf8.h"
 
@@ -402,8 +405,9 @@ static hearth_status start_after_prompt(hearth_reasoning_split *s, const char *p
     while (len > 0 && is_space(prompt[len - 1])) len--;
     if (s->format == HEARTH_REASONING_NONE) return HEARTH_OK;
     if (s->format == HEARTH_REASONING_THINK) {
-        const size_t n = strlen(THINK_OPEN);
+        const size_t n = strlen(THINK_OPEN), nc = strlen(THINK_CLOSE);
         if (len >= n && memcmp(prompt + len - n, THINK_OPEN, n) == 0) s->state = T_REASONING;
+        else if (len >= nc && memcmp(prompt + len - nc, THINK_CLOSE, nc) == 0) s->state = ANSWER;
         return HEARTH_OK;
     }
     /* harmony: a prompt that ends with a header and <|message|> has the
@@ -478,6 +482,22 @@ hearth_status hearth_reasoning_split_finish(hearth_reasoning_split *s, hearth_re
 bool hearth_reasoning_split_in_reasoning(const hearth_reasoning_split *s)
 {
     return s && (s->state == T_REASONING || (s->state == H_BODY && s->dest == TO_REASONING));
+}
+
+enum reasoning_at reasoning_split_at(const hearth_reasoning_split *s)
+{
+    switch (s->state) {
+    case T_START:
+    case H_EXPECT: return REASONING_AT_OPEN;
+    case T_REASONING: return REASONING_AT_REASONING;
+    case T_AFTER:
+    case ANSWER: return REASONING_AT_ANSWER;
+    case H_HEADER: return REASONING_AT_OTHER;
+    case H_BODY: break;
+    }
+    return s->dest == TO_REASONING ? REASONING_AT_REASONING
+           : s->dest == TO_ANSWER  ? REASONING_AT_ANSWER
+                                   : REASONING_AT_OTHER;
 }
 
 size_t hearth_reasoning_split_n_tool_calls(const hearth_reasoning_split *s)

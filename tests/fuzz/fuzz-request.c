@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&e, 0, sizeof e);
     hearth_sampler_params defaults;
     hearth_sampler_params_default(&defaults);
-    const struct srv_limits lim = {512, 1024, &defaults};
+    const struct srv_limits lim = {512, 1024, &defaults, -1};
     switch (data[0] % 4) {
     case 0:
     case 1: {
