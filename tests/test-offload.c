@@ -604,14 +604,6 @@ struct serve_sink {
     int finished;
 };
 
-static uint64_t fnv(const void *data, size_t n)
-{
-    const uint8_t *p = data;
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * UINT64_C(0x100000001b3);
-    return h;
-}
-
 static void on_serve_event(void *user, const hearth_event *ev)
 {
     struct serve_sink *c = user;
@@ -620,7 +612,7 @@ static void on_serve_event(void *user, const hearth_event *ev)
     ck_assert_int_eq(o->finish, HEARTH_FINISH_NONE);
     if (ev->token >= 0 && o->n < SERVE_MAX) {
         o->tokens[o->n] = ev->token;
-        o->logits_hash[o->n] = ev->logits ? fnv(ev->logits, (size_t)c->n_vocab * sizeof(float)) : 0;
+        o->logits_hash[o->n] = ev->logits ? test_fnv1a(ev->logits, (size_t)c->n_vocab * sizeof(float)) : 0;
         o->n++;
     }
     if (ev->finish != HEARTH_FINISH_NONE) {

@@ -36,14 +36,6 @@ struct collector {
     int finished;
 };
 
-static uint64_t fnv(const void *data, size_t n)
-{
-    const uint8_t *p = data;
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * UINT64_C(0x100000001b3);
-    return h;
-}
-
 static void on_event(void *user, const hearth_event *ev)
 {
     struct collector *c = user;
@@ -52,7 +44,7 @@ static void on_event(void *user, const hearth_event *ev)
     ck_assert_int_eq(o->finish, HEARTH_FINISH_NONE); /* nothing after the end */
     if (ev->token >= 0 && o->n < MAX_OUT) {
         o->tokens[o->n] = ev->token;
-        o->logits_hash[o->n] = ev->logits ? fnv(ev->logits, (size_t)c->n_vocab * sizeof(float)) : 0;
+        o->logits_hash[o->n] = ev->logits ? test_fnv1a(ev->logits, (size_t)c->n_vocab * sizeof(float)) : 0;
         o->n++;
     }
     if (ev->len && o->text_len + ev->len < sizeof o->text) {
@@ -303,7 +295,7 @@ START_TEST(test_engine_matches_context)
     hearth_context *ctx;
     ck_assert_int_eq(hearth_context_new(m, &cp, &ctx), HEARTH_OK);
     ck_assert_int_eq(hearth_eval(ctx, prompt, 100, 1), HEARTH_OK);
-    const uint64_t want = fnv(hearth_context_logits(ctx, 0), (size_t)V * sizeof(float));
+    const uint64_t want = test_fnv1a(hearth_context_logits(ctx, 0), (size_t)V * sizeof(float));
     hearth_context_free(ctx);
     static struct sample_out o;
     memset(&o, 0, sizeof o);

@@ -23,14 +23,6 @@
 #include "speculate.h"
 #include "testutil.h"
 
-static uint64_t fnv(const void *data, size_t n)
-{
-    const uint8_t *p = data;
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * UINT64_C(0x100000001b3);
-    return h;
-}
-
 #define MAX_OUT 160
 struct out {
     int32_t tokens[MAX_OUT];
@@ -51,7 +43,7 @@ static void on_event(void *user, const hearth_event *ev)
     ck_assert_int_eq(o->finish, HEARTH_FINISH_NONE);
     if (ev->token >= 0 && o->n < MAX_OUT && ev->finish == HEARTH_FINISH_NONE) {
         o->tokens[o->n] = ev->token;
-        o->logits_hash[o->n] = ev->logits ? fnv(ev->logits, (size_t)o->n_vocab * sizeof(float)) : 0;
+        o->logits_hash[o->n] = ev->logits ? test_fnv1a(ev->logits, (size_t)o->n_vocab * sizeof(float)) : 0;
         o->n++;
         if (o->n == o->cancel_at) ck_assert_int_eq(hearth_engine_cancel(o->engine, o->id), HEARTH_OK);
     }

@@ -188,3 +188,11 @@ hearth_model *test_load_model(const char *name)
     ck_assert_msg(st == HEARTH_OK, "%s: %s", path, hearth_last_error());
     return m;
 }
+
+uint64_t test_fnv1a(const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * UINT64_C(0x100000001b3);
+    return h;
+}

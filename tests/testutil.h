@@ -60,6 +60,10 @@ double test_rng_normal(test_rng *rng);
 double test_rmse(const float *a, const float *b, size_t n);
 double test_rms(const float *a, size_t n);
 
+/* FNV-1a of n bytes: a fingerprint of a row of logits, to compare runs
+ * bit for bit without keeping the rows. */
+uint64_t test_fnv1a(const void *data, size_t n);
+
 /* Whether the OpenCL tests can run: 0 when the build has OpenCL and a
  * device is present; otherwise 77 (skipped) after a note on stderr --
  * except that with CI set in the environment and OpenCL in the build, a
