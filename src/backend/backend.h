@@ -147,7 +147,11 @@ struct backend_ops {
      * il) of them in a sliding-window layer -- with the scores
      * soft-capped where hp->attn_softcap is set.  sinks (n_head floats, or
      * NULL): head h's softmax has one more logit, sinks[h], in its
-     * denominator, whose value is zero (gpt-oss's attention sinks). */
+     * denominator, whose value is zero (gpt-oss's attention sinks).
+     * Multi-head latent attention (hp->kv_latent > 0): k holds per head
+     * head_dim - kv_latent elements and v kv_latent, kept as one key row
+     * [k | v] (kv_cache.h); the scores are q . [k | v] over head_dim and
+     * the values the v part, so out has n_head heads of kv_latent. */
     hearth_status (*attention)(struct hearth_backend *be, struct act *out, const struct act *q,
                                const struct act *k, const struct act *v, struct kv_cache *kv,
                                int il, const struct hparams *hp, const float *sinks,

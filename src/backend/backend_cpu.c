@@ -47,6 +47,8 @@ struct cpu_backend {
     size_t attn_scratch_floats;
     uint8_t *attn_index;       /* attention tiles and the tile of each row */
     size_t attn_index_bytes;
+    float *kv_row;             /* a key row with its values, as the cache keeps it */
+    size_t kv_row_bytes;
     uint8_t *moe_index;        /* routing of a step's rows to experts */
     size_t moe_index_bytes;
     float *moe_act;            /* the rows grouped by expert, and their results */
@@ -742,7 +744,12 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
     struct cpu_backend *c = cpu(be);
     struct kv_layer *L = &kv->layers[il];
     const int32_t hd = hp->head_dim, n_head = hp->n_head, n_head_kv = hp->n_head_kv;
+    /* multi-head latent attention: the values are the last kv_latent
+     * elements of the key rows */
+    const int32_t vd = hp->kv_latent > 0 ? hp->kv_latent : hd;
     const int32_t group = n_head / n_head_kv;
+    if (kv->values_in_keys != (hp->kv_latent > 0) || (kv->values_in_keys && kv->value_first != hd - vd))
+        return hearth_error(HEARTH_E_INTERNAL, "layer %d: a KV cache of another shape than the model's", il);
     const int64_t n_tok = bp->n_tokens;
     const int32_t B = kv->block_tokens;
     const int32_t window = hparams_layer_window(hp, il);
@@ -762,10 +769,26 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
     }
 
     /* The batch's keys and values go into the cache first: a token sees
-     * every position up to its own, including earlier tokens of the batch. */
-    for (int64_t t = 0; t < n_tok; t++) {
-        kv_cache_store(kv, L->k, slots[t], k->host + t * k->width);
-        kv_cache_store(kv, L->v, slots[t], v->host + t * v->width);
+     * every position up to its own, including earlier tokens of the batch.
+     * Where the values are in the keys, a head's row is its k (hd - vd
+     * elements) then its v (vd). */
+    if (kv->values_in_keys) {
+        HEARTH_TRY(grow((void **)&c->kv_row, &c->kv_row_bytes, (size_t)kv->row_elems * sizeof(float), "a key row"));
+        const int32_t kd = hd - vd;
+        for (int64_t t = 0; t < n_tok; t++) {
+            for (int32_t h = 0; h < n_head_kv; h++) {
+                memcpy(c->kv_row + (int64_t)h * hd, k->host + t * k->width + (int64_t)h * kd,
+                       (size_t)kd * sizeof(float));
+                memcpy(c->kv_row + (int64_t)h * hd + kd, v->host + t * v->width + (int64_t)h * vd,
+                       (size_t)vd * sizeof(float));
+            }
+            kv_cache_store(kv, L->k, slots[t], c->kv_row);
+        }
+    } else {
+        for (int64_t t = 0; t < n_tok; t++) {
+            kv_cache_store(kv, L->k, slots[t], k->host + t * k->width);
+            kv_cache_store(kv, L->v, slots[t], v->host + t * v->width);
+        }
     }
 
     /* Tiles of each sequence's rows, and their work items. */
@@ -805,7 +828,7 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
      * scaled queries, the mask limits (absolute and within a KV block)
      * and the block's scores. */
     const size_t ms_floats = round_up16((size_t)tile_rows);
-    const size_t item_floats = 2 * ms_floats + round_up16((size_t)tile_rows * (size_t)hd);
+    const size_t item_floats = 2 * ms_floats + round_up16((size_t)tile_rows * (size_t)vd);
     const size_t thread_floats = round_up16((size_t)tile_rows * (size_t)hd) + 4 * ms_floats +
                                  round_up16((size_t)tile_rows * ATTN_KEY_BLOCK);
     const size_t need = item_floats * (size_t)n_items + thread_floats * (size_t)be->n_threads;
@@ -819,7 +842,7 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
     float *thread_scratch = states + item_floats * (size_t)n_items;
 
     const float scale = hp->attn_scale > 0.0f ? hp->attn_scale : 1.0f / sqrtf((float)hd);
-    const uint8_t *kbase = L->k, *vbase = L->v;
+    const uint8_t *kbase = L->k, *vbase = kv->values_in_keys ? L->k + kv->value_offset : L->v;
     const size_t row_bytes = kv->row_bytes, head_bytes = kv->head_bytes, block_bytes = kv->block_bytes;
     const int64_t n_pairs = n_tok * n_head;
     /* Below ATTN_SERIAL_WORK multiply-adds (a decode step over a short
@@ -884,6 +907,7 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
             float *state = states + item_floats * (size_t)it;
             struct attn_rows rows = {
                 .head_dim = hd,
+                .v_dim = vd,
                 .n_rows = n_rows,
                 .q = qs,
                 .n_visible = n_visible_rel,
@@ -894,7 +918,7 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
                 .acc = state + 2 * ms_floats,
                 .scores = scores,
             };
-            attn_state_init(n_rows, hd, rows.max, rows.sum, rows.acc);
+            attn_state_init(n_rows, vd, rows.max, rows.sum, rows.acc);
             const int32_t *table = blocks + table_start[T->seq];
             const int32_t k0 = HEARTH_MAX(split * ATTN_SPLIT_KEYS, key_start);
             const int32_t k1 = HEARTH_MIN(split * ATTN_SPLIT_KEYS + ATTN_SPLIT_KEYS, hi);
@@ -927,13 +951,13 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
             const struct attn_tile *T = &tiles[tile_of[t]];
             const int32_t r = (int32_t)(t - T->t0) * group + h % group;
             const float *state = states + item_floats * (size_t)(T->item0 + (int64_t)kvh * T->n_splits);
-            attn_merge(hd, T->n_splits, state + r, state + ms_floats + r, item_floats,
-                       state + 2 * ms_floats + (size_t)r * hd, item_floats, sinks ? sinks[h] : -INFINITY,
-                       out->host + t * out->width + (int64_t)h * hd);
+            attn_merge(vd, T->n_splits, state + r, state + ms_floats + r, item_floats,
+                       state + 2 * ms_floats + (size_t)r * vd, item_floats, sinks ? sinks[h] : -INFINITY,
+                       out->host + t * (int64_t)n_head * vd + (int64_t)h * vd);
         }
     }
     out->rows = n_tok;
-    out->width = (int64_t)n_head * hd;
+    out->width = (int64_t)n_head * vd;
     return HEARTH_OK;
 }
 
@@ -1013,6 +1037,7 @@ void backend_cpu_free(struct hearth_backend *be)
     hearth_aligned_free(c->act_sums);
     hearth_aligned_free(c->attn_scratch);
     hearth_aligned_free(c->attn_index);
+    hearth_aligned_free(c->kv_row);
     hearth_aligned_free(c->moe_index);
     hearth_aligned_free(c->moe_act);
     free(c);

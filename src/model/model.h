@@ -61,6 +61,13 @@ enum moe_act {
                      * g * sigmoid(alpha g) * (u + 1) */
 };
 
+/* How the router's logits become the experts' scores (backend.h,
+ * moe_route). */
+enum moe_gating {
+    MOE_GATING_SOFTMAX, /* softmax over all experts (Mixtral, Qwen, DeepSeek-V2) */
+    MOE_GATING_SIGMOID  /* each expert's sigmoid (DeepSeek-V3, Kimi-K2) */
+};
+
 struct hparams {
     int32_t n_ctx_train;
     int32_t n_ctx_orig;    /* Phi-3: the context its short RoPE factors are for */
@@ -69,7 +76,7 @@ struct hparams {
     int32_t n_ff;
     int32_t n_head;
     int32_t n_head_kv;
-    int32_t head_dim;      /* per head, keys and values */
+    int32_t head_dim;      /* per head, keys and values (queries too) */
     int32_t n_vocab;
     float norm_eps;
     struct rope_params rope;
@@ -81,6 +88,25 @@ struct hparams {
     bool moe_norm_topk;    /* the k routing weights renormalised to sum 1 */
     enum moe_act moe_act;  /* the experts' activation */
     float moe_alpha, moe_limit; /* MOE_SWIGLU_OAI's constants */
+    enum moe_gating moe_gating; /* scores from the router's logits */
+    int32_t n_expert_groups;    /* group-limited routing (DeepSeek): the experts in
+                                 * this many groups, tokens choose among the */
+    int32_t n_expert_groups_used; /* best n_expert_groups_used; 0 groups: none */
+    float moe_weights_scale;    /* the routing weights multiplied by this (DeepSeek's
+                                 * routed scaling factor); 1: none */
+    /* Multi-head latent attention (models/deepseek2.c; DeepSeek-V2, section
+     * 2.1): keys and values of every head come from a latent vector per
+     * position, which the cache keeps with a rotary key shared by the
+     * heads, instead of keys and values.  Attention then runs in the
+     * latent space (the queries mapped into it): one key/value head
+     * (n_head_kv 1) of head_dim = n_rot + kv_latent elements, [k_rope |
+     * c_kv], whose last kv_latent elements are the values.  0: keys and
+     * values in rows of their own, head_dim each. */
+    int32_t kv_latent;     /* kv_lora_rank */
+    int32_t q_lora_rank;   /* rank of the queries' low-rank path; 0: one matrix */
+    int32_t qk_nope_dim;   /* per head, the query/key elements without RoPE */
+    int32_t v_head_dim;    /* per head, the values of the decompressed form */
+    int32_t n_layer_dense; /* leading layers with a dense feed-forward (DeepSeek) */
     struct rope_params rope_swa; /* RoPE of the sliding-window layers (Gemma 3's
                                   * local base); the same as rope elsewhere */
     float attn_scale;      /* queries are multiplied by this: 1/sqrt(head_dim),
