@@ -187,6 +187,25 @@ struct backend_ops {
      * dst_first + n_rows rows. */
     hearth_status (*copy_rows)(struct hearth_backend *be, struct act *dst, int64_t dst_first,
                                const struct act *src, int64_t first, int64_t n_rows);
+    /* Products per head (multi-head latent attention, models/deepseek2.c):
+     * for each row t and head h < n_heads,
+     *     out[t][h * out_stride + out_first + r] =
+     *         sum_i w[h][r][i] in[t][h * in_stride + in_first + i],
+     * r < w[h].n_out, i < w[h].n_in, the heads' matrices all of one type
+     * and shape (the slices of one 3-D tensor).  Each output is one dot
+     * product in the kernels' order, as matmul's; out's other columns are
+     * left as they are, and out is n_heads * out_stride wide.  NULL: the
+     * backend does not run such layers. */
+    hearth_status (*matmul_heads)(struct hearth_backend *be, struct act *out, int64_t out_stride,
+                                  int64_t out_first, const struct weight *w, int32_t n_heads,
+                                  const struct act *in, int64_t in_stride, int64_t in_first);
+    /* dst[t][h * dst_stride + dst_first + i] = src[t][h * src_stride +
+     * src_first + i] for i < n, h < n_heads (dst and src distinct; dst's
+     * other columns left as they are, dst n_heads * dst_stride wide).
+     * NULL where matmul_heads is. */
+    hearth_status (*copy_heads)(struct hearth_backend *be, struct act *dst, int64_t dst_stride,
+                                int64_t dst_first, const struct act *src, int64_t src_stride,
+                                int64_t src_first, int32_t n_heads, int64_t n);
     /* Copy the first n_rows rows of KV block src into block dst in every
      * layer of kv whose cache this backend holds, those of the window
      * space or the others (copy-on-write). */

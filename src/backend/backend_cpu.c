@@ -341,6 +341,106 @@ static hearth_status cpu_matmul(struct hearth_backend *be, struct act *out, cons
     return cpu_matmul_set(be, 1, &out, &w, in);
 }
 
+/* Products per head (backend.h, matmul_heads): each head's input slice of
+ * every row converted once, then the (head, chunk of rows) pairs dealt
+ * out to the threads, each writing its outputs straight into their
+ * columns of out. */
+struct heads_job {
+    const struct weight *w;
+    int32_t n_heads;
+    hearth_gemm_fn gemm;
+    hearth_act_convert_fn convert;
+    size_t act_row;
+    const struct act *in;
+    int64_t in_stride, in_first;
+    struct act *out;
+    int64_t out_stride, out_first;
+    uint8_t *xq; /* n_heads x n_tok converted rows */
+};
+
+static void matmul_heads_run(void *arg)
+{
+    const struct heads_job *j = arg;
+    const int64_t n_tok = j->in->rows, n_in = j->w[0].n_in, n_out = j->w[0].n_out;
+    const int64_t chunks = (n_out + MATMUL_ROW_CHUNK - 1) / MATMUL_ROW_CHUNK;
+#pragma omp for schedule(static)
+    for (int64_t ht = 0; ht < (int64_t)j->n_heads * n_tok; ht++) {
+        const int64_t h = ht / n_tok, t = ht % n_tok;
+        j->convert(j->in->host + t * j->in->width + h * j->in_stride + j->in_first, j->xq + (size_t)ht * j->act_row,
+                   n_in);
+    }
+#pragma omp for schedule(static)
+    for (int64_t hc = 0; hc < (int64_t)j->n_heads * chunks; hc++) {
+        const int64_t h = hc / chunks, r0 = (hc % chunks) * MATMUL_ROW_CHUNK;
+        const struct weight *w = &j->w[h];
+        const int64_t rows = HEARTH_MIN(MATMUL_ROW_CHUNK, n_out - r0);
+        j->gemm(n_in, rows, n_tok, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes,
+                j->xq + (size_t)h * (size_t)n_tok * j->act_row, j->act_row,
+                j->out->host + h * j->out_stride + j->out_first + r0, j->out->width);
+    }
+}
+
+static hearth_status cpu_matmul_heads(struct hearth_backend *be, struct act *out, int64_t out_stride,
+                                      int64_t out_first, const struct weight *w, int32_t n_heads,
+                                      const struct act *in, int64_t in_stride, int64_t in_first)
+{
+    struct cpu_backend *c = cpu(be);
+    const hearth_kernels *k = c->kernels;
+    const int64_t n_tok = in->rows, n_in = w[0].n_in, n_out = w[0].n_out;
+    for (int32_t h = 0; h < n_heads; h++)
+        if (w[h].type != w[0].type || w[h].n_in != n_in || w[h].n_out != n_out)
+            return hearth_error(HEARTH_E_INTERNAL, "matmul_heads '%s': heads of different shapes", w[0].name);
+    if (!hearth_kernels_supports(k, w[0].type))
+        return hearth_error(HEARTH_E_UNSUPPORTED, "tensor '%s': no matrix product for type %s", w[0].name,
+                            hearth_type_name(w[0].type));
+    if (n_heads < 1 || in_first < 0 || out_first < 0 || (n_heads - 1) * in_stride + in_first + n_in > in->width ||
+        out_first + n_out > out_stride ||
+        (int64_t)n_heads * out_stride * n_tok > out->capacity)
+        return hearth_error(HEARTH_E_INTERNAL, "matmul_heads '%s': %d heads of %lld from %lld wide rows",
+                            w[0].name, n_heads, (long long)n_in, (long long)in->width);
+    const hearth_type at = k->act_type[w[0].type];
+    const size_t act_row = hearth_type_row_bytes(at, n_in);
+    HEARTH_TRY(grow((void **)&c->act_scratch, &c->act_scratch_bytes, act_row * (size_t)n_heads * (size_t)n_tok,
+                    "converted activations"));
+    out->rows = n_tok;
+    out->width = (int64_t)n_heads * out_stride;
+    const struct heads_job job = {
+        .w = w,
+        .n_heads = n_heads,
+        .gemm = k->gemm[w[0].type],
+        .convert = k->act_convert[at],
+        .act_row = act_row,
+        .in = in,
+        .in_stride = in_stride,
+        .in_first = in_first,
+        .out = out,
+        .out_stride = out_stride,
+        .out_first = out_first,
+        .xq = c->act_scratch,
+    };
+    const double work = (double)n_heads * (double)n_out * (double)n_in * (double)n_tok;
+    cpu_run_parallel(work >= MATMUL_SERIAL_WORK ? be->n_threads : 1, matmul_heads_run, (void *)&job);
+    return HEARTH_OK;
+}
+
+static hearth_status cpu_copy_heads(struct hearth_backend *be, struct act *dst, int64_t dst_stride,
+                                    int64_t dst_first, const struct act *src, int64_t src_stride,
+                                    int64_t src_first, int32_t n_heads, int64_t n)
+{
+    (void)be;
+    if (dst_first + n > dst_stride || (int64_t)n_heads * dst_stride * src->rows > dst->capacity ||
+        (n_heads - 1) * src_stride + src_first + n > src->width)
+        return hearth_error(HEARTH_E_INTERNAL, "copy_heads: %d heads of %lld from %lld wide rows", n_heads,
+                            (long long)n, (long long)src->width);
+    dst->rows = src->rows;
+    dst->width = (int64_t)n_heads * dst_stride;
+    for (int64_t t = 0; t < src->rows; t++)
+        for (int32_t h = 0; h < n_heads; h++)
+            memcpy(dst->host + t * dst->width + h * dst_stride + dst_first,
+                   src->host + t * src->width + h * src_stride + src_first, (size_t)n * sizeof(float));
+    return HEARTH_OK;
+}
+
 /* ---- elementwise operations ------------------------------------------------------- */
 
 /* The elementwise operations' arguments, as their region functions take
@@ -981,6 +1081,8 @@ static const struct backend_ops cpu_ops = {
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,
     .attention = cpu_attention,
+    .matmul_heads = cpu_matmul_heads,
+    .copy_heads = cpu_copy_heads,
     .add = cpu_add,
     .swiglu = cpu_swiglu,
     .moe_ffn = cpu_moe_ffn,
