@@ -58,7 +58,7 @@ struct deltanet_variant {
     bool sections;       /* rope.dimension_sections required (IMROPE) */
 };
 
-static const struct moe_opts deltanet_moe = {.norm_topk = true, .shared_expert = true};
+static const struct moe_opts deltanet_moe = {.norm_topk = true, .shared = MOE_SHARED_GATED};
 
 struct deltanet_model {
     struct deltanet_variant v;

@@ -637,31 +637,73 @@ static hearth_status cpu_copy_rows(struct hearth_backend *be, struct act *dst, i
 
 /* ---- mixture of experts ------------------------------------------------------------ */
 
-void moe_route(const float *logits, int32_t n_expert, int32_t k, bool norm_topk, int32_t *ids, float *w)
+/* The index of the highest of x[0..n-1] not yet taken (taken[i] false),
+ * the lower index among equals; -1 when all are taken. */
+static int32_t highest_free(const float *x, const bool *taken, int32_t n)
 {
-    float max = logits[0];
-    for (int32_t e = 1; e < n_expert; e++) max = logits[e] > max ? logits[e] : max;
-    double sum = 0.0;
-    for (int32_t e = 0; e < n_expert; e++) sum += (double)expf(logits[e] - max);
-    const float inv = (float)(1.0 / sum);
-    /* top k by selection: the probabilities are in the logits' order, so
-     * the largest logits are the largest probabilities */
-    for (int32_t j = 0; j < k; j++) {
-        int32_t best = -1;
-        for (int32_t e = 0; e < n_expert; e++) {
-            bool taken = false;
-            for (int32_t i = 0; i < j && !taken; i++) taken = ids[i] == e;
-            if (!taken && (best < 0 || logits[e] > logits[best])) best = e;
+    int32_t best = -1;
+    for (int32_t i = 0; i < n; i++)
+        if (!taken[i] && (best < 0 || x[i] > x[best])) best = i;
+    return best;
+}
+
+void moe_route(const struct moe_routing *r, const float *logits, int32_t *ids, float *w)
+{
+    const int32_t E = r->n_expert, k = r->n_used;
+    float p[MOE_EXPERT_MAX], sel[MOE_EXPERT_MAX];
+    bool taken[MOE_EXPERT_MAX];
+    if (r->gating == MOE_GATING_SIGMOID) {
+        for (int32_t e = 0; e < E; e++) p[e] = 1.0f / (1.0f + expf(-logits[e]));
+    } else {
+        float max = logits[0];
+        for (int32_t e = 1; e < E; e++) max = logits[e] > max ? logits[e] : max;
+        double sum = 0.0;
+        for (int32_t e = 0; e < E; e++) sum += (double)expf(logits[e] - max);
+        const float inv = (float)(1.0 / sum);
+        for (int32_t e = 0; e < E; e++) p[e] = expf(logits[e] - max) * inv;
+    }
+    /* what the choice compares: the scores with the bias; softmax scores
+     * without one by their logits, in the same order and never tied by
+     * rounding */
+    const float *s = r->gating == MOE_GATING_SOFTMAX && !r->select_bias ? logits : sel;
+    if (s == sel)
+        for (int32_t e = 0; e < E; e++) sel[e] = p[e] + (r->select_bias ? r->select_bias[e] : 0.0f);
+    for (int32_t e = 0; e < E; e++) taken[e] = false;
+    if (r->n_groups > 1) {
+        /* the groups not among the n_groups_used best are ruled out */
+        const int32_t G = r->n_groups, per = E / G;
+        float score[MOE_EXPERT_MAX];
+        bool chosen[MOE_EXPERT_MAX];
+        for (int32_t g = 0; g < G; g++) {
+            const float *x = s + (int64_t)g * per;
+            int32_t a = 0;
+            for (int32_t i = 1; i < per; i++) a = x[i] > x[a] ? i : a;
+            score[g] = x[a];
+            if (r->gating == MOE_GATING_SIGMOID && per > 1) {
+                int32_t b = a == 0 ? 1 : 0;
+                for (int32_t i = 0; i < per; i++)
+                    if (i != a && x[i] > x[b]) b = i;
+                score[g] += x[b];
+            }
+            chosen[g] = false;
         }
+        for (int32_t j = 0; j < r->n_groups_used; j++) chosen[highest_free(score, chosen, G)] = true;
+        for (int32_t e = 0; e < E; e++) taken[e] = !chosen[e / per];
+    }
+    for (int32_t j = 0; j < k; j++) {
+        const int32_t best = highest_free(s, taken, E);
+        taken[best] = true;
         ids[j] = best;
-        w[j] = expf(logits[best] - max) * inv;
+        w[j] = p[best];
     }
-    if (norm_topk) {
-        float s = 0.0f;
-        for (int32_t j = 0; j < k; j++) s += w[j];
-        s = s > 0x1p-14f ? s : 0x1p-14f;
-        for (int32_t j = 0; j < k; j++) w[j] /= s;
+    if (r->norm_topk) {
+        float sum = 0.0f;
+        for (int32_t j = 0; j < k; j++) sum += w[j];
+        sum = sum > 0x1p-14f ? sum : 0x1p-14f;
+        for (int32_t j = 0; j < k; j++) w[j] /= sum;
     }
+    if (r->scale != 1.0f)
+        for (int32_t j = 0; j < k; j++) w[j] *= r->scale;
 }
 
 /* A view of rows first .. first+n-1 of a buffer of rows of width floats. */
@@ -702,10 +744,10 @@ static hearth_status cpu_moe_ffn(struct hearth_backend *be, struct act *out, con
 {
     struct cpu_backend *c = cpu(be);
     const int64_t n_tok = in->rows, n_embd = in->width;
-    const int32_t E = moe->n_expert, k = moe->n_used;
+    const int32_t E = moe->route.n_expert, k = moe->route.n_used;
     const int64_t n_ff = moe->gate[0].n_out;
     const int64_t n_pairs = n_tok * k;
-    if (k < 1 || k > E || logits->width != E || moe->down[0].n_out != n_embd)
+    if (k < 1 || k > E || E > MOE_EXPERT_MAX || logits->width != E || moe->down[0].n_out != n_embd)
         return hearth_error(HEARTH_E_INTERNAL, "moe_ffn: %d of %d experts, logits %lld wide", k, E,
                             (long long)logits->width);
 
@@ -730,7 +772,7 @@ static hearth_status cpu_moe_ffn(struct hearth_backend *be, struct act *out, con
     float *yg = ug + n_pairs * n_ff;
 
     for (int64_t t = 0; t < n_tok; t++)
-        moe_route(logits->host + t * E, E, k, moe->norm_topk, ids + t * k, wts + t * k);
+        moe_route(&moe->route, logits->host + t * E, ids + t * k, wts + t * k);
     /* group the pairs by expert, tokens in order within a group */
     for (int32_t e = 0; e <= E; e++) start[e] = 0;
     for (int64_t p = 0; p < n_pairs; p++) start[ids[p] + 1]++;

@@ -171,8 +171,11 @@ struct layer {
      * and the experts' (n_expert rows of n_ff_exp, n_ff_exp and n_embd
      * floats; F32). */
     struct weight ffn_gate_inp_b, gate_exps_b, up_exps_b, down_exps_b;
-    /* The shared expert and its scalar gate (qwen2moe); data NULL when
-     * absent. */
+    /* DeepSeek-V3's selection bias of the experts (n_expert, F32); data
+     * NULL when absent. */
+    struct weight exp_probs_b;
+    /* The shared expert and its scalar gate (qwen2moe; DeepSeek's have no
+     * gate); data NULL when absent. */
     struct weight gate_inp_shexp;
     struct weight w_gate_shexp, w_up_shexp, w_down_shexp;
 };
