@@ -96,7 +96,7 @@ static hearth_status read_yarn(hearth_model *m, struct rope_params *r, float fac
     return HEARTH_OK;
 }
 
-hearth_status family_read_hparams(hearth_model *m, enum rope_style style)
+hearth_status family_read_sizes(hearth_model *m)
 {
     struct hparams *hp = &m->hp;
     const char *path = hearth_gguf_path(m->gguf);
@@ -106,21 +106,6 @@ hearth_status family_read_hparams(hearth_model *m, enum rope_style style)
     HEARTH_TRY(family_get_positive(m, "feed_forward_length", true, 0, &hp->n_ff));
     HEARTH_TRY(family_get_positive(m, "attention.head_count", true, 0, &hp->n_head));
     HEARTH_TRY(family_get_positive(m, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv));
-    int32_t head_dim;
-    if (family_has_key(m, "attention.key_length")) {
-        HEARTH_TRY(family_get_positive(m, "attention.key_length", true, 0, &head_dim));
-    } else {
-        if (hp->n_embd % hp->n_head != 0)
-            return hearth_error(HEARTH_E_FORMAT, "%s: embedding length %d is not a multiple of the "
-                                "head count %d", path, hp->n_embd, hp->n_head);
-        head_dim = hp->n_embd / hp->n_head;
-    }
-    int32_t v_dim;
-    HEARTH_TRY(family_get_positive(m, "attention.value_length", false, head_dim, &v_dim));
-    if (v_dim != head_dim)
-        return hearth_error(HEARTH_E_UNSUPPORTED, "%s: key length %d and value length %d differ",
-                            path, head_dim, v_dim);
-    hp->head_dim = head_dim;
     if (hp->n_head % hp->n_head_kv != 0)
         return hearth_error(HEARTH_E_FORMAT, "%s: %d attention heads cannot share %d key/value "
                             "heads evenly", path, hp->n_head, hp->n_head_kv);
@@ -128,7 +113,18 @@ hearth_status family_read_hparams(hearth_model *m, enum rope_style style)
     if (!(hp->norm_eps > 0.0f && hp->norm_eps < 1.0f))
         return hearth_error(HEARTH_E_FORMAT, "%s: RMS norm epsilon %g is out of range", path,
                             (double)hp->norm_eps);
+    hp->attn_softcap = 0.0f;
+    hp->final_softcap = 0.0f;
+    hp->embd_scale = 1.0f;
+    hp->n_swa = 0;
+    hp->swa_period = 1;
+    return HEARTH_OK;
+}
 
+hearth_status family_read_rope(hearth_model *m, enum rope_style style, int32_t head_dim)
+{
+    struct hparams *hp = &m->hp;
+    const char *path = hearth_gguf_path(m->gguf);
     struct rope_params *r = &hp->rope;
     r->style = style;
     HEARTH_TRY(family_get_positive(m, "rope.dimension_count", false, head_dim, &r->n_dims));
@@ -166,12 +162,31 @@ hearth_status family_read_hparams(hearth_model *m, enum rope_style style)
         r->freq_scale = 1.0f / linear;
     }
     hp->rope_swa = *r;
+    return HEARTH_OK;
+}
+
+hearth_status family_read_hparams(hearth_model *m, enum rope_style style)
+{
+    struct hparams *hp = &m->hp;
+    const char *path = hearth_gguf_path(m->gguf);
+    HEARTH_TRY(family_read_sizes(m));
+    int32_t head_dim;
+    if (family_has_key(m, "attention.key_length")) {
+        HEARTH_TRY(family_get_positive(m, "attention.key_length", true, 0, &head_dim));
+    } else {
+        if (hp->n_embd % hp->n_head != 0)
+            return hearth_error(HEARTH_E_FORMAT, "%s: embedding length %d is not a multiple of the "
+                                "head count %d", path, hp->n_embd, hp->n_head);
+        head_dim = hp->n_embd / hp->n_head;
+    }
+    int32_t v_dim;
+    HEARTH_TRY(family_get_positive(m, "attention.value_length", false, head_dim, &v_dim));
+    if (v_dim != head_dim)
+        return hearth_error(HEARTH_E_UNSUPPORTED, "%s: key length %d and value length %d differ",
+                            path, head_dim, v_dim);
+    hp->head_dim = head_dim;
+    HEARTH_TRY(family_read_rope(m, style, head_dim));
     hp->attn_scale = 1.0f / sqrtf((float)head_dim);
-    hp->attn_softcap = 0.0f;
-    hp->final_softcap = 0.0f;
-    hp->embd_scale = 1.0f;
-    hp->n_swa = 0;
-    hp->swa_period = 1;
     return HEARTH_OK;
 }
 

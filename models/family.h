@@ -28,6 +28,12 @@ bool family_has_key(hearth_model *m, const char *suffix);
  * attention scale to 1/sqrt(head_dim), the sliding-window layers' RoPE to
  * the same, and no embedding scale, soft-capping or window. */
 hearth_status family_read_hparams(hearth_model *m, enum rope_style style);
+/* Its parts: the sizes (context, width, layers, feed-forward, heads and
+ * key/value heads, the norm's epsilon; no embedding scale, soft-capping
+ * or window), and RoPE for heads of head_dim (the dimension count,
+ * default head_dim, base and scaling, the sliding layers' the same). */
+hearth_status family_read_sizes(hearth_model *m);
+hearth_status family_read_rope(hearth_model *m, enum rope_style style, int32_t head_dim);
 
 /* The per-layer table, then token_embd, output_norm, output (or the tied
  * embeddings) and rope_freqs. */

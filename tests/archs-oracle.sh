@@ -10,7 +10,13 @@
 # families (Gated DeltaNet and gated attention layers: micro-qwen35, and
 # with experts micro-qwen35moe and micro-qwen3next), and gpt-oss
 # (micro-gpt-oss: attention sinks, alternating windows, YaRN, experts
-# with biases and the clamped SwiGLU).
+# with biases and the clamped SwiGLU), and deepseek2 (micro-deepseek2,
+# micro-deepseek2-v2, micro-deepseek3: hearth's latent attention in its
+# absorbed form, a multi-query attention over the cached latent, against
+# the oracle's decompressed multi-head form; with and without low-rank
+# queries, softmax and sigmoid routing, groups, the selection bias and
+# the routed scaling factor, shared experts, a leading dense layer, YaRN
+# with DeepSeek's mscale).
 # dump-logits -e also runs each model in the serving engine: two greedy
 # samples whose logits must equal the context's bit for bit, the pool
 # consistent after every step, and for micro-phi3 (every layer slides)
@@ -37,7 +43,7 @@ oracle="${HEARTH_SRCDIR:-.}/tests/oracle-forward.py"
 # 80 tokens of a fixed pseudo-random sequence over the micro vocabulary
 tokens=$(awk 'BEGIN { x = 12345; for (i = 0; i < 80; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%d ", 1 + x % 511 } }')
 
-for shape in ${ARCHS_ORACLE_SHAPES:-micro-qwen3 micro-gemma2 micro-gemma3 micro-phi3 micro-qwen2moe micro-qwen3moe micro-mixtral micro-qwen35 micro-qwen35moe micro-qwen3next micro-gpt-oss}; do
+for shape in ${ARCHS_ORACLE_SHAPES:-micro-qwen3 micro-gemma2 micro-gemma3 micro-phi3 micro-qwen2moe micro-qwen3moe micro-mixtral micro-qwen35 micro-qwen35moe micro-qwen3next micro-gpt-oss micro-deepseek2 micro-deepseek2-v2 micro-deepseek3}; do
     model="$tmpdir/$shape.gguf"
     if ! "$gen" --shape "$shape" --type F32 --threads 2 "$model" 2>"$tmpdir/gen.err"; then
         cat "$tmpdir/gen.err" >&2

@@ -108,9 +108,9 @@ static hearth_status alloc_forward(struct forward *f, int64_t rows)
             HEARTH_TRY(op->act_alloc(f->be, &f->shared_gate, rows, 1));
         }
     }
-    if (f->model->rec) {
+    if (f->model->arch->extra_widths) {
         int64_t widths[FORWARD_EXTRA_MAX] = {0};
-        f->model->rec->extra_widths(f->model, widths);
+        f->model->arch->extra_widths(f->model, widths);
         for (int i = 0; i < FORWARD_EXTRA_MAX; i++)
             if (widths[i] > 0) HEARTH_TRY(op->act_alloc(f->be, &f->extra[i], rows, widths[i]));
     }

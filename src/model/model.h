@@ -174,6 +174,16 @@ struct layer {
     /* DeepSeek-V3's selection bias of the experts (n_expert, F32); data
      * NULL when absent. */
     struct weight exp_probs_b;
+    /* Multi-head latent attention (deepseek2; data NULL elsewhere): the
+     * queries' low-rank path (wq_a and its norm, then wq is attn_q_b; wq
+     * alone is attn_q), the latent's and the rotary key's rows of
+     * attn_kv_a_mqa and the latent's norm, and per head the map of its
+     * query into the latent space (k_b: n_head views of kv_latent x
+     * qk_nope_dim) and of its latent output to its values (v_b: n_head
+     * views of v_head_dim x kv_latent), in model.head_slices. */
+    struct weight wq_a, attn_q_a_norm;
+    struct weight wkv_c, wk_rope, attn_kv_a_norm;
+    struct weight *k_b, *v_b;
     /* The shared expert and its scalar gate (qwen2moe; DeepSeek's have no
      * gate); data NULL when absent. */
     struct weight gate_inp_shexp;
@@ -193,6 +203,9 @@ struct arch {
     /* Why the OpenCL backend cannot run this family's layers (an operation
      * it lacks), or NULL when it can. */
     const char *no_device;
+    /* The widths of the extra activation buffers its layers use
+     * (forward.h, FORWARD_EXTRA_MAX of them; 0: none); NULL: none. */
+    void (*extra_widths)(const hearth_model *m, int64_t widths[]);
     /* What a recurrent family adds (below); NULL for attention ones. */
     const struct arch_recurrent *recurrent;
 };
@@ -200,13 +213,11 @@ struct arch {
 /* What recurrent architectures (models/rwkv6.c) add to struct arch.
  * Floats of the fixed-size state one sequence keeps per layer (struct
  * rstate); the final norm of the rows in x (instead of the RMS norm with
- * output_norm); the widths of the extra activation buffers their layers
- * use (forward.h); the matrices of a layer the CPU may read packed (at
+ * output_norm); the matrices of a layer the CPU may read packed (at
  * most ARCH_MATRICES_MAX); and freeing what load allocated. */
 struct arch_recurrent {
     size_t (*state_floats)(const hearth_model *m);
     hearth_status (*output_norm)(struct forward *f, struct act *x);
-    void (*extra_widths)(const hearth_model *m, int64_t widths[]);
     int (*matrices)(hearth_model *m, int il, struct weight *out[]);
     void (*release)(hearth_model *m);
     /* Hybrid families (models/qwen35.c): whether layer il keeps keys and
@@ -243,6 +254,7 @@ struct hearth_model {
     struct weight rope_short;
     struct layer *layers;
     struct weight *experts;       /* the layers' expert views, or NULL */
+    struct weight *head_slices;   /* the layers' per-head views (deepseek2), or NULL */
     void *packed;                 /* the packed copies of weights (see pack_weights) */
     uint64_t n_params;
     uint64_t weight_bytes;
@@ -283,8 +295,12 @@ hearth_status model_bind(hearth_model *m, struct weight *w, const char *name, in
 hearth_status model_bind_f32(hearth_model *m, struct weight *w, const char *name, int64_t ne0, int64_t ne1);
 
 /* Bind n_views matrices of ne0 x ne1 to the consecutive slices of a 3-D
- * tensor of ne0 x ne1 x n_views (the experts of a layer), each view
- * pointing into the mapping where its slice lies: nothing is copied. */
+ * tensor of ne0 x ne1 x n_views (the experts of a layer; the heads of
+ * deepseek2's attn_k_b and attn_v_b), each view pointing into the mapping
+ * where its slice lies: nothing is copied.  per names a slice in the
+ * errors ("expert", "head"). */
+hearth_status model_bind_slices(hearth_model *m, struct weight *views, const char *name, int64_t ne0,
+                                int64_t ne1, int64_t n_views, const char *per);
 hearth_status model_bind_experts(hearth_model *m, struct weight *views, const char *name, int64_t ne0,
                                  int64_t ne1, int64_t n_views);
 
@@ -313,5 +329,6 @@ extern const struct arch arch_qwen35;
 extern const struct arch arch_qwen35moe;
 extern const struct arch arch_qwen3next;
 extern const struct arch arch_gptoss;
+extern const struct arch arch_deepseek2;
 
 #endif /* HEARTH_MODEL_H */
