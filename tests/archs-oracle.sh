@@ -87,4 +87,21 @@ if [ -f "$m" ]; then
     grep -q "sliding window *32 (1 of every 2 layers)" "$tmpdir/inspect" &&
         pass "inspect shows gpt-oss's alternating window" || fail "inspect shows gpt-oss's alternating window"
 fi
+# deepseek2's cache keeps the latent and the rotary key, no values apart:
+# 3 layers x (64 + 32) x 2 bytes in F16, as inspect computes it and as
+# the engine allocates it; the family is not offloaded.
+m="$tmpdir/micro-deepseek3.gguf"
+if [ -f "$m" ]; then
+    "$HEARTH" inspect "$m" >"$tmpdir/inspect" 2>&1
+    grep -q "KV cache per token *576 bytes (F16 latent and rotary key" "$tmpdir/inspect" &&
+        grep -q "latent attention *latent 64 + rotary 32 per position, queries of rank 96" "$tmpdir/inspect" &&
+        pass "inspect shows the latent and its bytes per token" || fail "inspect shows the latent and its bytes per token"
+    "$HEARTH" bench -m "$m" --parallel 1 -p 8 -n 2 -t 1 >"$tmpdir/bench" 2>&1
+    grep -q "KV pool: .*(576 bytes a position)" "$tmpdir/bench" &&
+        pass "the engine's pool takes the latent's bytes per position" ||
+        fail "the engine's pool takes the latent's bytes per position"
+    expect_status 1 "deepseek2 is not offloaded" -- "$HEARTH" run -m "$m" -p hi -n 1 -ngl 1
+    grep -q "architecture deepseek2 cannot be offloaded to an OpenCL device: its latent attention" "$tmpdir/err" &&
+        pass "the deepseek2 refusal names what is missing" || fail "the deepseek2 refusal names what is missing"
+fi
 finish
