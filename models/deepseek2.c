@@ -108,7 +108,7 @@ static hearth_status read_mla(hearth_model *m)
     if (n_head_kv != 1 || key_len != kv_lora + n_rot || value_len != kv_lora)
         return hearth_error(HEARTH_E_FORMAT, "%s: latent attention's cache is one key/value head of %d "
                             "(RoPE %d + kv_lora_rank %d) whose values are its last %d, but the file says "
-                            "%d heads of keys of %d and values of %d", path, kv_lora + n_rot, n_rot, kv_lora,
+                            "head_count_kv %d, key_length %d, value_length %d", path, kv_lora + n_rot, n_rot, kv_lora,
                             kv_lora, n_head_kv, key_len, value_len);
     if ((int64_t)hp->n_head * (n_rot + kv_lora) > INT32_MAX / 4)
         return hearth_error(HEARTH_E_FORMAT, "%s: %d heads of %d latent elements are too many", path, hp->n_head,

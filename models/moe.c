@@ -70,10 +70,13 @@ static hearth_status read_routing(hearth_model *m)
     hp->n_expert_groups = (int32_t)v;
     HEARTH_TRY(get_u32(m, "expert_group_used_count", &found, &v));
     const int32_t per = hp->n_expert / hp->n_expert_groups;
-    if (!found || v < 1 || v > (uint32_t)hp->n_expert_groups || (int64_t)v * per < hp->n_expert_used)
-        return hearth_error(HEARTH_E_FORMAT, "%s: metadata '%s.expert_group_used_count' %s%u is missing or out of "
-                            "range (1 to the %d groups, whose %d experts each must hold the %d used)", path, a,
-                            found ? "= " : "", found ? v : 0, hp->n_expert_groups, per, hp->n_expert_used);
+    if (!found)
+        return hearth_error(HEARTH_E_FORMAT, "%s: required metadata '%s.expert_group_used_count' is missing (%d "
+                            "expert groups)", path, a, hp->n_expert_groups);
+    if (v < 1 || v > (uint32_t)hp->n_expert_groups || (int64_t)v * per < hp->n_expert_used)
+        return hearth_error(HEARTH_E_FORMAT, "%s: metadata '%s.expert_group_used_count' = %u is out of range (1 to "
+                            "the %d groups; the groups used, of %d experts each, must hold the %d experts used)",
+                            path, a, v, hp->n_expert_groups, per, hp->n_expert_used);
     hp->n_expert_groups_used = (int32_t)v;
     return HEARTH_OK;
 }

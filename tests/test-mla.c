@@ -9,6 +9,15 @@
  *   output untouched; float and quantized heads, ragged row counts and
  *   strides, one to three threads, on every kernel path this CPU runs.
  * - copy_heads: the slices land where they should, nothing else moves.
+ * - Models: micro deepseek2 files written here (with and without low-rank
+ *   queries, softmax and sigmoid routing with groups, YaRN, F32 and Q8_0
+ *   weights): a prompt as one batch gives the logits of the same tokens
+ *   decoded one at a time, bit for bit, for every cache type; the
+ *   context's cache is the latent's n_ctx x layers x (kv_lora_rank +
+ *   rotary dims) elements, no values apart; files with missing,
+ *   inconsistent or out-of-range metadata, tensors of the wrong shape, or
+ *   the fused attn_kv_b of older conversions are refused, naming what is
+ *   wrong.
  */
 #include "internal.h"
 
@@ -16,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "kernels.h"
@@ -167,6 +177,279 @@ START_TEST(test_copy_heads)
 }
 END_TEST
 
+/* ---- models ------------------------------------------------------------------------ */
+
+/* A micro deepseek2: 2 layers of 64 (the first dense), 4 heads of 32 +
+ * 32 over a latent of 32, values of 32, 8 experts (2 used) of 32 and one
+ * shared expert. */
+enum { D = 64, N_HEAD = 4, N_LAYER = 2, N_VOCAB = 96, LAT = 32, ROT = 32, NOPE = 32, DV = 32, Q_LORA = 64,
+       N_EXPERT = 8, N_USED = 2, N_FF = 96, N_FF_EXP = 32 };
+
+/* What a model file has and what is wrong with it. */
+struct ds_spec {
+    hearth_type type;
+    bool q_lora;               /* low-rank queries (attn_q_a, attn_q_b) */
+    bool sigmoid;              /* sigmoid routing with exp_probs_b and 4 groups (2 used) */
+    bool yarn;                 /* YaRN 4 over 16 with mscale_all_dim 0.707 */
+    const char *drop_key;      /* a metadata suffix left out, or NULL */
+    const char *set_key;       /* a u32 metadata suffix set to set_value, or NULL */
+    uint32_t set_value;
+    bool fused_kv_b;           /* attn_kv_b instead of attn_k_b and attn_v_b */
+    const char *bad_shape;     /* a 3-D tensor of layer 1 with one head too few, or NULL */
+    const char *drop_tensor;   /* a tensor suffix of layer 1 left out, or NULL */
+    float weights_scale;       /* expert_weights_scale (0: 2.5) */
+};
+
+struct blob {
+    void *p[96];
+    int n;
+};
+
+static void add(hearth_gguf_writer *w, struct blob *b, test_rng *rng, const struct ds_spec *s, const char *name,
+                int64_t ne0, int64_t ne1, int64_t ne2, bool ones)
+{
+    if (s->drop_tensor && strstr(name, "blk.1.") && strstr(name, s->drop_tensor)) return;
+    if (s->bad_shape && strstr(name, "blk.1.") && strstr(name, s->bad_shape)) ne2--;
+    const bool vec = ne1 == 1 && ne2 == 1;
+    const hearth_type t = vec || strstr(name, "gate_inp") ? HEARTH_TYPE_F32 : s->type;
+    const size_t row = hearth_type_row_bytes(t, ne0);
+    const int64_t rows = ne1 * ne2;
+    uint8_t *d = test_malloc(row * (size_t)rows);
+    float *f = test_malloc((size_t)ne0 * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) {
+        if (ones) for (int64_t i = 0; i < ne0; i++) f[i] = 1.0f + 0.2f * (float)test_rng_normal(rng);
+        else fill_normal(rng, f, ne0, strstr(name, "output") ? 0.5 : 0.15);
+        ck_assert(quant_quantize_row(t, f, d + (size_t)r * row, ne0));
+    }
+    free(f);
+    ck_assert_int_lt(b->n, (int)HEARTH_ARRAY_LEN(b->p));
+    b->p[b->n++] = d;
+    const int64_t ne[3] = {ne0, ne1, ne2};
+    ck_assert_int_eq(hearth_gguf_writer_add_tensor(w, name, t, ne2 > 1 ? 3 : vec ? 1 : 2, ne, d, row * (size_t)rows),
+                     HEARTH_OK);
+}
+
+static void write_model(const char *path, const struct ds_spec *s)
+{
+    hearth_gguf_writer *w;
+    ck_assert_int_eq(hearth_gguf_writer_new(&w), HEARTH_OK);
+    char key[128];
+#define U32(suffix, v) \
+    do { \
+        if (!s->drop_key || strcmp(s->drop_key, suffix) != 0) { \
+            snprintf(key, sizeof key, "deepseek2.%s", suffix); \
+            const uint32_t value_ = s->set_key && strcmp(s->set_key, suffix) == 0 ? s->set_value : (uint32_t)(v); \
+            ck_assert_int_eq(hearth_gguf_writer_set_u32(w, key, value_), HEARTH_OK); \
+        } \
+    } while (0)
+#define F32(suffix, v) \
+    do { \
+        snprintf(key, sizeof key, "deepseek2.%s", suffix); \
+        ck_assert_int_eq(hearth_gguf_writer_set_f32(w, key, v), HEARTH_OK); \
+    } while (0)
+    ck_assert_int_eq(hearth_gguf_writer_set_str(w, "general.architecture", "deepseek2"), HEARTH_OK);
+    U32("context_length", 256);
+    U32("embedding_length", D);
+    U32("block_count", N_LAYER);
+    U32("feed_forward_length", N_FF);
+    U32("attention.head_count", N_HEAD);
+    U32("attention.head_count_kv", 1);
+    U32("attention.kv_lora_rank", LAT);
+    U32("attention.q_lora_rank", s->q_lora ? Q_LORA : 0);
+    U32("attention.key_length", LAT + ROT);
+    U32("attention.value_length", LAT);
+    U32("attention.key_length_mla", NOPE + ROT);
+    U32("attention.value_length_mla", DV);
+    U32("rope.dimension_count", ROT);
+    U32("leading_dense_block_count", 1);
+    U32("expert_count", N_EXPERT);
+    U32("expert_used_count", N_USED);
+    U32("expert_feed_forward_length", N_FF_EXP);
+    U32("expert_shared_count", 1);
+    U32("expert_gating_func", s->sigmoid ? 2 : 1);
+    if (s->sigmoid) {
+        U32("expert_group_count", 4);
+        U32("expert_group_used_count", 2);
+    } else if (s->set_key && strncmp(s->set_key, "expert_group", 12) == 0) {
+        U32(s->set_key, s->set_value);
+    }
+    F32("expert_weights_scale", s->weights_scale != 0.0f ? s->weights_scale : 2.5f);
+    F32("attention.layer_norm_rms_epsilon", 1e-6f);
+    if (s->yarn) {
+        ck_assert_int_eq(hearth_gguf_writer_set_str(w, "deepseek2.rope.scaling.type", "yarn"), HEARTH_OK);
+        F32("rope.scaling.factor", 4.0f);
+        U32("rope.scaling.original_context_length", 16);
+        F32("rope.scaling.yarn_log_multiplier", 0.0707f);
+    }
+#undef U32
+#undef F32
+    test_rng rng;
+    test_rng_seed(&rng, 1234);
+    struct blob b = {.n = 0};
+    add(w, &b, &rng, s, "token_embd.weight", D, N_VOCAB, 1, false);
+    add(w, &b, &rng, s, "output_norm.weight", D, 1, 1, true);
+    add(w, &b, &rng, s, "output.weight", D, N_VOCAB, 1, false);
+    for (int il = 0; il < N_LAYER; il++) {
+        char name[96];
+#define T(suffix, ne0, ne1, ne2, ones) \
+    do { \
+        snprintf(name, sizeof name, "blk.%d.%s", il, suffix); \
+        add(w, &b, &rng, s, name, ne0, ne1, ne2, ones); \
+    } while (0)
+        T("attn_norm.weight", D, 1, 1, true);
+        if (s->q_lora) {
+            T("attn_q_a.weight", D, Q_LORA, 1, false);
+            T("attn_q_a_norm.weight", Q_LORA, 1, 1, true);
+            T("attn_q_b.weight", Q_LORA, N_HEAD * (NOPE + ROT), 1, false);
+        } else {
+            T("attn_q.weight", D, N_HEAD * (NOPE + ROT), 1, false);
+        }
+        T("attn_kv_a_mqa.weight", D, LAT + ROT, 1, false);
+        T("attn_kv_a_norm.weight", LAT, 1, 1, true);
+        if (s->fused_kv_b) {
+            T("attn_kv_b.weight", LAT, N_HEAD * (NOPE + DV), 1, false);
+        } else {
+            T("attn_k_b.weight", NOPE, LAT, N_HEAD, false);
+            T("attn_v_b.weight", LAT, DV, N_HEAD, false);
+        }
+        T("attn_output.weight", N_HEAD * DV, D, 1, false);
+        T("ffn_norm.weight", D, 1, 1, true);
+        if (il == 0) {
+            T("ffn_gate.weight", D, N_FF, 1, false);
+            T("ffn_up.weight", D, N_FF, 1, false);
+            T("ffn_down.weight", N_FF, D, 1, false);
+            continue;
+        }
+        T("ffn_gate_inp.weight", D, N_EXPERT, 1, false);
+        if (s->sigmoid) T("exp_probs_b.bias", N_EXPERT, 1, 1, false);
+        T("ffn_gate_exps.weight", D, N_FF_EXP, N_EXPERT, false);
+        T("ffn_up_exps.weight", D, N_FF_EXP, N_EXPERT, false);
+        T("ffn_down_exps.weight", N_FF_EXP, D, N_EXPERT, false);
+        T("ffn_gate_shexp.weight", D, N_FF_EXP, 1, false);
+        T("ffn_up_shexp.weight", D, N_FF_EXP, 1, false);
+        T("ffn_down_shexp.weight", N_FF_EXP, D, 1, false);
+#undef T
+    }
+    ck_assert_int_eq(hearth_gguf_writer_write(w, path), HEARTH_OK);
+    hearth_gguf_writer_free(w);
+    for (int i = 0; i < b.n; i++) free(b.p[i]);
+}
+
+static char *temp_path(void)
+{
+    static char path[64];
+    snprintf(path, sizeof path, "%s/hearth-mla-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    return path;
+}
+
+static const struct ds_spec good_models[] = {
+    {.type = HEARTH_TYPE_F32},
+    {.type = HEARTH_TYPE_F32, .q_lora = true, .sigmoid = true, .yarn = true},
+    {.type = HEARTH_TYPE_Q8_0, .q_lora = true, .sigmoid = true},
+    {.type = HEARTH_TYPE_F16, .yarn = true},
+};
+
+/* A prompt as one batch and decoded one token at a time: the same bits,
+ * on every cache type; the cache holds the latent and the rotary key. */
+START_TEST(test_prefill_equals_decode)
+{
+    const char *path = temp_path();
+    write_model(path, &good_models[_i]);
+    hearth_model *m;
+    ck_assert_msg(hearth_model_load(path, NULL, &m) == HEARTH_OK, "%s", hearth_last_error());
+    ck_assert_str_eq(hearth_model_arch(m), "deepseek2");
+    enum { N = 70 };
+    int32_t tokens[N];
+    for (int i = 0; i < N; i++) tokens[i] = (i * 37 + 5) % N_VOCAB;
+    static const hearth_type caches[] = {HEARTH_TYPE_F32, HEARTH_TYPE_F16, HEARTH_TYPE_Q8_0};
+    for (size_t c = 0; c < HEARTH_ARRAY_LEN(caches); c++) {
+        hearth_context_params cp;
+        hearth_context_default_params(&cp);
+        cp.n_ctx = 128;
+        cp.n_threads = 2;
+        cp.cache_type = caches[c];
+        hearth_context *a, *b;
+        ck_assert_int_eq(hearth_context_new(m, &cp, &a), HEARTH_OK);
+        ck_assert_int_eq(hearth_context_new(m, &cp, &b), HEARTH_OK);
+        ck_assert_uint_eq(hearth_context_kv_bytes(a),
+                          128 * N_LAYER * hearth_type_row_bytes(caches[c], LAT + ROT));
+        ck_assert_int_eq(hearth_eval(a, tokens, N, N), HEARTH_OK);
+        for (int i = 0; i < N; i++) {
+            ck_assert_int_eq(hearth_eval(b, tokens + i, 1, 1), HEARTH_OK);
+            const float *la = hearth_context_logits(a, i), *lb = hearth_context_logits(b, 0);
+            bool finite = true;
+            for (int v = 0; v < N_VOCAB; v++) finite = finite && isfinite(la[v]);
+            ck_assert(finite);
+            ck_assert_msg(memcmp(la, lb, N_VOCAB * sizeof(float)) == 0,
+                          "model %d, %s cache: position %d: prefill and decode differ", _i,
+                          hearth_type_name(caches[c]), i);
+        }
+        hearth_context_free(a);
+        hearth_context_free(b);
+    }
+    hearth_model_free(m);
+    unlink(path);
+}
+END_TEST
+
+struct bad_case {
+    struct ds_spec spec;
+    const char *message; /* expected in the error */
+};
+
+static const struct bad_case bad_models[] = {
+    {{.type = HEARTH_TYPE_F32, .drop_key = "attention.key_length_mla", .fused_kv_b = true},
+     "convert the model again with a current converter"},
+    {{.type = HEARTH_TYPE_F32, .drop_key = "attention.key_length_mla"},
+     "'deepseek2.attention.key_length_mla' is missing"},
+    {{.type = HEARTH_TYPE_F32, .drop_key = "attention.kv_lora_rank"}, "'deepseek2.attention.kv_lora_rank' is missing"},
+    {{.type = HEARTH_TYPE_F32, .drop_key = "attention.value_length_mla"},
+     "'deepseek2.attention.value_length_mla' is missing"},
+    {{.type = HEARTH_TYPE_F32, .set_key = "attention.kv_lora_rank", .set_value = 100000},
+     "'deepseek2.attention.kv_lora_rank' = 100000 is out of range"},
+    {{.type = HEARTH_TYPE_F32, .set_key = "attention.key_length", .set_value = 100},
+     "latent attention's cache is one key/value head of 64"},
+    {{.type = HEARTH_TYPE_F32, .set_key = "attention.head_count_kv", .set_value = 2},
+     "but the file says head_count_kv 2, key_length 64"},
+    {{.type = HEARTH_TYPE_F32, .set_key = "rope.dimension_count", .set_value = 64},
+     "RoPE dimension count 64 must be even and below the query/key head length 64"},
+    {{.type = HEARTH_TYPE_F32, .set_key = "attention.q_lora_rank", .set_value = 64},
+     "'deepseek2.attention.q_lora_rank' gives the queries a low-rank path but the file has no 'attn_q_a'"},
+    {{.type = HEARTH_TYPE_F32, .set_key = "leading_dense_block_count", .set_value = 5},
+     "'deepseek2.leading_dense_block_count' = 5 is more than the 2 layers"},
+    {{.type = HEARTH_TYPE_F32, .drop_key = "expert_shared_count"}, "'deepseek2.expert_shared_count' is missing"},
+    {{.type = HEARTH_TYPE_F32, .set_key = "expert_gating_func", .set_value = 3},
+     "'deepseek2.expert_gating_func' = 3 is not supported"},
+    {{.type = HEARTH_TYPE_F32, .set_key = "expert_group_count", .set_value = 3},
+     "'deepseek2.expert_group_count' = 3 does not divide the 8 experts"},
+    {{.type = HEARTH_TYPE_F32, .sigmoid = true, .set_key = "expert_group_used_count", .set_value = 5},
+     "'deepseek2.expert_group_used_count' = 5 is out of range"},
+    {{.type = HEARTH_TYPE_F32, .set_key = "expert_group_count", .set_value = 4},
+     "'deepseek2.expert_group_used_count' is missing (4 expert groups)"},
+    {{.type = HEARTH_TYPE_F32, .weights_scale = -1.0f}, "'deepseek2.expert_weights_scale' = -1 is out of range"},
+    {{.type = HEARTH_TYPE_F32, .bad_shape = "attn_k_b"},
+     "tensor 'blk.1.attn_k_b.weight' has shape 32 x 32 x 3 x 1, expected 32 x 32 x 4 (one matrix per head)"},
+    {{.type = HEARTH_TYPE_F32, .drop_tensor = "attn_v_b"}, "tensor 'blk.1.attn_v_b.weight' is missing"},
+    {{.type = HEARTH_TYPE_F32, .drop_tensor = "attn_kv_a_norm"}, "tensor 'blk.1.attn_kv_a_norm.weight' is missing"},
+};
+
+START_TEST(test_bad_model)
+{
+    const struct bad_case *bc = &bad_models[_i];
+    const char *path = temp_path();
+    write_model(path, &bc->spec);
+    hearth_model *m = NULL;
+    ck_assert_int_ne(hearth_model_load(path, NULL, &m), HEARTH_OK);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(hearth_last_error(), bc->message), "error '%s' does not say '%s'", hearth_last_error(),
+                  bc->message);
+    unlink(path);
+}
+END_TEST
+
 static Suite *mla_suite(void)
 {
     Suite *s = suite_create("mla");
@@ -175,6 +458,11 @@ static Suite *mla_suite(void)
     tcase_add_loop_test(tc, test_matmul_heads, 0, (int)HEARTH_ARRAY_LEN(heads_cases));
     tcase_add_test(tc, test_copy_heads);
     suite_add_tcase(s, tc);
+    TCase *models = tcase_create("models");
+    tcase_set_timeout(models, 120);
+    tcase_add_loop_test(models, test_prefill_equals_decode, 0, (int)HEARTH_ARRAY_LEN(good_models));
+    tcase_add_loop_test(models, test_bad_model, 0, (int)HEARTH_ARRAY_LEN(bad_models));
+    suite_add_tcase(s, models);
     return s;
 }
 
