@@ -57,8 +57,8 @@ enum { X_QA, X_QF, X_OV };
  * are at most 1536). */
 #define MLA_DIM_MAX 65536
 
-/* "ARCH.suffix" as a size in 1 .. MLA_DIM_MAX (0 .. when optional and
- * absent: dflt). */
+/* "ARCH.suffix" as a size in 1 .. MLA_DIM_MAX; dflt when optional and
+ * absent. */
 static hearth_status get_dim(hearth_model *m, const char *suffix, bool required, int32_t dflt, int32_t *out)
 {
     HEARTH_TRY(family_get_positive(m, suffix, required, dflt, out));
@@ -163,15 +163,6 @@ static hearth_status bind(hearth_model *m, struct weight *w, int il, const char 
     return model_bind(m, w, name, ne0, ne1, true);
 }
 
-/* Rows first .. first + n - 1 of a matrix as a weight of its own. */
-static struct weight rows_of(const struct weight *w, int64_t first, int64_t n)
-{
-    struct weight r = *w;
-    r.n_out = n;
-    r.data = (const uint8_t *)w->data + (size_t)first * w->row_bytes;
-    return r;
-}
-
 static hearth_status bind_attention(hearth_model *m, int il, struct weight *slices)
 {
     const struct hparams *hp = &m->hp;
@@ -197,8 +188,8 @@ static hearth_status bind_attention(hearth_model *m, int il, struct weight *slic
     }
     struct weight kv_a;
     HEARTH_TRY(bind(m, &kv_a, il, "attn_kv_a_mqa.weight", E, lat + n_rot));
-    L->wkv_c = rows_of(&kv_a, 0, lat);
-    L->wk_rope = rows_of(&kv_a, lat, n_rot);
+    family_weight_rows(&L->wkv_c, &kv_a, 0, lat, kv_a.name);
+    family_weight_rows(&L->wk_rope, &kv_a, lat, n_rot, kv_a.name);
     HEARTH_TRY(bind(m, &L->attn_kv_a_norm, il, "attn_kv_a_norm.weight", lat, 0));
     L->k_b = slices;
     L->v_b = slices + H;

@@ -215,9 +215,7 @@ void family_layer_name(char *buf, size_t size, int il, const char *suffix)
     snprintf(buf, size, "blk.%d.%s", il, suffix);
 }
 
-/* Rows first .. first + n - 1 of a fused matrix as a weight of its own
- * (the rows of a GGUF matrix are contiguous). */
-static void weight_rows(struct weight *out, const struct weight *fused, int64_t first, int64_t n,
+void family_weight_rows(struct weight *out, const struct weight *fused, int64_t first, int64_t n,
                         const char *name)
 {
     *out = *fused;
@@ -243,9 +241,9 @@ hearth_status family_bind_layer(hearth_model *m, int il, const struct layer_tens
     if (t->fused_qkv && hearth_gguf_find_tensor(m->gguf, name)) {
         struct weight qkv;
         HEARTH_TRY(model_bind(m, &qkv, name, n_embd, n_q + 2 * n_kv, true));
-        weight_rows(&L->wq, &qkv, 0, n_q, qkv.name);
-        weight_rows(&L->wk, &qkv, n_q, n_kv, qkv.name);
-        weight_rows(&L->wv, &qkv, n_q + n_kv, n_kv, qkv.name);
+        family_weight_rows(&L->wq, &qkv, 0, n_q, qkv.name);
+        family_weight_rows(&L->wk, &qkv, n_q, n_kv, qkv.name);
+        family_weight_rows(&L->wv, &qkv, n_q + n_kv, n_kv, qkv.name);
     } else {
         BIND(wq, "attn_q.weight", n_embd, n_q, true);
         BIND(wk, "attn_k.weight", n_embd, n_kv, true);
@@ -269,8 +267,8 @@ hearth_status family_bind_layer(hearth_model *m, int il, const struct layer_tens
         struct weight up;
         family_layer_name(name, sizeof name, il, "ffn_up.weight");
         HEARTH_TRY(model_bind(m, &up, name, n_embd, 2 * n_ff, true));
-        weight_rows(&L->w_gate, &up, 0, n_ff, up.name);
-        weight_rows(&L->w_up, &up, n_ff, n_ff, up.name);
+        family_weight_rows(&L->w_gate, &up, 0, n_ff, up.name);
+        family_weight_rows(&L->w_up, &up, n_ff, n_ff, up.name);
     } else {
         BIND(w_gate, "ffn_gate.weight", n_embd, n_ff, true);
         BIND(w_up, "ffn_up.weight", n_embd, n_ff, true);

@@ -52,6 +52,12 @@ struct layer_tensors {
 /* Bind layer il's tensors as described. */
 hearth_status family_bind_layer(hearth_model *m, int il, const struct layer_tensors *t);
 
+/* Rows first .. first + n - 1 of a fused matrix as a weight of its own
+ * named name (the rows of a GGUF matrix are contiguous, so nothing is
+ * copied). */
+void family_weight_rows(struct weight *out, const struct weight *fused, int64_t first, int64_t n,
+                        const char *name);
+
 /* Name of tensor "blk.IL.SUFFIX" into buf. */
 void family_layer_name(char *buf, size_t size, int il, const char *suffix);
 

@@ -187,9 +187,9 @@ def rope(x, pos, n_dims, base, scale, neox, factors=None, mscale=1.0, pair_pos=N
 
 
 def attention(q, k, v, scale, window, softcap):
-    """Full-matrix causal attention: q tokens x heads x hd, k/v tokens x
-    kv_heads x hd; key j is visible to query i when j <= i and (no window
-    or i - j < window)."""
+    """Full-matrix causal attention: q and k tokens x heads x hd, v tokens x
+    kv_heads x hv (values may be narrower or wider than keys); key j is
+    visible to query i when j <= i and (no window or i - j < window)."""
     n, n_head, hd = q.shape
     group = n_head // k.shape[1]
     i = np.arange(n)[:, None]
@@ -197,7 +197,7 @@ def attention(q, k, v, scale, window, softcap):
     visible = j <= i
     if window:
         visible &= (i - j) < window
-    out = np.empty_like(q)
+    out = np.empty((n, n_head, v.shape[2]))
     for h in range(n_head):
         s = (q[:, h, :] @ k[:, h // group, :].T) * scale
         if softcap:
@@ -561,7 +561,6 @@ def forward_deepseek2(g, tokens):
     n = len(tokens)
     pos = np.arange(n, dtype=np.float64)
     x = g.tensor("token_embd.weight")[tokens].copy()
-    visible = np.arange(n)[None, :] <= np.arange(n)[:, None]
     for il in range(n_layer):
         def t(name):
             return g.tensor("blk.%d.%s" % (il, name))
@@ -576,18 +575,13 @@ def forward_deepseek2(g, tokens):
         c = rmsnorm(kv[:, :lat], t("attn_kv_a_norm.weight"), eps)
         k_r = rotate(kv[:, None, lat:])[:, 0, :]
         q_r = rotate(q[:, :, d_c:])
+        # every head's keys and values, decompressed from the latent
         w_uk_t = t("attn_k_b.weight")  # n_head x lat x d_c: per head W_UK^T
         w_uv = t("attn_v_b.weight")    # n_head x d_v x lat
-        a = np.empty((n, n_head, d_v))
-        for hh in range(n_head):
-            k = np.concatenate([c @ w_uk_t[hh], k_r], axis=1)    # n x (d_c + n_rot)
-            v = c @ w_uv[hh].T                                   # n x d_v
-            qh = np.concatenate([q[:, hh, :d_c], q_r[:, hh, :]], axis=1)
-            sc = np.where(visible, (qh @ k.T) * scale, -np.inf)
-            sc = sc - sc.max(axis=1, keepdims=True)
-            pr = np.exp(sc)
-            pr /= pr.sum(axis=1, keepdims=True)
-            a[:, hh, :] = pr @ v
+        k = np.concatenate([np.einsum("nl,hlc->nhc", c, w_uk_t), np.repeat(k_r[:, None, :], n_head, axis=1)], axis=2)
+        v = np.einsum("nl,hvl->nhv", c, w_uv)
+        q = np.concatenate([q[:, :, :d_c], q_r], axis=2)
+        a = attention(q, k, v, scale, 0, 0.0)
         x = x + a.reshape(n, n_head * d_v) @ t("attn_output.weight").T
         m = rmsnorm(x, t("ffn_norm.weight"), eps)
         if il < n_dense:
