@@ -13,9 +13,9 @@
  * - Every instruction-set path this build has and this CPU runs (AVX2,
  *   AVX-512, NEON) against its scalar twin on the same problems.
  * - The CPU backend's attention (cache store, grouped query heads, tiles
- *   of tokens, split key ranges in decode, sliding windows and
- *   soft-capping, attention sinks) against the double-precision formula,
- *   for 1 to 3 threads.
+ *   of tokens, groups wider than a work item, split key ranges in decode,
+ *   sliding windows and soft-capping, attention sinks) against the
+ *   double-precision formula, for 1 to 3 threads.
  * - Keys that carry their values (multi-head latent attention: one key
  *   head per position, [k_rope | c_kv], the values its last elements):
  *   the kernels reading the values from the key rows, against the double
@@ -518,6 +518,10 @@ START_TEST(test_backend_attention)
         check_backend_latent(type, n_threads, 4, 64, 512, 300);
         if (type != HEARTH_TYPE_Q8_0) check_backend_latent(type, n_threads, 3, 8, 20, 70);
         else check_backend_latent(type, n_threads, 3, 32, 64, 70);
+        /* groups of more query heads than an item takes (ATTN_HEAD_CHUNK,
+         * 16): 40 on one latent head (16 + 16 + 8), 20 on each of two */
+        check_backend_latent(type, n_threads, 40, 32, 64, 90);
+        check_backend(type, n_threads, 40, 2, 32, 70);
     }
 }
 END_TEST

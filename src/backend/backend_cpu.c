@@ -851,6 +851,12 @@ static hearth_status cpu_add_gated(struct hearth_backend *be, struct act *x, con
  * work item: their keys are read once for all of them (8 query heads of a
  * group x 16 tokens = 128 rows per pass over a key block). */
 #define ATTN_QUERY_TILE 16
+/* At most this many query heads of a group share an item: multi-query
+ * attention over deepseek2's latent (128 query heads on one key/value
+ * head) would otherwise make one item per key range, and a decode step
+ * at a short context one thread's work.  A row's arithmetic is its own
+ * whatever rows share its item, so the split changes no bits. */
+#define ATTN_HEAD_CHUNK 16
 /* Keys are taken in ranges of ATTN_SPLIT_KEYS positions (aligned to the
  * sequence's position 0) whose partial softmax states are merged in
  * order, so that a long context keeps every thread busy in decode.  The
@@ -870,7 +876,8 @@ static size_t round_up16(size_t n)
 }
 
 /* A tile: rows t0 .. t1-1 of one sequence; its items are item0 .. item0 +
- * n_head_kv * n_splits - 1, (key/value head, key range) in that order. */
+ * n_head_kv * n_chunks * n_splits - 1, (key/value head, chunk of its query
+ * heads, key range) in that order. */
 struct attn_tile {
     int32_t seq;
     int32_t t0, t1;
@@ -890,6 +897,8 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
      * elements of the key rows */
     const int32_t vd = hp->kv_latent > 0 ? hp->kv_latent : hd;
     const int32_t group = n_head / n_head_kv;
+    const int32_t chunk_heads = HEARTH_MIN(group, ATTN_HEAD_CHUNK);
+    const int32_t n_chunks = (group + chunk_heads - 1) / chunk_heads;
     if (kv->values_in_keys != (hp->kv_latent > 0) || (kv->values_in_keys && kv->value_first != hd - vd))
         return hearth_error(HEARTH_E_INTERNAL, "layer %d: a KV cache of another shape than the model's", il);
     const int64_t n_tok = bp->n_tokens;
@@ -957,8 +966,8 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
                 const int32_t hi = bp->pos[T->t1 - 1] + 1; /* positions increase */
                 T->n_splits = (hi + ATTN_SPLIT_KEYS - 1) / ATTN_SPLIT_KEYS;
                 T->item0 = n_items;
-                n_items += (int64_t)n_head_kv * T->n_splits;
-                max_rows = HEARTH_MAX(max_rows, (T->t1 - T->t0) * group);
+                n_items += (int64_t)n_head_kv * n_chunks * T->n_splits;
+                max_rows = HEARTH_MAX(max_rows, (T->t1 - T->t0) * chunk_heads);
                 for (int32_t t = T->t0; t < T->t1; t++) tile_of[t] = (int32_t)ti;
                 ti++;
             }
@@ -1020,18 +1029,20 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
             }
             const struct attn_tile *T = &tiles[lo];
             const int32_t split = (int32_t)((it - T->item0) % T->n_splits);
-            const int32_t kvh = (int32_t)((it - T->item0) / T->n_splits);
-            const int32_t n_rows = (T->t1 - T->t0) * group;
-            /* row (t - t0) * group + g is query head kvh * group + g of token t */
+            const int32_t unit = (int32_t)((it - T->item0) / T->n_splits);
+            const int32_t kvh = unit / n_chunks, g0 = unit % n_chunks * chunk_heads;
+            const int32_t ng = HEARTH_MIN(chunk_heads, group - g0);
+            const int32_t n_rows = (T->t1 - T->t0) * ng;
+            /* row (t - t0) * ng + g is query head kvh * group + g0 + g of token t */
             int32_t hi = 0;
             for (int32_t t = T->t0; t < T->t1; t++) {
-                const float *src = q->host + t * q->width + (int64_t)kvh * group * hd;
-                float *dst = qs + (int64_t)(t - T->t0) * group * hd;
-                for (int64_t i = 0; i < (int64_t)group * hd; i++) dst[i] = src[i] * scale;
+                const float *src = q->host + t * q->width + ((int64_t)kvh * group + g0) * hd;
+                float *dst = qs + (int64_t)(t - T->t0) * ng * hd;
+                for (int64_t i = 0; i < (int64_t)ng * hd; i++) dst[i] = src[i] * scale;
                 const int32_t lo_t = window ? HEARTH_MAX(0, bp->pos[t] + 1 - window) : 0;
-                for (int32_t g = 0; g < group; g++) {
-                    n_visible[(t - T->t0) * group + g] = bp->pos[t] + 1;
-                    first[(t - T->t0) * group + g] = lo_t;
+                for (int32_t g = 0; g < ng; g++) {
+                    n_visible[(t - T->t0) * ng + g] = bp->pos[t] + 1;
+                    first[(t - T->t0) * ng + g] = lo_t;
                 }
                 hi = HEARTH_MAX(hi, bp->pos[t] + 1);
             }
@@ -1090,9 +1101,12 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
         for (int64_t pair = 0; pair < n_pairs; pair++) {
             const int64_t t = pair / n_head;
             const int32_t h = (int32_t)(pair % n_head), kvh = h / group;
+            const int32_t chunk = h % group / chunk_heads, g0 = chunk * chunk_heads;
+            const int32_t ng = HEARTH_MIN(chunk_heads, group - g0);
             const struct attn_tile *T = &tiles[tile_of[t]];
-            const int32_t r = (int32_t)(t - T->t0) * group + h % group;
-            const float *state = states + item_floats * (size_t)(T->item0 + (int64_t)kvh * T->n_splits);
+            const int32_t r = (int32_t)(t - T->t0) * ng + h % group - g0;
+            const float *state =
+                states + item_floats * (size_t)(T->item0 + ((int64_t)kvh * n_chunks + chunk) * T->n_splits);
             attn_merge(vd, T->n_splits, state + r, state + ms_floats + r, item_floats,
                        state + 2 * ms_floats + (size_t)r * vd, item_floats, sinks ? sinks[h] : -INFINITY,
                        out->host + t * (int64_t)n_head * vd + (int64_t)h * vd);
