@@ -96,7 +96,7 @@ static hearth_status read_yarn(hearth_model *m, struct rope_params *r, float fac
     return HEARTH_OK;
 }
 
-hearth_status family_read_hparams(hearth_model *m, enum rope_style style)
+hearth_status family_read_sizes(hearth_model *m)
 {
     struct hparams *hp = &m->hp;
     const char *path = hearth_gguf_path(m->gguf);
@@ -106,21 +106,6 @@ hearth_status family_read_hparams(hearth_model *m, enum rope_style style)
     HEARTH_TRY(family_get_positive(m, "feed_forward_length", true, 0, &hp->n_ff));
     HEARTH_TRY(family_get_positive(m, "attention.head_count", true, 0, &hp->n_head));
     HEARTH_TRY(family_get_positive(m, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv));
-    int32_t head_dim;
-    if (family_has_key(m, "attention.key_length")) {
-        HEARTH_TRY(family_get_positive(m, "attention.key_length", true, 0, &head_dim));
-    } else {
-        if (hp->n_embd % hp->n_head != 0)
-            return hearth_error(HEARTH_E_FORMAT, "%s: embedding length %d is not a multiple of the "
-                                "head count %d", path, hp->n_embd, hp->n_head);
-        head_dim = hp->n_embd / hp->n_head;
-    }
-    int32_t v_dim;
-    HEARTH_TRY(family_get_positive(m, "attention.value_length", false, head_dim, &v_dim));
-    if (v_dim != head_dim)
-        return hearth_error(HEARTH_E_UNSUPPORTED, "%s: key length %d and value length %d differ",
-                            path, head_dim, v_dim);
-    hp->head_dim = head_dim;
     if (hp->n_head % hp->n_head_kv != 0)
         return hearth_error(HEARTH_E_FORMAT, "%s: %d attention heads cannot share %d key/value "
                             "heads evenly", path, hp->n_head, hp->n_head_kv);
@@ -128,7 +113,18 @@ hearth_status family_read_hparams(hearth_model *m, enum rope_style style)
     if (!(hp->norm_eps > 0.0f && hp->norm_eps < 1.0f))
         return hearth_error(HEARTH_E_FORMAT, "%s: RMS norm epsilon %g is out of range", path,
                             (double)hp->norm_eps);
+    hp->attn_softcap = 0.0f;
+    hp->final_softcap = 0.0f;
+    hp->embd_scale = 1.0f;
+    hp->n_swa = 0;
+    hp->swa_period = 1;
+    return HEARTH_OK;
+}
 
+hearth_status family_read_rope(hearth_model *m, enum rope_style style, int32_t head_dim)
+{
+    struct hparams *hp = &m->hp;
+    const char *path = hearth_gguf_path(m->gguf);
     struct rope_params *r = &hp->rope;
     r->style = style;
     HEARTH_TRY(family_get_positive(m, "rope.dimension_count", false, head_dim, &r->n_dims));
@@ -166,12 +162,31 @@ hearth_status family_read_hparams(hearth_model *m, enum rope_style style)
         r->freq_scale = 1.0f / linear;
     }
     hp->rope_swa = *r;
+    return HEARTH_OK;
+}
+
+hearth_status family_read_hparams(hearth_model *m, enum rope_style style)
+{
+    struct hparams *hp = &m->hp;
+    const char *path = hearth_gguf_path(m->gguf);
+    HEARTH_TRY(family_read_sizes(m));
+    int32_t head_dim;
+    if (family_has_key(m, "attention.key_length")) {
+        HEARTH_TRY(family_get_positive(m, "attention.key_length", true, 0, &head_dim));
+    } else {
+        if (hp->n_embd % hp->n_head != 0)
+            return hearth_error(HEARTH_E_FORMAT, "%s: embedding length %d is not a multiple of the "
+                                "head count %d", path, hp->n_embd, hp->n_head);
+        head_dim = hp->n_embd / hp->n_head;
+    }
+    int32_t v_dim;
+    HEARTH_TRY(family_get_positive(m, "attention.value_length", false, head_dim, &v_dim));
+    if (v_dim != head_dim)
+        return hearth_error(HEARTH_E_UNSUPPORTED, "%s: key length %d and value length %d differ",
+                            path, head_dim, v_dim);
+    hp->head_dim = head_dim;
+    HEARTH_TRY(family_read_rope(m, style, head_dim));
     hp->attn_scale = 1.0f / sqrtf((float)head_dim);
-    hp->attn_softcap = 0.0f;
-    hp->final_softcap = 0.0f;
-    hp->embd_scale = 1.0f;
-    hp->n_swa = 0;
-    hp->swa_period = 1;
     return HEARTH_OK;
 }
 
@@ -200,9 +215,7 @@ void family_layer_name(char *buf, size_t size, int il, const char *suffix)
     snprintf(buf, size, "blk.%d.%s", il, suffix);
 }
 
-/* Rows first .. first + n - 1 of a fused matrix as a weight of its own
- * (the rows of a GGUF matrix are contiguous). */
-static void weight_rows(struct weight *out, const struct weight *fused, int64_t first, int64_t n,
+void family_weight_rows(struct weight *out, const struct weight *fused, int64_t first, int64_t n,
                         const char *name)
 {
     *out = *fused;
@@ -228,9 +241,9 @@ hearth_status family_bind_layer(hearth_model *m, int il, const struct layer_tens
     if (t->fused_qkv && hearth_gguf_find_tensor(m->gguf, name)) {
         struct weight qkv;
         HEARTH_TRY(model_bind(m, &qkv, name, n_embd, n_q + 2 * n_kv, true));
-        weight_rows(&L->wq, &qkv, 0, n_q, qkv.name);
-        weight_rows(&L->wk, &qkv, n_q, n_kv, qkv.name);
-        weight_rows(&L->wv, &qkv, n_q + n_kv, n_kv, qkv.name);
+        family_weight_rows(&L->wq, &qkv, 0, n_q, qkv.name);
+        family_weight_rows(&L->wk, &qkv, n_q, n_kv, qkv.name);
+        family_weight_rows(&L->wv, &qkv, n_q + n_kv, n_kv, qkv.name);
     } else {
         BIND(wq, "attn_q.weight", n_embd, n_q, true);
         BIND(wk, "attn_k.weight", n_embd, n_kv, true);
@@ -254,8 +267,8 @@ hearth_status family_bind_layer(hearth_model *m, int il, const struct layer_tens
         struct weight up;
         family_layer_name(name, sizeof name, il, "ffn_up.weight");
         HEARTH_TRY(model_bind(m, &up, name, n_embd, 2 * n_ff, true));
-        weight_rows(&L->w_gate, &up, 0, n_ff, up.name);
-        weight_rows(&L->w_up, &up, n_ff, n_ff, up.name);
+        family_weight_rows(&L->w_gate, &up, 0, n_ff, up.name);
+        family_weight_rows(&L->w_up, &up, n_ff, n_ff, up.name);
     } else {
         BIND(w_gate, "ffn_gate.weight", n_embd, n_ff, true);
         BIND(w_up, "ffn_up.weight", n_embd, n_ff, true);

@@ -28,6 +28,12 @@ bool family_has_key(hearth_model *m, const char *suffix);
  * attention scale to 1/sqrt(head_dim), the sliding-window layers' RoPE to
  * the same, and no embedding scale, soft-capping or window. */
 hearth_status family_read_hparams(hearth_model *m, enum rope_style style);
+/* Its parts: the sizes (context, width, layers, feed-forward, heads and
+ * key/value heads, the norm's epsilon; no embedding scale, soft-capping
+ * or window), and RoPE for heads of head_dim (the dimension count,
+ * default head_dim, base and scaling, the sliding layers' the same). */
+hearth_status family_read_sizes(hearth_model *m);
+hearth_status family_read_rope(hearth_model *m, enum rope_style style, int32_t head_dim);
 
 /* The per-layer table, then token_embd, output_norm, output (or the tied
  * embeddings) and rope_freqs. */
@@ -45,6 +51,12 @@ struct layer_tensors {
 
 /* Bind layer il's tensors as described. */
 hearth_status family_bind_layer(hearth_model *m, int il, const struct layer_tensors *t);
+
+/* Rows first .. first + n - 1 of a fused matrix as a weight of its own
+ * named name (the rows of a GGUF matrix are contiguous, so nothing is
+ * copied). */
+void family_weight_rows(struct weight *out, const struct weight *fused, int64_t first, int64_t n,
+                        const char *name);
 
 /* Name of tensor "blk.IL.SUFFIX" into buf. */
 void family_layer_name(char *buf, size_t size, int il, const char *suffix);

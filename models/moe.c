@@ -6,8 +6,12 @@
  *   E      = the k experts of highest p, w_e = p_e  (renormalised to sum 1
  *            over E for Mixtral and qwen3moe; as they are for qwen2moe)
  *   moe    = sum_{e in E} w_e W_down_e (silu(W_gate_e m) * (W_up_e m))
- *   shared = sigmoid(g . m) W_down_s (silu(W_gate_s m) * (W_up_s m))   (qwen2moe)
+ *   shared = sigmoid(g . m) W_down_s (silu(W_gate_s m) * (W_up_s m))   (qwen2moe;
+ *            DeepSeek's shared experts without the gate)
  *   out    = h + moe + shared
+ * DeepSeek's routing (struct moe_routing in backend.h): sigmoid scores
+ * (V3), a bias that steers the choice only, group-limited choice and a
+ * scaling factor of the weights.
  * The experts' matrices are views into the file's 3-D tensors
  * (ffn_{gate,up,down}_exps, one slice per expert); the backend groups
  * the rows of a step by expert so that each expert's matrices are read
@@ -34,6 +38,49 @@ bool moe_file_has_experts(const hearth_model *m)
     return get_u32(m, "expert_count", &found, &n) == HEARTH_OK && found && n > 1;
 }
 
+/* DeepSeek's routing keys (struct moe_opts.routing_keys). */
+static hearth_status read_routing(hearth_model *m)
+{
+    struct hparams *hp = &m->hp;
+    const char *path = hearth_gguf_path(m->gguf), *a = m->arch->name;
+    bool found;
+    uint32_t v;
+    /* 1 softmax, 2 sigmoid; files from before the key route by softmax */
+    HEARTH_TRY(get_u32(m, "expert_gating_func", &found, &v));
+    if (found && v != 1 && v != 2)
+        return hearth_error(HEARTH_E_UNSUPPORTED, "%s: metadata '%s.expert_gating_func' = %u is not supported "
+                            "(1: softmax, 2: sigmoid)", path, a, v);
+    hp->moe_gating = found && v == 2 ? MOE_GATING_SIGMOID : MOE_GATING_SOFTMAX;
+    /* the routed scaling factor; 0, as some converters write for none, is 1 */
+    float scale;
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_scale", a);
+    hearth_status st = hearth_gguf_get_f32(m->gguf, key, &scale);
+    if (st == HEARTH_E_NOT_FOUND) scale = 1.0f;
+    else if (st) return st;
+    if (!(scale >= 0.0f && scale <= 1000.0f))
+        return hearth_error(HEARTH_E_FORMAT, "%s: metadata '%s.expert_weights_scale' = %g is out of range "
+                            "(0 to 1000)", path, a, (double)scale);
+    hp->moe_weights_scale = scale == 0.0f ? 1.0f : scale;
+    HEARTH_TRY(get_u32(m, "expert_group_count", &found, &v));
+    if (!found || v <= 1) return HEARTH_OK;
+    if (v > (uint32_t)hp->n_expert || hp->n_expert % (int32_t)v != 0)
+        return hearth_error(HEARTH_E_FORMAT, "%s: metadata '%s.expert_group_count' = %u does not divide the %d "
+                            "experts", path, a, v, hp->n_expert);
+    hp->n_expert_groups = (int32_t)v;
+    HEARTH_TRY(get_u32(m, "expert_group_used_count", &found, &v));
+    const int32_t per = hp->n_expert / hp->n_expert_groups;
+    if (!found)
+        return hearth_error(HEARTH_E_FORMAT, "%s: required metadata '%s.expert_group_used_count' is missing (%d "
+                            "expert groups)", path, a, hp->n_expert_groups);
+    if (v < 1 || v > (uint32_t)hp->n_expert_groups || (int64_t)v * per < hp->n_expert_used)
+        return hearth_error(HEARTH_E_FORMAT, "%s: metadata '%s.expert_group_used_count' = %u is out of range (1 to "
+                            "the %d groups; the groups used, of %d experts each, must hold the %d experts used)",
+                            path, a, v, hp->n_expert_groups, per, hp->n_expert_used);
+    hp->n_expert_groups_used = (int32_t)v;
+    return HEARTH_OK;
+}
+
 hearth_status moe_read_hparams(hearth_model *m, const struct moe_opts *o)
 {
     struct hparams *hp = &m->hp;
@@ -45,9 +92,9 @@ hearth_status moe_read_hparams(hearth_model *m, const struct moe_opts *o)
     if (!found)
         return hearth_error(HEARTH_E_FORMAT, "%s: required metadata '%s.expert_count' is missing "
                             "(a mixture-of-experts architecture)", path, a);
-    if (v < 1 || v > 4096)
+    if (v < 1 || v > MOE_EXPERT_MAX)
         return hearth_error(HEARTH_E_FORMAT, "%s: metadata '%s.expert_count' = %u is out of range "
-                            "(1 to 4096)", path, a, v);
+                            "(1 to %d)", path, a, v, MOE_EXPERT_MAX);
     hp->n_expert = (int32_t)v;
     HEARTH_TRY(get_u32(m, "expert_used_count", &found, &v));
     if (!found)
@@ -66,22 +113,34 @@ hearth_status moe_read_hparams(hearth_model *m, const struct moe_opts *o)
         return hearth_error(HEARTH_E_FORMAT, "%s: expert feed-forward length %d ('%s.expert_feed_"
                             "forward_length') is out of range", path, hp->n_ff_exp, a);
     hp->n_ff_shexp = 0;
-    if (o->shared_expert) {
+    if (o->shared == MOE_SHARED_GATED) {
         HEARTH_TRY(get_u32(m, "expert_shared_feed_forward_length", &found, &v));
         hp->n_ff_shexp = found ? (int32_t)v : hp->n_ff;
         if (hp->n_ff_shexp < 1 || (found && v > INT32_MAX))
             return hearth_error(HEARTH_E_FORMAT, "%s: metadata '%s.expert_shared_feed_forward_length' "
                                 "= %u is out of range", path, a, v);
+    } else if (o->shared == MOE_SHARED_PLAIN) {
+        HEARTH_TRY(get_u32(m, "expert_shared_count", &found, &v));
+        if (!found)
+            return hearth_error(HEARTH_E_FORMAT, "%s: required metadata '%s.expert_shared_count' is missing",
+                                path, a);
+        if (v > 64)
+            return hearth_error(HEARTH_E_FORMAT, "%s: metadata '%s.expert_shared_count' = %u is out of range "
+                                "(0 to 64)", path, a, v);
+        hp->n_ff_shexp = (int32_t)v * hp->n_ff_exp;
     }
     hp->moe_norm_topk = o->norm_topk;
     hp->moe_act = o->act;
     hp->moe_alpha = o->alpha;
     hp->moe_limit = o->limit;
+    hp->moe_gating = MOE_GATING_SOFTMAX;
+    hp->n_expert_groups = hp->n_expert_groups_used = 0;
+    hp->moe_weights_scale = 1.0f;
     char key[128];
     snprintf(key, sizeof key, "%s.expert_weights_norm", a);
     bool norm;
     if (hearth_gguf_get_bool(m->gguf, key, &norm) == HEARTH_OK) hp->moe_norm_topk = norm;
-    return HEARTH_OK;
+    return o->routing_keys ? read_routing(m) : HEARTH_OK;
 }
 
 hearth_status moe_bind_layer(hearth_model *m, int il, const struct moe_opts *o)
@@ -126,10 +185,16 @@ hearth_status moe_bind_layer(hearth_model *m, int il, const struct moe_opts *o)
         snprintf(name, sizeof name, "blk.%d.ffn_down_exps.bias", il);
         HEARTH_TRY(model_bind_f32(m, &L->down_exps_b, name, n_embd, E));
     }
-    if (o->shared_expert) {
+    if (o->routing_keys) {
+        snprintf(name, sizeof name, "blk.%d.exp_probs_b.bias", il);
+        HEARTH_TRY(model_bind(m, &L->exp_probs_b, name, E, 0, false));
+    }
+    if (hp->n_ff_shexp > 0) {
         const int64_t n_sh = hp->n_ff_shexp;
-        snprintf(name, sizeof name, "blk.%d.ffn_gate_inp_shexp.weight", il);
-        HEARTH_TRY(model_bind(m, &L->gate_inp_shexp, name, n_embd, 0, true));
+        if (o->shared == MOE_SHARED_GATED) {
+            snprintf(name, sizeof name, "blk.%d.ffn_gate_inp_shexp.weight", il);
+            HEARTH_TRY(model_bind(m, &L->gate_inp_shexp, name, n_embd, 0, true));
+        }
         snprintf(name, sizeof name, "blk.%d.ffn_gate_shexp.weight", il);
         HEARTH_TRY(model_bind(m, &L->w_gate_shexp, name, n_embd, n_sh, true));
         snprintf(name, sizeof name, "blk.%d.ffn_up_shexp.weight", il);
@@ -159,9 +224,16 @@ hearth_status moe_ffn_block(struct forward *f, int il)
     HEARTH_TRY(backend_matmul_set(be, shared ? 3 : 1, outs, ws, &f->cur));
     if (L->ffn_gate_inp_b.data) HEARTH_TRY(op->add_bias(be, &f->router, &L->ffn_gate_inp_b));
     const struct moe_experts ex = {
-        .n_expert = hp->n_expert,
-        .n_used = hp->n_expert_used,
-        .norm_topk = hp->moe_norm_topk,
+        .route = {
+            .n_expert = hp->n_expert,
+            .n_used = hp->n_expert_used,
+            .norm_topk = hp->moe_norm_topk,
+            .gating = hp->moe_gating,
+            .select_bias = L->exp_probs_b.data,
+            .n_groups = hp->n_expert_groups,
+            .n_groups_used = hp->n_expert_groups_used,
+            .scale = hp->moe_weights_scale,
+        },
         .gate = L->gate_exps,
         .up = L->up_exps,
         .down = L->down_exps,
@@ -176,8 +248,12 @@ hearth_status moe_ffn_block(struct forward *f, int il)
     if (shared) {
         HEARTH_TRY(op->swiglu(be, &f->gate, &f->gate, &f->up));
         HEARTH_TRY(op->matmul(be, &f->moe_shared, &L->w_down_shexp, &f->gate));
-        HEARTH_TRY(op->matmul(be, &f->shared_gate, &L->gate_inp_shexp, &f->cur));
-        HEARTH_TRY(op->add_gated(be, &f->moe_out, &f->moe_shared, &f->shared_gate));
+        if (L->gate_inp_shexp.data) {
+            HEARTH_TRY(op->matmul(be, &f->shared_gate, &L->gate_inp_shexp, &f->cur));
+            HEARTH_TRY(op->add_gated(be, &f->moe_out, &f->moe_shared, &f->shared_gate));
+        } else {
+            HEARTH_TRY(op->add(be, &f->moe_out, &f->moe_out, &f->moe_shared));
+        }
     }
     return op->add(be, &f->x, &f->x, &f->moe_out);
 }

@@ -1,7 +1,8 @@
 /*
  * moe.h -- the mixture-of-experts feed-forward block shared by the
  * families that route tokens to experts (models/moe.c): qwen2moe,
- * qwen3moe and llama files with experts (Mixtral).
+ * qwen3moe, llama files with experts (Mixtral), the Qwen3.5 mixtures,
+ * gpt-oss and deepseek2.
  */
 #ifndef HEARTH_MODELS_MOE_H
 #define HEARTH_MODELS_MOE_H
@@ -9,10 +10,23 @@
 #include "forward.h"
 #include "model.h"
 
+/* A shared expert, which every token passes besides its routed ones. */
+enum moe_shared {
+    MOE_SHARED_NONE,
+    MOE_SHARED_GATED, /* expert_shared_feed_forward_length wide, its output
+                       * scaled by sigmoid(g . m) (qwen2moe) */
+    MOE_SHARED_PLAIN  /* expert_shared_count experts of expert_feed_forward_length
+                       * as one, added as it is (DeepSeek; a count of 0: none) */
+};
+
 /* How a family routes and what its layers hold. */
 struct moe_opts {
     bool norm_topk;      /* the k routing weights renormalised (Mixtral, qwen3moe) */
-    bool shared_expert;  /* a shared expert with a sigmoid gate (qwen2moe) */
+    enum moe_shared shared;
+    bool routing_keys;   /* the file says how to route (DeepSeek): expert_gating_func,
+                          * expert_weights_scale, expert_group_count and
+                          * expert_group_used_count, and the selection bias
+                          * exp_probs_b where a layer has one */
     bool ff_exp_is_ff;   /* experts are feed_forward_length wide (Mixtral); else
                           * expert_feed_forward_length, or n_ff / k without it */
     bool biases;         /* the router and the experts have biases (gpt-oss) */
@@ -25,9 +39,9 @@ struct moe_opts {
 bool moe_file_has_experts(const hearth_model *m);
 
 /* Read the expert hyperparameters into m->hp (expert_count,
- * expert_used_count, expert_feed_forward_length,
- * expert_shared_feed_forward_length, expert_weights_norm), with errors
- * naming the key that is missing or out of range. */
+ * expert_used_count, expert_feed_forward_length, the shared expert's
+ * width, expert_weights_norm, and the routing keys where o says so),
+ * with errors naming the key that is missing or out of range. */
 hearth_status moe_read_hparams(hearth_model *m, const struct moe_opts *o);
 
 /* Bind layer il's router, expert views and shared expert (the ffn_norm
@@ -35,7 +49,7 @@ hearth_status moe_read_hparams(hearth_model *m, const struct moe_opts *o);
 hearth_status moe_bind_layer(hearth_model *m, int il, const struct moe_opts *o);
 
 /* The feed-forward half of a layer with experts:
- *     x += moe(m) [+ sigmoid(g . m) shared(m)],  m = rmsnorm(x). */
+ *     x += moe(m) [+ [sigmoid(g . m)] shared(m)],  m = rmsnorm(x). */
 hearth_status moe_ffn_block(struct forward *f, int il);
 
 #endif /* HEARTH_MODELS_MOE_H */

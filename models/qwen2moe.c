@@ -13,7 +13,7 @@
 #include "family.h"
 #include "moe.h"
 
-static const struct moe_opts qwen2moe_moe = {.norm_topk = false, .shared_expert = true};
+static const struct moe_opts qwen2moe_moe = {.norm_topk = false, .shared = MOE_SHARED_GATED};
 
 static hearth_status qwen2moe_load(hearth_model *m)
 {

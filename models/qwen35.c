@@ -58,7 +58,7 @@ struct deltanet_variant {
     bool sections;       /* rope.dimension_sections required (IMROPE) */
 };
 
-static const struct moe_opts deltanet_moe = {.norm_topk = true, .shared_expert = true};
+static const struct moe_opts deltanet_moe = {.norm_topk = true, .shared = MOE_SHARED_GATED};
 
 struct deltanet_model {
     struct deltanet_variant v;
@@ -435,7 +435,6 @@ static hearth_status qwen35_layer(struct forward *f, int il)
 static const struct arch_recurrent deltanet_hooks = {
     .state_floats = deltanet_state_floats,
     .output_norm = deltanet_output_norm,
-    .extra_widths = deltanet_extra_widths,
     .matrices = deltanet_matrices,
     .release = deltanet_release,
     .has_kv = deltanet_has_kv,
@@ -446,12 +445,15 @@ static const struct arch_recurrent deltanet_hooks = {
 const struct arch arch_qwen35 = {.name = "qwen35",
                                  .load = qwen35_load,
                                  .layer = qwen35_layer,
+                                 .extra_widths = deltanet_extra_widths,
                                  .recurrent = &deltanet_hooks};
 const struct arch arch_qwen35moe = {.name = "qwen35moe",
                                     .load = qwen35moe_load,
                                     .layer = qwen35_layer,
+                                    .extra_widths = deltanet_extra_widths,
                                     .recurrent = &deltanet_hooks};
 const struct arch arch_qwen3next = {.name = "qwen3next",
                                     .load = qwen3next_load,
                                     .layer = qwen35_layer,
+                                    .extra_widths = deltanet_extra_widths,
                                     .recurrent = &deltanet_hooks};

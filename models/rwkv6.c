@@ -458,7 +458,6 @@ static hearth_status rwkv_layer(struct forward *f, int il)
 static const struct arch_recurrent rwkv_hooks = {
     .state_floats = rwkv_state_floats,
     .output_norm = rwkv_output_norm,
-    .extra_widths = rwkv_extra_widths,
     .matrices = rwkv_matrices,
     .release = rwkv_release,
 };
@@ -467,8 +466,10 @@ static const struct arch_recurrent rwkv_hooks = {
 const struct arch arch_rwkv6 = {.name = "rwkv6",
                                 .load = rwkv6_load,
                                 .layer = rwkv_layer,
+                                .extra_widths = rwkv_extra_widths,
                                 .recurrent = &rwkv_hooks};
 const struct arch arch_rwkv6qwen2 = {.name = "rwkv6qwen2",
                                      .load = rwkv6qwen2_load,
                                      .layer = rwkv_layer,
+                                     .extra_widths = rwkv_extra_widths,
                                      .recurrent = &rwkv_hooks};

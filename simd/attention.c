@@ -38,38 +38,38 @@ const struct attn_kernels *attn_kernels_matching(const hearth_kernels *k)
     return attn_kernels_scalar();
 }
 
-void attn_state_init(int32_t n_rows, int32_t head_dim, float *max, float *sum, float *acc)
+void attn_state_init(int32_t n_rows, int32_t v_dim, float *max, float *sum, float *acc)
 {
     for (int32_t r = 0; r < n_rows; r++) {
         max[r] = -INFINITY;
         sum[r] = 0.0f;
     }
-    for (int64_t i = 0; i < (int64_t)n_rows * head_dim; i++) acc[i] = 0.0f;
+    for (int64_t i = 0; i < (int64_t)n_rows * v_dim; i++) acc[i] = 0.0f;
 }
 
-void attn_merge(int32_t head_dim, int32_t n_parts, const float *max, const float *sum,
+void attn_merge(int32_t v_dim, int32_t n_parts, const float *max, const float *sum,
                 size_t stride_ms, const float *acc, size_t stride_acc, float sink, float *out)
 {
     float m = -INFINITY;
     for (int32_t p = 0; p < n_parts; p++)
         if (max[p * stride_ms] > m) m = max[p * stride_ms];
     float l = 0.0f;
-    for (int32_t i = 0; i < head_dim; i++) out[i] = 0.0f;
+    for (int32_t i = 0; i < v_dim; i++) out[i] = 0.0f;
     for (int32_t p = 0; p < n_parts; p++) {
         const float mp = max[p * stride_ms];
         if (mp == -INFINITY) continue; /* this range had no key for the row */
         const float alpha = expf(mp - m);
         l += alpha * sum[p * stride_ms];
         const float *a = acc + p * stride_acc;
-        for (int32_t i = 0; i < head_dim; i++) out[i] += alpha * a[i];
+        for (int32_t i = 0; i < v_dim; i++) out[i] += alpha * a[i];
     }
     if (sink > m) { /* the sink is the largest score: everything relative to it */
         const float alpha = expf(m - sink);
         l = l * alpha + 1.0f;
-        for (int32_t i = 0; i < head_dim; i++) out[i] *= alpha;
+        for (int32_t i = 0; i < v_dim; i++) out[i] *= alpha;
     } else if (sink != -INFINITY) {
         l += expf(sink - m);
     }
     const float inv = 1.0f / l;
-    for (int32_t i = 0; i < head_dim; i++) out[i] *= inv;
+    for (int32_t i = 0; i < v_dim; i++) out[i] *= inv;
 }

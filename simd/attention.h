@@ -34,7 +34,10 @@
 
 /* The query rows sharing one key/value head and their softmax state. */
 struct attn_rows {
-    int32_t head_dim;
+    int32_t head_dim;         /* elements of a query and a key */
+    int32_t v_dim;            /* elements of a value: head_dim, or fewer where the
+                               * values are part of the key rows (multi-head
+                               * latent attention, kv_cache.h) */
     int32_t n_rows;
     const float *q;           /* n_rows x head_dim, already scaled by 1/sqrt(head_dim) */
     const int32_t *n_visible; /* row r sees keys j < n_visible[r] (the causal mask) */
@@ -44,13 +47,16 @@ struct attn_rows {
                                * before the softmax (Gemma 2); 0: none */
     float *max;               /* per row: the running maximum m (-inf: no key yet) */
     float *sum;               /* per row: the running sum l */
-    float *acc;               /* n_rows x head_dim: the running weighted sum a */
+    float *acc;               /* n_rows x v_dim: the running weighted sum a */
     float *scores;            /* scratch of n_rows x ATTN_KEY_BLOCK floats */
 };
 
 /* Fold keys j0 <= j < j1 (j1 - j0 <= ATTN_KEY_BLOCK) into every row's
- * state.  k and v point at this head's entry of position 0 of the cache;
- * position j's entry is row_bytes further on per position.  Keys at or
+ * state.  k and v point at this head's entry of position 0 of the cache
+ * (head_dim and v_dim elements); position j's entry is row_bytes further
+ * on per position.  v may point into the key rows (the values are then
+ * the keys' last v_dim elements, starting on a block of the cache type).
+ * Keys at or
  * past a row's n_visible, and before its first_visible, are masked
  * (weight 0); a row that sees none of the block is left as it was. */
 typedef void (*attn_block_fn)(const struct attn_rows *rows, const uint8_t *k, const uint8_t *v,
@@ -73,17 +79,17 @@ const struct attn_kernels *attn_kernels_avx2(void);
 const struct attn_kernels *attn_kernels_avx512(void);
 const struct attn_kernels *attn_kernels_neon(void);
 
-/* Start n_rows rows' states: no keys seen. */
-void attn_state_init(int32_t n_rows, int32_t head_dim, float *max, float *sum, float *acc);
+/* Start n_rows rows' states (accumulators of v_dim): no keys seen. */
+void attn_state_init(int32_t n_rows, int32_t v_dim, float *max, float *sum, float *acc);
 
-/* out[i] = the attention output of one row from its partial states over
+/* out[i] (i < v_dim) = the attention output of one row from its partial states over
  * n_parts disjoint key ranges: state p is max[p * stride_ms],
  * sum[p * stride_ms] and acc + p * stride_acc.  At least one state must
  * have seen a key.  sink (-INFINITY: none) is one more score in the
  * softmax's denominator with a zero value (an attention sink): with m the
  * states' largest score, l their sum and a their weighted sum,
  * out = a / (l + exp(sink - m)), formed relative to max(m, sink). */
-void attn_merge(int32_t head_dim, int32_t n_parts, const float *max, const float *sum,
+void attn_merge(int32_t v_dim, int32_t n_parts, const float *max, const float *sum,
                 size_t stride_ms, const float *acc, size_t stride_acc, float sink, float *out);
 
 #endif /* HEARTH_ATTENTION_H */

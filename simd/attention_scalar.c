@@ -26,7 +26,7 @@ static float entry_elem(hearth_type type, const uint8_t *e, int32_t i)
 static void block_any(hearth_type type, const struct attn_rows *rows, const uint8_t *k, const uint8_t *v,
                       size_t row_bytes, int32_t j0, int32_t j1)
 {
-    const int32_t hd = rows->head_dim;
+    const int32_t hd = rows->head_dim, vd = rows->v_dim;
     for (int32_t r = 0; r < rows->n_rows; r++) {
         const int32_t end = HEARTH_MIN(j1, rows->n_visible[r]);
         const int32_t start = rows->first_visible ? HEARTH_MAX(j0, rows->first_visible[r]) : j0;
@@ -52,12 +52,12 @@ static void block_any(hearth_type type, const struct attn_rows *rows, const uint
         }
         rows->max[r] = m_new;
         rows->sum[r] = rows->sum[r] * alpha + l;
-        float *a = rows->acc + (int64_t)r * hd;
-        for (int32_t i = 0; i < hd; i++) a[i] *= alpha;
+        float *a = rows->acc + (int64_t)r * vd;
+        for (int32_t i = 0; i < vd; i++) a[i] *= alpha;
         for (int32_t j = start; j < end; j++) {
             const uint8_t *e = v + (size_t)j * row_bytes;
             const float p = s[j - j0];
-            for (int32_t i = 0; i < hd; i++) a[i] += p * entry_elem(type, e, i);
+            for (int32_t i = 0; i < vd; i++) a[i] += p * entry_elem(type, e, i);
         }
     }
 }

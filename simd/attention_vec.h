@@ -97,22 +97,22 @@ FORCE_INLINE void score_tile(hearth_type t, const struct attn_rows *rows, int32_
 }
 
 /* acc_r += sum_jj p[r][jj] v_(j0 + jj) for rows r0 .. r0 + nr - 1 and
- * jj < nk, slice by slice of the head. */
+ * jj < nk, slice by slice of the value (v_dim elements). */
 FORCE_INLINE void value_tile(hearth_type t, const struct attn_rows *rows, int32_t r0, int nr,
                              const uint8_t *v, size_t row_bytes, int32_t j0, int32_t nk)
 {
-    const int32_t hd = rows->head_dim;
+    const int32_t vd = rows->v_dim;
     float *ap[VALUE_ROWS];
     const float *pp[VALUE_ROWS];
     UNROLL
     for (int a = 0; a < VALUE_ROWS; a++) {
         const int32_t r = r0 + HEARTH_MIN(a, nr - 1);
-        ap[a] = rows->acc + (int64_t)r * hd;
+        ap[a] = rows->acc + (int64_t)r * vd;
         pp[a] = rows->scores + (size_t)r * ATTN_KEY_BLOCK;
     }
     const uint8_t *v0 = v + (size_t)j0 * row_bytes;
     int32_t i = 0;
-    for (; i + VL <= hd; i += VL) {
+    for (; i + VL <= vd; i += VL) {
         vf acc[VALUE_ROWS];
         UNROLL
         for (int a = 0; a < VALUE_ROWS; a++) acc[a] = v_loadf(ap[a] + i);
@@ -124,8 +124,8 @@ FORCE_INLINE void value_tile(hearth_type t, const struct attn_rows *rows, int32_
         UNROLL
         for (int a = 0; a < VALUE_ROWS; a++) v_storef(ap[a] + i, acc[a]);
     }
-    if (i < hd) {
-        const int n = hd - i;
+    if (i < vd) {
+        const int n = vd - i;
         vf acc[VALUE_ROWS];
         UNROLL
         for (int a = 0; a < VALUE_ROWS; a++) acc[a] = v_loadf_n(ap[a] + i, n);
@@ -179,12 +179,12 @@ FORCE_INLINE void softmax_row(const struct attn_rows *rows, int32_t r, int32_t l
         const float alpha = expf(m_old - m_new);
         rows->sum[r] = rows->sum[r] * alpha + l;
         if (alpha != 1.0f) {
-            float *a = rows->acc + (int64_t)r * rows->head_dim;
+            const int32_t vd = rows->v_dim;
+            float *a = rows->acc + (int64_t)r * vd;
             const vf av = v_set1(alpha);
             int32_t i = 0;
-            for (; i + VL <= rows->head_dim; i += VL) v_storef(a + i, v_mul(v_loadf(a + i), av));
-            if (i < rows->head_dim)
-                v_storef_n(a + i, v_mul(v_loadf_n(a + i, rows->head_dim - i), av), rows->head_dim - i);
+            for (; i + VL <= vd; i += VL) v_storef(a + i, v_mul(v_loadf(a + i), av));
+            if (i < vd) v_storef_n(a + i, v_mul(v_loadf_n(a + i, vd - i), av), vd - i);
         }
     }
     rows->max[r] = m_new;

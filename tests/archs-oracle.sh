@@ -10,7 +10,13 @@
 # families (Gated DeltaNet and gated attention layers: micro-qwen35, and
 # with experts micro-qwen35moe and micro-qwen3next), and gpt-oss
 # (micro-gpt-oss: attention sinks, alternating windows, YaRN, experts
-# with biases and the clamped SwiGLU).
+# with biases and the clamped SwiGLU), and deepseek2 (micro-deepseek2,
+# micro-deepseek2-v2, micro-deepseek3: hearth's latent attention in its
+# absorbed form, a multi-query attention over the cached latent, against
+# the oracle's decompressed multi-head form; with and without low-rank
+# queries, softmax and sigmoid routing, groups, the selection bias and
+# the routed scaling factor, shared experts, a leading dense layer, YaRN
+# with DeepSeek's mscale).
 # dump-logits -e also runs each model in the serving engine: two greedy
 # samples whose logits must equal the context's bit for bit, the pool
 # consistent after every step, and for micro-phi3 (every layer slides)
@@ -37,7 +43,7 @@ oracle="${HEARTH_SRCDIR:-.}/tests/oracle-forward.py"
 # 80 tokens of a fixed pseudo-random sequence over the micro vocabulary
 tokens=$(awk 'BEGIN { x = 12345; for (i = 0; i < 80; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%d ", 1 + x % 511 } }')
 
-for shape in ${ARCHS_ORACLE_SHAPES:-micro-qwen3 micro-gemma2 micro-gemma3 micro-phi3 micro-qwen2moe micro-qwen3moe micro-mixtral micro-qwen35 micro-qwen35moe micro-qwen3next micro-gpt-oss}; do
+for shape in ${ARCHS_ORACLE_SHAPES:-micro-qwen3 micro-gemma2 micro-gemma3 micro-phi3 micro-qwen2moe micro-qwen3moe micro-mixtral micro-qwen35 micro-qwen35moe micro-qwen3next micro-gpt-oss micro-deepseek2 micro-deepseek2-v2 micro-deepseek3}; do
     model="$tmpdir/$shape.gguf"
     if ! "$gen" --shape "$shape" --type F32 --threads 2 "$model" 2>"$tmpdir/gen.err"; then
         cat "$tmpdir/gen.err" >&2
@@ -80,5 +86,22 @@ if [ -f "$m" ]; then
     "$HEARTH" inspect "$m" >"$tmpdir/inspect" 2>&1
     grep -q "sliding window *32 (1 of every 2 layers)" "$tmpdir/inspect" &&
         pass "inspect shows gpt-oss's alternating window" || fail "inspect shows gpt-oss's alternating window"
+fi
+# deepseek2's cache keeps the latent and the rotary key, no values apart:
+# 3 layers x (64 + 32) x 2 bytes in F16, as inspect computes it and as
+# the engine allocates it; the family is not offloaded.
+m="$tmpdir/micro-deepseek3.gguf"
+if [ -f "$m" ]; then
+    "$HEARTH" inspect "$m" >"$tmpdir/inspect" 2>&1
+    grep -q "KV cache per token *576 bytes (F16 latent and rotary key" "$tmpdir/inspect" &&
+        grep -q "latent attention *latent 64 + rotary 32 per position, queries of rank 96" "$tmpdir/inspect" &&
+        pass "inspect shows the latent and its bytes per token" || fail "inspect shows the latent and its bytes per token"
+    "$HEARTH" bench -m "$m" --parallel 1 -p 8 -n 2 -t 1 >"$tmpdir/bench" 2>&1
+    grep -q "KV pool: .*(576 bytes a position)" "$tmpdir/bench" &&
+        pass "the engine's pool takes the latent's bytes per position" ||
+        fail "the engine's pool takes the latent's bytes per position"
+    expect_status 1 "deepseek2 is not offloaded" -- "$HEARTH" run -m "$m" -p hi -n 1 -ngl 1
+    grep -q "architecture deepseek2 cannot be offloaded to an OpenCL device: its latent attention" "$tmpdir/err" &&
+        pass "the deepseek2 refusal names what is missing" || fail "the deepseek2 refusal names what is missing"
 fi
 finish

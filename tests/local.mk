@@ -64,6 +64,7 @@ check_PROGRAMS += \
 	tests/test-json \
 	tests/test-kernels \
 	tests/test-kv-pool \
+	tests/test-mla \
 	tests/test-moe \
 	tests/test-offload \
 	tests/test-opencl \
@@ -92,6 +93,7 @@ TESTS += \
 	tests/test-json \
 	tests/test-kernels \
 	tests/test-kv-pool \
+	tests/test-mla \
 	tests/test-moe \
 	tests/test-offload \
 	tests/test-opencl \
@@ -188,6 +190,10 @@ tests_test_kernels_LDADD = $(TEST_LIBS)
 tests_test_kv_pool_SOURCES = tests/test-kv-pool.c tests/testutil.c
 tests_test_kv_pool_CFLAGS = $(TEST_CFLAGS)
 tests_test_kv_pool_LDADD = $(TEST_LIBS)
+
+tests_test_mla_SOURCES = tests/test-mla.c tests/testutil.c
+tests_test_mla_CFLAGS = $(TEST_CFLAGS)
+tests_test_mla_LDADD = $(TEST_LIBS) -lm
 
 tests_test_moe_SOURCES = tests/test-moe.c tests/testutil.c
 tests_test_moe_CFLAGS = $(TEST_CFLAGS)

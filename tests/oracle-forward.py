@@ -46,6 +46,17 @@ The equations (DESIGN.md, "Architectures", gives the sources):
                S = exp(g) S; S += k (beta (v - S^T k))^T; o = S^T q / sqrt(d_k),
                then rms(o; ssm_norm) * silu(W_gate a) and ssm_out
   qwen35moe:   qwen35 with the experts (above) in place of every feed-forward
+  deepseek2:   forward_deepseek2: multi-head latent attention in its decompressed
+               form (DeepSeek-V2 report, section 2.1): c = rms(W_DKV n), per head
+               k_h = [W_UK,h c | rope(W_KR n)], v_h = W_UV,h c, q_h = [q_c | rope(q_r)]
+               from W_Q n or W_UQ rms(W_DQ n); scale 1/sqrt(d_c + d_r) times
+               (0.1 mscale_all_dim ln(factor) + 1)^2 under YaRN; adjacent-pair RoPE;
+               the first leading_dense_block_count layers a SwiGLU, then experts:
+               softmax or sigmoid scores, the choice by score + exp_probs_b within
+               the best groups (a group's best score for softmax, its two best
+               summed for sigmoid), the weights the chosen scores, renormalised
+               where expert_weights_norm says, times expert_weights_scale, plus the
+               shared experts
   qwen3next:   qwen35moe with value head h reading key head h / (n_v / n_k)
                (grouped order), beta's and alpha's inputs from one ssm_ba
                matrix (per key head, its r = n_v / n_k betas, then its r
@@ -176,9 +187,9 @@ def rope(x, pos, n_dims, base, scale, neox, factors=None, mscale=1.0, pair_pos=N
 
 
 def attention(q, k, v, scale, window, softcap):
-    """Full-matrix causal attention: q tokens x heads x hd, k/v tokens x
-    kv_heads x hd; key j is visible to query i when j <= i and (no window
-    or i - j < window)."""
+    """Full-matrix causal attention: q and k tokens x heads x hd, v tokens x
+    kv_heads x hv (values may be narrower or wider than keys); key j is
+    visible to query i when j <= i and (no window or i - j < window)."""
     n, n_head, hd = q.shape
     group = n_head // k.shape[1]
     i = np.arange(n)[:, None]
@@ -186,7 +197,7 @@ def attention(q, k, v, scale, window, softcap):
     visible = j <= i
     if window:
         visible &= (i - j) < window
-    out = np.empty_like(q)
+    out = np.empty((n, n_head, v.shape[2]))
     for h in range(n_head):
         s = (q[:, h, :] @ k[:, h // group, :].T) * scale
         if softcap:
@@ -239,6 +250,8 @@ def forward(g, tokens):
         return forward_qwen35(g, tokens)
     if arch == "gpt-oss":
         return forward_gptoss(g, tokens)
+    if arch == "deepseek2":
+        return forward_deepseek2(g, tokens)
     n_embd = key("embedding_length")
     n_layer = key("block_count")
     n_head = key("attention.head_count")
@@ -359,12 +372,13 @@ def experts(g, arch, il, m):
     return out
 
 
-def yarn_rope(x, pos, n_dims, base, factor, n_orig, beta_fast=32.0, beta_slow=1.0):
-    """NeoX RoPE with YaRN (Peng et al. 2023, section 3.2 and eq. 21): pair i
-    turns at base^(-2i/d) / factor below the correction dimension of
-    beta_slow rotations over the original context, at base^(-2i/d) above
-    that of beta_fast, mixed linearly between (the ends floored and
-    ceiled); cos and sin scaled by 0.1 ln(factor) + 1."""
+def yarn_rope(x, pos, n_dims, base, factor, n_orig, beta_fast=32.0, beta_slow=1.0, neox=True, mag=None):
+    """RoPE (NeoX halves, or adjacent pairs) with YaRN (Peng et al. 2023,
+    section 3.2 and eq. 21): pair i turns at base^(-2i/d) / factor below the
+    correction dimension of beta_slow rotations over the original context,
+    at base^(-2i/d) above that of beta_fast, mixed linearly between (the
+    ends floored and ceiled); cos and sin scaled by mag, by default
+    0.1 ln(factor) + 1."""
     def corr_dim(rot):
         return n_dims * math.log(n_orig / (rot * 2 * math.pi)) / (2 * math.log(base))
     low = max(0.0, math.floor(corr_dim(beta_fast)))
@@ -375,12 +389,18 @@ def yarn_rope(x, pos, n_dims, base, factor, n_orig, beta_fast=32.0, beta_slow=1.
     ramp = 1.0 - np.clip((i - low) / max(0.001, high - low), 0.0, 1.0)  # 1: keep the original
     inv = orig / factor * (1.0 - ramp) + orig * ramp
     theta = np.outer(pos, inv)
-    mag = 0.1 * math.log(factor) + 1.0
+    if mag is None:
+        mag = 0.1 * math.log(factor) + 1.0
     c, s = np.cos(theta)[:, None, :] * mag, np.sin(theta)[:, None, :] * mag
     y = x.copy()
-    a, b = x[..., :half], x[..., half:n_dims]
-    y[..., :half] = a * c - b * s
-    y[..., half:n_dims] = a * s + b * c
+    if neox:
+        a, b = x[..., :half], x[..., half:n_dims]
+        y[..., :half] = a * c - b * s
+        y[..., half:n_dims] = a * s + b * c
+    else:
+        a, b = x[..., 0:n_dims:2], x[..., 1:n_dims:2]
+        y[..., 0:n_dims:2] = a * c - b * s
+        y[..., 1:n_dims:2] = a * s + b * c
     return y
 
 
@@ -452,6 +472,122 @@ def forward_gptoss(g, tokens):
                 act = gg * sigmoid(1.702 * gg) * (uu + 1.0)
                 out[r] += we * (down[e] @ act + bd[e])
         x = x + out
+    return output_logits(g, x, eps)
+
+
+def deepseek_experts(g, arch, il, m):
+    """DeepSeek's routed and shared experts of layer il for the rows of m."""
+    def t(name):
+        return g.tensor("blk.%d.%s" % (il, name))
+
+    k = g.kv[arch + ".expert_used_count"]
+    sigmoid_gating = g.kv.get(arch + ".expert_gating_func", 1) == 2
+    norm = g.kv.get(arch + ".expert_weights_norm", False)
+    scale = g.kv.get(arch + ".expert_weights_scale", 0.0) or 1.0
+    n_groups = g.kv.get(arch + ".expert_group_count", 0)
+    n_groups_used = g.kv.get(arch + ".expert_group_used_count", 0)
+    bias = g.tensors.get("blk.%d.exp_probs_b.bias" % il)
+    logits = m @ t("ffn_gate_inp.weight").T
+    if sigmoid_gating:
+        p = sigmoid(logits)
+    else:
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+    sel = p + bias if bias is not None else p.copy()
+    n_expert = p.shape[1]
+    gate, up, down = t("ffn_gate_exps.weight"), t("ffn_up_exps.weight"), t("ffn_down_exps.weight")
+    out = np.zeros_like(m)
+    for r in range(m.shape[0]):
+        s = sel[r].copy()
+        if n_groups > 1:
+            per = n_expert // n_groups
+            grouped = s.reshape(n_groups, per)
+            if sigmoid_gating:
+                score = np.sort(grouped, axis=1)[:, ::-1][:, :2].sum(axis=1)
+            else:
+                score = grouped.max(axis=1)
+            best = np.argsort(-score, kind="stable")[:n_groups_used]
+            keep = np.zeros(n_groups, dtype=bool)
+            keep[best] = True
+            s = np.where(np.repeat(keep, per), s, -np.inf)
+        chosen = np.argsort(-s, kind="stable")[:k]
+        w = p[r, chosen]
+        if norm:
+            w = w / max(w.sum(), 2.0 ** -14)
+        w = w * scale
+        for e, we in zip(chosen, w):
+            out[r] += we * (down[e] @ (silu(gate[e] @ m[r]) * (up[e] @ m[r])))
+    if ("blk.%d.ffn_gate_shexp.weight" % il) in g.tensors:
+        sh = silu(m @ t("ffn_gate_shexp.weight").T) * (m @ t("ffn_up_shexp.weight").T)
+        out += sh @ t("ffn_down_shexp.weight").T
+    return out
+
+
+def forward_deepseek2(g, tokens):
+    """deepseek2: latent attention decompressed into ordinary multi-head
+    attention (the keys and values of every head built from the latent),
+    then a SwiGLU or DeepSeek's experts."""
+    arch, key = arch_keys(g)
+    n_layer = key("block_count")
+    n_head = key("attention.head_count")
+    eps = key("attention.layer_norm_rms_epsilon")
+    lat = key("attention.kv_lora_rank")
+    q_lora = g.kv.get(arch + ".attention.q_lora_rank", 0)
+    d_qk = key("attention.key_length_mla")
+    d_v = key("attention.value_length_mla")
+    n_rot = key("rope.dimension_count")
+    d_c = d_qk - n_rot
+    base = key("rope.freq_base", 10000.0)
+    n_dense = g.kv.get(arch + ".leading_dense_block_count", 0)
+    scale = 1.0 / math.sqrt(d_qk)
+    yarn = g.kv.get(arch + ".rope.scaling.type", "none") == "yarn"
+    if yarn:
+        factor = key("rope.scaling.factor")
+        n_orig = key("rope.scaling.original_context_length")
+        # the files store 0.1 mscale_all_dim; transformers' DeepseekV2/V3:
+        # softmax scale times yarn_get_mscale(factor, mscale_all_dim)^2, cos and sin
+        # times yarn_get_mscale(factor, mscale) / yarn_get_mscale(factor, mscale_all_dim)
+        # with mscale = mscale_all_dim (1 without it)
+        all_dim = g.kv.get(arch + ".rope.scaling.yarn_log_multiplier", 0.0) / 0.1
+        if all_dim:
+            scale *= (0.1 * all_dim * math.log(factor) + 1.0) ** 2
+        mag = 1.0 if all_dim else 0.1 * math.log(factor) + 1.0
+
+    def rotate(x):
+        if yarn:
+            return yarn_rope(x, pos, n_rot, base, factor, n_orig, neox=False, mag=mag)
+        return rope(x, pos, n_rot, base, 1.0, False)
+
+    n = len(tokens)
+    pos = np.arange(n, dtype=np.float64)
+    x = g.tensor("token_embd.weight")[tokens].copy()
+    for il in range(n_layer):
+        def t(name):
+            return g.tensor("blk.%d.%s" % (il, name))
+
+        h = rmsnorm(x, t("attn_norm.weight"), eps)
+        if q_lora:
+            q = rmsnorm(h @ t("attn_q_a.weight").T, t("attn_q_a_norm.weight"), eps) @ t("attn_q_b.weight").T
+        else:
+            q = h @ t("attn_q.weight").T
+        q = q.reshape(n, n_head, d_qk)
+        kv = h @ t("attn_kv_a_mqa.weight").T
+        c = rmsnorm(kv[:, :lat], t("attn_kv_a_norm.weight"), eps)
+        k_r = rotate(kv[:, None, lat:])[:, 0, :]
+        q_r = rotate(q[:, :, d_c:])
+        # every head's keys and values, decompressed from the latent
+        w_uk_t = t("attn_k_b.weight")  # n_head x lat x d_c: per head W_UK^T
+        w_uv = t("attn_v_b.weight")    # n_head x d_v x lat
+        k = np.concatenate([np.einsum("nl,hlc->nhc", c, w_uk_t), np.repeat(k_r[:, None, :], n_head, axis=1)], axis=2)
+        v = np.einsum("nl,hvl->nhv", c, w_uv)
+        q = np.concatenate([q[:, :, :d_c], q_r], axis=2)
+        a = attention(q, k, v, scale, 0, 0.0)
+        x = x + a.reshape(n, n_head * d_v) @ t("attn_output.weight").T
+        m = rmsnorm(x, t("ffn_norm.weight"), eps)
+        if il < n_dense:
+            x = x + (silu(m @ t("ffn_gate.weight").T) * (m @ t("ffn_up.weight").T)) @ t("ffn_down.weight").T
+        else:
+            x = x + deepseek_experts(g, arch, il, m)
     return output_logits(g, x, eps)
 
 

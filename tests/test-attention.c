@@ -13,9 +13,15 @@
  * - Every instruction-set path this build has and this CPU runs (AVX2,
  *   AVX-512, NEON) against its scalar twin on the same problems.
  * - The CPU backend's attention (cache store, grouped query heads, tiles
- *   of tokens, split key ranges in decode, sliding windows and
- *   soft-capping, attention sinks) against the double-precision formula,
- *   for 1 to 3 threads.
+ *   of tokens, groups wider than a work item, split key ranges in decode,
+ *   sliding windows and soft-capping, attention sinks) against the
+ *   double-precision formula, for 1 to 3 threads.
+ * - Keys that carry their values (multi-head latent attention: one key
+ *   head per position, [k_rope | c_kv], the values its last elements):
+ *   the kernels reading the values from the key rows, against the double
+ *   formula and the vector paths against the scalar one; the backend's
+ *   attention storing [k | v] as one row and giving n_head heads of the
+ *   value width.
  * - Attention through block tables, on every path and cache type: a
  *   batch of several sequences (prefill chunks and decode rows, some past
  *   one key range) whose blocks are scattered over the pool gives each
@@ -47,31 +53,55 @@ static const int32_t row_counts[] = {1, 2, 3, 4, 5, 8, 9, 13, 17};
 static const int32_t key_counts[] = {1, 2, 7, 63, 64, 65, 130, 201};
 
 /* A cache of n_pos positions by n_head_kv heads with random keys and
- * values, and the entries read back as floats. */
+ * values, and the entries read back as floats.  vd < hd: the values are
+ * the last vd elements of the key heads (struct kv_shape), no rows of
+ * their own. */
 struct cache_fixture {
     struct kv_cache *kv;
-    float *k_f, *v_f; /* [pos][head][i] as stored */
+    int32_t vd;       /* elements of a value */
+    float *k_f, *v_f; /* [pos][head][i] as stored (v_f: vd per head) */
 };
 
 static void fixture_new(struct cache_fixture *f, hearth_type type, int32_t n_pos, int32_t n_head_kv,
-                        int32_t hd, test_rng *rng)
+                        int32_t hd, int32_t vd, test_rng *rng)
 {
-    ck_assert_int_eq(kv_cache_new(type, n_pos, 1, 1, n_head_kv, hd, NULL, &f->kv), HEARTH_OK);
-    const int64_t row = (int64_t)n_head_kv * hd;
+    const bool in_keys = vd < hd;
+    const struct kv_shape shape = {n_head_kv, hd, in_keys, in_keys ? hd - vd : 0};
+    ck_assert_int_eq(kv_cache_new(type, n_pos, 1, 1, &shape, NULL, &f->kv), HEARTH_OK);
+    ck_assert(in_keys == (f->kv->layers[0].v == NULL));
+    f->vd = vd;
+    const int64_t row = (int64_t)n_head_kv * hd, vrow = (int64_t)n_head_kv * vd;
     float *tmp = test_malloc((size_t)row * sizeof(float));
     f->k_f = test_malloc((size_t)(n_pos * row) * sizeof(float));
-    f->v_f = test_malloc((size_t)(n_pos * row) * sizeof(float));
+    f->v_f = test_malloc((size_t)(n_pos * vrow) * sizeof(float));
     for (int32_t p = 0; p < n_pos; p++) {
         for (int64_t i = 0; i < row; i++) tmp[i] = (float)test_rng_normal(rng);
+        if (in_keys) /* the values in [-1, 1], as in their own rows */
+            for (int32_t h = 0; h < n_head_kv; h++)
+                for (int32_t i = hd - vd; i < hd; i++) tmp[(int64_t)h * hd + i] = (float)(2.0 * test_rng_uniform(rng) - 1.0);
         kv_cache_store(f->kv, f->kv->layers[0].k, p, tmp);
+        for (int32_t h = 0; h < n_head_kv; h++)
+            kv_cache_load_head(f->kv, f->kv->layers[0].k, p, h, f->k_f + p * row + (int64_t)h * hd);
+        if (in_keys) {
+            for (int32_t h = 0; h < n_head_kv; h++)
+                memcpy(f->v_f + p * vrow + (int64_t)h * vd, f->k_f + p * row + (int64_t)h * hd + (hd - vd),
+                       (size_t)vd * sizeof(float));
+            continue;
+        }
         for (int64_t i = 0; i < row; i++) tmp[i] = (float)(2.0 * test_rng_uniform(rng) - 1.0);
         kv_cache_store(f->kv, f->kv->layers[0].v, p, tmp);
-        for (int32_t h = 0; h < n_head_kv; h++) {
-            kv_cache_load_head(f->kv, f->kv->layers[0].k, p, h, f->k_f + p * row + (int64_t)h * hd);
+        for (int32_t h = 0; h < n_head_kv; h++)
             kv_cache_load_head(f->kv, f->kv->layers[0].v, p, h, f->v_f + p * row + (int64_t)h * hd);
-        }
     }
     free(tmp);
+}
+
+/* Where head h's values of position 0 lie: in the key rows or their own. */
+static const uint8_t *fixture_values(const struct cache_fixture *f, int32_t h)
+{
+    const struct kv_cache *kv = f->kv;
+    const uint8_t *base = kv->values_in_keys ? kv->layers[0].k + kv->value_offset : kv->layers[0].v;
+    return base + (size_t)h * kv->head_bytes;
 }
 
 static void fixture_free(struct cache_fixture *f)
@@ -86,8 +116,8 @@ static void fixture_free(struct cache_fixture *f)
 static void reference_row_window(const struct cache_fixture *f, int32_t h, const float *q, double scale,
                                  int32_t first, int32_t n_visible, double softcap, double sink, float *out)
 {
-    const int32_t hd = f->kv->head_dim;
-    const int64_t row = f->kv->row_elems;
+    const int32_t hd = f->kv->head_dim, vd = f->vd;
+    const int64_t row = f->kv->row_elems, vrow = (int64_t)f->kv->n_head_kv * vd;
     double *s = test_malloc((size_t)n_visible * sizeof(double));
     double m = -INFINITY;
     for (int32_t j = first; j < n_visible; j++) {
@@ -104,32 +134,33 @@ static void reference_row_window(const struct cache_fixture *f, int32_t h, const
         s[j] = exp(s[j] - m);
         l += s[j];
     }
-    for (int32_t i = 0; i < hd; i++) {
+    for (int32_t i = 0; i < vd; i++) {
         double a = 0.0;
-        for (int32_t j = first; j < n_visible; j++) a += s[j] * f->v_f[j * row + (int64_t)h * hd + i];
+        for (int32_t j = first; j < n_visible; j++) a += s[j] * f->v_f[j * vrow + (int64_t)h * vd + i];
         out[i] = (float)(a / l);
     }
     free(s);
 }
 
 /* Run a block kernel over keys [0, n_keys) in `parts` ranges, each in
- * blocks of random lengths, and merge: out is n_rows x hd. */
+ * blocks of random lengths, and merge: out is n_rows x vd. */
 static void run_kernel(attn_block_fn block, const struct cache_fixture *f, int32_t h, int32_t n_rows,
                        const float *q, const int32_t *n_visible, const int32_t *first_visible, float softcap,
                        int32_t n_keys, int32_t parts, uint64_t seed, float *out)
 {
-    const int32_t hd = f->kv->head_dim;
+    const int32_t hd = f->kv->head_dim, vd = f->vd;
     float *max = test_malloc((size_t)(parts * n_rows) * sizeof(float));
     float *sum = test_malloc((size_t)(parts * n_rows) * sizeof(float));
-    float *acc = test_malloc((size_t)parts * n_rows * hd * sizeof(float));
+    float *acc = test_malloc((size_t)parts * n_rows * vd * sizeof(float));
     float *scores = test_malloc((size_t)n_rows * ATTN_KEY_BLOCK * sizeof(float));
     test_rng rng;
     test_rng_seed(&rng, seed);
     const uint8_t *k = f->kv->layers[0].k + (size_t)h * f->kv->head_bytes;
-    const uint8_t *v = f->kv->layers[0].v + (size_t)h * f->kv->head_bytes;
+    const uint8_t *v = fixture_values(f, h);
     for (int32_t p = 0; p < parts; p++) {
         struct attn_rows rows = {
             .head_dim = hd,
+            .v_dim = vd,
             .n_rows = n_rows,
             .q = q,
             .n_visible = n_visible,
@@ -137,10 +168,10 @@ static void run_kernel(attn_block_fn block, const struct cache_fixture *f, int32
             .softcap = softcap,
             .max = max + p * n_rows,
             .sum = sum + p * n_rows,
-            .acc = acc + (size_t)p * n_rows * hd,
+            .acc = acc + (size_t)p * n_rows * vd,
             .scores = scores,
         };
-        attn_state_init(n_rows, hd, rows.max, rows.sum, rows.acc);
+        attn_state_init(n_rows, vd, rows.max, rows.sum, rows.acc);
         const int32_t k0 = (int32_t)((int64_t)n_keys * p / parts);
         const int32_t k1 = (int32_t)((int64_t)n_keys * (p + 1) / parts);
         for (int32_t j0 = k0; j0 < k1;) {
@@ -151,8 +182,8 @@ static void run_kernel(attn_block_fn block, const struct cache_fixture *f, int32
         }
     }
     for (int32_t r = 0; r < n_rows; r++)
-        attn_merge(hd, parts, max + r, sum + r, (size_t)n_rows, acc + (size_t)r * hd, (size_t)n_rows * hd,
-                   -INFINITY, out + (size_t)r * hd);
+        attn_merge(vd, parts, max + r, sum + r, (size_t)n_rows, acc + (size_t)r * vd, (size_t)n_rows * vd,
+                   -INFINITY, out + (size_t)r * vd);
     free(max);
     free(sum);
     free(acc);
@@ -171,15 +202,16 @@ static double max_diff(const float *a, const float *b, int64_t n)
 }
 
 /* One random problem: which path (NULL: the double reference) against
- * the scalar kernel.  query_scale widens the scores. */
-static void check_problem(const struct attn_kernels *path, hearth_type type, int32_t hd, int32_t n_rows,
-                          int32_t n_keys, double query_scale, uint64_t seed)
+ * the scalar kernel.  query_scale widens the scores; vd < hd: the values
+ * are the keys' last vd elements. */
+static void check_problem(const struct attn_kernels *path, hearth_type type, int32_t hd, int32_t vd,
+                          int32_t n_rows, int32_t n_keys, double query_scale, uint64_t seed)
 {
     test_rng rng;
     test_rng_seed(&rng, seed);
     struct cache_fixture f;
     const int32_t n_head_kv = 2, h = 1; /* the second head: entries not at the row's start */
-    fixture_new(&f, type, n_keys, n_head_kv, hd, &rng);
+    fixture_new(&f, type, n_keys, n_head_kv, hd, vd, &rng);
     const double scale = 1.0 / sqrt((double)hd);
     float *q = test_malloc((size_t)n_rows * hd * sizeof(float));
     float *q_raw = test_malloc((size_t)n_rows * hd * sizeof(float));
@@ -198,8 +230,8 @@ static void check_problem(const struct attn_kernels *path, hearth_type type, int
         n_visible[r] = r == 0 ? n_keys : 1 + (int32_t)(test_rng_next(&rng) % (uint64_t)n_keys);
         first[r] = windowed ? (int32_t)(test_rng_next(&rng) % (uint64_t)n_visible[r]) : 0;
     }
-    float *want = test_malloc((size_t)n_rows * hd * sizeof(float));
-    float *got = test_malloc((size_t)n_rows * hd * sizeof(float));
+    float *want = test_malloc((size_t)n_rows * vd * sizeof(float));
+    float *got = test_malloc((size_t)n_rows * vd * sizeof(float));
     const int32_t parts = 1 + (int32_t)(seed % 3);
     const int32_t *fv = windowed ? first : NULL;
     run_kernel(attn_kernels_scalar()->block[type], &f, h, n_rows, q, n_visible, fv, softcap, n_keys, parts,
@@ -210,12 +242,13 @@ static void check_problem(const struct attn_kernels *path, hearth_type type, int
     } else {
         for (int32_t r = 0; r < n_rows; r++)
             reference_row_window(&f, h, q_raw + r * hd, scale, first[r], n_visible[r], softcap, -INFINITY,
-                                 want + (size_t)r * hd);
+                                 want + (size_t)r * vd);
     }
-    /* outputs are convex combinations of values in [-1, 1] */
-    const double d = max_diff(got, want, (int64_t)n_rows * hd);
-    ck_assert_msg(d < 2e-5, "%s %s: head dim %d, %d rows, %d keys, scale %g: differs by %g",
-                  path ? path->name : "scalar vs double", hearth_type_name(type), hd, n_rows, n_keys,
+    /* outputs are convex combinations of values in [-1, 1]; the scores'
+     * rounding grows with the head (576: MLA's latent keys) */
+    const double d = max_diff(got, want, (int64_t)n_rows * vd);
+    ck_assert_msg(d < 2e-5 * fmax(1.0, hd / 128.0), "%s %s: head dim %d, values %d, %d rows, %d keys, scale %g: differs by %g",
+                  path ? path->name : "scalar vs double", hearth_type_name(type), hd, vd, n_rows, n_keys,
                   query_scale, d);
     free(q);
     free(q_raw);
@@ -236,8 +269,19 @@ static void check_all_shapes(const struct attn_kernels *path, hearth_type type)
             for (int c = 0; c < (int)HEARTH_ARRAY_LEN(key_counts); c++) {
                 /* scores of a few units, and of hundreds: exp(s) alone would overflow */
                 const double query_scale = (a + b + c) % 4 == 0 ? 20.0 : 1.0;
-                check_problem(path, type, dims[a], row_counts[b], key_counts[c], query_scale, ++seed);
+                check_problem(path, type, dims[a], dims[a], row_counts[b], key_counts[c], query_scale, ++seed);
             }
+    /* values in the keys: (key, value) widths, MLA's among them, ragged for
+     * the float types, the value's start on a Q8_0 block for Q8_0 */
+    static const int32_t float_latent[][2] = {{24, 16}, {16, 13}, {19, 3}, {144, 80}, {576, 512}};
+    static const int32_t q8_latent[][2] = {{64, 32}, {96, 64}, {576, 512}};
+    const int32_t(*latent)[2] = type == HEARTH_TYPE_Q8_0 ? q8_latent : float_latent;
+    const int n_latent = type == HEARTH_TYPE_Q8_0 ? (int)HEARTH_ARRAY_LEN(q8_latent) : (int)HEARTH_ARRAY_LEN(float_latent);
+    for (int a = 0; a < n_latent; a++)
+        for (int b = 0; b < (int)HEARTH_ARRAY_LEN(row_counts); b += 2)
+            for (int c = 0; c < (int)HEARTH_ARRAY_LEN(key_counts); c += 2)
+                check_problem(path, type, latent[a][0], latent[a][1], row_counts[b], key_counts[c],
+                              (a + b + c) % 4 == 0 ? 20.0 : 1.0, ++seed);
 }
 
 START_TEST(test_scalar_against_double)
@@ -290,7 +334,7 @@ static void check_backend_window(hearth_type type, int n_threads, int32_t n_head
                          .n_swa = window, .swa_period = 1, .attn_softcap = softcap};
     const int32_t n_pos = n_prompt + 1;
     struct kv_cache *kv;
-    ck_assert_int_eq(kv_cache_new(type, n_pos, 1, 1, n_head_kv, hd, NULL, &kv), HEARTH_OK);
+    ck_assert_int_eq(kv_cache_new(type, n_pos, 1, 1, &(struct kv_shape){n_head_kv, hd, false, 0}, NULL, &kv), HEARTH_OK);
     struct act q, k, v, out;
     ck_assert_int_eq(be->ops->act_alloc(be, &q, n_prompt, (int64_t)n_head * hd), HEARTH_OK);
     ck_assert_int_eq(be->ops->act_alloc(be, &k, n_prompt, (int64_t)n_head_kv * hd), HEARTH_OK);
@@ -300,7 +344,7 @@ static void check_backend_window(hearth_type type, int n_threads, int32_t n_head
     test_rng_seed(&rng, 77 + (uint64_t)type);
     int32_t *pos = test_malloc((size_t)n_pos * sizeof(int32_t));
     for (int32_t t = 0; t < n_pos; t++) pos[t] = t;
-    struct cache_fixture f = {.kv = kv};
+    struct cache_fixture f = {.kv = kv, .vd = hd};
     const int64_t row = (int64_t)n_head_kv * hd;
     f.k_f = test_malloc((size_t)(n_pos * row) * sizeof(float));
     f.v_f = test_malloc((size_t)(n_pos * row) * sizeof(float));
@@ -350,6 +394,100 @@ static void check_backend_window(hearth_type type, int n_threads, int32_t n_head
     backend_cpu_free(be);
 }
 
+/* The backend's multi-head latent attention: one key head of kd + vd per
+ * position stored from k (kd) and v (vd), the scores over the whole row,
+ * the values its last vd elements; a prefill of n_prompt tokens then one
+ * decode token against the formula over the cache as stored. */
+static void check_backend_latent(hearth_type type, int n_threads, int32_t n_head, int32_t kd, int32_t vd,
+                                 int32_t n_prompt)
+{
+    struct hearth_backend *be;
+    ck_assert_int_eq(backend_cpu_new(n_threads, &be), HEARTH_OK);
+    const int32_t hd = kd + vd;
+    const struct hparams hp = {.n_head = n_head, .n_head_kv = 1, .head_dim = hd, .n_layer = 1, .kv_latent = vd,
+                               .attn_scale = 0.25f};
+    const int32_t n_pos = n_prompt + 1;
+    const struct kv_shape shape = kv_shape_of(&hp);
+    ck_assert(shape.values_in_keys);
+    ck_assert_int_eq(shape.value_first, kd);
+    struct kv_cache *kv;
+    ck_assert_int_eq(kv_cache_new(type, n_pos, 1, 1, &shape, NULL, &kv), HEARTH_OK);
+    ck_assert_ptr_null(kv->layers[0].v);
+    ck_assert_uint_eq(kv_cache_bytes(kv), hearth_type_row_bytes(type, hd) * (size_t)n_pos);
+    ck_assert_uint_eq(kv_cache_bytes_per_token(type, 3, &shape), 3 * hearth_type_row_bytes(type, hd));
+    struct act q, k, v, out;
+    ck_assert_int_eq(be->ops->act_alloc(be, &q, n_prompt, (int64_t)n_head * hd), HEARTH_OK);
+    ck_assert_int_eq(be->ops->act_alloc(be, &k, n_prompt, kd), HEARTH_OK);
+    ck_assert_int_eq(be->ops->act_alloc(be, &v, n_prompt, vd), HEARTH_OK);
+    ck_assert_int_eq(be->ops->act_alloc(be, &out, n_prompt, (int64_t)n_head * vd), HEARTH_OK);
+    test_rng rng;
+    test_rng_seed(&rng, 91 + (uint64_t)type);
+    int32_t *pos = test_malloc((size_t)n_pos * sizeof(int32_t));
+    for (int32_t t = 0; t < n_pos; t++) pos[t] = t;
+    struct cache_fixture f = {.kv = kv, .vd = vd};
+    f.k_f = test_malloc((size_t)n_pos * hd * sizeof(float));
+    f.v_f = test_malloc((size_t)n_pos * vd * sizeof(float));
+    float *want = test_malloc((size_t)vd * sizeof(float));
+    for (int step = 0; step < 2; step++) {
+        const int32_t first = step == 0 ? 0 : n_prompt, n_tok = step == 0 ? n_prompt : 1;
+        for (int64_t i = 0; i < n_tok * q.width; i++) q.host[i] = (float)test_rng_normal(&rng);
+        for (int64_t i = 0; i < n_tok * kd; i++) k.host[i] = (float)test_rng_normal(&rng);
+        for (int64_t i = 0; i < n_tok * vd; i++) v.host[i] = (float)(2.0 * test_rng_uniform(&rng) - 1.0);
+        q.rows = k.rows = v.rows = n_tok;
+        const int32_t seq_start[2] = {0, n_tok}, table_start[1] = {0}, blocks[1] = {0};
+        struct batch_pos bp = {.pos = pos + first, .slot = pos + first, .n_tokens = n_tok, .n_seqs = 1,
+                               .seq_start = seq_start, .blocks = blocks, .table_start = table_start};
+        ck_assert_int_eq(be->ops->attention(be, &out, &q, &k, &v, kv, 0, &hp, NULL, &bp), HEARTH_OK);
+        ck_assert_int_eq(out.width, (int64_t)n_head * vd);
+        for (int32_t p = first; p < first + n_tok; p++) {
+            kv_cache_load_head(kv, kv->layers[0].k, p, 0, f.k_f + (int64_t)p * hd);
+            memcpy(f.v_f + (int64_t)p * vd, f.k_f + (int64_t)p * hd + kd, (size_t)vd * sizeof(float));
+            /* the row is [k | v] as given, within the cache type's rounding */
+            const int32_t t = p - first;
+            for (int32_t i = 0; i < hd; i++) {
+                const float x = i < kd ? k.host[t * kd + i] : v.host[t * vd + i - kd];
+                ck_assert_msg(fabsf(f.k_f[(int64_t)p * hd + i] - x) <= 0.03f * fmaxf(1.0f, fabsf(x)),
+                              "position %d element %d: %g stored as %g", p, i, (double)x,
+                              (double)f.k_f[(int64_t)p * hd + i]);
+            }
+        }
+        for (int32_t t = 0; t < n_tok; t++)
+            for (int32_t h = 0; h < n_head; h++) {
+                const int32_t p = first + t;
+                reference_row_window(&f, 0, q.host + t * q.width + (int64_t)h * hd, hp.attn_scale, 0, p + 1, 0.0,
+                                     -INFINITY, want);
+                const double d = max_diff(out.host + t * out.width + (int64_t)h * vd, want, vd);
+                ck_assert_msg(d < 2e-5, "latent %s cache, %d threads, %d tokens from %d: token %d head %d differs by %g",
+                              hearth_type_name(type), n_threads, n_tok, first, t, h, d);
+            }
+    }
+    free(want);
+    free(pos);
+    free(f.k_f);
+    free(f.v_f);
+    be->ops->act_free(be, &q);
+    be->ops->act_free(be, &k);
+    be->ops->act_free(be, &v);
+    be->ops->act_free(be, &out);
+    kv_cache_free(kv);
+    backend_cpu_free(be);
+}
+
+/* A cache whose values start inside a block of its type is refused. */
+START_TEST(test_latent_shape_refused)
+{
+    struct kv_cache *kv = NULL;
+    ck_assert_int_eq(kv_cache_new(HEARTH_TYPE_Q8_0, 16, 1, 1, &(struct kv_shape){1, 96, true, 16}, NULL, &kv),
+                     HEARTH_E_INVALID);
+    ck_assert_ptr_null(kv);
+    ck_assert_int_eq(kv_cache_new(HEARTH_TYPE_F16, 16, 1, 1, &(struct kv_shape){1, 96, true, 96}, NULL, &kv),
+                     HEARTH_E_INVALID);
+    ck_assert_int_eq(kv_cache_new(HEARTH_TYPE_F16, 16, 1, 1, &(struct kv_shape){1, 96, true, 16}, NULL, &kv),
+                     HEARTH_OK);
+    kv_cache_free(kv);
+}
+END_TEST
+
 static void check_backend(hearth_type type, int n_threads, int32_t n_head, int32_t n_head_kv, int32_t hd,
                           int32_t n_prompt)
 {
@@ -375,6 +513,15 @@ START_TEST(test_backend_attention)
          * ranges split between threads */
         check_backend_window(type, n_threads, 6, 2, 64, 300, 0, 0.0f, true);
         check_backend_window(type, n_threads, 8, 2, 64, 600, 128, 0.0f, true);
+        /* values in the keys (multi-head latent attention): DeepSeek's
+         * 64 + 512 and small ragged ones, over split key ranges */
+        check_backend_latent(type, n_threads, 4, 64, 512, 300);
+        if (type != HEARTH_TYPE_Q8_0) check_backend_latent(type, n_threads, 3, 8, 20, 70);
+        else check_backend_latent(type, n_threads, 3, 32, 64, 70);
+        /* groups of more query heads than an item takes (ATTN_HEAD_CHUNK,
+         * 16): 40 on one latent head (16 + 16 + 8), 20 on each of two */
+        check_backend_latent(type, n_threads, 40, 32, 64, 90);
+        check_backend(type, n_threads, 40, 2, 32, 70);
     }
 }
 END_TEST
@@ -407,7 +554,7 @@ static struct kv_cache *nan_cache(hearth_type type, int32_t block_tokens, int32_
                                   int32_t hd)
 {
     struct kv_cache *kv;
-    ck_assert_int_eq(kv_cache_new(type, block_tokens, n_blocks, 1, n_head_kv, hd, NULL, &kv), HEARTH_OK);
+    ck_assert_int_eq(kv_cache_new(type, block_tokens, n_blocks, 1, &(struct kv_shape){n_head_kv, hd, false, 0}, NULL, &kv), HEARTH_OK);
     memset(kv->layers[0].k, 0xff, kv->block_bytes * (size_t)n_blocks);
     memset(kv->layers[0].v, 0xff, kv->block_bytes * (size_t)n_blocks);
     return kv;
@@ -598,6 +745,7 @@ static Suite *attention_suite(void)
     TCase *tc = tcase_create("kernels");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_tables_complete);
+    tcase_add_test(tc, test_latent_shape_refused);
     tcase_add_loop_test(tc, test_scalar_against_double, 0, N_CACHE_TYPES);
     tcase_add_loop_test(tc, test_paths_against_scalar, 0, N_CACHE_TYPES);
     tcase_add_loop_test(tc, test_backend_attention, 0, N_CACHE_TYPES);

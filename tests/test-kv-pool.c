@@ -532,7 +532,8 @@ static void check_copy_block(hearth_type type, int32_t n_rows, bool split, bool 
     const bool on_host[NL] = {true, false, true};
     const bool in_window[NL] = {false, false, true};
     struct kv_cache *kv;
-    ck_assert_int_eq(kv_cache_new_split(type, BT, NB, split ? NBW : 0, NL, NHKV, HD, on_host, in_window, &kv),
+    ck_assert_int_eq(kv_cache_new_split(type, BT, NB, split ? NBW : 0, NL, &(struct kv_shape){NHKV, HD, false, 0}, on_host,
+                                        in_window, &kv),
                      HEARTH_OK);
     ck_assert_ptr_null(kv->layers[1].k);
     ck_assert_ptr_null(kv->layers[1].v);
@@ -609,12 +610,13 @@ END_TEST
 START_TEST(test_window_space_sizes)
 {
     const bool window[2] = {true, false};
+    const struct kv_shape shape = {1, 32, false, 0};
     struct kv_cache *kv = NULL;
-    ck_assert_int_eq(kv_cache_new_split(HEARTH_TYPE_F32, 16, 4, 5, 2, 1, 32, NULL, window, &kv), HEARTH_E_INVALID);
-    ck_assert_int_eq(kv_cache_new_split(HEARTH_TYPE_F32, 16, 4, -1, 2, 1, 32, NULL, window, &kv), HEARTH_E_INVALID);
+    ck_assert_int_eq(kv_cache_new_split(HEARTH_TYPE_F32, 16, 4, 5, 2, &shape, NULL, window, &kv), HEARTH_E_INVALID);
+    ck_assert_int_eq(kv_cache_new_split(HEARTH_TYPE_F32, 16, 4, -1, 2, &shape, NULL, window, &kv), HEARTH_E_INVALID);
     ck_assert_ptr_null(kv);
     /* no window flags: no window space, whatever its size */
-    ck_assert_int_eq(kv_cache_new_split(HEARTH_TYPE_F32, 16, 4, 2, 2, 1, 32, NULL, NULL, &kv), HEARTH_OK);
+    ck_assert_int_eq(kv_cache_new_split(HEARTH_TYPE_F32, 16, 4, 2, 2, &shape, NULL, NULL, &kv), HEARTH_OK);
     ck_assert_int_eq(kv->n_blocks_window, 0);
     ck_assert(!kv->layers[0].window);
     kv_cache_free(kv);

@@ -4,7 +4,9 @@
  *
  * - Routing: moe_route against a double-precision softmax and a sort:
  *   the same experts in the same order (ties to the lower index), the
- *   same weights within rounding, renormalised weights summing to 1.
+ *   same weights within rounding, renormalised weights summing to 1;
+ *   DeepSeek's routing (sigmoid scores, the selection bias, groups, the
+ *   scaling factor) against a reference that sorts groups and experts.
  * - The grouped product: moe_ffn over a batch, where the rows routed to
  *   one expert pass its matrices together, equals bit for bit each row run
  *   alone through the op, and each row run through its experts one by one
@@ -58,7 +60,8 @@ START_TEST(test_route)
             fill_normal(&rng, logits, E, rep < 40 ? 2.0 : 0.0); /* the last ones: all tied */
             if (rep % 7 == 3) logits[E - 1] = logits[0];            /* one tie */
             for (int norm = 0; norm < 2; norm++) {
-                moe_route(logits, E, k, norm, ids, w);
+                const struct moe_routing r = {.n_expert = E, .n_used = k, .norm_topk = norm, .scale = 1.0f};
+                moe_route(&r, logits, ids, w);
                 double mx = logits[0], sum = 0.0;
                 for (int32_t e = 1; e < E; e++) mx = fmax(mx, logits[e]);
                 for (int32_t e = 0; e < E; e++) sum += exp((double)logits[e] - mx);
@@ -87,6 +90,97 @@ START_TEST(test_route)
             }
         }
         free(logits);
+    }
+}
+END_TEST
+
+/* DeepSeek's routing (struct moe_routing): sigmoid or softmax scores, the
+ * selection bias that steers the choice only, group-limited choice (the
+ * group's best score for softmax, its two best summed for sigmoid), the
+ * weights renormalised or not and scaled -- against a reference that
+ * sorts: the groups by score, then the allowed experts by s. */
+struct ranked {
+    double key;
+    int32_t index;
+};
+
+static int by_key_desc(const void *a, const void *b)
+{
+    const struct ranked *x = a, *y = b;
+    if (x->key != y->key) return x->key > y->key ? -1 : 1;
+    return x->index - y->index;
+}
+
+START_TEST(test_route_deepseek)
+{
+    test_rng rng;
+    test_rng_seed(&rng, 4711);
+    /* (experts, used, groups, groups used): V3's 256/8/8/4 and V2's 160/6/8/3 */
+    static const int32_t shapes[][4] = {{256, 8, 8, 4}, {160, 6, 8, 3}, {64, 6, 1, 0}, {16, 4, 4, 2}, {12, 3, 6, 2}, {8, 2, 4, 4}};
+    for (size_t c = 0; c < HEARTH_ARRAY_LEN(shapes); c++) {
+        const int32_t E = shapes[c][0], k = shapes[c][1], G = shapes[c][2], GU = shapes[c][3];
+        float *logits = test_malloc((size_t)E * sizeof(float)), *bias = test_malloc((size_t)E * sizeof(float));
+        float *p = test_malloc((size_t)E * sizeof(float));
+        struct ranked *rk = test_malloc((size_t)E * sizeof(struct ranked));
+        for (int rep = 0; rep < 40; rep++) {
+            fill_normal(&rng, logits, E, 2.0);
+            fill_normal(&rng, bias, E, 0.3);
+            const struct moe_routing r = {
+                .n_expert = E, .n_used = k, .norm_topk = rep % 2 == 0,
+                .gating = rep % 4 < 2 ? MOE_GATING_SIGMOID : MOE_GATING_SOFTMAX,
+                .select_bias = rep % 3 != 2 ? bias : NULL, .n_groups = G, .n_groups_used = GU,
+                .scale = rep % 5 == 0 ? 1.0f : 2.5f};
+            int32_t ids[8];
+            float w[8];
+            moe_route(&r, logits, ids, w);
+            /* the scores as documented */
+            if (r.gating == MOE_GATING_SIGMOID) {
+                for (int32_t e = 0; e < E; e++) p[e] = 1.0f / (1.0f + expf(-logits[e]));
+            } else {
+                double mx = logits[0], sum = 0.0;
+                for (int32_t e = 1; e < E; e++) mx = fmax(mx, logits[e]);
+                for (int32_t e = 0; e < E; e++) sum += exp((double)logits[e] - mx);
+                for (int32_t e = 0; e < E; e++) p[e] = (float)(exp((double)logits[e] - mx) / sum);
+            }
+            bool allowed[256];
+            for (int32_t e = 0; e < E; e++) allowed[e] = true;
+            if (G > 1) {
+                const int32_t per = E / G;
+                struct ranked groups[8];
+                for (int32_t g = 0; g < G; g++) {
+                    for (int32_t i = 0; i < per; i++) {
+                        const int32_t e = g * per + i;
+                        rk[i] = (struct ranked){(double)p[e] + (r.select_bias ? bias[e] : 0.0), e};
+                    }
+                    qsort(rk, (size_t)per, sizeof *rk, by_key_desc);
+                    groups[g] = (struct ranked){r.gating == MOE_GATING_SIGMOID ? rk[0].key + rk[1].key : rk[0].key, g};
+                }
+                qsort(groups, (size_t)G, sizeof *groups, by_key_desc);
+                for (int32_t e = 0; e < E; e++) allowed[e] = false;
+                for (int32_t j = 0; j < GU; j++)
+                    for (int32_t i = 0; i < per; i++) allowed[groups[j].index * per + i] = true;
+            }
+            int32_t n = 0;
+            for (int32_t e = 0; e < E; e++)
+                if (allowed[e]) rk[n++] = (struct ranked){(double)p[e] + (r.select_bias ? bias[e] : 0.0), e};
+            qsort(rk, (size_t)n, sizeof *rk, by_key_desc);
+            double wsum = 0.0;
+            for (int32_t j = 0; j < k; j++) {
+                ck_assert_msg(ids[j] == rk[j].index, "%d experts in %d groups, case %d: rank %d holds expert %d, "
+                              "want %d", E, G, rep, j, ids[j], rk[j].index);
+                wsum += p[ids[j]];
+            }
+            for (int32_t j = 0; j < k; j++) {
+                double want = p[ids[j]];
+                if (r.norm_topk) want /= wsum;
+                want *= r.scale;
+                ck_assert_msg(fabs(w[j] - want) <= 1e-6 * fmax(1.0, want), "weight %g, want %g", (double)w[j], want);
+            }
+        }
+        free(logits);
+        free(bias);
+        free(p);
+        free(rk);
     }
 }
 END_TEST
@@ -198,8 +292,18 @@ START_TEST(test_grouped_equals_one_by_one)
         fill_normal(&rng, bu, gc->E * n_ff, 4.0);
         fill_normal(&rng, bd, gc->E * n_embd, 1.0);
     }
-    const struct moe_experts moe = {gc->E, gc->k, gc->norm, x.gate, x.up, x.down, bg, bu, bd,
-                                    gc->oai ? MOE_SWIGLU_OAI : MOE_SILU, 1.702f, 7.0f};
+    /* DeepSeek's routing for some (sigmoid scores, a selection bias,
+     * groups, a scale), so that the weights are not the softmax's */
+    float *sel_bias = test_malloc((size_t)gc->E * sizeof(float));
+    fill_normal(&rng, sel_bias, gc->E, 0.5);
+    const bool ds = _i % 3 == 1;
+    const struct moe_experts moe = {
+        .route = {.n_expert = gc->E, .n_used = gc->k, .norm_topk = gc->norm,
+                  .gating = ds ? MOE_GATING_SIGMOID : MOE_GATING_SOFTMAX, .select_bias = ds ? sel_bias : NULL,
+                  .scale = ds ? 2.5f : 1.0f},
+        .gate = x.gate, .up = x.up, .down = x.down,
+        .gate_bias = bg, .up_bias = bu, .down_bias = bd,
+        .act = gc->oai ? MOE_SWIGLU_OAI : MOE_SILU, .alpha = 1.702f, .limit = 7.0f};
     float *in = test_malloc((size_t)(n_tok * n_embd) * sizeof(float));
     float *logits = test_malloc((size_t)(n_tok * gc->E) * sizeof(float));
     fill_normal(&rng, in, n_tok * n_embd, 1.0);
@@ -237,7 +341,7 @@ START_TEST(test_grouped_equals_one_by_one)
                 /* the row through its experts one by one */
                 int32_t ids[8];
                 float w[8];
-                moe_route(logits + t * gc->E, gc->E, gc->k, gc->norm, ids, w);
+                moe_route(&moe.route, logits + t * gc->E, ids, w);
                 for (int64_t i = 0; i < n_embd; i++) acc[i] = 0.0f;
                 for (int32_t j = 0; j < gc->k; j++) {
                     const int32_t e = ids[j];
@@ -275,6 +379,7 @@ START_TEST(test_grouped_equals_one_by_one)
     free(bg);
     free(bu);
     free(bd);
+    free(sel_bias);
     free_experts(&x);
 }
 END_TEST
@@ -521,6 +626,7 @@ static Suite *moe_suite(void)
     TCase *tc = tcase_create("routing");
     tcase_set_timeout(tc, 300); /* every kernel path, the scalar one included */
     tcase_add_test(tc, test_route);
+    tcase_add_test(tc, test_route_deepseek);
     tcase_add_loop_test(tc, test_grouped_equals_one_by_one, 0, (int)HEARTH_ARRAY_LEN(grouped_cases));
     suite_add_tcase(s, tc);
     TCase *models = tcase_create("models");

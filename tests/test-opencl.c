@@ -64,11 +64,10 @@ static void fixture_open(struct fixture *f, const char *gemm, const struct hpara
     f->model.offload.ocl = &f->om;
     const struct hparams *h = &f->model.hp;
     bool *on_host = calloc((size_t)h->n_layer, sizeof *on_host);
-    ck_assert_int_eq(kv_cache_new(cache, n_ctx, 1, h->n_layer, h->n_head_kv, h->head_dim, on_host,
-                                  &f->kv_dev), HEARTH_OK);
+    const struct kv_shape shape = kv_shape_of(h);
+    ck_assert_int_eq(kv_cache_new(cache, n_ctx, 1, h->n_layer, &shape, on_host, &f->kv_dev), HEARTH_OK);
     free(on_host);
-    ck_assert_int_eq(kv_cache_new(cache, n_ctx, 1, h->n_layer, h->n_head_kv, h->head_dim, NULL,
-                                  &f->kv_cpu), HEARTH_OK);
+    ck_assert_int_eq(kv_cache_new(cache, n_ctx, 1, h->n_layer, &shape, NULL, &f->kv_cpu), HEARTH_OK);
     st = backend_opencl_new(&f->model, f->kv_dev, 64, n_ctx, &f->gpu);
     ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
     ck_assert_int_eq(backend_cpu_new(2, &f->cpu), HEARTH_OK);
@@ -527,7 +526,7 @@ START_TEST(test_gemm_unknown)
     one_layer_model(1, &model, &om);
     struct kv_cache *kv;
     bool on_host[1] = {false};
-    ck_assert_int_eq(kv_cache_new(HEARTH_TYPE_F16, 16, 1, 1, 1, 32, on_host, &kv), HEARTH_OK);
+    ck_assert_int_eq(kv_cache_new(HEARTH_TYPE_F16, 16, 1, 1, &(struct kv_shape){1, 32, false, 0}, on_host, &kv), HEARTH_OK);
     struct hearth_backend *be;
     setenv("HEARTH_OPENCL_GEMM", "fastest", 1);
     ck_assert_int_eq(backend_opencl_new(&model, kv, 16, 16, &be), HEARTH_E_INVALID);
@@ -783,7 +782,7 @@ START_TEST(test_cache_type_refused)
     one_layer_model(2, &model, &om);
     struct kv_cache *kv;
     bool on_host[1] = {false};
-    ck_assert_int_eq(kv_cache_new(HEARTH_TYPE_Q8_0, 16, 1, 1, 2, 32, on_host, &kv), HEARTH_OK);
+    ck_assert_int_eq(kv_cache_new(HEARTH_TYPE_Q8_0, 16, 1, 1, &(struct kv_shape){2, 32, false, 0}, on_host, &kv), HEARTH_OK);
     struct hearth_backend *be;
     ck_assert_int_eq(backend_opencl_new(&model, kv, 16, 16, &be), HEARTH_E_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(hearth_last_error(), "KV cache type Q8_0 is not supported on OpenCL"));

@@ -101,6 +101,20 @@ struct shape {
     bool oai;
     float yarn_factor;
     int yarn_orig;
+    /* deepseek2 (multi-head latent attention; kv_lora > 0): the latent's
+     * rank, the queries' low rank (0: one attn_q), per head the query/key
+     * elements without RoPE and the values (n_rot: the rotary ones); the
+     * leading dense layers, the shared experts (n_ff_exp each), sigmoid
+     * routing with a selection bias (else softmax), expert groups (0:
+     * none), the routing weights' scale (0: not written) and norm, and
+     * YaRN's mscale_all_dim (0: not written) */
+    int kv_lora, q_lora, qk_nope, v_head;
+    int n_dense_lead, n_shared;
+    bool sigmoid_gating;
+    int n_groups, n_groups_used;
+    float weights_scale;
+    bool weights_norm;
+    float mscale_all_dim;
 };
 
 /* Phi-3 and Phi-3.5 add these to the 32,000 tokens of Llama 2's
@@ -270,6 +284,59 @@ static const struct shape shapes[] = {
      .n_ctx = 4096, .head_dim = 64, .rope_base = 150000.0f, .norm_eps = 1e-5f, .sliding_window = 32,
      .n_expert = 8, .n_expert_used = 4, .n_ff_exp = 128, .oai = true, .yarn_factor = 8.0f,
      .yarn_orig = 512, .weight_std = 0.08, .output_std = 0.5, .norm_std = 0.2},
+    /* DeepSeek-V2-Lite (its published configuration): 27 layers of 2048,
+     * 16 heads, no low-rank queries, the latent of 512 with 64 rotary
+     * dimensions, heads of 128 + 64 and values of 128; the first layer
+     * dense (10944), then 64 experts (6 used, softmax, not renormalised)
+     * of 1408 and 2 shared; YaRN 40 over 4096 with mscale_all_dim 0.707 */
+    {.name = "deepseek-v2-lite", .arch = "deepseek2", .title = "DeepSeek-V2-Lite shape, random weights",
+     .n_layer = 27, .n_embd = 2048, .n_ff = 10944, .n_head = 16, .n_head_kv = 1, .n_vocab = 102400,
+     .n_ctx = 163840, .rope_base = 10000.0f, .norm_eps = 1e-6f, .n_rot = 64, .kv_lora = 512,
+     .qk_nope = 128, .v_head = 128, .n_dense_lead = 1, .n_shared = 2, .n_expert = 64, .n_expert_used = 6,
+     .n_ff_exp = 1408, .weights_scale = 1.0f, .yarn_factor = 40.0f, .yarn_orig = 4096,
+     .mscale_all_dim = 0.707f},
+    /* DeepSeek-V3 (and R1, V3.1): 61 layers of 7168, 128 heads, queries of
+     * rank 1536, the latent of 512 with 64 rotary dimensions, heads of
+     * 128 + 64, values of 128; 3 dense layers (18432), then 256 experts (8
+     * used) of 2048 in 8 groups (4 used), sigmoid scores with the
+     * selection bias, renormalised and scaled by 2.5, one shared expert;
+     * YaRN 40 over 4096 with mscale_all_dim 1.  Measure a few layers of
+     * it (--layers, --dense-layers). */
+    {.name = "deepseek-v3", .arch = "deepseek2", .title = "DeepSeek-V3 shape, random weights",
+     .n_layer = 61, .n_embd = 7168, .n_ff = 18432, .n_head = 128, .n_head_kv = 1, .n_vocab = 129280,
+     .n_ctx = 163840, .rope_base = 10000.0f, .norm_eps = 1e-6f, .n_rot = 64, .kv_lora = 512, .q_lora = 1536,
+     .qk_nope = 128, .v_head = 128, .n_dense_lead = 3, .n_shared = 1, .n_expert = 256, .n_expert_used = 8,
+     .n_ff_exp = 2048, .sigmoid_gating = true, .n_groups = 8, .n_groups_used = 4, .weights_scale = 2.5f,
+     .weights_norm = true, .yarn_factor = 40.0f, .yarn_orig = 4096, .mscale_all_dim = 1.0f},
+    /* micro DeepSeek-V2-Lite: no low-rank queries, softmax routing without
+     * groups, one dense layer, two shared experts, YaRN 4 over 32
+     * (mscale_all_dim 0.707): 4 heads of 32 + 32 over a latent of 64 */
+    {.name = "micro-deepseek2", .arch = "deepseek2", .title = "micro deepseek2 (V2-Lite style), random weights",
+     .n_layer = 3, .n_embd = 256, .n_ff = 256, .n_head = 4, .n_head_kv = 1, .n_vocab = 512, .n_ctx = 4096,
+     .rope_base = 10000.0f, .norm_eps = 1e-6f, .n_rot = 32, .kv_lora = 64, .qk_nope = 32, .v_head = 32,
+     .n_dense_lead = 1, .n_shared = 2, .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64,
+     .yarn_factor = 4.0f, .yarn_orig = 32, .mscale_all_dim = 0.707f, .weight_std = 0.08, .output_std = 0.5,
+     .norm_std = 0.2},
+    /* micro DeepSeek-V2: low-rank queries, softmax routing over 4 groups
+     * (2 used), weights not renormalised but scaled by 4, one shared
+     * expert, no RoPE scaling */
+    {.name = "micro-deepseek2-v2", .arch = "deepseek2", .title = "micro deepseek2 (V2 style), random weights",
+     .n_layer = 3, .n_embd = 256, .n_ff = 256, .n_head = 4, .n_head_kv = 1, .n_vocab = 512, .n_ctx = 4096,
+     .rope_base = 10000.0f, .norm_eps = 1e-6f, .n_rot = 32, .kv_lora = 64, .q_lora = 96, .qk_nope = 32,
+     .v_head = 32, .n_dense_lead = 1, .n_shared = 1, .n_expert = 8, .n_expert_used = 3, .n_ff_exp = 64,
+     .n_groups = 4, .n_groups_used = 2, .weights_scale = 4.0f, .weight_std = 0.08, .output_std = 0.5,
+     .norm_std = 0.2},
+    /* micro DeepSeek-V3: low-rank queries, sigmoid routing with the
+     * selection bias over 4 groups (2 used), renormalised and scaled by
+     * 2.5, YaRN 4 over 32 (mscale_all_dim 1), values wider than the
+     * query/key heads' non-rotary part */
+    {.name = "micro-deepseek3", .arch = "deepseek2", .title = "micro deepseek2 (V3 style), random weights",
+     .n_layer = 3, .n_embd = 256, .n_ff = 256, .n_head = 4, .n_head_kv = 1, .n_vocab = 512, .n_ctx = 4096,
+     .rope_base = 10000.0f, .norm_eps = 1e-6f, .n_rot = 32, .kv_lora = 64, .q_lora = 96, .qk_nope = 32,
+     .v_head = 64, .n_dense_lead = 1, .n_shared = 1, .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64,
+     .sigmoid_gating = true, .n_groups = 4, .n_groups_used = 2, .weights_scale = 2.5f, .weights_norm = true,
+     .yarn_factor = 4.0f, .yarn_orig = 32, .mscale_all_dim = 1.0f, .weight_std = 0.08, .output_std = 0.5,
+     .norm_std = 0.2},
     {.name = "rwkv6-world-1.6b", .arch = "rwkv6", .title = "RWKV-6-World-1.6B shape, random weights",
      .n_layer = 24, .n_embd = 2048, .n_ff = 7168, .n_head = 32, .n_head_kv = 32, .n_vocab = 65536,
      .n_ctx = 1048576, .rope_base = 0.0f, .norm_eps = 1e-5f, .head_size = 64},
@@ -572,9 +639,55 @@ static void list_gptoss_tensors(struct generator *g)
     }
 }
 
+/* deepseek2 (models/deepseek2.c): latent attention, the first layers
+ * dense, then experts with shared ones and, for sigmoid routing, the
+ * selection bias. */
+static void list_deepseek2_tensors(struct generator *g)
+{
+    const struct shape *s = g->shape;
+    const int64_t E = s->n_embd, H = s->n_head, d_q = s->qk_nope + s->n_rot, lat = s->kv_lora;
+    add_tensor(g, "token_embd.weight", E, s->n_vocab, FILL_NORMAL);
+    add_tensor(g, "output_norm.weight", E, 1, FILL_ONES);
+    if (!s->tied) add_tensor(g, "output.weight", E, s->n_vocab, FILL_NORMAL);
+    for (int il = 0; il < s->n_layer; il++) {
+        LAYER("attn_norm.weight", E, 1, FILL_ONES);
+        if (s->q_lora > 0) {
+            LAYER("attn_q_a.weight", E, s->q_lora, FILL_NORMAL);
+            LAYER("attn_q_a_norm.weight", s->q_lora, 1, FILL_ONES);
+            LAYER("attn_q_b.weight", s->q_lora, H * d_q, FILL_NORMAL);
+        } else {
+            LAYER("attn_q.weight", E, H * d_q, FILL_NORMAL);
+        }
+        LAYER("attn_kv_a_mqa.weight", E, lat + s->n_rot, FILL_NORMAL);
+        LAYER("attn_kv_a_norm.weight", lat, 1, FILL_ONES);
+        add_layer_tensor3(g, il, "attn_k_b.weight", s->qk_nope, lat, H, FILL_NORMAL);
+        add_layer_tensor3(g, il, "attn_v_b.weight", lat, s->v_head, H, FILL_NORMAL);
+        LAYER("attn_output.weight", H * s->v_head, E, FILL_NORMAL);
+        LAYER("ffn_norm.weight", E, 1, FILL_ONES);
+        if (il < s->n_dense_lead) {
+            LAYER("ffn_gate.weight", E, s->n_ff, FILL_NORMAL);
+            LAYER("ffn_up.weight", E, s->n_ff, FILL_NORMAL);
+            LAYER("ffn_down.weight", s->n_ff, E, FILL_NORMAL);
+            continue;
+        }
+        list_expert_tensors(g, il);
+        if (s->sigmoid_gating) LAYER("exp_probs_b.bias", s->n_expert, 1, FILL_NORMAL);
+        if (s->n_shared > 0) {
+            const int64_t n_sh = (int64_t)s->n_ff_exp * s->n_shared;
+            LAYER("ffn_gate_shexp.weight", E, n_sh, FILL_NORMAL);
+            LAYER("ffn_up_shexp.weight", E, n_sh, FILL_NORMAL);
+            LAYER("ffn_down_shexp.weight", n_sh, E, FILL_NORMAL);
+        }
+    }
+}
+
 static void list_tensors(struct generator *g)
 {
     const struct shape *s = g->shape;
+    if (s->kv_lora) {
+        list_deepseek2_tensors(g);
+        return;
+    }
     if (s->oai) {
         list_gptoss_tensors(g);
         return;
@@ -878,7 +991,31 @@ static hearth_status set_metadata(hearth_gguf_writer *w, const struct shape *s,
     }
     HEARTH_TRY(ARCH_U32("attention.head_count", (uint32_t)s->n_head));
     HEARTH_TRY(ARCH_U32("attention.head_count_kv", (uint32_t)s->n_head_kv));
-    if (s->head_dim) {
+    if (s->kv_lora) {
+        /* as the converters write them: the cache's one head of keys
+         * [k_rope | latent] whose values are the latent, and the heads of
+         * the decompressed form */
+        HEARTH_TRY(ARCH_U32("attention.kv_lora_rank", (uint32_t)s->kv_lora));
+        HEARTH_TRY(ARCH_U32("attention.q_lora_rank", (uint32_t)s->q_lora));
+        HEARTH_TRY(ARCH_U32("attention.key_length", (uint32_t)(s->kv_lora + s->n_rot)));
+        HEARTH_TRY(ARCH_U32("attention.value_length", (uint32_t)s->kv_lora));
+        HEARTH_TRY(ARCH_U32("attention.key_length_mla", (uint32_t)(s->qk_nope + s->n_rot)));
+        HEARTH_TRY(ARCH_U32("attention.value_length_mla", (uint32_t)s->v_head));
+        HEARTH_TRY(ARCH_U32("leading_dense_block_count", (uint32_t)s->n_dense_lead));
+        HEARTH_TRY(ARCH_U32("expert_shared_count", (uint32_t)s->n_shared));
+        HEARTH_TRY(ARCH_U32("expert_gating_func", s->sigmoid_gating ? 2u : 1u));
+        if (s->weights_scale > 0) HEARTH_TRY(ARCH_F32("expert_weights_scale", s->weights_scale));
+        if (s->weights_norm) {
+            snprintf(key, sizeof key, "%s.expert_weights_norm", a);
+            HEARTH_TRY(hearth_gguf_writer_set_bool(w, key, true));
+        }
+        if (s->n_groups > 0) {
+            HEARTH_TRY(ARCH_U32("expert_group_count", (uint32_t)s->n_groups));
+            HEARTH_TRY(ARCH_U32("expert_group_used_count", (uint32_t)s->n_groups_used));
+        }
+        /* the converters' 0.1 mscale_all_dim */
+        if (s->mscale_all_dim > 0) HEARTH_TRY(ARCH_F32("rope.scaling.yarn_log_multiplier", 0.1f * s->mscale_all_dim));
+    } else if (s->head_dim) {
         HEARTH_TRY(ARCH_U32("attention.key_length", (uint32_t)s->head_dim));
         HEARTH_TRY(ARCH_U32("attention.value_length", (uint32_t)s->head_dim));
     }
@@ -926,6 +1063,8 @@ static hearth_status set_metadata(hearth_gguf_writer *w, const struct shape *s,
         HEARTH_TRY(ARCH_U32("expert_used_count", (uint32_t)s->n_expert_used));
         if (strcmp(a, "llama") != 0)
             HEARTH_TRY(ARCH_U32("expert_feed_forward_length", (uint32_t)s->n_ff_exp));
+        snprintf(key, sizeof key, "%s.vocab_size", a);
+        if (s->kv_lora) HEARTH_TRY(hearth_gguf_writer_set_u32(w, key, (uint32_t)s->n_vocab));
         if (s->n_ff_shexp > 0)
             HEARTH_TRY(ARCH_U32("expert_shared_feed_forward_length", (uint32_t)s->n_ff_shexp));
     }
@@ -945,7 +1084,8 @@ static void usage(FILE *out)
           "                 [--threads N] [--layers N] [--embd N] [--ff N] [--heads N]\n"
           "                 [--kv-heads N] [--n-vocab N] [--window N] [--experts N]\n"
           "                 [--experts-used N] [--expert-ff N] [--shared-ff N]\n"
-          "                 [--output-std X] [--mtp-layers N] [--residual-scale F] [--output-scale F]\n"
+          "                 [--output-std X] [--mtp-layers N] [--dense-layers N]\n"
+          "                 [--residual-scale F] [--output-scale F]\n"
           "                 [--draft-layers N --draft FILE] OUT\n"
           "\n"
           "Write a model with random weights and the tensor shapes of NAME:\n"
@@ -1008,6 +1148,21 @@ static void usage(FILE *out)
           "  gpt-oss-120b     gpt-oss-20b's layers, 36 of them, with 128 experts\n"
           "  micro-gpt-oss    gpt-oss, 4 layers, d 256, 8/2 heads of 64, window 32, 8\n"
           "                   experts (4 used) of ff 128, YaRN 8 over 512\n"
+          "  deepseek-v2-lite deepseek2, 27 layers, d 2048, 16 heads of 128 + 64 over a\n"
+          "                   latent of 512, the first dense (ff 10944), then 64 experts\n"
+          "                   (6 used, softmax) of 1408 and 2 shared, YaRN 40, vocab 102400\n"
+          "  deepseek-v3      deepseek2, 61 layers, d 7168, 128 heads (queries of rank\n"
+          "                   1536), latent 512, 3 dense (ff 18432), 256 experts (8 used,\n"
+          "                   sigmoid, 8 groups, 4 used) of 2048 and 1 shared, vocab\n"
+          "                   129280 (measure a few layers: --layers, --dense-layers)\n"
+          "  micro-deepseek2  deepseek2, 3 layers, d 256, 4 heads of 32 + 32 over a\n"
+          "                   latent of 64, 1 dense, 8 experts (2 used, softmax) of 64\n"
+          "                   and 2 shared, YaRN 4 over 32\n"
+          "  micro-deepseek2-v2  as micro-deepseek2 with queries of rank 96, 3 of 8\n"
+          "                   experts chosen in 2 of 4 groups, weights scaled by 4\n"
+          "  micro-deepseek3  as micro-deepseek2-v2 with sigmoid routing and the\n"
+          "                   selection bias, renormalised weights scaled by 2.5, values\n"
+          "                   of 64, YaRN 4 over 32\n"
           "(micro shapes: larger weights and random norms, test models).  --window N\n"
           "sets the sliding window (0: none).\n"
           "quantized with a recipe of hearth quantize (TYPE, default Q8_0).  --vocab\n"
@@ -1017,7 +1172,8 @@ static void usage(FILE *out)
           "--output-std sets the spread of the output layer's weights (default 0.02;\n"
           "larger values make the next-token distribution peaked).\n"
           "--mtp-layers N writes N multi-token prediction layers after the trunk (the\n"
-          "Qwen3.5 families; micro-qwen3next has one).\n"
+          "Qwen3.5 families; micro-qwen3next has one).  --dense-layers N makes the\n"
+          "first N layers of a deepseek2 shape dense (at most all).\n"
           "--residual-scale F scales the residual writers (attn_output, ssm_out,\n"
           "ffn_down) and --output-scale F the output layer; --draft-layers N --draft\n"
           "FILE also writes FILE, the first N layers of the model with its embeddings\n"
@@ -1043,7 +1199,7 @@ int main(int argc, char **argv)
     enum { OPT_SHAPE = 256, OPT_TYPE, OPT_VOCAB, OPT_SEED, OPT_THREADS, OPT_LAYERS, OPT_EMBD,
            OPT_FF, OPT_HEADS, OPT_KV_HEADS, OPT_N_VOCAB, OPT_WINDOW, OPT_RESIDUAL_SCALE,
            OPT_OUTPUT_SCALE, OPT_DRAFT, OPT_DRAFT_LAYERS, OPT_EXPERTS, OPT_EXPERTS_USED,
-           OPT_EXPERT_FF, OPT_SHARED_FF, OPT_MTP_LAYERS, OPT_OUTPUT_STD };
+           OPT_EXPERT_FF, OPT_SHARED_FF, OPT_MTP_LAYERS, OPT_DENSE_LAYERS, OPT_OUTPUT_STD };
     static const struct option longopts[] = {
         {"shape", required_argument, NULL, OPT_SHAPE},
         {"type", required_argument, NULL, OPT_TYPE},
@@ -1062,6 +1218,7 @@ int main(int argc, char **argv)
         {"shared-ff", required_argument, NULL, OPT_SHARED_FF},
         {"output-std", required_argument, NULL, OPT_OUTPUT_STD},
         {"mtp-layers", required_argument, NULL, OPT_MTP_LAYERS},
+        {"dense-layers", required_argument, NULL, OPT_DENSE_LAYERS},
         {"window", required_argument, NULL, OPT_WINDOW},
         {"residual-scale", required_argument, NULL, OPT_RESIDUAL_SCALE},
         {"output-scale", required_argument, NULL, OPT_OUTPUT_SCALE},
@@ -1074,7 +1231,7 @@ int main(int argc, char **argv)
     bool have_shape = false;
     int override[OPT_OUTPUT_STD + 1] = {0};
     double output_std = 0.0;
-    int window = -1, mtp_layers = -1;
+    int window = -1, mtp_layers = -1, dense_layers = -1;
     const char *draft_path = NULL;
     hearth_ftype ftype = HEARTH_FTYPE_Q8_0;
     const char *vocab_path = NULL;
@@ -1138,6 +1295,16 @@ int main(int argc, char **argv)
             mtp_layers = (int)v;
             break;
         }
+        case OPT_DENSE_LAYERS: {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (end == optarg || *end || v < 0 || v > (1 << 16)) {
+                fprintf(stderr, "gen-model: --dense-layers: expected a count, got '%s'\n", optarg);
+                return 2;
+            }
+            dense_layers = (int)v;
+            break;
+        }
         case OPT_WINDOW: {
             char *end;
             long v = strtol(optarg, &end, 10);
@@ -1177,6 +1344,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "gen-model: --mtp-layers: only the Qwen3.5 families have prediction layers\n");
         return 2;
     }
+    if (dense_layers >= 0 && !s.kv_lora) {
+        fprintf(stderr, "gen-model: --dense-layers: only the deepseek2 shapes have leading dense layers\n");
+        return 2;
+    }
+    if (dense_layers >= 0) s.n_dense_lead = dense_layers;
+    if (s.n_dense_lead > s.n_layer) s.n_dense_lead = s.n_layer;
     if (override[OPT_EMBD]) s.n_embd = override[OPT_EMBD];
     if (override[OPT_FF]) s.n_ff = override[OPT_FF];
     if (override[OPT_HEADS]) s.n_head = override[OPT_HEADS];

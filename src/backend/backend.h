@@ -75,13 +75,34 @@ static inline int32_t batch_ckpt_slot(const struct batch_pos *bp, int32_t s, int
     return bp->ckpt && bp->ckpt_slot && bp->ckpt_slot[s] >= 0 ? bp->ckpt_slot[s] + t : -1;
 }
 
-/* The experts of one mixture-of-experts layer (models/moe.c): n_expert
- * views each of the gate, up and down matrices, and how a token picks
- * its n_used experts. */
-struct moe_experts {
+/* How a token picks its experts and weighs them (moe_route).  From the
+ * router's logits l, the experts' scores p: softmax(l) over all experts,
+ * or sigmoid(l_e) each.  The experts are chosen by s = p + select_bias
+ * (DeepSeek-V3's correction bias, which steers the choice only; s = p
+ * without it): with groups, the experts in n_groups consecutive groups,
+ * a token chooses among the n_groups_used groups of highest score -- the
+ * largest s of a group for softmax scores (DeepSeek-V2), the sum of its
+ * two largest for sigmoid ones (DeepSeek-V3) -- then the n_used experts
+ * of highest s among those (ties: the lower index first, for groups as
+ * for experts).  The weights are the chosen experts' p, divided by their
+ * sum when norm_topk (held at 2^-14 or more), times scale. */
+#define MOE_EXPERT_MAX 4096 /* the most experts a layer may have */
+
+struct moe_routing {
     int32_t n_expert;
     int32_t n_used;
-    bool norm_topk;          /* the chosen weights renormalised to sum 1 */
+    bool norm_topk;
+    enum moe_gating gating;
+    const float *select_bias; /* n_expert floats, or NULL */
+    int32_t n_groups;         /* 0 or 1: no groups */
+    int32_t n_groups_used;
+    float scale;
+};
+
+/* The experts of one mixture-of-experts layer (models/moe.c): how tokens
+ * are routed, and n_expert views each of the gate, up and down matrices. */
+struct moe_experts {
+    struct moe_routing route;
     const struct weight *gate, *up, *down;
     /* Per-expert biases (gpt-oss), expert e's at row e of n_ff (gate, up)
      * or n_embd (down) floats; NULL: none.  gate and up get theirs before
@@ -91,12 +112,11 @@ struct moe_experts {
     float alpha, limit;      /* MOE_SWIGLU_OAI's constants */
 };
 
-/* The routing of one token: p = softmax(logits) over the n_expert
- * experts; ids[0..k-1] the k experts of highest p, highest first (ties:
- * the lower index first); w[j] = p[ids[j]], divided by their sum when
- * norm_topk (the sum held at 2^-14 or more).  The same for every backend
- * (backend_cpu.c). */
-void moe_route(const float *logits, int32_t n_expert, int32_t k, bool norm_topk, int32_t *ids, float *w);
+/* The routing of one token (struct moe_routing): ids[0..n_used-1] the
+ * chosen experts, highest s first, and w their weights.  The same for
+ * every backend (backend_cpu.c).  Softmax scores without a bias are
+ * chosen by their logits, which order them alike. */
+void moe_route(const struct moe_routing *r, const float *logits, int32_t *ids, float *w);
 
 /* A Gated DeltaNet layer's recurrence (models/qwen35.c, simd/delta.h):
  * n_k key heads and n_v value heads (value head h reads key head h mod
@@ -147,7 +167,11 @@ struct backend_ops {
      * il) of them in a sliding-window layer -- with the scores
      * soft-capped where hp->attn_softcap is set.  sinks (n_head floats, or
      * NULL): head h's softmax has one more logit, sinks[h], in its
-     * denominator, whose value is zero (gpt-oss's attention sinks). */
+     * denominator, whose value is zero (gpt-oss's attention sinks).
+     * Multi-head latent attention (hp->kv_latent > 0): k holds per head
+     * head_dim - kv_latent elements and v kv_latent, kept as one key row
+     * [k | v] (kv_cache.h); the scores are q . [k | v] over head_dim and
+     * the values the v part, so out has n_head heads of kv_latent. */
     hearth_status (*attention)(struct hearth_backend *be, struct act *out, const struct act *q,
                                const struct act *k, const struct act *v, struct kv_cache *kv,
                                int il, const struct hparams *hp, const float *sinks,
@@ -160,7 +184,7 @@ struct backend_ops {
                             const struct act *up);
     /* Mixture-of-experts feed-forward: for each row t of in, with the
      * experts e_j and weights w_j (j < n_used) that moe_route gives for
-     * row t of logits,
+     * row t of logits (moe->route),
      *     out[t] = sum_j w_j * down_e_j(act(gate_e_j in[t], up_e_j in[t])),
      * act silu(gate) * up or moe->act's (with the biases moe has),
      * the terms added in order j = 0, 1, ... with one fused multiply-add
@@ -183,6 +207,25 @@ struct backend_ops {
      * dst_first + n_rows rows. */
     hearth_status (*copy_rows)(struct hearth_backend *be, struct act *dst, int64_t dst_first,
                                const struct act *src, int64_t first, int64_t n_rows);
+    /* Products per head (multi-head latent attention, models/deepseek2.c):
+     * for each row t and head h < n_heads,
+     *     out[t][h * out_stride + out_first + r] =
+     *         sum_i w[h][r][i] in[t][h * in_stride + in_first + i],
+     * r < w[h].n_out, i < w[h].n_in, the heads' matrices all of one type
+     * and shape (the slices of one 3-D tensor).  Each output is one dot
+     * product in the kernels' order, as matmul's; out's other columns are
+     * left as they are, and out is n_heads * out_stride wide.  NULL: the
+     * backend does not run such layers. */
+    hearth_status (*matmul_heads)(struct hearth_backend *be, struct act *out, int64_t out_stride,
+                                  int64_t out_first, const struct weight *w, int32_t n_heads,
+                                  const struct act *in, int64_t in_stride, int64_t in_first);
+    /* dst[t][h * dst_stride + dst_first + i] = src[t][h * src_stride +
+     * src_first + i] for i < n, h < n_heads (dst and src distinct; dst's
+     * other columns left as they are, dst n_heads * dst_stride wide).
+     * NULL where matmul_heads is. */
+    hearth_status (*copy_heads)(struct hearth_backend *be, struct act *dst, int64_t dst_stride,
+                                int64_t dst_first, const struct act *src, int64_t src_stride,
+                                int64_t src_first, int32_t n_heads, int64_t n);
     /* Copy the first n_rows rows of KV block src into block dst in every
      * layer of kv whose cache this backend holds, those of the window
      * space or the others (copy-on-write). */

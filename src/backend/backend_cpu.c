@@ -47,6 +47,8 @@ struct cpu_backend {
     size_t attn_scratch_floats;
     uint8_t *attn_index;       /* attention tiles and the tile of each row */
     size_t attn_index_bytes;
+    float *kv_row;             /* a key row with its values, as the cache keeps it */
+    size_t kv_row_bytes;
     uint8_t *moe_index;        /* routing of a step's rows to experts */
     size_t moe_index_bytes;
     float *moe_act;            /* the rows grouped by expert, and their results */
@@ -339,6 +341,106 @@ static hearth_status cpu_matmul(struct hearth_backend *be, struct act *out, cons
     return cpu_matmul_set(be, 1, &out, &w, in);
 }
 
+/* Products per head (backend.h, matmul_heads): each head's input slice of
+ * every row converted once, then the (head, chunk of rows) pairs dealt
+ * out to the threads, each writing its outputs straight into their
+ * columns of out. */
+struct heads_job {
+    const struct weight *w;
+    int32_t n_heads;
+    hearth_gemm_fn gemm;
+    hearth_act_convert_fn convert;
+    size_t act_row;
+    const struct act *in;
+    int64_t in_stride, in_first;
+    struct act *out;
+    int64_t out_stride, out_first;
+    uint8_t *xq; /* n_heads x n_tok converted rows */
+};
+
+static void matmul_heads_run(void *arg)
+{
+    const struct heads_job *j = arg;
+    const int64_t n_tok = j->in->rows, n_in = j->w[0].n_in, n_out = j->w[0].n_out;
+    const int64_t chunks = (n_out + MATMUL_ROW_CHUNK - 1) / MATMUL_ROW_CHUNK;
+#pragma omp for schedule(static)
+    for (int64_t ht = 0; ht < (int64_t)j->n_heads * n_tok; ht++) {
+        const int64_t h = ht / n_tok, t = ht % n_tok;
+        j->convert(j->in->host + t * j->in->width + h * j->in_stride + j->in_first, j->xq + (size_t)ht * j->act_row,
+                   n_in);
+    }
+#pragma omp for schedule(static)
+    for (int64_t hc = 0; hc < (int64_t)j->n_heads * chunks; hc++) {
+        const int64_t h = hc / chunks, r0 = (hc % chunks) * MATMUL_ROW_CHUNK;
+        const struct weight *w = &j->w[h];
+        const int64_t rows = HEARTH_MIN(MATMUL_ROW_CHUNK, n_out - r0);
+        j->gemm(n_in, rows, n_tok, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes,
+                j->xq + (size_t)h * (size_t)n_tok * j->act_row, j->act_row,
+                j->out->host + h * j->out_stride + j->out_first + r0, j->out->width);
+    }
+}
+
+static hearth_status cpu_matmul_heads(struct hearth_backend *be, struct act *out, int64_t out_stride,
+                                      int64_t out_first, const struct weight *w, int32_t n_heads,
+                                      const struct act *in, int64_t in_stride, int64_t in_first)
+{
+    struct cpu_backend *c = cpu(be);
+    const hearth_kernels *k = c->kernels;
+    const int64_t n_tok = in->rows, n_in = w[0].n_in, n_out = w[0].n_out;
+    for (int32_t h = 0; h < n_heads; h++)
+        if (w[h].type != w[0].type || w[h].n_in != n_in || w[h].n_out != n_out)
+            return hearth_error(HEARTH_E_INTERNAL, "matmul_heads '%s': heads of different shapes", w[0].name);
+    if (!hearth_kernels_supports(k, w[0].type))
+        return hearth_error(HEARTH_E_UNSUPPORTED, "tensor '%s': no matrix product for type %s", w[0].name,
+                            hearth_type_name(w[0].type));
+    if (n_heads < 1 || in_first < 0 || out_first < 0 || (n_heads - 1) * in_stride + in_first + n_in > in->width ||
+        out_first + n_out > out_stride ||
+        (int64_t)n_heads * out_stride * n_tok > out->capacity)
+        return hearth_error(HEARTH_E_INTERNAL, "matmul_heads '%s': %d heads of %lld from %lld wide rows",
+                            w[0].name, n_heads, (long long)n_in, (long long)in->width);
+    const hearth_type at = k->act_type[w[0].type];
+    const size_t act_row = hearth_type_row_bytes(at, n_in);
+    HEARTH_TRY(grow((void **)&c->act_scratch, &c->act_scratch_bytes, act_row * (size_t)n_heads * (size_t)n_tok,
+                    "converted activations"));
+    out->rows = n_tok;
+    out->width = (int64_t)n_heads * out_stride;
+    const struct heads_job job = {
+        .w = w,
+        .n_heads = n_heads,
+        .gemm = k->gemm[w[0].type],
+        .convert = k->act_convert[at],
+        .act_row = act_row,
+        .in = in,
+        .in_stride = in_stride,
+        .in_first = in_first,
+        .out = out,
+        .out_stride = out_stride,
+        .out_first = out_first,
+        .xq = c->act_scratch,
+    };
+    const double work = (double)n_heads * (double)n_out * (double)n_in * (double)n_tok;
+    cpu_run_parallel(work >= MATMUL_SERIAL_WORK ? be->n_threads : 1, matmul_heads_run, (void *)&job);
+    return HEARTH_OK;
+}
+
+static hearth_status cpu_copy_heads(struct hearth_backend *be, struct act *dst, int64_t dst_stride,
+                                    int64_t dst_first, const struct act *src, int64_t src_stride,
+                                    int64_t src_first, int32_t n_heads, int64_t n)
+{
+    (void)be;
+    if (dst_first + n > dst_stride || (int64_t)n_heads * dst_stride * src->rows > dst->capacity ||
+        (n_heads - 1) * src_stride + src_first + n > src->width)
+        return hearth_error(HEARTH_E_INTERNAL, "copy_heads: %d heads of %lld from %lld wide rows", n_heads,
+                            (long long)n, (long long)src->width);
+    dst->rows = src->rows;
+    dst->width = (int64_t)n_heads * dst_stride;
+    for (int64_t t = 0; t < src->rows; t++)
+        for (int32_t h = 0; h < n_heads; h++)
+            memcpy(dst->host + t * dst->width + h * dst_stride + dst_first,
+                   src->host + t * src->width + h * src_stride + src_first, (size_t)n * sizeof(float));
+    return HEARTH_OK;
+}
+
 /* ---- elementwise operations ------------------------------------------------------- */
 
 /* The elementwise operations' arguments, as their region functions take
@@ -535,31 +637,73 @@ static hearth_status cpu_copy_rows(struct hearth_backend *be, struct act *dst, i
 
 /* ---- mixture of experts ------------------------------------------------------------ */
 
-void moe_route(const float *logits, int32_t n_expert, int32_t k, bool norm_topk, int32_t *ids, float *w)
+/* The index of the highest of x[0..n-1] not yet taken (taken[i] false),
+ * the lower index among equals; -1 when all are taken. */
+static int32_t highest_free(const float *x, const bool *taken, int32_t n)
 {
-    float max = logits[0];
-    for (int32_t e = 1; e < n_expert; e++) max = logits[e] > max ? logits[e] : max;
-    double sum = 0.0;
-    for (int32_t e = 0; e < n_expert; e++) sum += (double)expf(logits[e] - max);
-    const float inv = (float)(1.0 / sum);
-    /* top k by selection: the probabilities are in the logits' order, so
-     * the largest logits are the largest probabilities */
-    for (int32_t j = 0; j < k; j++) {
-        int32_t best = -1;
-        for (int32_t e = 0; e < n_expert; e++) {
-            bool taken = false;
-            for (int32_t i = 0; i < j && !taken; i++) taken = ids[i] == e;
-            if (!taken && (best < 0 || logits[e] > logits[best])) best = e;
+    int32_t best = -1;
+    for (int32_t i = 0; i < n; i++)
+        if (!taken[i] && (best < 0 || x[i] > x[best])) best = i;
+    return best;
+}
+
+void moe_route(const struct moe_routing *r, const float *logits, int32_t *ids, float *w)
+{
+    const int32_t E = r->n_expert, k = r->n_used;
+    float p[MOE_EXPERT_MAX], sel[MOE_EXPERT_MAX];
+    bool taken[MOE_EXPERT_MAX];
+    if (r->gating == MOE_GATING_SIGMOID) {
+        for (int32_t e = 0; e < E; e++) p[e] = 1.0f / (1.0f + expf(-logits[e]));
+    } else {
+        float max = logits[0];
+        for (int32_t e = 1; e < E; e++) max = logits[e] > max ? logits[e] : max;
+        double sum = 0.0;
+        for (int32_t e = 0; e < E; e++) sum += (double)expf(logits[e] - max);
+        const float inv = (float)(1.0 / sum);
+        for (int32_t e = 0; e < E; e++) p[e] = expf(logits[e] - max) * inv;
+    }
+    /* what the choice compares: the scores with the bias; softmax scores
+     * without one by their logits, in the same order and never tied by
+     * rounding */
+    const float *s = r->gating == MOE_GATING_SOFTMAX && !r->select_bias ? logits : sel;
+    if (s == sel)
+        for (int32_t e = 0; e < E; e++) sel[e] = p[e] + (r->select_bias ? r->select_bias[e] : 0.0f);
+    for (int32_t e = 0; e < E; e++) taken[e] = false;
+    if (r->n_groups > 1) {
+        /* the groups not among the n_groups_used best are ruled out */
+        const int32_t G = r->n_groups, per = E / G;
+        float score[MOE_EXPERT_MAX];
+        bool chosen[MOE_EXPERT_MAX];
+        for (int32_t g = 0; g < G; g++) {
+            const float *x = s + (int64_t)g * per;
+            int32_t a = 0;
+            for (int32_t i = 1; i < per; i++) a = x[i] > x[a] ? i : a;
+            score[g] = x[a];
+            if (r->gating == MOE_GATING_SIGMOID && per > 1) {
+                int32_t b = a == 0 ? 1 : 0;
+                for (int32_t i = 0; i < per; i++)
+                    if (i != a && x[i] > x[b]) b = i;
+                score[g] += x[b];
+            }
+            chosen[g] = false;
         }
+        for (int32_t j = 0; j < r->n_groups_used; j++) chosen[highest_free(score, chosen, G)] = true;
+        for (int32_t e = 0; e < E; e++) taken[e] = !chosen[e / per];
+    }
+    for (int32_t j = 0; j < k; j++) {
+        const int32_t best = highest_free(s, taken, E);
+        taken[best] = true;
         ids[j] = best;
-        w[j] = expf(logits[best] - max) * inv;
+        w[j] = p[best];
     }
-    if (norm_topk) {
-        float s = 0.0f;
-        for (int32_t j = 0; j < k; j++) s += w[j];
-        s = s > 0x1p-14f ? s : 0x1p-14f;
-        for (int32_t j = 0; j < k; j++) w[j] /= s;
+    if (r->norm_topk) {
+        float sum = 0.0f;
+        for (int32_t j = 0; j < k; j++) sum += w[j];
+        sum = sum > 0x1p-14f ? sum : 0x1p-14f;
+        for (int32_t j = 0; j < k; j++) w[j] /= sum;
     }
+    if (r->scale != 1.0f)
+        for (int32_t j = 0; j < k; j++) w[j] *= r->scale;
 }
 
 /* A view of rows first .. first+n-1 of a buffer of rows of width floats. */
@@ -600,10 +744,10 @@ static hearth_status cpu_moe_ffn(struct hearth_backend *be, struct act *out, con
 {
     struct cpu_backend *c = cpu(be);
     const int64_t n_tok = in->rows, n_embd = in->width;
-    const int32_t E = moe->n_expert, k = moe->n_used;
+    const int32_t E = moe->route.n_expert, k = moe->route.n_used;
     const int64_t n_ff = moe->gate[0].n_out;
     const int64_t n_pairs = n_tok * k;
-    if (k < 1 || k > E || logits->width != E || moe->down[0].n_out != n_embd)
+    if (k < 1 || k > E || E > MOE_EXPERT_MAX || logits->width != E || moe->down[0].n_out != n_embd)
         return hearth_error(HEARTH_E_INTERNAL, "moe_ffn: %d of %d experts, logits %lld wide", k, E,
                             (long long)logits->width);
 
@@ -628,7 +772,7 @@ static hearth_status cpu_moe_ffn(struct hearth_backend *be, struct act *out, con
     float *yg = ug + n_pairs * n_ff;
 
     for (int64_t t = 0; t < n_tok; t++)
-        moe_route(logits->host + t * E, E, k, moe->norm_topk, ids + t * k, wts + t * k);
+        moe_route(&moe->route, logits->host + t * E, ids + t * k, wts + t * k);
     /* group the pairs by expert, tokens in order within a group */
     for (int32_t e = 0; e <= E; e++) start[e] = 0;
     for (int64_t p = 0; p < n_pairs; p++) start[ids[p] + 1]++;
@@ -707,6 +851,12 @@ static hearth_status cpu_add_gated(struct hearth_backend *be, struct act *x, con
  * work item: their keys are read once for all of them (8 query heads of a
  * group x 16 tokens = 128 rows per pass over a key block). */
 #define ATTN_QUERY_TILE 16
+/* At most this many query heads of a group share an item: multi-query
+ * attention over deepseek2's latent (128 query heads on one key/value
+ * head) would otherwise make one item per key range, and a decode step
+ * at a short context one thread's work.  A row's arithmetic is its own
+ * whatever rows share its item, so the split changes no bits. */
+#define ATTN_HEAD_CHUNK 16
 /* Keys are taken in ranges of ATTN_SPLIT_KEYS positions (aligned to the
  * sequence's position 0) whose partial softmax states are merged in
  * order, so that a long context keeps every thread busy in decode.  The
@@ -726,7 +876,8 @@ static size_t round_up16(size_t n)
 }
 
 /* A tile: rows t0 .. t1-1 of one sequence; its items are item0 .. item0 +
- * n_head_kv * n_splits - 1, (key/value head, key range) in that order. */
+ * n_head_kv * n_chunks * n_splits - 1, (key/value head, chunk of its query
+ * heads, key range) in that order. */
 struct attn_tile {
     int32_t seq;
     int32_t t0, t1;
@@ -742,7 +893,14 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
     struct cpu_backend *c = cpu(be);
     struct kv_layer *L = &kv->layers[il];
     const int32_t hd = hp->head_dim, n_head = hp->n_head, n_head_kv = hp->n_head_kv;
+    /* multi-head latent attention: the values are the last kv_latent
+     * elements of the key rows */
+    const int32_t vd = hp->kv_latent > 0 ? hp->kv_latent : hd;
     const int32_t group = n_head / n_head_kv;
+    const int32_t chunk_heads = HEARTH_MIN(group, ATTN_HEAD_CHUNK);
+    const int32_t n_chunks = (group + chunk_heads - 1) / chunk_heads;
+    if (kv->values_in_keys != (hp->kv_latent > 0) || (kv->values_in_keys && kv->value_first != hd - vd))
+        return hearth_error(HEARTH_E_INTERNAL, "layer %d: a KV cache of another shape than the model's", il);
     const int64_t n_tok = bp->n_tokens;
     const int32_t B = kv->block_tokens;
     const int32_t window = hparams_layer_window(hp, il);
@@ -762,10 +920,26 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
     }
 
     /* The batch's keys and values go into the cache first: a token sees
-     * every position up to its own, including earlier tokens of the batch. */
-    for (int64_t t = 0; t < n_tok; t++) {
-        kv_cache_store(kv, L->k, slots[t], k->host + t * k->width);
-        kv_cache_store(kv, L->v, slots[t], v->host + t * v->width);
+     * every position up to its own, including earlier tokens of the batch.
+     * Where the values are in the keys, a head's row is its k (hd - vd
+     * elements) then its v (vd). */
+    if (kv->values_in_keys) {
+        HEARTH_TRY(grow((void **)&c->kv_row, &c->kv_row_bytes, (size_t)kv->row_elems * sizeof(float), "a key row"));
+        const int32_t kd = hd - vd;
+        for (int64_t t = 0; t < n_tok; t++) {
+            for (int32_t h = 0; h < n_head_kv; h++) {
+                memcpy(c->kv_row + (int64_t)h * hd, k->host + t * k->width + (int64_t)h * kd,
+                       (size_t)kd * sizeof(float));
+                memcpy(c->kv_row + (int64_t)h * hd + kd, v->host + t * v->width + (int64_t)h * vd,
+                       (size_t)vd * sizeof(float));
+            }
+            kv_cache_store(kv, L->k, slots[t], c->kv_row);
+        }
+    } else {
+        for (int64_t t = 0; t < n_tok; t++) {
+            kv_cache_store(kv, L->k, slots[t], k->host + t * k->width);
+            kv_cache_store(kv, L->v, slots[t], v->host + t * v->width);
+        }
     }
 
     /* Tiles of each sequence's rows, and their work items. */
@@ -792,8 +966,8 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
                 const int32_t hi = bp->pos[T->t1 - 1] + 1; /* positions increase */
                 T->n_splits = (hi + ATTN_SPLIT_KEYS - 1) / ATTN_SPLIT_KEYS;
                 T->item0 = n_items;
-                n_items += (int64_t)n_head_kv * T->n_splits;
-                max_rows = HEARTH_MAX(max_rows, (T->t1 - T->t0) * group);
+                n_items += (int64_t)n_head_kv * n_chunks * T->n_splits;
+                max_rows = HEARTH_MAX(max_rows, (T->t1 - T->t0) * chunk_heads);
                 for (int32_t t = T->t0; t < T->t1; t++) tile_of[t] = (int32_t)ti;
                 ti++;
             }
@@ -805,7 +979,7 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
      * scaled queries, the mask limits (absolute and within a KV block)
      * and the block's scores. */
     const size_t ms_floats = round_up16((size_t)tile_rows);
-    const size_t item_floats = 2 * ms_floats + round_up16((size_t)tile_rows * (size_t)hd);
+    const size_t item_floats = 2 * ms_floats + round_up16((size_t)tile_rows * (size_t)vd);
     const size_t thread_floats = round_up16((size_t)tile_rows * (size_t)hd) + 4 * ms_floats +
                                  round_up16((size_t)tile_rows * ATTN_KEY_BLOCK);
     const size_t need = item_floats * (size_t)n_items + thread_floats * (size_t)be->n_threads;
@@ -819,7 +993,7 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
     float *thread_scratch = states + item_floats * (size_t)n_items;
 
     const float scale = hp->attn_scale > 0.0f ? hp->attn_scale : 1.0f / sqrtf((float)hd);
-    const uint8_t *kbase = L->k, *vbase = L->v;
+    const uint8_t *kbase = L->k, *vbase = kv->values_in_keys ? L->k + kv->value_offset : L->v;
     const size_t row_bytes = kv->row_bytes, head_bytes = kv->head_bytes, block_bytes = kv->block_bytes;
     const int64_t n_pairs = n_tok * n_head;
     /* Below ATTN_SERIAL_WORK multiply-adds (a decode step over a short
@@ -855,18 +1029,20 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
             }
             const struct attn_tile *T = &tiles[lo];
             const int32_t split = (int32_t)((it - T->item0) % T->n_splits);
-            const int32_t kvh = (int32_t)((it - T->item0) / T->n_splits);
-            const int32_t n_rows = (T->t1 - T->t0) * group;
-            /* row (t - t0) * group + g is query head kvh * group + g of token t */
+            const int32_t unit = (int32_t)((it - T->item0) / T->n_splits);
+            const int32_t kvh = unit / n_chunks, g0 = unit % n_chunks * chunk_heads;
+            const int32_t ng = HEARTH_MIN(chunk_heads, group - g0);
+            const int32_t n_rows = (T->t1 - T->t0) * ng;
+            /* row (t - t0) * ng + g is query head kvh * group + g0 + g of token t */
             int32_t hi = 0;
             for (int32_t t = T->t0; t < T->t1; t++) {
-                const float *src = q->host + t * q->width + (int64_t)kvh * group * hd;
-                float *dst = qs + (int64_t)(t - T->t0) * group * hd;
-                for (int64_t i = 0; i < (int64_t)group * hd; i++) dst[i] = src[i] * scale;
+                const float *src = q->host + t * q->width + ((int64_t)kvh * group + g0) * hd;
+                float *dst = qs + (int64_t)(t - T->t0) * ng * hd;
+                for (int64_t i = 0; i < (int64_t)ng * hd; i++) dst[i] = src[i] * scale;
                 const int32_t lo_t = window ? HEARTH_MAX(0, bp->pos[t] + 1 - window) : 0;
-                for (int32_t g = 0; g < group; g++) {
-                    n_visible[(t - T->t0) * group + g] = bp->pos[t] + 1;
-                    first[(t - T->t0) * group + g] = lo_t;
+                for (int32_t g = 0; g < ng; g++) {
+                    n_visible[(t - T->t0) * ng + g] = bp->pos[t] + 1;
+                    first[(t - T->t0) * ng + g] = lo_t;
                 }
                 hi = HEARTH_MAX(hi, bp->pos[t] + 1);
             }
@@ -884,6 +1060,7 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
             float *state = states + item_floats * (size_t)it;
             struct attn_rows rows = {
                 .head_dim = hd,
+                .v_dim = vd,
                 .n_rows = n_rows,
                 .q = qs,
                 .n_visible = n_visible_rel,
@@ -894,7 +1071,7 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
                 .acc = state + 2 * ms_floats,
                 .scores = scores,
             };
-            attn_state_init(n_rows, hd, rows.max, rows.sum, rows.acc);
+            attn_state_init(n_rows, vd, rows.max, rows.sum, rows.acc);
             const int32_t *table = blocks + table_start[T->seq];
             const int32_t k0 = HEARTH_MAX(split * ATTN_SPLIT_KEYS, key_start);
             const int32_t k1 = HEARTH_MIN(split * ATTN_SPLIT_KEYS + ATTN_SPLIT_KEYS, hi);
@@ -924,16 +1101,19 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
         for (int64_t pair = 0; pair < n_pairs; pair++) {
             const int64_t t = pair / n_head;
             const int32_t h = (int32_t)(pair % n_head), kvh = h / group;
+            const int32_t chunk = h % group / chunk_heads, g0 = chunk * chunk_heads;
+            const int32_t ng = HEARTH_MIN(chunk_heads, group - g0);
             const struct attn_tile *T = &tiles[tile_of[t]];
-            const int32_t r = (int32_t)(t - T->t0) * group + h % group;
-            const float *state = states + item_floats * (size_t)(T->item0 + (int64_t)kvh * T->n_splits);
-            attn_merge(hd, T->n_splits, state + r, state + ms_floats + r, item_floats,
-                       state + 2 * ms_floats + (size_t)r * hd, item_floats, sinks ? sinks[h] : -INFINITY,
-                       out->host + t * out->width + (int64_t)h * hd);
+            const int32_t r = (int32_t)(t - T->t0) * ng + h % group - g0;
+            const float *state =
+                states + item_floats * (size_t)(T->item0 + ((int64_t)kvh * n_chunks + chunk) * T->n_splits);
+            attn_merge(vd, T->n_splits, state + r, state + ms_floats + r, item_floats,
+                       state + 2 * ms_floats + (size_t)r * vd, item_floats, sinks ? sinks[h] : -INFINITY,
+                       out->host + t * (int64_t)n_head * vd + (int64_t)h * vd);
         }
     }
     out->rows = n_tok;
-    out->width = (int64_t)n_head * hd;
+    out->width = (int64_t)n_head * vd;
     return HEARTH_OK;
 }
 
@@ -957,6 +1137,8 @@ static const struct backend_ops cpu_ops = {
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,
     .attention = cpu_attention,
+    .matmul_heads = cpu_matmul_heads,
+    .copy_heads = cpu_copy_heads,
     .add = cpu_add,
     .swiglu = cpu_swiglu,
     .moe_ffn = cpu_moe_ffn,
@@ -1013,6 +1195,7 @@ void backend_cpu_free(struct hearth_backend *be)
     hearth_aligned_free(c->act_sums);
     hearth_aligned_free(c->attn_scratch);
     hearth_aligned_free(c->attn_index);
+    hearth_aligned_free(c->kv_row);
     hearth_aligned_free(c->moe_index);
     hearth_aligned_free(c->moe_act);
     free(c);

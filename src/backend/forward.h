@@ -33,9 +33,10 @@ struct forward {
      * wide), the experts' sum and the shared expert's output (n_embd),
      * the shared expert's gate (1) */
     struct act router, moe_out, moe_shared, shared_gate;
-    /* Recurrent architectures: their own buffers (widths from
-     * arch->extra_widths; 0: none), the sequences' states and the chunk
-     * size of prefill (tokens; backend/rstate.h, DESIGN.md). */
+    /* The buffers a family's layers need besides these (widths from
+     * arch->extra_widths; 0: none: the recurrent families, deepseek2);
+     * recurrent architectures' sequence states and the chunk size of
+     * prefill (tokens; backend/rstate.h, DESIGN.md). */
     struct act extra[FORWARD_EXTRA_MAX];
     struct rstate *rs;
     int32_t chunk_size;

@@ -8,9 +8,10 @@
 
 #include "quant.h"
 
-hearth_status kv_cache_check(hearth_type type, int32_t block_tokens, int32_t n_blocks, int32_t n_head_kv,
-                             int32_t head_dim)
+hearth_status kv_cache_check(hearth_type type, int32_t block_tokens, int32_t n_blocks,
+                             const struct kv_shape *shape)
 {
+    const int32_t n_head_kv = shape->n_head_kv, head_dim = shape->head_dim;
     if (type != HEARTH_TYPE_F32 && type != HEARTH_TYPE_F16 && type != HEARTH_TYPE_Q8_0)
         return hearth_error(HEARTH_E_INVALID, "KV cache type %s is not supported (f32, f16, q8_0)",
                             hearth_type_name(type) ? hearth_type_name(type) : "?");
@@ -24,26 +25,40 @@ hearth_status kv_cache_check(hearth_type type, int32_t block_tokens, int32_t n_b
         return hearth_error(HEARTH_E_INVALID, "KV cache type %s needs a head dimension that is a "
                             "multiple of %lld, the model has %d", hearth_type_name(type),
                             (long long)hearth_type_block_elems(type), head_dim);
+    /* values read from the keys start on a block of the cache type */
+    if (shape->values_in_keys &&
+        (shape->value_first <= 0 || shape->value_first >= head_dim ||
+         hearth_type_row_bytes(type, shape->value_first) == 0))
+        return hearth_error(HEARTH_E_INVALID, "KV cache type %s cannot keep values from element %d of "
+                            "keys of %d (a multiple of %lld is needed)", hearth_type_name(type),
+                            shape->value_first, head_dim, (long long)hearth_type_block_elems(type));
     return HEARTH_OK;
 }
 
-size_t kv_cache_bytes_per_token(hearth_type type, int32_t n_layer, int32_t n_head_kv, int32_t head_dim)
+/* Rows per position and layer: keys, and values unless they are in the keys. */
+static size_t rows_per_position(bool values_in_keys)
 {
-    return 2 * hearth_type_row_bytes(type, head_dim) * (size_t)n_head_kv * (size_t)n_layer;
+    return values_in_keys ? 1 : 2;
+}
+
+size_t kv_cache_bytes_per_token(hearth_type type, int32_t n_layer, const struct kv_shape *shape)
+{
+    return rows_per_position(shape->values_in_keys) * hearth_type_row_bytes(type, shape->head_dim) *
+           (size_t)shape->n_head_kv * (size_t)n_layer;
 }
 
 hearth_status kv_cache_new(hearth_type type, int32_t block_tokens, int32_t n_blocks, int32_t n_layer,
-                           int32_t n_head_kv, int32_t head_dim, const bool *on_host, struct kv_cache **out)
+                           const struct kv_shape *shape, const bool *on_host, struct kv_cache **out)
 {
-    return kv_cache_new_split(type, block_tokens, n_blocks, 0, n_layer, n_head_kv, head_dim, on_host, NULL, out);
+    return kv_cache_new_split(type, block_tokens, n_blocks, 0, n_layer, shape, on_host, NULL, out);
 }
 
 hearth_status kv_cache_new_split(hearth_type type, int32_t block_tokens, int32_t n_blocks,
-                                 int32_t n_blocks_window, int32_t n_layer, int32_t n_head_kv,
-                                 int32_t head_dim, const bool *on_host, const bool *window,
-                                 struct kv_cache **out)
+                                 int32_t n_blocks_window, int32_t n_layer, const struct kv_shape *shape,
+                                 const bool *on_host, const bool *window, struct kv_cache **out)
 {
-    HEARTH_TRY(kv_cache_check(type, block_tokens, n_blocks, n_head_kv, head_dim));
+    HEARTH_TRY(kv_cache_check(type, block_tokens, n_blocks, shape));
+    const int32_t n_head_kv = shape->n_head_kv, head_dim = shape->head_dim;
     if (!window) n_blocks_window = 0;
     if (n_blocks_window < 0 || n_blocks_window > n_blocks)
         return hearth_error(HEARTH_E_INVALID, "KV cache: a window space of %d blocks beside %d", n_blocks_window,
@@ -59,6 +74,9 @@ hearth_status kv_cache_new_split(hearth_type type, int32_t block_tokens, int32_t
     kv->n_layer = n_layer;
     kv->n_head_kv = n_head_kv;
     kv->head_dim = head_dim;
+    kv->values_in_keys = shape->values_in_keys;
+    kv->value_first = shape->values_in_keys ? shape->value_first : 0;
+    kv->value_offset = shape->values_in_keys ? hearth_type_row_bytes(type, shape->value_first) : 0;
     kv->row_elems = (int64_t)n_head_kv * head_dim;
     kv->head_bytes = hearth_type_row_bytes(type, head_dim);
     kv->row_bytes = kv->head_bytes * (size_t)n_head_kv;
@@ -78,11 +96,12 @@ hearth_status kv_cache_new_split(hearth_type type, int32_t block_tokens, int32_t
         kv->layers[il].window = n_blocks_window > 0 && window[il];
         const size_t bytes = kv->layers[il].window ? kv->block_bytes * (size_t)n_blocks_window : bytes_full;
         kv->layers[il].k = hearth_aligned_alloc(64, bytes, "the KV cache");
-        kv->layers[il].v = hearth_aligned_alloc(64, bytes, "the KV cache");
-        if (!kv->layers[il].k || !kv->layers[il].v) {
+        if (!kv->values_in_keys) kv->layers[il].v = hearth_aligned_alloc(64, bytes, "the KV cache");
+        if (!kv->layers[il].k || (!kv->values_in_keys && !kv->layers[il].v)) {
             kv_cache_free(kv);
             return hearth_error(HEARTH_E_NOMEM, "out of memory for a KV cache of %lld positions "
-                                "(%zu bytes per layer)", (long long)kv->n_slots, 2 * bytes);
+                                "(%zu bytes per layer)", (long long)kv->n_slots,
+                                rows_per_position(kv->values_in_keys) * bytes);
         }
     }
     *out = kv;
@@ -103,7 +122,8 @@ void kv_cache_free(struct kv_cache *kv)
 size_t kv_cache_bytes(const struct kv_cache *kv)
 {
     size_t n = 0;
-    for (int32_t il = 0; il < kv->n_layer; il++) n += 2 * kv->block_bytes * (size_t)kv_cache_layer_blocks(kv, il);
+    for (int32_t il = 0; il < kv->n_layer; il++)
+        n += rows_per_position(kv->values_in_keys) * kv->block_bytes * (size_t)kv_cache_layer_blocks(kv, il);
     return n;
 }
 
@@ -151,6 +171,6 @@ void kv_cache_copy_block(const struct kv_cache *kv, int32_t src, int32_t dst, in
         const struct kv_layer *L = &kv->layers[il];
         if (!L->k || L->window != window) continue;
         memcpy(L->k + (size_t)dst * kv->block_bytes, L->k + (size_t)src * kv->block_bytes, n);
-        memcpy(L->v + (size_t)dst * kv->block_bytes, L->v + (size_t)src * kv->block_bytes, n);
+        if (L->v) memcpy(L->v + (size_t)dst * kv->block_bytes, L->v + (size_t)src * kv->block_bytes, n);
     }
 }

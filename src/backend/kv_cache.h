@@ -5,7 +5,10 @@
  * A row is one position of one sequence; it holds n_head_kv heads of
  * head_dim elements back to back, so one head of one position is a
  * contiguous run (whole Q8_0 blocks, since head_dim must then be a
- * multiple of 32).  Rows are numbered by slot: block b holds slots
+ * multiple of 32).  A model with multi-head latent attention keeps rows of
+ * keys only, whose heads end with their values (struct kv_shape): one
+ * head per position, [k_rope | c_kv], the latent c_kv being the value.
+ * Rows are numbered by slot: block b holds slots
  * b * block_tokens .. (b + 1) * block_tokens - 1, contiguous in memory.
  * Which block holds which positions of which sequence is the business of
  * the block tables (struct batch_pos, engine/kv_pool.h); this file only
@@ -22,13 +25,35 @@
 
 #include "internal.h"
 
+#include "model.h"
+
 /* Positions per block unless the caller chooses (the choice is explained
  * in DESIGN.md, "The KV pool"). */
 #define HEARTH_KV_BLOCK_DEFAULT 64
 
+/* What one position of one layer keeps: n_head_kv heads of head_dim
+ * elements of keys, and as many of values in rows of their own; or, where
+ * values_in_keys, rows of keys only, each head's values being its
+ * elements value_first .. head_dim - 1 (which start on a block of the
+ * cache type).  kv_shape_of gives a model's. */
+struct kv_shape {
+    int32_t n_head_kv;
+    int32_t head_dim;
+    bool values_in_keys;
+    int32_t value_first;
+};
+
+/* The cache shape of a model's attention layers (hparams.kv_latent). */
+static inline struct kv_shape kv_shape_of(const struct hparams *hp)
+{
+    struct kv_shape s = {hp->n_head_kv, hp->head_dim, hp->kv_latent > 0, 0};
+    if (s.values_in_keys) s.value_first = hp->head_dim - hp->kv_latent;
+    return s;
+}
+
 struct kv_layer {
     uint8_t *k;      /* n_blocks * block_tokens rows of row_bytes (host layers) */
-    uint8_t *v;
+    uint8_t *v;      /* the same, NULL where the values are in the keys */
     void *k_dev;     /* device copies for offloaded layers */
     void *v_dev;
     bool window;     /* in the window space (host layers only) */
@@ -43,6 +68,9 @@ struct kv_cache {
     int32_t n_layer;
     int32_t n_head_kv;
     int32_t head_dim;
+    bool values_in_keys;   /* no rows of values (struct kv_shape) */
+    int32_t value_first;   /* values_in_keys: a head's values start at this element */
+    size_t value_offset;   /* ... and this many bytes into the head; 0 otherwise */
     int64_t row_elems;     /* n_head_kv * head_dim */
     size_t row_bytes;
     size_t head_bytes;     /* bytes of one head in one row */
@@ -52,23 +80,22 @@ struct kv_cache {
 
 /* Check the shape and type of a cache without allocating it (the message
  * names what is wrong). */
-hearth_status kv_cache_check(hearth_type type, int32_t block_tokens, int32_t n_blocks, int32_t n_head_kv,
-                             int32_t head_dim);
+hearth_status kv_cache_check(hearth_type type, int32_t block_tokens, int32_t n_blocks,
+                             const struct kv_shape *shape);
 
-/* Bytes of keys and values one position takes in every layer. */
-size_t kv_cache_bytes_per_token(hearth_type type, int32_t n_layer, int32_t n_head_kv, int32_t head_dim);
+/* Bytes of keys and values one position takes in n_layer layers. */
+size_t kv_cache_bytes_per_token(hearth_type type, int32_t n_layer, const struct kv_shape *shape);
 
 /* Allocate host storage for every layer whose on_host[il] is true (all
  * layers when on_host is NULL). */
 hearth_status kv_cache_new(hearth_type type, int32_t block_tokens, int32_t n_blocks, int32_t n_layer,
-                           int32_t n_head_kv, int32_t head_dim, const bool *on_host, struct kv_cache **out);
+                           const struct kv_shape *shape, const bool *on_host, struct kv_cache **out);
 /* The same, the layers with window[il] set (host layers) in a window
  * space of n_blocks_window blocks (window NULL or n_blocks_window 0:
  * none). */
 hearth_status kv_cache_new_split(hearth_type type, int32_t block_tokens, int32_t n_blocks,
-                                 int32_t n_blocks_window, int32_t n_layer, int32_t n_head_kv,
-                                 int32_t head_dim, const bool *on_host, const bool *window,
-                                 struct kv_cache **out);
+                                 int32_t n_blocks_window, int32_t n_layer, const struct kv_shape *shape,
+                                 const bool *on_host, const bool *window, struct kv_cache **out);
 /* Blocks of layer il's storage. */
 static inline int32_t kv_cache_layer_blocks(const struct kv_cache *kv, int32_t il)
 {
@@ -79,7 +106,8 @@ void kv_cache_free(struct kv_cache *kv);
 /* Bytes of cache for all layers and slots (both spaces). */
 size_t kv_cache_bytes(const struct kv_cache *kv);
 
-/* Store one row (n_head_kv * head_dim floats) of keys or values at slot. */
+/* Store one row (n_head_kv * head_dim floats) of keys or values at slot
+ * (with values_in_keys, a key row holds the values too). */
 void kv_cache_store(const struct kv_cache *kv, uint8_t *base, int64_t slot, const float *row);
 
 /* Read head h of the row at slot back as floats. */

@@ -53,6 +53,12 @@ struct summary {
     int64_t n_linear_layers;
     int64_t n_mtp_layers;    /* multi-token prediction layers after the trunk */
     uint64_t state_bytes_per_seq;
+    /* Multi-head latent attention (deepseek2): the latent's rank, the
+     * queries' (0: none), the heads' query/key and value lengths of the
+     * decompressed form, the rotary dimensions; the leading dense layers,
+     * shared experts and expert groups; -1 when not declared. */
+    int64_t kv_lora_rank, q_lora_rank, head_dim_k_mla, head_dim_v_mla, n_rot;
+    int64_t n_dense_lead, n_expert_shared, n_expert_groups, n_expert_groups_used;
 };
 
 /* A float under "ARCH.suffix"; 0 when missing. */
@@ -87,6 +93,14 @@ static int64_t arch_int(const hearth_gguf *g, const char *arch, const char *suff
         return best;
     }
     return -1;
+}
+
+/* Multi-head latent attention: a latent and the heads of its
+ * decompressed form declared (files from older conversions, without
+ * key_length_mla, cache whole keys and values). */
+static bool summary_is_mla(const struct summary *s)
+{
+    return s->kv_lora_rank > 0 && s->head_dim_k_mla > 0 && s->head_dim_v_mla > 0;
 }
 
 static void summarise(const hearth_gguf *g, struct summary *s)
@@ -130,8 +144,19 @@ static void summarise(const hearth_gguf *g, struct summary *s)
         }
         s->attn_softcap = arch_float(g, s->arch, "attn_logit_softcapping");
         s->final_softcap = arch_float(g, s->arch, "final_logit_softcapping");
+        s->kv_lora_rank = arch_int(g, s->arch, "attention.kv_lora_rank");
+        s->q_lora_rank = arch_int(g, s->arch, "attention.q_lora_rank");
+        s->head_dim_k_mla = arch_int(g, s->arch, "attention.key_length_mla");
+        s->head_dim_v_mla = arch_int(g, s->arch, "attention.value_length_mla");
+        s->n_rot = arch_int(g, s->arch, "rope.dimension_count");
+        s->n_dense_lead = arch_int(g, s->arch, "leading_dense_block_count");
+        s->n_expert_shared = arch_int(g, s->arch, "expert_shared_count");
+        s->n_expert_groups = arch_int(g, s->arch, "expert_group_count");
+        s->n_expert_groups_used = arch_int(g, s->arch, "expert_group_used_count");
     } else {
         s->sliding_window = s->swa_pattern = -1;
+        s->kv_lora_rank = s->q_lora_rank = s->head_dim_k_mla = s->head_dim_v_mla = s->n_rot = -1;
+        s->n_dense_lead = s->n_expert_shared = s->n_expert_groups = s->n_expert_groups_used = -1;
     }
     hearth_gguf_value tokens;
     if (hearth_gguf_get_array(g, "tokenizer.ggml.tokens", &tokens) == HEARTH_OK)
@@ -159,9 +184,14 @@ static void summarise(const hearth_gguf *g, struct summary *s)
         s->state_bytes_per_seq = (uint64_t)s->n_linear_layers *
                                  ((uint64_t)(K - 1) * (uint64_t)(2 * n_k * d + n_v * d) + (uint64_t)(n_v * d * d)) * 4u;
     }
-    if (n_attn_layers > 0 && s->n_kv_heads > 0 && s->head_dim_k > 0 && s->head_dim_v > 0)
+    if (summary_is_mla(s)) {
+        /* the cache keeps the latent and the rotary key: no values apart */
+        if (n_attn_layers > 0 && s->n_rot > 0)
+            s->kv_bytes_per_token = (uint64_t)n_attn_layers * (uint64_t)(s->kv_lora_rank + s->n_rot) * 2u;
+    } else if (n_attn_layers > 0 && s->n_kv_heads > 0 && s->head_dim_k > 0 && s->head_dim_v > 0) {
         s->kv_bytes_per_token = (uint64_t)n_attn_layers * (uint64_t)s->n_kv_heads *
                                 (uint64_t)(s->head_dim_k + s->head_dim_v) * 2u;
+    }
 }
 
 /* ---- value printing ------------------------------------------------------ */
@@ -325,6 +355,19 @@ static void print_text(const hearth_gguf *g, const struct inspect_opts *o)
         putchar('\n');
         if (s.n_ff_exp > 0) ROW("expert FF length", s.n_ff_exp);
         if (s.n_ff_shexp > 0) ROW("shared expert FF", s.n_ff_shexp);
+        if (s.n_expert_shared > 0) ROW("shared experts", s.n_expert_shared);
+        if (s.n_expert_groups > 1)
+            printf("  %-22s %" PRId64 " (%" PRId64 " used per token)\n", "expert groups", s.n_expert_groups,
+                   s.n_expert_groups_used);
+        if (s.n_dense_lead > 0) ROW("leading dense layers", s.n_dense_lead);
+    }
+    if (summary_is_mla(&s)) {
+        printf("  %-22s latent %" PRId64 " + rotary %" PRId64 " per position", "latent attention", s.kv_lora_rank,
+               s.n_rot);
+        if (s.q_lora_rank > 0) printf(", queries of rank %" PRId64, s.q_lora_rank);
+        putchar('\n');
+        printf("  %-22s query/key %" PRId64 ", value %" PRId64 " (decompressed)\n", "latent heads",
+               s.head_dim_k_mla, s.head_dim_v_mla);
     }
     if (s.sliding_window >= 0) {
         if (s.swa_pattern > 1)
@@ -345,7 +388,10 @@ static void print_text(const hearth_gguf *g, const struct inspect_opts *o)
         printf("  %-22s %" PRIu64 " bytes (F32, whatever the length)\n", "state per sequence",
                s.state_bytes_per_seq);
     }
-    if (s.kv_bytes_per_token)
+    if (s.kv_bytes_per_token && summary_is_mla(&s))
+        printf("  %-22s %" PRIu64 " bytes (F16 latent and rotary key, no values apart)\n", "KV cache per token",
+               s.kv_bytes_per_token);
+    else if (s.kv_bytes_per_token)
         printf("  %-22s %" PRIu64 " bytes (F16 keys and values)\n", "KV cache per token",
                s.kv_bytes_per_token);
     else
@@ -418,6 +464,15 @@ static void print_json(const hearth_gguf *g, const struct inspect_opts *o)
     json_int_field("linear_attention_layers", s.n_linear_layers, true);
     json_int_field("prediction_layers", s.n_linear_layers >= 0 ? s.n_mtp_layers : -1, true);
     json_int_field("state_bytes_per_sequence", s.n_linear_layers >= 0 ? (int64_t)s.state_bytes_per_seq : -1, true);
+    const bool mla = summary_is_mla(&s);
+    json_int_field("kv_lora_rank", mla ? s.kv_lora_rank : -1, true);
+    json_int_field("q_lora_rank", mla ? (s.q_lora_rank > 0 ? s.q_lora_rank : 0) : -1, true);
+    json_int_field("head_dim_mla", mla ? s.head_dim_k_mla : -1, true);
+    json_int_field("value_head_dim_mla", mla ? s.head_dim_v_mla : -1, true);
+    json_int_field("leading_dense_layers", s.n_dense_lead, true);
+    json_int_field("shared_experts", s.n_expert_shared, true);
+    json_int_field("expert_groups", s.n_expert_groups, true);
+    json_int_field("expert_groups_used", s.n_expert_groups_used, true);
     json_int_field("kv_cache_bytes_per_token", s.kv_bytes_per_token ? (int64_t)s.kv_bytes_per_token : -1,
                    false);
     printf("  }\n}\n");

@@ -98,12 +98,11 @@ static hearth_status check_params(const hearth_model *model, hearth_engine_param
      * of a window space count apart */
     int32_t n_win = 0;
     const int32_t window = window_space(model, p, &n_win);
+    const struct kv_shape shape = kv_shape_of(hp);
     const size_t per_token = kv_cache_bytes_per_token(p->cache_type,
-                                                      hp->n_layer - n_win + (p->mtp ? model->n_mtp : 0),
-                                                      hp->n_head_kv, hp->head_dim);
-    const size_t per_token_w = kv_cache_bytes_per_token(p->cache_type, n_win, hp->n_head_kv, hp->head_dim);
-    if (per_token == 0)
-        return kv_cache_check(p->cache_type, p->block_tokens, 1, hp->n_head_kv, hp->head_dim);
+                                                      hp->n_layer - n_win + (p->mtp ? model->n_mtp : 0), &shape);
+    const size_t per_token_w = kv_cache_bytes_per_token(p->cache_type, n_win, &shape);
+    if (per_token == 0) return kv_cache_check(p->cache_type, p->block_tokens, 1, &shape);
     if (p->kv_tokens == 0) {
         if (p->kv_bytes > 0) {
             /* a window space takes its share of the budget first, unless
@@ -341,25 +340,25 @@ static void pool_stats(hearth_engine *e)
     st->n_ctx = e->params.n_ctx;
     st->block_tokens = e->B;
     st->n_blocks = kv->n_blocks;
+    const struct kv_shape shape = kv_shape_of(hp);
     st->kv_bytes = kv_cache_bytes(kv);
-    st->bytes_per_token = kv_cache_bytes_per_token(kv->type, hp->n_layer, hp->n_head_kv, hp->head_dim);
+    st->bytes_per_token = kv_cache_bytes_per_token(kv->type, hp->n_layer, &shape);
     const struct rstate *rs = runner_rstate(e->runner);
     if (rs) {
         /* recurrent: the states, whatever a sequence's length, and the
          * keys and values of a hybrid's attention layers */
         st->kv_bytes = runner_memory_bytes(e->runner);
-        st->bytes_per_token = kv_cache_bytes_per_token(kv->type, runner_kv_layers(e->runner), hp->n_head_kv,
-                                                       hp->head_dim);
+        st->bytes_per_token = kv_cache_bytes_per_token(kv->type, runner_kv_layers(e->runner), &shape);
         st->state_bytes_per_seq = rstate_bytes_per_seq(rs);
     }
     st->max_full_sequences = kv->n_blocks / ((e->params.n_ctx + e->B - 1) / e->B);
     if (e->wpool) {
         int32_t n_win = 0;
         for (int32_t il = 0; il < kv->n_layer; il++) n_win += kv->layers[il].window;
-        st->bytes_per_token = kv_cache_bytes_per_token(kv->type, kv->n_layer - n_win, hp->n_head_kv, hp->head_dim);
+        st->bytes_per_token = kv_cache_bytes_per_token(kv->type, kv->n_layer - n_win, &shape);
         st->window = e->wwindow;
         st->window_blocks = kv->n_blocks_window;
-        st->window_bytes_per_token = kv_cache_bytes_per_token(kv->type, n_win, hp->n_head_kv, hp->head_dim);
+        st->window_bytes_per_token = kv_cache_bytes_per_token(kv->type, n_win, &shape);
         /* a sequence of n_ctx holds its window's blocks of that pool too */
         const int32_t per_seq = HEARTH_MIN((e->wwindow + e->B - 1) / e->B + 2, (e->params.n_ctx + e->B - 1) / e->B);
         st->max_full_sequences = HEARTH_MIN(st->max_full_sequences, kv->n_blocks_window / per_seq);

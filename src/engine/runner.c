@@ -108,9 +108,9 @@ static hearth_status alloc_forward(struct forward *f, int64_t rows)
             HEARTH_TRY(op->act_alloc(f->be, &f->shared_gate, rows, 1));
         }
     }
-    if (f->model->rec) {
+    if (f->model->arch->extra_widths) {
         int64_t widths[FORWARD_EXTRA_MAX] = {0};
-        f->model->rec->extra_widths(f->model, widths);
+        f->model->arch->extra_widths(f->model, widths);
         for (int i = 0; i < FORWARD_EXTRA_MAX; i++)
             if (widths[i] > 0) HEARTH_TRY(op->act_alloc(f->be, &f->extra[i], rows, widths[i]));
     }
@@ -148,6 +148,7 @@ static hearth_status new_kv(struct runner *r, const bool *on_host)
 {
     const struct hparams *hp = &r->model->hp;
     const struct runner_params *p = &r->params;
+    const struct kv_shape shape = kv_shape_of(hp);
     /* the prediction layer's keys and values after the trunk's */
     const int32_t n_kv = hp->n_layer + (p->mtp ? r->model->n_mtp : 0);
     if (r->model->rec) {
@@ -159,8 +160,7 @@ static hearth_status new_kv(struct runner *r, const bool *on_host)
         if (!attn) return HEARTH_E_NOMEM;
         for (int32_t il = 0; r->model->rec->has_kv && il < n_kv; il++)
             attn[il] = r->model->rec->has_kv(r->model, il);
-        hearth_status st = kv_cache_new(p->cache_type, p->block_tokens, p->n_blocks, n_kv,
-                                        hp->n_head_kv, hp->head_dim, attn, &r->kv);
+        hearth_status st = kv_cache_new(p->cache_type, p->block_tokens, p->n_blocks, n_kv, &shape, attn, &r->kv);
         /* the attention layers keep keys and values, the others a state */
         if (!st)
             st = rstate_new(p->n_states > 0 ? p->n_states : 1, hp->n_layer, r->model->rec->state_floats(r->model),
@@ -169,15 +169,15 @@ static hearth_status new_kv(struct runner *r, const bool *on_host)
         return st;
     }
     if (on_host || p->n_blocks_window <= 0)
-        return kv_cache_new(p->cache_type, p->block_tokens, p->n_blocks, on_host ? hp->n_layer : n_kv,
-                            hp->n_head_kv, hp->head_dim, on_host, &r->kv);
+        return kv_cache_new(p->cache_type, p->block_tokens, p->n_blocks, on_host ? hp->n_layer : n_kv, &shape,
+                            on_host, &r->kv);
     /* every layer on the host: the sliding ones in the window space (the
      * prediction layer's keys and values stay in the other) */
     bool *window = hearth_calloc((size_t)n_kv, sizeof *window, "the KV cache layout");
     if (!window) return HEARTH_E_NOMEM;
     for (int32_t il = 0; il < hp->n_layer; il++) window[il] = hparams_layer_window(hp, il) > 0;
     hearth_status st = kv_cache_new_split(p->cache_type, p->block_tokens, p->n_blocks, p->n_blocks_window, n_kv,
-                                          hp->n_head_kv, hp->head_dim, NULL, window, &r->kv);
+                                          &shape, NULL, window, &r->kv);
     free(window);
     return st;
 }

@@ -18,7 +18,7 @@ static const struct arch *const architectures[] = {&arch_llama,    &arch_qwen2, 
                                                  &arch_qwen3,    &arch_qwen3moe, &arch_gemma2,
                                                  &arch_gemma3,   &arch_phi3,    &arch_rwkv6,    &arch_rwkv6qwen2,
                                                  &arch_qwen35,   &arch_qwen35moe, &arch_qwen3next,
-                                                 &arch_gptoss};
+                                                 &arch_gptoss,   &arch_deepseek2};
 
 hearth_status model_bind(hearth_model *m, struct weight *w, const char *name, int64_t ne0,
                          int64_t ne1, bool required)
@@ -71,17 +71,23 @@ hearth_status model_bind_f32(hearth_model *m, struct weight *w, const char *name
 hearth_status model_bind_experts(hearth_model *m, struct weight *views, const char *name, int64_t ne0,
                                  int64_t ne1, int64_t n_views)
 {
+    return model_bind_slices(m, views, name, ne0, ne1, n_views, "expert");
+}
+
+hearth_status model_bind_slices(hearth_model *m, struct weight *views, const char *name, int64_t ne0,
+                                int64_t ne1, int64_t n_views, const char *per)
+{
     const char *path = hearth_gguf_path(m->gguf);
     const hearth_gguf_tensor *t = hearth_gguf_find_tensor(m->gguf, name);
     memset(views, 0, sizeof *views * (size_t)n_views);
     if (!t)
         return hearth_error(HEARTH_E_FORMAT, "%s: tensor '%s' is missing (architecture %s, %lld "
-                            "experts)", path, name, m->arch->name, (long long)n_views);
+                            "%ss)", path, name, m->arch->name, (long long)n_views, per);
     if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != n_views || t->ne[3] != 1)
         return hearth_error(HEARTH_E_FORMAT, "%s: tensor '%s' has shape %lld x %lld x %lld x %lld, "
-                            "expected %lld x %lld x %lld (one matrix per expert)", path, name,
+                            "expected %lld x %lld x %lld (one matrix per %s)", path, name,
                             (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                            (long long)t->ne[3], (long long)ne0, (long long)ne1, (long long)n_views);
+                            (long long)t->ne[3], (long long)ne0, (long long)ne1, (long long)n_views, per);
     if (!hearth_type_can_compute(t->type))
         return hearth_error(HEARTH_E_UNSUPPORTED, "%s: tensor '%s' has type %s, which hearth "
                             "cannot compute with", path, name, hearth_type_name(t->type));
@@ -151,7 +157,7 @@ static hearth_status pack_weights(hearth_model *m)
     if (hearth_kernels_select(&k) != HEARTH_OK) return HEARTH_OK;
     /* the prediction layer after the trunk too (never offloaded) */
     const int32_t n_layer = m->hp.n_layer + m->n_mtp;
-    const size_t per_layer = (m->rec ? ARCH_MATRICES_MAX : 10) + 3 * (size_t)m->hp.n_expert;
+    const size_t per_layer = (m->rec ? ARCH_MATRICES_MAX : 13) + 3 * (size_t)m->hp.n_expert;
     const size_t n_mats = (size_t)n_layer * per_layer + 3;
     struct weight **mats = hearth_calloc(n_mats, sizeof *mats, "the list of matrices to pack");
     if (!mats) return HEARTH_E_NOMEM;
@@ -164,8 +170,10 @@ static hearth_status pack_weights(hearth_model *m)
             for (int i = 0; i < nw; i++)
                 if (wants_packing(k, ws[i])) mats[n++] = ws[i];
         } else {
-            struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
-                                   &L->w_gate_shexp, &L->w_up_shexp, &L->w_down_shexp};
+            struct weight *ws[] = {&L->wq,     &L->wk,     &L->wv,          &L->wo,
+                                   &L->w_gate, &L->w_up,   &L->w_down,      &L->w_gate_shexp,
+                                   &L->w_up_shexp,         &L->w_down_shexp, &L->wq_a,
+                                   &L->wkv_c,  &L->wk_rope};
             for (size_t i = 0; i < HEARTH_ARRAY_LEN(ws); i++)
                 if (wants_packing(k, ws[i])) mats[n++] = ws[i];
         }
@@ -335,6 +343,7 @@ void hearth_model_free(hearth_model *m)
     if (m->rec && m->rec->release) m->rec->release(m);
     free(m->layers);
     free(m->experts);
+    free(m->head_slices);
     hearth_aligned_free(m->packed);
     hearth_vocab_free(m->vocab);
     hearth_gguf_close(m->gguf);

@@ -61,6 +61,13 @@ enum moe_act {
                      * g * sigmoid(alpha g) * (u + 1) */
 };
 
+/* How the router's logits become the experts' scores (backend.h,
+ * moe_route). */
+enum moe_gating {
+    MOE_GATING_SOFTMAX, /* softmax over all experts (Mixtral, Qwen, DeepSeek-V2) */
+    MOE_GATING_SIGMOID  /* each expert's sigmoid (DeepSeek-V3, Kimi-K2) */
+};
+
 struct hparams {
     int32_t n_ctx_train;
     int32_t n_ctx_orig;    /* Phi-3: the context its short RoPE factors are for */
@@ -69,7 +76,7 @@ struct hparams {
     int32_t n_ff;
     int32_t n_head;
     int32_t n_head_kv;
-    int32_t head_dim;      /* per head, keys and values */
+    int32_t head_dim;      /* per head, keys and values (queries too) */
     int32_t n_vocab;
     float norm_eps;
     struct rope_params rope;
@@ -81,6 +88,25 @@ struct hparams {
     bool moe_norm_topk;    /* the k routing weights renormalised to sum 1 */
     enum moe_act moe_act;  /* the experts' activation */
     float moe_alpha, moe_limit; /* MOE_SWIGLU_OAI's constants */
+    enum moe_gating moe_gating; /* scores from the router's logits */
+    int32_t n_expert_groups;    /* group-limited routing (DeepSeek): the experts in
+                                 * this many groups, tokens choose among the */
+    int32_t n_expert_groups_used; /* best n_expert_groups_used; 0 groups: none */
+    float moe_weights_scale;    /* the routing weights multiplied by this (DeepSeek's
+                                 * routed scaling factor); 1: none */
+    /* Multi-head latent attention (models/deepseek2.c; DeepSeek-V2, section
+     * 2.1): keys and values of every head come from a latent vector per
+     * position, which the cache keeps with a rotary key shared by the
+     * heads, instead of keys and values.  Attention then runs in the
+     * latent space (the queries mapped into it): one key/value head
+     * (n_head_kv 1) of head_dim = n_rot + kv_latent elements, [k_rope |
+     * c_kv], whose last kv_latent elements are the values.  0: keys and
+     * values in rows of their own, head_dim each. */
+    int32_t kv_latent;     /* kv_lora_rank */
+    int32_t q_lora_rank;   /* rank of the queries' low-rank path; 0: one matrix */
+    int32_t qk_nope_dim;   /* per head, the query/key elements without RoPE */
+    int32_t v_head_dim;    /* per head, the values of the decompressed form */
+    int32_t n_layer_dense; /* leading layers with a dense feed-forward (DeepSeek) */
     struct rope_params rope_swa; /* RoPE of the sliding-window layers (Gemma 3's
                                   * local base); the same as rope elsewhere */
     float attn_scale;      /* queries are multiplied by this: 1/sqrt(head_dim),
@@ -145,8 +171,21 @@ struct layer {
      * and the experts' (n_expert rows of n_ff_exp, n_ff_exp and n_embd
      * floats; F32). */
     struct weight ffn_gate_inp_b, gate_exps_b, up_exps_b, down_exps_b;
-    /* The shared expert and its scalar gate (qwen2moe); data NULL when
-     * absent. */
+    /* DeepSeek-V3's selection bias of the experts (n_expert, F32); data
+     * NULL when absent. */
+    struct weight exp_probs_b;
+    /* Multi-head latent attention (deepseek2; data NULL elsewhere): the
+     * queries' low-rank path (wq_a and its norm, then wq is attn_q_b; wq
+     * alone is attn_q), the latent's and the rotary key's rows of
+     * attn_kv_a_mqa and the latent's norm, and per head the map of its
+     * query into the latent space (k_b: n_head views of kv_latent x
+     * qk_nope_dim) and of its latent output to its values (v_b: n_head
+     * views of v_head_dim x kv_latent), in model.head_slices. */
+    struct weight wq_a, attn_q_a_norm;
+    struct weight wkv_c, wk_rope, attn_kv_a_norm;
+    struct weight *k_b, *v_b;
+    /* The shared expert and its scalar gate (qwen2moe; DeepSeek's have no
+     * gate); data NULL when absent. */
     struct weight gate_inp_shexp;
     struct weight w_gate_shexp, w_up_shexp, w_down_shexp;
 };
@@ -164,6 +203,9 @@ struct arch {
     /* Why the OpenCL backend cannot run this family's layers (an operation
      * it lacks), or NULL when it can. */
     const char *no_device;
+    /* The widths of the extra activation buffers its layers use
+     * (forward.h, FORWARD_EXTRA_MAX of them; 0: none); NULL: none. */
+    void (*extra_widths)(const hearth_model *m, int64_t widths[]);
     /* What a recurrent family adds (below); NULL for attention ones. */
     const struct arch_recurrent *recurrent;
 };
@@ -171,13 +213,11 @@ struct arch {
 /* What recurrent architectures (models/rwkv6.c) add to struct arch.
  * Floats of the fixed-size state one sequence keeps per layer (struct
  * rstate); the final norm of the rows in x (instead of the RMS norm with
- * output_norm); the widths of the extra activation buffers their layers
- * use (forward.h); the matrices of a layer the CPU may read packed (at
+ * output_norm); the matrices of a layer the CPU may read packed (at
  * most ARCH_MATRICES_MAX); and freeing what load allocated. */
 struct arch_recurrent {
     size_t (*state_floats)(const hearth_model *m);
     hearth_status (*output_norm)(struct forward *f, struct act *x);
-    void (*extra_widths)(const hearth_model *m, int64_t widths[]);
     int (*matrices)(hearth_model *m, int il, struct weight *out[]);
     void (*release)(hearth_model *m);
     /* Hybrid families (models/qwen35.c): whether layer il keeps keys and
@@ -214,6 +254,7 @@ struct hearth_model {
     struct weight rope_short;
     struct layer *layers;
     struct weight *experts;       /* the layers' expert views, or NULL */
+    struct weight *head_slices;   /* the layers' per-head views (deepseek2), or NULL */
     void *packed;                 /* the packed copies of weights (see pack_weights) */
     uint64_t n_params;
     uint64_t weight_bytes;
@@ -254,8 +295,12 @@ hearth_status model_bind(hearth_model *m, struct weight *w, const char *name, in
 hearth_status model_bind_f32(hearth_model *m, struct weight *w, const char *name, int64_t ne0, int64_t ne1);
 
 /* Bind n_views matrices of ne0 x ne1 to the consecutive slices of a 3-D
- * tensor of ne0 x ne1 x n_views (the experts of a layer), each view
- * pointing into the mapping where its slice lies: nothing is copied. */
+ * tensor of ne0 x ne1 x n_views (the experts of a layer; the heads of
+ * deepseek2's attn_k_b and attn_v_b), each view pointing into the mapping
+ * where its slice lies: nothing is copied.  per names a slice in the
+ * errors ("expert", "head"). */
+hearth_status model_bind_slices(hearth_model *m, struct weight *views, const char *name, int64_t ne0,
+                                int64_t ne1, int64_t n_views, const char *per);
 hearth_status model_bind_experts(hearth_model *m, struct weight *views, const char *name, int64_t ne0,
                                  int64_t ne1, int64_t n_views);
 
@@ -284,5 +329,6 @@ extern const struct arch arch_qwen35;
 extern const struct arch arch_qwen35moe;
 extern const struct arch arch_qwen3next;
 extern const struct arch arch_gptoss;
+extern const struct arch arch_deepseek2;
 
 #endif /* HEARTH_MODEL_H */

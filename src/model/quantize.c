@@ -194,7 +194,8 @@ static hearth_type choose_matrix_type(const struct quant_recipe *r, const char *
     if (!is_block_recipe(r)) return t;
     /* MXFP4_MOE: the experts' matrices (3-D tensors) in MXFP4, as the
      * published gpt-oss files store them; everything else in Q8_0. */
-    if (f == HEARTH_FTYPE_MXFP4_MOE) return n_experts > 1 ? HEARTH_TYPE_MXFP4 : HEARTH_TYPE_Q8_0;
+    if (f == HEARTH_FTYPE_MXFP4_MOE)
+        return n_experts > 1 && strstr(name, "_exps.") ? HEARTH_TYPE_MXFP4 : HEARTH_TYPE_Q8_0;
 
     const bool is_output = strcmp(name, "output.weight") == 0 ||
                            (!r->has_output && strcmp(name, "token_embd.weight") == 0);
