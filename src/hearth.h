@@ -1256,8 +1256,10 @@ typedef struct hearth_engine_stats {
     uint64_t kv_bytes;         /* bytes allocated for the pool (host and device);
                                 * recurrent models: for the states of n_seq_max
                                 * sequences */
-    uint64_t bytes_per_token;  /* 2 x layers x kv heads x row bytes of a head
-                                * (0 for recurrent models) */
+    uint64_t bytes_per_token;  /* 2 x layers x kv heads x row bytes of a head;
+                                * layers x row bytes of the latent row for
+                                * multi-head latent attention (deepseek2:
+                                * no values apart); 0 for recurrent models */
     int32_t max_full_sequences;/* sequences of n_ctx that fit at once */
     int32_t blocks_used;       /* held by sequences */
     int32_t blocks_cached;     /* kept for the prefix cache, free to evict */
