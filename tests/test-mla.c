@@ -335,16 +335,6 @@ static void write_model(const char *path, const struct ds_spec *s)
     for (int i = 0; i < b.n; i++) free(b.p[i]);
 }
 
-static char *temp_path(void)
-{
-    static char path[64];
-    snprintf(path, sizeof path, "%s/hearth-mla-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    return path;
-}
-
 static const struct ds_spec good_models[] = {
     {.type = HEARTH_TYPE_F32},
     {.type = HEARTH_TYPE_F32, .q_lora = true, .sigmoid = true, .yarn = true},
@@ -356,7 +346,7 @@ static const struct ds_spec good_models[] = {
  * on every cache type; the cache holds the latent and the rotary key. */
 START_TEST(test_prefill_equals_decode)
 {
-    const char *path = temp_path();
+    const char *path = test_temp_path("mla");
     write_model(path, &good_models[_i]);
     hearth_model *m;
     ck_assert_msg(hearth_model_load(path, NULL, &m) == HEARTH_OK, "%s", hearth_last_error());
@@ -439,7 +429,7 @@ static const struct bad_case bad_models[] = {
 START_TEST(test_bad_model)
 {
     const struct bad_case *bc = &bad_models[_i];
-    const char *path = temp_path();
+    const char *path = test_temp_path("mla");
     write_model(path, &bc->spec);
     hearth_model *m = NULL;
     ck_assert_int_ne(hearth_model_load(path, NULL, &m), HEARTH_OK);

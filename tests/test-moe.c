@@ -507,16 +507,6 @@ static void write_model(const char *path, const struct model_spec *s)
     for (int i = 0; i < b.n; i++) free(b.p[i]);
 }
 
-static char *temp_path(void)
-{
-    static char path[64];
-    snprintf(path, sizeof path, "%s/hearth-moe-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    return path;
-}
-
 static const struct model_spec good_models[] = {
     /* the first of each architecture is checked for offload refusal */
     {"qwen2moe", HEARTH_TYPE_F32, NULL, 0, NULL, NULL, false},
@@ -528,7 +518,7 @@ static const struct model_spec good_models[] = {
 /* A prompt as one batch and decoded one token at a time: the same bits. */
 START_TEST(test_prefill_equals_decode)
 {
-    const char *path = temp_path();
+    const char *path = test_temp_path("moe");
     write_model(path, &good_models[_i]);
     hearth_model *m;
     ck_assert_int_eq(hearth_model_load(path, NULL, &m), HEARTH_OK);
@@ -589,7 +579,7 @@ static const struct bad_case bad_models[] = {
 START_TEST(test_bad_model)
 {
     const struct bad_case *bc = &bad_models[_i];
-    const char *path = temp_path();
+    const char *path = test_temp_path("moe");
     write_model(path, &bc->spec);
     hearth_model *m = NULL;
     ck_assert_int_ne(hearth_model_load(path, NULL, &m), HEARTH_OK);
@@ -602,7 +592,7 @@ END_TEST
 
 START_TEST(test_offload_refused)
 {
-    const char *path = temp_path();
+    const char *path = test_temp_path("moe");
     write_model(path, &good_models[_i == 0 ? 0 : 2]);
     hearth_model_params mp;
     hearth_model_default_params(&mp);

@@ -196,3 +196,14 @@ uint64_t test_fnv1a(const void *data, size_t n)
     for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * UINT64_C(0x100000001b3);
     return h;
 }
+
+const char *test_temp_path(const char *stem)
+{
+    static char path[256];
+    const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(path, sizeof path, "%s/hearth-%s-XXXXXX", dir, stem);
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    return path;
+}

@@ -60,6 +60,10 @@ double test_rng_normal(test_rng *rng);
 double test_rmse(const float *a, const float *b, size_t n);
 double test_rms(const float *a, size_t n);
 
+/* A new empty file's path, $TMPDIR (or /tmp)/hearth-STEM-XXXXXX made by
+ * mkstemp(); the buffer is the next call's too. */
+const char *test_temp_path(const char *stem);
+
 /* FNV-1a of n bytes: a fingerprint of a row of logits, to compare runs
  * bit for bit without keeping the rows. */
 uint64_t test_fnv1a(const void *data, size_t n);
