@@ -635,9 +635,9 @@ hearth_status engine_check(hearth_engine *e)
             if (e->wpool ? s->n_wtable > s->n_table || s->n_wtable * e->B < s->n_computed : s->n_wtable != 0)
                 return hearth_error(HEARTH_E_INTERNAL, "a sequence of %d computed positions has %d blocks and %d "
                                     "of the window's", s->n_computed, s->n_table, s->n_wtable);
+            /* the blocks before the window's first are given back */
+            const int32_t lo = e->wpool ? HEARTH_MAX(0, s->n_computed + 1 - e->wwindow) / e->B : 0;
             for (int32_t b = 0; b < s->n_wtable; b++) {
-                /* the blocks before the window's first are given back */
-                const int32_t lo = HEARTH_MAX(0, s->n_computed + 1 - e->wwindow) / e->B;
                 if ((s->wtable[b] < 0) != (b < s->n_wdropped) || s->n_wdropped > lo)
                     return hearth_error(HEARTH_E_INTERNAL, "window block %d of a sequence's table is %d, %d "
                                         "dropped, the window from block %d", b, s->wtable[b], s->n_wdropped, lo);

@@ -129,10 +129,17 @@ static hearth_status table_push(struct seq *s, bool window, int32_t b)
     return HEARTH_OK;
 }
 
+/* The chain hash of the block before s's block i (the identity key
+ * before the first). */
+static uint64_t parent_hash(const hearth_engine *e, const struct seq *s, int32_t i)
+{
+    return i == 0 ? e->identity : s->hashes[i - 1];
+}
+
 /* The chain hash of s's full block i, and its parent's in *parent. */
 static uint64_t block_hash(const hearth_engine *e, const struct seq *s, int32_t i, uint64_t *parent)
 {
-    *parent = i == 0 ? e->identity : s->hashes[i - 1];
+    *parent = parent_hash(e, s, i);
     return kv_pool_hash(*parent, s->tokens + (size_t)i * e->B, e->B);
 }
 
@@ -185,8 +192,7 @@ static hearth_status window_prefix(hearth_engine *e, struct seq *s)
         for (int32_t i = 0; i < k; i++) {
             int32_t b = -1;
             if (i >= lo) {
-                const uint64_t parent = i == 0 ? e->identity : s->hashes[i - 1];
-                b = kv_pool_lookup(e->wpool, parent, s->hashes[i], s->tokens + (size_t)i * B);
+                b = kv_pool_lookup(e->wpool, parent_hash(e, s, i), s->hashes[i], s->tokens + (size_t)i * B);
                 whole = b >= 0;
                 if (!whole) break;
                 kv_pool_ref(e->wpool, b);
