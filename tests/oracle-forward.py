@@ -161,6 +161,23 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
+def rotate(x, c, s, n_dims, neox):
+    """x with its first n_dims elements of each head turned by the angles
+    whose cosines and sines (times any magnitude) are c and s: the halves
+    paired (neox) or neighbouring elements."""
+    half = n_dims // 2
+    y = x.copy()
+    if neox:
+        a, b = x[..., :half], x[..., half:n_dims]
+        y[..., :half] = a * c - b * s
+        y[..., half:n_dims] = a * s + b * c
+    else:
+        a, b = x[..., 0:n_dims:2], x[..., 1:n_dims:2]
+        y[..., 0:n_dims:2] = a * c - b * s
+        y[..., 1:n_dims:2] = a * s + b * c
+    return y
+
+
 def rope(x, pos, n_dims, base, scale, neox, factors=None, mscale=1.0, pair_pos=None):
     """x: tokens x heads x head_dim, rotated by RoPE (RoFormer eq. 34);
     pair_pos: per rotated pair, the multiple of the position it turns by
@@ -174,16 +191,7 @@ def rope(x, pos, n_dims, base, scale, neox, factors=None, mscale=1.0, pair_pos=N
     if factors is not None:
         theta = theta / factors
     c, s = np.cos(theta)[:, None, :] * mscale, np.sin(theta)[:, None, :] * mscale
-    y = x.copy()
-    if neox:
-        a, b = x[..., :half], x[..., half:n_dims]
-        y[..., :half] = a * c - b * s
-        y[..., half:n_dims] = a * s + b * c
-    else:
-        a, b = x[..., 0:n_dims:2], x[..., 1:n_dims:2]
-        y[..., 0:n_dims:2] = a * c - b * s
-        y[..., 1:n_dims:2] = a * s + b * c
-    return y
+    return rotate(x, c, s, n_dims, neox)
 
 
 def attention(q, k, v, scale, window, softcap):
@@ -392,16 +400,7 @@ def yarn_rope(x, pos, n_dims, base, factor, n_orig, beta_fast=32.0, beta_slow=1.
     if mag is None:
         mag = 0.1 * math.log(factor) + 1.0
     c, s = np.cos(theta)[:, None, :] * mag, np.sin(theta)[:, None, :] * mag
-    y = x.copy()
-    if neox:
-        a, b = x[..., :half], x[..., half:n_dims]
-        y[..., :half] = a * c - b * s
-        y[..., half:n_dims] = a * s + b * c
-    else:
-        a, b = x[..., 0:n_dims:2], x[..., 1:n_dims:2]
-        y[..., 0:n_dims:2] = a * c - b * s
-        y[..., 1:n_dims:2] = a * s + b * c
-    return y
+    return rotate(x, c, s, n_dims, neox)
 
 
 def forward_gptoss(g, tokens):
