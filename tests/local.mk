@@ -40,11 +40,13 @@ AM_TESTS_ENVIRONMENT = \
 
 AM_DISTCHECK_CONFIGURE_FLAGS = HEARTH_TEST_DATA="$(HEARTH_DEFAULT_TEST_DATA)"
 
+# Each test's log ends with the time it took (tests/timed).
 TEST_EXTENSIONS = .sh
-SH_LOG_COMPILER = $(SHELL)
+LOG_COMPILER = $(SHELL) $(top_srcdir)/tests/timed
+SH_LOG_COMPILER = $(SHELL) $(top_srcdir)/tests/timed $(SHELL)
 
 noinst_HEADERS += tests/testutil.h tests/quant_bounds.h tests/grammar_match.h
-EXTRA_DIST += tests/lib.sh tests/lsan-opencl.supp
+EXTRA_DIST += tests/lib.sh tests/lsan-opencl.supp tests/timed
 
 # Unit tests: one Check program per module.
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
