@@ -354,6 +354,23 @@ def forward(g, tokens):
     return logits
 
 
+def mix_experts(m, route, expert):
+    """The rows of m through a mixture of experts: route[r, e] is row r's
+    weight for expert e (zero where e was not chosen) and expert(e, rows)
+    that expert's output for a block of rows."""
+    out = np.zeros_like(m)
+    for e in np.nonzero(route.any(axis=0))[0]:
+        rows = np.nonzero(route[:, e])[0]
+        out[rows] += route[rows, e][:, None] * expert(e, m[rows])
+    return out
+
+
+def swiglu_experts(t):
+    """expert(e, rows) for the SwiGLU experts of a layer's tensors t."""
+    gate, up, down = t("ffn_gate_exps.weight"), t("ffn_up_exps.weight"), t("ffn_down_exps.weight")
+    return lambda e, rows: (silu(rows @ gate[e].T) * (rows @ up[e].T)) @ down[e].T
+
+
 def experts(g, arch, il, m):
     """The mixture-of-experts feed-forward of layer il for the rows of m."""
     def t(name):
@@ -364,15 +381,14 @@ def experts(g, arch, il, m):
     logits = m @ t("ffn_gate_inp.weight").T
     p = np.exp(logits - logits.max(axis=1, keepdims=True))
     p /= p.sum(axis=1, keepdims=True)
-    gate, up, down = t("ffn_gate_exps.weight"), t("ffn_up_exps.weight"), t("ffn_down_exps.weight")
-    out = np.zeros_like(m)
+    route = np.zeros_like(p)
     for r in range(m.shape[0]):
         chosen = np.argsort(-p[r], kind="stable")[:k]
         w = p[r, chosen]
         if norm:
             w = w / max(w.sum(), 2.0 ** -14)
-        for e, we in zip(chosen, w):
-            out[r] += we * (down[e] @ (silu(gate[e] @ m[r]) * (up[e] @ m[r])))
+        route[r, chosen] = w
+    out = mix_experts(m, route, swiglu_experts(t))
     if ("blk.%d.ffn_gate_inp_shexp.weight" % il) in g.tensors:
         sh = silu(m @ t("ffn_gate_shexp.weight").T) * (m @ t("ffn_up_shexp.weight").T)
         sh = sh @ t("ffn_down_shexp.weight").T
@@ -460,17 +476,18 @@ def forward_gptoss(g, tokens):
         logits = m @ t("ffn_gate_inp.weight").T + t("ffn_gate_inp.bias")
         gate, up, down = t("ffn_gate_exps.weight"), t("ffn_up_exps.weight"), t("ffn_down_exps.weight")
         bg, bu, bd = t("ffn_gate_exps.bias"), t("ffn_up_exps.bias"), t("ffn_down_exps.bias")
-        out = np.zeros_like(m)
+        route = np.zeros_like(logits)
         for r in range(n):
             chosen = np.argsort(-logits[r], kind="stable")[:k_used]
             w = np.exp(logits[r, chosen] - logits[r, chosen].max())
-            w /= w.sum()
-            for e, we in zip(chosen, w):
-                gg = np.minimum(gate[e] @ m[r] + bg[e], 7.0)
-                uu = np.clip(up[e] @ m[r] + bu[e], -7.0, 7.0)
-                act = gg * sigmoid(1.702 * gg) * (uu + 1.0)
-                out[r] += we * (down[e] @ act + bd[e])
-        x = x + out
+            route[r, chosen] = w / w.sum()
+
+        def expert(e, rows):
+            gg = np.minimum(rows @ gate[e].T + bg[e], 7.0)
+            uu = np.clip(rows @ up[e].T + bu[e], -7.0, 7.0)
+            return (gg * sigmoid(1.702 * gg) * (uu + 1.0)) @ down[e].T + bd[e]
+
+        x = x + mix_experts(m, route, expert)
     return output_logits(g, x, eps)
 
 
@@ -494,8 +511,7 @@ def deepseek_experts(g, arch, il, m):
         p /= p.sum(axis=1, keepdims=True)
     sel = p + bias if bias is not None else p.copy()
     n_expert = p.shape[1]
-    gate, up, down = t("ffn_gate_exps.weight"), t("ffn_up_exps.weight"), t("ffn_down_exps.weight")
-    out = np.zeros_like(m)
+    route = np.zeros_like(p)
     for r in range(m.shape[0]):
         s = sel[r].copy()
         if n_groups > 1:
@@ -513,9 +529,8 @@ def deepseek_experts(g, arch, il, m):
         w = p[r, chosen]
         if norm:
             w = w / max(w.sum(), 2.0 ** -14)
-        w = w * scale
-        for e, we in zip(chosen, w):
-            out[r] += we * (down[e] @ (silu(gate[e] @ m[r]) * (up[e] @ m[r])))
+        route[r, chosen] = w * scale
+    out = mix_experts(m, route, swiglu_experts(t))
     if ("blk.%d.ffn_gate_shexp.weight" % il) in g.tensors:
         sh = silu(m @ t("ffn_gate_shexp.weight").T) * (m @ t("ffn_up_shexp.weight").T)
         out += sh @ t("ffn_down_shexp.weight").T
