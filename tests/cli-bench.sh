@@ -27,10 +27,10 @@ grep -q 'n_batch' "$tmpdir/out" || fail "a batch size other than 512 gets a colu
 
 expect_status 0 "csv" -- "$HEARTH" bench -m "$m" -p 8 -n 2 -r 3 -o csv -q
 [ "$(wc -l < "$tmpdir/out")" -eq 3 ] || fail "csv: a header and two rows"
-head -1 "$tmpdir/out" | grep -q '^hearth_version,.*,model_filename,model_type,model_size,model_n_params,n_batch,n_threads,.*n_prompt,n_gen,test,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts$' ||
+head -1 "$tmpdir/out" | grep -q '^hearth_version,.*,model_filename,model_type,model_size,model_n_params,n_batch,n_threads,.*n_prompt,n_gen,n_depth,test,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts$' ||
     fail "csv: the column names"
 grep -q '"1171200","292800","512",' "$tmpdir/out" || fail "csv: size, parameters, batch"
-grep -q '"8","0","pp8",' "$tmpdir/out" || fail "csv: the pp row"
+grep -q '"8","0","0","pp8",' "$tmpdir/out" || fail "csv: the pp row"
 
 expect_status 0 "json" -- "$HEARTH" bench -m "$m" -p 8 -n 2 -r 3 -o json -q --cache-type f32
 if command -v python3 >/dev/null 2>&1; then
@@ -49,6 +49,36 @@ for r in d:
     mean = sum(n * 1e9 / s for s in r["samples_ns"]) / 3
     assert abs(mean - r["avg_ts"]) <= 1e-3 * mean, (mean, r["avg_ts"])
 ' "$tmpdir/out" || fail "json: valid, with the samples and their mean"
+fi
+
+# -d: the tests again after that many tokens in the cache, named as the
+# common tool names them; the depth counts against the model's context.
+expect_status 0 "depth" -- "$HEARTH" bench -m "$m" -p 8 -n 2 -d 0,24 -r 2 -o json -q
+if command -v python3 >/dev/null 2>&1; then
+    python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert [r["test"] for r in d] == ["pp8", "tg2", "pp8 @ d24", "tg2 @ d24"], d
+assert [r["n_depth"] for r in d] == [0, 0, 24, 24], d
+assert all(len(r["samples_ns"]) == 2 and r["avg_ts"] > 0 for r in d)
+' "$tmpdir/out" || fail "depth: a row per depth, named and counted"
+fi
+expect_status 0 "depth, markdown, verbose" -- "$HEARTH" -v bench -m "$m" -p 4 -n 0 -d 16 -r 1
+grep -q '| *pp4 @ d16 | ' "$tmpdir/out" || fail "depth: the test column"
+grep -q 'depth of 16 tokens filled in' "$tmpdir/err" || fail "depth: filling it is said with -v"
+ctx=$("$HEARTH" inspect "$m" | awk '$1 ~ /\.context_length$/ { print $3; exit }')
+if [ -n "$ctx" ]; then
+    expect_status 2 "depth beyond the context" -- "$HEARTH" bench -m "$m" -p 8 -n 0 -d "$ctx" -q
+    grep -q "a test of $((ctx + 8)) tokens does not fit the model's context of $ctx tokens" \
+        "$tmpdir/err" || fail "depth beyond the context: the sizes are named"
+fi
+expect_status 2 "depth with --parallel" -- "$HEARTH" bench -m "$m" --parallel 2 -d 8
+expect_status 2 "a depth that is not a number" -- "$HEARTH" bench -m "$m" -d deep
+if [ -f "$HEARTH_TEST_DATA/models/micro-rwkv6-F16.gguf" ]; then
+    # a recurrent model returns to the depth through its state snapshot
+    expect_status 0 "depth, recurrent model" -- \
+        "$HEARTH" bench -m "$HEARTH_TEST_DATA/models/micro-rwkv6-F16.gguf" -p 8 -n 2 -d 16 -r 2 -q
+    [ "$(grep -c ' @ d16 |' "$tmpdir/out")" -eq 2 ] || fail "depth, recurrent model: both tests"
 fi
 
 expect_status 0 "the kernel path forced" -- env HEARTH_CPU=scalar "$HEARTH" bench -m "$m" -p 4 -n 0 -r 1 -q

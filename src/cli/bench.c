@@ -60,6 +60,7 @@ struct int_list {
 struct bench_opts {
     struct cli_model_source src;
     struct int_list n_prompt, n_gen, threads, batch;
+    struct int_list depth;      /* -d: tokens already in the cache */
     struct int_list parallel;   /* --parallel: batch sizes of sequences */
     int shared_prefix;          /* --shared-prefix N */
     int kv_block;               /* --kv-block N */
@@ -75,6 +76,7 @@ struct bench_opts {
 /* One row of the result table. */
 struct result {
     int n_prompt, n_gen, n_threads, n_batch;
+    int n_depth;             /* tokens in the cache before the test */
     int n_gpu_layers;        /* layers the test ran on the device */
     char test_time[32];
     double *samples_ns;
@@ -98,19 +100,21 @@ struct bench_info {
 
 static void usage(FILE *out)
 {
-    fputs("usage: hearth bench -m MODEL [-p N,...] [-n N,...] [-t N,...] [-b N,...]\n"
-          "                    [-r REPS] [-o md|csv|json] [--cache-type TYPE] [-q]\n"
+    fputs("usage: hearth bench -m MODEL [-p N,...] [-n N,...] [-d N,...] [-t N,...]\n"
+          "                    [-b N,...] [-r REPS] [-o md|csv|json] [--cache-type TYPE] [-q]\n"
           "                    [-ngl N] [--device N] [--gpu-fallback]\n"
           "       hearth bench -m MODEL --parallel B,... [-p P] [-n G] [-t N] [-b N]\n"
           "                    [--shared-prefix N] [--kv-block N] [-r REPS] [-o md|json]\n"
           "\n"
           "Measure prompt processing (ppN: N prompt tokens at once) and generation\n"
-          "(tgN: N tokens one at a time) from an empty cache, REPS times after a\n"
-          "warm-up, for every combination of the values listed.  The table goes to\n"
-          "standard output; progress to standard error.\n"
+          "(tgN: N tokens one at a time) from an empty cache (or after -d tokens),\n"
+          "REPS times after a warm-up, for every combination of the values listed.\n"
+          "The table goes to standard output; progress to standard error.\n"
           "  -m, --model FILE        the model (or -hf OWNER/REPO[:FILE], --url URL)\n"
           "  -p, --n-prompt N,...    prompt lengths (default 512; 0: no pp test)\n"
           "  -n, --n-gen N,...       generation lengths (default 128; 0: no tg test)\n"
+          "  -d, --n-depth N,...     tokens already in the cache when each test starts\n"
+          "                          (default 0): speed at that depth of context\n"
           "  -t, --threads N,...     thread counts (default: one per processor)\n"
           "  -b, --batch-size N,...  most tokens per forward pass (default 512)\n"
           "  --chunk-size N          recurrent models: tokens per chunk of the prefill (default 1)\n"
@@ -166,6 +170,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
         CLI_MODEL_LONG_OPTIONS,
         {"n-prompt", required_argument, NULL, 'p'},
         {"n-gen", required_argument, NULL, 'n'},
+        {"n-depth", required_argument, NULL, 'd'},
         {"threads", required_argument, NULL, 't'},
         {"batch-size", required_argument, NULL, 'b'},
         {"repetitions", required_argument, NULL, 'r'},
@@ -182,7 +187,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
     cli_model_normalize_args(argc, argv);
     optind = 0;
     int c;
-    while ((c = cli_getopt(argc, argv, ":m:p:n:t:b:r:o:qh", longopts)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":m:p:n:d:t:b:r:o:qh", longopts)) != -1) {
         int r = cli_model_option(CMD, &o->src, c, optarg);
         if (r < 0) return CLI_EXIT_USAGE;
         if (r > 0) continue;
@@ -192,6 +197,9 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
             break;
         case 'n':
             if (!parse_list("--n-gen", optarg, 0, 1 << 20, &o->n_gen)) return CLI_EXIT_USAGE;
+            break;
+        case 'd':
+            if (!parse_list("--n-depth", optarg, 0, 1 << 20, &o->depth)) return CLI_EXIT_USAGE;
             break;
         case 't':
             if (!parse_list("--threads", optarg, 1, 1024, &o->threads)) return CLI_EXIT_USAGE;
@@ -247,6 +255,8 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
     if (o->parallel.n) {
         if (o->n_prompt.n > 1 || o->n_gen.n > 1 || o->threads.n > 1 || o->batch.n > 1)
             return cli_usage_error(CMD, "--parallel takes one value of -p, -n, -t and -b");
+        if (o->depth.n) return cli_usage_error(CMD, "--parallel does not take -d (--shared-prefix "
+                                                    "gives the sequences a context in common)");
         if (o->format == OUTPUT_CSV) return cli_usage_error(CMD, "--parallel prints md or json");
         if (o->n_prompt.n == 0) o->n_prompt.v[o->n_prompt.n++] = DEFAULT_PARALLEL_PROMPT;
         if (o->n_gen.n == 0) o->n_gen.v[o->n_gen.n++] = DEFAULT_PARALLEL_GEN;
@@ -259,6 +269,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
     if (o->n_gen.n == 0) o->n_gen.v[o->n_gen.n++] = DEFAULT_N_GEN;
     if (o->threads.n == 0) o->threads.v[o->threads.n++] = 0;
     if (o->batch.n == 0) o->batch.v[o->batch.n++] = DEFAULT_N_BATCH;
+    if (o->depth.n == 0) o->depth.v[o->depth.n++] = 0;
     return CLI_EXIT_OK;
 }
 
@@ -284,17 +295,20 @@ static int32_t random_token(struct token_source *s)
     return (int32_t)(bench_next_random(&s->state) % (uint64_t)s->n_vocab);
 }
 
+/* n random tokens through the model at once; the first is BOS where the
+ * model wants one and the tokens begin the context (at_start). */
 static hearth_status run_prompt(hearth_context *ctx, struct token_source *s, int32_t *tokens,
-                                int n)
+                                int n, bool at_start)
 {
     for (int i = 0; i < n; i++) tokens[i] = random_token(s);
-    if (s->bos != HEARTH_TOKEN_NONE) tokens[0] = s->bos;
+    if (at_start && s->bos != HEARTH_TOKEN_NONE) tokens[0] = s->bos;
     return hearth_eval(ctx, tokens, n, 1);
 }
 
-static hearth_status run_generation(hearth_context *ctx, struct token_source *s, int n)
+static hearth_status run_generation(hearth_context *ctx, struct token_source *s, int n,
+                                    bool at_start)
 {
-    int32_t token = s->bos != HEARTH_TOKEN_NONE ? s->bos : random_token(s);
+    int32_t token = at_start && s->bos != HEARTH_TOKEN_NONE ? s->bos : random_token(s);
     for (int i = 0; i < n; i++) {
         hearth_status st = hearth_eval(ctx, &token, 1, 1);
         if (st) return st;
@@ -338,7 +352,7 @@ static hearth_status run_test(const hearth_model *model, const struct bench_opts
 {
     hearth_context_params cp;
     hearth_context_default_params(&cp);
-    cp.n_ctx = r->n_prompt + r->n_gen;
+    cp.n_ctx = r->n_depth + r->n_prompt + r->n_gen;
     cp.n_batch = r->n_batch;
     cp.n_threads = r->n_threads;
     cp.cache_type = o->cache_type;
@@ -352,8 +366,9 @@ static hearth_status run_test(const hearth_model *model, const struct bench_opts
     /* Not silent even with -q: this row ran on the CPU instead. */
     if (hearth_context_gpu_fallback(ctx)) cli_model_report_offload(stderr, CMD, model, ctx);
     int32_t *tokens = NULL;
-    if (r->n_prompt > 0) {
-        tokens = malloc((size_t)r->n_prompt * sizeof *tokens);
+    const int n_tokens = r->n_depth > r->n_prompt ? r->n_depth : r->n_prompt;
+    if (n_tokens > 0) {
+        tokens = malloc((size_t)n_tokens * sizeof *tokens);
         if (!tokens) st = HEARTH_E_NOMEM;
     }
     r->samples_ns = calloc((size_t)o->reps, sizeof *r->samples_ns);
@@ -361,14 +376,24 @@ static hearth_status run_test(const hearth_model *model, const struct bench_opts
     utc_now(r->test_time, sizeof r->test_time);
 
     const uint64_t row_start = now_ns();
-    if (!st) st = r->n_prompt > 0 ? run_prompt(ctx, tokens_src, tokens, r->n_prompt)
-                                  : run_generation(ctx, tokens_src, 1);
+    /* The depth is filled once, not timed; every run (the warm-up too)
+     * starts from it.  A snapshot lets a recurrent model return there. */
+    const bool at_start = r->n_depth == 0;
+    if (!st && r->n_depth > 0) {
+        st = run_prompt(ctx, tokens_src, tokens, r->n_depth, true);
+        if (!st) st = hearth_context_snapshot(ctx);
+        if (!st && (cli_verbose || (!o->quiet && now_ns() - row_start > PROGRESS_AFTER_NS)))
+            fprintf(stderr, "hearth: %s:   depth of %d tokens filled in %.3f ms\n", CMD,
+                    r->n_depth, (double)(now_ns() - row_start) / 1e6);
+    }
+    if (!st) st = r->n_prompt > 0 ? run_prompt(ctx, tokens_src, tokens, r->n_prompt, at_start)
+                                  : run_generation(ctx, tokens_src, 1, at_start);
     for (int rep = 0; rep < o->reps && !st; rep++) {
-        st = hearth_context_rewind(ctx, 0);
+        st = hearth_context_rewind(ctx, r->n_depth);
         if (st) break;
         uint64_t t0 = now_ns();
-        st = r->n_prompt > 0 ? run_prompt(ctx, tokens_src, tokens, r->n_prompt)
-                             : run_generation(ctx, tokens_src, r->n_gen);
+        st = r->n_prompt > 0 ? run_prompt(ctx, tokens_src, tokens, r->n_prompt, at_start)
+                             : run_generation(ctx, tokens_src, r->n_gen, at_start);
         uint64_t t1 = now_ns();
         r->samples_ns[rep] = (double)(t1 > t0 ? t1 - t0 : 1);
         r->n_samples = rep + 1;
@@ -387,10 +412,13 @@ static hearth_status run_test(const hearth_model *model, const struct bench_opts
  * Output
  * ------------------------------------------------------------------------ */
 
+/* ppN or tgN, with " @ dD" after a depth (as the common tool names it). */
 static void format_test_name(char *buf, size_t size, const struct result *r)
 {
-    if (r->n_prompt > 0) snprintf(buf, size, "pp%d", r->n_prompt);
-    else snprintf(buf, size, "tg%d", r->n_gen);
+    int n = r->n_prompt > 0 ? snprintf(buf, size, "pp%d", r->n_prompt)
+                            : snprintf(buf, size, "tg%d", r->n_gen);
+    if (r->n_depth > 0 && n > 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, " @ d%d", r->n_depth);
 }
 
 static void format_model_size(char *buf, size_t size, uint64_t bytes)
@@ -549,7 +577,7 @@ struct field {
     char value[160];
 };
 
-#define N_FIELDS 23
+#define N_FIELDS 24
 
 static void row_fields(const struct bench_info *info, const struct result *r,
                        struct field f[N_FIELDS])
@@ -579,7 +607,8 @@ static void row_fields(const struct bench_info *info, const struct result *r,
     FIELD("main_gpu", false, "%d", r->n_gpu_layers > 0 ? info->device : -1);
     FIELD("n_prompt", false, "%d", r->n_prompt);
     FIELD("n_gen", false, "%d", r->n_gen);
-    char test[32];
+    FIELD("n_depth", false, "%d", r->n_depth);
+    char test[48];
     format_test_name(test, sizeof test, r);
     FIELD("test", true, "%s", test);
     FIELD("test_time", true, "%s", r->test_time);
@@ -671,25 +700,30 @@ static void fill_info(struct bench_info *info, const struct bench_opts *o, const
     info->device_name = hearth_model_device_name(model);
 }
 
-/* Every test in the order the common tool runs them: for each batch size
- * and thread count, the prompt tests and then the generation tests. */
+/* Every test in the order the common tool runs them: for each batch size,
+ * thread count and depth, the prompt tests and then the generation tests. */
 static int plan_tests(const struct bench_opts *o, struct result **rows_out)
 {
     int n = 0;
     const int per = o->n_prompt.n + o->n_gen.n;
-    struct result *rows = calloc((size_t)(o->batch.n * o->threads.n * per), sizeof *rows);
+    struct result *rows =
+        calloc((size_t)(o->batch.n * o->threads.n * o->depth.n * per), sizeof *rows);
     if (!rows) return -1;
     for (int b = 0; b < o->batch.n; b++) {
         for (int t = 0; t < o->threads.n; t++) {
-            for (int i = 0; i < o->n_prompt.n; i++) {
-                if (o->n_prompt.v[i] == 0) continue;
-                rows[n++] = (struct result){.n_prompt = o->n_prompt.v[i],
-                                            .n_threads = o->threads.v[t], .n_batch = o->batch.v[b]};
-            }
-            for (int i = 0; i < o->n_gen.n; i++) {
-                if (o->n_gen.v[i] == 0) continue;
-                rows[n++] = (struct result){.n_gen = o->n_gen.v[i], .n_threads = o->threads.v[t],
-                                            .n_batch = o->batch.v[b]};
+            for (int d = 0; d < o->depth.n; d++) {
+                const struct result base = {.n_threads = o->threads.v[t], .n_batch = o->batch.v[b],
+                                            .n_depth = o->depth.v[d]};
+                for (int i = 0; i < o->n_prompt.n; i++) {
+                    if (o->n_prompt.v[i] == 0) continue;
+                    rows[n] = base;
+                    rows[n++].n_prompt = o->n_prompt.v[i];
+                }
+                for (int i = 0; i < o->n_gen.n; i++) {
+                    if (o->n_gen.v[i] == 0) continue;
+                    rows[n] = base;
+                    rows[n++].n_gen = o->n_gen.v[i];
+                }
             }
         }
     }
@@ -790,7 +824,8 @@ int cmd_bench(int argc, char **argv)
     }
     int longest = 0;
     for (int i = 0; i < n_rows; i++)
-        if (rows[i].n_prompt + rows[i].n_gen > longest) longest = rows[i].n_prompt + rows[i].n_gen;
+        if (rows[i].n_depth + rows[i].n_prompt + rows[i].n_gen > longest)
+            longest = rows[i].n_depth + rows[i].n_prompt + rows[i].n_gen;
     rc = check_fits(model, longest);
     if (rc != CLI_EXIT_OK) {
         hearth_model_free(model);
@@ -810,7 +845,7 @@ int cmd_bench(int argc, char **argv)
 
     for (int i = 0; i < n_rows && !st; i++) {
         struct result *r = &rows[i];
-        char name[32];
+        char name[48];
         format_test_name(name, sizeof name, r);
         int threads_used = 0;
         st = run_test(model, &o, r, &tokens, &threads_used);
