@@ -190,6 +190,7 @@ START_TEST(test_chat_refusals)
     BAD("\"repeat_penalty\":0", 400, "repeat_penalty");
     BAD("\"model\":5", 400, "model");
     BAD("\"user\":[]", 400, "user");
+    BAD("\"prompt_cache_key\":7", 400, "prompt_cache_key");
 #undef BAD
     parse_bad(SRV_CHAT, "{}", 400, "messages");
     parse_bad(SRV_CHAT, "{\"messages\":[]}", 400, "messages");

@@ -816,6 +816,13 @@ bool srv_request_parse(enum srv_kind kind, const char *body, size_t len,
             goto out;
         }
     }
+    /* OpenAI's hint for routing requests to a cache: accepted for a
+     * balancer in front (hearth-replicas(7)); the prefix cache needs none */
+    json_t *cache_key = field(root, "prompt_cache_key");
+    if (cache_key && !json_is_string(cache_key)) {
+        bad(err, "prompt_cache_key", "'prompt_cache_key' must be a string, not %s", type_name(cache_key));
+        goto out;
+    }
     if (!parse_structured(root, r, err)) goto out;
     ok = true;
 out:
