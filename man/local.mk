@@ -10,6 +10,7 @@ dist_man_MANS += \
 	man/hearth-perplexity.1 \
 	man/hearth-pull.1 \
 	man/hearth-quantize.1 \
+	man/hearth-replicas.7 \
 	man/hearth-run.1 \
 	man/hearth-sampling.7 \
 	man/hearth-serve.1 \

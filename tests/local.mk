@@ -288,6 +288,7 @@ TESTS += \
 	tests/cli-offload-errors.sh \
 	tests/cli-pull.sh \
 	tests/cli-quantize.sh \
+	tests/cli-replicas.sh \
 	tests/cli-run.sh \
 	tests/cli-speculate.sh \
 	tests/cli-symbols.sh \
@@ -314,6 +315,8 @@ EXTRA_DIST += \
 	tests/cli-perplexity.sh \
 	tests/cli-pull.sh \
 	tests/cli-quantize.sh \
+	tests/cli-replicas.sh \
+	tests/replicas.py \
 	tests/cli-run.sh \
 	tests/cli-speculate.sh \
 	tests/cli-serve.sh \

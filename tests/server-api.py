@@ -317,13 +317,15 @@ class Raw:
     """One HTTP/1.1 request over a plain socket; the response is read and
     its chunked transfer coding decoded here, byte by byte."""
 
-    def __init__(self, srv, path, body=None, raw=None, key=None, method="POST", timeout=IO_TIMEOUT):
+    def __init__(self, srv, path, body=None, raw=None, key=None, method="POST", timeout=IO_TIMEOUT,
+                 headers=None):
         self.sock = socket.create_connection(("127.0.0.1", srv.port), timeout=timeout)
         data = raw if raw is not None else json.dumps(body).encode()
         head = [f"{method} {path} HTTP/1.1", f"Host: 127.0.0.1:{srv.port}",
                 "Content-Type: application/json", f"Content-Length: {len(data)}"]
         if key:
             head.append(f"Authorization: Bearer {key}")
+        head += [f"{k}: {v}" for k, v in (headers or {}).items()]
         try:
             self.sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + data)
         except (BrokenPipeError, ConnectionResetError):
@@ -997,6 +999,7 @@ def chat():
                         ("tool_choice none", {"tool_choice": "none"}),
                         ("tool_choice auto", {"tool_choice": "auto"}),
                         ("user string", {"user": "someone"}),
+                        ("prompt_cache_key string", {"prompt_cache_key": "conversation-1"}),
                         ("stream false", {"stream": False})]:
         r = post(s, "/v1/chat/completions", chat_body(max_tokens=2, **extra))
         check(r.status == 200, f"{desc}: 200", str(r))
