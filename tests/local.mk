@@ -264,7 +264,8 @@ tests_dump_logits_SOURCES = tests/dump-logits.c
 tests_dump_logits_LDADD = src/libhearth-core.la
 
 # tokenize-cases gives the ids of every case of a tokenizer-tests.inp-style
-# file, for tests/tokenizer-o200k.sh to compare with a reference tokenizer's.
+# file, for tests/tokenizer-o200k.sh to compare with a reference tokenizer's,
+# or the words a pre-tokenizer cuts them into, for tests/tokenizer-kimi.sh.
 check_PROGRAMS += tests/tokenize-cases
 tests_tokenize_cases_SOURCES = tests/tokenize-cases.c
 tests_tokenize_cases_LDADD = src/libhearth-core.la
@@ -295,6 +296,7 @@ TESTS += \
 	tests/layout.sh \
 	tests/server-openai.sh \
 	tests/template-models.sh \
+	tests/tokenizer-kimi.sh \
 	tests/tokenizer-o200k.sh
 EXTRA_DIST += \
 	tests/cli-moe.sh \
@@ -327,6 +329,9 @@ EXTRA_DIST += \
 	tests/server-openai.sh \
 	tests/template-models.mjs \
 	tests/template-models.sh \
+	tests/tokenize-cases.mjs \
+	tests/tokenizer-kimi.mjs \
+	tests/tokenizer-kimi.sh \
 	tests/tokenizer-o200k.mjs \
 	tests/tokenizer-o200k.sh
 
