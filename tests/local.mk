@@ -348,7 +348,7 @@ EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/regressions-gguf/.keep \
 	tests/fuzz/regressions-cli \
 	tests/fuzz/regressions-http tests/fuzz/corpus-request tests/fuzz/corpus-toolcall \
 	tests/fuzz/corpus-grammar tests/fuzz/corpus-schema tests/fuzz/corpus-http tests/fuzz/corpus-cli \
-	tests/fuzz/regressions-reasoning tests/fuzz/corpus-reasoning
+	tests/fuzz/regressions-reasoning tests/fuzz/corpus-reasoning tests/fuzz/corpus-tokenizer
 TESTS += tests/fuzz-replay.sh
 # the HTTP target is plain C: built everywhere
 check_PROGRAMS += tests/fuzz/replay-http
