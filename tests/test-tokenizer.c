@@ -658,6 +658,14 @@ struct words_case {
     const char *text, *words;
 };
 
+static hearth_status count_word(const char *word, size_t len, void *ctx)
+{
+    (void)word;
+    (void)len;
+    ++*(size_t *)ctx;
+    return HEARTH_OK;
+}
+
 static void check_words(const char *pre, const struct words_case *cases, size_t n_cases)
 {
     static const char *const tokens[] = {"a", "b", "ab"};
@@ -674,6 +682,17 @@ static void check_words(const char *pre, const struct words_case *cases, size_t 
                          HEARTH_OK);
         ck_assert_str_eq(j.buf, cases[i].words);
     }
+    /* a long run of capitals is one word: no limit of the matcher (the
+     * JIT's stack once) is reached */
+    enum { RUN = 200000 };
+    char *run = malloc(RUN);
+    ck_assert_ptr_nonnull(run);
+    memset(run, 'A', RUN);
+    size_t n_words = 0;
+    ck_assert_msg(pretok_split(v->pretok, run, RUN, &scratch, count_word, &n_words) == HEARTH_OK, "%s: %s", pre,
+                  hearth_last_error());
+    ck_assert_uint_eq(n_words, 1);
+    free(run);
     tok_scratch_free(&scratch);
     hearth_vocab_free(v);
 }

@@ -143,6 +143,10 @@ const own = [
   "<|im_user|>user<|im_middle|>你好<|im_end|>", "¿Qué? ¡Sí! «Ça va» — “quotes”", "The price is $1,234.56 (≈€1.1k)!",
   // emoji
   "👨‍👩‍👧‍👦 family 🏳️‍🌈 flag 👍🏽 ok 🇫🇷🇩🇪 1️⃣#️⃣", "😀😃中😄a😁",
+  // long runs of one class (each letter of a run once took a frame of
+  // the matcher's stack, which ran out)
+  "A".repeat(200000), "Ab".repeat(100000) + "'S", "ก".repeat(100000), "中".repeat(100000) + "x",
+  " ".repeat(200000) + "x", "\u0301".repeat(100000), "1".repeat(200000),
 ];
 const illFormed = [
   bytes("a", [0xff], "b"), bytes([0x80, 0xbf], "中文", [0xc0, 0x80]), bytes("中", [0xe4, 0xb8], "文"),

@@ -110,8 +110,14 @@
 #define RE_HAN "\\p{Han}"
 #endif
 #define RE_WHITE_SPACE_CHARS "\\t-\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
-#define RE_KIMI_UPPER "(?:(?!" RE_HAN ")[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}])"
-#define RE_KIMI_LOWER "(?:(?!" RE_HAN ")[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}])"
+/* [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]] and its lower-case twin,
+ * which PCRE2 cannot intersect: as the general categories split every
+ * code point, "in these categories and not Han" is "in none of the other
+ * categories and not Han", one negated class.  (A lookahead before each
+ * letter instead made every letter of a run a backtracking point: the
+ * JIT's stack ran out on a run of 200000 capitals.) */
+#define RE_KIMI_UPPER "[^\\p{Ll}\\p{N}\\p{P}\\p{S}\\p{Z}\\p{C}" RE_HAN "]"
+#define RE_KIMI_LOWER "[^\\p{Lu}\\p{Lt}\\p{N}\\p{P}\\p{S}\\p{Z}\\p{C}" RE_HAN "]"
 #define RE_KIMI_CONTRACTIONS "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
 #define RE_KIMI \
     RE_HAN "+" \
