@@ -95,7 +95,8 @@ const conversations = JSON.parse(readFileSync(convPath, "utf8")).concat([
   // The Qwen families: tools offered, called, answered; reasoning kept
   // in earlier turns; thinking switched off.  Kimi-K2's templates take
   // the same conversations (the tool calls' queue of ids needs a list's
-  // append(), which hearth and the reference both lack: both refuse).
+  // append(), which hearth, the reference and transformers' immutable
+  // sandbox all refuse).
   {
     name: "tools",
     only: ["qwen", "kimi"],
