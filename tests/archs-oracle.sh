@@ -16,7 +16,8 @@
 # the oracle's decompressed multi-head form; with and without low-rank
 # queries, softmax and sigmoid routing, groups, the selection bias and
 # the routed scaling factor, shared experts, a leading dense layer, YaRN
-# with DeepSeek's mscale).
+# with DeepSeek's mscale; micro-kimi-k2: one expert group and the YaRN
+# ramp's ends from the file).
 # dump-logits -e also runs each model in the serving engine: two greedy
 # samples whose logits must equal the context's bit for bit, the pool
 # consistent after every step, and for micro-phi3 (every layer slides)
@@ -43,7 +44,7 @@ oracle="${HEARTH_SRCDIR:-.}/tests/oracle-forward.py"
 # 80 tokens of a fixed pseudo-random sequence over the micro vocabulary
 tokens=$(awk 'BEGIN { x = 12345; for (i = 0; i < 80; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%d ", 1 + x % 511 } }')
 
-for shape in ${ARCHS_ORACLE_SHAPES:-micro-qwen3 micro-gemma2 micro-gemma3 micro-phi3 micro-qwen2moe micro-qwen3moe micro-mixtral micro-qwen35 micro-qwen35moe micro-qwen3next micro-gpt-oss micro-deepseek2 micro-deepseek2-v2 micro-deepseek3}; do
+for shape in ${ARCHS_ORACLE_SHAPES:-micro-qwen3 micro-gemma2 micro-gemma3 micro-phi3 micro-qwen2moe micro-qwen3moe micro-mixtral micro-qwen35 micro-qwen35moe micro-qwen3next micro-gpt-oss micro-deepseek2 micro-deepseek2-v2 micro-deepseek3 micro-kimi-k2}; do
     model="$tmpdir/$shape.gguf"
     if ! "$gen" --shape "$shape" --type F32 --threads 2 "$model" 2>"$tmpdir/gen.err"; then
         cat "$tmpdir/gen.err" >&2
@@ -103,5 +104,12 @@ if [ -f "$m" ]; then
     expect_status 1 "deepseek2 is not offloaded" -- "$HEARTH" run -m "$m" -p hi -n 1 -ngl 1
     grep -q "architecture deepseek2 cannot be offloaded to an OpenCL device: its latent attention" "$tmpdir/err" &&
         pass "the deepseek2 refusal names what is missing" || fail "the deepseek2 refusal names what is missing"
+fi
+# micro-kimi-k2's vocabulary is byte-level BPE under the kimi-k2
+# pre-tokenizer, which a prompt of mixed scripts goes through.
+m="$tmpdir/micro-kimi-k2.gguf"
+if [ -f "$m" ]; then
+    expect_status 0 "a Kimi-K2 style file runs a prompt" -- \
+        "$HEARTH" run -m "$m" -p "Kimi是月之暗面 HelloWorld it's 1234" -n 4
 fi
 finish

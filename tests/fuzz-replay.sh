@@ -4,7 +4,9 @@
 # the tokenizer, the shared chat templates and conversations for the
 # template interpreter), the crash reproducers kept under
 # tests/fuzz/regressions-*/, so every past finding stays fixed, and the
-# corpus the depth runs kept under tests/fuzz/corpus-*/ (tools/long-fuzz).
+# corpus the depth runs kept under tests/fuzz/corpus-*/ (tools/long-fuzz;
+# the tokenizer's holds hand-written seeds for the vocabularies that no
+# shared text picks).
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
 require_data models/stories260K.gguf vocab/ggml-vocab-llama-spm.gguf vocab/ggml-vocab-gpt-2.gguf \
     vocab/vocab-llama3.gguf vocab/vocab-qwen3.gguf vocab/vocab-rwkv-world-synthetic.gguf vocab/tokenizer-tests.inp chat/conversations.json

@@ -33,6 +33,26 @@ require_data() {
     done
 }
 
+# require_pcre2: skip the whole script (exit 77) when hearth is built
+# without PCRE2, which byte-level BPE vocabularies need.
+require_pcre2() {
+    "$HEARTH" --version -v | grep -q pcre2 && return 0
+    echo "SKIP: hearth is built without PCRE2, which byte-level BPE vocabularies need" >&2
+    exit 77
+}
+
+# require_node: skip the whole script (exit 77) when node is not installed,
+# unless CI is set, in which case that is a failure.
+require_node() {
+    command -v node >/dev/null 2>&1 && return 0
+    if [ -n "${CI:-}" ]; then
+        echo "FAIL: node is not installed and CI is set" >&2
+        exit 1
+    fi
+    echo "SKIP: node is not installed" >&2
+    exit 77
+}
+
 # require_opencl_device: for a build with OpenCL, skip the whole script
 # (exit 77) when no OpenCL device is there, unless CI is set, in which case
 # that is a failure.

@@ -266,7 +266,8 @@ tests_dump_logits_SOURCES = tests/dump-logits.c
 tests_dump_logits_LDADD = src/libhearth-core.la
 
 # tokenize-cases gives the ids of every case of a tokenizer-tests.inp-style
-# file, for tests/tokenizer-o200k.sh to compare with a reference tokenizer's.
+# file, for tests/tokenizer-o200k.sh to compare with a reference tokenizer's,
+# or the words a pre-tokenizer cuts them into, for tests/tokenizer-kimi.sh.
 check_PROGRAMS += tests/tokenize-cases
 tests_tokenize_cases_SOURCES = tests/tokenize-cases.c
 tests_tokenize_cases_LDADD = src/libhearth-core.la
@@ -298,6 +299,7 @@ TESTS += \
 	tests/layout.sh \
 	tests/server-openai.sh \
 	tests/template-models.sh \
+	tests/tokenizer-kimi.sh \
 	tests/tokenizer-o200k.sh
 EXTRA_DIST += \
 	tests/cli-moe.sh \
@@ -332,6 +334,9 @@ EXTRA_DIST += \
 	tests/server-openai.sh \
 	tests/template-models.mjs \
 	tests/template-models.sh \
+	tests/tokenize-cases.mjs \
+	tests/tokenizer-kimi.mjs \
+	tests/tokenizer-kimi.sh \
 	tests/tokenizer-o200k.mjs \
 	tests/tokenizer-o200k.sh
 
@@ -348,7 +353,7 @@ EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/regressions-gguf/.keep \
 	tests/fuzz/regressions-cli \
 	tests/fuzz/regressions-http tests/fuzz/corpus-request tests/fuzz/corpus-toolcall \
 	tests/fuzz/corpus-grammar tests/fuzz/corpus-schema tests/fuzz/corpus-http tests/fuzz/corpus-cli \
-	tests/fuzz/regressions-reasoning tests/fuzz/corpus-reasoning
+	tests/fuzz/regressions-reasoning tests/fuzz/corpus-reasoning tests/fuzz/corpus-tokenizer
 TESTS += tests/fuzz-replay.sh
 # the HTTP target is plain C: built everywhere
 check_PROGRAMS += tests/fuzz/replay-http

@@ -50,7 +50,8 @@ The equations (DESIGN.md, "Architectures", gives the sources):
                form (DeepSeek-V2 report, section 2.1): c = rms(W_DKV n), per head
                k_h = [W_UK,h c | rope(W_KR n)], v_h = W_UV,h c, q_h = [q_c | rope(q_r)]
                from W_Q n or W_UQ rms(W_DQ n); scale 1/sqrt(d_c + d_r) times
-               (0.1 mscale_all_dim ln(factor) + 1)^2 under YaRN; adjacent-pair RoPE;
+               (0.1 mscale_all_dim ln(factor) + 1)^2 under YaRN (its ramp's ends
+               from yarn_beta_fast and yarn_beta_slow, default 32 and 1); adjacent-pair RoPE;
                the first leading_dense_block_count layers a SwiGLU, then experts:
                softmax or sigmoid scores, the choice by score + exp_probs_b within
                the best groups (a group's best score for softmax, its two best
@@ -558,6 +559,9 @@ def forward_deepseek2(g, tokens):
     if yarn:
         factor = key("rope.scaling.factor")
         n_orig = key("rope.scaling.original_context_length")
+        # the ramp's ends where the file gives them (Kimi-K2: 1 and 1)
+        beta_fast = g.kv.get(arch + ".rope.scaling.yarn_beta_fast", 32.0)
+        beta_slow = g.kv.get(arch + ".rope.scaling.yarn_beta_slow", 1.0)
         # the files store 0.1 mscale_all_dim; transformers' DeepseekV2/V3:
         # softmax scale times yarn_get_mscale(factor, mscale_all_dim)^2, cos and sin
         # times yarn_get_mscale(factor, mscale) / yarn_get_mscale(factor, mscale_all_dim)
@@ -569,7 +573,7 @@ def forward_deepseek2(g, tokens):
 
     def rotate(x):
         if yarn:
-            return yarn_rope(x, pos, n_rot, base, factor, n_orig, neox=False, mag=mag)
+            return yarn_rope(x, pos, n_rot, base, factor, n_orig, beta_fast, beta_slow, neox=False, mag=mag)
         return rope(x, pos, n_rot, base, 1.0, False)
 
     n = len(tokens)

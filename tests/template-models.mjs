@@ -8,8 +8,9 @@
 // renderer raises, hearth must refuse the conversation too.
 //
 // Templates that the package does not carry come as NAME=FILE arguments
-// (Qwen3.5's: tests/template-models.sh takes it from the llama.cpp
-// source that the npm package node-llama-cpp carries).
+// (Qwen3.5's, gpt-oss's and Kimi-K2's: tests/template-models.sh takes
+// them from the llama.cpp source that the npm package node-llama-cpp
+// carries).
 //
 //   node template-models.mjs HEARTH CONVERSATIONS.json TMPDIR [NAME=FILE...]
 import { Template } from "@huggingface/jinja";
@@ -92,10 +93,13 @@ const conversations = JSON.parse(readFileSync(convPath, "utf8")).concat([
     ],
   },
   // The Qwen families: tools offered, called, answered; reasoning kept
-  // in earlier turns; thinking switched off.
+  // in earlier turns; thinking switched off.  Kimi-K2's templates take
+  // the same conversations (the tool calls' queue of ids needs a list's
+  // append(), which hearth, the reference and transformers' immutable
+  // sandbox all refuse).
   {
     name: "tools",
-    only: "qwen",
+    only: ["qwen", "kimi"],
     tools: qwenTools,
     messages: [
       { role: "system", content: "You are a weather bot." },
@@ -104,7 +108,7 @@ const conversations = JSON.parse(readFileSync(convPath, "utf8")).concat([
   },
   {
     name: "tool-calls",
-    only: "qwen",
+    only: ["qwen", "kimi"],
     tools: qwenTools,
     messages: [
       { role: "user", content: "Weather in Paris and in Oslo?" },
@@ -124,7 +128,7 @@ const conversations = JSON.parse(readFileSync(convPath, "utf8")).concat([
   },
   {
     name: "reasoning",
-    only: "qwen",
+    only: ["qwen", "kimi"],
     messages: [
       { role: "user", content: "2 + 2?" },
       { role: "assistant", reasoning_content: "Two and two.", content: "4" },
@@ -186,7 +190,7 @@ for (const { model, file, bos, eos } of models) {
   writeFileSync(tmplPath, text);
   const reference = new Template(text);
   for (const conv of conversations) {
-    if (conv.only && !model.toLowerCase().includes(conv.only)) continue;
+    if (conv.only && ![].concat(conv.only).some((family) => model.toLowerCase().includes(family))) continue;
     for (const agp of [true, false]) {
       const where = `${model} / ${conv.name} / add_generation_prompt=${agp}`;
       let want = null, why = "";

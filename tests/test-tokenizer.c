@@ -652,39 +652,78 @@ static hearth_status join_word(const char *word, size_t len, void *ctx)
     return HEARTH_OK;
 }
 
-/* o200k's expression (gpt-4o, gpt-oss): capitalised-word shapes cut
- * camel case but keep acronyms before a word, any-case contractions,
- * digits in threes, punctuation with a leading space and its slashes,
- * newlines apart from the spaces after them. */
-START_TEST(test_o200k_pretokenizer)
+/* The words the pre-tokenizer named pre cuts each case's text into must
+ * be the case's words, joined by '|'. */
+struct words_case {
+    const char *text, *words;
+};
+
+static hearth_status count_word(const char *word, size_t len, void *ctx)
 {
-#ifndef HAVE_PCRE2
-    return;
-#endif
+    (void)word;
+    (void)len;
+    ++*(size_t *)ctx;
+    return HEARTH_OK;
+}
+
+static void check_words(const char *pre, const struct words_case *cases, size_t n_cases)
+{
     static const char *const tokens[] = {"a", "b", "ab"};
     static const char *const merges[] = {"a b"};
-    struct synth s = {"gpt2", "gpt-4o", tokens, 3, NULL, NULL, merges, 1, -1};
+    struct synth s = {"gpt2", pre, tokens, 3, NULL, NULL, merges, 1, -1};
     hearth_vocab *v;
     ck_assert_msg(load_synth(&s, NULL, &v) == HEARTH_OK, "%s", hearth_last_error());
-    ck_assert_str_eq(hearth_vocab_pretokenizer(v), "gpt-4o");
-    static const struct {
-        const char *text, *words;
-    } cases[] = {
-        {"HelloWorld HTTPServer don'T 1234567 a,b\n\n  x //c\r\n",
-         "Hello|World| HTTPServer| don'T| |123|456|7| a|,b|\n\n| | x| //|c|\r\n"},
-        /* marks stay with their letters; a title-case letter starts a word */
-        {"Cafe\xcc\x81 \xc7\x85ungla", "Cafe\xcc\x81| \xc7\x85ungla"},
-    };
+    ck_assert_str_eq(hearth_vocab_pretokenizer(v), pre);
     tok_scratch scratch = {0};
-    for (size_t i = 0; i < HEARTH_ARRAY_LEN(cases); i++) {
+    for (size_t i = 0; i < n_cases; i++) {
         struct joined j = {.len = 0};
         j.buf[0] = '\0';
         ck_assert_int_eq(pretok_split(v->pretok, cases[i].text, strlen(cases[i].text), &scratch, join_word, &j),
                          HEARTH_OK);
         ck_assert_str_eq(j.buf, cases[i].words);
     }
+    /* a long run of capitals is one word: no limit of the matcher (the
+     * JIT's stack once) is reached */
+    enum { RUN = 200000 };
+    char *run = malloc(RUN);
+    ck_assert_ptr_nonnull(run);
+    memset(run, 'A', RUN);
+    size_t n_words = 0;
+    ck_assert_msg(pretok_split(v->pretok, run, RUN, &scratch, count_word, &n_words) == HEARTH_OK, "%s: %s", pre,
+                  hearth_last_error());
+    ck_assert_uint_eq(n_words, 1);
+    free(run);
     tok_scratch_free(&scratch);
     hearth_vocab_free(v);
+}
+
+/* o200k's expression (gpt-4o, gpt-oss): capitalised-word shapes cut
+ * camel case but keep acronyms before a word, any-case contractions,
+ * digits in threes, punctuation with a leading space and its slashes,
+ * newlines apart from the spaces after them.  Kimi-K2's: o200k's words,
+ * but Han characters (by script: not the shared U+3001 and U+3002) make
+ * words of their own, slashes stay apart from punctuation, the
+ * contractions fold case as Unicode does (the long s) and white space is
+ * Unicode's (not U+180E). */
+START_TEST(test_o200k_kimi_pretokenizers)
+{
+#ifndef HAVE_PCRE2
+    return;
+#endif
+    static const struct words_case o200k[] = {
+        {"HelloWorld HTTPServer don'T 1234567 a,b\n\n  x //c\r\n",
+         "Hello|World| HTTPServer| don'T| |123|456|7| a|,b|\n\n| | x| //|c|\r\n"},
+        /* marks stay with their letters; a title-case letter starts a word */
+        {"Cafe\xcc\x81 \xc7\x85ungla", "Cafe\xcc\x81| \xc7\x85ungla"},
+    };
+    static const struct words_case kimi[] = {
+        {"\xe4\xb8\xad\xe6\x96\x87" "Chinese\xe6\xbc\xa2\xe5\xad\x97\xe3\x80\x81\xe3\x80\x82x",
+         "\xe4\xb8\xad\xe6\x96\x87|Chinese|\xe6\xbc\xa2\xe5\xad\x97|\xe3\x80\x81\xe3\x80\x82|x"},
+        {"HelloWorld it'\xc5\xbf x//y\n", "Hello|World| it'\xc5\xbf| x|//|y|\n"},
+        {"!\xe1\xa0\x8e! a", "!\xe1\xa0\x8e!| a"},
+    };
+    check_words("gpt-4o", o200k, HEARTH_ARRAY_LEN(o200k));
+    check_words("kimi-k2", kimi, HEARTH_ARRAY_LEN(kimi));
 }
 END_TEST
 
@@ -1051,7 +1090,7 @@ int main(void)
     tcase_add_test(tc, test_leftmost_longest_special);
     tcase_add_test(tc, test_user_defined_always_matched);
     tcase_add_test(tc, test_unknown_pretokenizer);
-    tcase_add_test(tc, test_o200k_pretokenizer);
+    tcase_add_test(tc, test_o200k_kimi_pretokenizers);
     tcase_add_test(tc, test_harmony_ends);
     tcase_add_test(tc, test_malformed_vocabularies);
     suite_add_tcase(s, tc);

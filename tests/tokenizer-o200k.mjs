@@ -19,7 +19,7 @@
 //   node tokenizer-o200k.mjs TOKENIZE-CASES TOKENIZER.json TOKENIZER_CONFIG.json TESTS.inp TMPDIR
 import { Tokenizer } from "@huggingface/tokenizers";
 import { readFileSync, writeFileSync } from "node:fs";
-import { spawnSync } from "node:child_process";
+import { readCases, runTokenizeCases } from "./tokenize-cases.mjs";
 
 const [tokenizeCases, jsonPath, configPath, inpPath, tmp] = process.argv.slice(2);
 const tokenizerJson = JSON.parse(readFileSync(jsonPath, "utf8"));
@@ -106,14 +106,7 @@ writeFileSync(vocabPath, gguf([
 
 // ---- the texts ------------------------------------------------------------
 
-// The shared cases: each one is followed by a separator line.
-const SEPARATOR = "\n__ggml_vocab_test__\n";
-const inp = readFileSync(inpPath, "utf8");
-const shared = [];
-for (let at = 0, sep; (sep = inp.indexOf(SEPARATOR, at)) >= 0; at = sep + SEPARATOR.length) {
-  shared.push(inp.slice(at, sep));
-}
-if (shared.length < 40) throw new Error(`${inpPath}: ${shared.length} cases`);
+const shared = readCases(inpPath);
 
 const own = [
   // CJK, kana, Hangul, full-width forms
@@ -170,16 +163,8 @@ const reference = new Tokenizer(tokenizerJson, tokenizerConfig);
 // hearth's ids for each text, one line each: the vocabulary loaded once
 // for them all (tests/tokenize-cases).
 function hearthTokenize(name, texts, special) {
-  const path = `${tmp}/${name}.inp`;
-  writeFileSync(path, texts.map((text) => text + SEPARATOR).join(""));
-  const args = (special ? ["--special"] : []).concat([vocabPath, path]);
-  const r = spawnSync(tokenizeCases, args, { encoding: "utf8", maxBuffer: 1 << 26 });
-  if (r.status !== 0) throw new Error(`tokenize-cases ${args.join(" ")}: exit ${r.status}: ${r.stderr}`);
-  const lines = r.stdout.split("\n");
-  if (lines.pop() !== "" || lines.length !== texts.length) {
-    throw new Error(`tokenize-cases ${args.join(" ")}: ${lines.length} lines for ${texts.length} texts`);
-  }
-  return lines;
+  const args = (special ? ["--special"] : []).concat([vocabPath]);
+  return runTokenizeCases(tokenizeCases, args, `${tmp}/${name}.inp`, texts);
 }
 
 const groups = [

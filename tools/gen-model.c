@@ -40,6 +40,8 @@
 #include "gguf.h"
 #include "quant.h"
 #include "quantize.h"
+#include "tokenizer.h"
+#include "utf8.h"
 
 #define WEIGHT_STD 0.02
 
@@ -101,6 +103,7 @@ struct shape {
     bool oai;
     float yarn_factor;
     int yarn_orig;
+    float yarn_beta_fast, yarn_beta_slow; /* the YaRN ramp's ends, written when > 0 */
     /* deepseek2 (multi-head latent attention; kv_lora > 0): the latent's
      * rank, the queries' low rank (0: one attn_q), per head the query/key
      * elements without RoPE and the values (n_rot: the rotary ones); the
@@ -115,6 +118,10 @@ struct shape {
     float weights_scale;
     bool weights_norm;
     float mscale_all_dim;
+    /* tokenizer.ggml.pre of a byte-level BPE vocabulary: written over
+     * --vocab's, or with a synthetic byte-level BPE vocabulary (NULL: a
+     * synthetic SentencePiece one) */
+    const char *pre;
 };
 
 /* Phi-3 and Phi-3.5 add these to the 32,000 tokens of Llama 2's
@@ -308,6 +315,24 @@ static const struct shape shapes[] = {
      .qk_nope = 128, .v_head = 128, .n_dense_lead = 3, .n_shared = 1, .n_expert = 256, .n_expert_used = 8,
      .n_ff_exp = 2048, .sigmoid_gating = true, .n_groups = 8, .n_groups_used = 4, .weights_scale = 2.5f,
      .weights_norm = true, .yarn_factor = 40.0f, .yarn_orig = 4096, .mscale_all_dim = 1.0f},
+    /* Kimi-K2 (Instruct and Base, their published configuration; the
+     * deepseek2 architecture): layers of 7168, 64 heads, queries of rank
+     * 1536, the latent of 512 with 64 rotary dimensions, heads of
+     * 128 + 64, values of 128; the first layer dense (18432), then
+     * experts (8 used) of 2048 in one group, sigmoid scores with the
+     * selection bias, renormalised and scaled by 2.827, one shared
+     * expert; RoPE base 50000, YaRN 32 over 4096 with both ramp ends at 1
+     * rotation and mscale_all_dim 1; 163840 tokens under the kimi-k2
+     * pre-tokenizer.  Reduced from 61 layers and 384 experts to 3 and 32,
+     * a file of 6.4 GB in Q8_0 (the whole model is 1.03 trillion
+     * parameters); --layers 61 --experts 384 restore them. */
+    {.name = "kimi-k2", .arch = "deepseek2", .title = "Kimi-K2 shape, random weights",
+     .n_layer = 3, .n_embd = 7168, .n_ff = 18432, .n_head = 64, .n_head_kv = 1, .n_vocab = 163840,
+     .n_ctx = 131072, .rope_base = 50000.0f, .norm_eps = 1e-6f, .n_rot = 64, .kv_lora = 512, .q_lora = 1536,
+     .qk_nope = 128, .v_head = 128, .n_dense_lead = 1, .n_shared = 1, .n_expert = 32, .n_expert_used = 8,
+     .n_ff_exp = 2048, .sigmoid_gating = true, .n_groups = 1, .n_groups_used = 1, .weights_scale = 2.827f,
+     .weights_norm = true, .yarn_factor = 32.0f, .yarn_orig = 4096, .yarn_beta_fast = 1.0f, .yarn_beta_slow = 1.0f,
+     .mscale_all_dim = 1.0f, .pre = "kimi-k2"},
     /* micro DeepSeek-V2-Lite: no low-rank queries, softmax routing without
      * groups, one dense layer, two shared experts, YaRN 4 over 32
      * (mscale_all_dim 0.707): 4 heads of 32 + 32 over a latent of 64 */
@@ -337,6 +362,18 @@ static const struct shape shapes[] = {
      .sigmoid_gating = true, .n_groups = 4, .n_groups_used = 2, .weights_scale = 2.5f, .weights_norm = true,
      .yarn_factor = 4.0f, .yarn_orig = 32, .mscale_all_dim = 1.0f, .weight_std = 0.08, .output_std = 0.5,
      .norm_std = 0.2},
+    /* micro Kimi-K2: micro-deepseek3's routing in one expert group, the
+     * scaling factor 2.827, RoPE base 50000, YaRN 4 over 32 with both ramp
+     * ends at 1 rotation (Kimi's beta_fast and beta_slow), values as wide
+     * as the query/key heads' non-rotary part, and a synthetic byte-level
+     * BPE vocabulary under the kimi-k2 pre-tokenizer */
+    {.name = "micro-kimi-k2", .arch = "deepseek2", .title = "micro deepseek2 (Kimi-K2 style), random weights",
+     .n_layer = 3, .n_embd = 256, .n_ff = 256, .n_head = 4, .n_head_kv = 1, .n_vocab = 512, .n_ctx = 4096,
+     .rope_base = 50000.0f, .norm_eps = 1e-6f, .n_rot = 32, .kv_lora = 64, .q_lora = 96, .qk_nope = 32,
+     .v_head = 32, .n_dense_lead = 1, .n_shared = 1, .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64,
+     .sigmoid_gating = true, .n_groups = 1, .n_groups_used = 1, .weights_scale = 2.827f, .weights_norm = true,
+     .yarn_factor = 4.0f, .yarn_orig = 32, .yarn_beta_fast = 1.0f, .yarn_beta_slow = 1.0f, .mscale_all_dim = 1.0f,
+     .weight_std = 0.08, .output_std = 0.5, .norm_std = 0.2, .pre = "kimi-k2"},
     {.name = "rwkv6-world-1.6b", .arch = "rwkv6", .title = "RWKV-6-World-1.6B shape, random weights",
      .n_layer = 24, .n_embd = 2048, .n_ff = 7168, .n_head = 32, .n_head_kv = 32, .n_vocab = 65536,
      .n_ctx = 1048576, .rope_base = 0.0f, .norm_eps = 1e-5f, .head_size = 64},
@@ -958,6 +995,73 @@ static hearth_status copy_vocab(hearth_gguf_writer *w, const char *path, int n, 
     return st;
 }
 
+/* A byte-level BPE vocabulary of n tokens under the pre-tokenizer pre:
+ * the 256 bytes in GPT-2's printable spelling, the merges of a space
+ * before each lower-case ASCII letter and of every pair of them (as many
+ * as fit), [BOS] and [EOS] control tokens, then unused "[PADn]" ones. */
+static hearth_status synthetic_bpe_vocab(hearth_gguf_writer *w, int n, const char *pre)
+{
+    enum { N_BYTES = 256, N_MERGES = 26 + 26 * 26 };
+    if (n < N_BYTES + 2)
+        return hearth_error(HEARTH_E_INVALID, "a byte-level BPE vocabulary of %d tokens: it needs %d", n,
+                            N_BYTES + 2);
+    const int n_merges = HEARTH_MIN(N_MERGES, n - N_BYTES - 2);
+    char **tokens = calloc((size_t)n, sizeof *tokens);
+    char **merges = calloc((size_t)N_MERGES, sizeof *merges);
+    int32_t *types = calloc((size_t)n, sizeof *types);
+    hearth_status st = tokens && merges && types ? HEARTH_OK : HEARTH_E_NOMEM;
+    for (int i = 0; i < n && !st; i++) {
+        char text[32];
+        types[i] = 1; /* normal */
+        if (i < N_BYTES) {
+            text[utf8_encode(bpe_byte_to_cp((unsigned char)i), text)] = '\0';
+        } else if (i < N_BYTES + n_merges) {
+            /* merge k: " " + letter k (k < 26), then letter pairs */
+            const int k = i - N_BYTES;
+            char left[8], right[8];
+            left[utf8_encode(bpe_byte_to_cp(k < 26 ? ' ' : (unsigned char)('a' + (k - 26) / 26)), left)] = '\0';
+            right[utf8_encode(bpe_byte_to_cp((unsigned char)('a' + (k < 26 ? k : (k - 26) % 26))), right)] = '\0';
+            snprintf(text, sizeof text, "%s%s", left, right);
+            char merge[32];
+            snprintf(merge, sizeof merge, "%s %s", left, right);
+            if (!(merges[k] = strdup(merge))) st = HEARTH_E_NOMEM;
+        } else if (i < N_BYTES + n_merges + 2) {
+            snprintf(text, sizeof text, "%s", i == N_BYTES + n_merges ? "[BOS]" : "[EOS]");
+            types[i] = 3; /* control */
+        } else {
+            snprintf(text, sizeof text, "[PAD%d]", i);
+            types[i] = 5; /* unused */
+        }
+        if (!st && !(tokens[i] = strdup(text))) st = HEARTH_E_NOMEM;
+    }
+    if (!st) st = hearth_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+    if (!st) st = hearth_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre);
+    if (!st) st = hearth_gguf_writer_set_str_array(w, "tokenizer.ggml.tokens",
+                                                   (const char *const *)tokens, (uint64_t)n);
+    if (!st) st = hearth_gguf_writer_set_array(w, "tokenizer.ggml.token_type", HEARTH_GGUF_INT32,
+                                               types, (uint64_t)n);
+    if (!st) st = hearth_gguf_writer_set_str_array(w, "tokenizer.ggml.merges",
+                                                   (const char *const *)merges, (uint64_t)n_merges);
+    if (!st) st = hearth_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)(N_BYTES + n_merges));
+    if (!st) st = hearth_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)(N_BYTES + n_merges + 1));
+    for (int i = 0; tokens && i < n; i++) free(tokens[i]);
+    for (int i = 0; merges && i < N_MERGES; i++) free(merges[i]);
+    free(tokens);
+    free(merges);
+    free(types);
+    return st;
+}
+
+/* The shape's vocabulary: --vocab's (under the shape's pre-tokenizer,
+ * if it names one), else a synthetic one. */
+static hearth_status write_vocab(hearth_gguf_writer *w, const struct shape *s, const char *vocab_path)
+{
+    if (!vocab_path)
+        return s->pre ? synthetic_bpe_vocab(w, s->n_vocab, s->pre) : synthetic_vocab(w, s->n_vocab);
+    HEARTH_TRY(copy_vocab(w, vocab_path, s->n_vocab, s->added_tokens));
+    return s->pre ? hearth_gguf_writer_set_str(w, "tokenizer.ggml.pre", s->pre) : HEARTH_OK;
+}
+
 /* ------------------------------------------------------------------------
  * Metadata and main
  * ------------------------------------------------------------------------ */
@@ -987,7 +1091,7 @@ static hearth_status set_metadata(hearth_gguf_writer *w, const struct shape *s,
         HEARTH_TRY(ARCH_F32("attention.layer_norm_epsilon", s->norm_eps));
         HEARTH_TRY(hearth_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype));
         HEARTH_TRY(hearth_gguf_writer_set_u32(w, "general.quantization_version", 2));
-        return vocab_path ? copy_vocab(w, vocab_path, s->n_vocab, s->added_tokens) : synthetic_vocab(w, s->n_vocab);
+        return write_vocab(w, s, vocab_path);
     }
     HEARTH_TRY(ARCH_U32("attention.head_count", (uint32_t)s->n_head));
     HEARTH_TRY(ARCH_U32("attention.head_count_kv", (uint32_t)s->n_head_kv));
@@ -1050,6 +1154,8 @@ static hearth_status set_metadata(hearth_gguf_writer *w, const struct shape *s,
         HEARTH_TRY(hearth_gguf_writer_set_str(w, key, "yarn"));
         HEARTH_TRY(ARCH_F32("rope.scaling.factor", s->yarn_factor));
         HEARTH_TRY(ARCH_U32("rope.scaling.original_context_length", (uint32_t)s->yarn_orig));
+        if (s->yarn_beta_fast > 0) HEARTH_TRY(ARCH_F32("rope.scaling.yarn_beta_fast", s->yarn_beta_fast));
+        if (s->yarn_beta_slow > 0) HEARTH_TRY(ARCH_F32("rope.scaling.yarn_beta_slow", s->yarn_beta_slow));
     }
     if (s->n_ctx_orig) {
         /* LongRoPE's attention factor for a context extended n_ctx / n_ctx_orig times */
@@ -1072,7 +1178,7 @@ static hearth_status set_metadata(hearth_gguf_writer *w, const struct shape *s,
 #undef ARCH_F32
     HEARTH_TRY(hearth_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype));
     HEARTH_TRY(hearth_gguf_writer_set_u32(w, "general.quantization_version", 2));
-    return vocab_path ? copy_vocab(w, vocab_path, s->n_vocab, s->added_tokens) : synthetic_vocab(w, s->n_vocab);
+    return write_vocab(w, s, vocab_path);
 }
 
 static int write_model(struct generator *g_in, const struct shape *sp, hearth_ftype ftype, const char *vocab_path,
@@ -1155,6 +1261,11 @@ static void usage(FILE *out)
           "                   1536), latent 512, 3 dense (ff 18432), 256 experts (8 used,\n"
           "                   sigmoid, 8 groups, 4 used) of 2048 and 1 shared, vocab\n"
           "                   129280 (measure a few layers: --layers, --dense-layers)\n"
+          "  kimi-k2          deepseek2, 3 of Kimi-K2's 61 layers: d 7168, 64 heads\n"
+          "                   (queries of rank 1536), latent 512, 1 dense (ff 18432),\n"
+          "                   32 of its 384 experts (8 used, sigmoid, 1 group) of 2048\n"
+          "                   and 1 shared, YaRN 32, vocab 163840 (byte-level BPE,\n"
+          "                   pre-tokenizer kimi-k2)\n"
           "  micro-deepseek2  deepseek2, 3 layers, d 256, 4 heads of 32 + 32 over a\n"
           "                   latent of 64, 1 dense, 8 experts (2 used, softmax) of 64\n"
           "                   and 2 shared, YaRN 4 over 32\n"
@@ -1163,11 +1274,15 @@ static void usage(FILE *out)
           "  micro-deepseek3  as micro-deepseek2-v2 with sigmoid routing and the\n"
           "                   selection bias, renormalised weights scaled by 2.5, values\n"
           "                   of 64, YaRN 4 over 32\n"
+          "  micro-kimi-k2    as micro-deepseek3 in one expert group, weights scaled by\n"
+          "                   2.827, RoPE base 50000, YaRN 4 over 32 with Kimi's ramp\n"
+          "                   ends, vocab 512 (byte-level BPE, pre-tokenizer kimi-k2)\n"
           "(micro shapes: larger weights and random norms, test models).  --window N\n"
           "sets the sliding window (0: none).\n"
           "quantized with a recipe of hearth quantize (TYPE, default Q8_0).  --vocab\n"
           "copies the tokenizer of a vocabulary GGUF file (padded to the vocabulary\n"
-          "size); without it the vocabulary is a synthetic SentencePiece one.  The\n"
+          "size; kimi-k2 names its pre-tokenizer); without it the vocabulary is a\n"
+          "synthetic SentencePiece one (kimi-k2: byte-level BPE).  The\n"
           "other options override the shape's sizes (for small test models);\n"
           "--output-std sets the spread of the output layer's weights (default 0.02;\n"
           "larger values make the next-token distribution peaked).\n"

@@ -93,6 +93,40 @@
     "\\x{104b0}-\\x{104d3}\\x{104d8}-\\x{104fb}\\x{10c80}-\\x{10cb2}\\x{10cc0}-\\x{10cf2}" \
     "\\x{118a0}-\\x{118df}\\x{1e900}-\\x{1e943}]+"
 
+/* Kimi-K2 (the tiktoken expression of its tokenization_kimi.py): runs of
+ * Han characters are words of their own; then o200k's capitalised-word
+ * shapes with Han characters taken out of both letter classes; digits in
+ * groups of up to three; punctuation with an optional leading space and
+ * its trailing newlines (no slashes); newlines with the whitespace before
+ * them.  Written for what tiktoken's expressions mean: \s is the Unicode
+ * White_Space property (PCRE2's \s also takes U+180E), \p{Han} the
+ * Script property (PCRE2 10.40 and later read a bare script name as
+ * Script_Extensions, which adds shared punctuation such as U+3001), and
+ * the contractions fold case the Unicode way ('s also matches 'ſ, the
+ * long s). */
+#if defined PCRE2_MAJOR && (PCRE2_MAJOR > 10 || (PCRE2_MAJOR == 10 && PCRE2_MINOR >= 40))
+#define RE_HAN "\\p{sc:Han}"
+#else
+#define RE_HAN "\\p{Han}"
+#endif
+#define RE_WHITE_SPACE_CHARS "\\t-\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
+/* [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]] and its lower-case twin,
+ * which PCRE2 cannot intersect: as the general categories split every
+ * code point, "in these categories and not Han" is "in none of the other
+ * categories and not Han", one negated class.  (A lookahead before each
+ * letter instead made every letter of a run a backtracking point: the
+ * JIT's stack ran out on a run of 200000 capitals.) */
+#define RE_KIMI_UPPER "[^\\p{Ll}\\p{N}\\p{P}\\p{S}\\p{Z}\\p{C}" RE_HAN "]"
+#define RE_KIMI_LOWER "[^\\p{Lu}\\p{Lt}\\p{N}\\p{P}\\p{S}\\p{Z}\\p{C}" RE_HAN "]"
+#define RE_KIMI_CONTRACTIONS "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
+#define RE_KIMI \
+    RE_HAN "+" \
+    "|[^\\r\\n\\p{L}\\p{N}]?" RE_KIMI_UPPER "*" RE_KIMI_LOWER "+" RE_KIMI_CONTRACTIONS "?" \
+    "|[^\\r\\n\\p{L}\\p{N}]?" RE_KIMI_UPPER "+" RE_KIMI_LOWER "*" RE_KIMI_CONTRACTIONS "?" \
+    "|\\p{N}{1,3}| ?[^" RE_WHITE_SPACE_CHARS "\\p{L}\\p{N}]+[\\r\\n]*" \
+    "|[" RE_WHITE_SPACE_CHARS "]*[\\r\\n]+" \
+    "|[" RE_WHITE_SPACE_CHARS "]+(?![^" RE_WHITE_SPACE_CHARS "])|[" RE_WHITE_SPACE_CHARS "]+"
+
 /* One pre-tokenizer: its stages and the BPE behaviour that goes with it. */
 struct pretok_def {
     const char *const stages[MAX_STAGES]; /* NULL-terminated */
@@ -107,6 +141,8 @@ static const struct pretok_def def_llama3 = {{RE_LLAMA3, NULL}, true, true};
 static const struct pretok_def def_qwen2 = {{RE_QWEN2, NULL}, false, false};
 
 static const struct pretok_def def_o200k = {{RE_O200K, NULL}, false, false};
+
+static const struct pretok_def def_kimi_k2 = {{RE_KIMI, NULL}, false, false};
 
 /* Every digit alone (any Unicode number, "½" too), then GPT-2's
  * expression. */
@@ -160,6 +196,7 @@ static const struct {
     {"deepseek-llm", &def_deepseek_llm},
     {"deepseek-coder", &def_deepseek_coder},
     {"deepseek-v3", &def_deepseek_v3},
+    {"kimi-k2", &def_kimi_k2},
     {"falcon", &def_falcon},
     {"starcoder", &def_starcoder},
     {"refact", &def_starcoder},
@@ -169,8 +206,8 @@ static const struct {
 
 const char pretok_supported_names[] =
     "default, gpt-2, phi-2, mpt, olmo, llama-bpe, llama3, llama-v3, falcon3, dbrx, smaug-bpe, "
-    "qwen2, gpt-4o, llama4, deepseek-r1-qwen, stablelm2, deepseek-llm, deepseek-coder, deepseek-v3, falcon, "
-    "starcoder, refact, smollm, command-r";
+    "qwen2, gpt-4o, llama4, deepseek-r1-qwen, stablelm2, deepseek-llm, deepseek-coder, deepseek-v3, kimi-k2, "
+    "falcon, starcoder, refact, smollm, command-r";
 
 static const struct pretok_def *find_def(const char *name)
 {

@@ -3,7 +3,8 @@
  * any byte string is tokenized (as plain text or with special tokens
  * parsed), decoded, and streamed token by token and byte by byte through
  * hearth_text_stream with a stop string, under every shared vocabulary
- * (SentencePiece, byte-level BPE, RWKV World).
+ * (SentencePiece, byte-level BPE, RWKV World), and under a byte-level BPE
+ * vocabulary with each pre-tokenizer that no shared file names.
  *
  * The first byte of the input picks the vocabulary and the flags; the
  * rest is the text.  An input that starts with the GGUF magic is instead
@@ -15,13 +16,16 @@
  *
  * The vocabularies are read once, from vocab/ under $HEARTH_TEST_DATA,
  * or else under the directory compiled in as HEARTH_FUZZ_DATA (the test
- * data directory configure chose), or else ../shared.
+ * data directory configure chose), or else ../shared; one with another
+ * pre-tokenizer is a copy of the file with tokenizer.ggml.pre replaced,
+ * written to a temporary file ($TMPDIR, else /tmp) and loaded from it.
  */
 #include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "utf8.h"
 
@@ -31,12 +35,17 @@
 
 #define MAX_INPUT (64 * 1024)
 
-static const char *const vocab_files[] = {
-    "vocab/ggml-vocab-llama-spm.gguf",
-    "vocab/ggml-vocab-gpt-2.gguf",
-    "vocab/vocab-llama3.gguf",
-    "vocab/vocab-qwen3.gguf",
-    "vocab/vocab-rwkv-world-synthetic.gguf",
+/* The shared vocabularies, and their tokenizer.ggml.pre where it is
+ * replaced. */
+static const struct {
+    const char *file, *pre;
+} vocab_files[] = {
+    {"vocab/ggml-vocab-llama-spm.gguf", NULL},
+    {"vocab/ggml-vocab-gpt-2.gguf", NULL},
+    {"vocab/vocab-llama3.gguf", NULL},
+    {"vocab/vocab-qwen3.gguf", NULL},
+    {"vocab/vocab-rwkv-world-synthetic.gguf", NULL},
+    {"vocab/vocab-qwen3.gguf", "kimi-k2"},
 };
 #define N_VOCABS (sizeof vocab_files / sizeof vocab_files[0])
 
@@ -48,15 +57,46 @@ static void fail(const char *what, size_t size)
     abort();
 }
 
+/* The file at path, opened; with pre, a copy of it that names that
+ * pre-tokenizer. */
+static hearth_status open_vocab_file(const char *path, const char *pre, hearth_gguf **out)
+{
+    if (!pre) return hearth_gguf_open(path, out);
+    hearth_gguf *src;
+    hearth_status st = hearth_gguf_open(path, &src);
+    if (st != HEARTH_OK) return st;
+    hearth_gguf_writer *w;
+    if ((st = hearth_gguf_writer_new(&w)) != HEARTH_OK) {
+        hearth_gguf_close(src);
+        return st;
+    }
+    for (int64_t i = 0; i < hearth_gguf_n_kv(src) && st == HEARTH_OK; i++) st = hearth_gguf_writer_copy_kv(w, src, i);
+    hearth_gguf_close(src);
+    if (st == HEARTH_OK) st = hearth_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre);
+    const char *dir = getenv("TMPDIR");
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s/fuzz-tokenizer-XXXXXX", dir && *dir ? dir : "/tmp");
+    int fd = st == HEARTH_OK ? mkstemp(copy) : -1;
+    if (fd < 0 && st == HEARTH_OK) st = hearth_error(HEARTH_E_IO, "cannot create %s", copy);
+    if (fd >= 0) {
+        close(fd);
+        st = hearth_gguf_writer_write(w, copy);
+        if (st == HEARTH_OK) st = hearth_gguf_open(copy, out);
+        unlink(copy);
+    }
+    hearth_gguf_writer_free(w);
+    return st;
+}
+
 static void load_vocabs(void)
 {
     const char *dir = getenv("HEARTH_TEST_DATA");
     if (!dir || !*dir) dir = HEARTH_FUZZ_DATA;
     for (size_t i = 0; i < N_VOCABS; i++) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, vocab_files[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, vocab_files[i].file);
         hearth_gguf *g;
-        if (hearth_gguf_open(path, &g) != HEARTH_OK) {
+        if (open_vocab_file(path, vocab_files[i].pre, &g) != HEARTH_OK) {
             fprintf(stderr, "fuzz-tokenizer: cannot open %s: %s (set HEARTH_TEST_DATA)\n", path,
                     hearth_last_error());
             abort();
