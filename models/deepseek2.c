@@ -279,7 +279,7 @@ static hearth_status latent_attention(struct forward *f, int il)
 static hearth_status deepseek2_layer(struct forward *f, int il)
 {
     HEARTH_TRY(latent_attention(f, il));
-    return il < f->model->hp.n_layer_dense ? family_swiglu_block(f, il) : moe_ffn_block(f, il);
+    return moe_ffn_after_dense(f, il);
 }
 
 const struct arch arch_deepseek2 = {.name = "deepseek2",

@@ -82,7 +82,7 @@ static hearth_status glm4moe_load(hearth_model *m)
 static hearth_status glm4moe_layer(struct forward *f, int il)
 {
     HEARTH_TRY(family_attention_block(f, il));
-    return il < f->model->hp.n_layer_dense ? family_swiglu_block(f, il) : moe_ffn_block(f, il);
+    return moe_ffn_after_dense(f, il);
 }
 
 const struct arch arch_glm4moe = {.name = "glm4moe",

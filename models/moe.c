@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "family.h"
+
 static hearth_status get_u32(const hearth_model *m, const char *suffix, bool *found, uint32_t *out)
 {
     char key[128];
@@ -270,4 +272,9 @@ hearth_status moe_ffn_block(struct forward *f, int il)
         }
     }
     return op->add(be, &f->x, &f->x, &f->moe_out);
+}
+
+hearth_status moe_ffn_after_dense(struct forward *f, int il)
+{
+    return il < f->model->hp.n_layer_dense ? family_swiglu_block(f, il) : moe_ffn_block(f, il);
 }

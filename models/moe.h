@@ -61,4 +61,9 @@ hearth_status moe_bind_layer(hearth_model *m, int il, const struct moe_opts *o);
  *     x += moe(m) [+ [sigmoid(g . m)] shared(m)],  m = rmsnorm(x). */
 hearth_status moe_ffn_block(struct forward *f, int il);
 
+/* The feed-forward half of a family with leading dense layers
+ * (moe_read_dense_lead; DeepSeek, GLM-4.5): family_swiglu_block in the
+ * first hp.n_layer_dense layers, moe_ffn_block after them. */
+hearth_status moe_ffn_after_dense(struct forward *f, int il);
+
 #endif /* HEARTH_MODELS_MOE_H */

@@ -270,6 +270,45 @@ def output_logits(g, x, eps):
     return x @ out.T
 
 
+def layer_readers(g, il):
+    """Readers of layer il's tensors by their names after "blk.IL.": the
+    tensor, and whether the file has it."""
+    def t(name):
+        return g.tensor("blk.%d.%s" % (il, name))
+
+    def has(name):
+        return ("blk.%d.%s" % (il, name)) in g.tensors
+    return t, has
+
+
+def qkv_heads(t, has, h, n_head, n_head_kv, hd, eps):
+    """The query, key and value heads (tokens x heads x hd) of the rows h:
+    from one fused attn_qkv (q, k, v rows in that order) or attn_q/k/v,
+    plus the biases the layer has, the query and key heads RMS-normed
+    where it has attn_q_norm and attn_k_norm."""
+    n = h.shape[0]
+    if has("attn_qkv.weight"):
+        qkv = h @ t("attn_qkv.weight").T
+        q = qkv[:, :n_head * hd]
+        k = qkv[:, n_head * hd:(n_head + n_head_kv) * hd]
+        v = qkv[:, (n_head + n_head_kv) * hd:]
+    else:
+        q, k, v = h @ t("attn_q.weight").T, h @ t("attn_k.weight").T, h @ t("attn_v.weight").T
+    if has("attn_q.bias"):
+        q = q + t("attn_q.bias")
+    if has("attn_k.bias"):
+        k = k + t("attn_k.bias")
+    if has("attn_v.bias"):
+        v = v + t("attn_v.bias")
+    q = q.reshape(n, n_head, hd)
+    k = k.reshape(n, n_head_kv, hd)
+    v = v.reshape(n, n_head_kv, hd)
+    if has("attn_q_norm.weight"):
+        q = rmsnorm(q, t("attn_q_norm.weight"), eps)
+        k = rmsnorm(k, t("attn_k_norm.weight"), eps)
+    return q, k, v
+
+
 def forward(g, tokens):
     """The logits of every position, and those of the first prediction
     layer where the family has one and the file holds it (else None)."""
@@ -329,29 +368,10 @@ def forward_plain(g, tokens):
     if gemma:
         x *= math.sqrt(n_embd)
     for il in range(n_layer):
-        def t(name):
-            return g.tensor("blk.%d.%s" % (il, name))
-
-        def has(name):
-            return ("blk.%d.%s" % (il, name)) in g.tensors
-
+        t, has = layer_readers(g, il)
         is_swa = window > 0 and (period <= 1 or il % period < period - 1)
         h = rmsnorm(x, t("attn_norm.weight"), eps)
-        if has("attn_qkv.weight"):
-            qkv = h @ t("attn_qkv.weight").T
-            q = qkv[:, :n_head * hd]
-            k = qkv[:, n_head * hd:(n_head + n_head_kv) * hd]
-            v = qkv[:, (n_head + n_head_kv) * hd:]
-        else:
-            q, k, v = h @ t("attn_q.weight").T, h @ t("attn_k.weight").T, h @ t("attn_v.weight").T
-        if has("attn_q.bias"):
-            q, k, v = q + t("attn_q.bias"), k + t("attn_k.bias"), v + t("attn_v.bias")
-        q = q.reshape(n, n_head, hd)
-        k = k.reshape(n, n_head_kv, hd)
-        v = v.reshape(n, n_head_kv, hd)
-        if has("attn_q_norm.weight"):
-            q = rmsnorm(q, t("attn_q_norm.weight"), eps)
-            k = rmsnorm(k, t("attn_k_norm.weight"), eps)
+        q, k, v = qkv_heads(t, has, h, n_head, n_head_kv, hd, eps)
         b, sc = base, scale
         if gemma and is_swa:
             b, sc = base_swa, (1.0 if arch == "gemma3" else scale)
@@ -384,9 +404,7 @@ def forward_plain(g, tokens):
 
 def experts(g, arch, il, m):
     """The mixture-of-experts feed-forward of layer il for the rows of m."""
-    def t(name):
-        return g.tensor("blk.%d.%s" % (il, name))
-
+    t, _ = layer_readers(g, il)
     k = g.kv[arch + ".expert_used_count"]
     norm = g.kv.get(arch + ".expert_weights_norm", arch != "qwen2moe")
     logits = m @ t("ffn_gate_inp.weight").T
@@ -458,9 +476,7 @@ def forward_gptoss(g, tokens):
     i_idx = np.arange(n)[:, None]
     j_idx = np.arange(n)[None, :]
     for il in range(n_layer):
-        def t(name):
-            return g.tensor("blk.%d.%s" % (il, name))
-
+        t, _ = layer_readers(g, il)
         h = rmsnorm(x, t("attn_norm.weight"), eps)
         q = (h @ t("attn_q.weight").T + t("attn_q.bias")).reshape(n, n_head, hd)
         k = (h @ t("attn_k.weight").T + t("attn_k.bias")).reshape(n, n_head_kv, hd)
@@ -506,9 +522,7 @@ def deepseek_experts(g, arch, il, m, gating_default=1):
     """DeepSeek's routed and shared experts of layer il for the rows of m
     (scores by expert_gating_func, 1 softmax, 2 sigmoid, gating_default
     where the file does not say)."""
-    def t(name):
-        return g.tensor("blk.%d.%s" % (il, name))
-
+    t, _ = layer_readers(g, il)
     k = g.kv[arch + ".expert_used_count"]
     sigmoid_gating = g.kv.get(arch + ".expert_gating_func", gating_default) == 2
     norm = g.kv.get(arch + ".expert_weights_norm", False)
@@ -591,9 +605,7 @@ def forward_deepseek2(g, tokens):
     pos = np.arange(n, dtype=np.float64)
     x = g.tensor("token_embd.weight")[tokens].copy()
     for il in range(n_layer):
-        def t(name):
-            return g.tensor("blk.%d.%s" % (il, name))
-
+        t, _ = layer_readers(g, il)
         h = rmsnorm(x, t("attn_norm.weight"), eps)
         if q_lora:
             q = rmsnorm(h @ t("attn_q_a.weight").T, t("attn_q_a_norm.weight"), eps) @ t("attn_q_b.weight").T
@@ -624,9 +636,7 @@ def nextn_logits(g, arch, il, tokens, hidden, layer, eps):
     """The prediction layer il over the tokens (the docstring's NextN):
     hidden holds the trunk's output-normed hidden states, layer(x, il) runs
     a layer of the family over rows x at positions 0 .. n - 1."""
-    def t(name):
-        return g.tensor("blk.%d.%s" % (il, name))
-
+    t, _ = layer_readers(g, il)
     emb = g.tensors.get("blk.%d.nextn.embed_tokens.weight" % il)
     if emb is None:
         emb = g.tensor("token_embd.weight")
@@ -675,26 +685,8 @@ def forward_glm4moe(g, tokens):
     pos = np.arange(n, dtype=np.float64)
 
     def layer(x, il):
-        def t(name):
-            return g.tensor("blk.%d.%s" % (il, name))
-
-        def has(name):
-            return ("blk.%d.%s" % (il, name)) in g.tensors
-
-        a = rmsnorm(x, t("attn_norm.weight"), eps)
-        q, k, v = a @ t("attn_q.weight").T, a @ t("attn_k.weight").T, a @ t("attn_v.weight").T
-        if has("attn_q.bias"):
-            q = q + t("attn_q.bias")
-        if has("attn_k.bias"):
-            k = k + t("attn_k.bias")
-        if has("attn_v.bias"):
-            v = v + t("attn_v.bias")
-        q = q.reshape(n, n_head, hd)
-        k = k.reshape(n, n_head_kv, hd)
-        v = v.reshape(n, n_head_kv, hd)
-        if has("attn_q_norm.weight"):
-            q = rmsnorm(q, t("attn_q_norm.weight"), eps)
-            k = rmsnorm(k, t("attn_k_norm.weight"), eps)
+        t, has = layer_readers(g, il)
+        q, k, v = qkv_heads(t, has, rmsnorm(x, t("attn_norm.weight"), eps), n_head, n_head_kv, hd, eps)
         q = rope(q, pos, n_rot, base, 1.0, True)
         k = rope(k, pos, n_rot, base, 1.0, True)
         o = attention(q, k, v, 1.0 / math.sqrt(hd), 0, 0.0)
@@ -798,12 +790,7 @@ def forward_qwen35(g, tokens):
     pos = np.arange(n, dtype=np.float64)
 
     def layer(x, il):
-        def t(name):
-            return g.tensor("blk.%d.%s" % (il, name))
-
-        def has(name):
-            return ("blk.%d.%s" % (il, name)) in g.tensors
-
+        t, has = layer_readers(g, il)
         a = rmsnorm(x, t("attn_norm.weight"), eps)
         if il < n_layer and recurrent[il]:  # the prediction layer attends
             x = x + gated_deltanet(t, has, a, eps, n_conv, d, n_k, n_v, qwen3next)

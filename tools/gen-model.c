@@ -584,6 +584,32 @@ static void list_routed_tensors(struct generator *g, int il)
     }
 }
 
+/* The attention of layer il: its pre-norm, q/k/v (fused where the shape
+ * says), their biases, the head norms and the output projection. */
+static void list_attention_tensors(struct generator *g, int il)
+{
+    const struct shape *s = g->shape;
+    const int64_t E = s->n_embd, d = shape_head_dim(s), n_q = d * s->n_head, n_kv = d * s->n_head_kv;
+    LAYER("attn_norm.weight", E, 1, FILL_ONES);
+    if (s->fused) {
+        LAYER("attn_qkv.weight", E, n_q + 2 * n_kv, FILL_NORMAL);
+    } else {
+        LAYER("attn_q.weight", E, n_q, FILL_NORMAL);
+        LAYER("attn_k.weight", E, n_kv, FILL_NORMAL);
+        LAYER("attn_v.weight", E, n_kv, FILL_NORMAL);
+    }
+    if (s->qkv_bias) {
+        LAYER("attn_q.bias", n_q, 1, FILL_NORMAL);
+        LAYER("attn_k.bias", n_kv, 1, FILL_NORMAL);
+        LAYER("attn_v.bias", n_kv, 1, FILL_NORMAL);
+    }
+    if (s->qk_norm) {
+        LAYER("attn_q_norm.weight", d, 1, FILL_ONES);
+        LAYER("attn_k_norm.weight", d, 1, FILL_ONES);
+    }
+    LAYER("attn_output.weight", n_q, E, FILL_NORMAL);
+}
+
 /* The dense SwiGLU of layer il. */
 static void list_swiglu_tensors(struct generator *g, int il)
 {
@@ -706,25 +732,12 @@ static void list_gptoss_tensors(struct generator *g)
 static void list_glm4moe_tensors(struct generator *g)
 {
     const struct shape *s = g->shape;
-    const int64_t E = s->n_embd, d = shape_head_dim(s), n_q = d * s->n_head, n_kv = d * s->n_head_kv;
+    const int64_t E = s->n_embd;
     add_tensor(g, "token_embd.weight", E, s->n_vocab, FILL_NORMAL);
     add_tensor(g, "output_norm.weight", E, 1, FILL_ONES);
     if (!s->tied) add_tensor(g, "output.weight", E, s->n_vocab, FILL_NORMAL);
     for (int il = 0; il < s->n_layer + s->n_mtp; il++) {
-        LAYER("attn_norm.weight", E, 1, FILL_ONES);
-        LAYER("attn_q.weight", E, n_q, FILL_NORMAL);
-        LAYER("attn_k.weight", E, n_kv, FILL_NORMAL);
-        LAYER("attn_v.weight", E, n_kv, FILL_NORMAL);
-        if (s->qkv_bias) {
-            LAYER("attn_q.bias", n_q, 1, FILL_NORMAL);
-            LAYER("attn_k.bias", n_kv, 1, FILL_NORMAL);
-            LAYER("attn_v.bias", n_kv, 1, FILL_NORMAL);
-        }
-        if (s->qk_norm) {
-            LAYER("attn_q_norm.weight", d, 1, FILL_ONES);
-            LAYER("attn_k_norm.weight", d, 1, FILL_ONES);
-        }
-        LAYER("attn_output.weight", n_q, E, FILL_NORMAL);
+        list_attention_tensors(g, il);
         LAYER("post_attention_norm.weight", E, 1, FILL_ONES);
         if (il < s->n_dense_lead) list_swiglu_tensors(g, il);
         else list_routed_tensors(g, il);
@@ -785,8 +798,7 @@ static void list_tensors(struct generator *g)
         list_qwen35_tensors(g);
         return;
     }
-    const int64_t head_dim = shape_head_dim(s), n_q = head_dim * s->n_head;
-    const int64_t n_kv = head_dim * s->n_head_kv;
+    const int64_t head_dim = shape_head_dim(s);
     add_tensor(g, "token_embd.weight", s->n_embd, s->n_vocab, FILL_NORMAL);
     if (s->llama3_rope) add_tensor(g, "rope_freqs.weight", head_dim / 2, 1, FILL_ROPE_FACTORS);
     if (s->n_ctx_orig) {
@@ -796,24 +808,7 @@ static void list_tensors(struct generator *g)
     add_tensor(g, "output_norm.weight", s->n_embd, 1, FILL_ONES);
     if (!s->tied) add_tensor(g, "output.weight", s->n_embd, s->n_vocab, FILL_NORMAL);
     for (int il = 0; il < s->n_layer; il++) {
-        LAYER("attn_norm.weight", s->n_embd, 1, FILL_ONES);
-        if (s->fused) {
-            LAYER("attn_qkv.weight", s->n_embd, n_q + 2 * n_kv, FILL_NORMAL);
-        } else {
-            LAYER("attn_q.weight", s->n_embd, n_q, FILL_NORMAL);
-            LAYER("attn_k.weight", s->n_embd, n_kv, FILL_NORMAL);
-            LAYER("attn_v.weight", s->n_embd, n_kv, FILL_NORMAL);
-        }
-        if (s->qkv_bias) {
-            LAYER("attn_q.bias", n_q, 1, FILL_NORMAL);
-            LAYER("attn_k.bias", n_kv, 1, FILL_NORMAL);
-            LAYER("attn_v.bias", n_kv, 1, FILL_NORMAL);
-        }
-        if (s->qk_norm) {
-            LAYER("attn_q_norm.weight", head_dim, 1, FILL_ONES);
-            LAYER("attn_k_norm.weight", head_dim, 1, FILL_ONES);
-        }
-        LAYER("attn_output.weight", n_q, s->n_embd, FILL_NORMAL);
+        list_attention_tensors(g, il);
         if (s->post_norms) LAYER("post_attention_norm.weight", s->n_embd, 1, FILL_ONES);
         LAYER("ffn_norm.weight", s->n_embd, 1, FILL_ONES);
         if (s->n_expert > 0) {
