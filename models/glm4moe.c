@@ -33,7 +33,6 @@
  */
 #include "internal.h"
 
-
 #include "family.h"
 #include "moe.h"
 

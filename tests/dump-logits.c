@@ -654,6 +654,17 @@ static int check_mtp(hearth_model *m, struct gen *g0, const int32_t *prompt, int
     return bad;
 }
 
+/* n floats to path; 1 (after a message) when it cannot. */
+static int write_floats(const char *path, const float *x, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(x, sizeof *x, n, f) != n || fclose(f)) {
+        fprintf(stderr, "dump-logits: cannot write %s\n", path);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int n_ctx = 512, n_batch = 7, n_gen = 0, opt;
@@ -690,11 +701,7 @@ int main(int argc, char **argv)
     float *prefill = malloc((size_t)n * (size_t)V * sizeof *prefill);
     if (!prefill) return 1;
     for (int i = 0; i < n; i++) memcpy(prefill + (size_t)i * V, hearth_context_logits(ctx, i), (size_t)V * sizeof(float));
-    FILE *f = fopen(out_path, "wb");
-    if (!f || fwrite(prefill, sizeof(float), (size_t)n * V, f) != (size_t)n * V || fclose(f)) {
-        fprintf(stderr, "dump-logits: cannot write %s\n", out_path);
-        return 1;
-    }
+    if (write_floats(out_path, prefill, (size_t)n * V)) return 1;
     /* decode: one token at a time gives the same bits */
     if (hearth_context_rewind(ctx, 0)) return die("rewind");
     int bad = 0;
@@ -706,13 +713,10 @@ int main(int argc, char **argv)
         }
     }
     if (!bad && mtp_path && hearth_model_mtp_layers(m) > 0) {
-        /* the prediction layer's logits over the tokens, for the oracle */
-        if (mtp_from_scratch(m, tokens, n, n_ctx, prefill)) return 1;
-        FILE *fm = fopen(mtp_path, "wb");
-        if (!fm || fwrite(prefill, sizeof(float), (size_t)n * V, fm) != (size_t)n * V || fclose(fm)) {
-            fprintf(stderr, "dump-logits: cannot write %s\n", mtp_path);
+        /* the prediction layer's logits over the tokens, for the oracle
+         * (in the prompt's buffer, compared already) */
+        if (mtp_from_scratch(m, tokens, n, n_ctx, prefill) || write_floats(mtp_path, prefill, (size_t)n * V))
             return 1;
-        }
     }
     if (!bad && n_gen > 0) bad = check_engine(m, ctx, tokens, n, n_gen, n_ctx);
     hearth_context_free(ctx);
