@@ -203,23 +203,12 @@ static hearth_status bind_attention(hearth_model *m, int il, struct weight *slic
 static hearth_status deepseek2_load(hearth_model *m)
 {
     struct hparams *hp = &m->hp;
-    const char *path = hearth_gguf_path(m->gguf);
     HEARTH_TRY(family_read_sizes(m));
     HEARTH_TRY(read_mla(m));
     HEARTH_TRY(family_read_rope(m, ROPE_NORMAL, hp->qk_nope_dim + hp->rope.n_dims));
     HEARTH_TRY(deepseek2_yarn(m));
-    int32_t n_dense = 0;
-    if (family_has_key(m, "leading_dense_block_count")) {
-        uint32_t v;
-        char key[128];
-        snprintf(key, sizeof key, "%s.leading_dense_block_count", m->arch->name);
-        HEARTH_TRY(hearth_gguf_get_u32(m->gguf, key, &v));
-        if (v > (uint32_t)hp->n_layer)
-            return hearth_error(HEARTH_E_FORMAT, "%s: metadata '%s' = %u is more than the %d layers", path, key, v,
-                                hp->n_layer);
-        n_dense = (int32_t)v;
-    }
-    hp->n_layer_dense = n_dense;
+    HEARTH_TRY(moe_read_dense_lead(m));
+    const int32_t n_dense = hp->n_layer_dense;
     if (n_dense < hp->n_layer) HEARTH_TRY(moe_read_hparams(m, &deepseek2_moe));
     HEARTH_TRY(family_bind_globals(m));
     m->head_slices = hearth_calloc((size_t)hp->n_layer * 2 * (size_t)hp->n_head, sizeof *m->head_slices,
@@ -290,7 +279,7 @@ static hearth_status latent_attention(struct forward *f, int il)
 static hearth_status deepseek2_layer(struct forward *f, int il)
 {
     HEARTH_TRY(latent_attention(f, il));
-    return il < f->model->hp.n_layer_dense ? family_swiglu_block(f, il) : moe_ffn_block(f, il);
+    return moe_ffn_after_dense(f, il);
 }
 
 const struct arch arch_deepseek2 = {.name = "deepseek2",

@@ -206,8 +206,61 @@ hearth_status family_bind_globals(hearth_model *m)
                                 hearth_gguf_path(m->gguf));
         m->hp.rope.freq_factors = m->rope_freqs.data;
     }
-    m->layers = hearth_calloc((size_t)hp->n_layer, sizeof *m->layers, "the layer table");
+    m->layers = hearth_calloc((size_t)(hp->n_layer + m->n_mtp), sizeof *m->layers, "the layer table");
     return m->layers ? HEARTH_OK : HEARTH_E_NOMEM;
+}
+
+hearth_status family_read_nextn(hearth_model *m)
+{
+    struct hparams *hp = &m->hp;
+    const char *path = hearth_gguf_path(m->gguf);
+    m->n_mtp = 0;
+    if (!family_has_key(m, "nextn_predict_layers")) return HEARTH_OK;
+    char key[128];
+    uint32_t v;
+    snprintf(key, sizeof key, "%s.nextn_predict_layers", m->arch->name);
+    HEARTH_TRY(hearth_gguf_get_u32(m->gguf, key, &v));
+    if (v >= (uint32_t)hp->n_layer)
+        return hearth_error(HEARTH_E_FORMAT, "%s: metadata '%s' = %u leaves no trunk of the %d layers "
+                            "('%s.block_count' counts the prediction layers)", path, key, v, hp->n_layer,
+                            m->arch->name);
+    /* the trunk is the model; the prediction layers come after it, and
+     * the first of them drafts */
+    hp->n_layer -= (int32_t)v;
+    char name[96], probe[96];
+    family_layer_name(name, sizeof name, hp->n_layer, "nextn.eh_proj.weight");
+    family_layer_name(probe, sizeof probe, hp->n_layer, "attn_norm.weight");
+    const bool held = hearth_gguf_find_tensor(m->gguf, name) || hearth_gguf_find_tensor(m->gguf, probe);
+    m->n_mtp = v > 0 && held;
+    return HEARTH_OK;
+}
+
+hearth_status family_bind_mtp(hearth_model *m, int il)
+{
+    const int64_t E = m->hp.n_embd;
+    struct mtp_weights *w = &m->mtp;
+    char name[96];
+    const struct {
+        struct weight *w;
+        const char *suffix;
+        int64_t ne0, ne1;
+        bool required;
+    } ws[] = {
+        {&w->eh_proj, "nextn.eh_proj.weight", 2 * E, E, true},
+        {&w->enorm, "nextn.enorm.weight", E, 0, true},
+        {&w->hnorm, "nextn.hnorm.weight", E, 0, true},
+        {&w->head_norm, "nextn.shared_head_norm.weight", E, 0, false},
+        {&w->head, "nextn.shared_head_head.weight", E, m->hp.n_vocab, false},
+        {&w->embd, "nextn.embed_tokens.weight", E, m->hp.n_vocab, false},
+    };
+    for (size_t i = 0; i < HEARTH_ARRAY_LEN(ws); i++) {
+        family_layer_name(name, sizeof name, il, ws[i].suffix);
+        HEARTH_TRY(model_bind(m, ws[i].w, name, ws[i].ne0, ws[i].ne1, ws[i].required));
+    }
+    if (!w->head_norm.data) w->head_norm = m->output_norm;
+    if (!w->head.data) w->head = m->output;
+    if (!w->embd.data) w->embd = m->tok_embd;
+    return HEARTH_OK;
 }
 
 void family_layer_name(char *buf, size_t size, int il, const char *suffix)
@@ -253,15 +306,21 @@ hearth_status family_bind_layer(hearth_model *m, int il, const struct layer_tens
     BIND(bq, "attn_q.bias", n_q, 0, t->qkv_bias);
     BIND(bk, "attn_k.bias", n_kv, 0, t->qkv_bias);
     BIND(bv, "attn_v.bias", n_kv, 0, t->qkv_bias);
-    if (t->qk_norm) {
-        BIND(attn_q_norm, "attn_q_norm.weight", hp->head_dim, 0, true);
-        BIND(attn_k_norm, "attn_k_norm.weight", hp->head_dim, 0, true);
+    if (t->qk_norm || t->qk_norm_optional) {
+        BIND(attn_q_norm, "attn_q_norm.weight", hp->head_dim, 0, t->qk_norm);
+        BIND(attn_k_norm, "attn_k_norm.weight", hp->head_dim, 0, t->qk_norm);
+        if (!L->attn_q_norm.data != !L->attn_k_norm.data) {
+            family_layer_name(name, sizeof name, il, L->attn_q_norm.data ? "attn_k_norm.weight" : "attn_q_norm.weight");
+            return hearth_error(HEARTH_E_FORMAT, "%s: layer %d normalises the %s heads but not the %s: tensor "
+                                "'%s' is missing", hearth_gguf_path(m->gguf), il,
+                                L->attn_q_norm.data ? "query" : "key", L->attn_q_norm.data ? "key" : "query", name);
+        }
     }
     if (t->post_norms) {
         BIND(attn_post_norm, "post_attention_norm.weight", n_embd, 0, true);
         BIND(ffn_post_norm, "post_ffw_norm.weight", n_embd, 0, true);
     }
-    BIND(ffn_norm, "ffn_norm.weight", n_embd, 0, true);
+    BIND(ffn_norm, t->ffn_norm ? t->ffn_norm : "ffn_norm.weight", n_embd, 0, true);
     if (t->no_ffn) return HEARTH_OK;
     if (t->fused_gate_up) {
         struct weight up;

@@ -35,18 +35,34 @@ hearth_status family_read_hparams(hearth_model *m, enum rope_style style);
 hearth_status family_read_sizes(hearth_model *m);
 hearth_status family_read_rope(hearth_model *m, enum rope_style style, int32_t head_dim);
 
-/* The per-layer table, then token_embd, output_norm, output (or the tied
- * embeddings) and rope_freqs. */
+/* The prediction ("NextN") layers a file declares after its trunk
+ * (ARCH.nextn_predict_layers, counted in block_count): hp.n_layer becomes
+ * the trunk's, and m->n_mtp 1 when the file holds the first of them (a
+ * file that declares them but holds no tensor of theirs, a trunk-only
+ * conversion, runs without). */
+hearth_status family_read_nextn(hearth_model *m);
+
+/* The per-layer table (the trunk's layers and m->n_mtp more), then
+ * token_embd, output_norm, output (or the tied embeddings) and
+ * rope_freqs. */
 hearth_status family_bind_globals(hearth_model *m);
+
+/* The prediction layer il's own weights (model.h, struct mtp_weights):
+ * the input projection of the embedding and the hidden state, their
+ * norms, and where the file has them its head's norm, head and
+ * embeddings (else the trunk's). */
+hearth_status family_bind_mtp(hearth_model *m, int il);
 
 /* What family_bind_layer binds besides the attention and FFN norms. */
 struct layer_tensors {
     bool qkv_bias;      /* attn_{q,k,v}.bias are required */
     bool qk_norm;       /* attn_q_norm / attn_k_norm (head_dim vectors) are required */
+    bool qk_norm_optional; /* both or neither, as the file has them (GLM-4.5) */
     bool fused_qkv;     /* attn_qkv.weight where the file has it, else attn_q/k/v */
     bool fused_gate_up; /* ffn_up.weight holds gate and up rows (2 n_ff) */
     bool post_norms;    /* post_attention_norm and post_ffw_norm are required */
     bool no_ffn;        /* the feed-forward tensors are bound elsewhere (MoE) */
+    const char *ffn_norm; /* the feed-forward's pre-norm; NULL: "ffn_norm.weight" */
 };
 
 /* Bind layer il's tensors as described. */

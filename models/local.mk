@@ -5,6 +5,7 @@ src_libhearth_core_la_SOURCES += \
 	models/family.c \
 	models/family.h \
 	models/gemma.c \
+	models/glm4moe.c \
 	models/gptoss.c \
 	models/llama.c \
 	models/moe.c \

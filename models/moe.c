@@ -10,8 +10,8 @@
  *            DeepSeek's shared experts without the gate)
  *   out    = h + moe + shared
  * DeepSeek's routing (struct moe_routing in backend.h): sigmoid scores
- * (V3), a bias that steers the choice only, group-limited choice and a
- * scaling factor of the weights.
+ * (V3, GLM-4.5), a bias that steers the choice only, group-limited choice
+ * and a scaling factor of the weights.
  * The experts' matrices are views into the file's 3-D tensors
  * (ffn_{gate,up,down}_exps, one slice per expert); the backend groups
  * the rows of a step by expert so that each expert's matrices are read
@@ -21,6 +21,8 @@
 
 #include <stdio.h>
 #include <string.h>
+
+#include "family.h"
 
 static hearth_status get_u32(const hearth_model *m, const char *suffix, bool *found, uint32_t *out)
 {
@@ -39,18 +41,19 @@ bool moe_file_has_experts(const hearth_model *m)
 }
 
 /* DeepSeek's routing keys (struct moe_opts.routing_keys). */
-static hearth_status read_routing(hearth_model *m)
+static hearth_status read_routing(hearth_model *m, const struct moe_opts *o)
 {
     struct hparams *hp = &m->hp;
     const char *path = hearth_gguf_path(m->gguf), *a = m->arch->name;
     bool found;
     uint32_t v;
-    /* 1 softmax, 2 sigmoid; files from before the key route by softmax */
+    /* 1 softmax, 2 sigmoid; files from before the key route by the
+     * family's default */
     HEARTH_TRY(get_u32(m, "expert_gating_func", &found, &v));
     if (found && v != 1 && v != 2)
         return hearth_error(HEARTH_E_UNSUPPORTED, "%s: metadata '%s.expert_gating_func' = %u is not supported "
                             "(1: softmax, 2: sigmoid)", path, a, v);
-    hp->moe_gating = found && v == 2 ? MOE_GATING_SIGMOID : MOE_GATING_SOFTMAX;
+    hp->moe_gating = (found ? v == 2 : o->sigmoid_default) ? MOE_GATING_SIGMOID : MOE_GATING_SOFTMAX;
     /* the routed scaling factor; 0, as some converters write for none, is 1 */
     float scale;
     char key[128];
@@ -140,7 +143,20 @@ hearth_status moe_read_hparams(hearth_model *m, const struct moe_opts *o)
     snprintf(key, sizeof key, "%s.expert_weights_norm", a);
     bool norm;
     if (hearth_gguf_get_bool(m->gguf, key, &norm) == HEARTH_OK) hp->moe_norm_topk = norm;
-    return o->routing_keys ? read_routing(m) : HEARTH_OK;
+    return o->routing_keys ? read_routing(m, o) : HEARTH_OK;
+}
+
+hearth_status moe_read_dense_lead(hearth_model *m)
+{
+    struct hparams *hp = &m->hp;
+    bool found;
+    uint32_t v;
+    HEARTH_TRY(get_u32(m, "leading_dense_block_count", &found, &v));
+    if (found && v > (uint32_t)hp->n_layer)
+        return hearth_error(HEARTH_E_FORMAT, "%s: metadata '%s.leading_dense_block_count' = %u is more than the %d "
+                            "layers", hearth_gguf_path(m->gguf), m->arch->name, v, hp->n_layer);
+    hp->n_layer_dense = found ? (int32_t)v : 0;
+    return HEARTH_OK;
 }
 
 hearth_status moe_bind_layer(hearth_model *m, int il, const struct moe_opts *o)
@@ -187,7 +203,7 @@ hearth_status moe_bind_layer(hearth_model *m, int il, const struct moe_opts *o)
     }
     if (o->routing_keys) {
         snprintf(name, sizeof name, "blk.%d.exp_probs_b.bias", il);
-        HEARTH_TRY(model_bind(m, &L->exp_probs_b, name, E, 0, false));
+        HEARTH_TRY(model_bind(m, &L->exp_probs_b, name, E, 0, o->select_bias));
     }
     if (hp->n_ff_shexp > 0) {
         const int64_t n_sh = hp->n_ff_shexp;
@@ -256,4 +272,9 @@ hearth_status moe_ffn_block(struct forward *f, int il)
         }
     }
     return op->add(be, &f->x, &f->x, &f->moe_out);
+}
+
+hearth_status moe_ffn_after_dense(struct forward *f, int il)
+{
+    return il < f->model->hp.n_layer_dense ? family_swiglu_block(f, il) : moe_ffn_block(f, il);
 }

@@ -38,7 +38,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "family.h"
 #include "moe.h"
@@ -122,65 +121,22 @@ static hearth_status read_hparams(hearth_model *m, struct deltanet_model *D)
     HEARTH_TRY(family_read_hparams(m, ROPE_NEOX));
     if (D->v.sections) HEARTH_TRY(check_sections(m));
     if (D->v.moe) HEARTH_TRY(moe_read_hparams(m, &deltanet_moe));
-    int32_t inner, n_mtp = 0;
+    int32_t inner;
     HEARTH_TRY(family_get_positive(m, "ssm.conv_kernel", true, 0, &D->K));
     HEARTH_TRY(family_get_positive(m, "ssm.state_size", true, 0, &D->d));
     HEARTH_TRY(family_get_positive(m, "ssm.group_count", true, 0, &D->n_k));
     HEARTH_TRY(family_get_positive(m, "ssm.time_step_rank", true, 0, &D->n_v));
     HEARTH_TRY(family_get_positive(m, "ssm.inner_size", true, 0, &inner));
     HEARTH_TRY(family_get_positive(m, "full_attention_interval", false, 4, &D->interval));
-    if (family_has_key(m, "nextn_predict_layers")) {
-        char key[128];
-        uint32_t v;
-        snprintf(key, sizeof key, "%s.nextn_predict_layers", m->arch->name);
-        HEARTH_TRY(hearth_gguf_get_u32(m->gguf, key, &v));
-        if (v >= (uint32_t)hp->n_layer)
-            return hearth_error(HEARTH_E_FORMAT, "%s: %u prediction layers of %d", path, v, hp->n_layer);
-        n_mtp = (int32_t)v;
-    }
     if (family_has_key(m, "attention.recurrent_layers"))
         return hearth_error(HEARTH_E_UNSUPPORTED, "%s: a per-layer list of recurrent layers "
                             "(attention.recurrent_layers) is not supported", path);
     if (D->K > 64 || D->d > 1024 || D->n_v % D->n_k != 0 || inner != D->n_v * D->d)
         return hearth_error(HEARTH_E_FORMAT, "%s: linear attention of %d key and %d value heads of %d, inner "
                             "size %d, convolution of %d: inconsistent", path, D->n_k, D->n_v, D->d, inner, D->K);
-    D->n_trunk = hp->n_layer - n_mtp;
-    /* the trunk is the model; the prediction layers come after it, and
-     * the first of them drafts */
-    hp->n_layer = D->n_trunk;
-    m->n_mtp = n_mtp > 0;
+    HEARTH_TRY(family_read_nextn(m));
+    D->n_trunk = hp->n_layer;
     D->conv_dim = 2 * (int64_t)D->n_k * D->d + (int64_t)D->n_v * D->d;
-    return HEARTH_OK;
-}
-
-/* The prediction layer's own weights: the input projection of the
- * embedding and the hidden state, their norms, and where the file has
- * them its head's norm, head and embeddings (else the trunk's). */
-static hearth_status bind_mtp(hearth_model *m, int il)
-{
-    const int64_t E = m->hp.n_embd;
-    struct mtp_weights *w = &m->mtp;
-    char name[96];
-    const struct {
-        struct weight *w;
-        const char *suffix;
-        int64_t ne0, ne1;
-        bool required;
-    } ws[] = {
-        {&w->eh_proj, "nextn.eh_proj.weight", 2 * E, E, true},
-        {&w->enorm, "nextn.enorm.weight", E, 0, true},
-        {&w->hnorm, "nextn.hnorm.weight", E, 0, true},
-        {&w->head_norm, "nextn.shared_head_norm.weight", E, 0, false},
-        {&w->head, "nextn.shared_head_head.weight", E, m->hp.n_vocab, false},
-        {&w->embd, "nextn.embed_tokens.weight", E, m->hp.n_vocab, false},
-    };
-    for (size_t i = 0; i < HEARTH_ARRAY_LEN(ws); i++) {
-        family_layer_name(name, sizeof name, il, ws[i].suffix);
-        HEARTH_TRY(model_bind(m, ws[i].w, name, ws[i].ne0, ws[i].ne1, ws[i].required));
-    }
-    if (!w->head_norm.data) w->head_norm = m->output_norm;
-    if (!w->head.data) w->head = m->output;
-    if (!w->embd.data) w->embd = m->tok_embd;
     return HEARTH_OK;
 }
 
@@ -211,7 +167,7 @@ static hearth_status bind_layer(hearth_model *m, int il, struct deltanet_layer *
         BIND(&L->w_down, "ffn_down.weight", hp->n_ff, E);
     }
     Y->linear = il < D->n_trunk && (il + 1) % D->interval != 0;
-    if (il >= D->n_trunk) HEARTH_TRY(bind_mtp(m, il));
+    if (il >= D->n_trunk) HEARTH_TRY(family_bind_mtp(m, il));
     if (!Y->linear) {
         BIND(&L->wq, "attn_q.weight", E, 2 * d * H);
         BIND(&L->wk, "attn_k.weight", E, d * Hkv);
@@ -262,14 +218,8 @@ static hearth_status family_load(hearth_model *m, const struct deltanet_variant 
     D->v = *v;
     HEARTH_TRY(read_hparams(m, D));
     HEARTH_TRY(family_bind_globals(m));
+    /* the prediction layer after the trunk's */
     const int32_t n_bound = m->hp.n_layer + m->n_mtp;
-    if (m->n_mtp > 0) {
-        /* the prediction layer after the trunk's */
-        struct layer *l = hearth_realloc(m->layers, (size_t)n_bound * sizeof *l, "the layer table");
-        if (!l) return HEARTH_E_NOMEM;
-        memset(&l[m->hp.n_layer], 0, sizeof *l);
-        m->layers = l;
-    }
     D->layers = hearth_calloc((size_t)n_bound, sizeof *D->layers, "the hybrid layer table");
     if (!D->layers) return HEARTH_E_NOMEM;
     for (int il = 0; il < n_bound; il++) HEARTH_TRY(bind_layer(m, il, &D->layers[il]));

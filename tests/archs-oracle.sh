@@ -17,7 +17,11 @@
 # queries, softmax and sigmoid routing, groups, the selection bias and
 # the routed scaling factor, shared experts, a leading dense layer, YaRN
 # with DeepSeek's mscale; micro-kimi-k2: one expert group and the YaRN
-# ramp's ends from the file).
+# ramp's ends from the file), and glm4moe (micro-glm4moe: q/k/v biases and
+# head norms, RoPE on half of each head, a leading dense layer, sigmoid
+# routing with the selection bias, the routed scaling factor and a shared
+# expert).  The prediction ("NextN") layers of micro-glm4moe and
+# micro-qwen3next are checked against the oracle too (dump-logits -m).
 # dump-logits -e also runs each model in the serving engine: two greedy
 # samples whose logits must equal the context's bit for bit, the pool
 # consistent after every step, and for micro-phi3 (every layer slides)
@@ -44,23 +48,28 @@ oracle="${HEARTH_SRCDIR:-.}/tests/oracle-forward.py"
 # 80 tokens of a fixed pseudo-random sequence over the micro vocabulary
 tokens=$(awk 'BEGIN { x = 12345; for (i = 0; i < 80; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%d ", 1 + x % 511 } }')
 
-for shape in ${ARCHS_ORACLE_SHAPES:-micro-qwen3 micro-gemma2 micro-gemma3 micro-phi3 micro-qwen2moe micro-qwen3moe micro-mixtral micro-qwen35 micro-qwen35moe micro-qwen3next micro-gpt-oss micro-deepseek2 micro-deepseek2-v2 micro-deepseek3 micro-kimi-k2}; do
+for shape in ${ARCHS_ORACLE_SHAPES:-micro-qwen3 micro-gemma2 micro-gemma3 micro-phi3 micro-qwen2moe micro-qwen3moe micro-mixtral micro-qwen35 micro-qwen35moe micro-qwen3next micro-gpt-oss micro-deepseek2 micro-deepseek2-v2 micro-deepseek3 micro-kimi-k2 micro-glm4moe}; do
     model="$tmpdir/$shape.gguf"
     if ! "$gen" --shape "$shape" --type F32 --threads 2 "$model" 2>"$tmpdir/gen.err"; then
         cat "$tmpdir/gen.err" >&2
         fail "$shape: gen-model writes the model"
         continue
     fi
+    # the prediction layer's logits where the model has one
+    mtp="$tmpdir/$shape-mtp.f32"
+    rm -f "$mtp"
     # shellcheck disable=SC2086
-    if ! "$dump" -e 200 "$model" "$tmpdir/$shape.f32" $tokens >"$tmpdir/engine" 2>"$tmpdir/err"; then
+    if ! "$dump" -e 200 -m "$mtp" "$model" "$tmpdir/$shape.f32" $tokens >"$tmpdir/engine" 2>"$tmpdir/err"; then
         cat "$tmpdir/err" >&2
         fail "$shape: hearth computes the logits, decode and the engine equal to the prompt"
         continue
     fi
-    [ -s "$tmpdir/engine" ] && echo "ok: $shape: $(cat "$tmpdir/engine")"
+    [ -s "$tmpdir/engine" ] && sed "s/^/ok: $shape: /" "$tmpdir/engine"
+    mtp_opt=
+    [ -f "$mtp" ] && mtp_opt="--mtp $mtp"
     # shellcheck disable=SC2086
-    if "$python" "$oracle" --n-ctx 512 "$model" "$tmpdir/$shape.f32" $tokens >"$tmpdir/out" 2>&1; then
-        echo "ok: $(cat "$tmpdir/out")"
+    if "$python" "$oracle" --n-ctx 512 $mtp_opt "$model" "$tmpdir/$shape.f32" $tokens >"$tmpdir/out" 2>&1; then
+        sed "s/^/ok: /" "$tmpdir/out"
     else
         cat "$tmpdir/out" >&2
         fail "$shape: hearth's logits agree with the oracle"

@@ -2,13 +2,16 @@
  * dump-logits.c -- the logits of every position of a token sequence, for
  * the architecture oracle (tests/archs-oracle.sh, tests/oracle-forward.py).
  *
- *     dump-logits [-c N_CTX] [-b N_BATCH] [-e N_GEN] MODEL OUT.f32 TOKEN...
+ *     dump-logits [-c N_CTX] [-b N_BATCH] [-e N_GEN] [-m MTP.f32] MODEL OUT.f32 TOKEN...
  *
  * runs the tokens as one prompt (in batches of N_BATCH, default 7, so that
  * a prompt spans several batches) with an F32 KV cache and writes the
  * n_tokens x n_vocab logits to OUT as float32.  It then runs the same
  * tokens one at a time (decode) in a fresh sequence and fails unless
- * every logit equals the prompt's bit for bit.
+ * every logit equals the prompt's bit for bit.  With -m, a model with a
+ * prediction ("NextN") layer also writes that layer's logits over the
+ * same tokens to MTP.f32 (row i fed token i and the trunk's hidden state
+ * of row i - 1), for the oracle; without such a layer, no file.
  *
  * With -e, the serving engine (blocks of 64 positions, two greedy samples
  * of the tokens as a prompt, N_GEN tokens each, in steps of 48 tokens)
@@ -238,6 +241,7 @@ static int check_resume(struct gen *g, hearth_context *ctx, const int32_t *promp
 }
 
 static int check_mtp(hearth_model *m, struct gen *g0, const int32_t *prompt, int n, int n_ctx);
+static int mtp_from_scratch(hearth_model *m, const int32_t *all, int n, int n_ctx, float *out);
 
 
 /* The engines of the checks: blocks of 64 positions, steps of 48 rows, an
@@ -650,17 +654,30 @@ static int check_mtp(hearth_model *m, struct gen *g0, const int32_t *prompt, int
     return bad;
 }
 
+/* n floats to path; 1 (after a message) when it cannot. */
+static int write_floats(const char *path, const float *x, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(x, sizeof *x, n, f) != n || fclose(f)) {
+        fprintf(stderr, "dump-logits: cannot write %s\n", path);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int n_ctx = 512, n_batch = 7, n_gen = 0, opt;
-    while ((opt = getopt(argc, argv, "c:b:e:")) != -1) {
+    const char *mtp_path = NULL;
+    while ((opt = getopt(argc, argv, "c:b:e:m:")) != -1) {
         if (opt == 'c') n_ctx = atoi(optarg);
         else if (opt == 'b') n_batch = atoi(optarg);
         else if (opt == 'e') n_gen = atoi(optarg);
+        else if (opt == 'm') mtp_path = optarg;
         else return 2;
     }
     if (argc - optind < 3) {
-        fprintf(stderr, "usage: dump-logits [-c N_CTX] [-b N_BATCH] [-e N_GEN] MODEL OUT.f32 TOKEN...\n");
+        fprintf(stderr, "usage: dump-logits [-c N_CTX] [-b N_BATCH] [-e N_GEN] [-m MTP.f32] MODEL OUT.f32 TOKEN...\n");
         return 2;
     }
     const char *model_path = argv[optind], *out_path = argv[optind + 1];
@@ -684,11 +701,7 @@ int main(int argc, char **argv)
     float *prefill = malloc((size_t)n * (size_t)V * sizeof *prefill);
     if (!prefill) return 1;
     for (int i = 0; i < n; i++) memcpy(prefill + (size_t)i * V, hearth_context_logits(ctx, i), (size_t)V * sizeof(float));
-    FILE *f = fopen(out_path, "wb");
-    if (!f || fwrite(prefill, sizeof(float), (size_t)n * V, f) != (size_t)n * V || fclose(f)) {
-        fprintf(stderr, "dump-logits: cannot write %s\n", out_path);
-        return 1;
-    }
+    if (write_floats(out_path, prefill, (size_t)n * V)) return 1;
     /* decode: one token at a time gives the same bits */
     if (hearth_context_rewind(ctx, 0)) return die("rewind");
     int bad = 0;
@@ -698,6 +711,12 @@ int main(int argc, char **argv)
             if (!bad) fprintf(stderr, "dump-logits: position %d: decode differs from the prompt\n", i);
             bad = 1;
         }
+    }
+    if (!bad && mtp_path && hearth_model_mtp_layers(m) > 0) {
+        /* the prediction layer's logits over the tokens, for the oracle
+         * (in the prompt's buffer, compared already) */
+        if (mtp_from_scratch(m, tokens, n, n_ctx, prefill) || write_floats(mtp_path, prefill, (size_t)n * V))
+            return 1;
     }
     if (!bad && n_gen > 0) bad = check_engine(m, ctx, tokens, n, n_gen, n_ctx);
     hearth_context_free(ctx);

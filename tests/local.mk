@@ -265,6 +265,12 @@ check_PROGRAMS += tests/dump-logits
 tests_dump_logits_SOURCES = tests/dump-logits.c
 tests_dump_logits_LDADD = src/libhearth-core.la
 
+# gguf-edit copies a GGUF file with keys or tensors left out or a number
+# changed, for the tests of how broken files are refused.
+check_PROGRAMS += tests/gguf-edit
+tests_gguf_edit_SOURCES = tests/gguf-edit.c
+tests_gguf_edit_LDADD = src/libhearth-core.la
+
 # tokenize-cases gives the ids of every case of a tokenizer-tests.inp-style
 # file, for tests/tokenizer-o200k.sh to compare with a reference tokenizer's,
 # or the words a pre-tokenizer cuts them into, for tests/tokenizer-kimi.sh.
@@ -281,6 +287,7 @@ TESTS += \
 	tests/cli-serve.sh \
 	tests/cli-moe.sh \
 	tests/cli-hybrid.sh \
+	tests/cli-glm4moe.sh \
 	tests/cli-basics.sh \
 	tests/cli-bench.sh \
 	tests/cli-chat.sh \
@@ -304,6 +311,7 @@ TESTS += \
 EXTRA_DIST += \
 	tests/cli-moe.sh \
 	tests/cli-hybrid.sh \
+	tests/cli-glm4moe.sh \
 	tests/archs-oracle.sh \
 	tests/oracle-forward.py \
 	tests/cli-symbols.sh \

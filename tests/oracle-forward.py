@@ -3,7 +3,7 @@
 families hearth runs, in NumPy (float64), from the published equations,
 with its own GGUF reader: the test oracle for the architectures.
 
-    oracle-forward.py MODEL.gguf LOGITS.f32 TOKEN...
+    oracle-forward.py [--tol T] [--n-ctx N] [--mtp MTP.f32] MODEL.gguf LOGITS.f32 TOKEN...
 
 reads MODEL (F32 and F16 tensors only), computes the logits of every
 position of the token sequence with explicit causal (and sliding-window)
@@ -11,6 +11,9 @@ masks and a full score matrix -- none of the engine's blocking, online
 softmax or caches -- and compares them with LOGITS (float32, n_tokens x
 n_vocab, row-major, as tests/dump-logits writes them).  Exit 0 when every
 logit agrees within the tolerance, 1 otherwise, 77 when NumPy is missing.
+With --mtp, MTP.f32 holds the logits of the model's first prediction
+("NextN") layer over the same tokens (tests/dump-logits -m), compared
+with nextn_logits below.
 
 The equations (DESIGN.md, "Architectures", gives the sources):
   llama/qwen2: x += Wo attn(rope(Wq n), rope(Wk n), Wv n); x += Wd(silu(Wg m) * Wu m)
@@ -58,6 +61,21 @@ The equations (DESIGN.md, "Architectures", gives the sources):
                summed for sigmoid), the weights the chosen scores, renormalised
                where expert_weights_norm says, times expert_weights_scale, plus the
                shared experts
+  glm4moe:     forward_glm4moe (GLM-4.5 report; transformers' Glm4MoeDecoderLayer):
+               x += Wo attn(q, k, v) with q, k, v = W n + b (the biases the file
+               has), q and k heads RMS-normed where attn_q_norm is there, NeoX
+               RoPE on the first rope.dimension_count dims of each head, scale
+               1/sqrt(head_dim); f = rms(x; post_attention_norm); the first
+               leading_dense_block_count layers x += Wd(silu(Wg f) * Wu f), the
+               others DeepSeek's experts (above; sigmoid scores where the file
+               does not say) plus the shared experts
+  NextN:       nextn_logits: the first prediction layer (index block_count -
+               nextn_predict_layers), row i fed W_eh [rms(e_i; enorm) |
+               rms(h_{i-1}; hnorm)] with e_i token i's embedding and h_{i-1} the
+               trunk's output-normed hidden state of row i - 1 (zeros for row
+               0), the layer over the rows as one sequence, then rms(.;
+               shared_head_norm or output_norm) times shared_head_head or the
+               output layer (glm4moe, and the Qwen3.5 families)
   qwen3next:   qwen35moe with value head h reading key head h / (n_v / n_k)
                (grouped order), beta's and alpha's inputs from one ssm_ba
                matrix (per key head, its r = n_v / n_k betas, then its r
@@ -253,14 +271,63 @@ def output_logits(g, x, eps):
     return x @ out.T
 
 
+def layer_readers(g, il):
+    """Readers of layer il's tensors by their names after "blk.IL.": the
+    tensor, and whether the file has it."""
+    def t(name):
+        return g.tensor("blk.%d.%s" % (il, name))
+
+    def has(name):
+        return ("blk.%d.%s" % (il, name)) in g.tensors
+    return t, has
+
+
+def qkv_heads(t, has, h, n_head, n_head_kv, hd, eps):
+    """The query, key and value heads (tokens x heads x hd) of the rows h:
+    from one fused attn_qkv (q, k, v rows in that order) or attn_q/k/v,
+    plus the biases the layer has, the query and key heads RMS-normed
+    where it has attn_q_norm and attn_k_norm."""
+    n = h.shape[0]
+    if has("attn_qkv.weight"):
+        qkv = h @ t("attn_qkv.weight").T
+        q = qkv[:, :n_head * hd]
+        k = qkv[:, n_head * hd:(n_head + n_head_kv) * hd]
+        v = qkv[:, (n_head + n_head_kv) * hd:]
+    else:
+        q, k, v = h @ t("attn_q.weight").T, h @ t("attn_k.weight").T, h @ t("attn_v.weight").T
+    if has("attn_q.bias"):
+        q = q + t("attn_q.bias")
+    if has("attn_k.bias"):
+        k = k + t("attn_k.bias")
+    if has("attn_v.bias"):
+        v = v + t("attn_v.bias")
+    q = q.reshape(n, n_head, hd)
+    k = k.reshape(n, n_head_kv, hd)
+    v = v.reshape(n, n_head_kv, hd)
+    if has("attn_q_norm.weight"):
+        q = rmsnorm(q, t("attn_q_norm.weight"), eps)
+        k = rmsnorm(k, t("attn_k_norm.weight"), eps)
+    return q, k, v
+
+
 def forward(g, tokens):
-    arch, key = arch_keys(g)
+    """The logits of every position, and those of the first prediction
+    layer where the family has one and the file holds it (else None)."""
+    arch, _ = arch_keys(g)
     if arch in ("qwen35", "qwen35moe", "qwen3next"):
         return forward_qwen35(g, tokens)
+    if arch == "glm4moe":
+        return forward_glm4moe(g, tokens)
     if arch == "gpt-oss":
-        return forward_gptoss(g, tokens)
+        return forward_gptoss(g, tokens), None
     if arch == "deepseek2":
-        return forward_deepseek2(g, tokens)
+        return forward_deepseek2(g, tokens), None
+    return forward_plain(g, tokens), None
+
+
+def forward_plain(g, tokens):
+    """llama, qwen2, qwen3, gemma2/3, phi3 and the first mixtures."""
+    arch, key = arch_keys(g)
     n_embd = key("embedding_length")
     n_layer = key("block_count")
     n_head = key("attention.head_count")
@@ -302,29 +369,10 @@ def forward(g, tokens):
     if gemma:
         x *= math.sqrt(n_embd)
     for il in range(n_layer):
-        def t(name):
-            return g.tensor("blk.%d.%s" % (il, name))
-
-        def has(name):
-            return ("blk.%d.%s" % (il, name)) in g.tensors
-
+        t, has = layer_readers(g, il)
         is_swa = window > 0 and (period <= 1 or il % period < period - 1)
         h = rmsnorm(x, t("attn_norm.weight"), eps)
-        if has("attn_qkv.weight"):
-            qkv = h @ t("attn_qkv.weight").T
-            q = qkv[:, :n_head * hd]
-            k = qkv[:, n_head * hd:(n_head + n_head_kv) * hd]
-            v = qkv[:, (n_head + n_head_kv) * hd:]
-        else:
-            q, k, v = h @ t("attn_q.weight").T, h @ t("attn_k.weight").T, h @ t("attn_v.weight").T
-        if has("attn_q.bias"):
-            q, k, v = q + t("attn_q.bias"), k + t("attn_k.bias"), v + t("attn_v.bias")
-        q = q.reshape(n, n_head, hd)
-        k = k.reshape(n, n_head_kv, hd)
-        v = v.reshape(n, n_head_kv, hd)
-        if has("attn_q_norm.weight"):
-            q = rmsnorm(q, t("attn_q_norm.weight"), eps)
-            k = rmsnorm(k, t("attn_k_norm.weight"), eps)
+        q, k, v = qkv_heads(t, has, h, n_head, n_head_kv, hd, eps)
         b, sc = base, scale
         if gemma and is_swa:
             b, sc = base_swa, (1.0 if arch == "gemma3" else scale)
@@ -374,9 +422,7 @@ def swiglu_experts(t):
 
 def experts(g, arch, il, m):
     """The mixture-of-experts feed-forward of layer il for the rows of m."""
-    def t(name):
-        return g.tensor("blk.%d.%s" % (il, name))
-
+    t, _ = layer_readers(g, il)
     k = g.kv[arch + ".expert_used_count"]
     norm = g.kv.get(arch + ".expert_weights_norm", arch != "qwen2moe")
     logits = m @ t("ffn_gate_inp.weight").T
@@ -447,9 +493,7 @@ def forward_gptoss(g, tokens):
     i_idx = np.arange(n)[:, None]
     j_idx = np.arange(n)[None, :]
     for il in range(n_layer):
-        def t(name):
-            return g.tensor("blk.%d.%s" % (il, name))
-
+        t, _ = layer_readers(g, il)
         h = rmsnorm(x, t("attn_norm.weight"), eps)
         q = (h @ t("attn_q.weight").T + t("attn_q.bias")).reshape(n, n_head, hd)
         k = (h @ t("attn_k.weight").T + t("attn_k.bias")).reshape(n, n_head_kv, hd)
@@ -492,13 +536,13 @@ def forward_gptoss(g, tokens):
     return output_logits(g, x, eps)
 
 
-def deepseek_experts(g, arch, il, m):
-    """DeepSeek's routed and shared experts of layer il for the rows of m."""
-    def t(name):
-        return g.tensor("blk.%d.%s" % (il, name))
-
+def deepseek_experts(g, arch, il, m, gating_default=1):
+    """DeepSeek's routed and shared experts of layer il for the rows of m
+    (scores by expert_gating_func, 1 softmax, 2 sigmoid, gating_default
+    where the file does not say)."""
+    t, _ = layer_readers(g, il)
     k = g.kv[arch + ".expert_used_count"]
-    sigmoid_gating = g.kv.get(arch + ".expert_gating_func", 1) == 2
+    sigmoid_gating = g.kv.get(arch + ".expert_gating_func", gating_default) == 2
     norm = g.kv.get(arch + ".expert_weights_norm", False)
     scale = g.kv.get(arch + ".expert_weights_scale", 0.0) or 1.0
     n_groups = g.kv.get(arch + ".expert_group_count", 0)
@@ -580,9 +624,7 @@ def forward_deepseek2(g, tokens):
     pos = np.arange(n, dtype=np.float64)
     x = g.tensor("token_embd.weight")[tokens].copy()
     for il in range(n_layer):
-        def t(name):
-            return g.tensor("blk.%d.%s" % (il, name))
-
+        t, _ = layer_readers(g, il)
         h = rmsnorm(x, t("attn_norm.weight"), eps)
         if q_lora:
             q = rmsnorm(h @ t("attn_q_a.weight").T, t("attn_q_a_norm.weight"), eps) @ t("attn_q_b.weight").T
@@ -607,6 +649,74 @@ def forward_deepseek2(g, tokens):
         else:
             x = x + deepseek_experts(g, arch, il, m)
     return output_logits(g, x, eps)
+
+
+def nextn_logits(g, arch, il, tokens, hidden, layer, eps):
+    """The prediction layer il over the tokens (the docstring's NextN):
+    hidden holds the trunk's output-normed hidden states, layer(x, il) runs
+    a layer of the family over rows x at positions 0 .. n - 1."""
+    t, _ = layer_readers(g, il)
+    emb = g.tensors.get("blk.%d.nextn.embed_tokens.weight" % il)
+    if emb is None:
+        emb = g.tensor("token_embd.weight")
+    e = rmsnorm(emb[tokens], t("nextn.enorm.weight"), eps)
+    before = np.vstack([np.zeros((1, hidden.shape[1])), hidden[:-1]])
+    h = rmsnorm(before, t("nextn.hnorm.weight"), eps)
+    x = np.concatenate([e, h], axis=1) @ t("nextn.eh_proj.weight").T
+    x = layer(x, il)
+    norm = g.tensors.get("blk.%d.nextn.shared_head_norm.weight" % il)
+    head = g.tensors.get("blk.%d.nextn.shared_head_head.weight" % il)
+    if norm is None:
+        norm = g.tensor("output_norm.weight")
+    if head is None:
+        head = g.tensors.get("output.weight")
+        if head is None:
+            head = g.tensor("token_embd.weight")
+    return rmsnorm(x, norm, eps) @ head.T
+
+
+def trunk_and_nextn(g, arch, tokens, x, n_layer, layer, eps):
+    """Run the trunk's layers over the embeddings x, then the logits of
+    every row and those of the first prediction layer where the file has
+    one (else None)."""
+    for il in range(n_layer):
+        x = layer(x, il)
+    logits = output_logits(g, x, eps)
+    if g.kv.get(arch + ".nextn_predict_layers", 0) == 0 or \
+            ("blk.%d.nextn.eh_proj.weight" % n_layer) not in g.tensors:
+        return logits, None
+    hidden = rmsnorm(x, g.tensor("output_norm.weight"), eps)
+    return logits, nextn_logits(g, arch, n_layer, tokens, hidden, layer, eps)
+
+
+def forward_glm4moe(g, tokens):
+    """glm4moe (the docstring's entry)."""
+    arch, key = arch_keys(g)
+    n_layer = key("block_count") - g.kv.get(arch + ".nextn_predict_layers", 0)
+    n_head = key("attention.head_count")
+    n_head_kv = key("attention.head_count_kv", n_head)
+    hd = key("attention.key_length", key("embedding_length") // n_head)
+    eps = key("attention.layer_norm_rms_epsilon")
+    n_rot = key("rope.dimension_count", hd)
+    base = key("rope.freq_base", 10000.0)
+    n_dense = g.kv.get(arch + ".leading_dense_block_count", 0)
+    n = len(tokens)
+    pos = np.arange(n, dtype=np.float64)
+
+    def layer(x, il):
+        t, has = layer_readers(g, il)
+        q, k, v = qkv_heads(t, has, rmsnorm(x, t("attn_norm.weight"), eps), n_head, n_head_kv, hd, eps)
+        q = rope(q, pos, n_rot, base, 1.0, True)
+        k = rope(k, pos, n_rot, base, 1.0, True)
+        o = attention(q, k, v, 1.0 / math.sqrt(hd), 0, 0.0)
+        x = x + o.reshape(n, n_head * hd) @ t("attn_output.weight").T
+        f = rmsnorm(x, t("post_attention_norm.weight"), eps)
+        if il < n_dense:
+            return x + (silu(f @ t("ffn_gate.weight").T) * (f @ t("ffn_up.weight").T)) @ t("ffn_down.weight").T
+        return x + deepseek_experts(g, arch, il, f, gating_default=2)
+
+    x = g.tensor("token_embd.weight")[tokens].copy()
+    return trunk_and_nextn(g, arch, tokens, x, n_layer, layer, eps)
 
 
 def l2norm(x, eps):
@@ -697,16 +807,11 @@ def forward_qwen35(g, tokens):
 
     n = len(tokens)
     pos = np.arange(n, dtype=np.float64)
-    x = g.tensor("token_embd.weight")[tokens].copy()
-    for il in range(n_layer):
-        def t(name):
-            return g.tensor("blk.%d.%s" % (il, name))
 
-        def has(name):
-            return ("blk.%d.%s" % (il, name)) in g.tensors
-
+    def layer(x, il):
+        t, has = layer_readers(g, il)
         a = rmsnorm(x, t("attn_norm.weight"), eps)
-        if recurrent[il]:
+        if il < n_layer and recurrent[il]:  # the prediction layer attends
             x = x + gated_deltanet(t, has, a, eps, n_conv, d, n_k, n_v, qwen3next)
         else:
             qg = (a @ t("attn_q.weight").T).reshape(n, n_head, 2 * hd)
@@ -719,25 +824,46 @@ def forward_qwen35(g, tokens):
             x = x + o.reshape(n, n_head * hd) @ t("attn_output.weight").T
         f = rmsnorm(x, t("post_attention_norm.weight"), eps)
         if has("ffn_gate_inp.weight"):
-            x = x + experts(g, arch, il, f)
-        else:
-            x = x + (silu(f @ t("ffn_gate.weight").T) * (f @ t("ffn_up.weight").T)) @ t("ffn_down.weight").T
-    return output_logits(g, x, eps)
+            return x + experts(g, arch, il, f)
+        return x + (silu(f @ t("ffn_gate.weight").T) * (f @ t("ffn_up.weight").T)) @ t("ffn_down.weight").T
+
+    x = g.tensor("token_embd.weight")[tokens].copy()
+    return trunk_and_nextn(g, arch, tokens, x, n_layer, layer, eps)
 
 
 N_CTX = 0
+
+
+def compare(what, path, want, tol):
+    """Compare the float32 logits in path with want; a line of the worst
+    error; whether it is within tol."""
+    got = np.fromfile(path, dtype=np.float32).astype(np.float64)
+    if got.size != want.size:
+        sys.stderr.write("oracle-forward: %s: %d logits, expected %d x %d\n" % (what, got.size, *want.shape))
+        return False
+    got = got.reshape(want.shape)
+    # relative to each row's spread of logits
+    spread = np.maximum(np.abs(want).max(axis=1, keepdims=True), 1e-6)
+    err = np.abs(got - want) / spread
+    worst = np.unravel_index(np.argmax(err), err.shape)
+    print("oracle-forward: %s, %d positions: max relative error %.3g at position %d, token %d (%.6g vs %.6g)"
+          % (what, want.shape[0], err.max(), worst[0], worst[1], got[worst], want[worst]))
+    return err.max() <= tol
 
 
 def main(argv):
     global N_CTX
     args = argv[1:]
     tol = 2e-3
+    mtp_path = None
     while args and args[0].startswith("--"):
         opt = args.pop(0)
         if opt == "--tol":
             tol = float(args.pop(0))
         elif opt == "--n-ctx":
             N_CTX = int(args.pop(0))
+        elif opt == "--mtp":
+            mtp_path = args.pop(0)
         else:
             sys.stderr.write("oracle-forward: unknown option %s\n" % opt)
             return 2
@@ -746,20 +872,15 @@ def main(argv):
         return 2
     g = Gguf(args[0])
     tokens = [int(t) for t in args[2:]]
-    want = forward(g, tokens)
-    got = np.fromfile(args[1], dtype=np.float32).astype(np.float64)
-    if got.size != want.size:
-        sys.stderr.write("oracle-forward: %d logits, expected %d x %d\n" % (got.size, *want.shape))
-        return 1
-    got = got.reshape(want.shape)
-    # relative to each row's spread of logits
-    spread = np.maximum(np.abs(want).max(axis=1, keepdims=True), 1e-6)
-    err = np.abs(got - want) / spread
-    worst = np.unravel_index(np.argmax(err), err.shape)
-    print("oracle-forward: %s (%s), %d positions: max relative error %.3g at position %d, "
-          "token %d (%.6g vs %.6g)" % (args[0].split("/")[-1], g.kv["general.architecture"], len(tokens),
-                                       err.max(), worst[0], worst[1], got[worst], want[worst]))
-    return 0 if err.max() <= tol else 1
+    want, want_mtp = forward(g, tokens)
+    name = "%s (%s)" % (args[0].split("/")[-1], g.kv["general.architecture"])
+    ok = compare(name, args[1], want, tol)
+    if mtp_path is not None:
+        if want_mtp is None:
+            sys.stderr.write("oracle-forward: %s: no prediction layer to compare\n" % name)
+            return 1
+        ok = compare(name + ", prediction layer", mtp_path, want_mtp, tol) and ok
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -727,6 +727,49 @@ START_TEST(test_o200k_kimi_pretokenizers)
 }
 END_TEST
 
+/* v's pre-tokenizer splits text into words (joined by '|' in words). */
+static void assert_words(const hearth_vocab *v, const char *text, const char *words)
+{
+    struct joined j = {.len = 0};
+    j.buf[0] = '\0';
+    tok_scratch scratch = {0};
+    ck_assert_int_eq(pretok_split(v->pretok, text, strlen(text), &scratch, join_word, &j), HEARTH_OK);
+    tok_scratch_free(&scratch);
+    ck_assert_str_eq(j.buf, words);
+}
+
+/* GLM-4.5's pre-tokenizer (glm4): Llama 3's words, merges applied to a
+ * word that is itself a token (llama3 takes such a word whole). */
+START_TEST(test_glm4_pretokenizer)
+{
+#ifndef HAVE_PCRE2
+    return;
+#endif
+    static const char *const tokens[] = {"a", "b", "c", "ab", "abc"};
+    static const char *const merges[] = {"a b"};
+    static const char *const pres[] = {"glm4", "llama3"};
+    for (int k = 0; k < 2; k++) {
+        struct synth s = {"gpt2", pres[k], tokens, 5, NULL, NULL, merges, 1, -1};
+        hearth_vocab *v;
+        ck_assert_msg(load_synth(&s, NULL, &v) == HEARTH_OK, "%s", hearth_last_error());
+        ck_assert_str_eq(hearth_vocab_pretokenizer(v), pres[k]);
+        assert_words(v, "HelloWorld don'T 1234567 a,b\n\n  x", "HelloWorld| don|'T| |123|456|7| a|,b|\n\n| | x");
+        size_t n;
+        hearth_token *ids = tokenize(v, "abc", 3, 0, &n);
+        if (k == 0) {
+            ck_assert_uint_eq(n, 2);
+            ck_assert_int_eq(ids[0], 3);
+            ck_assert_int_eq(ids[1], 2);
+        } else {
+            ck_assert_uint_eq(n, 1);
+            ck_assert_int_eq(ids[0], 4);
+        }
+        free(ids);
+        hearth_vocab_free(v);
+    }
+}
+END_TEST
+
 /* Harmony vocabularies (gpt-oss): a reply ends at <|return|> or <|call|>;
  * <|end|> closes one message (the reasoning) and generation goes on.  In
  * another vocabulary <|end|> (Phi-3's) ends the turn. */
@@ -1091,6 +1134,7 @@ int main(void)
     tcase_add_test(tc, test_user_defined_always_matched);
     tcase_add_test(tc, test_unknown_pretokenizer);
     tcase_add_test(tc, test_o200k_kimi_pretokenizers);
+    tcase_add_test(tc, test_glm4_pretokenizer);
     tcase_add_test(tc, test_harmony_ends);
     tcase_add_test(tc, test_malformed_vocabularies);
     suite_add_tcase(s, tc);

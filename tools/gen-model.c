@@ -374,6 +374,31 @@ static const struct shape shapes[] = {
      .sigmoid_gating = true, .n_groups = 1, .n_groups_used = 1, .weights_scale = 2.827f, .weights_norm = true,
      .yarn_factor = 4.0f, .yarn_orig = 32, .yarn_beta_fast = 1.0f, .yarn_beta_slow = 1.0f, .mscale_all_dim = 1.0f,
      .weight_std = 0.08, .output_std = 0.5, .norm_std = 0.2, .pre = "kimi-k2"},
+    /* GLM-4.5-Air (its published configuration): 46 layers of 4096, 96
+     * query and 8 key/value heads of 128 with q/k/v biases and no head
+     * norms, RoPE on half of each head (64 of 128 dimensions, NeoX halves,
+     * base 10^6); the first layer dense (10944), then 128 experts (8 used)
+     * of 1408 and 1 shared, sigmoid scores with the selection bias,
+     * renormalised, scaled by 1; one prediction ("NextN") layer after the
+     * trunk; vocabulary 151552.  Measure a few layers of it (--layers). */
+    {.name = "glm-4.5-air", .arch = "glm4moe", .title = "GLM-4.5-Air shape, random weights",
+     .n_layer = 46, .n_embd = 4096, .n_ff = 10944, .n_head = 96, .n_head_kv = 8, .n_vocab = 151552,
+     .n_ctx = 131072, .head_dim = 128, .rope_base = 1000000.0f, .norm_eps = 1e-5f, .qkv_bias = true,
+     .n_rot = 64, .n_mtp = 1, .n_dense_lead = 1, .n_shared = 1, .n_expert = 128, .n_expert_used = 8,
+     .n_ff_exp = 1408, .sigmoid_gating = true, .weights_scale = 1.0f, .weights_norm = true},
+    /* micro GLM-4.5 (GLM-4.5 and 4.6 have head norms, Air has none): 3
+     * layers, the first dense, 8 query heads of 64 on 2 key/value heads
+     * over a width of 256 (the heads wider than width / heads), RoPE on
+     * 32 of 64 dimensions, q/k/v biases and head norms, 8 experts (2
+     * used) of 64 and 1 shared, sigmoid scores with the selection bias,
+     * renormalised and scaled by 2.5 (GLM-4.5's factor), and a prediction
+     * layer */
+    {.name = "micro-glm4moe", .arch = "glm4moe", .title = "micro glm4moe (GLM-4.5 style), random weights",
+     .n_layer = 3, .n_embd = 256, .n_ff = 512, .n_head = 8, .n_head_kv = 2, .n_vocab = 512, .n_ctx = 4096,
+     .head_dim = 64, .rope_base = 1000000.0f, .norm_eps = 1e-5f, .qkv_bias = true, .qk_norm = true,
+     .n_rot = 32, .n_mtp = 1, .n_dense_lead = 1, .n_shared = 1, .n_expert = 8, .n_expert_used = 2,
+     .n_ff_exp = 64, .sigmoid_gating = true, .weights_scale = 2.5f, .weights_norm = true, .weight_std = 0.08,
+     .output_std = 0.5, .norm_std = 0.2},
     {.name = "rwkv6-world-1.6b", .arch = "rwkv6", .title = "RWKV-6-World-1.6B shape, random weights",
      .n_layer = 24, .n_embd = 2048, .n_ff = 7168, .n_head = 32, .n_head_kv = 32, .n_vocab = 65536,
      .n_ctx = 1048576, .rope_base = 0.0f, .norm_eps = 1e-5f, .head_size = 64},
@@ -573,6 +598,77 @@ static void list_expert_tensors(struct generator *g, int il)
     }
 }
 
+/* glm4moe, the GLM-4.5 family (models/glm4moe.c). */
+static bool is_glm4moe(const struct shape *s)
+{
+    return strcmp(s->arch, "glm4moe") == 0;
+}
+
+/* The experts of layer il routed as DeepSeek's are (deepseek2, glm4moe):
+ * the router and experts, for sigmoid routing the selection bias, and
+ * the shared experts (n_ff_exp each, without a gate). */
+static void list_routed_tensors(struct generator *g, int il)
+{
+    const struct shape *s = g->shape;
+    const int64_t E = s->n_embd;
+    list_expert_tensors(g, il);
+    if (s->sigmoid_gating) LAYER("exp_probs_b.bias", s->n_expert, 1, FILL_NORMAL);
+    if (s->n_shared > 0) {
+        const int64_t n_sh = (int64_t)s->n_ff_exp * s->n_shared;
+        LAYER("ffn_gate_shexp.weight", E, n_sh, FILL_NORMAL);
+        LAYER("ffn_up_shexp.weight", E, n_sh, FILL_NORMAL);
+        LAYER("ffn_down_shexp.weight", n_sh, E, FILL_NORMAL);
+    }
+}
+
+/* The attention of layer il: its pre-norm, q/k/v (fused where the shape
+ * says), their biases, the head norms and the output projection. */
+static void list_attention_tensors(struct generator *g, int il)
+{
+    const struct shape *s = g->shape;
+    const int64_t E = s->n_embd, d = shape_head_dim(s), n_q = d * s->n_head, n_kv = d * s->n_head_kv;
+    LAYER("attn_norm.weight", E, 1, FILL_ONES);
+    if (s->fused) {
+        LAYER("attn_qkv.weight", E, n_q + 2 * n_kv, FILL_NORMAL);
+    } else {
+        LAYER("attn_q.weight", E, n_q, FILL_NORMAL);
+        LAYER("attn_k.weight", E, n_kv, FILL_NORMAL);
+        LAYER("attn_v.weight", E, n_kv, FILL_NORMAL);
+    }
+    if (s->qkv_bias) {
+        LAYER("attn_q.bias", n_q, 1, FILL_NORMAL);
+        LAYER("attn_k.bias", n_kv, 1, FILL_NORMAL);
+        LAYER("attn_v.bias", n_kv, 1, FILL_NORMAL);
+    }
+    if (s->qk_norm) {
+        LAYER("attn_q_norm.weight", d, 1, FILL_ONES);
+        LAYER("attn_k_norm.weight", d, 1, FILL_ONES);
+    }
+    LAYER("attn_output.weight", n_q, E, FILL_NORMAL);
+}
+
+/* The dense SwiGLU of layer il. */
+static void list_swiglu_tensors(struct generator *g, int il)
+{
+    const struct shape *s = g->shape;
+    LAYER("ffn_gate.weight", s->n_embd, s->n_ff, FILL_NORMAL);
+    LAYER("ffn_up.weight", s->n_embd, s->n_ff, FILL_NORMAL);
+    LAYER("ffn_down.weight", s->n_ff, s->n_embd, FILL_NORMAL);
+}
+
+/* The tensors of a prediction ("NextN") layer il beside its layer's:
+ * the projection of the next token's embedding and the trunk's normed
+ * hidden state (eh_proj over their two norms), and the norm before the
+ * output layer. */
+static void list_nextn_tensors(struct generator *g, int il)
+{
+    const int64_t E = g->shape->n_embd;
+    LAYER("nextn.eh_proj.weight", 2 * E, E, FILL_NORMAL);
+    LAYER("nextn.enorm.weight", E, 1, FILL_ONES);
+    LAYER("nextn.hnorm.weight", E, 1, FILL_ONES);
+    LAYER("nextn.shared_head_norm.weight", E, 1, FILL_ONES);
+}
+
 /* Whether layer il of a hybrid stack is linear attention (Gated
  * DeltaNet): all but every full_attn_interval-th. */
 static bool is_linear_layer(const struct shape *s, int il)
@@ -626,19 +722,9 @@ static void list_qwen35_tensors(struct generator *g)
             LAYER("attn_k_norm.weight", d, 1, FILL_ONES);
             LAYER("attn_output.weight", d * s->n_head, E, FILL_NORMAL);
         }
-        if (s->n_expert > 0) {
-            list_expert_tensors(g, il);
-        } else {
-            LAYER("ffn_gate.weight", E, s->n_ff, FILL_NORMAL);
-            LAYER("ffn_up.weight", E, s->n_ff, FILL_NORMAL);
-            LAYER("ffn_down.weight", s->n_ff, E, FILL_NORMAL);
-        }
-        if (il >= s->n_layer) {
-            LAYER("nextn.eh_proj.weight", 2 * E, E, FILL_NORMAL);
-            LAYER("nextn.enorm.weight", E, 1, FILL_ONES);
-            LAYER("nextn.hnorm.weight", E, 1, FILL_ONES);
-            LAYER("nextn.shared_head_norm.weight", E, 1, FILL_ONES);
-        }
+        if (s->n_expert > 0) list_expert_tensors(g, il);
+        else list_swiglu_tensors(g, il);
+        if (il >= s->n_layer) list_nextn_tensors(g, il);
     }
 }
 
@@ -676,6 +762,26 @@ static void list_gptoss_tensors(struct generator *g)
     }
 }
 
+/* glm4moe: attention with q/k/v biases (and head norms where the shape
+ * has them), post_attention_norm before the feed-forward, the first
+ * layers dense, then DeepSeek-style experts; the prediction layers after
+ * the trunk have experts too. */
+static void list_glm4moe_tensors(struct generator *g)
+{
+    const struct shape *s = g->shape;
+    const int64_t E = s->n_embd;
+    add_tensor(g, "token_embd.weight", E, s->n_vocab, FILL_NORMAL);
+    add_tensor(g, "output_norm.weight", E, 1, FILL_ONES);
+    if (!s->tied) add_tensor(g, "output.weight", E, s->n_vocab, FILL_NORMAL);
+    for (int il = 0; il < s->n_layer + s->n_mtp; il++) {
+        list_attention_tensors(g, il);
+        LAYER("post_attention_norm.weight", E, 1, FILL_ONES);
+        if (il < s->n_dense_lead) list_swiglu_tensors(g, il);
+        else list_routed_tensors(g, il);
+        if (il >= s->n_layer) list_nextn_tensors(g, il);
+    }
+}
+
 /* deepseek2 (models/deepseek2.c): latent attention, the first layers
  * dense, then experts with shared ones and, for sigmoid routing, the
  * selection bias. */
@@ -701,20 +807,8 @@ static void list_deepseek2_tensors(struct generator *g)
         add_layer_tensor3(g, il, "attn_v_b.weight", lat, s->v_head, H, FILL_NORMAL);
         LAYER("attn_output.weight", H * s->v_head, E, FILL_NORMAL);
         LAYER("ffn_norm.weight", E, 1, FILL_ONES);
-        if (il < s->n_dense_lead) {
-            LAYER("ffn_gate.weight", E, s->n_ff, FILL_NORMAL);
-            LAYER("ffn_up.weight", E, s->n_ff, FILL_NORMAL);
-            LAYER("ffn_down.weight", s->n_ff, E, FILL_NORMAL);
-            continue;
-        }
-        list_expert_tensors(g, il);
-        if (s->sigmoid_gating) LAYER("exp_probs_b.bias", s->n_expert, 1, FILL_NORMAL);
-        if (s->n_shared > 0) {
-            const int64_t n_sh = (int64_t)s->n_ff_exp * s->n_shared;
-            LAYER("ffn_gate_shexp.weight", E, n_sh, FILL_NORMAL);
-            LAYER("ffn_up_shexp.weight", E, n_sh, FILL_NORMAL);
-            LAYER("ffn_down_shexp.weight", n_sh, E, FILL_NORMAL);
-        }
+        if (il < s->n_dense_lead) list_swiglu_tensors(g, il);
+        else list_routed_tensors(g, il);
     }
 }
 
@@ -723,6 +817,10 @@ static void list_tensors(struct generator *g)
     const struct shape *s = g->shape;
     if (s->kv_lora) {
         list_deepseek2_tensors(g);
+        return;
+    }
+    if (is_glm4moe(s)) {
+        list_glm4moe_tensors(g);
         return;
     }
     if (s->oai) {
@@ -737,8 +835,7 @@ static void list_tensors(struct generator *g)
         list_qwen35_tensors(g);
         return;
     }
-    const int64_t head_dim = shape_head_dim(s), n_q = head_dim * s->n_head;
-    const int64_t n_kv = head_dim * s->n_head_kv;
+    const int64_t head_dim = shape_head_dim(s);
     add_tensor(g, "token_embd.weight", s->n_embd, s->n_vocab, FILL_NORMAL);
     if (s->llama3_rope) add_tensor(g, "rope_freqs.weight", head_dim / 2, 1, FILL_ROPE_FACTORS);
     if (s->n_ctx_orig) {
@@ -748,24 +845,7 @@ static void list_tensors(struct generator *g)
     add_tensor(g, "output_norm.weight", s->n_embd, 1, FILL_ONES);
     if (!s->tied) add_tensor(g, "output.weight", s->n_embd, s->n_vocab, FILL_NORMAL);
     for (int il = 0; il < s->n_layer; il++) {
-        LAYER("attn_norm.weight", s->n_embd, 1, FILL_ONES);
-        if (s->fused) {
-            LAYER("attn_qkv.weight", s->n_embd, n_q + 2 * n_kv, FILL_NORMAL);
-        } else {
-            LAYER("attn_q.weight", s->n_embd, n_q, FILL_NORMAL);
-            LAYER("attn_k.weight", s->n_embd, n_kv, FILL_NORMAL);
-            LAYER("attn_v.weight", s->n_embd, n_kv, FILL_NORMAL);
-        }
-        if (s->qkv_bias) {
-            LAYER("attn_q.bias", n_q, 1, FILL_NORMAL);
-            LAYER("attn_k.bias", n_kv, 1, FILL_NORMAL);
-            LAYER("attn_v.bias", n_kv, 1, FILL_NORMAL);
-        }
-        if (s->qk_norm) {
-            LAYER("attn_q_norm.weight", head_dim, 1, FILL_ONES);
-            LAYER("attn_k_norm.weight", head_dim, 1, FILL_ONES);
-        }
-        LAYER("attn_output.weight", n_q, s->n_embd, FILL_NORMAL);
+        list_attention_tensors(g, il);
         if (s->post_norms) LAYER("post_attention_norm.weight", s->n_embd, 1, FILL_ONES);
         LAYER("ffn_norm.weight", s->n_embd, 1, FILL_ONES);
         if (s->n_expert > 0) {
@@ -1105,6 +1185,12 @@ static hearth_status set_metadata(hearth_gguf_writer *w, const struct shape *s,
         HEARTH_TRY(ARCH_U32("attention.value_length", (uint32_t)s->kv_lora));
         HEARTH_TRY(ARCH_U32("attention.key_length_mla", (uint32_t)(s->qk_nope + s->n_rot)));
         HEARTH_TRY(ARCH_U32("attention.value_length_mla", (uint32_t)s->v_head));
+    } else if (s->head_dim) {
+        HEARTH_TRY(ARCH_U32("attention.key_length", (uint32_t)s->head_dim));
+        HEARTH_TRY(ARCH_U32("attention.value_length", (uint32_t)s->head_dim));
+    }
+    if (s->kv_lora || is_glm4moe(s)) {
+        /* DeepSeek's routing */
         HEARTH_TRY(ARCH_U32("leading_dense_block_count", (uint32_t)s->n_dense_lead));
         HEARTH_TRY(ARCH_U32("expert_shared_count", (uint32_t)s->n_shared));
         HEARTH_TRY(ARCH_U32("expert_gating_func", s->sigmoid_gating ? 2u : 1u));
@@ -1117,12 +1203,9 @@ static hearth_status set_metadata(hearth_gguf_writer *w, const struct shape *s,
             HEARTH_TRY(ARCH_U32("expert_group_count", (uint32_t)s->n_groups));
             HEARTH_TRY(ARCH_U32("expert_group_used_count", (uint32_t)s->n_groups_used));
         }
-        /* the converters' 0.1 mscale_all_dim */
-        if (s->mscale_all_dim > 0) HEARTH_TRY(ARCH_F32("rope.scaling.yarn_log_multiplier", 0.1f * s->mscale_all_dim));
-    } else if (s->head_dim) {
-        HEARTH_TRY(ARCH_U32("attention.key_length", (uint32_t)s->head_dim));
-        HEARTH_TRY(ARCH_U32("attention.value_length", (uint32_t)s->head_dim));
     }
+    /* the converters' 0.1 mscale_all_dim */
+    if (s->mscale_all_dim > 0) HEARTH_TRY(ARCH_F32("rope.scaling.yarn_log_multiplier", 0.1f * s->mscale_all_dim));
     HEARTH_TRY(ARCH_U32("rope.dimension_count", (uint32_t)(s->n_rot ? s->n_rot : shape_head_dim(s))));
     if (s->rope_sections[0] > 0) {
         snprintf(key, sizeof key, "%s.rope.dimension_sections", a);
@@ -1277,6 +1360,15 @@ static void usage(FILE *out)
           "  micro-kimi-k2    as micro-deepseek3 in one expert group, weights scaled by\n"
           "                   2.827, RoPE base 50000, YaRN 4 over 32 with Kimi's ramp\n"
           "                   ends, vocab 512 (byte-level BPE, pre-tokenizer kimi-k2)\n"
+          "  glm-4.5-air      glm4moe, 46 layers and a prediction layer, d 4096, 96/8\n"
+          "                   heads of 128 with q/k/v biases, RoPE on 64 dims, the first\n"
+          "                   dense (ff 10944), 128 experts (8 used, sigmoid with the\n"
+          "                   selection bias) of 1408 and 1 shared, vocab 151552\n"
+          "                   (measure a few layers: --layers)\n"
+          "  micro-glm4moe    glm4moe, 3 layers and a prediction layer, d 256, 8/2\n"
+          "                   heads of 64 with biases and head norms, RoPE on 32 dims,\n"
+          "                   1 dense, 8 experts (2 used, sigmoid with the selection\n"
+          "                   bias, scaled by 2.5) of 64 and 1 shared\n"
           "(micro shapes: larger weights and random norms, test models).  --window N\n"
           "sets the sliding window (0: none).\n"
           "quantized with a recipe of hearth quantize (TYPE, default Q8_0).  --vocab\n"
@@ -1287,8 +1379,9 @@ static void usage(FILE *out)
           "--output-std sets the spread of the output layer's weights (default 0.02;\n"
           "larger values make the next-token distribution peaked).\n"
           "--mtp-layers N writes N multi-token prediction layers after the trunk (the\n"
-          "Qwen3.5 families; micro-qwen3next has one).  --dense-layers N makes the\n"
-          "first N layers of a deepseek2 shape dense (at most all).\n"
+          "Qwen3.5 and GLM-4.5 families; micro-qwen3next and the glm4moe shapes have\n"
+          "one).  --dense-layers N makes the first N layers of a deepseek2 or glm4moe\n"
+          "shape dense (at most all).\n"
           "--residual-scale F scales the residual writers (attn_output, ssm_out,\n"
           "ffn_down) and --output-scale F the output layer; --draft-layers N --draft\n"
           "FILE also writes FILE, the first N layers of the model with its embeddings\n"
@@ -1455,12 +1548,13 @@ int main(int argc, char **argv)
     }
     if (override[OPT_LAYERS]) s.n_layer = override[OPT_LAYERS];
     if (mtp_layers >= 0) s.n_mtp = mtp_layers;
-    if (s.n_mtp > 0 && !s.full_attn_interval) {
-        fprintf(stderr, "gen-model: --mtp-layers: only the Qwen3.5 families have prediction layers\n");
+    if (s.n_mtp > 0 && !s.full_attn_interval && !is_glm4moe(&s)) {
+        fprintf(stderr, "gen-model: --mtp-layers: only the Qwen3.5 and GLM-4.5 families have prediction layers\n");
         return 2;
     }
-    if (dense_layers >= 0 && !s.kv_lora) {
-        fprintf(stderr, "gen-model: --dense-layers: only the deepseek2 shapes have leading dense layers\n");
+    if (dense_layers >= 0 && !s.kv_lora && !is_glm4moe(&s)) {
+        fprintf(stderr, "gen-model: --dense-layers: only the deepseek2 and glm4moe shapes have leading dense "
+                "layers\n");
         return 2;
     }
     if (dense_layers >= 0) s.n_dense_lead = dense_layers;
@@ -1531,7 +1625,7 @@ static int write_model(struct generator *g_in, const struct shape *sp, hearth_ft
     g.n_tensors = 0;
     g.shape = &s;
     /* at most 6 model-wide tensors and 32 per layer */
-    g.tensors = calloc(6 + 32 * (size_t)s.n_layer, sizeof *g.tensors);
+    g.tensors = calloc(6 + 32 * (size_t)(s.n_layer + s.n_mtp), sizeof *g.tensors);
     if (!g.tensors) return 1;
     list_tensors(&g);
 

@@ -51,7 +51,8 @@ struct summary {
      * which keep a state instead of keys and values, and its F32 bytes
      * per sequence; -1 and 0 otherwise. */
     int64_t n_linear_layers;
-    int64_t n_mtp_layers;    /* multi-token prediction layers after the trunk */
+    int64_t n_mtp_layers;    /* multi-token prediction layers after the trunk
+                              * (any family; 0 when not declared) */
     uint64_t state_bytes_per_seq;
     /* Multi-head latent attention (deepseek2): the latent's rank, the
      * queries' (0: none), the heads' query/key and value lengths of the
@@ -166,7 +167,12 @@ static void summarise(const hearth_gguf *g, struct summary *s)
         if (emb) s->n_vocab = emb->ne[1];
     }
     s->n_linear_layers = -1;
-    int64_t n_attn_layers = s->n_layers;
+    /* block_count counts the prediction layers after the trunk, which
+     * keep keys and values only when they draft */
+    s->n_mtp_layers = s->arch ? arch_int(g, s->arch, "nextn_predict_layers") : -1;
+    if (s->n_mtp_layers < 0 || s->n_mtp_layers >= s->n_layers) s->n_mtp_layers = 0;
+    const int64_t trunk = s->n_layers - s->n_mtp_layers;
+    int64_t n_attn_layers = trunk;
     const int64_t d = s->arch ? arch_int(g, s->arch, "ssm.state_size") : -1;
     const int64_t n_k = s->arch ? arch_int(g, s->arch, "ssm.group_count") : -1;
     const int64_t n_v = s->arch ? arch_int(g, s->arch, "ssm.time_step_rank") : -1;
@@ -174,11 +180,7 @@ static void summarise(const hearth_gguf *g, struct summary *s)
     if (s->n_layers > 0 && d > 0 && n_k > 0 && n_v > 0 && K > 0) {
         /* every full_attention_interval-th layer of the trunk attends */
         int64_t interval = arch_int(g, s->arch, "full_attention_interval");
-        int64_t n_mtp = arch_int(g, s->arch, "nextn_predict_layers");
         if (interval <= 0) interval = 4;
-        if (n_mtp < 0 || n_mtp >= s->n_layers) n_mtp = 0;
-        const int64_t trunk = s->n_layers - n_mtp;
-        s->n_mtp_layers = n_mtp;
         n_attn_layers = trunk / interval;
         s->n_linear_layers = trunk - n_attn_layers;
         s->state_bytes_per_seq = (uint64_t)s->n_linear_layers *
@@ -361,6 +363,8 @@ static void print_text(const hearth_gguf *g, const struct inspect_opts *o)
                    s.n_expert_groups_used);
         if (s.n_dense_lead > 0) ROW("leading dense layers", s.n_dense_lead);
     }
+    if (!summary_is_mla(&s) && s.n_rot > 0 && s.n_rot < s.head_dim_k)
+        printf("  %-22s %" PRId64 " of %" PRId64 " per head\n", "rotary dims", s.n_rot, s.head_dim_k);
     if (summary_is_mla(&s)) {
         printf("  %-22s latent %" PRId64 " + rotary %" PRId64 " per position", "latent attention", s.kv_lora_rank,
                s.n_rot);
@@ -382,12 +386,12 @@ static void print_text(const hearth_gguf *g, const struct inspect_opts *o)
     if (s.n_linear_layers >= 0) {
         printf("  %-22s %" PRId64 " of %" PRId64 " (Gated DeltaNet)\n", "linear layers",
                s.n_linear_layers, s.n_layers - s.n_mtp_layers);
-        if (s.n_mtp_layers > 0)
-            printf("  %-22s %" PRId64 " after the %" PRId64 " of the trunk (multi-token prediction; "
-                   "not run)\n", "prediction layers", s.n_mtp_layers, s.n_layers - s.n_mtp_layers);
         printf("  %-22s %" PRIu64 " bytes (F32, whatever the length)\n", "state per sequence",
                s.state_bytes_per_seq);
     }
+    if (s.n_mtp_layers > 0)
+        printf("  %-22s %" PRId64 " after the %" PRId64 " of the trunk (multi-token prediction: drafts for "
+               "--mtp)\n", "prediction layers", s.n_mtp_layers, s.n_layers - s.n_mtp_layers);
     if (s.kv_bytes_per_token && summary_is_mla(&s))
         printf("  %-22s %" PRIu64 " bytes (F16 latent and rotary key, no values apart)\n", "KV cache per token",
                s.kv_bytes_per_token);
@@ -462,7 +466,7 @@ static void print_json(const hearth_gguf *g, const struct inspect_opts *o)
     json_int_field("sliding_window", s.sliding_window, true);
     json_int_field("sliding_window_pattern", s.swa_pattern, true);
     json_int_field("linear_attention_layers", s.n_linear_layers, true);
-    json_int_field("prediction_layers", s.n_linear_layers >= 0 ? s.n_mtp_layers : -1, true);
+    json_int_field("prediction_layers", s.n_linear_layers >= 0 || s.n_mtp_layers > 0 ? s.n_mtp_layers : -1, true);
     json_int_field("state_bytes_per_sequence", s.n_linear_layers >= 0 ? (int64_t)s.state_bytes_per_seq : -1, true);
     const bool mla = summary_is_mla(&s);
     json_int_field("kv_lora_rank", mla ? s.kv_lora_rank : -1, true);

@@ -238,6 +238,14 @@ hearth_status engine_mtp_follow(hearth_engine *e, const struct runner_step *step
         mtp_first_input(e, s, bp->pos[first], e->mtp_in + (size_t)first * E);
         for (int32_t row = first + 1; row < end; row++)
             memcpy(e->mtp_in + (size_t)row * E, runner_hidden(e->runner, row - 1), E * sizeof *e->mtp_in);
+        /* a block's last hidden state goes with its keys and values: a
+         * sequence that resumes from the block in the prefix cache reads
+         * it (engine_take_prefix()) */
+        for (int32_t row = first; e->block_h && row < end; row++) {
+            const int32_t pos = bp->pos[row], b = s->table[pos / e->B];
+            if ((pos + 1) % e->B == 0 && b >= 0)
+                memcpy(e->block_h + (size_t)b * E, runner_hidden(e->runner, row), E * sizeof *e->block_h);
+        }
     }
     struct runner_step follow = *step;
     follow.n_logits = 0;

@@ -167,6 +167,7 @@ void hearth_engine_free(hearth_engine *e)
     free(e->state_slot);
     free(e->snaps);
     free(e->snap_h);
+    free(e->block_h);
     free(e->mtp_in);
     rstate_free(e->ckpt);
     free(e->ckpt_slot);
@@ -271,6 +272,9 @@ hearth_status hearth_engine_new(const hearth_model *model, const hearth_engine_p
         if (!st && e->n_snaps > 0) {
             e->snap_h = hearth_calloc((size_t)e->n_snaps * E, sizeof *e->snap_h, "the snapshots' hidden states");
             if (!e->snap_h) st = HEARTH_E_NOMEM;
+        } else if (!st && !runner_rstate(e->runner) && !p.no_prefix_cache) {
+            e->block_h = hearth_calloc((size_t)n_blocks * E, sizeof *e->block_h, "the blocks' hidden states");
+            if (!e->block_h) st = HEARTH_E_NOMEM;
         }
     }
     if (!st) st = kv_pool_new(n_blocks, B, &e->pool);

@@ -249,6 +249,9 @@ struct hearth_engine {
     float *mtp_in;               /* params.mtp: a step's hidden-state inputs
                                   * (n_batch x n_embd) */
     float *snap_h;               /* and each snapshot's mtp_h (n_embd each) */
+    float *block_h;              /* or, without a recurrent state, each block's
+                                  * (of the pool): the trunk's hidden state at
+                                  * its last position, a resume's mtp_h */
     void (*draft_hook)(void *user, uint64_t request, int32_t index, int32_t *draft, int32_t n);
     void *draft_hook_user;
     void (*mtp_hook)(void *user, int32_t pass, int32_t pos, const float *logits);

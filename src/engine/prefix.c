@@ -167,7 +167,15 @@ hearth_status engine_take_prefix(hearth_engine *e, struct seq *s)
         s->n_computed = (i + 1) * B;
     }
     if (e->snaps) resume_point(e, s);
-    return e->wpool ? window_prefix(e, s) : HEARTH_OK;
+    if (e->wpool) HEARTH_TRY(window_prefix(e, s));
+    if (e->block_h && s->mtp_h && s->n_computed > 0) {
+        /* the prediction layer's input at the resume point: the trunk's
+         * hidden state at the last cached position, kept with its block */
+        const size_t E = (size_t)hearth_model_n_embd(e->model);
+        memcpy(s->mtp_h, e->block_h + (size_t)s->table[s->n_computed / B - 1] * E, E * sizeof *s->mtp_h);
+        s->mtp_pos = s->n_computed;
+    }
+    return HEARTH_OK;
 }
 
 /* The first block of the window of a sequence whose next position is n:

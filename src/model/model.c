@@ -18,7 +18,7 @@ static const struct arch *const architectures[] = {&arch_llama,    &arch_qwen2, 
                                                  &arch_qwen3,    &arch_qwen3moe, &arch_gemma2,
                                                  &arch_gemma3,   &arch_phi3,    &arch_rwkv6,    &arch_rwkv6qwen2,
                                                  &arch_qwen35,   &arch_qwen35moe, &arch_qwen3next,
-                                                 &arch_gptoss,   &arch_deepseek2};
+                                                 &arch_gptoss,   &arch_deepseek2, &arch_glm4moe};
 
 hearth_status model_bind(hearth_model *m, struct weight *w, const char *name, int64_t ne0,
                          int64_t ne1, bool required)

@@ -262,7 +262,7 @@ struct hearth_model {
     hearth_vocab *vocab;          /* NULL when the file has no tokenizer */
     struct offload offload;
     const struct arch_recurrent *rec; /* arch->recurrent */
-    /* Multi-token prediction (DeepSeek-V3's and Qwen3-Next's "NextN"
+    /* Multi-token prediction (DeepSeek-V3's, Qwen3-Next's and GLM-4.5's "NextN"
      * layers): n_mtp 1 when the file has prediction layers and the family
      * binds the first, as layers[hp.n_layer] (a layer of the family run
      * by its layer function, with keys and values of its own); its input
@@ -330,5 +330,6 @@ extern const struct arch arch_qwen35moe;
 extern const struct arch arch_qwen3next;
 extern const struct arch arch_gptoss;
 extern const struct arch arch_deepseek2;
+extern const struct arch arch_glm4moe;
 
 #endif /* HEARTH_MODEL_H */

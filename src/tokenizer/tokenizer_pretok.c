@@ -138,6 +138,10 @@ static const struct pretok_def def_gpt2 = {{RE_GPT2, NULL}, false, false};
 
 static const struct pretok_def def_llama3 = {{RE_LLAMA3, NULL}, true, true};
 
+/* GLM-4 and GLM-4.5: Llama 3's expression, merges always applied, no
+ * BOS unless the file says so. */
+static const struct pretok_def def_glm4 = {{RE_LLAMA3, NULL}, false, false};
+
 static const struct pretok_def def_qwen2 = {{RE_QWEN2, NULL}, false, false};
 
 static const struct pretok_def def_o200k = {{RE_O200K, NULL}, false, false};
@@ -189,6 +193,8 @@ static const struct {
     {"dbrx", &def_llama3},
     {"smaug-bpe", &def_llama3},
     {"qwen2", &def_qwen2},
+    {"glm4", &def_glm4},
+    {"chatglm-bpe", &def_glm4},
     {"gpt-4o", &def_o200k},
     {"llama4", &def_o200k},
     {"deepseek-r1-qwen", &def_qwen2},
@@ -206,8 +212,8 @@ static const struct {
 
 const char pretok_supported_names[] =
     "default, gpt-2, phi-2, mpt, olmo, llama-bpe, llama3, llama-v3, falcon3, dbrx, smaug-bpe, "
-    "qwen2, gpt-4o, llama4, deepseek-r1-qwen, stablelm2, deepseek-llm, deepseek-coder, deepseek-v3, kimi-k2, "
-    "falcon, starcoder, refact, smollm, command-r";
+    "qwen2, glm4, chatglm-bpe, gpt-4o, llama4, deepseek-r1-qwen, stablelm2, deepseek-llm, deepseek-coder, "
+    "deepseek-v3, kimi-k2, falcon, starcoder, refact, smollm, command-r";
 
 static const struct pretok_def *find_def(const char *name)
 {
