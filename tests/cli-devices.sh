@@ -109,7 +109,7 @@ grep -q "^hearth: bench: offload: 5 of 5 layers and the output layer on OpenCL d
 expect_status 0 "bench, one layer, csv" -- "$HEARTH" bench -m "$s" -p 8 -n 0 -r 1 -q -o csv -ngl 1 --device 0
 head -1 "$tmpdir/out" | grep -q '^hearth_version,cpu_info,backends,kernels,gpu_info,.*,n_gpu_layers,main_gpu,' ||
     fail "bench csv: gpu_info and main_gpu"
-grep -q '^"[^"]*","[^"]*","OpenCL,CPU","[^"]*","[^"][^"]*",.*,"1","0","8","0","pp8",' "$tmpdir/out" ||
+grep -q '^"[^"]*","[^"]*","OpenCL,CPU","[^"]*","[^"][^"]*",.*,"1","0","8","0","0","pp8",' "$tmpdir/out" ||
     fail "bench csv: the device ran one layer"
 [ -s "$tmpdir/err" ] && fail "bench -q: nothing on stderr"
 expect_status 0 "bench, every layer offloaded, json" -- "$HEARTH" bench -m "$s" -p 8 -n 0 -r 1 -q -o json -ngl 99
