@@ -6,15 +6,6 @@
 # skipped without them unless CI is set.
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
 
-unavailable() {
-    if [ -n "${CI:-}" ]; then
-        echo "FAIL: $* and CI is set" >&2
-        exit 1
-    fi
-    echo "SKIP: $*" >&2
-    exit 77
-}
-
 "$HEARTH" --version -v | grep -q ' curl' || unavailable "hearth was built without libcurl"
 command -v python3 >/dev/null 2>&1 || unavailable "python3 is not installed"
 require_data models/stories260K.gguf models/micro-llama-Q4_0.gguf models/micro-llama-Q8_0.gguf \

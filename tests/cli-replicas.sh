@@ -7,15 +7,6 @@
 # CI is set.
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
 
-unavailable() {
-    if [ -n "${CI:-}" ]; then
-        echo "FAIL: $* and CI is set" >&2
-        exit 1
-    fi
-    echo "SKIP: $*" >&2
-    exit 77
-}
-
 require_data models/stories260K.gguf
 command -v python3 >/dev/null 2>&1 || unavailable "python3 is not installed"
 haproxy=$(command -v haproxy || ls /usr/sbin/haproxy 2>/dev/null || :)

@@ -7,15 +7,6 @@
 # Skipped when hearth was built without the server (jansson) or python3 is missing, unless CI is set.
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
 
-unavailable() {
-    if [ -n "${CI:-}" ]; then
-        echo "FAIL: $* and CI is set" >&2
-        exit 1
-    fi
-    echo "SKIP: $*" >&2
-    exit 77
-}
-
 require_data models/stories260K.gguf reference/stories260K-greedy.txt
 command -v python3 >/dev/null 2>&1 || unavailable "python3 is not installed"
 

@@ -18,6 +18,17 @@ pass() {
     echo "ok: $*"
 }
 
+# unavailable WHY...: skip the whole script (exit 77) because something it
+# needs is missing, unless CI is set, in which case that is a failure.
+unavailable() {
+    if [ -n "${CI:-}" ]; then
+        echo "FAIL: $* and CI is set" >&2
+        exit 1
+    fi
+    echo "SKIP: $*" >&2
+    exit 77
+}
+
 # require_data FILE...: skip the whole script (exit 77) when shared data is
 # missing, unless CI is set, in which case that is a failure.
 require_data() {
