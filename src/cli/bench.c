@@ -345,6 +345,12 @@ static void summarise(struct result *r)
     r->stddev_ts = r->n_samples > 1 ? sqrt(var_ts / (r->n_samples - 1)) : 0;
 }
 
+/* The positions a test's context holds: its depth, prompt and generation. */
+static int row_tokens(const struct result *r)
+{
+    return r->n_depth + r->n_prompt + r->n_gen;
+}
+
 /* Run one test into r (n_prompt or n_gen set, the other 0). */
 static hearth_status run_test(const hearth_model *model, const struct bench_opts *o,
                               struct result *r, struct token_source *tokens_src,
@@ -352,7 +358,7 @@ static hearth_status run_test(const hearth_model *model, const struct bench_opts
 {
     hearth_context_params cp;
     hearth_context_default_params(&cp);
-    cp.n_ctx = r->n_depth + r->n_prompt + r->n_gen;
+    cp.n_ctx = row_tokens(r);
     cp.n_batch = r->n_batch;
     cp.n_threads = r->n_threads;
     cp.cache_type = o->cache_type;
@@ -824,8 +830,7 @@ int cmd_bench(int argc, char **argv)
     }
     int longest = 0;
     for (int i = 0; i < n_rows; i++)
-        if (rows[i].n_depth + rows[i].n_prompt + rows[i].n_gen > longest)
-            longest = rows[i].n_depth + rows[i].n_prompt + rows[i].n_gen;
+        if (row_tokens(&rows[i]) > longest) longest = row_tokens(&rows[i]);
     rc = check_fits(model, longest);
     if (rc != CLI_EXIT_OK) {
         hearth_model_free(model);
