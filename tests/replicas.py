@@ -47,6 +47,14 @@ SYSTEM = "You are a storyteller who tells short stories about animals."
 # conversation's turns between them
 TOPICS = ["a cat", "a dog", "a fox", "an owl", "a bear"]
 TURNS = 3
+# HAProxy counts a request against its instance's load until it has
+# closed the request's stream, which can be a moment after the client has
+# read the whole response.  hash-balance-factor sends a request whose
+# instance is above its share elsewhere, and with one request in flight
+# that share is one: a request sent the instant the previous one was read
+# could land on the other instance by that count alone.  The sequential
+# requests below wait this long first, so that each finds no load.
+SETTLE = 0.2
 
 
 def free_port():
@@ -106,9 +114,14 @@ class Front:
         os.unlink(self.path)
 
 
+def post(front, path, body, headers=None):
+    time.sleep(SETTLE)
+    return api.post(front, path, body, headers=headers)
+
+
 def chat(front, messages, headers=None, max_tokens=16):
     body = {"model": api.ALIAS, "messages": messages, "max_tokens": max_tokens, "temperature": 0}
-    r = api.post(front, "/v1/chat/completions", body, headers=headers)
+    r = post(front, "/v1/chat/completions", body, headers=headers)
     need(r.status == 200 and isinstance(r.json, dict), f"chat through {front.name}: {r}")
     return r.header("x-served-by"), r.json
 
@@ -155,12 +168,13 @@ def main():
         by = {}
         for i in range(8):
             for _ in range(2):
-                r = api.post(front, "/v1/completions", {"model": api.ALIAS, "prompt": f"Once upon a time {i}",
+                r = post(front, "/v1/completions", {"model": api.ALIAS, "prompt": f"Once upon a time {i}",
                                                          "max_tokens": 4, "temperature": 0},
                              headers={"X-Session-Id": f"session-{i}"})
                 need(r.status == 200, f"completion through HAProxy: {r}")
                 by.setdefault(i, set()).add(r.header("x-served-by"))
-        check(all(len(s) == 1 for s in by.values()), "each session's requests go to one instance", by)
+        check(all(len(s) == 1 for s in by.values()), "each session's requests go to one instance",
+              f"{by}; HAProxy: {front.log()}")
         check({x for s in by.values() for x in s} == {a.name, b.name}, "both instances serve sessions", by)
 
         api.section_name = "affinity"
@@ -192,9 +206,10 @@ def main():
         fronts.append(front)
         # a stream on a, by a session key that hashes to a
         key = next((f"s{i}" for i in range(64)
-                    if api.post(front, "/v1/completions", {"model": api.ALIAS, "prompt": "Hi", "max_tokens": 1},
+                    if post(front, "/v1/completions", {"model": api.ALIAS, "prompt": "Hi", "max_tokens": 1},
                                 headers={"X-Session-Id": f"s{i}"}).header("x-served-by") == a.name), None)
         need(key is not None, "no session key of 64 goes to the first instance")
+        time.sleep(SETTLE)
         stream = api.Raw(front, "/v1/completions", {"model": api.ALIAS, "prompt": "Once upon a time",
                                                     "max_tokens": 600, "stream": True,
                                                     "logit_bias": api.NO_EOS},
@@ -204,7 +219,7 @@ def main():
         a.proc.send_signal(api.signal.SIGTERM)
         served, statuses = [], []
         for i in range(8):
-            r = api.post(front, "/v1/completions", {"model": api.ALIAS, "prompt": f"Hello {i}", "max_tokens": 4},
+            r = post(front, "/v1/completions", {"model": api.ALIAS, "prompt": f"Hello {i}", "max_tokens": 4},
                          headers={"X-Session-Id": key if i % 2 == 0 else f"other-{i}"})
             statuses.append(r.status)
             served.append(r.header("x-served-by"))
