@@ -120,6 +120,13 @@ bool hearth_type_can_compute(hearth_type type);
  * afterwards every accessor is safe.  Strings inside the file are not
  * NUL-terminated; they are returned as pointer + length, except keys and the
  * values returned by hearth_gguf_get_str(), which are NUL-terminated copies.
+ *
+ * A model split over several files (NAME-00001-of-0000N.gguf ...
+ * NAME-0000N-of-0000N.gguf, as the common gguf-split tool writes them) is
+ * opened by the name of its first part: the reader opens the others by
+ * their names and checks that they belong together (split.no, split.count
+ * and split.tensors.count, every tensor in one part only).  The metadata
+ * is the first part's; the tensors are those of every part.
  * ------------------------------------------------------------------------ */
 
 typedef struct hearth_gguf hearth_gguf;
@@ -164,15 +171,21 @@ typedef struct hearth_gguf_tensor {
     hearth_type type;
     uint32_t n_dims;       /* 1..4 */
     int64_t ne[4];         /* elements per dimension, ne[0] innermost; unused = 1 */
-    uint64_t offset;       /* from the start of the data section */
+    uint64_t offset;       /* from the start of the data section of its file */
     size_t bytes;          /* size of the data */
     const void *data;      /* the data, inside the mapping */
+    uint32_t split;        /* the part of a split model that holds it (0: the
+                            * first, or the only file) */
 } hearth_gguf_tensor;
 
-/* Open and validate a GGUF file (v2 or v3). */
+/* Open and validate a GGUF file (v2 or v3), or every part of a split
+ * model given the first part's name.  A later part's name is refused,
+ * naming the first part; a part missing, or one of another model, is
+ * HEARTH_E_NOT_FOUND or HEARTH_E_FORMAT naming the file and the fault. */
 hearth_status hearth_gguf_open(const char *path, hearth_gguf **out);
 /* The same for a file already in memory (not copied: it must outlive the
- * handle).  name is used in error messages. */
+ * handle).  name is used in error messages.  A part of a split model is
+ * read alone: no other file is opened. */
 hearth_status hearth_gguf_open_memory(const void *data, size_t size,
                                       const char *name, hearth_gguf **out);
 void hearth_gguf_close(hearth_gguf *gguf);
@@ -180,8 +193,14 @@ void hearth_gguf_close(hearth_gguf *gguf);
 uint32_t hearth_gguf_version(const hearth_gguf *gguf);
 uint32_t hearth_gguf_alignment(const hearth_gguf *gguf);
 uint64_t hearth_gguf_data_offset(const hearth_gguf *gguf);
+/* The file's size and path; of the first part for a split model. */
 uint64_t hearth_gguf_file_size(const hearth_gguf *gguf);
 const char *hearth_gguf_path(const hearth_gguf *gguf);
+/* The files of a split model (1 when it is not split), and the path and
+ * size of file index (0 .. n_splits-1; NULL and 0 out of range). */
+int32_t hearth_gguf_n_splits(const hearth_gguf *gguf);
+const char *hearth_gguf_split_path(const hearth_gguf *gguf, int32_t index);
+uint64_t hearth_gguf_split_size(const hearth_gguf *gguf, int32_t index);
 
 /* Metadata by index (0 .. n_kv-1) or by key. */
 int64_t hearth_gguf_n_kv(const hearth_gguf *gguf);
