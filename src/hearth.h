@@ -1449,12 +1449,17 @@ hearth_status hearth_quantize_model(const char *in_path, const char *out_path,
  * HEARTH_E_INTERRUPTED; the partial file is kept for a later resume. */
 typedef bool (*hearth_progress_fn)(void *user, uint64_t bytes_done, uint64_t bytes_total);
 
+/* Before each part of a split model is fetched (part from 1 of n_parts;
+ * file: its name in the repository), so that the progress can name it. */
+typedef void (*hearth_part_fn)(void *user, const char *file, int part, int n_parts);
+
 typedef struct hearth_download_options {
     const char *cache_dir;           /* NULL: the default above */
     const char *hf_endpoint;         /* NULL: $HEARTH_HF_ENDPOINT, or
                                         https://huggingface.co */
     hearth_progress_fn progress;     /* NULL: none */
-    void *progress_user;
+    void *progress_user;             /* given to progress and part */
+    hearth_part_fn part;             /* NULL: none */
     int connect_timeout_s;           /* 0: 30 seconds */
     int stall_timeout_s;             /* give up when no data arrives for
                                         this long; 0: 60 seconds */
@@ -1472,9 +1477,11 @@ hearth_status hearth_cache_dir(const hearth_download_options *opts, char **dir_o
 /* Fetch FILE of the Hugging Face repository OWNER/REPO, spec being
  * "OWNER/REPO:FILE", from {endpoint}/{OWNER}/{REPO}/resolve/main/{FILE},
  * unless it is in the cache already.  FILE may name a file in a folder of
- * the repository ("q4/model.gguf").  A spec without ":FILE" is refused
- * with HEARTH_E_UNSUPPORTED: this version cannot choose from the
- * repository's file list.  Names are
+ * the repository ("q4/model.gguf").  A spec without ":FILE" takes the
+ * repository's GGUF file whose name has Q4_K_M, or its only GGUF file
+ * (HEARTH_E_INVALID listing them when that does not choose one).  FILE
+ * naming a part of a split model (NAME-00002-of-00009.gguf) fetches every
+ * part, and *path_out is the first part's.  Names are
  * checked so that nothing can be written outside the cache:
  * HEARTH_E_INVALID names the offending part.  HTTP errors name the status
  * and the URL (HEARTH_E_NOT_FOUND for 404, HEARTH_E_NETWORK otherwise).

@@ -1,9 +1,9 @@
 #!/bin/sh
 # cli-pull.sh -- hearth pull end to end, against a local model hub started
 # here (tests/http-server.py): downloads, the cache, resuming, checksums,
-# HTTP errors, the hub endpoint variable, stalls, interruption and names
-# that must not escape the cache.  Needs libcurl in hearth and python3;
-# skipped without them unless CI is set.
+# HTTP errors, the hub endpoint variable, stalls, interruption, names
+# that must not escape the cache and the parts of split models.  Needs
+# libcurl in hearth and python3; skipped without them unless CI is set.
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
 
 unavailable() {
@@ -192,6 +192,48 @@ grep -q "interrupted" "$tmpdir/bg.err" && pass "the interruption is reported" ||
     fail "no interruption message: $(cat "$tmpdir/bg.err")"
 [ -s "$cache/hf/test/stall/$f.part" ] && pass "the partial file survives Ctrl-C" ||
     fail "the partial file is gone after Ctrl-C"
+
+# --- a split model -----------------------------------------------------------------
+
+# A hub of its own holding the three parts of a model: naming any part
+# fetches them all, into one folder of the cache, and prints the first's
+# path, which every command that takes a model loads.
+gen="${HEARTH_BUILDDIR:-.}/tools/gen-model"
+mkdir "$tmpdir/hub"
+"$gen" --threads 2 --shape micro-qwen3 --type Q8_0 --split-max-tensors 10 "$tmpdir/hub/tiny-split.gguf" \
+    2>"$tmpdir/gen-err" || { fail "gen-model writes a split model"; sed 's/^/  /' "$tmpdir/gen-err" >&2; }
+python3 "$HEARTH_SRCDIR/tests/http-server.py" "$tmpdir/hub" "$tmpdir/port2" "$tmpdir/requests2" \
+    2>"$tmpdir/server2.log" &
+server2=$!
+trap 'kill "$server" "$server2" 2>/dev/null; rm -rf "$tmpdir"' EXIT
+i=0
+while [ ! -s "$tmpdir/port2" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+hub2=http://127.0.0.1:$(cat "$tmpdir/port2")
+: >"$tmpdir/requests2"
+expect_status 0 "pull a split model by its first part" -- \
+    env HEARTH_HF_ENDPOINT="$hub2" "$HEARTH" pull -hf test/models:tiny-split-00001-of-00003.gguf
+stdout_is "$cache/hf/test/models/tiny-split-00001-of-00003.gguf" "the first part's path is printed"
+for k in 1 2 3; do
+    part=tiny-split-0000$k-of-00003.gguf
+    same "$cache/hf/test/models/$part" "$tmpdir/hub/$part" "part $k arrives whole"
+    grep -q "GET /test/models/resolve/main/$part -" "$tmpdir/requests2" || fail "part $k was not asked for"
+done
+stderr_has "tiny-split-00002-of-00003.gguf (part 2 of 3): " "the progress names the part"
+: >"$tmpdir/requests2"
+expect_status 0 "pull a split model by a later part" -- \
+    env HEARTH_HF_ENDPOINT="$hub2" "$HEARTH" pull -q -hf test/models:tiny-split-00003-of-00003.gguf
+stdout_is "$cache/hf/test/models/tiny-split-00001-of-00003.gguf" "the first part's path, from the cache"
+[ -s "$tmpdir/requests2" ] && fail "parts in the cache were fetched again" || pass "the parts come from the cache"
+expect_status 0 "run a split model from the hub" -- env HEARTH_HF_ENDPOINT="$hub2" \
+    "$HEARTH" run -hf test/models:tiny-split-00001-of-00003.gguf -p "once upon" -n 4 --temp 0 -t 2
+expect_status 0 "the repository's split model" -- env HEARTH_HF_ENDPOINT="$hub2" "$HEARTH" pull -q -hf test/only-split
+stdout_is "$cache/hf/test/only-split/tiny-split-00001-of-00003.gguf" "the parts count as one model"
+[ -f "$cache/hf/test/only-split/tiny-split-00003-of-00003.gguf" ] && pass "its parts came along" ||
+    fail "the chosen split model's parts are missing"
+rm "$tmpdir/hub/tiny-split-00003-of-00003.gguf"
+expect_status 1 "a part missing on the hub" -- env HEARTH_HF_ENDPOINT="$hub2" \
+    "$HEARTH" pull -q -hf gone/models:tiny-split-00001-of-00003.gguf
+stderr_has "gone/models/resolve/main/tiny-split-00003-of-00003.gguf: HTTP 404" "the missing part's URL is named"
 
 # --- usage ----------------------------------------------------------------------
 

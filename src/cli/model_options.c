@@ -111,6 +111,7 @@ struct progress {
     uint64_t start_bytes;
     int last_tenth;           /* plain lines: the last tenth reported */
     uint64_t last_line_bytes; /* plain lines, size unknown */
+    char part_label[512];     /* a split model: the part being fetched */
 };
 
 static void draw_bar(struct progress *p, uint64_t done, uint64_t total, double t)
@@ -181,6 +182,17 @@ static bool on_progress(void *user, uint64_t done, uint64_t total)
     return true;
 }
 
+/* The next part of a split model: its own progress, under its name. */
+static void on_part(void *user, const char *file, int part, int n_parts)
+{
+    struct progress *p = user;
+    if (p->tty && p->shown) fputc('\n', stderr);
+    snprintf(p->part_label, sizeof p->part_label, "%s (part %d of %d)", file, part, n_parts);
+    p->label = p->part_label;
+    p->start_s = 0;
+    p->shown = p->drew_complete = false;
+}
+
 /* ------------------------------------------------------------------------
  * Resolution
  * ------------------------------------------------------------------------ */
@@ -199,6 +211,7 @@ int cli_model_resolve(const char *cmd, const struct cli_model_source *src, char 
     hearth_download_options opts;
     hearth_download_options_default(&opts);
     opts.progress = on_progress;
+    opts.part = on_part;
     opts.progress_user = &prog;
     opts.stall_timeout_s = src->stall_timeout_s;
 
