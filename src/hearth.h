@@ -916,13 +916,16 @@ typedef struct hearth_model_params {
 
 void hearth_model_default_params(hearth_model_params *params);
 
-/* Load a model from a GGUF file; params may be NULL for the defaults.  The
- * file is memory-mapped and its weights are used in place, except that
- * Q4_0 and Q8_0 matrices are also copied once into a row-interleaved layout
- * that the CPU kernels read faster (as much memory again as those
- * weights; the mapped pages are then mostly left unread).  Unsupported
- * architectures, missing tensors and malformed hyperparameters are
- * reported with the file and the key or tensor at fault. */
+/* Load a model from a GGUF file (or the first part of a split model, see
+ * hearth_gguf_open); params may be NULL for the defaults.  The file is
+ * memory-mapped and its weights are used in place, and no page is read
+ * before it is needed, except that the matrices the CPU kernels read
+ * faster in a row-interleaved layout (Q4_0, Q8_0, MXFP4 and the K-quants,
+ * on most kernel paths) are copied once into it, in place of their mapped
+ * pages: those are given back to the file, so the weights are resident
+ * once (hearth_model_resident_bytes).  Unsupported architectures, missing
+ * tensors and malformed hyperparameters are reported with the file and the
+ * key or tensor at fault. */
 hearth_status hearth_model_load(const char *path, const hearth_model_params *params,
                                 hearth_model **out);
 void hearth_model_free(hearth_model *model);
@@ -935,6 +938,12 @@ int32_t hearth_model_n_layer(const hearth_model *model);
 int32_t hearth_model_n_embd(const hearth_model *model);
 uint64_t hearth_model_n_params(const hearth_model *model);
 uint64_t hearth_model_size_bytes(const hearth_model *model);   /* bytes of tensor data */
+/* Bytes of memory the weights take once every one of them has been read:
+ * the packed copies and the tensors read in place from the mapping --
+ * the file's tensor data (hearth_model_size_bytes), less the layers
+ * offloaded to a device; more only where the file could not be mapped
+ * and was read into memory (the packed copies then come on top). */
+uint64_t hearth_model_resident_bytes(const hearth_model *model);
 /* The model's GGUF file, for metadata the model API does not cover. */
 const hearth_gguf *hearth_model_gguf(const hearth_model *model);
 /* The model's tokenizer, or NULL when the file has none. */

@@ -879,6 +879,25 @@ hearth_status hearth_gguf_open(const char *path, hearth_gguf **out)
     return HEARTH_OK;
 }
 
+bool gguf_release_pages(const hearth_gguf *g, const void *data, size_t bytes)
+{
+    const uint8_t *p = data;
+    for (int32_t k = 0; k < g->n_parts; k++)
+        if (gguf_release_pages(g->parts[k], data, bytes)) return true;
+    if (!g->mapped || p < g->base || bytes > g->size || (size_t)(p - g->base) > g->size - bytes) return false;
+#if defined(HAVE_MMAP) && defined(MADV_DONTNEED)
+    /* Every page the range touches, those it shares with a neighbour
+     * too: the mapping is private and never written, so a page dropped is
+     * only read again from the file if it is touched again. */
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t first = (uintptr_t)p / page * page, end = ((uintptr_t)p + bytes + page - 1) / page * page;
+    if (end > first) (void)madvise((void *)first, end - first, MADV_DONTNEED);
+    return true;
+#else
+    return false;
+#endif
+}
+
 /* ---- accessors ---------------------------------------------------------- */
 
 uint32_t hearth_gguf_version(const hearth_gguf *g) { return g->version; }

@@ -39,4 +39,12 @@ hearth_status gguf_writer_write_split(hearth_gguf_writer *w, const char *prefix,
 bool gguf_split_name_parse(const char *path, size_t *prefix_len, uint32_t *no, uint32_t *count);
 char *gguf_split_name(const char *prefix, size_t prefix_len, uint32_t no, uint32_t count);
 
+/* Give back the memory pages of bytes at data, inside the mapping of one
+ * of the files of gguf, to the file: the pages the range touches are
+ * dropped from this process (madvise MADV_DONTNEED) and read again from
+ * the file if anything touches them later.  Nothing changes for data in
+ * a copy read into memory (returns false there, true where the pages
+ * were given back). */
+bool gguf_release_pages(const hearth_gguf *gguf, const void *data, size_t bytes);
+
 #endif /* HEARTH_GGUF_H */

@@ -256,6 +256,9 @@ struct hearth_model {
     struct weight *experts;       /* the layers' expert views, or NULL */
     struct weight *head_slices;   /* the layers' per-head views (deepseek2), or NULL */
     void *packed;                 /* the packed copies of weights (see pack_weights) */
+    uint64_t packed_bytes;        /* their size */
+    uint64_t released_bytes;      /* of the mapping, given back to the file after
+                                   * packing or uploading to a device */
     uint64_t n_params;
     uint64_t weight_bytes;
     char desc[128];
