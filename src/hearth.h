@@ -971,7 +971,9 @@ void hearth_context_default_params(hearth_context_params *params);
 
 /* A context holds one sequence: its KV cache and working buffers.  It
  * keeps a pointer to the model, which must outlive it.  A context is used
- * by one thread at a time; it runs its own work on n_threads threads. */
+ * by one thread at a time; it runs its own work on n_threads threads.
+ * HEARTH_E_NOMEM when the resident weights and the KV cache together do
+ * not fit in the memory available (as for hearth_engine_new). */
 hearth_status hearth_context_new(const hearth_model *model, const hearth_context_params *params,
                                  hearth_context **out);
 void hearth_context_free(hearth_context *ctx);
@@ -1238,7 +1240,15 @@ typedef struct hearth_request {
 void hearth_request_default(hearth_request *request);
 
 /* An engine over model (which must outlive it).  It reports the pool it
- * allocated through hearth_engine_get_stats(). */
+ * allocated through hearth_engine_get_stats().  Before anything is put in
+ * it, the resident weights (hearth_model_resident_bytes, of the draft
+ * model too) and the KV pool are checked against the memory this process
+ * may use: the environment's HEARTH_MEMORY_LIMIT (bytes, or with K, M, G
+ * or T), else what the system has available (Linux: MemAvailable, or the
+ * room under the control group's limit when less) and the packed weights
+ * already in memory.  When they do not fit, HEARTH_E_NOMEM names both
+ * sizes and what is available: a smaller pool (kv_tokens, or n_ctx x
+ * n_seq_max) is then needed. */
 hearth_status hearth_engine_new(const hearth_model *model, const hearth_engine_params *params,
                                 hearth_engine **out);
 void hearth_engine_free(hearth_engine *engine);
@@ -1315,6 +1325,11 @@ typedef struct hearth_engine_stats {
     int32_t window_blocks_used;
     int32_t window_blocks_cached;
     uint64_t window_bytes_per_token; /* of the sliding layers */
+    uint64_t weights_bytes;    /* the resident weights of the model and the
+                                * draft model (hearth_model_resident_bytes) */
+    uint64_t memory_available; /* what they and the pool's host memory were
+                                * checked against (see hearth_engine_new);
+                                * 0: not known, not checked */
 } hearth_engine_stats;
 
 void hearth_engine_get_stats(hearth_engine *engine, hearth_engine_stats *out);

@@ -5,7 +5,9 @@
 # first part's name, with the same logits bit for bit as the model in one
 # file (tests/dump-logits) and the same text, and hearth quantize writes
 # the same file from either; parts that do not belong
-# together are refused naming the file and the fault.
+# together are refused naming the file and the fault; and a KV pool that
+# does not fit beside the weights in HEARTH_MEMORY_LIMIT is refused naming
+# both sizes.
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
 
 gen="${HEARTH_BUILDDIR:-.}/tools/gen-model"
@@ -54,6 +56,8 @@ expect_status 0 "run the model in one file" -- "$HEARTH" run -m "$whole" -p "onc
 cp "$tmpdir/out" "$tmpdir/whole.txt"
 expect_status 0 "run the split model" -- "$HEARTH" run -m "$first" -p "once upon a time" -n 12 --temp 0 -t 2 -v
 if cmp -s "$tmpdir/out" "$tmpdir/whole.txt"; then pass "the same text"; else fail "the split model writes another text"; fi
+stderr_has "^hearth: run: memory: weights .* resident (.* in the file), KV pool .*, of .* available$" \
+    "run -v reports the memory"
 expect_status 0 "bench the split model" -- "$HEARTH" bench -m "$first" -p 8 -n 2 -r 1 -t 2
 expect_status 0 "tokenize with the split model's vocabulary" -- "$HEARTH" tokenize -m "$first" "once upon"
 expect_status 0 "perplexity of the split model" -- \
@@ -69,7 +73,8 @@ expect_status 0 "quantize the split model" -- \
 if cmp -s "$tmpdir/q8.gguf" "$tmpdir/q8s.gguf"; then pass "the same file, without the split keys"
 else fail "quantizing the split model writes another file"; fi
 
-# hearth serve, when built with its server: ready with the split model
+# hearth serve, when built with its server: ready with the split model,
+# saying what the memory takes
 if "$HEARTH" serve --help >/dev/null 2>&1; then
     "$HEARTH" serve -m "$first" --port 0 -t 2 -c 256 >"$tmpdir/serve.out" 2>"$tmpdir/serve.err" &
     server=$!
@@ -81,6 +86,8 @@ if "$HEARTH" serve --help >/dev/null 2>&1; then
     wait "$server"
     cp "$tmpdir/serve.err" "$tmpdir/err"
     stderr_has "^hearth: serve: ready: model ds-00001-of-00005 " "serve is ready with the split model"
+    stderr_has "^hearth: serve: memory: weights .* resident (.* in the file), KV pool .*, of .* available$" \
+        "serve reports the memory at start"
 fi
 
 # --- parts that do not belong together -------------------------------------
@@ -126,5 +133,16 @@ cp "$first" "$tmpdir/renamed.gguf"
 expect_status 1 "a renamed first part" -- "$HEARTH" run -m "$tmpdir/renamed.gguf" -p hi -n 1
 stderr_has "renamed.gguf: the model is split into 5 files (split.count), but the name does not end in -00001-of-00005.gguf" \
     "why the parts cannot be found is said"
+
+# --- memory ---------------------------------------------------------------------
+
+expect_status 1 "a pool that does not fit" -- env HEARTH_MEMORY_LIMIT=3M \
+    "$HEARTH" run -m "$first" -p hi -n 1 -c 4096
+stderr_has "not enough memory: the weights need .* MiB resident and the KV pool .* MiB, .* in all, but 3.0 MiB is available (HEARTH_MEMORY_LIMIT)" \
+    "both sizes and the limit are named"
+stderr_has "a smaller context (-c) needs less" "what to do is said"
+expect_status 0 "a pool that fits" -- env HEARTH_MEMORY_LIMIT=64M "$HEARTH" run -m "$first" -p hi -n 1 -c 256
+expect_status 1 "a malformed HEARTH_MEMORY_LIMIT" -- env HEARTH_MEMORY_LIMIT=lots "$HEARTH" run -m "$first" -p hi -n 1
+stderr_has "HEARTH_MEMORY_LIMIT='lots' is not a byte count" "the variable is named"
 
 finish

@@ -3,7 +3,8 @@
  * and one token at a time give the same logits and the same greedy
  * continuation; the KV-cache types agree; context limits, rewinding and
  * bad input are errors, not crashes; unsupported models are named; the
- * packed weights take the place of their mapped pages.
+ * packed weights take the place of their mapped pages, and a pool that
+ * does not fit beside the weights is refused.
  */
 #include "internal.h"
 
@@ -364,6 +365,47 @@ START_TEST(test_packed_in_place)
 }
 END_TEST
 
+/* A pool that does not fit beside the weights in HEARTH_MEMORY_LIMIT is
+ * refused before anything is put in it, naming both sizes; one that fits
+ * is made, and the engine reports what it was checked against. */
+START_TEST(test_memory_limit)
+{
+    if (!test_require_data()) return;
+    hearth_model *m = test_load_model("micro-llama-Q4_K_M.gguf");
+    hearth_engine_params p;
+    hearth_engine_default_params(&p);
+    p.n_ctx = 4096;
+    p.n_seq_max = 4;
+    p.kv_tokens = 16384;
+    hearth_engine *e = NULL;
+    setenv("HEARTH_MEMORY_LIMIT", "4M", 1);
+    ck_assert_int_eq(hearth_engine_new(m, &p, &e), HEARTH_E_NOMEM);
+    ck_assert_ptr_null(e);
+    const char *msg = hearth_last_error();
+    ck_assert_msg(strstr(msg, "the weights need") && strstr(msg, "the KV pool") && strstr(msg, "4.0 MiB is available") &&
+                  strstr(msg, "HEARTH_MEMORY_LIMIT"), "%s", msg);
+    hearth_context_params cp;
+    hearth_context_default_params(&cp);
+    cp.n_ctx = 65536;
+    hearth_context *c = NULL;
+    ck_assert_int_eq(hearth_context_new(m, &cp, &c), HEARTH_E_NOMEM);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "the KV cache"));
+    setenv("HEARTH_MEMORY_LIMIT", "64M", 1);
+    ck_assert_msg(hearth_engine_new(m, &p, &e) == HEARTH_OK, "%s", hearth_last_error());
+    hearth_engine_stats es;
+    hearth_engine_get_stats(e, &es);
+    ck_assert_uint_eq(es.memory_available, 64u << 20);
+    ck_assert_uint_eq(es.weights_bytes, hearth_model_resident_bytes(m));
+    ck_assert_uint_le(es.weights_bytes + es.kv_bytes, 64u << 20);
+    hearth_engine_free(e);
+    setenv("HEARTH_MEMORY_LIMIT", "lots", 1);
+    ck_assert_int_eq(hearth_engine_new(m, &p, &e), HEARTH_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "HEARTH_MEMORY_LIMIT='lots'"));
+    unsetenv("HEARTH_MEMORY_LIMIT");
+    hearth_model_free(m);
+}
+END_TEST
+
 static Suite *engine_suite(void)
 {
     Suite *s = suite_create("engine");
@@ -376,6 +418,7 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, test_load_errors);
     tcase_add_test(tc, test_model_info);
     tcase_add_test(tc, test_packed_in_place);
+    tcase_add_test(tc, test_memory_limit);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -290,6 +290,12 @@ size_t runner_kv_device_bytes(const struct runner *r)
     return 2 * r->kv->block_bytes * (size_t)r->kv->n_blocks * (size_t)runner_n_gpu_layers(r);
 }
 
+size_t runner_host_bytes(const struct runner *r)
+{
+    const size_t all = runner_memory_bytes(r), device = runner_kv_device_bytes(r);
+    return all > device ? all - device : 0;
+}
+
 void runner_set_abort(struct runner *r, bool (*should_abort)(void *data), void *data)
 {
     r->abort_cb = should_abort;

@@ -13,6 +13,7 @@
 #endif
 
 #include "gguf.h"
+#include "host_memory.h"
 #include "kernels.h"
 
 static const struct arch *const architectures[] = {&arch_llama,    &arch_qwen2,    &arch_qwen2moe,
@@ -263,6 +264,31 @@ static hearth_status pack_weights(hearth_model *m)
 uint64_t hearth_model_resident_bytes(const hearth_model *m)
 {
     return m->weight_bytes + m->packed_bytes - m->released_bytes;
+}
+
+hearth_status model_memory_check(const hearth_model *m, const hearth_model *draft, uint64_t kv_bytes,
+                                 const char *pool, uint64_t *available)
+{
+    struct host_memory host;
+    *available = 0;
+    HEARTH_TRY(host_memory_available(&host));
+    if (!host.bytes) return HEARTH_OK; /* not known: nothing to check against */
+    uint64_t weights = hearth_model_resident_bytes(m), held = m->packed_bytes;
+    if (draft) {
+        weights += hearth_model_resident_bytes(draft);
+        held += draft->packed_bytes;
+    }
+    /* what the system has left does not count the packed copies, made already */
+    *available = host.limit ? host.bytes : host.bytes + held;
+    if (weights + kv_bytes <= *available) return HEARTH_OK;
+    char w[32], kv[32], sum[32], avail[32];
+    format_memory_size(w, sizeof w, weights);
+    format_memory_size(kv, sizeof kv, kv_bytes);
+    format_memory_size(sum, sizeof sum, weights + kv_bytes);
+    format_memory_size(avail, sizeof avail, *available);
+    return hearth_error(HEARTH_E_NOMEM, "not enough memory: the weights need %s resident and %s %s, %s in all, "
+                        "but %s is available (%s%s)", w, pool, kv, sum, avail, host.source,
+                        host.limit ? "" : ", with the packed weights already in memory");
 }
 
 /* "1.1B", "494M", "260K" */
