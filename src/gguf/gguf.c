@@ -473,8 +473,7 @@ static hearth_status check_tensor_data(hearth_gguf *g)
     return st;
 }
 
-/* Path of part k (0-based) of a split model of a parts; the error names
- * the part's file. */
+/* The path of file k of a split model (0: the first, the handle's own). */
 static const char *part_path(const hearth_gguf *g, int32_t k)
 {
     return k == 0 ? g->path : g->parts[k - 1]->path;
@@ -881,16 +880,17 @@ hearth_status hearth_gguf_open(const char *path, hearth_gguf **out)
 
 bool gguf_release_pages(const hearth_gguf *g, const void *data, size_t bytes)
 {
-    const uint8_t *p = data;
+    /* addresses as integers: data may lie in another part's mapping */
+    const uintptr_t p = (uintptr_t)data, base = (uintptr_t)g->base;
     for (int32_t k = 0; k < g->n_parts; k++)
         if (gguf_release_pages(g->parts[k], data, bytes)) return true;
-    if (!g->mapped || p < g->base || bytes > g->size || (size_t)(p - g->base) > g->size - bytes) return false;
+    if (!g->mapped || p < base || bytes > g->size || p - base > g->size - bytes) return false;
 #if defined(HAVE_MMAP) && defined(MADV_DONTNEED)
     /* Every page the range touches, those it shares with a neighbour
      * too: the mapping is private and never written, so a page dropped is
      * only read again from the file if it is touched again. */
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    const uintptr_t first = (uintptr_t)p / page * page, end = ((uintptr_t)p + bytes + page - 1) / page * page;
+    const uintptr_t first = p / page * page, end = (p + bytes + page - 1) / page * page;
     if (end > first) (void)madvise((void *)first, end - first, MADV_DONTNEED);
     return true;
 #else
