@@ -92,15 +92,19 @@ fi
 
 # --- parts that do not belong together -------------------------------------
 
-expect_status 1 "a later part" -- "$HEARTH" run -m "$tmpdir/ds-00003-of-00005.gguf" -p hi -n 1
-stderr_has "ds-00003-of-00005.gguf is part 3 of 5 of a split model: open the first part, $first" \
-    "the first part is named"
+# refused DESCRIPTION MODEL MESSAGE: hearth run -m MODEL fails, saying MESSAGE
+refused() {
+    expect_status 1 "$1" -- "$HEARTH" run -m "$2" -p hi -n 1
+    stderr_has "$3" "$1: the error names the file and the fault"
+}
+
+refused "a later part" "$tmpdir/ds-00003-of-00005.gguf" \
+    "ds-00003-of-00005.gguf is part 3 of 5 of a split model: open the first part, $first"
 
 mkdir "$tmpdir/missing"
 cp "$tmpdir"/ds-0000[1245]-of-00005.gguf "$tmpdir/missing/"
-expect_status 1 "a missing part" -- "$HEARTH" run -m "$tmpdir/missing/ds-00001-of-00005.gguf" -p hi -n 1
-stderr_has "part 3 of 5 of the split model is missing or unreadable ($tmpdir/missing/ds-00003-of-00005.gguf: cannot open" \
-    "the missing part is named"
+refused "a missing part" "$tmpdir/missing/ds-00001-of-00005.gguf" \
+    "part 3 of 5 of the split model is missing or unreadable ($tmpdir/missing/ds-00003-of-00005.gguf: cannot open"
 
 # the same model split into 4, and into 4 at other places
 generate --shape micro-deepseek2 --type Q4_K_M --split-max-tensors 12 "$tmpdir/four.gguf"
@@ -108,16 +112,14 @@ generate --shape micro-deepseek2 --type Q4_K_M --split-max-tensors 11 "$tmpdir/o
 mkdir "$tmpdir/count"
 cp "$tmpdir"/ds-0000?-of-00005.gguf "$tmpdir/count/"
 cp "$tmpdir/four-00002-of-00004.gguf" "$tmpdir/count/ds-00002-of-00005.gguf"
-expect_status 1 "a part of a split into another count" -- "$HEARTH" run -m "$tmpdir/count/ds-00001-of-00005.gguf" -p hi -n 1
-stderr_has "count/ds-00002-of-00005.gguf: split.count is 4, but .* says the model is in 5 parts" \
-    "the mismatched split.count is named"
+refused "a part of a split into another count" "$tmpdir/count/ds-00001-of-00005.gguf" \
+    "count/ds-00002-of-00005.gguf: split.count is 4, but .* says the model is in 5 parts"
 
 mkdir "$tmpdir/twice"
 for k in 1 2 3 4; do cp "$tmpdir/four-0000$k-of-00004.gguf" "$tmpdir/twice/"; done
 cp "$tmpdir/other-00002-of-00004.gguf" "$tmpdir/twice/four-00002-of-00004.gguf"
-expect_status 1 "a tensor in two parts" -- "$HEARTH" run -m "$tmpdir/twice/four-00001-of-00004.gguf" -p hi -n 1
-stderr_has "tensor '.*' is in two parts of the split model: .*four-00001-of-00004.gguf and .*four-00002-of-00004.gguf" \
-    "the tensor and both files are named"
+refused "a tensor in two parts" "$tmpdir/twice/four-00001-of-00004.gguf" \
+    "tensor '.*' is in two parts of the split model: .*four-00001-of-00004.gguf and .*four-00002-of-00004.gguf"
 
 # part 2 of another model split in 3
 generate --shape micro-deepseek2 --type Q4_K_M --split-max-tensors 16 "$tmpdir/three.gguf"
@@ -125,14 +127,12 @@ generate --shape micro-qwen3 --type Q4_K_M --split-max-tensors 10 "$tmpdir/qwen.
 mkdir "$tmpdir/mixed"
 cp "$tmpdir"/three-0000[13]-of-00003.gguf "$tmpdir/mixed/"
 cp "$tmpdir/qwen-00002-of-00003.gguf" "$tmpdir/mixed/three-00002-of-00003.gguf"
-expect_status 1 "parts of different models" -- "$HEARTH" run -m "$tmpdir/mixed/three-00001-of-00003.gguf" -p hi -n 1
-stderr_has "mixed/three-00002-of-00003.gguf: split.tensors.count is .*: parts of different models" \
-    "the part of another model is named"
+refused "parts of different models" "$tmpdir/mixed/three-00001-of-00003.gguf" \
+    "mixed/three-00002-of-00003.gguf: split.tensors.count is .*: parts of different models"
 
 cp "$first" "$tmpdir/renamed.gguf"
-expect_status 1 "a renamed first part" -- "$HEARTH" run -m "$tmpdir/renamed.gguf" -p hi -n 1
-stderr_has "renamed.gguf: the model is split into 5 files (split.count), but the name does not end in -00001-of-00005.gguf" \
-    "why the parts cannot be found is said"
+refused "a renamed first part" "$tmpdir/renamed.gguf" \
+    "renamed.gguf: the model is split into 5 files (split.count), but the name does not end in -00001-of-00005.gguf"
 
 # --- memory ---------------------------------------------------------------------
 

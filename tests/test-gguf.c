@@ -719,6 +719,22 @@ START_TEST(test_writer_copy_nested)
 }
 END_TEST
 
+/* A writer holding every metadata entry and tensor of src (its data
+ * referenced, not copied). */
+static hearth_gguf_writer *writer_copy(const hearth_gguf *src)
+{
+    hearth_gguf_writer *w;
+    ck_assert_int_eq(hearth_gguf_writer_new(&w), HEARTH_OK);
+    for (int64_t i = 0; i < hearth_gguf_n_kv(src); i++)
+        ck_assert_int_eq(hearth_gguf_writer_copy_kv(w, src, i), HEARTH_OK);
+    for (int64_t i = 0; i < hearth_gguf_n_tensors(src); i++) {
+        const hearth_gguf_tensor *t = hearth_gguf_tensor_at(src, i);
+        ck_assert_int_eq(hearth_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->bytes),
+                         HEARTH_OK);
+    }
+    return w;
+}
+
 /* Copying every entry and tensor of a file written by the common GGUF
  * tooling reproduces that file byte for byte: the writer follows the same
  * layout rules (entry order, packed aligned tensors, zero padding). */
@@ -730,15 +746,7 @@ START_TEST(test_writer_reproduces_shared_files)
         char *in = model_path(names[k]);
         hearth_gguf *src;
         ck_assert_int_eq(hearth_gguf_open(in, &src), HEARTH_OK);
-        hearth_gguf_writer *w;
-        ck_assert_int_eq(hearth_gguf_writer_new(&w), HEARTH_OK);
-        for (int64_t i = 0; i < hearth_gguf_n_kv(src); i++)
-            ck_assert_int_eq(hearth_gguf_writer_copy_kv(w, src, i), HEARTH_OK);
-        for (int64_t i = 0; i < hearth_gguf_n_tensors(src); i++) {
-            const hearth_gguf_tensor *t = hearth_gguf_tensor_at(src, i);
-            ck_assert_int_eq(hearth_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne,
-                                                           t->data, t->bytes), HEARTH_OK);
-        }
+        hearth_gguf_writer *w = writer_copy(src);
         char *out = temp_path();
         ck_assert_int_eq(hearth_gguf_writer_write(w, out), HEARTH_OK);
         hearth_gguf_writer_free(w);
@@ -811,15 +819,7 @@ static char *join(const char *dir, const char *name)
  * max_tensors tensors, dir/PREFIX-0000k-of-0000N.gguf; returns N. */
 static uint32_t write_split_copy(const hearth_gguf *src, const char *dir, const char *prefix, size_t max_tensors)
 {
-    hearth_gguf_writer *w;
-    ck_assert_int_eq(hearth_gguf_writer_new(&w), HEARTH_OK);
-    for (int64_t i = 0; i < hearth_gguf_n_kv(src); i++)
-        ck_assert_int_eq(hearth_gguf_writer_copy_kv(w, src, i), HEARTH_OK);
-    for (int64_t i = 0; i < hearth_gguf_n_tensors(src); i++) {
-        const hearth_gguf_tensor *t = hearth_gguf_tensor_at(src, i);
-        ck_assert_int_eq(hearth_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->bytes),
-                         HEARTH_OK);
-    }
+    hearth_gguf_writer *w = writer_copy(src);
     char *p = join(dir, prefix);
     uint32_t n = 0;
     ck_assert_msg(gguf_writer_write_split(w, p, max_tensors, NULL, NULL, &n) == HEARTH_OK, "%s",
