@@ -8,7 +8,6 @@
 #include "host_memory.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,44 +66,94 @@ static bool mem_available(uint64_t *out)
     return found;
 }
 
-/* Room left under a limit of the control groups this process is in: for
- * cgroup v2 the least of memory.max - memory.current from its group up
- * to the root, for v1 the memory controller's limit less its usage. */
-static bool cgroup_headroom(uint64_t *out)
+/* The value of key in a file of "key value" lines (a control group's
+ * memory.stat), or false. */
+static bool read_stat(const char *path, const char *key, uint64_t *out)
 {
+    FILE *f = fopen(path, "re");
+    if (!f) return false;
+    char line[256];
     bool found = false;
-    uint64_t room = UINT64_MAX, max, cur;
-    char group[600] = "";
+    const size_t n = strlen(key);
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long long v;
+        if (strncmp(line, key, n) == 0 && line[n] == ' ' && sscanf(line + n, "%llu", &v) == 1) {
+            *out = v;
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* Room under a limit of max with cur in use, of which file is page cache
+ * that can be reclaimed (as MemAvailable counts it). */
+static uint64_t room_under(uint64_t max, uint64_t cur, uint64_t file)
+{
+    cur = cur > file ? cur - file : 0;
+    return max > cur ? max - cur : 0;
+}
+
+/* A control-group hierarchy's memory files (v2, v1), and the controller
+ * of the line of /proc/self/cgroup ("ID:CONTROLLERS:PATH") that names
+ * this process's group in it ("": the v2 line). */
+struct cgroup_files {
+    const char *root, *controller, *max, *current, *cache;
+};
+
+static const struct cgroup_files cgroup_v2 = {"/sys/fs/cgroup", "", "memory.max", "memory.current", "file"};
+static const struct cgroup_files cgroup_v1 = {"/sys/fs/cgroup/memory", "memory", "memory.limit_in_bytes",
+                                              "memory.usage_in_bytes", "total_cache"};
+
+/* Whether the controllers of a /proc/self/cgroup line (comma-separated,
+ * n bytes at list) are want ("": none). */
+static bool has_controller(const char *list, size_t n, const char *want)
+{
+    const size_t w = strlen(want);
+    if (w == 0) return n == 0;
+    for (const char *p = list, *end = list + n; p < end;) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const size_t len = (size_t)((comma ? comma : end) - p);
+        if (len == w && memcmp(p, want, w) == 0) return true;
+        p += len + 1;
+    }
+    return false;
+}
+
+/* The least room under a limit of the groups of hierarchy h, from this
+ * process's group up to the root (page cache taken as free; a limit near
+ * 2^63 means none), or false where none has a limit. */
+static bool cgroup_room(const struct cgroup_files *h, uint64_t *out)
+{
+    char group[600] = "", line[600];
     FILE *f = fopen("/proc/self/cgroup", "re");
     if (f) {
-        char line[600];
-        while (fgets(line, sizeof line, f))
-            if (strncmp(line, "0::", 3) == 0) {
-                snprintf(group, sizeof group, "%s", line + 3);
+        while (fgets(line, sizeof line, f)) {
+            const char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+            if (c2 && has_controller(c1 + 1, (size_t)(c2 - c1 - 1), h->controller)) {
+                snprintf(group, sizeof group, "%s", c2 + 1);
                 group[strcspn(group, "\n")] = '\0';
             }
+        }
         fclose(f);
     }
-    /* v2: the group and its parents */
+    bool found = false;
+    uint64_t room = UINT64_MAX, max, cur, file;
     for (size_t len = strlen(group);;) {
-        char path[700];
-        snprintf(path, sizeof path, "/sys/fs/cgroup%.*s/memory.max", (int)len, group);
-        if (read_number(path, &max)) {
-            snprintf(path, sizeof path, "/sys/fs/cgroup%.*s/memory.current", (int)len, group);
+        char path[800];
+        snprintf(path, sizeof path, "%s%.*s/%s", h->root, (int)len, group, h->max);
+        if (read_number(path, &max) && max < (UINT64_C(1) << 60)) {
+            snprintf(path, sizeof path, "%s%.*s/%s", h->root, (int)len, group, h->current);
             if (read_number(path, &cur)) {
-                room = HEARTH_MIN(room, max > cur ? max - cur : 0);
+                snprintf(path, sizeof path, "%s%.*s/memory.stat", h->root, (int)len, group);
+                if (!read_stat(path, h->cache, &file)) file = 0;
+                room = HEARTH_MIN(room, room_under(max, cur, file));
                 found = true;
             }
         }
         if (len == 0) break;
         while (len > 0 && group[len - 1] != '/') len--;
         if (len > 0) len--; /* the parent, without its trailing '/' */
-    }
-    /* v1: a limit near 2^63 means none */
-    if (read_number("/sys/fs/cgroup/memory/memory.limit_in_bytes", &max) && max < (UINT64_C(1) << 60) &&
-        read_number("/sys/fs/cgroup/memory/memory.usage_in_bytes", &cur)) {
-        room = HEARTH_MIN(room, max > cur ? max - cur : 0);
-        found = true;
     }
     if (found) *out = room;
     return found;
@@ -119,11 +168,14 @@ hearth_status host_memory_available(struct host_memory *out)
         out->source = "HEARTH_MEMORY_LIMIT";
         return HEARTH_OK;
     }
-    uint64_t room;
     if (mem_available(&out->bytes)) out->source = "MemAvailable";
-    if (cgroup_headroom(&room) && (!out->source || room < out->bytes)) {
-        out->bytes = room;
-        out->source = "the control group's limit";
+    const struct cgroup_files *const hierarchies[] = {&cgroup_v2, &cgroup_v1};
+    for (size_t i = 0; i < HEARTH_ARRAY_LEN(hierarchies); i++) {
+        uint64_t room;
+        if (cgroup_room(hierarchies[i], &room) && (!out->source || room < out->bytes)) {
+            out->bytes = room;
+            out->source = "the control group's limit";
+        }
     }
     return HEARTH_OK;
 }
