@@ -14,32 +14,17 @@
  */
 #include "ocl.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "host_memory.h"
+
 hearth_status ocl_mem_limit_from_env(cl_ulong *limit)
 {
-    *limit = 0;
-    const char *env = getenv("HEARTH_OPENCL_MEM_LIMIT");
-    if (!env || !*env) return HEARTH_OK;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(env, &end, 10);
-    unsigned shift = 0;
-    switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    case 't': case 'T': shift = 40; end++; break;
-    default: break;
-    }
-    if (env[0] < '0' || env[0] > '9' || errno || *end != '\0' || v == 0 || v > (~0ull >> shift))
-        return hearth_error(HEARTH_E_INVALID, "HEARTH_OPENCL_MEM_LIMIT='%s' is not a byte count "
-                            "(a positive number, optionally followed by K, M, G or T for KiB, "
-                            "MiB, GiB or TiB)", env);
-    *limit = (cl_ulong)(v << shift);
+    uint64_t bytes;
+    HEARTH_TRY(env_byte_count("HEARTH_OPENCL_MEM_LIMIT", &bytes));
+    *limit = (cl_ulong)bytes;
     return HEARTH_OK;
 }
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf.h"
 #include "kernels.h"
 #include "model.h"
 
@@ -126,11 +127,12 @@ static hearth_status check_weights(hearth_model *m, struct ocl_device *dev, stru
     return HEARTH_OK;
 }
 
-/* Upload w; packed_by (the CPU's kernel table, or NULL) decides whether
- * the device sums w's products in the order the CPU uses for the
+/* Upload w of m; packed_by (the CPU's kernel table, or NULL) decides
+ * whether the device sums w's products in the order the CPU uses for the
  * matrices it reads packed (simd/kernels.h), so that an offloaded layer
- * computes what the CPU would. */
-static hearth_status upload(struct ocl_model *om, cl_command_queue q, struct weight *w,
+ * computes what the CPU would.  The pages of the mapping the upload read
+ * are given back to the file: the device has its copy. */
+static hearth_status upload(hearth_model *m, struct ocl_model *om, cl_command_queue q, struct weight *w,
                             const hearth_kernels *packed_by)
 {
     const size_t bytes = weight_bytes(w);
@@ -152,6 +154,7 @@ static hearth_status upload(struct ocl_model *om, cl_command_queue q, struct wei
     if (err != CL_SUCCESS) return ocl_fail(err, "uploading tensor '%s' (%zu bytes)", w->name, bytes);
     w->dev = buf;
     w->dev_packed_order = packed_by && hearth_kernels_read_packed(packed_by, w->type, w->n_out, w->n_in);
+    if (gguf_release_pages(m->gguf, w->data, bytes)) m->released_bytes += bytes;
     return HEARTH_OK;
 }
 
@@ -180,7 +183,7 @@ hearth_status ocl_offload_model(hearth_model *m, int32_t first, bool output)
     const hearth_kernels *cpu_kernels = NULL;
     if (!st && hearth_kernels_select(&cpu_kernels) != HEARTH_OK) cpu_kernels = NULL;
     for (size_t i = 0; i < n && !st; i++)
-        if (list[i]->data) st = upload(om, q, list[i], cpu_kernels);
+        if (list[i]->data) st = upload(m, om, q, list[i], cpu_kernels);
     if (q) clReleaseCommandQueue(q);
     free(list);
     if (st) {
@@ -190,6 +193,7 @@ hearth_status ocl_offload_model(hearth_model *m, int32_t first, bool output)
         if (om && !om->dev) free(om);
         else ocl_offload_release(m);
         m->offload.ocl = NULL;
+        m->released_bytes = 0; /* the CPU reads them again (before packing: all was this) */
         return st;
     }
     struct offload *o = &m->offload;

@@ -166,6 +166,10 @@ bool hearth_pack_supported(hearth_type t);
 size_t hearth_packed_bytes(hearth_type t, int64_t n_rows, int64_t n_in);
 void hearth_pack_rows(hearth_type t, const void *src, size_t row_bytes, int64_t n_rows, int64_t n_in,
                       void *dst);
+/* The other way, for one row: row (of the matrix whose packed rows start
+ * at packed) in its original layout into dst (its row bytes), so that the
+ * packed copy can stand in for the original (an embedding's rows). */
+void hearth_unpack_row(hearth_type t, const void *packed, int64_t row, int64_t n_in, void *dst);
 
 /* Whether the kernels k read a matrix of type t, n_out rows of n_in
  * elements, packed: t has a packed layout and k a packed kernel for it,

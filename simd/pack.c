@@ -102,6 +102,26 @@ void hearth_pack_rows(hearth_type t, const void *src, size_t row_bytes, int64_t 
     }
 }
 
+void hearth_unpack_row(hearth_type t, const void *packed, int64_t row, int64_t n_in, void *dst)
+{
+    const struct packed_field *fields;
+    const size_t n_fields = packed_fields(t, &fields);
+    const size_t block = hearth_type_block_bytes(t), row_bytes = hearth_type_row_bytes(t, n_in);
+    const int64_t nb = n_in / hearth_type_block_elems(t);
+    const size_t r = (size_t)(row % PACK_ROWS);
+    /* the group's bytes in hearth_pack_rows' order; row r's piece of each */
+    const uint8_t *in = (const uint8_t *)packed + (size_t)(row / PACK_ROWS) * PACK_ROWS * row_bytes;
+    uint8_t *out = dst;
+    for (int64_t b = 0; b < nb; b++) {
+        for (size_t fi = 0; fi < n_fields; fi++) {
+            uint8_t *at = out + (size_t)b * block + fields[fi].offset;
+            const size_t piece = fields[fi].bytes < 4 ? fields[fi].bytes : 4;
+            for (size_t k = 0; k < fields[fi].bytes; k += piece, in += piece * PACK_ROWS)
+                memcpy(at + k, in + r * piece, piece);
+        }
+    }
+}
+
 void hearth_q8_0_block_sums(const void *x, int64_t n_blocks, int32_t *sums)
 {
     const block_q8_0 *b = x;

@@ -120,6 +120,13 @@ bool hearth_type_can_compute(hearth_type type);
  * afterwards every accessor is safe.  Strings inside the file are not
  * NUL-terminated; they are returned as pointer + length, except keys and the
  * values returned by hearth_gguf_get_str(), which are NUL-terminated copies.
+ *
+ * A model split over several files (NAME-00001-of-0000N.gguf ...
+ * NAME-0000N-of-0000N.gguf, as the common gguf-split tool writes them) is
+ * opened by the name of its first part: the reader opens the others by
+ * their names and checks that they belong together (split.no, split.count
+ * and split.tensors.count, every tensor in one part only).  The metadata
+ * is the first part's; the tensors are those of every part.
  * ------------------------------------------------------------------------ */
 
 typedef struct hearth_gguf hearth_gguf;
@@ -164,15 +171,21 @@ typedef struct hearth_gguf_tensor {
     hearth_type type;
     uint32_t n_dims;       /* 1..4 */
     int64_t ne[4];         /* elements per dimension, ne[0] innermost; unused = 1 */
-    uint64_t offset;       /* from the start of the data section */
+    uint64_t offset;       /* from the start of the data section of its file */
     size_t bytes;          /* size of the data */
     const void *data;      /* the data, inside the mapping */
+    uint32_t split;        /* the part of a split model that holds it (0: the
+                            * first, or the only file) */
 } hearth_gguf_tensor;
 
-/* Open and validate a GGUF file (v2 or v3). */
+/* Open and validate a GGUF file (v2 or v3), or every part of a split
+ * model given the first part's name.  A later part's name is refused,
+ * naming the first part; a part missing, or one of another model, is
+ * HEARTH_E_NOT_FOUND or HEARTH_E_FORMAT naming the file and the fault. */
 hearth_status hearth_gguf_open(const char *path, hearth_gguf **out);
 /* The same for a file already in memory (not copied: it must outlive the
- * handle).  name is used in error messages. */
+ * handle).  name is used in error messages.  A part of a split model is
+ * read alone: no other file is opened. */
 hearth_status hearth_gguf_open_memory(const void *data, size_t size,
                                       const char *name, hearth_gguf **out);
 void hearth_gguf_close(hearth_gguf *gguf);
@@ -180,8 +193,14 @@ void hearth_gguf_close(hearth_gguf *gguf);
 uint32_t hearth_gguf_version(const hearth_gguf *gguf);
 uint32_t hearth_gguf_alignment(const hearth_gguf *gguf);
 uint64_t hearth_gguf_data_offset(const hearth_gguf *gguf);
+/* The file's size and path; of the first part for a split model. */
 uint64_t hearth_gguf_file_size(const hearth_gguf *gguf);
 const char *hearth_gguf_path(const hearth_gguf *gguf);
+/* The files of a split model (1 when it is not split), and the path and
+ * size of file index (0 .. n_splits-1; NULL and 0 out of range). */
+int32_t hearth_gguf_n_splits(const hearth_gguf *gguf);
+const char *hearth_gguf_split_path(const hearth_gguf *gguf, int32_t index);
+uint64_t hearth_gguf_split_size(const hearth_gguf *gguf, int32_t index);
 
 /* Metadata by index (0 .. n_kv-1) or by key. */
 int64_t hearth_gguf_n_kv(const hearth_gguf *gguf);
@@ -897,13 +916,16 @@ typedef struct hearth_model_params {
 
 void hearth_model_default_params(hearth_model_params *params);
 
-/* Load a model from a GGUF file; params may be NULL for the defaults.  The
- * file is memory-mapped and its weights are used in place, except that
- * Q4_0 and Q8_0 matrices are also copied once into a row-interleaved layout
- * that the CPU kernels read faster (as much memory again as those
- * weights; the mapped pages are then mostly left unread).  Unsupported
- * architectures, missing tensors and malformed hyperparameters are
- * reported with the file and the key or tensor at fault. */
+/* Load a model from a GGUF file (or the first part of a split model, see
+ * hearth_gguf_open); params may be NULL for the defaults.  The file is
+ * memory-mapped and its weights are used in place, and no page is read
+ * before it is needed, except that the matrices the CPU kernels read
+ * faster in a row-interleaved layout (Q4_0, Q8_0, MXFP4 and the K-quants,
+ * on most kernel paths) are copied once into it, in place of their mapped
+ * pages: those are given back to the file, so the weights are resident
+ * once (hearth_model_resident_bytes).  Unsupported architectures, missing
+ * tensors and malformed hyperparameters are reported with the file and the
+ * key or tensor at fault. */
 hearth_status hearth_model_load(const char *path, const hearth_model_params *params,
                                 hearth_model **out);
 void hearth_model_free(hearth_model *model);
@@ -916,6 +938,12 @@ int32_t hearth_model_n_layer(const hearth_model *model);
 int32_t hearth_model_n_embd(const hearth_model *model);
 uint64_t hearth_model_n_params(const hearth_model *model);
 uint64_t hearth_model_size_bytes(const hearth_model *model);   /* bytes of tensor data */
+/* Bytes of memory the weights take once every one of them has been read:
+ * the packed copies and the tensors read in place from the mapping --
+ * the file's tensor data (hearth_model_size_bytes), less the layers
+ * offloaded to a device; more only where the file could not be mapped
+ * and was read into memory (the packed copies then come on top). */
+uint64_t hearth_model_resident_bytes(const hearth_model *model);
 /* The model's GGUF file, for metadata the model API does not cover. */
 const hearth_gguf *hearth_model_gguf(const hearth_model *model);
 /* The model's tokenizer, or NULL when the file has none. */
@@ -943,7 +971,9 @@ void hearth_context_default_params(hearth_context_params *params);
 
 /* A context holds one sequence: its KV cache and working buffers.  It
  * keeps a pointer to the model, which must outlive it.  A context is used
- * by one thread at a time; it runs its own work on n_threads threads. */
+ * by one thread at a time; it runs its own work on n_threads threads.
+ * HEARTH_E_NOMEM when the resident weights and the KV cache together do
+ * not fit in the memory available (as for hearth_engine_new). */
 hearth_status hearth_context_new(const hearth_model *model, const hearth_context_params *params,
                                  hearth_context **out);
 void hearth_context_free(hearth_context *ctx);
@@ -1210,7 +1240,15 @@ typedef struct hearth_request {
 void hearth_request_default(hearth_request *request);
 
 /* An engine over model (which must outlive it).  It reports the pool it
- * allocated through hearth_engine_get_stats(). */
+ * allocated through hearth_engine_get_stats().  Before anything is put in
+ * it, the resident weights (hearth_model_resident_bytes, of the draft
+ * model too) and the KV pool are checked against the memory this process
+ * may use: the environment's HEARTH_MEMORY_LIMIT (bytes, or with K, M, G
+ * or T), else what the system has available (Linux: MemAvailable, or the
+ * room under the control group's limit when less) and the packed weights
+ * already in memory.  When they do not fit, HEARTH_E_NOMEM names both
+ * sizes and what is available: a smaller pool (kv_tokens, or n_ctx x
+ * n_seq_max) is then needed. */
 hearth_status hearth_engine_new(const hearth_model *model, const hearth_engine_params *params,
                                 hearth_engine **out);
 void hearth_engine_free(hearth_engine *engine);
@@ -1287,6 +1325,11 @@ typedef struct hearth_engine_stats {
     int32_t window_blocks_used;
     int32_t window_blocks_cached;
     uint64_t window_bytes_per_token; /* of the sliding layers */
+    uint64_t weights_bytes;    /* the resident weights of the model and the
+                                * draft model (hearth_model_resident_bytes) */
+    uint64_t memory_available; /* what they and the pool's host memory were
+                                * checked against (see hearth_engine_new);
+                                * 0: not known, not checked */
 } hearth_engine_stats;
 
 void hearth_engine_get_stats(hearth_engine *engine, hearth_engine_stats *out);
@@ -1430,12 +1473,17 @@ hearth_status hearth_quantize_model(const char *in_path, const char *out_path,
  * HEARTH_E_INTERRUPTED; the partial file is kept for a later resume. */
 typedef bool (*hearth_progress_fn)(void *user, uint64_t bytes_done, uint64_t bytes_total);
 
+/* Before each part of a split model is fetched (part from 1 of n_parts;
+ * file: its name in the repository), so that the progress can name it. */
+typedef void (*hearth_part_fn)(void *user, const char *file, int part, int n_parts);
+
 typedef struct hearth_download_options {
     const char *cache_dir;           /* NULL: the default above */
     const char *hf_endpoint;         /* NULL: $HEARTH_HF_ENDPOINT, or
                                         https://huggingface.co */
     hearth_progress_fn progress;     /* NULL: none */
-    void *progress_user;
+    void *progress_user;             /* given to progress and part */
+    hearth_part_fn part;             /* NULL: none */
     int connect_timeout_s;           /* 0: 30 seconds */
     int stall_timeout_s;             /* give up when no data arrives for
                                         this long; 0: 60 seconds */
@@ -1453,9 +1501,11 @@ hearth_status hearth_cache_dir(const hearth_download_options *opts, char **dir_o
 /* Fetch FILE of the Hugging Face repository OWNER/REPO, spec being
  * "OWNER/REPO:FILE", from {endpoint}/{OWNER}/{REPO}/resolve/main/{FILE},
  * unless it is in the cache already.  FILE may name a file in a folder of
- * the repository ("q4/model.gguf").  A spec without ":FILE" is refused
- * with HEARTH_E_UNSUPPORTED: this version cannot choose from the
- * repository's file list.  Names are
+ * the repository ("q4/model.gguf").  A spec without ":FILE" takes the
+ * repository's GGUF file whose name has Q4_K_M, or its only GGUF file
+ * (HEARTH_E_INVALID listing them when that does not choose one).  FILE
+ * naming a part of a split model (NAME-00002-of-00009.gguf) fetches every
+ * part, and *path_out is the first part's.  Names are
  * checked so that nothing can be written outside the cache:
  * HEARTH_E_INVALID names the offending part.  HTTP errors name the status
  * and the URL (HEARTH_E_NOT_FOUND for 404, HEARTH_E_NETWORK otherwise).

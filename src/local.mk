@@ -12,10 +12,13 @@ EXTRA_DIST += src/hearth.pc.in
 
 # What every part below uses: errors, UTF-8, growable text, the RNG,
 # fp16, the tensor types and their quantization, SHA-256, JSON and the
-# values it parses to (which the chat templates compute with).
+# values it parses to (which the chat templates compute with), and the
+# memory the host has left.
 src_libhearth_core_la_SOURCES = \
 	src/common/error.c \
 	src/common/fp16.h \
+	src/common/host_memory.c \
+	src/common/host_memory.h \
 	src/common/internal.h \
 	src/common/json.c \
 	src/common/json.h \

@@ -1,9 +1,9 @@
 #!/bin/sh
 # cli-pull.sh -- hearth pull end to end, against a local model hub started
 # here (tests/http-server.py): downloads, the cache, resuming, checksums,
-# HTTP errors, the hub endpoint variable, stalls, interruption and names
-# that must not escape the cache.  Needs libcurl in hearth and python3;
-# skipped without them unless CI is set.
+# HTTP errors, the hub endpoint variable, stalls, interruption, names
+# that must not escape the cache and the parts of split models.  Needs
+# libcurl in hearth and python3; skipped without them unless CI is set.
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
 
 "$HEARTH" --version -v | grep -q ' curl' || unavailable "hearth was built without libcurl"
@@ -11,21 +11,28 @@ command -v python3 >/dev/null 2>&1 || unavailable "python3 is not installed"
 require_data models/stories260K.gguf models/micro-llama-Q4_0.gguf models/micro-llama-Q8_0.gguf \
     models/micro-llama-Q6_K.gguf models/micro-llama-Q5_0.gguf models/micro-qwen2-Q4_0.gguf
 
+# start_hub ROOT NAME: a hub serving ROOT, its port in $tmpdir/NAME.port,
+# its requests logged in $tmpdir/NAME.requests; its process id is added
+# to $servers
+servers=
+trap 'kill $servers 2>/dev/null; rm -rf "$tmpdir"' EXIT
+start_hub() {
+    python3 "$HEARTH_SRCDIR/tests/http-server.py" "$1" "$tmpdir/$2.port" "$tmpdir/$2.requests" \
+        2>"$tmpdir/$2.log" &
+    servers="$servers $!"
+    i=0
+    while [ ! -s "$tmpdir/$2.port" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    [ -s "$tmpdir/$2.port" ] || { cat "$tmpdir/$2.log" >&2; echo "FAIL: the test server did not start" >&2; exit 1; }
+}
+
 models=$HEARTH_TEST_DATA/models
-python3 "$HEARTH_SRCDIR/tests/http-server.py" "$models" "$tmpdir/port" "$tmpdir/requests" \
-    2>"$tmpdir/server.log" &
-server=$!
-trap 'kill "$server" 2>/dev/null; rm -rf "$tmpdir"' EXIT
-i=0
-while [ ! -s "$tmpdir/port" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-[ -s "$tmpdir/port" ] || { cat "$tmpdir/server.log" >&2; echo "FAIL: the test server did not start" >&2; exit 1; }
-port=$(cat "$tmpdir/port")
-base=http://127.0.0.1:$port
+start_hub "$models" server
+base=http://127.0.0.1:$(cat "$tmpdir/server.port")
 XDG_CACHE_HOME=$tmpdir/cache
 HEARTH_HF_ENDPOINT=$base
 export XDG_CACHE_HOME HEARTH_HF_ENDPOINT
 cache=$XDG_CACHE_HOME/hearth
-: >"$tmpdir/requests"
+: >"$tmpdir/server.requests"
 
 # same FILE1 FILE2 DESCRIPTION: the files are identical
 same() {
@@ -34,8 +41,8 @@ same() {
 
 # requested PATTERN DESCRIPTION: the server saw a request line matching PATTERN
 requested() {
-    if grep -q "$1" "$tmpdir/requests"; then pass "$2"; else
-        fail "$2: no request matching '$1'"; sed 's/^/  request: /' "$tmpdir/requests" >&2
+    if grep -q "$1" "$tmpdir/server.requests"; then pass "$2"; else
+        fail "$2: no request matching '$1'"; sed 's/^/  request: /' "$tmpdir/server.requests" >&2
     fi
 }
 
@@ -65,10 +72,10 @@ absent "$cache/hf/test/models/$f.part" "no partial file is left"
 requested "GET /test/models/resolve/main/$f -" "the hub URL was requested"
 requested "GET /cdn/$f -" "the redirect was followed"
 
-: >"$tmpdir/requests"
+: >"$tmpdir/server.requests"
 expect_status 0 "second pull" -- "$HEARTH" pull -hf test/models:$f
 stdout_is "$cache/hf/test/models/$f" "the second pull prints the same path"
-if [ -s "$tmpdir/requests" ]; then fail "the second pull made a request"; else
+if [ -s "$tmpdir/server.requests" ]; then fail "the second pull made a request"; else
     pass "the second pull is served from the cache"; fi
 
 # --- resuming --------------------------------------------------------------
@@ -136,7 +143,7 @@ absent "$cache/hf/test/html/$f" "the page is not cached"
 # --- the endpoint variable and plain URLs ---------------------------------------
 
 f=micro-llama-Q8_0.gguf
-: >"$tmpdir/requests"
+: >"$tmpdir/server.requests"
 expect_status 0 "HEARTH_HF_ENDPOINT with a path" -- \
     env HEARTH_HF_ENDPOINT="$base/mirror/" "$HEARTH" pull -q -hf test/models:$f
 requested "GET /mirror/test/models/resolve/main/$f" "the endpoint's path prefix was used"
@@ -149,9 +156,9 @@ case $(cat "$tmpdir/out") in
 *) fail "unexpected URL path $(cat "$tmpdir/out")" ;;
 esac
 same "$(cat "$tmpdir/out")" "$models/$f" "the URL download is the file"
-: >"$tmpdir/requests"
+: >"$tmpdir/server.requests"
 expect_status 0 "the same URL again" -- "$HEARTH" pull -q --url "$base/plain/$f?download=true"
-[ -s "$tmpdir/requests" ] && fail "the second URL pull made a request" || pass "URL cache hit"
+[ -s "$tmpdir/server.requests" ] && fail "the second URL pull made a request" || pass "URL cache hit"
 
 # --- stalls, interruption, concurrent pulls ------------------------------------------
 
@@ -169,7 +176,7 @@ python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL)
     "$HEARTH" pull -q -hf test/stall:$f >"$tmpdir/bg.out" 2>"$tmpdir/bg.err" &
 puller=$!
 i=0
-while ! grep -q "GET /test/stall/resolve/main/$f bytes=" "$tmpdir/requests" && [ $i -lt 100 ]; do
+while ! grep -q "GET /test/stall/resolve/main/$f bytes=" "$tmpdir/server.requests" && [ $i -lt 100 ]; do
     sleep 0.1; i=$((i + 1))
 done
 sleep 0.5
@@ -184,6 +191,43 @@ grep -q "interrupted" "$tmpdir/bg.err" && pass "the interruption is reported" ||
 [ -s "$cache/hf/test/stall/$f.part" ] && pass "the partial file survives Ctrl-C" ||
     fail "the partial file is gone after Ctrl-C"
 
+# --- a split model -----------------------------------------------------------------
+
+# A hub of its own holding the three parts of a model: naming any part
+# fetches them all, into one folder of the cache, and prints the first's
+# path, which every command that takes a model loads.
+gen="${HEARTH_BUILDDIR:-.}/tools/gen-model"
+mkdir "$tmpdir/hub"
+"$gen" --threads 2 --shape micro-qwen3 --type Q8_0 --split-max-tensors 10 "$tmpdir/hub/tiny-split.gguf" \
+    2>"$tmpdir/gen-err" || { fail "gen-model writes a split model"; sed 's/^/  /' "$tmpdir/gen-err" >&2; }
+start_hub "$tmpdir/hub" hub
+hub2=http://127.0.0.1:$(cat "$tmpdir/hub.port")
+: >"$tmpdir/hub.requests"
+expect_status 0 "pull a split model by its first part" -- \
+    env HEARTH_HF_ENDPOINT="$hub2" "$HEARTH" pull -hf test/models:tiny-split-00001-of-00003.gguf
+stdout_is "$cache/hf/test/models/tiny-split-00001-of-00003.gguf" "the first part's path is printed"
+for k in 1 2 3; do
+    part=tiny-split-0000$k-of-00003.gguf
+    same "$cache/hf/test/models/$part" "$tmpdir/hub/$part" "part $k arrives whole"
+    grep -q "GET /test/models/resolve/main/$part -" "$tmpdir/hub.requests" || fail "part $k was not asked for"
+done
+stderr_has "tiny-split-00002-of-00003.gguf (part 2 of 3): " "the progress names the part"
+: >"$tmpdir/hub.requests"
+expect_status 0 "pull a split model by a later part" -- \
+    env HEARTH_HF_ENDPOINT="$hub2" "$HEARTH" pull -q -hf test/models:tiny-split-00003-of-00003.gguf
+stdout_is "$cache/hf/test/models/tiny-split-00001-of-00003.gguf" "the first part's path, from the cache"
+[ -s "$tmpdir/hub.requests" ] && fail "parts in the cache were fetched again" || pass "the parts come from the cache"
+expect_status 0 "run a split model from the hub" -- env HEARTH_HF_ENDPOINT="$hub2" \
+    "$HEARTH" run -hf test/models:tiny-split-00001-of-00003.gguf -p "once upon" -n 4 --temp 0 -t 2
+expect_status 0 "the repository's split model" -- env HEARTH_HF_ENDPOINT="$hub2" "$HEARTH" pull -q -hf test/only-split
+stdout_is "$cache/hf/test/only-split/tiny-split-00001-of-00003.gguf" "the parts count as one model"
+[ -f "$cache/hf/test/only-split/tiny-split-00003-of-00003.gguf" ] && pass "its parts came along" ||
+    fail "the chosen split model's parts are missing"
+rm "$tmpdir/hub/tiny-split-00003-of-00003.gguf"
+expect_status 1 "a part missing on the hub" -- env HEARTH_HF_ENDPOINT="$hub2" \
+    "$HEARTH" pull -q -hf gone/models:tiny-split-00001-of-00003.gguf
+stderr_has "gone/models/resolve/main/tiny-split-00003-of-00003.gguf: HTTP 404" "the missing part's URL is named"
+
 # --- usage ----------------------------------------------------------------------
 
 expect_status 0 "--help" -- "$HEARTH" pull --help
@@ -195,12 +239,12 @@ expect_status 2 "an unknown option" -- "$HEARTH" pull --frobnicate
 expect_status 2 "an extra argument" -- "$HEARTH" pull -hf a/b:c.gguf extra
 expect_status 2 "a bad timeout" -- "$HEARTH" pull --timeout 0 -hf a/b:c.gguf
 expect_status 2 "a non-HTTP URL" -- "$HEARTH" pull --url file:///etc/passwd
-: >"$tmpdir/requests"
+: >"$tmpdir/server.requests"
 for spec in '../x:y.gguf' 'a/..:y.gguf' 'a/b:../../../escaped.gguf' 'a/b:/tmp/escaped.gguf' \
     'a/b:x/../../escaped.gguf' 'a/b:.hidden'; do
     expect_status 2 "rejected spec $spec" -- "$HEARTH" pull -hf "$spec"
 done
-[ -s "$tmpdir/requests" ] && fail "a rejected spec made a request" || pass "rejected specs make no request"
+[ -s "$tmpdir/server.requests" ] && fail "a rejected spec made a request" || pass "rejected specs make no request"
 
 # OWNER/REPO without a file: the listing decides.
 expect_status 0 "the repository's Q4_K_M file" -- "$HEARTH" pull -hf test/only-micro-qwen2-Q4

@@ -299,6 +299,7 @@ TESTS += \
 	tests/cli-replicas.sh \
 	tests/cli-run.sh \
 	tests/cli-speculate.sh \
+	tests/cli-split.sh \
 	tests/cli-symbols.sh \
 	tests/cli-template.sh \
 	tests/cli-tokenize.sh \
@@ -330,6 +331,7 @@ EXTRA_DIST += \
 	tests/cli-run.sh \
 	tests/cli-speculate.sh \
 	tests/cli-serve.sh \
+	tests/cli-split.sh \
 	tests/cli-template.sh \
 	tests/cli-tokenize.sh \
 	tests/grammar-validity.py \

@@ -2,7 +2,9 @@
  * test-engine.c -- the forward pass: prefill in one batch, in batches of 7
  * and one token at a time give the same logits and the same greedy
  * continuation; the KV-cache types agree; context limits, rewinding and
- * bad input are errors, not crashes; unsupported models are named.
+ * bad input are errors, not crashes; unsupported models are named; the
+ * packed weights take the place of their mapped pages, and a pool that
+ * does not fit beside the weights is refused.
  */
 #include "internal.h"
 
@@ -12,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels.h"
+#include "model.h"
 #include "testutil.h"
 
 #define PROMPT_LEN 40
@@ -293,6 +297,115 @@ START_TEST(test_model_info)
 }
 END_TEST
 
+/* Resident bytes of this process's mappings of the file at path (the Rss
+ * of /proc/self/smaps); -1 where there is no such file. */
+static long long mapped_rss(const char *path)
+{
+    char real[4096];
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f || !realpath(path, real)) {
+        if (f) fclose(f);
+        return -1;
+    }
+    char line[8192];
+    long long kib = 0, v;
+    bool ours = false;
+    while (fgets(line, sizeof line, f)) {
+        char *slash = strchr(line, '/');
+        if (strchr("0123456789abcdef", line[0]) && strchr(line, '-') && strstr(line, " ")) {
+            line[strcspn(line, "\n")] = '\0';
+            ours = slash && strcmp(slash, real) == 0;
+        } else if (ours && sscanf(line, "Rss: %lld kB", &v) == 1) {
+            kib += v;
+        }
+    }
+    fclose(f);
+    return kib * 1024;
+}
+
+/* The packed weights take the place of their mapped pages: after loading,
+ * only the file's header is resident in the mapping (the kernel maps the
+ * pages around a read ahead of it), and the resident weights are the
+ * file's tensor data.  The embedding micro-qwen2 ties to its output layer
+ * is read from the packed copy, whose rows are the file's, and decoding
+ * runs. */
+START_TEST(test_packed_in_place)
+{
+    if (!test_require_data()) return;
+    const char *names[] = {"micro-llama-Q4_K_M.gguf", "micro-qwen2-Q4_0.gguf"};
+    for (size_t k = 0; k < HEARTH_ARRAY_LEN(names); k++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "models/%s", names[k]);
+        const char *path = test_data_path(rel);
+        hearth_model *m = test_load_model(names[k]);
+        const long long after_load = mapped_rss(path);
+        const hearth_gguf *g = hearth_model_gguf(m);
+        const long long header = (long long)hearth_gguf_data_offset(g);
+        ck_assert_uint_eq(hearth_model_resident_bytes(m), hearth_model_size_bytes(m));
+        ck_assert_msg(after_load < 0 || after_load <= header + (128 << 10),
+                      "%s: %lld bytes of the mapping resident after loading (header %lld)", names[k], after_load,
+                      header);
+        const struct weight *e = &m->tok_embd;
+        const bool tied = hearth_gguf_find_tensor(g, "output.weight") == NULL;
+        ck_assert_msg(tied == (e->packed != NULL), "%s: the embedding is %spacked", names[k], e->packed ? "" : "not ");
+        if (tied) {
+            uint8_t *row = malloc(e->row_bytes);
+            for (int64_t r = 0; r < e->n_out; r += 37) {
+                hearth_unpack_row(e->type, e->packed, r, e->n_in, row);
+                ck_assert(memcmp(row, (const uint8_t *)e->data + (size_t)r * e->row_bytes, e->row_bytes) == 0);
+            }
+            free(row);
+        }
+        float *logits = malloc((size_t)hearth_model_n_vocab(m) * sizeof(float));
+        int32_t gen[8];
+        run(m, 16, PROMPT_LEN, HEARTH_TYPE_F16, logits, gen, 8);
+        free(logits);
+        hearth_model_free(m);
+    }
+}
+END_TEST
+
+/* A pool that does not fit beside the weights in HEARTH_MEMORY_LIMIT is
+ * refused before anything is put in it, naming both sizes; one that fits
+ * is made, and the engine reports what it was checked against. */
+START_TEST(test_memory_limit)
+{
+    if (!test_require_data()) return;
+    hearth_model *m = test_load_model("micro-llama-Q4_K_M.gguf");
+    hearth_engine_params p;
+    hearth_engine_default_params(&p);
+    p.n_ctx = 4096;
+    p.n_seq_max = 4;
+    p.kv_tokens = 16384;
+    hearth_engine *e = NULL;
+    setenv("HEARTH_MEMORY_LIMIT", "4M", 1);
+    ck_assert_int_eq(hearth_engine_new(m, &p, &e), HEARTH_E_NOMEM);
+    ck_assert_ptr_null(e);
+    const char *msg = hearth_last_error();
+    ck_assert_msg(strstr(msg, "the weights need") && strstr(msg, "the KV pool") && strstr(msg, "4.0 MiB is available") &&
+                  strstr(msg, "HEARTH_MEMORY_LIMIT"), "%s", msg);
+    hearth_context_params cp;
+    hearth_context_default_params(&cp);
+    cp.n_ctx = 65536;
+    hearth_context *c = NULL;
+    ck_assert_int_eq(hearth_context_new(m, &cp, &c), HEARTH_E_NOMEM);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "the KV cache"));
+    setenv("HEARTH_MEMORY_LIMIT", "64M", 1);
+    ck_assert_msg(hearth_engine_new(m, &p, &e) == HEARTH_OK, "%s", hearth_last_error());
+    hearth_engine_stats es;
+    hearth_engine_get_stats(e, &es);
+    ck_assert_uint_eq(es.memory_available, 64u << 20);
+    ck_assert_uint_eq(es.weights_bytes, hearth_model_resident_bytes(m));
+    ck_assert_uint_le(es.weights_bytes + es.kv_bytes, 64u << 20);
+    hearth_engine_free(e);
+    setenv("HEARTH_MEMORY_LIMIT", "lots", 1);
+    ck_assert_int_eq(hearth_engine_new(m, &p, &e), HEARTH_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "HEARTH_MEMORY_LIMIT='lots'"));
+    unsetenv("HEARTH_MEMORY_LIMIT");
+    hearth_model_free(m);
+}
+END_TEST
+
 static Suite *engine_suite(void)
 {
     Suite *s = suite_create("engine");
@@ -304,6 +417,8 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, test_abort);
     tcase_add_test(tc, test_load_errors);
     tcase_add_test(tc, test_model_info);
+    tcase_add_test(tc, test_packed_in_place);
+    tcase_add_test(tc, test_memory_limit);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gguf.h"
 #include "testutil.h"
 
 static const char *const shared_models[] = {
@@ -718,6 +719,22 @@ START_TEST(test_writer_copy_nested)
 }
 END_TEST
 
+/* A writer holding every metadata entry and tensor of src (its data
+ * referenced, not copied). */
+static hearth_gguf_writer *writer_copy(const hearth_gguf *src)
+{
+    hearth_gguf_writer *w;
+    ck_assert_int_eq(hearth_gguf_writer_new(&w), HEARTH_OK);
+    for (int64_t i = 0; i < hearth_gguf_n_kv(src); i++)
+        ck_assert_int_eq(hearth_gguf_writer_copy_kv(w, src, i), HEARTH_OK);
+    for (int64_t i = 0; i < hearth_gguf_n_tensors(src); i++) {
+        const hearth_gguf_tensor *t = hearth_gguf_tensor_at(src, i);
+        ck_assert_int_eq(hearth_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->bytes),
+                         HEARTH_OK);
+    }
+    return w;
+}
+
 /* Copying every entry and tensor of a file written by the common GGUF
  * tooling reproduces that file byte for byte: the writer follows the same
  * layout rules (entry order, packed aligned tensors, zero padding). */
@@ -729,15 +746,7 @@ START_TEST(test_writer_reproduces_shared_files)
         char *in = model_path(names[k]);
         hearth_gguf *src;
         ck_assert_int_eq(hearth_gguf_open(in, &src), HEARTH_OK);
-        hearth_gguf_writer *w;
-        ck_assert_int_eq(hearth_gguf_writer_new(&w), HEARTH_OK);
-        for (int64_t i = 0; i < hearth_gguf_n_kv(src); i++)
-            ck_assert_int_eq(hearth_gguf_writer_copy_kv(w, src, i), HEARTH_OK);
-        for (int64_t i = 0; i < hearth_gguf_n_tensors(src); i++) {
-            const hearth_gguf_tensor *t = hearth_gguf_tensor_at(src, i);
-            ck_assert_int_eq(hearth_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne,
-                                                           t->data, t->bytes), HEARTH_OK);
-        }
+        hearth_gguf_writer *w = writer_copy(src);
         char *out = temp_path();
         ck_assert_int_eq(hearth_gguf_writer_write(w, out), HEARTH_OK);
         hearth_gguf_writer_free(w);
@@ -766,6 +775,236 @@ START_TEST(test_writer_io_error)
 }
 END_TEST
 
+
+/* ---- split models ----------------------------------------------------------- */
+
+START_TEST(test_split_names)
+{
+    size_t len;
+    uint32_t no, count;
+    ck_assert(gguf_split_name_parse("m/model-00002-of-00003.gguf", &len, &no, &count));
+    ck_assert_uint_eq(len, strlen("m/model"));
+    ck_assert_uint_eq(no, 2);
+    ck_assert_uint_eq(count, 3);
+    ck_assert(gguf_split_name_parse("x-00001-of-00001.gguf", &len, &no, &count));
+    const char *bad[] = {"-00001-of-00003.gguf", "model-00004-of-00003.gguf", "model-00000-of-00003.gguf",
+                         "model-0001-of-00003.gguf", "model-00001-of-00003.GGUF", "model-00001_of-00003.gguf",
+                         "model-0000a-of-00003.gguf", "model.gguf", ""};
+    for (size_t i = 0; i < HEARTH_ARRAY_LEN(bad); i++)
+        ck_assert_msg(!gguf_split_name_parse(bad[i], &len, &no, &count), "'%s' parsed", bad[i]);
+    char *name = gguf_split_name("dir/m", 5, 7, 12);
+    ck_assert_str_eq(name, "dir/m-00007-of-00012.gguf");
+    free(name);
+}
+END_TEST
+
+/* A directory of its own for the parts of split models. */
+static char *temp_dir(void)
+{
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char *dir = malloc(strlen(tmp) + 32);
+    sprintf(dir, "%s/hearth-split-XXXXXX", tmp);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    return dir;
+}
+
+static char *join(const char *dir, const char *name)
+{
+    char *p = malloc(strlen(dir) + strlen(name) + 2);
+    sprintf(p, "%s/%s", dir, name);
+    return p;
+}
+
+/* Write every entry and tensor of src as a split model of parts of at most
+ * max_tensors tensors, dir/PREFIX-0000k-of-0000N.gguf; returns N. */
+static uint32_t write_split_copy(const hearth_gguf *src, const char *dir, const char *prefix, size_t max_tensors)
+{
+    hearth_gguf_writer *w = writer_copy(src);
+    char *p = join(dir, prefix);
+    uint32_t n = 0;
+    ck_assert_msg(gguf_writer_write_split(w, p, max_tensors, NULL, NULL, &n) == HEARTH_OK, "%s",
+                  hearth_last_error());
+    hearth_gguf_writer_free(w);
+    free(p);
+    return n;
+}
+
+static char *part_name(const char *dir, const char *prefix, uint32_t no, uint32_t count)
+{
+    char *p = join(dir, prefix);
+    char *name = gguf_split_name(p, strlen(p), no, count);
+    free(p);
+    return name;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    size_t len;
+    char *data = test_read_file(from, &len);
+    FILE *f = fopen(to, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, len, f), len);
+    fclose(f);
+    free(data);
+}
+
+static void remove_dir(char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    free(dir);
+}
+
+/* A split copy reads as the file: the same metadata (the split keys
+ * besides) and the same tensors, byte for byte, in the same order, each
+ * from its part; a later part is refused naming the first; the first part
+ * opened from memory is read alone. */
+START_TEST(test_split_round_trip)
+{
+    if (!test_require_data()) return;
+    char *in = model_path("micro-llama-Q4_K_M.gguf");
+    hearth_gguf *src, *g;
+    ck_assert_int_eq(hearth_gguf_open(in, &src), HEARTH_OK);
+    char *dir = temp_dir();
+    const int64_t n = hearth_gguf_n_tensors(src);
+    const uint32_t count = write_split_copy(src, dir, "copy", 7);
+    ck_assert_uint_eq(count, (uint32_t)((n + 6) / 7));
+    ck_assert_uint_ge(count, 3);
+    char *first = part_name(dir, "copy", 1, count);
+    ck_assert_msg(hearth_gguf_open(first, &g) == HEARTH_OK, "%s", hearth_last_error());
+    ck_assert_int_eq(hearth_gguf_n_splits(g), (int32_t)count);
+    ck_assert_str_eq(hearth_gguf_split_path(g, 0), first);
+    ck_assert_ptr_null(hearth_gguf_split_path(g, (int32_t)count));
+    ck_assert_int_eq(hearth_gguf_n_kv(g), hearth_gguf_n_kv(src) + 3);
+    uint32_t v;
+    ck_assert_int_eq(hearth_gguf_get_u32(g, "split.count", &v), HEARTH_OK);
+    ck_assert_uint_eq(v, count);
+    const char *arch;
+    ck_assert_int_eq(hearth_gguf_get_str(g, "general.architecture", &arch), HEARTH_OK);
+    ck_assert_str_eq(arch, "llama");
+    ck_assert_int_eq(hearth_gguf_n_tensors(g), n);
+    for (int64_t i = 0; i < n; i++) {
+        const hearth_gguf_tensor *a = hearth_gguf_tensor_at(src, i), *b = hearth_gguf_tensor_at(g, i);
+        ck_assert_str_eq(a->name, b->name);
+        ck_assert_uint_eq(b->split, (uint32_t)(i / 7));
+        ck_assert_uint_eq(a->bytes, b->bytes);
+        ck_assert(memcmp(a->data, b->data, a->bytes) == 0);
+        ck_assert_ptr_eq(hearth_gguf_find_tensor(g, a->name), b);
+    }
+    uint64_t total = 0;
+    for (int32_t k = 0; k < hearth_gguf_n_splits(g); k++) {
+        char *name = part_name(dir, "copy", (uint32_t)k + 1, count);
+        ck_assert_str_eq(hearth_gguf_split_path(g, k), name);
+        total += hearth_gguf_split_size(g, k);
+        free(name);
+    }
+    ck_assert_uint_gt(total, hearth_gguf_file_size(src));
+    hearth_gguf_close(g);
+
+    char *second = part_name(dir, "copy", 2, count);
+    ck_assert_int_eq(hearth_gguf_open(second, &g), HEARTH_E_FORMAT);
+    ck_assert_msg(strstr(hearth_last_error(), "is part 2 of") && strstr(hearth_last_error(), first),
+                  "%s", hearth_last_error());
+    /* from memory: this part alone, no other file opened */
+    size_t len;
+    char *image = test_read_file(first, &len);
+    ck_assert_int_eq(hearth_gguf_open_memory(image, len, "part", &g), HEARTH_OK);
+    ck_assert_int_eq(hearth_gguf_n_splits(g), 1);
+    ck_assert_int_eq(hearth_gguf_n_tensors(g), 7);
+    hearth_gguf_close(g);
+    free(image);
+    free(second);
+    free(first);
+    remove_dir(dir);
+    hearth_gguf_close(src);
+    free(in);
+}
+END_TEST
+
+/* Opening split first part in dir fails with status and a message that
+ * has both needles. */
+static void expect_split_error(const char *dir, const char *prefix, uint32_t count, hearth_status status,
+                               const char *needle1, const char *needle2)
+{
+    char *first = part_name(dir, prefix, 1, count);
+    hearth_gguf *g = NULL;
+    ck_assert_int_eq(hearth_gguf_open(first, &g), status);
+    ck_assert_ptr_null(g);
+    const char *msg = hearth_last_error();
+    ck_assert_msg(strstr(msg, needle1) && strstr(msg, needle2), "'%s' lacks '%s' or '%s'", msg, needle1, needle2);
+    free(first);
+}
+
+/* Parts that do not belong together are refused, naming the file and the
+ * fault: a missing part, a part of a split of another count, a tensor in
+ * two parts, a part of another model, a renamed first part. */
+START_TEST(test_split_errors)
+{
+    if (!test_require_data()) return;
+    char *llama_path = model_path("micro-llama-Q4_K_M.gguf"), *qwen_path = model_path("micro-qwen2-Q4_K_M.gguf");
+    hearth_gguf *llama, *qwen;
+    ck_assert_int_eq(hearth_gguf_open(llama_path, &llama), HEARTH_OK);
+    ck_assert_int_eq(hearth_gguf_open(qwen_path, &qwen), HEARTH_OK);
+    char *dir = temp_dir();
+    const int64_t n = hearth_gguf_n_tensors(llama);
+    const uint32_t count = write_split_copy(llama, dir, "m", (size_t)(n + 2) / 3);
+    ck_assert_uint_eq(count, 3);
+
+    /* a missing part */
+    char *p2 = part_name(dir, "m", 2, 3), *p3 = part_name(dir, "m", 3, 3);
+    char *kept = join(dir, "kept");
+    ck_assert_int_eq(rename(p2, kept), 0);
+    expect_split_error(dir, "m", 3, HEARTH_E_NOT_FOUND, "part 2 of 3", p2);
+    ck_assert_int_eq(rename(kept, p2), 0);
+
+    /* part 2 of a split into 4 in its place */
+    ck_assert_uint_eq(write_split_copy(llama, dir, "four", (size_t)(n + 3) / 4), 4);
+    char *four2 = part_name(dir, "four", 2, 4);
+    copy_file(p2, kept);
+    copy_file(four2, p2);
+    expect_split_error(dir, "m", 3, HEARTH_E_FORMAT, p2, "split.count is 4");
+
+    /* a part of a split into 3 at another place: a tensor in two parts */
+    ck_assert_uint_eq(write_split_copy(llama, dir, "other", (size_t)(n + 1) / 3 + 1), 3);
+    char *other2 = part_name(dir, "other", 2, 3);
+    copy_file(other2, p2);
+    expect_split_error(dir, "m", 3, HEARTH_E_FORMAT, "is in two parts", p2);
+
+    /* part 2 of another model split in 3 */
+    ck_assert_uint_eq(write_split_copy(qwen, dir, "qwen", (size_t)(hearth_gguf_n_tensors(qwen) + 2) / 3), 3);
+    char *qwen2 = part_name(dir, "qwen", 2, 3);
+    copy_file(qwen2, p2);
+    expect_split_error(dir, "m", 3, HEARTH_E_FORMAT, "split.tensors.count", "different models");
+    copy_file(kept, p2);
+
+    /* a part 3 from the wrong place: split.no says so */
+    copy_file(p2, p3);
+    expect_split_error(dir, "m", 3, HEARTH_E_FORMAT, p3, "split.no says it is part 2");
+
+    /* the first part renamed: its parts cannot be found */
+    char *first = part_name(dir, "m", 1, 3), *renamed = join(dir, "renamed.gguf");
+    copy_file(first, renamed);
+    hearth_gguf *g;
+    ck_assert_int_eq(hearth_gguf_open(renamed, &g), HEARTH_E_FORMAT);
+    ck_assert_msg(strstr(hearth_last_error(), "-00001-of-00003.gguf"), "%s", hearth_last_error());
+
+    free(first);
+    free(renamed);
+    free(qwen2);
+    free(other2);
+    free(four2);
+    free(kept);
+    free(p3);
+    free(p2);
+    remove_dir(dir);
+    hearth_gguf_close(qwen);
+    hearth_gguf_close(llama);
+    free(qwen_path);
+    free(llama_path);
+}
+END_TEST
+
 static Suite *gguf_suite(void)
 {
     Suite *s = suite_create("gguf");
@@ -784,6 +1023,11 @@ static Suite *gguf_suite(void)
     tcase_add_test(tc, test_writer_copy_nested);
     tcase_add_test(tc, test_writer_reproduces_shared_files);
     tcase_add_test(tc, test_writer_io_error);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("split");
+    tcase_add_test(tc, test_split_names);
+    tcase_add_test(tc, test_split_round_trip);
+    tcase_add_test(tc, test_split_errors);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -14,10 +14,11 @@
  * - A block holding NaN poisons the dot product.
  * - The CPU backend's matrix product gives the same bits for any number of
  *   threads and any batch: a token alone equals that token in a batch.
- * - Packed weights: the scalar packed kernel (with the packing) against
- *   the double-precision reference, every path's packed kernel against it
- *   bit for bit, and the backend's product with packed weights likewise
- *   for any threads and batch.
+ * - Packed weights: rows unpacked from the packing are the originals; the
+ *   scalar packed kernel (with the packing) against the double-precision
+ *   reference, every path's packed kernel against it bit for bit, and the
+ *   backend's product with packed weights likewise for any threads and
+ *   batch.
  * - Choosing a path by name: unknown and unavailable names are errors.
  */
 #include "internal.h"
@@ -669,6 +670,27 @@ static void dequantize_parts(hearth_type t, const uint8_t *row, int64_t n, float
     free(b);
 }
 
+/* Each row unpacked from the packed copy is the original row, byte for
+ * byte (an embedding the output layer shares is read that way). */
+START_TEST(test_unpack_row)
+{
+    const hearth_type t = packed_types[_i];
+    for (int i = 0; i < N_BLOCK_COUNTS; i++) {
+        struct packed_case c;
+        make_packed_case(t, block_counts[i], 3 * PACK_ROWS, 1, 900u + 10u * (uint64_t)t + (uint64_t)i, &c);
+        uint8_t *row = test_malloc(c.w_row);
+        for (int64_t r = 0; r < c.n_rows; r++) {
+            memset(row, 0xa5, c.w_row);
+            hearth_unpack_row(t, c.wp, r, c.n, row);
+            ck_assert_msg(memcmp(row, c.w + (size_t)r * c.w_row, c.w_row) == 0, "%s, %lld blocks: row %lld",
+                          hearth_type_name(t), (long long)c.n_blocks, (long long)r);
+        }
+        free(row);
+        free_packed_case(&c);
+    }
+}
+END_TEST
+
 /* The scalar packed kernel against the double-precision dot products of
  * the dequantized original rows (so the packing is checked too), with
  * ragged numbers of blocks and several row groups; the block sums (of
@@ -1055,6 +1077,7 @@ static Suite *kernels_suite(void)
     tcase_add_loop_test(tc, test_scalar_vec_dot_nan_block, 0, N_WEIGHT_TYPES);
     tcase_add_test(tc, test_scalar_act_convert);
     tcase_add_loop_test(tc, test_scalar_packed, 0, N_PACKED_TYPES);
+    tcase_add_loop_test(tc, test_unpack_row, 0, N_PACKED_TYPES);
     suite_add_tcase(s, tc);
     TCase *paths = tcase_create("paths");
     tcase_add_loop_test(paths, test_paths_vec_dot, 0, N_WEIGHT_TYPES);

@@ -483,6 +483,7 @@ struct generator {
     size_t n_tensors;
     float *scratch;          /* one row per thread */
     int64_t scratch_row;
+    int split_max_tensors;   /* > 0: a split model of parts of this many tensors */
 };
 
 static void add_tensor3(struct generator *g, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
@@ -1275,7 +1276,7 @@ static void usage(FILE *out)
           "                 [--experts-used N] [--expert-ff N] [--shared-ff N]\n"
           "                 [--output-std X] [--mtp-layers N] [--dense-layers N]\n"
           "                 [--residual-scale F] [--output-scale F]\n"
-          "                 [--draft-layers N --draft FILE] OUT\n"
+          "                 [--draft-layers N --draft FILE] [--split-max-tensors N] OUT\n"
           "\n"
           "Write a model with random weights and the tensor shapes of NAME:\n"
           "  tinyllama-1.1b   llama, 22 layers, d 2048, ff 5632, 32/4 heads, vocab 32000\n"
@@ -1386,7 +1387,10 @@ static void usage(FILE *out)
           "ffn_down) and --output-scale F the output layer; --draft-layers N --draft\n"
           "FILE also writes FILE, the first N layers of the model with its embeddings\n"
           "and output layer: a draft for speculative decoding that agrees with the\n"
-          "model more often the smaller F.\n",
+          "model more often the smaller F.\n"
+          "--split-max-tensors N writes a split model instead of OUT: parts of at\n"
+          "most N tensors named OUT-00001-of-0000K.gguf and so on (OUT without .gguf),\n"
+          "the format of the common gguf-split tool.\n",
           out);
 }
 
@@ -1407,7 +1411,8 @@ int main(int argc, char **argv)
     enum { OPT_SHAPE = 256, OPT_TYPE, OPT_VOCAB, OPT_SEED, OPT_THREADS, OPT_LAYERS, OPT_EMBD,
            OPT_FF, OPT_HEADS, OPT_KV_HEADS, OPT_N_VOCAB, OPT_WINDOW, OPT_RESIDUAL_SCALE,
            OPT_OUTPUT_SCALE, OPT_DRAFT, OPT_DRAFT_LAYERS, OPT_EXPERTS, OPT_EXPERTS_USED,
-           OPT_EXPERT_FF, OPT_SHARED_FF, OPT_MTP_LAYERS, OPT_DENSE_LAYERS, OPT_OUTPUT_STD };
+           OPT_EXPERT_FF, OPT_SHARED_FF, OPT_MTP_LAYERS, OPT_DENSE_LAYERS, OPT_SPLIT_MAX_TENSORS,
+           OPT_OUTPUT_STD };
     static const struct option longopts[] = {
         {"shape", required_argument, NULL, OPT_SHAPE},
         {"type", required_argument, NULL, OPT_TYPE},
@@ -1427,6 +1432,7 @@ int main(int argc, char **argv)
         {"output-std", required_argument, NULL, OPT_OUTPUT_STD},
         {"mtp-layers", required_argument, NULL, OPT_MTP_LAYERS},
         {"dense-layers", required_argument, NULL, OPT_DENSE_LAYERS},
+        {"split-max-tensors", required_argument, NULL, OPT_SPLIT_MAX_TENSORS},
         {"window", required_argument, NULL, OPT_WINDOW},
         {"residual-scale", required_argument, NULL, OPT_RESIDUAL_SCALE},
         {"output-scale", required_argument, NULL, OPT_OUTPUT_SCALE},
@@ -1491,6 +1497,7 @@ int main(int argc, char **argv)
         case OPT_EXPERTS_USED:
         case OPT_EXPERT_FF:
         case OPT_SHARED_FF:
+        case OPT_SPLIT_MAX_TENSORS:
             if (!parse_positive(argv[optind - 1], optarg, &override[c])) return 2;
             break;
         case OPT_MTP_LAYERS: {
@@ -1607,7 +1614,9 @@ int main(int argc, char **argv)
 #else
     g.threads = 1;
 #endif
+    g.split_max_tensors = override[OPT_SPLIT_MAX_TENSORS];
     int rc = write_model(&g, &s, ftype, vocab_path, out_path);
+    g.split_max_tensors = 0; /* the draft is one file */
     if (rc == 0 && draft_path) {
         s.n_layer = override[OPT_DRAFT_LAYERS];
         s.n_mtp = 0;
@@ -1655,14 +1664,31 @@ static int write_model(struct generator *g_in, const struct shape *sp, hearth_ft
         g.scratch = calloc((size_t)g.threads * (size_t)widest, sizeof *g.scratch);
         if (!g.scratch) st = HEARTH_E_NOMEM;
     }
-    if (!st) st = gguf_writer_write_streaming(w, out_path, fill_tensor, &g);
+    uint32_t n_parts = 0;
+    char *prefix = NULL;
+    if (!st && g.split_max_tensors > 0) {
+        /* OUT.gguf: OUT-00001-of-0000N.gguf, ... */
+        size_t len = strlen(out_path);
+        if (len > 5 && strcmp(out_path + len - 5, ".gguf") == 0) len -= 5;
+        prefix = strndup(out_path, len);
+        st = prefix ? gguf_writer_write_split(w, prefix, (size_t)g.split_max_tensors, fill_tensor, &g, &n_parts)
+                    : HEARTH_E_NOMEM;
+    } else if (!st) {
+        st = gguf_writer_write_streaming(w, out_path, fill_tensor, &g);
+    }
     hearth_gguf_writer_free(w);
     free(g.scratch);
     free(g.tensors);
     if (st) {
         fprintf(stderr, "gen-model: %s\n", hearth_last_error());
+        free(prefix);
         return 1;
     }
-    fprintf(stderr, "gen-model: wrote %s (%s, %s)\n", out_path, s.name, hearth_ftype_name(ftype));
+    if (prefix)
+        fprintf(stderr, "gen-model: wrote %s-00001-of-%05u.gguf and %u more parts (%s, %s)\n", prefix, n_parts,
+                n_parts - 1, s.name, hearth_ftype_name(ftype));
+    else
+        fprintf(stderr, "gen-model: wrote %s (%s, %s)\n", out_path, s.name, hearth_ftype_name(ftype));
+    free(prefix);
     return 0;
 }

@@ -36,7 +36,11 @@ int gen_engine_new(const char *cmd, const hearth_model *model, const hearth_mode
     p.mtp = mtp;
     p.n_seq_max = 1; /* one request at a time; the pool holds its whole context */
     hearth_status st = hearth_engine_new(model, &p, out);
-    if (st) return cli_fail(cmd, st);
+    if (st) {
+        cli_fail(cmd, st);
+        if (st == HEARTH_E_NOMEM) fprintf(stderr, "hearth: %s: a smaller context (-c) needs less\n", cmd);
+        return CLI_EXIT_FAILURE;
+    }
     cli_model_report_engine_offload(stderr, cmd, model, *out);
     return CLI_EXIT_OK;
 }

@@ -303,6 +303,13 @@ static void print_text(const hearth_gguf *g, const struct inspect_opts *o)
     printf("file: %s (%" PRIu64 " bytes, GGUF v%u, alignment %u, data at byte %" PRIu64 ")\n\n",
            hearth_gguf_path(g), hearth_gguf_file_size(g), hearth_gguf_version(g),
            hearth_gguf_alignment(g), hearth_gguf_data_offset(g));
+    const int32_t n_splits = hearth_gguf_n_splits(g);
+    if (n_splits > 1) {
+        printf("split into %d files:\n", n_splits);
+        for (int32_t k = 0; k < n_splits; k++)
+            printf("  %d  %s (%" PRIu64 " bytes)\n", k + 1, hearth_gguf_split_path(g, k), hearth_gguf_split_size(g, k));
+        putchar('\n');
+    }
 
     printf("metadata (%" PRId64 " entries):\n", hearth_gguf_n_kv(g));
     for (int64_t i = 0; i < hearth_gguf_n_kv(g); i++) {
@@ -319,13 +326,14 @@ static void print_text(const hearth_gguf *g, const struct inspect_opts *o)
         if (len > name_w) name_w = len;
     }
     printf("\ntensors (%" PRId64 "):\n", hearth_gguf_n_tensors(g));
-    printf("  %-*s %-8s %-24s %12s\n", name_w, "name", "type", "shape", "bytes");
+    printf("  %-*s %-8s %-24s %12s%s\n", name_w, "name", "type", "shape", "bytes", n_splits > 1 ? "  file" : "");
     for (int64_t i = 0; i < hearth_gguf_n_tensors(g); i++) {
         const hearth_gguf_tensor *t = hearth_gguf_tensor_at(g, i);
-        char shape[128];
+        char shape[128], part[16] = "";
         format_shape(t, shape, sizeof shape, false);
-        printf("  %-*s %-8s %-24s %12zu\n", name_w, t->name, hearth_type_name(t->type), shape,
-               t->bytes);
+        if (n_splits > 1) snprintf(part, sizeof part, "  %u", t->split + 1);
+        printf("  %-*s %-8s %-24s %12zu%s\n", name_w, t->name, hearth_type_name(t->type), shape,
+               t->bytes, part);
     }
 
     printf("\nsummary:\n");
@@ -420,6 +428,15 @@ static void print_json(const hearth_gguf *g, const struct inspect_opts *o)
            "  \"data_offset\": %" PRIu64 ",\n",
            hearth_gguf_file_size(g), hearth_gguf_version(g), hearth_gguf_alignment(g),
            hearth_gguf_data_offset(g));
+    const int32_t n_splits = hearth_gguf_n_splits(g);
+    printf("  \"splits\": [");
+    for (int32_t k = 0; k < n_splits; k++) {
+        const char *path = hearth_gguf_split_path(g, k);
+        printf("%s{\"file\": ", k ? ", " : "");
+        print_json_string(path, strlen(path));
+        printf(", \"bytes\": %" PRIu64 "}", hearth_gguf_split_size(g, k));
+    }
+    printf("],\n");
     printf("  \"metadata\": {");
     for (int64_t i = 0; i < hearth_gguf_n_kv(g); i++) {
         hearth_gguf_value v;
@@ -438,8 +455,8 @@ static void print_json(const hearth_gguf *g, const struct inspect_opts *o)
         format_shape(t, shape, sizeof shape, true);
         printf("%s\n    {\"name\": ", i ? "," : "");
         print_json_string(t->name, strlen(t->name));
-        printf(", \"type\": \"%s\", \"shape\": %s, \"bytes\": %zu, \"offset\": %" PRIu64 "}",
-               hearth_type_name(t->type), shape, t->bytes, t->offset);
+        printf(", \"type\": \"%s\", \"shape\": %s, \"bytes\": %zu, \"offset\": %" PRIu64 ", \"split\": %u}",
+               hearth_type_name(t->type), shape, t->bytes, t->offset, t->split);
     }
     printf("\n  ],\n  \"summary\": {\n    \"architecture\": ");
     if (s.arch) print_json_string(s.arch, strlen(s.arch));

@@ -2,7 +2,8 @@
  * model_options.c -- turning -m, -hf or --url into a local model file,
  * with the download progress display (a bar on a terminal, a line every
  * tenth otherwise) and Ctrl-C leaving a resumable partial file; the
- * offload options and the report of where the layers run.
+ * offload options, and the reports of where the layers run and of the
+ * memory they take.
  */
 #include "config.h"
 
@@ -111,6 +112,7 @@ struct progress {
     uint64_t start_bytes;
     int last_tenth;           /* plain lines: the last tenth reported */
     uint64_t last_line_bytes; /* plain lines, size unknown */
+    char part_label[512];     /* a split model: the part being fetched */
 };
 
 static void draw_bar(struct progress *p, uint64_t done, uint64_t total, double t)
@@ -181,6 +183,17 @@ static bool on_progress(void *user, uint64_t done, uint64_t total)
     return true;
 }
 
+/* The next part of a split model: its own progress, under its name. */
+static void on_part(void *user, const char *file, int part, int n_parts)
+{
+    struct progress *p = user;
+    if (p->tty && p->shown) fputc('\n', stderr);
+    snprintf(p->part_label, sizeof p->part_label, "%s (part %d of %d)", file, part, n_parts);
+    p->label = p->part_label;
+    p->start_s = 0;
+    p->shown = p->drew_complete = false;
+}
+
 /* ------------------------------------------------------------------------
  * Resolution
  * ------------------------------------------------------------------------ */
@@ -199,6 +212,7 @@ int cli_model_resolve(const char *cmd, const struct cli_model_source *src, char 
     hearth_download_options opts;
     hearth_download_options_default(&opts);
     opts.progress = on_progress;
+    opts.part = on_part;
     opts.progress_user = &prog;
     opts.stall_timeout_s = src->stall_timeout_s;
 
@@ -308,4 +322,25 @@ void cli_model_report_engine_offload(FILE *out, const char *cmd, const hearth_mo
                                      const hearth_engine *engine)
 {
     report_offload(out, cmd, m, hearth_engine_n_gpu_layers(engine), hearth_engine_gpu_fallback(engine));
+}
+
+/* ------------------------------------------------------------------------
+ * Memory report
+ * ------------------------------------------------------------------------ */
+
+void cli_model_report_memory(FILE *out, const char *cmd, const hearth_model *m, hearth_engine *engine)
+{
+    hearth_engine_stats es;
+    hearth_engine_get_stats(engine, &es);
+    char weights[32], file[32], pool[32], avail[48] = "";
+    cli_format_bytes(weights, sizeof weights, (double)es.weights_bytes);
+    cli_format_bytes(file, sizeof file, (double)hearth_model_size_bytes(m));
+    cli_format_bytes(pool, sizeof pool, (double)es.kv_bytes);
+    if (es.memory_available) {
+        memcpy(avail, ", of ", 5);
+        cli_format_bytes(avail + 5, sizeof avail - 16, (double)es.memory_available);
+        strcat(avail, " available");
+    }
+    fprintf(out, "hearth: %s: memory: weights %s resident (%s in the file), KV pool %s%s\n", cmd, weights, file,
+            pool, avail);
 }

@@ -107,4 +107,10 @@ void cli_model_report_offload(FILE *out, const char *cmd, const hearth_model *mo
 void cli_model_report_engine_offload(FILE *out, const char *cmd, const hearth_model *model,
                                      const hearth_engine *engine);
 
+/* "hearth: CMD: memory: weights 9.87 GiB resident (9.87 GiB in the file),
+ * KV pool 2.00 GiB, of 21.3 GiB available" on out: the memory the weights
+ * (and a draft model's) and the engine's KV pool take once in use, and
+ * what the engine checked them against (hearth_engine_new). */
+void cli_model_report_memory(FILE *out, const char *cmd, const hearth_model *model, hearth_engine *engine);
+
 #endif /* HEARTH_CLI_MODEL_OPTIONS_H */

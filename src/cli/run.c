@@ -200,6 +200,7 @@ int cmd_run(int argc, char **argv)
                 ep.n_ctx, ep.n_batch, ep.n_threads, ep.n_threads == 1 ? "" : "s", kernels);
         fprintf(stderr, "hearth: %s: KV cache %s, %llu bytes (%.2f MiB)\n", CMD,
                 hearth_type_name(ep.cache_type), (unsigned long long)es.kv_bytes, es.kv_bytes / 1048576.0);
+        cli_model_report_memory(stderr, CMD, model, engine);
         if (es.window > 0)
             fprintf(stderr, "hearth: %s: sliding-window layers: their own %d blocks of %d positions for a "
                     "window of %d (--swa-full: the whole context)\n", CMD, es.window_blocks, es.block_tokens,

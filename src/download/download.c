@@ -22,6 +22,7 @@
 #endif
 
 #include "download.h"
+#include "gguf.h"
 #include "json.h"
 #include "value.h"
 
@@ -636,12 +637,59 @@ done:
     return st;
 }
 
+/* Fetch spec's file into the cache unless it is there; part (from 1) of
+ * n_parts of a split model, 0 of 0 for a file that is not split. */
+static hearth_status fetch_hf_file(const char *endpoint, const char *cache, const hf_spec *spec,
+                                   const hearth_download_options *opts, uint32_t part, uint32_t n_parts,
+                                   char **path_out)
+{
+    char *url = NULL, *path = NULL;
+    hearth_status st = download_hf_cache_path(cache, spec, &path);
+    if (!st && !is_regular_file(path)) {
+        if (n_parts > 0 && opts->part) opts->part(opts->progress_user, spec->file, (int)part, (int)n_parts);
+        st = download_hf_file_url(endpoint, spec, &url);
+        if (!st) st = fetch_to_file(url, path, true, opts);
+    }
+    free(url);
+    if (st) {
+        free(path);
+        return st;
+    }
+    *path_out = path;
+    return HEARTH_OK;
+}
+
+/* Fetch a split model's parts (NAME-00001-of-0000N.gguf, ...), spec
+ * naming any of them; *path_out: the first part's local path. */
+static hearth_status fetch_hf_parts(const char *endpoint, const char *cache, hf_spec *spec,
+                                    const hearth_download_options *opts, size_t prefix_len, uint32_t count,
+                                    char **path_out)
+{
+    char *const named = spec->file;
+    hearth_status st = HEARTH_OK;
+    for (uint32_t k = 1; k <= count && !st; k++) {
+        char *path = NULL;
+        spec->file = gguf_split_name(named, prefix_len, k, count);
+        if (!spec->file) st = HEARTH_E_NOMEM;
+        if (!st) st = fetch_hf_file(endpoint, cache, spec, opts, k, count, &path);
+        free(spec->file);
+        if (!st && k == 1) *path_out = path;
+        else free(path);
+    }
+    spec->file = named;
+    if (st) {
+        free(*path_out);
+        *path_out = NULL;
+    }
+    return st;
+}
+
 hearth_status hearth_download_hf(const char *spec_text, const hearth_download_options *opts,
                                  char **path_out)
 {
     hearth_download_options defaults;
     hf_spec spec;
-    char *endpoint = NULL, *cache = NULL, *url = NULL, *path = NULL;
+    char *endpoint = NULL, *cache = NULL;
     if (!path_out) return hearth_error(HEARTH_E_INVALID, "hearth_download_hf: path_out is NULL");
     *path_out = NULL;
     if (!opts) {
@@ -653,19 +701,16 @@ hearth_status hearth_download_hf(const char *spec_text, const hearth_download_op
     if ((st = download_endpoint(opts->hf_endpoint, &endpoint))) goto done;
     if (!spec.file && (st = choose_repository_file(endpoint, &spec, opts))) goto done;
     if ((st = download_cache_dir(opts->cache_dir, &cache))) goto done;
-    if ((st = download_hf_cache_path(cache, &spec, &path))) goto done;
-    if (!is_regular_file(path)) {
-        if ((st = download_hf_file_url(endpoint, &spec, &url))) goto done;
-        if ((st = fetch_to_file(url, path, true, opts))) goto done;
-    }
-    *path_out = path;
-    path = NULL;
+    size_t prefix_len;
+    uint32_t no, count;
+    if (gguf_split_name_parse(spec.file, &prefix_len, &no, &count) && count > 1)
+        st = fetch_hf_parts(endpoint, cache, &spec, opts, prefix_len, count, path_out);
+    else
+        st = fetch_hf_file(endpoint, cache, &spec, opts, 0, 0, path_out);
 done:
     hf_spec_free(&spec);
     free(endpoint);
     free(cache);
-    free(url);
-    free(path);
     return st;
 }
 

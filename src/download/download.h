@@ -76,7 +76,8 @@ bool download_parse_content_range(const char *value, size_t len, uint64_t *first
                                   uint64_t *last, uint64_t *total);
 
 /* The file to fetch from a repository listing: the one GGUF file whose name
- * has Q4_K_M, else the only GGUF file.  Otherwise HEARTH_E_NOT_FOUND (no
+ * has Q4_K_M, else the only GGUF file (the parts of a split model count as
+ * one file, named by the first part).  Otherwise HEARTH_E_NOT_FOUND (no
  * GGUF file) or HEARTH_E_INVALID listing the candidates; label names the
  * repository in messages. */
 hearth_status download_choose_gguf(const char *label, const char *const *files, size_t n,

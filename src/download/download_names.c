@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "download.h"
+#include "gguf.h"
 
 #define NAME_MAX_BYTES 96       /* owner and repository names on the hub */
 #define COMPONENT_MAX_BYTES 255 /* one file name */
@@ -467,6 +468,16 @@ static bool contains_nocase(const char *s, const char *needle)
     return false;
 }
 
+/* A GGUF file of a listing that could be the model: a split model counts
+ * once, as its first part (which brings the others). */
+static bool is_candidate(const char *file)
+{
+    size_t prefix_len;
+    uint32_t no, count;
+    if (!ends_with(file, strlen(file), ".gguf")) return false;
+    return !gguf_split_name_parse(file, &prefix_len, &no, &count) || no == 1;
+}
+
 static hearth_status list_candidates(const char *label, const char *why,
                                      const char *const *files, size_t n, const char *needle)
 {
@@ -474,9 +485,7 @@ static hearth_status list_candidates(const char *label, const char *why,
     size_t used = 0, shown = 0, total = 0;
     list[0] = '\0';
     for (size_t i = 0; i < n; i++) {
-        size_t len = strlen(files[i]);
-        if (!ends_with(files[i], len, ".gguf") || (needle && !contains_nocase(files[i], needle)))
-            continue;
+        if (!is_candidate(files[i]) || (needle && !contains_nocase(files[i], needle))) continue;
         total++;
         int w = snprintf(list + used, sizeof list - used, "%s%s", shown ? ", " : "", files[i]);
         if (w > 0 && used + (size_t)w < sizeof list - 32) {
@@ -496,7 +505,7 @@ hearth_status download_choose_gguf(const char *label, const char *const *files, 
     size_t n_gguf = 0, n_q4km = 0;
     const char *gguf = NULL, *q4km = NULL;
     for (size_t i = 0; i < n; i++) {
-        if (!ends_with(files[i], strlen(files[i]), ".gguf")) continue;
+        if (!is_candidate(files[i])) continue;
         n_gguf++;
         gguf = files[i];
         if (contains_nocase(files[i], "Q4_K_M")) {

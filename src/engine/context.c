@@ -88,6 +88,8 @@ hearth_status hearth_context_new(const hearth_model *model, const hearth_context
         .chunk_size = p.chunk_size,
     };
     hearth_status st = runner_new(model, &rp, &ctx->runner);
+    uint64_t available;
+    if (!st) st = model_memory_check(model, NULL, runner_host_bytes(ctx->runner), "the KV cache", &available);
     if (!st) {
         ctx->blocks = hearth_calloc((size_t)rp.n_blocks, sizeof *ctx->blocks, "the block table");
         ctx->pos = hearth_calloc((size_t)p.n_batch, sizeof *ctx->pos, "token positions");

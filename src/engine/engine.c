@@ -303,6 +303,12 @@ hearth_status hearth_engine_new(const hearth_model *model, const hearth_engine_p
         }
     }
     if (!st) {
+        /* the pool's memory is taken as its blocks fill: whether it will
+         * fit beside the weights is known now, not after hours of serving */
+        const uint64_t kv = runner_host_bytes(e->runner) + (e->drunner ? runner_host_bytes(e->drunner) : 0);
+        st = model_memory_check(model, p.draft_model, kv, "the KV pool", &e->memory_available);
+    }
+    if (!st) {
         const size_t V = (size_t)hearth_model_n_vocab(model);
         e->p_buf = hearth_calloc(V, sizeof *e->p_buf, "the verification's distribution");
         e->r_buf = hearth_calloc(V, sizeof *e->r_buf, "the verification's distribution");
@@ -356,6 +362,9 @@ static void pool_stats(hearth_engine *e)
         st->state_bytes_per_seq = rstate_bytes_per_seq(rs);
     }
     st->max_full_sequences = kv->n_blocks / ((e->params.n_ctx + e->B - 1) / e->B);
+    st->weights_bytes = hearth_model_resident_bytes(e->model) +
+                        (e->draft_model ? hearth_model_resident_bytes(e->draft_model) : 0);
+    st->memory_available = e->memory_available;
     if (e->wpool) {
         int32_t n_win = 0;
         for (int32_t il = 0; il < kv->n_layer; il++) n_win += kv->layers[il].window;

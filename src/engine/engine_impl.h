@@ -198,6 +198,8 @@ struct hearth_engine {
     struct runner *runner;
     struct kv_pool *pool;
     uint64_t identity;
+    uint64_t memory_available;   /* what the weights and pools were checked
+                                  * against (model_memory_check) */
     int32_t B;                   /* positions per block */
     int32_t window;              /* hparams_max_window: when every layer slides,
                                   * the positions a sequence must keep; 0: all */

@@ -19,6 +19,7 @@
 
 #include "backend.h"
 #include "forward.h"
+#include "kernels.h"
 #include "kv_cache.h"
 #include "model.h"
 #include "quant.h"
@@ -289,6 +290,12 @@ size_t runner_kv_device_bytes(const struct runner *r)
     return 2 * r->kv->block_bytes * (size_t)r->kv->n_blocks * (size_t)runner_n_gpu_layers(r);
 }
 
+size_t runner_host_bytes(const struct runner *r)
+{
+    const size_t all = runner_memory_bytes(r), device = runner_kv_device_bytes(r);
+    return all > device ? all - device : 0;
+}
+
 void runner_set_abort(struct runner *r, bool (*should_abort)(void *data), void *data)
 {
     r->abort_cb = should_abort;
@@ -312,17 +319,27 @@ hearth_status runner_copy_block(struct runner *r, int32_t src, int32_t dst, int3
 static hearth_status embed(struct runner *r, const struct weight *e, const int32_t *tokens, int64_t n)
 {
     const int64_t n_embd = r->model->hp.n_embd;
-    for (int64_t t = 0; t < n; t++) {
+    /* An embedding the output layer shares is read from its packed copy,
+     * whose rows stand in for the mapped ones (model.c, pack_weights). */
+    uint8_t *unpacked = NULL;
+    if (e->packed && !(unpacked = hearth_malloc(e->row_bytes, "an embedding row"))) return HEARTH_E_NOMEM;
+    hearth_status st = HEARTH_OK;
+    for (int64_t t = 0; t < n && !st; t++) {
         const uint8_t *row = (const uint8_t *)e->data + (size_t)tokens[t] * e->row_bytes;
+        if (unpacked) {
+            hearth_unpack_row(e->type, e->packed, tokens[t], e->n_in, unpacked);
+            row = unpacked;
+        }
         float *x = r->embd + t * n_embd;
         if (!quant_dequantize_row(e->type, row, x, n_embd))
-            return hearth_error(HEARTH_E_UNSUPPORTED, "%s: type %s cannot be read", e->name,
-                                hearth_type_name(e->type));
+            st = hearth_error(HEARTH_E_UNSUPPORTED, "%s: type %s cannot be read", e->name,
+                              hearth_type_name(e->type));
         const float scale = r->model->hp.embd_scale;
         if (scale != 0.0f && scale != 1.0f) /* 0: not set by the family, none */
             for (int64_t i = 0; i < n_embd; i++) x[i] *= scale;
     }
-    return HEARTH_OK;
+    free(unpacked);
+    return st;
 }
 
 /* Hand the hidden state of n tokens from one backend's buffers to the

@@ -102,8 +102,10 @@ int32_t runner_kv_layers(const struct runner *r);
 const struct runner_params *runner_params(const struct runner *r);
 int32_t runner_n_gpu_layers(const struct runner *r);
 const char *runner_gpu_fallback(const struct runner *r);
-/* Bytes of KV cache held on the device. */
+/* Bytes of KV cache held on the device, and of the runner_memory_bytes()
+ * in host memory. */
 size_t runner_kv_device_bytes(const struct runner *r);
+size_t runner_host_bytes(const struct runner *r);
 
 /* A function polled between layers; when it returns true, runner_eval()
  * stops with HEARTH_E_INTERRUPTED. */

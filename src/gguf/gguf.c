@@ -14,6 +14,15 @@
  * against the bytes that remain before it reads, and all of the file is
  * validated in hearth_gguf_open(), so the accessors never fail on bounds.
  * Every error message names the file and the byte offset at fault.
+ *
+ * A model may be split over several files (the common tooling's
+ * gguf-split: NAME-00001-of-0000N.gguf ... NAME-0000N-of-0000N.gguf).
+ * Each part is a GGUF file of its own with the keys split.no (0-based),
+ * split.count and split.tensors.count; the first holds all the other
+ * metadata, and the tensors are spread over the parts, each tensor's
+ * offset relative to its own file's data section.  Opening the first part
+ * by name opens the others, found by their names alone, and checks that
+ * they belong together; the handle then lists every part's tensors.
  */
 #include "gguf.h"
 
@@ -67,9 +76,12 @@ struct hearth_gguf {
     int64_t n_kv;
     struct gguf_kv *kv;
     const struct gguf_kv **kv_by_key; /* metadata sorted by key, for lookup */
-    int64_t n_tensors;
+    int64_t n_tensors;             /* of every part, after this file's own */
+    int64_t n_own_tensors;         /* described in this file (their names are ours) */
     hearth_gguf_tensor *tensors;
     const hearth_gguf_tensor **by_name; /* tensors sorted by name, for lookup */
+    int32_t n_parts;               /* a split model: the other files, in order */
+    hearth_gguf **parts;
 };
 
 /* ---- cursor over the file image -------------------------------------- */
@@ -461,6 +473,35 @@ static hearth_status check_tensor_data(hearth_gguf *g)
     return st;
 }
 
+/* The path of file k of a split model (0: the first, the handle's own). */
+static const char *part_path(const hearth_gguf *g, int32_t k)
+{
+    return k == 0 ? g->path : g->parts[k - 1]->path;
+}
+
+/* Tensor lookup by name: sort once, binary search later; the sort also
+ * exposes duplicate names, within a file or across the parts of a split
+ * model. */
+static hearth_status index_tensors(hearth_gguf *g)
+{
+    free(g->by_name);
+    g->by_name = hearth_malloc((size_t)g->n_tensors * sizeof *g->by_name + 1, "tensor index");
+    if (!g->by_name) return HEARTH_E_NOMEM;
+    for (int64_t i = 0; i < g->n_tensors; i++) g->by_name[i] = &g->tensors[i];
+    qsort(g->by_name, (size_t)g->n_tensors, sizeof *g->by_name, compare_by_name);
+    for (int64_t i = 1; i < g->n_tensors; i++) {
+        const hearth_gguf_tensor *a = g->by_name[i - 1], *b = g->by_name[i];
+        if (strcmp(a->name, b->name) != 0) continue;
+        if (a->split == b->split)
+            return hearth_error(HEARTH_E_FORMAT, "%s: duplicate tensor name '%s'", part_path(g, (int32_t)a->split),
+                                b->name);
+        return hearth_error(HEARTH_E_FORMAT, "%s: tensor '%s' is in two parts of the split model: %s and %s",
+                            g->path, b->name, part_path(g, (int32_t)HEARTH_MIN(a->split, b->split)),
+                            part_path(g, (int32_t)HEARTH_MAX(a->split, b->split)));
+    }
+    return HEARTH_OK;
+}
+
 /* ---- open / close --------------------------------------------------------- */
 
 static hearth_status parse(hearth_gguf *g)
@@ -530,20 +571,10 @@ static hearth_status parse(hearth_gguf *g)
     if (!g->tensors) return HEARTH_E_NOMEM;
     for (uint64_t i = 0; i < n_tensors; i++) {
         st = parse_tensor_info(&c, (int64_t)i, &g->tensors[i]);
-        g->n_tensors = (int64_t)i + 1;
+        g->n_tensors = g->n_own_tensors = (int64_t)i + 1;
         if (st) return st;
     }
-
-    /* Tensor lookup by name: sort once, binary search later; the sort also
-     * exposes duplicate names. */
-    g->by_name = hearth_malloc((size_t)g->n_tensors * sizeof *g->by_name + 1, "tensor index");
-    if (!g->by_name) return HEARTH_E_NOMEM;
-    for (int64_t i = 0; i < g->n_tensors; i++) g->by_name[i] = &g->tensors[i];
-    qsort(g->by_name, (size_t)g->n_tensors, sizeof *g->by_name, compare_by_name);
-    for (int64_t i = 1; i < g->n_tensors; i++)
-        if (strcmp(g->by_name[i - 1]->name, g->by_name[i]->name) == 0)
-            return hearth_error(HEARTH_E_FORMAT, "%s: duplicate tensor name '%s'", g->path,
-                                g->by_name[i]->name);
+    HEARTH_TRY(index_tensors(g));
 
     uint64_t data_offset = c.pos + (g->alignment - c.pos % g->alignment) % g->alignment;
     if (g->n_tensors > 0 && data_offset > g->size)
@@ -564,9 +595,11 @@ void hearth_gguf_close(hearth_gguf *g)
     }
     free(g->kv);
     free(g->kv_by_key);
-    for (int64_t i = 0; i < g->n_tensors; i++) free((char *)g->tensors[i].name);
+    for (int64_t i = 0; i < g->n_own_tensors; i++) free((char *)g->tensors[i].name);
     free(g->tensors);
     free(g->by_name);
+    for (int32_t k = 0; k < g->n_parts; k++) hearth_gguf_close(g->parts[k]);
+    free(g->parts);
 #ifdef HAVE_MMAP
     if (g->mapped) munmap((void *)g->base, g->size);
 #endif
@@ -605,9 +638,9 @@ hearth_status hearth_gguf_open_memory(const void *data, size_t size, const char 
     return finish_open(g, out);
 }
 
-hearth_status hearth_gguf_open(const char *path, hearth_gguf **out)
+/* Open and validate one file (a whole model, or one part of a split one). */
+static hearth_status open_file(const char *path, hearth_gguf **out)
 {
-    if (!path || !out) return hearth_error(HEARTH_E_INVALID, "hearth_gguf_open: NULL argument");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int err = errno;
@@ -682,6 +715,189 @@ hearth_status hearth_gguf_open(const char *path, hearth_gguf **out)
     return finish_open(g, out);
 }
 
+/* ---- split models ------------------------------------------------------- */
+
+/* "-00001-of-00003.gguf": the part number from 1 and the count, five
+ * digits each, as gguf-split names the parts. */
+#define SPLIT_SUFFIX_FORMAT "-%05u-of-%05u.gguf"
+#define SPLIT_SUFFIX_BYTES 20
+#define SPLIT_MAX_PARTS 99999u
+
+static bool parse_digits(const char *s, uint32_t *out)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 5; i++) {
+        if (s[i] < '0' || s[i] > '9') return false;
+        v = v * 10 + (uint32_t)(s[i] - '0');
+    }
+    *out = v;
+    return true;
+}
+
+bool gguf_split_name_parse(const char *path, size_t *prefix_len, uint32_t *no, uint32_t *count)
+{
+    const size_t len = strlen(path);
+    if (len <= SPLIT_SUFFIX_BYTES) return false;
+    const char *s = path + len - SPLIT_SUFFIX_BYTES;
+    uint32_t n, c;
+    if (s[0] != '-' || !parse_digits(s + 1, &n) || memcmp(s + 6, "-of-", 4) != 0 || !parse_digits(s + 10, &c) ||
+        strcmp(s + 15, ".gguf") != 0 || n < 1 || n > c)
+        return false;
+    *prefix_len = len - SPLIT_SUFFIX_BYTES;
+    *no = n;
+    *count = c;
+    return true;
+}
+
+char *gguf_split_name(const char *prefix, size_t prefix_len, uint32_t no, uint32_t count)
+{
+    char *s = hearth_malloc(prefix_len + SPLIT_SUFFIX_BYTES + 1, "a file name");
+    if (!s) return NULL;
+    memcpy(s, prefix, prefix_len);
+    snprintf(s + prefix_len, SPLIT_SUFFIX_BYTES + 1, SPLIT_SUFFIX_FORMAT, no, count);
+    return s;
+}
+
+/* An integer split.* key of g: *present false (and HEARTH_OK) when the key
+ * is missing. */
+static hearth_status split_key(const hearth_gguf *g, const char *key, uint32_t *out, bool *present)
+{
+    hearth_status st = hearth_gguf_get_u32(g, key, out);
+    *present = st == HEARTH_OK;
+    return st == HEARTH_E_NOT_FOUND ? HEARTH_OK : st;
+}
+
+/* Check that part k of a split model of count parts (the first, g, says
+ * tensors_count tensors in all when have_tensors) belongs with it. */
+static hearth_status check_part(const hearth_gguf *g, const hearth_gguf *p, uint32_t k, uint32_t count,
+                                bool have_tensors, uint32_t tensors_count)
+{
+    uint32_t v;
+    bool present;
+    HEARTH_TRY(split_key(p, "split.no", &v, &present));
+    if (!present)
+        return hearth_error(HEARTH_E_FORMAT, "%s: no split.no: not a part of a split model (%s is the "
+                            "first of %u parts)", p->path, g->path, count);
+    if (v != k)
+        return hearth_error(HEARTH_E_FORMAT, "%s: split.no says it is part %u, its name says part %u", p->path,
+                            v + 1, k + 1);
+    HEARTH_TRY(split_key(p, "split.count", &v, &present));
+    if (!present)
+        return hearth_error(HEARTH_E_FORMAT, "%s: split.count is missing (%s says the model is in %u parts)",
+                            p->path, g->path, count);
+    if (v != count)
+        return hearth_error(HEARTH_E_FORMAT, "%s: split.count is %u, but %s says the model is in %u parts: "
+                            "parts of different split models?", p->path, v, g->path, count);
+    HEARTH_TRY(split_key(p, "split.tensors.count", &v, &present));
+    if (present && have_tensors && v != tensors_count)
+        return hearth_error(HEARTH_E_FORMAT, "%s: split.tensors.count is %u, but %s says %u: parts of "
+                            "different models?", p->path, v, g->path, tensors_count);
+    return HEARTH_OK;
+}
+
+/* Open the other parts of a split model whose first part g is, append
+ * their tensors to g's and check the whole. */
+static hearth_status open_parts(hearth_gguf *g)
+{
+    uint32_t count = 0, no = 0, tensors_count = 0;
+    bool present, have_tensors;
+    HEARTH_TRY(split_key(g, "split.count", &count, &present));
+    if (!present || count <= 1) return HEARTH_OK;
+    if (count > SPLIT_MAX_PARTS)
+        return hearth_error(HEARTH_E_FORMAT, "%s: split.count %u is more than the %u parts a split model can "
+                            "have", g->path, count, SPLIT_MAX_PARTS);
+    HEARTH_TRY(split_key(g, "split.no", &no, &present));
+    if (!present)
+        return hearth_error(HEARTH_E_FORMAT, "%s: split.count is %u but split.no is missing", g->path, count);
+    HEARTH_TRY(split_key(g, "split.tensors.count", &tensors_count, &have_tensors));
+    size_t prefix_len;
+    uint32_t name_no, name_count;
+    const bool named = gguf_split_name_parse(g->path, &prefix_len, &name_no, &name_count);
+    if (no != 0) {
+        char *first = named ? gguf_split_name(g->path, prefix_len, 1, name_count) : NULL;
+        hearth_status st = hearth_error(HEARTH_E_FORMAT, "%s is part %u of %u of a split model: open the first "
+                                        "part%s%s", g->path, no + 1, count, first ? ", " : "", first ? first : "");
+        free(first);
+        return st;
+    }
+    if (!named)
+        return hearth_error(HEARTH_E_FORMAT, "%s: the model is split into %u files (split.count), but the "
+                            "name does not end in -00001-of-%05u.gguf, so the other parts cannot be found",
+                            g->path, count, count);
+    if (name_no != 1 || name_count != count)
+        return hearth_error(HEARTH_E_FORMAT, "%s: the name says part %u of %u, but the file is part 1 of %u "
+                            "(split.no, split.count)", g->path, name_no, name_count, count);
+    g->parts = hearth_calloc(count - 1, sizeof *g->parts, "the parts of a split model");
+    if (!g->parts) return HEARTH_E_NOMEM;
+    int64_t total = g->n_tensors;
+    for (uint32_t k = 1; k < count; k++) {
+        char *name = gguf_split_name(g->path, prefix_len, k + 1, count);
+        if (!name) return HEARTH_E_NOMEM;
+        hearth_gguf *p;
+        hearth_status st = open_file(name, &p);
+        if (st == HEARTH_E_NOT_FOUND || st == HEARTH_E_IO) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", hearth_last_error());
+            st = hearth_error(st, "%s: part %u of %u of the split model is missing or unreadable (%s)",
+                              g->path, k + 1, count, why);
+        }
+        free(name);
+        if (st) return st;
+        g->parts[g->n_parts++] = p;
+        HEARTH_TRY(check_part(g, p, k, count, have_tensors, tensors_count));
+        for (int64_t i = 0; i < p->n_tensors; i++) p->tensors[i].split = k;
+        total += p->n_tensors;
+    }
+    hearth_gguf_tensor *all = hearth_realloc(g->tensors, (size_t)total * sizeof *all + 1, "the tensors of a split model");
+    if (!all) return HEARTH_E_NOMEM;
+    g->tensors = all;
+    for (int32_t k = 0; k < g->n_parts; k++) {
+        const hearth_gguf *p = g->parts[k];
+        memcpy(&all[g->n_tensors], p->tensors, (size_t)p->n_tensors * sizeof *all);
+        g->n_tensors += p->n_tensors;
+    }
+    HEARTH_TRY(index_tensors(g));
+    if (have_tensors && (uint64_t)g->n_tensors != tensors_count)
+        return hearth_error(HEARTH_E_FORMAT, "%s: the %u parts hold %lld tensors, but split.tensors.count says "
+                            "%u: a part of another model?", g->path, count, (long long)g->n_tensors,
+                            tensors_count);
+    return HEARTH_OK;
+}
+
+hearth_status hearth_gguf_open(const char *path, hearth_gguf **out)
+{
+    if (!path || !out) return hearth_error(HEARTH_E_INVALID, "hearth_gguf_open: NULL argument");
+    hearth_gguf *g;
+    HEARTH_TRY(open_file(path, &g));
+    hearth_status st = open_parts(g);
+    if (st) {
+        hearth_gguf_close(g);
+        return st;
+    }
+    *out = g;
+    return HEARTH_OK;
+}
+
+bool gguf_release_pages(const hearth_gguf *g, const void *data, size_t bytes)
+{
+    /* addresses as integers: data may lie in another part's mapping */
+    const uintptr_t p = (uintptr_t)data, base = (uintptr_t)g->base;
+    for (int32_t k = 0; k < g->n_parts; k++)
+        if (gguf_release_pages(g->parts[k], data, bytes)) return true;
+    if (!g->mapped || p < base || bytes > g->size || p - base > g->size - bytes) return false;
+#if defined(HAVE_MMAP) && defined(MADV_DONTNEED)
+    /* Every page the range touches, those it shares with a neighbour
+     * too: the mapping is private and never written, so a page dropped is
+     * only read again from the file if it is touched again. */
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t first = p / page * page, end = (p + bytes + page - 1) / page * page;
+    if (end > first) (void)madvise((void *)first, end - first, MADV_DONTNEED);
+    return true;
+#else
+    return false;
+#endif
+}
+
 /* ---- accessors ---------------------------------------------------------- */
 
 uint32_t hearth_gguf_version(const hearth_gguf *g) { return g->version; }
@@ -689,6 +905,19 @@ uint32_t hearth_gguf_alignment(const hearth_gguf *g) { return g->alignment; }
 uint64_t hearth_gguf_data_offset(const hearth_gguf *g) { return g->data_offset; }
 uint64_t hearth_gguf_file_size(const hearth_gguf *g) { return g->size; }
 const char *hearth_gguf_path(const hearth_gguf *g) { return g->path; }
+int32_t hearth_gguf_n_splits(const hearth_gguf *g) { return 1 + g->n_parts; }
+
+const char *hearth_gguf_split_path(const hearth_gguf *g, int32_t index)
+{
+    if (index < 0 || index > g->n_parts) return NULL;
+    return part_path(g, index);
+}
+
+uint64_t hearth_gguf_split_size(const hearth_gguf *g, int32_t index)
+{
+    if (index < 0 || index > g->n_parts) return 0;
+    return index == 0 ? g->size : g->parts[index - 1]->size;
+}
 int64_t hearth_gguf_n_kv(const hearth_gguf *g) { return g->n_kv; }
 int64_t hearth_gguf_n_tensors(const hearth_gguf *g) { return g->n_tensors; }
 

@@ -383,14 +383,28 @@ static void pad_to(struct out *o, uint32_t alignment)
     }
 }
 
+/* The tensors [first, end) of a file, and which part of a split model it
+ * is (0 also for a file that is not split). */
+struct part {
+    size_t first, end;
+    uint32_t no;
+};
+
+/* Whether metadata entry kv goes into part p: everything into the first
+ * (or only) file, the split.* keys alone into the others. */
+static bool part_has_kv(const struct part *p, const struct writer_kv *kv)
+{
+    return p->no == 0 || strncmp(kv->key, "split.", 6) == 0;
+}
+
 static hearth_status write_file(hearth_gguf_writer *w, const char *path, gguf_tensor_fill_fn fill,
-                                void *user)
+                                void *user, const struct part *part)
 {
     if (!path) return hearth_error(HEARTH_E_INVALID, "GGUF writer: NULL path");
     /* Tensors without data are produced into one buffer as large as the
      * largest of them. */
     size_t fill_bytes = 0;
-    for (size_t i = 0; i < w->n_tensors; i++) {
+    for (size_t i = part->first; i < part->end; i++) {
         if (w->tensors[i].data || w->tensors[i].bytes == 0) continue;
         if (!fill)
             return hearth_error(HEARTH_E_INVALID, "GGUF writer: tensor '%s' has no data",
@@ -404,7 +418,7 @@ static hearth_status write_file(hearth_gguf_writer *w, const char *path, gguf_te
     }
     /* Tensor offsets: packed in order, each aligned. */
     uint64_t offset = 0;
-    for (size_t i = 0; i < w->n_tensors; i++) {
+    for (size_t i = part->first; i < part->end; i++) {
         offset += (w->alignment - offset % w->alignment) % w->alignment;
         w->tensors[i].offset = offset;
         offset += w->tensors[i].bytes;
@@ -412,7 +426,10 @@ static hearth_status write_file(hearth_gguf_writer *w, const char *path, gguf_te
 
     size_t plen = strlen(path);
     char *tmp = hearth_malloc(plen + 16, "a file name");
-    if (!tmp) return HEARTH_E_NOMEM;
+    if (!tmp) {
+        hearth_aligned_free(fill_buf);
+        return HEARTH_E_NOMEM;
+    }
     snprintf(tmp, plen + 16, "%s.tmp%ld", path, (long)getpid());
     struct out o = {fopen(tmp, "wb"), path, 0, false};
     if (!o.f) {
@@ -421,16 +438,19 @@ static hearth_status write_file(hearth_gguf_writer *w, const char *path, gguf_te
         hearth_aligned_free(fill_buf);
         return st;
     }
+    size_t n_kv = 0;
+    for (size_t i = 0; i < w->n_kv; i++) n_kv += part_has_kv(part, &w->kv[i]);
     put(&o, "GGUF", 4);
     put_u32(&o, GGUF_WRITE_VERSION);
-    put_u64(&o, w->n_tensors);
-    put_u64(&o, w->n_kv);
+    put_u64(&o, part->end - part->first);
+    put_u64(&o, n_kv);
     for (size_t i = 0; i < w->n_kv; i++) {
+        if (!part_has_kv(part, &w->kv[i])) continue;
         put_string(&o, w->kv[i].key);
         put_u32(&o, w->kv[i].type);
         put(&o, w->kv[i].value, w->kv[i].bytes);
     }
-    for (size_t i = 0; i < w->n_tensors; i++) {
+    for (size_t i = part->first; i < part->end; i++) {
         const struct writer_tensor *t = &w->tensors[i];
         put_string(&o, t->name);
         put_u32(&o, t->n_dims);
@@ -440,7 +460,7 @@ static hearth_status write_file(hearth_gguf_writer *w, const char *path, gguf_te
     }
     pad_to(&o, w->alignment);
     hearth_status fill_status = HEARTH_OK;
-    for (size_t i = 0; i < w->n_tensors && !o.failed; i++) {
+    for (size_t i = part->first; i < part->end && !o.failed; i++) {
         const struct writer_tensor *t = &w->tensors[i];
         pad_to(&o, w->alignment);
         const void *data = t->data;
@@ -475,14 +495,45 @@ static hearth_status write_file(hearth_gguf_writer *w, const char *path, gguf_te
     return HEARTH_OK;
 }
 
+static hearth_status write_whole(hearth_gguf_writer *w, const char *path, gguf_tensor_fill_fn fill, void *user)
+{
+    const struct part whole = {0, w->n_tensors, 0};
+    return write_file(w, path, fill, user, &whole);
+}
+
 hearth_status hearth_gguf_writer_write(hearth_gguf_writer *w, const char *path)
 {
-    return write_file(w, path, NULL, NULL);
+    return write_whole(w, path, NULL, NULL);
 }
 
 hearth_status gguf_writer_write_streaming(hearth_gguf_writer *w, const char *path,
                                           gguf_tensor_fill_fn fill, void *user)
 {
     if (!fill) return hearth_error(HEARTH_E_INVALID, "GGUF writer: NULL fill function");
-    return write_file(w, path, fill, user);
+    return write_whole(w, path, fill, user);
+}
+
+hearth_status gguf_writer_write_split(hearth_gguf_writer *w, const char *prefix, size_t max_tensors,
+                                      gguf_tensor_fill_fn fill, void *user, uint32_t *n_parts)
+{
+    if (!prefix || !*prefix) return hearth_error(HEARTH_E_INVALID, "GGUF writer: no name for the parts");
+    if (max_tensors == 0) return hearth_error(HEARTH_E_INVALID, "GGUF writer: parts of 0 tensors");
+    const size_t count = w->n_tensors ? (w->n_tensors + max_tensors - 1) / max_tensors : 1;
+    if (count > 99999)
+        return hearth_error(HEARTH_E_INVALID, "GGUF writer: %zu parts of %zu tensors, more than a split model "
+                            "can have", count, max_tensors);
+    HEARTH_TRY(hearth_gguf_writer_set_u16(w, "split.no", 0));
+    HEARTH_TRY(hearth_gguf_writer_set_u16(w, "split.count", (uint16_t)count));
+    HEARTH_TRY(hearth_gguf_writer_set_i32(w, "split.tensors.count", (int32_t)w->n_tensors));
+    for (uint32_t k = 0; k < count; k++) {
+        const struct part part = {k * max_tensors, HEARTH_MIN((k + 1) * max_tensors, w->n_tensors), k};
+        HEARTH_TRY(hearth_gguf_writer_set_u16(w, "split.no", (uint16_t)k));
+        char *name = gguf_split_name(prefix, strlen(prefix), k + 1, (uint32_t)count);
+        if (!name) return HEARTH_E_NOMEM;
+        hearth_status st = write_file(w, name, fill, user, &part);
+        free(name);
+        if (st) return st;
+    }
+    *n_parts = (uint32_t)count;
+    return HEARTH_OK;
 }

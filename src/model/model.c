@@ -12,6 +12,8 @@
 #include <sys/mman.h>
 #endif
 
+#include "gguf.h"
+#include "host_memory.h"
 #include "kernels.h"
 
 static const struct arch *const architectures[] = {&arch_llama,    &arch_qwen2,    &arch_qwen2moe,
@@ -147,10 +149,18 @@ static int64_t pack_pieces(const struct weight *w)
     return (w->n_out + per - 1) / per;
 }
 
-/* Pack the matrices the CPU kernels want packed into one allocation; the
- * mapped originals stay for everything else.  Without a kernel table (an
- * invalid HEARTH_CPU, reported when a context is made) nothing is packed;
- * neither are the layers (and output) offloaded to a device. */
+/* Pack the matrices the CPU kernels want packed into one allocation, in
+ * place of the mapping: once a piece is packed, the pages of the mapped
+ * original it came from are given back to the file (gguf_release_pages),
+ * so a packed matrix is resident once, not twice, and loading never
+ * holds much more than that (the pieces being packed).  Anything that
+ * touches an original later reads it again from the file; the one reader
+ * there is, the rows of an embedding the output layer shares, reads the
+ * packed copy instead (hearth_unpack_row).  Matrices the kernels read
+ * unpacked stay in the mapping, and only the pages read are resident.
+ * Without a kernel table (an invalid HEARTH_CPU, reported when a context
+ * is made) nothing is packed; neither are the layers (and output)
+ * offloaded to a device. */
 static hearth_status pack_weights(hearth_model *m)
 {
     const hearth_kernels *k;
@@ -222,19 +232,63 @@ static hearth_status pack_weights(hearth_model *m)
         at += hearth_packed_bytes(w->type, w->n_out, w->n_in);
     }
     if (!st) {
+        const hearth_gguf *g = m->gguf;
 #pragma omp parallel for schedule(dynamic, 1)
         for (int64_t pi = 0; pi < (int64_t)n_pieces; pi++) {
             const struct piece *pc = &pieces[pi];
             const struct weight *w = pc->w;
-            hearth_pack_rows(w->type, (const uint8_t *)w->data + (size_t)pc->r0 * w->row_bytes, w->row_bytes,
-                             pc->rows, w->n_in, pc->at);
+            const uint8_t *src = (const uint8_t *)w->data + (size_t)pc->r0 * w->row_bytes;
+            hearth_pack_rows(w->type, src, w->row_bytes, pc->rows, w->n_in, pc->at);
+            gguf_release_pages(g, src, (size_t)pc->rows * w->row_bytes);
         }
+        /* again per matrix: the pages the pieces shared, and those the
+         * kernel mapped ahead of a read into pieces already done */
+        for (size_t i = 0; i < n; i++) {
+            const size_t bytes = (size_t)mats[i]->n_out * mats[i]->row_bytes;
+            if (gguf_release_pages(g, mats[i]->data, bytes)) m->released_bytes += bytes;
+        }
+        m->packed_bytes = total;
     }
     free(pieces);
     free(mats);
-    /* a prediction head that is the output layer reads its packed copy */
+    /* a prediction head that is the output layer reads its packed copy,
+     * and so do the rows of embeddings it shares */
     if (m->n_mtp > 0 && m->mtp.head.data == m->output.data) m->mtp.head = m->output;
+    struct weight *embeddings[] = {&m->tok_embd, &m->mtp.embd};
+    for (size_t i = 0; i < HEARTH_ARRAY_LEN(embeddings); i++)
+        if (m->output.packed && embeddings[i]->data == m->output.data && embeddings[i]->type == m->output.type)
+            embeddings[i]->packed = m->output.packed;
     return st;
+}
+
+uint64_t hearth_model_resident_bytes(const hearth_model *m)
+{
+    return m->weight_bytes + m->packed_bytes - m->released_bytes;
+}
+
+hearth_status model_memory_check(const hearth_model *m, const hearth_model *draft, uint64_t kv_bytes,
+                                 const char *pool, uint64_t *available)
+{
+    struct host_memory host;
+    *available = 0;
+    HEARTH_TRY(host_memory_available(&host));
+    if (!host.bytes) return HEARTH_OK; /* not known: nothing to check against */
+    uint64_t weights = hearth_model_resident_bytes(m), held = m->packed_bytes;
+    if (draft) {
+        weights += hearth_model_resident_bytes(draft);
+        held += draft->packed_bytes;
+    }
+    /* what the system has left does not count the packed copies, made already */
+    *available = host.limit ? host.bytes : host.bytes + held;
+    if (weights + kv_bytes <= *available) return HEARTH_OK;
+    char w[32], kv[32], sum[32], avail[32];
+    format_memory_size(w, sizeof w, weights);
+    format_memory_size(kv, sizeof kv, kv_bytes);
+    format_memory_size(sum, sizeof sum, weights + kv_bytes);
+    format_memory_size(avail, sizeof avail, *available);
+    return hearth_error(HEARTH_E_NOMEM, "not enough memory: the weights need %s resident and %s %s, %s in all, "
+                        "but %s is available (%s%s)", w, pool, kv, sum, avail, host.source,
+                        host.limit ? "" : ", with the packed weights already in memory");
 }
 
 /* "1.1B", "494M", "260K" */

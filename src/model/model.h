@@ -256,6 +256,9 @@ struct hearth_model {
     struct weight *experts;       /* the layers' expert views, or NULL */
     struct weight *head_slices;   /* the layers' per-head views (deepseek2), or NULL */
     void *packed;                 /* the packed copies of weights (see pack_weights) */
+    uint64_t packed_bytes;        /* their size */
+    uint64_t released_bytes;      /* of the mapping, given back to the file after
+                                   * packing or uploading to a device */
     uint64_t n_params;
     uint64_t weight_bytes;
     char desc[128];
@@ -283,6 +286,14 @@ struct hearth_model {
  * advised as huge pages where the system has them; NULL (with the error
  * recorded) when out of memory.  Freed with hearth_aligned_free. */
 void *model_packed_alloc(size_t bytes);
+
+/* Whether the weights of m (and draft, when not NULL) resident and
+ * kv_bytes more (pool names them in the error: "the KV pool")
+ * fit in the memory this process may use (host_memory.h): HEARTH_E_NOMEM
+ * naming both sizes and what is available when they do not.  *available:
+ * what they were checked against (0: not known, and not checked). */
+hearth_status model_memory_check(const hearth_model *m, const hearth_model *draft, uint64_t kv_bytes,
+                                 const char *pool, uint64_t *available);
 
 /* Bind a tensor by name, checking its shape (ne1 = 0: a vector; ne1 < 0:
  * a matrix with any number of rows).

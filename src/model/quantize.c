@@ -413,8 +413,9 @@ static hearth_status build_writer(const struct quantize_job *job, hearth_gguf_wr
 {
     for (int64_t i = 0; i < hearth_gguf_n_kv(job->in); i++) {
         const char *key = hearth_gguf_kv_key(job->in, i);
+        /* the output is one file, whether or not the input was split */
         if (strcmp(key, "general.file_type") == 0 ||
-            strcmp(key, "general.quantization_version") == 0)
+            strcmp(key, "general.quantization_version") == 0 || strncmp(key, "split.", 6) == 0)
             continue;
         HEARTH_TRY(hearth_gguf_writer_copy_kv(w, job->in, i));
     }

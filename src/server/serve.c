@@ -401,6 +401,8 @@ int cmd_serve(int argc, char **argv)
     hearth_status st = hearth_engine_new(model, &ep, &engine);
     if (st) {
         cli_fail(CMD, st);
+        if (st == HEARTH_E_NOMEM)
+            fprintf(stderr, "hearth: %s: a smaller pool needs less: --kv-size, -c or --parallel\n", CMD);
         goto cleanup;
     }
     cli_model_report_engine_offload(stderr, CMD, model, engine);
@@ -438,6 +440,7 @@ int cmd_serve(int argc, char **argv)
             ep.n_seq_max, ep.n_batch, ep.n_threads, es.n_blocks, es.block_tokens, window, pool,
             es.max_full_sequences, cp.tmpl ? cp.source : "none", srv_tool_format_name(tool_format),
             hearth_reasoning_format_name(reasoning), budget, n_keys ? "; API keys required" : "");
+    cli_model_report_memory(stderr, CMD, model, engine);
     if (reasoning == HEARTH_REASONING_NONE && cfg.reasoning_budget >= 0)
         fprintf(stderr, "hearth: %s: --reasoning-budget does nothing: the replies have no reasoning apart "
                 "(chat template: %s%s)\n", CMD, cp.tmpl ? cp.source : "none",
