@@ -857,7 +857,22 @@ SERVERS = {
     "tools-mistral": ["-m", os.path.join(DATA, "models", "micro-llama-Q8_0.gguf"), "--chat-template",
                       os.path.join(DATA, "chat", "mistralai-Mistral-Nemo-Instruct-2407.jinja"), "-c", "2048",
                       "-np", "2"],
+    "tools-kimi": lambda: ["-m", os.path.join(DATA, "models", "micro-qwen2-Q8_0.gguf"), "--chat-template",
+                           template_file(KIMI_TOOLS_TEMPLATE), "-c", "2048", "-np", "2"],
 }
+# Kimi-K2's tool-call syntax: a section of calls, each under the id
+# functions.NAME:K, which comes back before the call's result
+KIMI_TOOLS_TEMPLATE = (
+    "{%- if tools %}<|im_system|>tool_declare<|im_middle|>{{ tools | tojson }}<|im_end|>{% endif -%}"
+    "{%- for m in messages %}"
+    "{%- if m.role == 'assistant' %}<|im_assistant|>assistant<|im_middle|>{{ m.content or '' }}"
+    "{%- if m.tool_calls %}<|tool_calls_section_begin|>{% for c in m.tool_calls %}<|tool_call_begin|>{{ c.id }}"
+    "<|tool_call_argument_begin|>{{ c.function.arguments }}<|tool_call_end|>{% endfor %}"
+    "<|tool_calls_section_end|>{% endif %}"
+    "{%- elif m.role == 'tool' %}<|im_system|>tool<|im_middle|>## Return of {{ m.tool_call_id }}\n{{ m.content }}"
+    "{%- else %}<|im_user|>{{ m.role }}<|im_middle|>{{ m.content }}{% endif %}<|im_end|>"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}<|im_assistant|>assistant<|im_middle|>{% endif %}")
 servers = {}
 sections = []
 
@@ -1173,6 +1188,8 @@ def tool_args_valid(name, args):
 def tool_id_ok(fmt, i):
     if fmt == "mistral":   # Mistral's template takes nine letters and digits
         return isinstance(i, str) and re.fullmatch(r"[A-Za-z0-9]{9}", i) is not None
+    if fmt == "kimi":      # the model's own: functions.NAME:K
+        return isinstance(i, str) and re.fullmatch(r"functions\.[A-Za-z_]+:[0-9]+", i) is not None
     return isinstance(i, str) and re.fullmatch(r"call_[A-Za-z0-9]{24}", i) is not None
 
 
@@ -1288,6 +1305,11 @@ def tools_llama3():
 @section("tools-mistral")
 def tools_mistral():
     tool_calls_section("tools-mistral", "mistral")
+
+
+@section("tools-kimi")
+def tools_kimi():
+    tool_calls_section("tools-kimi", "kimi")
 
 
 @section("main")

@@ -94,9 +94,10 @@ const conversations = JSON.parse(readFileSync(convPath, "utf8")).concat([
   },
   // The Qwen families: tools offered, called, answered; reasoning kept
   // in earlier turns; thinking switched off.  Kimi-K2's templates take
-  // the same conversations (the tool calls' queue of ids needs a list's
-  // append(), which hearth, the reference and transformers' immutable
-  // sandbox all refuse).
+  // the same conversations: Moonshot's own renders the tool calls; the
+  // adapted Instruct and Thinking copies keep a queue of the calls' ids
+  // with a list's append(), which hearth, the reference and transformers'
+  // immutable sandbox all refuse.
   {
     name: "tools",
     only: ["qwen", "kimi"],

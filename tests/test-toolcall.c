@@ -56,6 +56,9 @@ START_TEST(test_detect)
     ck_assert_int_eq(srv_tool_format_detect("mistral", NULL), SRV_TOOLS_MISTRAL);
     ck_assert_int_eq(srv_tool_format_detect(NULL, NULL), SRV_TOOLS_HERMES);
     ck_assert_int_eq(srv_tool_format_detect(NULL, "{{ messages }}"), SRV_TOOLS_HERMES);
+    ck_assert_int_eq(srv_tool_format_detect(NULL, "<|im_assistant|>assistant<|im_middle|>"
+                                                  "<|tool_calls_section_begin|>{% for c in calls %}"),
+                     SRV_TOOLS_KIMI);
     if (!test_require_data()) return;
     static const struct {
         const char *file;
@@ -150,6 +153,46 @@ START_TEST(test_mistral)
 }
 END_TEST
 
+#define KIMI_CALL(id, args) "<|tool_call_begin|>" id "<|tool_call_argument_begin|>" args "<|tool_call_end|>"
+START_TEST(test_kimi)
+{
+    const enum srv_tool_format k = SRV_TOOLS_KIMI;
+    static const char *const one[] = {"get_weather"}, *const one_args[] = {"{\"city\":\"Paris\"}"};
+    expect_calls(k, "<|tool_calls_section_begin|>" KIMI_CALL("functions.get_weather:0", "{\"city\": \"Paris\"}")
+                    "<|tool_calls_section_end|>", 0, 1, one, one_args);
+    /* spaces around the parts; no index; no prefix; the section left open at the end */
+    expect_calls(k, "<|tool_calls_section_begin|>\n<|tool_call_begin|> functions.get_weather <|tool_call_argument_begin|>"
+                    " {\"city\": \"Paris\"} <|tool_call_end|>\n", 0, 1, one, one_args);
+    expect_calls(k, "<|tool_calls_section_begin|>" KIMI_CALL("get_weather:12", "{\"city\":\"Paris\"}"), 0, 1, one,
+                 one_args);
+    static const char *const two[] = {"a", "b:x"}, *const two_args[] = {"{}", "{\"k\":true}"};
+    const char *text = "Let me look. <|tool_calls_section_begin|>" KIMI_CALL("functions.a:0", "{}")
+                       KIMI_CALL("functions.b:x:1", "{\"k\": true}") "<|tool_calls_section_end|>";
+    expect_calls(k, text, strlen("Let me look."), 2, two, two_args);
+    /* the ids are the model's, for the template to write back */
+    struct srv_tool_calls c;
+    ck_assert(parse(k, text, &c));
+    ck_assert_str_eq(c.calls[0].id, "functions.a:0");
+    ck_assert_str_eq(c.calls[1].id, "functions.b:x:1");
+    srv_tool_calls_free(&c);
+    ck_assert(parse(SRV_TOOLS_HERMES, "<tool_call>{\"name\": \"a\"}</tool_call>", &c));
+    ck_assert_ptr_null(c.calls[0].id);
+    srv_tool_calls_free(&c);
+
+    expect_content(k, KIMI_CALL("functions.a:0", "{}"));                           /* no section */
+    expect_content(k, "<|tool_calls_section_begin|><|tool_calls_section_end|>");   /* no call */
+    expect_content(k, "<|tool_calls_section_begin|>" KIMI_CALL("functions.:0", "{}"));
+    expect_content(k, "<|tool_calls_section_begin|>" KIMI_CALL(" ", "{}"));
+    expect_content(k, "<|tool_calls_section_begin|>" KIMI_CALL("functions.a:0", "[1]"));
+    expect_content(k, "<|tool_calls_section_begin|>" KIMI_CALL("functions.a:0", "{\"x\": "));
+    expect_content(k, "<|tool_calls_section_begin|><|tool_call_begin|>functions.a:0{}<|tool_call_end|>");
+    expect_content(k, "<|tool_calls_section_begin|>" KIMI_CALL("functions.a\x01:0", "{}"));
+    expect_content(k, "<|tool_calls_section_begin|>" KIMI_CALL("functions.\xff:0", "{}"));
+    expect_content(k, "<|tool_calls_section_begin|>" KIMI_CALL("functions.a:0", "{}") "<|tool_calls_section_end|> more");
+    expect_content(k, "<|tool_calls_section_begin|>" KIMI_CALL("functions.a:0", "{}") "text");
+}
+END_TEST
+
 START_TEST(test_safe_len)
 {
     const enum srv_tool_format h = SRV_TOOLS_HERMES, l = SRV_TOOLS_LLAMA3, m = SRV_TOOLS_MISTRAL;
@@ -171,6 +214,9 @@ START_TEST(test_safe_len)
     SAFE(m, "[TOOL", 0);
     SAFE(m, "[1, 2]", 6);
     SAFE(m, "ok [TOOL_CALLS][", 2);
+    SAFE(SRV_TOOLS_KIMI, "Sure <|tool_calls_sec", 4);
+    SAFE(SRV_TOOLS_KIMI, "Sure <|tool_calls_section_begin|><|tool_call_begin|>", 4);
+    SAFE(SRV_TOOLS_KIMI, "Sure <|im_end|>", 15);
 #undef SAFE
     /* a stream never takes back what it sent, and never sends a call */
     static const struct {
@@ -182,6 +228,7 @@ START_TEST(test_safe_len)
         {SRV_TOOLS_LLAMA3, " {\"name\": \"a\", \"parameters\": {}}"},
         {SRV_TOOLS_LLAMA3, "So <|python_tag|>{\"name\": \"a\", \"parameters\": {}}"},
         {SRV_TOOLS_MISTRAL, "[x] [TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}]"},
+        {SRV_TOOLS_KIMI, "<| <|tool_calls_section_begin|>" KIMI_CALL("functions.a:0", "{}") "<|tool_calls_section_end|>"},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         const size_t len = strlen(t[i].text);
@@ -231,6 +278,18 @@ START_TEST(test_grammar)
          {"[TOOL_CALLS][{\"name\": \"ping\", \"arguments\": {}}]", NULL, NULL},
          {"[{\"name\": \"ping\", \"arguments\": {}}]", "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\"}}]",
           NULL}},
+        {SRV_TOOLS_KIMI, NULL,
+         {"<|tool_calls_section_begin|>" KIMI_CALL("functions.get_weather:0", "{\"city\": \"Paris\", \"days\": 3}")
+          "<|tool_calls_section_end|>",
+          "<|tool_calls_section_begin|>" KIMI_CALL("functions.ping:0", "{}") "<|tool_calls_section_end|>", NULL},
+         {"<|tool_calls_section_begin|>" KIMI_CALL("functions.pong:0", "{}") "<|tool_calls_section_end|>",
+          "<|tool_calls_section_begin|>" KIMI_CALL("functions.get_weather:0", "{\"days\": 3}") "<|tool_calls_section_end|>",
+          KIMI_CALL("functions.ping:0", "{}")}},
+        {SRV_TOOLS_KIMI, "ping",
+         {"<|tool_calls_section_begin|>" KIMI_CALL("functions.ping:0", "{}") "<|tool_calls_section_end|>", NULL, NULL},
+         {"<|tool_calls_section_begin|>" KIMI_CALL("functions.get_weather:0", "{\"city\": \"P\"}")
+          "<|tool_calls_section_end|>",
+          "<|tool_calls_section_begin|>" KIMI_CALL("functions.ping:1", "{}") "<|tool_calls_section_end|>", NULL}},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         char *g = NULL, why[256];
@@ -436,6 +495,7 @@ int main(void)
     tcase_add_test(tc, test_hermes);
     tcase_add_test(tc, test_llama3);
     tcase_add_test(tc, test_mistral);
+    tcase_add_test(tc, test_kimi);
     tcase_add_test(tc, test_safe_len);
     tcase_add_test(tc, test_grammar);
     tcase_add_test(tc, test_round_trip);

@@ -296,6 +296,15 @@ static void tool_call_id(const struct job *j, char *out, size_t cap)
     out[at + n] = '\0';
 }
 
+/* A call's id: the one the model wrote (Kimi's functions.NAME:K, which
+ * its template writes back before the result), else a new one in made. */
+static const char *call_id(const struct job *j, const struct srv_tool_call *call, char *made, size_t cap)
+{
+    if (call->id) return call->id;
+    tool_call_id(j, made, cap);
+    return made;
+}
+
 /* Whether the job's chat output is read for tool calls. */
 bool reads_tool_calls(const struct job *j)
 {
@@ -352,8 +361,8 @@ void stream_tool_end(struct job *j, size_t ci, const char *finish)
     if (tc.content_len > c->sent) emit_chunk(j, ci, c->text.p + c->sent, tc.content_len - c->sent, false, NULL);
     c->sent = c->text.len;
     for (size_t i = 0; i < tc.n; i++) {
-        char id[40];
-        tool_call_id(j, id, sizeof id);
+        char made[40];
+        const char *id = call_id(j, &tc.calls[i], made, sizeof made);
         json_t *call = json_pack("{s:I, s:s, s:s, s:{s:s, s:s}}", "index", (json_int_t)i, "id", id, "type",
                                  "function", "function", "name", tc.calls[i].name, "arguments", "");
         emit_delta(j, ci, NULL, 0, false, NULL, json_pack("{s:[o]}", "tool_calls", call));
@@ -407,8 +416,8 @@ json_t *final_response(struct job *j)
             if (has_calls) {
                 json_t *calls = json_array();
                 for (size_t i = 0; i < tc.n; i++) {
-                    char id[40];
-                    tool_call_id(j, id, sizeof id);
+                    char made[40];
+                    const char *id = call_id(j, &tc.calls[i], made, sizeof made);
                     json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function",
                                                            "function", "name", tc.calls[i].name, "arguments",
                                                            tc.calls[i].arguments));

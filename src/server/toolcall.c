@@ -14,7 +14,21 @@
 
 #define MAX_CALLS 64
 
-static const char *const markers[] = {"<tool_call>", "<|python_tag|>", "[TOOL_CALLS]"};
+#define KIMI_SECTION "<|tool_calls_section_begin|>"
+#define KIMI_SECTION_END "<|tool_calls_section_end|>"
+#define KIMI_CALL "<|tool_call_begin|>"
+#define KIMI_ARGUMENTS "<|tool_call_argument_begin|>"
+#define KIMI_CALL_END "<|tool_call_end|>"
+#define KIMI_MAX_ID 256
+
+/* Where each format's calls begin (harmony's are never in the text). */
+static const char *const markers[] = {
+    [SRV_TOOLS_HERMES] = "<tool_call>",
+    [SRV_TOOLS_LLAMA3] = "<|python_tag|>",
+    [SRV_TOOLS_MISTRAL] = "[TOOL_CALLS]",
+    [SRV_TOOLS_HARMONY] = NULL,
+    [SRV_TOOLS_KIMI] = KIMI_SECTION,
+};
 
 const char *srv_tool_format_name(enum srv_tool_format f)
 {
@@ -22,6 +36,7 @@ const char *srv_tool_format_name(enum srv_tool_format f)
     case SRV_TOOLS_LLAMA3: return "llama3";
     case SRV_TOOLS_MISTRAL: return "mistral";
     case SRV_TOOLS_HARMONY: return "harmony";
+    case SRV_TOOLS_KIMI: return "kimi";
     default: return "hermes";
     }
 }
@@ -30,6 +45,7 @@ enum srv_tool_format srv_tool_format_detect(const char *builtin, const char *tex
 {
     if (text) {
         if (strstr(text, "<|channel|>")) return SRV_TOOLS_HARMONY;
+        if (strstr(text, KIMI_SECTION)) return SRV_TOOLS_KIMI;
         if (strstr(text, "<tool_call>")) return SRV_TOOLS_HERMES;
         if (strstr(text, "[TOOL_CALLS]")) return SRV_TOOLS_MISTRAL;
         if (strstr(text, "<|python_tag|>") || strstr(text, "ipython")) return SRV_TOOLS_LLAMA3;
@@ -75,6 +91,7 @@ void srv_tool_calls_free(struct srv_tool_calls *c)
     for (size_t i = 0; c->calls && i < c->n; i++) {
         free(c->calls[i].name);
         free(c->calls[i].arguments);
+        free(c->calls[i].id);
     }
     free(c->calls);
     memset(c, 0, sizeof *c);
@@ -101,6 +118,7 @@ static bool push_call(struct srv_tool_calls *c, const char *name, size_t name_le
     a[args_len] = '\0';
     c->calls[c->n].name = n;
     c->calls[c->n].arguments = a;
+    c->calls[c->n].id = NULL;
     c->n++;
     return true;
 }
@@ -217,6 +235,73 @@ static bool parse_mistral(const char *t, size_t len, struct srv_tool_calls *c)
     return c->n > 0;
 }
 
+/* A Kimi call's id, t[0..n): "functions.NAME:K" (the prefix and the
+ * index as the model wrote them, each optional); *name is where NAME
+ * starts and *name_len its length.  False for an id without a name, or
+ * with bytes that are not printable UTF-8 text. */
+static bool kimi_id(const char *t, size_t n, const char **name, size_t *name_len)
+{
+    if (n == 0 || n > KIMI_MAX_ID) return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)t[i] < 0x20 || t[i] == 0x7f) return false;
+    json_t *valid = json_stringn(t, n); /* NULL when not UTF-8 */
+    if (!valid) return false;
+    json_decref(valid);
+    size_t b = 0, e = n;
+    static const char prefix[] = "functions.";
+    if (n > sizeof prefix - 1 && memcmp(t, prefix, sizeof prefix - 1) == 0) b = sizeof prefix - 1;
+    size_t k = e;
+    while (k > b && isdigit((unsigned char)t[k - 1])) k--;
+    if (k < e && k > b && t[k - 1] == ':') e = k - 1;
+    if (e == b) return false;
+    *name = t + b;
+    *name_len = e - b;
+    return true;
+}
+
+static bool parse_kimi(const char *t, size_t len, struct srv_tool_calls *c)
+{
+    size_t i = find(t, len, 0, KIMI_SECTION);
+    if (i == len) return false;
+    c->content_len = trim_end(t, i);
+    i += strlen(KIMI_SECTION);
+    for (;;) {
+        i = skip_space(t, len, i);
+        if (i == len) break; /* an unclosed section only at the end */
+        if (starts(t, len, i, KIMI_SECTION_END)) {
+            if (skip_space(t, len, i + strlen(KIMI_SECTION_END)) != len) return false;
+            break;
+        }
+        if (!starts(t, len, i, KIMI_CALL)) return false;
+        i += strlen(KIMI_CALL);
+        const size_t a = find(t, len, i, KIMI_ARGUMENTS);
+        if (a == len) return false;
+        const size_t id_at = skip_space(t, a, i), id_end = trim_end(t, a);
+        if (id_end <= id_at) return false;
+        const size_t id_len = id_end - id_at;
+        const char *name;
+        size_t name_len;
+        if (!kimi_id(t + id_at, id_len, &name, &name_len)) return false;
+        i = skip_space(t, len, a + strlen(KIMI_ARGUMENTS));
+        json_t *args = value_at(t, len, &i, false);
+        json_t *o = json_object();
+        bool ok = args && o && json_object_set_new(o, "name", json_stringn(name, name_len)) == 0 &&
+                  json_object_set(o, "arguments", args) == 0 && add_call(c, o);
+        json_decref(args);
+        json_decref(o);
+        if (!ok) return false;
+        char *id = malloc(id_len + 1);
+        if (!id) return false;
+        memcpy(id, t + id_at, id_len);
+        id[id_len] = '\0';
+        c->calls[c->n - 1].id = id;
+        i = skip_space(t, len, i);
+        if (starts(t, len, i, KIMI_CALL_END)) i += strlen(KIMI_CALL_END);
+        else if (i < len) return false; /* an unclosed call only at the end */
+    }
+    return c->n > 0;
+}
+
 bool srv_tool_calls_parse(enum srv_tool_format f, const char *text, size_t len,
                           struct srv_tool_calls *out)
 {
@@ -224,6 +309,7 @@ bool srv_tool_calls_parse(enum srv_tool_format f, const char *text, size_t len,
     bool ok = f == SRV_TOOLS_LLAMA3    ? parse_llama3(text, len, out)
               : f == SRV_TOOLS_MISTRAL ? parse_mistral(text, len, out)
               : f == SRV_TOOLS_HARMONY ? false
+              : f == SRV_TOOLS_KIMI    ? parse_kimi(text, len, out)
                                        : parse_hermes(text, len, out);
     if (!ok) srv_tool_calls_free(out);
     return ok;
@@ -451,10 +537,17 @@ static bool append_prefixed(char **buf, size_t *len, const char *g, const char *
     return true;
 }
 
-/* Harmony's forcing grammar: a commentary message to the named tool, or
- * (tool_choice "required") to any of them, whose body is the tool's
- * arguments; each tool's schema rules are prefixed "tK-" apart. */
-static bool harmony_grammar(json_t *tools, const char *name, char **out, char *why, size_t why_len)
+/* The forcing grammar of the formats that name the tool outside the
+ * arguments' JSON: a call of the named tool, or (tool_choice "required")
+ * of any of them, written as call_head, the tool's name, call_mid (each
+ * the text of a GBNF string literal), the tool's arguments, call_end,
+ * the whole between open and close; each tool's schema rules are
+ * prefixed "tK-" apart.
+ *   harmony: a commentary message to functions.NAME, whose body is the
+ *            arguments;
+ *   kimi:    one call in a calls section, index 0. */
+static bool named_grammar(json_t *tools, const char *name, const char *open, const char *call_head,
+                          const char *call_mid, const char *call_end, const char *close, char **out, char *why, size_t why_len)
 {
     size_t len = 0, i, n_calls = 0;
     char *g = NULL, *alts = NULL;
@@ -488,11 +581,11 @@ static bool harmony_grammar(json_t *tools, const char *name, char **out, char *w
         }
         char prefix[32], head[48];
         snprintf(prefix, sizeof prefix, "t%zu-", i);
-        /* tK-call ::= "<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>" tK-root */
-        const size_t hl = strlen(fname) + 160;
+        /* tK-call ::= "CALL_HEAD NAME CALL_MID" tK-root "CALL_END" */
+        const size_t hl = strlen(call_head) + strlen(fname) + strlen(call_mid) + strlen(call_end) + 32;
         char *call = malloc(hl);
-        if (call) snprintf(call, hl, "call ::= \"<|channel|>commentary to=functions.%s <|constrain|>json<|message|>\" "
-                           "root\n", fname);
+        if (call) snprintf(call, hl, "call ::= \"%s%s%s\" root%s%s%s\n", call_head, fname, call_mid,
+                           *call_end ? " \"" : "", call_end, *call_end ? "\"" : "");
         snprintf(head, sizeof head, "%st%zu-call", n_calls ? " | " : "", i);
         const size_t hlen = strlen(head);
         if (alen + hlen + 1 > acap) {
@@ -516,9 +609,10 @@ static bool harmony_grammar(json_t *tools, const char *name, char **out, char *w
     if (ok && n_calls == 0) ok = failf(why, why_len, "no such tool");
     char *root = NULL;
     if (ok) {
-        const size_t rl = alen + len + 16;
+        const size_t rl = alen + len + strlen(open) + strlen(close) + 32;
         root = malloc(rl);
-        if (root) snprintf(root, rl, "root ::= %s\n%s", alts, g);
+        if (root) snprintf(root, rl, "root ::= %s%s%s( %s )%s%s%s\n%s", *open ? "\"" : "", open, *open ? "\" " : "",
+                           alts, *close ? " \"" : "", close, *close ? "\"" : "", g);
         else ok = failf(why, why_len, "out of memory");
     }
     free(alts);
@@ -536,8 +630,12 @@ bool srv_tool_calls_grammar(enum srv_tool_format f, const char *tools_json, cons
         json_decref(tools);
         return failf(why, why_len, "'tools' must be an array");
     }
-    if (f == SRV_TOOLS_HARMONY) {
-        bool ok = harmony_grammar(tools, name, out, why, why_len);
+    if (f == SRV_TOOLS_HARMONY || f == SRV_TOOLS_KIMI) {
+        bool ok = f == SRV_TOOLS_HARMONY
+                      ? named_grammar(tools, name, "", "<|channel|>commentary to=functions.",
+                                      " <|constrain|>json<|message|>", "", "", out, why, why_len)
+                      : named_grammar(tools, name, KIMI_SECTION, KIMI_CALL "functions.", ":0" KIMI_ARGUMENTS,
+                                      KIMI_CALL_END, KIMI_SECTION_END, out, why, why_len);
         json_decref(tools);
         return ok;
     }

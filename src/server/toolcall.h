@@ -15,6 +15,11 @@
  *   harmony  a commentary message to functions.N (gpt-oss): read by the
  *            reasoning split (hearth.h) apart from the answer, never
  *            found in the text; srv_tool_calls_add() takes its calls
+ *   kimi     <|tool_calls_section_begin|>, then per call
+ *            <|tool_call_begin|>functions.N:K<|tool_call_argument_begin|>
+ *            {...}<|tool_call_end|>, then <|tool_calls_section_end|>
+ *            (Kimi-K2); the call's id is the model's functions.N:K, which
+ *            the template writes back before the call's result
  *
  * Everything here is a pure function of its arguments: no model, no
  * server.  Text that is not in the format (malformed JSON, a call
@@ -29,21 +34,22 @@
 
 #include "hearth.h"
 
-enum srv_tool_format { SRV_TOOLS_HERMES = 0, SRV_TOOLS_LLAMA3, SRV_TOOLS_MISTRAL, SRV_TOOLS_HARMONY };
+enum srv_tool_format { SRV_TOOLS_HERMES = 0, SRV_TOOLS_LLAMA3, SRV_TOOLS_MISTRAL, SRV_TOOLS_HARMONY, SRV_TOOLS_KIMI };
 
-/* "hermes", "llama3", "mistral", "harmony". */
+/* "hermes", "llama3", "mistral", "harmony", "kimi". */
 const char *srv_tool_format_name(enum srv_tool_format f);
 
 /* The format of a chat template: builtin is the name of a built-in
  * template (or NULL), text the template's source (or NULL).  The source
- * decides by what it writes ("<|channel|>", "<tool_call>", "[TOOL_CALLS]",
- * "<|python_tag|>" or the ipython role); the built-ins by family; the
- * rest get hermes. */
+ * decides by what it writes ("<|channel|>", "<|tool_calls_section_begin|>",
+ * "<tool_call>", "[TOOL_CALLS]", "<|python_tag|>" or the ipython role);
+ * the built-ins by family; the rest get hermes. */
 enum srv_tool_format srv_tool_format_detect(const char *builtin, const char *text);
 
 struct srv_tool_call {
     char *name;
     char *arguments;          /* a JSON object, compact */
+    char *id;                 /* the id the model wrote (kimi), or NULL: the server makes one */
 };
 
 struct srv_tool_calls {
