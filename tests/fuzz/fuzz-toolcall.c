@@ -1,10 +1,12 @@
 /*
  * fuzz-toolcall.c -- fuzz target for hearth serve's tool calls
- * (src/server/toolcall.c).  The first byte picks the format (its low two
- * bits: hermes, llama3, mistral, harmony) and what the rest is: model output (bit 2 clear), read for
+ * (src/server/toolcall.c).  The first byte picks the format (kimi when
+ * bit 4 is set, else its low two bits: hermes, llama3, mistral, harmony)
+ * and what the rest is: model output (bit 2 clear), read for
  * calls and for how much of it a stream may send, or a tools array (bit
  * 2 set) to build the forcing grammar from.  Calls read back must have a
- * name and arguments that are a compact JSON object, the content must lie
+ * name and arguments that are a compact JSON object (and an id the model
+ * wrote, if any, that is UTF-8 text), the content must lie
  * within the text, a stream's sendable length must never shrink as text
  * comes and never reach into a call, and a grammar that is built must
  * compile.  Nothing may crash, hang or leak.
@@ -27,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0) return 0;
-    const enum srv_tool_format f = (enum srv_tool_format)(data[0] & 3);
+    const enum srv_tool_format f = (data[0] & 16) ? SRV_TOOLS_KIMI : (enum srv_tool_format)(data[0] & 3);
     const char *text = (const char *)data + 1;
     const size_t len = size - 1;
     if (data[0] & 4) {
@@ -51,6 +53,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (c.n == 0 || c.content_len > len) abort();
         for (size_t i = 0; i < c.n; i++) {
             if (!c.calls[i].name[0]) abort();
+            if (c.calls[i].id) {
+                json_t *id = json_string(c.calls[i].id);
+                if (!id || !c.calls[i].id[0]) abort();
+                json_decref(id);
+            }
             json_t *v = json_loads(c.calls[i].arguments, 0, NULL);
             if (!json_is_object(v)) abort();
             char *again = json_dumps(v, JSON_COMPACT);
