@@ -53,6 +53,8 @@ struct cpu_backend {
     size_t moe_index_bytes;
     float *moe_act;            /* the rows grouped by expert, and their results */
     size_t moe_act_bytes;
+    void *moe_parts;           /* the experts' products of a step, as one set */
+    size_t moe_parts_bytes;
 };
 
 static struct cpu_backend *cpu(struct hearth_backend *be)
@@ -161,6 +163,7 @@ struct matmul_part {
     const uint8_t *wd;
     const struct matmul_conv *conv;
     int64_t first_chunk; /* its row chunks are first_chunk .. of the set's */
+    int64_t x_row0, n_tok; /* its input: rows x_row0 .. x_row0 + n_tok - 1 */
 };
 
 /* Token t of the input x (rows of n_in floats) in conv's format, into one
@@ -219,34 +222,44 @@ static void matmul_run(void *arg)
 
 #pragma omp for schedule(static)
     for (int64_t ch = 0; ch < n_chunks; ch++) {
-        int i = n - 1;
-        while (parts[i].first_chunk > ch) i--;
-        const struct matmul_part *pt = &parts[i];
+        /* the last part that begins at or before ch */
+        int lo = 0, hi = n - 1;
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) / 2;
+            if (parts[mid].first_chunk <= ch) lo = mid;
+            else hi = mid - 1;
+        }
+        const struct matmul_part *pt = &parts[lo];
         const int64_t n_out = pt->w->n_out;
         const int64_t r0 = (ch - pt->first_chunk) * MATMUL_ROW_CHUNK;
         const int64_t rows = HEARTH_MIN(MATMUL_ROW_CHUNK, n_out - r0);
         const uint8_t *wr = pt->wd + (size_t)r0 * pt->w->row_bytes; /* packed rows take as many bytes */
         const struct matmul_conv *cv = pt->conv;
-        const uint8_t *xa = xs + cv->act_off;
+        const uint8_t *xa = xs + cv->act_off + (size_t)pt->x_row0 * cv->act_row;
         if (pt->gemm_packed)
-            pt->gemm_packed(n_in, rows, n_tok, wr, xa, cv->act_row,
-                            cv->sums_off != SIZE_MAX ? xsums + cv->sums_off : NULL, pt->out->host + r0, n_out);
+            pt->gemm_packed(n_in, rows, pt->n_tok, wr, xa, cv->act_row,
+                            cv->sums_off != SIZE_MAX ? xsums + cv->sums_off + pt->x_row0 * (n_in / 32) : NULL,
+                            pt->out->host + r0, n_out);
         else
-            pt->gemm(n_in, rows, n_tok, wr, pt->w->row_bytes, xa, cv->act_row, pt->out->host + r0, n_out);
+            pt->gemm(n_in, rows, pt->n_tok, wr, pt->w->row_bytes, xa, cv->act_row, pt->out->host + r0, n_out);
     }
 }
 
-static hearth_status cpu_matmul_set(struct hearth_backend *be, int n, struct act *const outs[],
-                                    const struct weight *const ws[], const struct act *in)
+/* The products of a set in one parallel region: outs[i] = ws[i] x the
+ * rows x_row0[i] .. x_row0[i] + n_toks[i] - 1 of in (x_row0 NULL: all of
+ * in's rows for every product), parts the caller's room for n parts.
+ * Each product is the call its kernel would get alone, so the results
+ * are the same as n products made one by one. */
+#define MATMUL_CONV_MAX 4
+static hearth_status matmul_parts(struct hearth_backend *be, int n, struct act *const outs[],
+                                  const struct weight *const ws[], const struct act *in, const int64_t *x_row0,
+                                  const int64_t *n_toks, struct matmul_part *parts)
 {
     struct cpu_backend *c = cpu(be);
     const hearth_kernels *k = c->kernels;
-    if (n < 1 || n > MATMUL_SET_MAX)
-        return hearth_error(HEARTH_E_INTERNAL, "matmul set of %d products", n);
     const int64_t n_tok = in->rows, n_in = in->width;
     const int64_t n_blocks = n_in / 32;
-    struct matmul_part parts[MATMUL_SET_MAX];
-    struct matmul_conv convs[MATMUL_SET_MAX];
+    struct matmul_conv convs[MATMUL_CONV_MAX];
     int n_convs = 0;
     size_t act_bytes = 0, sums_count = 0; /* per copy */
     int64_t n_chunks = 0;
@@ -266,9 +279,17 @@ static hearth_status cpu_matmul_set(struct hearth_backend *be, int n, struct act
         pt->gemm = k->gemm[w->type];
         pt->gemm_packed = w->packed ? k->gemm_packed[w->type] : NULL;
         pt->wd = pt->gemm_packed ? w->packed : w->data;
+        pt->x_row0 = x_row0 ? x_row0[i] : 0;
+        pt->n_tok = x_row0 ? n_toks[i] : n_tok;
+        if (pt->x_row0 < 0 || pt->n_tok < 1 || pt->x_row0 + pt->n_tok > n_tok)
+            return hearth_error(HEARTH_E_INTERNAL, "matmul '%s': rows %lld of %lld from %lld", w->name,
+                                (long long)pt->n_tok, (long long)n_tok, (long long)pt->x_row0);
         struct matmul_conv *cv = convs;
         while (cv < convs + n_convs && cv->type != at) cv++;
         if (cv == convs + n_convs) {
+            if (n_convs == MATMUL_CONV_MAX)
+                return hearth_error(HEARTH_E_INTERNAL, "matmul set of more than %d activation formats",
+                                    MATMUL_CONV_MAX);
             cv->type = at;
             cv->convert = k->act_convert[at];
             cv->act_row = hearth_type_row_bytes(at, n_in);
@@ -285,7 +306,7 @@ static hearth_status cpu_matmul_set(struct hearth_backend *be, int n, struct act
         pt->conv = cv;
         pt->first_chunk = n_chunks;
         n_chunks += (w->n_out + MATMUL_ROW_CHUNK - 1) / MATMUL_ROW_CHUNK;
-        work += (double)w->n_out * (double)n_in * (double)n_tok;
+        work += (double)w->n_out * (double)n_in * (double)pt->n_tok;
     }
     const int n_threads = work >= MATMUL_SERIAL_WORK ? be->n_threads : 1;
     /* A few tokens (decode) are converted by every thread for itself, into
@@ -329,10 +350,19 @@ static hearth_status cpu_matmul_set(struct hearth_backend *be, int n, struct act
     };
     cpu_run_parallel(n_threads, matmul_run, (void *)&job);
     for (int i = 0; i < n; i++) {
-        outs[i]->rows = n_tok;
+        outs[i]->rows = parts[i].n_tok;
         outs[i]->width = ws[i]->n_out;
     }
     return HEARTH_OK;
+}
+
+static hearth_status cpu_matmul_set(struct hearth_backend *be, int n, struct act *const outs[],
+                                    const struct weight *const ws[], const struct act *in)
+{
+    if (n < 1 || n > MATMUL_SET_MAX)
+        return hearth_error(HEARTH_E_INTERNAL, "matmul set of %d products", n);
+    struct matmul_part parts[MATMUL_SET_MAX];
+    return matmul_parts(be, n, outs, ws, in, NULL, NULL, parts);
 }
 
 static hearth_status cpu_matmul(struct hearth_backend *be, struct act *out, const struct weight *w,
@@ -788,28 +818,72 @@ static hearth_status cpu_moe_ffn(struct hearth_backend *be, struct act *out, con
     for (int64_t r = 0; r < n_pairs; r++)
         memcpy(xg + r * n_embd, in->host + (int64_t)token_of[r] * n_embd, (size_t)n_embd * sizeof(float));
 
-    /* each expert with rows routed to it: its matrices once for all of them */
+    /* Each expert with rows routed to it: its matrices once for all of
+     * them.  The experts' products are one set, gate and up in one
+     * parallel region and down in another, not two regions per expert: a
+     * decode step of a few sequences gives dozens of experts a row or two
+     * each, and the threads' meetings, not the weights, would set its
+     * time.  Each product is the call it would be alone. */
+    int32_t n_active = 0;
+    for (int32_t e = 0; e < E; e++) n_active += start[e + 1] > start[e];
+    const size_t per = 2 * (sizeof(struct matmul_part) + sizeof(struct act) + sizeof(struct act *) +
+                            sizeof(struct weight *) + 2 * sizeof(int64_t));
+    HEARTH_TRY(grow(&c->moe_parts, &c->moe_parts_bytes, per * (size_t)n_active, "expert products"));
+    struct matmul_part *parts = c->moe_parts;
+    struct act *views = (struct act *)(void *)(parts + 2 * n_active);
+    struct act **outs = (struct act **)(void *)(views + 2 * n_active);
+    const struct weight **ws = (const struct weight **)(void *)(outs + 2 * n_active);
+    int64_t *row0 = (int64_t *)(void *)(ws + 2 * n_active);
+    int64_t *rows = row0 + 2 * n_active;
+    int32_t a = 0;
     for (int32_t e = 0; e < E; e++) {
         const int64_t r0 = start[e], n = start[e + 1] - start[e];
         if (n == 0) continue;
-        struct act x = act_view(xg, r0, n, n_embd);
-        struct act g = act_view(gg, r0, n, n_ff), u = act_view(ug, r0, n, n_ff);
-        struct act y = act_view(yg, r0, n, n_embd);
-        struct act *const gu[] = {&g, &u};
-        const struct weight *const wgu[] = {&moe->gate[e], &moe->up[e]};
-        HEARTH_TRY(cpu_matmul_set(be, 2, gu, wgu, &x));
-        if (moe->act == MOE_SILU && !moe->gate_bias && !moe->up_bias) {
-            HEARTH_TRY(cpu_swiglu(be, &g, &g, &u));
-        } else {
+        views[2 * a] = act_view(gg, r0, n, n_ff);
+        views[2 * a + 1] = act_view(ug, r0, n, n_ff);
+        outs[2 * a] = &views[2 * a];
+        outs[2 * a + 1] = &views[2 * a + 1];
+        ws[2 * a] = &moe->gate[e];
+        ws[2 * a + 1] = &moe->up[e];
+        row0[2 * a] = row0[2 * a + 1] = r0;
+        rows[2 * a] = rows[2 * a + 1] = n;
+        a++;
+    }
+    struct act x = act_view(xg, 0, n_pairs, n_embd);
+    HEARTH_TRY(matmul_parts(be, 2 * n_active, outs, ws, &x, row0, rows, parts));
+    if (moe->act == MOE_SILU && !moe->gate_bias && !moe->up_bias) {
+        /* row by row: all the grouped rows at once */
+        struct act g = act_view(gg, 0, n_pairs, n_ff), u = act_view(ug, 0, n_pairs, n_ff);
+        HEARTH_TRY(cpu_swiglu(be, &g, &g, &u));
+    } else {
+        for (int32_t e = 0; e < E; e++) {
+            const int64_t r0 = start[e], n = start[e + 1] - start[e];
+            if (n == 0) continue;
+            struct act g = act_view(gg, r0, n, n_ff), u = act_view(ug, r0, n, n_ff);
             const float *bg = moe->gate_bias ? moe->gate_bias + (int64_t)e * n_ff : NULL;
             const float *bu = moe->up_bias ? moe->up_bias + (int64_t)e * n_ff : NULL;
             moe_activate(moe, &g, &u, bg, bu, be->n_threads);
         }
-        HEARTH_TRY(cpu_matmul(be, &y, &moe->down[e], &g));
-        if (moe->down_bias) {
+    }
+    a = 0;
+    for (int32_t e = 0; e < E; e++) {
+        const int64_t r0 = start[e], n = start[e + 1] - start[e];
+        if (n == 0) continue;
+        views[a] = act_view(yg, r0, n, n_embd);
+        outs[a] = &views[a];
+        ws[a] = &moe->down[e];
+        row0[a] = r0;
+        rows[a] = n;
+        a++;
+    }
+    struct act g_all = act_view(gg, 0, n_pairs, n_ff);
+    HEARTH_TRY(matmul_parts(be, n_active, outs, ws, &g_all, row0, rows, parts));
+    if (moe->down_bias) {
+        for (int32_t e = 0; e < E; e++) {
+            const int64_t r0 = start[e], n = start[e + 1] - start[e];
             const float *bd = moe->down_bias + (int64_t)e * n_embd;
-            for (int64_t r = 0; r < n; r++)
-                for (int64_t i = 0; i < n_embd; i++) y.host[r * n_embd + i] += bd[i];
+            for (int64_t r = r0; r < r0 + n; r++)
+                for (int64_t i = 0; i < n_embd; i++) yg[r * n_embd + i] += bd[i];
         }
     }
 
@@ -1198,6 +1272,7 @@ void backend_cpu_free(struct hearth_backend *be)
     hearth_aligned_free(c->kv_row);
     hearth_aligned_free(c->moe_index);
     hearth_aligned_free(c->moe_act);
+    hearth_aligned_free(c->moe_parts);
     free(c);
     free(be);
 }
