@@ -305,6 +305,7 @@ TESTS += \
 	tests/cli-tokenize.sh \
 	tests/grammar-validity.sh \
 	tests/layout.sh \
+	tests/server-chatpage.sh \
 	tests/server-openai.sh \
 	tests/template-models.sh \
 	tests/tokenizer-kimi.sh \
@@ -340,6 +341,8 @@ EXTRA_DIST += \
 	tests/layout.py \
 	tests/layout.sh \
 	tests/server-api.py \
+	tests/server-chatpage.py \
+	tests/server-chatpage.sh \
 	tests/server-openai.mjs \
 	tests/server-openai.sh \
 	tests/template-models.mjs \
@@ -349,6 +352,9 @@ EXTRA_DIST += \
 	tests/tokenizer-kimi.sh \
 	tests/tokenizer-o200k.mjs \
 	tests/tokenizer-o200k.sh
+
+# tests/server-chatpage.sh's screenshot of the chat page.
+CLEANFILES += tests/server-chatpage.png
 
 # Fuzz targets.  With --enable-fuzzing (clang) each is a libFuzzer program,
 # tests/fuzz/fuzz-<target>; every build also links it with a replay driver,

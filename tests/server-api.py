@@ -13,7 +13,8 @@
 # taken from the "listening on" line of its standard error, then /health
 # polled until it answers 200:
 #
-#   main     -c 256 -np 16 --max-body 16384: every endpoint, the response
+#   main     -c 256 -np 16 --max-body 16384: every endpoint (the chat
+#            page's headers, its ETag and HEAD too), the response
 #            shapes, streaming framing, stop strings, seeds, n, logprobs,
 #            token prompts, errors, limits, the prefix cache, 16 requests
 #            at once against the same requests sent alone, metrics and
@@ -23,10 +24,11 @@
 #            streaming; a full queue (429)
 #   slow     -c 8192 -np 2 --timeout 1: the per-request deadline (504, and
 #            an error event in a stream)
-#   keys     --api-key twice: 401 without or with a wrong key; then SIGTERM
+#   keys     --api-key twice: 401 without or with a wrong key, the chat
+#            page without one; then SIGTERM
 #            while a stream runs: /health says draining, new requests get
 #            503, the stream ends normally, exit status 0
-#   keyfile  --api-key-file with a comment and a blank line
+#   keyfile  --api-key-file with a comment and a blank line; --no-webui
 #   tight    -c 256 -np 4 --kv-size 320: four requests that cannot all
 #            grow at once in the pool give the texts they give alone;
 #            grammars too ambiguous at their start (400 naming the field)
@@ -523,6 +525,7 @@ def chat_stream(chunks, n=1, include_usage=False, logprobs=False):
                 if c.get("choices") != []:
                     p.append(f"the usage chunk has choices {short(c.get('choices'), 200)}")
                 p += usage_problems(usage)
+                p += timings_problems((c.get("hearth") or {}).get("timings"), n)
                 continue
             elif c["usage"] is not None:
                 p.append(f"chunk {k} has usage {c['usage']!r} before the last")
@@ -655,6 +658,23 @@ def response_problems(j, kind, n=1):
         p.append(f"hearth {h!r}")
     elif f"seed={h['seed']}" not in h["sampling"]:
         p.append(f"hearth.sampling {h['sampling']!r} does not say seed={h['seed']}")
+    else:
+        p += timings_problems(h.get("timings"), n)
+    return p
+
+
+def timings_problems(t, n):
+    """hearth.timings: per choice, in order, the engine's times, each
+    after the one before it."""
+    if not (isinstance(t, list) and len(t) == n):
+        return [f"hearth.timings {short(t, 200)} (want {n})"]
+    p = []
+    for i, x in enumerate(t):
+        keys = ("queue_ms", "ttft_ms", "tpot_ms", "total_ms")
+        if not (isinstance(x, dict) and x.get("index") == i and all(is_num(x.get(k)) for k in keys)):
+            p.append(f"hearth.timings[{i}] {short(x, 200)}")
+        elif not (0 <= x["queue_ms"] <= x["ttft_ms"] <= x["total_ms"] and x["tpot_ms"] >= 0):
+            p.append(f"hearth.timings[{i}] out of order: {short(x, 200)}")
     return p
 
 
@@ -840,7 +860,7 @@ SERVERS = {
     "single": ["-c", "4096", "-np", "1", "--max-queue", "1"],
     "slow": ["-c", "8192", "-np", "2", "--timeout", "1"],
     "keys": ["-c", "1280", "-np", "2", "--api-key", "k-one", "--api-key", "k-two"],
-    "keyfile": ["-c", "256", "-np", "1", "--api-key-file", key_file.name],
+    "keyfile": ["-c", "256", "-np", "1", "--api-key-file", key_file.name, "--no-webui"],
     "tight": ["-c", "256", "-np", "4", "--kv-size", "320"],
     "http": ["-c", "256", "-np", "2", "--max-connections", "8", "--idle-timeout", "5", "--request-timeout", "3",
              "--max-body", "4096"],
@@ -954,6 +974,50 @@ def endpoints():
         fail(f"two requests on one kept-alive connection: {type(e).__name__}: {e}")
     finally:
         c.close()
+
+
+@section("main")
+def chat_page():
+    s = srv("main")
+    r = request(s, "GET", "/")
+    page = r.data.decode("utf-8", "replace")
+    check(r.status == 200 and r.header("content-type") == "text/html; charset=utf-8",
+          "GET /: 200 text/html; charset=utf-8", f"{r.status} {r.header('content-type')!r}")
+    check(page.startswith("<!DOCTYPE html>") and "</html>" in page and "v1/chat/completions" in page,
+          "GET /: the chat page, whole", short(page, 200))
+    csp = r.header("content-security-policy") or ""
+    directives = dict((d.strip().split(" ", 1) + [""])[:2] for d in csp.split(";") if d.strip())
+    check(directives.get("default-src") == "'none'" and directives.get("connect-src") == "'self'"
+          and directives.get("frame-ancestors") == "'none'" and "http" not in csp and "*" not in csp,
+          "GET /: a Content-Security-Policy that allows no other origin", repr(csp))
+    check(not re.search(r"""\b(?:src|href|action)\s*=\s*["']?(?!data:)[^"'\s>]""", page) and "@import" not in page
+          and "url(" not in page, "the page loads nothing but itself", "a src, href, action, @import or url()")
+    check(r.header("x-content-type-options") == "nosniff" and r.header("cache-control") == "no-cache",
+          "GET /: nosniff and Cache-Control: no-cache", f"{r.headers}")
+    etag = r.header("etag") or ""
+    check(re.fullmatch(r'"[!#-~]+"', etag) is not None, "GET /: a strong ETag", repr(etag))
+    r2 = request(s, "GET", "/index.html")
+    check(r2.status == 200 and r2.data == r.data and r2.header("etag") == etag, "GET /index.html: the same page",
+          f"{r2.status}, {len(r2.data)} bytes")
+    r2 = request(s, "GET", "/?from=bookmark")
+    check(r2.status == 200 and r2.data == r.data, "GET /?query: the page (the query is not part of the path)",
+          str(r2.status))
+    r2 = request(s, "HEAD", "/")
+    check(r2.status == 200 and r2.data == b"" and r2.header("content-length") == str(len(r.data))
+          and r2.header("etag") == etag, "HEAD /: the head of GET /, no body",
+          f"{r2.status} length {r2.header('content-length')} body {len(r2.data)}")
+    for inm in (etag, f"W/{etag}", f'"other", {etag}', "*"):
+        r2 = request(s, "GET", "/", headers={"If-None-Match": inm})
+        check(r2.status == 304 and r2.data == b"" and r2.header("content-length") is None
+              and r2.header("etag") == etag, f"If-None-Match {inm}: 304 with the ETag, no body and no length",
+              f"{r2.status} {r2.headers}")
+    for inm in ('"other"', etag[:-2] + '"', etag + "x"):
+        r2 = request(s, "GET", "/", headers={"If-None-Match": inm})
+        check(r2.status == 200 and r2.data == r.data, f"If-None-Match {inm}: the page again", str(r2.status))
+    expect_error(request(s, "POST", "/", body={}), "POST /: 405", 405, code="method_not_allowed")
+    check(request(s, "POST", "/", body={}).header("allow") == "GET", "POST /: Allow: GET")
+    for path in ("/index.htm", "/chat.html", "//", "/index.html/"):
+        expect_error(request(s, "GET", path), f"GET {path}: 404", 404, code="not_found")
 
 
 @section("main")
@@ -2691,6 +2755,8 @@ def api_key():
     s = srv("keys")
     r = request(s, "GET", "/health")
     check(r.status == 200, "with --api-key, /health needs no key", str(r))
+    r = request(s, "GET", "/")
+    check(r.status == 200 and b"<!DOCTYPE html>" in r.data, "with --api-key, the chat page needs no key", str(r))
     for method, path, body in [("GET", "/v1/models", None), ("GET", "/metrics", None),
                                ("POST", "/v1/chat/completions", chat_body(max_tokens=2)),
                                ("POST", "/v1/completions", {"prompt": "Once", "max_tokens": 2}),
@@ -2719,6 +2785,10 @@ def api_key_file():
     expect_error(request(s, "GET", "/v1/models", key="# the keys of the test"),
                  "--api-key-file: a comment line is no key", 401, code="invalid_api_key")
     expect_error(request(s, "GET", "/v1/models"), "--api-key-file: no key: 401", 401, code="invalid_api_key")
+    for path in ("/", "/index.html"):
+        for key in (None, "k-file"):
+            expect_error(request(s, "GET", path, key=key), f"--no-webui: GET {path} {'with' if key else 'without'} "
+                         "the key: 404", 404, code="not_found")
 
 
 @section("keys")

@@ -293,6 +293,27 @@ START_TEST(test_lists)
 }
 END_TEST
 
+START_TEST(test_etag_match)
+{
+    const char *tag = "\"42-7\"";
+    ck_assert(http_etag_match("\"42-7\"", tag));
+    ck_assert(http_etag_match("W/\"42-7\"", tag));
+    ck_assert(http_etag_match("\"a\", \"b,c\" ,W/\"42-7\"", tag));
+    ck_assert(http_etag_match("*", tag));
+    ck_assert(!http_etag_match("\"42-70\"", tag));
+    ck_assert(!http_etag_match("\"42-\"", tag));
+    ck_assert(!http_etag_match("42-7", tag));               /* not quoted */
+    ck_assert(!http_etag_match("\"b,\"42-7\"\"", tag));      /* the tag "b," then garbage */
+    ck_assert(!http_etag_match("\"42-7", tag));              /* unterminated */
+    ck_assert(!http_etag_match("\"42-7\"x", tag));            /* more after the tag */
+    ck_assert(!http_etag_match("*x", tag));
+    ck_assert(http_etag_match("\"x\" , * ", tag));
+    ck_assert(!http_etag_match("w/\"42-7\"", tag));           /* W/ is case-sensitive */
+    ck_assert(!http_etag_match("", tag));
+    ck_assert(!http_etag_match("W/", tag));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("http");
@@ -306,6 +327,7 @@ int main(void)
     tcase_add_test(tc, test_connection);
     tcase_add_test(tc, test_pipelined);
     tcase_add_test(tc, test_lists);
+    tcase_add_test(tc, test_etag_match);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

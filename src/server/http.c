@@ -252,6 +252,7 @@ static const char *reason(int status)
     switch (status) {
     case 100: return "Continue";
     case 200: return "OK";
+    case 304: return "Not Modified";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 404: return "Not Found";
@@ -273,7 +274,8 @@ static const char *reason(int status)
 }
 
 /* The response head into out[cap]; length < 0: a streamed body.  Its
- * length, or 0 when it does not fit. */
+ * length, or 0 when it does not fit.  A 304 has no body and no length:
+ * a Content-Length there would have to be the 200's (RFC 9110 8.6). */
 static size_t format_head(struct http_exchange *x, int status, const char *content_type, const char *extra,
                           long long length, char *out, size_t cap)
 {
@@ -287,7 +289,7 @@ static size_t format_head(struct http_exchange *x, int status, const char *conte
     gmtime_r(&t, &tm);
     strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
     char len_line[64] = "";
-    if (length >= 0) snprintf(len_line, sizeof len_line, "Content-Length: %lld\r\n", length);
+    if (length >= 0 && status != 304) snprintf(len_line, sizeof len_line, "Content-Length: %lld\r\n", length);
     int n = snprintf(out, cap,
                      "HTTP/1.1 %d %s\r\nDate: %s\r\n%s%s%s%s%s%s%s\r\n", status, reason(status), date,
                      content_type ? "Content-Type: " : "", content_type ? content_type : "",

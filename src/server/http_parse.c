@@ -68,6 +68,30 @@ bool http_list_has(const char *value, const char *token)
     return false;
 }
 
+bool http_etag_match(const char *value, const char *etag)
+{
+    const size_t n = strlen(etag);
+    for (const char *p = value;;) {
+        while (*p == ' ' || *p == '\t' || *p == ',') p++;
+        const char *end;
+        if (*p == '*') {
+            end = p + 1;
+        } else {
+            if (p[0] == 'W' && p[1] == '/') p += 2;
+            if (*p != '"') return false;
+            /* an entity tag's characters are any but the quote (a comma too) */
+            end = strchr(p + 1, '"');
+            if (!end) return false;
+            end++;
+        }
+        const char *next = end;
+        while (*next == ' ' || *next == '\t') next++;
+        if (*next && *next != ',') return false;   /* not a list element */
+        if (*p == '*' || ((size_t)(end - p) == n && memcmp(p, etag, n) == 0)) return true;
+        p = next;
+    }
+}
+
 const char *http_header(const struct http_request *req, const char *name)
 {
     for (size_t i = 0; i < req->n_headers; i++)

@@ -68,6 +68,12 @@ const char *http_header(const struct http_request *req, const char *name);
 /* Does the comma-separated list value hold token (case-insensitive)? */
 bool http_list_has(const char *value, const char *token);
 
+/* Does an If-None-Match value ("*", or a list of entity tags, each
+ * "..." or W/"...") name etag (quoted)?  The weak comparison of RFC 9110
+ * 8.8.3.2, as If-None-Match uses it; a value that is not such a list
+ * matches nothing after the point where it stops being one. */
+bool http_etag_match(const char *value, const char *etag);
+
 /* Decoding a body: the state between calls of http_parse_body. */
 struct http_body {
     enum http_framing framing;

@@ -4,7 +4,8 @@
 # endpoints), jobs.c (generation requests and the engine's thread),
 # openai.c (the JSON of responses and server-sent events), http.c (the
 # HTTP/1.1 connections, over GnuTLS when found), http_parse.c (request
-# heads and body framing), metrics.c (/metrics).
+# heads and body framing), metrics.c (/metrics), chat.html (the chat page
+# of GET /, embedded as a C array by embed-page.sh).
 
 # The serve command, in every build (it says so when the server is not
 # built).
@@ -18,6 +19,7 @@ if HAVE_SERVER
 src_hearth_SOURCES += \
 	src/server/buf.c \
 	src/server/buf.h \
+	src/server/chat_page.h \
 	src/server/http.c \
 	src/server/http.h \
 	src/server/http_parse.c \
@@ -34,9 +36,20 @@ src_hearth_SOURCES += \
 	src/server/toolcall.c \
 	src/server/toolcall.h
 src_hearth_LDADD += $(GNUTLS_LIBS) $(JSON_LIBS) -lpthread
+nodist_src_hearth_SOURCES = src/server/chat_page.c
 else
-EXTRA_DIST += src/server/buf.c src/server/buf.h src/server/http.c src/server/http.h src/server/http_parse.c src/server/http_parse.h \
+EXTRA_DIST += src/server/buf.c src/server/buf.h src/server/chat_page.h src/server/http.c src/server/http.h src/server/http_parse.c src/server/http_parse.h \
 	src/server/jobs.c src/server/metrics.c src/server/metrics.h src/server/openai.c \
 	src/server/request.c src/server/request.h src/server/server.c src/server/server.h \
 	src/server/server_impl.h src/server/toolcall.c src/server/toolcall.h
 endif
+
+# The chat page: its source is a plain HTML file (its style and script
+# inline), turned into src/server/chat_page.c in the build directory with
+# POSIX sh, od and sed alone.
+EXTRA_DIST += src/server/chat.html src/server/embed-page.sh
+CLEANFILES += src/server/chat_page.c
+src/server/chat_page.c: $(srcdir)/src/server/chat.html $(srcdir)/src/server/embed-page.sh
+	$(AM_V_GEN)$(MKDIR_P) src/server && \
+	$(SHELL) $(srcdir)/src/server/embed-page.sh $(srcdir)/src/server/chat.html srv_chat_page > $@-t && \
+	mv $@-t $@

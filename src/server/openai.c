@@ -195,6 +195,15 @@ static json_t *usage_json(const struct job *j)
     return u;
 }
 
+/* Milliseconds as JSON, to the microsecond. */
+static json_t *ms_json(double ms)
+{
+    return json_real((double)(long long)(ms * 1000 + (ms < 0 ? -0.5 : 0.5)) / 1000);
+}
+
+/* The seed, the sampling tuple and each choice's timings, as the engine
+ * measured them: the wait for a place, the time to the first token and
+ * per token after it, the whole (job locked). */
 static json_t *hearth_json(const struct job *j)
 {
     char line[1024];
@@ -202,6 +211,18 @@ static json_t *hearth_json(const struct job *j)
     json_t *h = json_object();
     json_object_set_new(h, "seed", json_integer((json_int_t)j->req.sampling.seed));
     json_object_set_new(h, "sampling", json_string(line));
+    json_t *timings = json_array();
+    for (size_t i = 0; i < j->n_choices; i++) {
+        const hearth_request_stats *st = &j->choices[i].stats;
+        json_t *t = json_object();
+        json_object_set_new(t, "index", json_integer((json_int_t)i));
+        json_object_set_new(t, "queue_ms", ms_json(st->queue_ms));
+        json_object_set_new(t, "ttft_ms", ms_json(st->ttft_ms));
+        json_object_set_new(t, "tpot_ms", ms_json(st->tpot_ms));
+        json_object_set_new(t, "total_ms", ms_json(st->total_ms));
+        json_array_append_new(timings, t);
+    }
+    json_object_set_new(h, "timings", timings);
     return h;
 }
 

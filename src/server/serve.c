@@ -66,6 +66,7 @@ static void usage(FILE *out)
             "  --api-key-file FILE      keys, one a line ('#' comments)\n"
             "  --ssl-key-file FILE      serve HTTPS with this PEM key ...\n"
             "  --ssl-cert-file FILE     ... and this PEM certificate\n"
+            "  --no-webui               no chat page at / (404 there instead)\n"
             "  -v, --verbose            report the model, engine and pool\n");
     cli_model_help(out);
     cli_sampling_help(out);
@@ -143,7 +144,7 @@ int cmd_serve(int argc, char **argv)
         OPT_HOST = 0x2000, OPT_PORT, OPT_ALIAS, OPT_CHAT_TEMPLATE, OPT_PARALLEL,
         OPT_KV_SIZE, OPT_KV_BLOCK, OPT_NO_PREFIX_CACHE, OPT_MAX_BODY, OPT_MAX_TOKENS, OPT_MAX_QUEUE,
         OPT_MAX_CONN, OPT_TIMEOUT, OPT_GRACE, OPT_IDLE, OPT_API_KEY, OPT_API_KEY_FILE, OPT_SSL_KEY,
-        OPT_SSL_CERT, OPT_REQUEST_TIMEOUT, OPT_REASONING_FORMAT, OPT_REASONING_BUDGET
+        OPT_SSL_CERT, OPT_REQUEST_TIMEOUT, OPT_REASONING_FORMAT, OPT_REASONING_BUDGET, OPT_NO_WEBUI
     };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -169,6 +170,7 @@ int cmd_serve(int argc, char **argv)
         {"api-key-file", required_argument, NULL, OPT_API_KEY_FILE},
         {"ssl-key-file", required_argument, NULL, OPT_SSL_KEY},
         {"ssl-cert-file", required_argument, NULL, OPT_SSL_CERT},
+        {"no-webui", no_argument, NULL, OPT_NO_WEBUI},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         CLI_MODEL_LONG_OPTIONS,
@@ -280,6 +282,7 @@ int cmd_serve(int argc, char **argv)
             break;
         case OPT_SSL_KEY: ssl_key = optarg; break;
         case OPT_SSL_CERT: ssl_cert = optarg; break;
+        case OPT_NO_WEBUI: cfg.no_webui = true; break;
         case 'v': verbose = true; break;
         case 'h':
             usage(stdout);
@@ -441,6 +444,9 @@ int cmd_serve(int argc, char **argv)
             es.max_full_sequences, cp.tmpl ? cp.source : "none", srv_tool_format_name(tool_format),
             hearth_reasoning_format_name(reasoning), budget, n_keys ? "; API keys required" : "");
     cli_model_report_memory(stderr, CMD, model, engine);
+    if (!cfg.no_webui)
+        fprintf(stderr, "hearth: %s: the chat page: %s://%s%s%s:%d/\n", CMD, scheme, strchr(cfg.host, ':') ? "[" : "",
+                cfg.host, strchr(cfg.host, ':') ? "]" : "", port);
     if (reasoning == HEARTH_REASONING_NONE && cfg.reasoning_budget >= 0)
         fprintf(stderr, "hearth: %s: --reasoning-budget does nothing: the replies have no reasoning apart "
                 "(chat template: %s%s)\n", CMD, cp.tmpl ? cp.source : "none",

@@ -27,7 +27,9 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "chat_page.h"
 #include "http.h"
+#include "http_parse.h"
 #include "metrics.h"
 #include "request.h"
 
@@ -42,7 +44,7 @@ double srv_now_s(void)
 
 static bool route_is_get(enum route r)
 {
-    return r == R_HEALTH || r == R_MODELS || r == R_METRICS;
+    return r == R_PAGE || r == R_HEALTH || r == R_MODELS || r == R_METRICS;
 }
 
 /* Send a response of len bytes of text (malloc'ed; taken over).  When
@@ -103,6 +105,8 @@ static enum route route_of(const char *url)
         const char *path;
         enum route r;
     } table[] = {
+        {"/", R_PAGE},
+        {"/index.html", R_PAGE},
         {"/health", R_HEALTH},
         {"/v1/health", R_HEALTH},
         {"/v1/models", R_MODELS},
@@ -143,6 +147,34 @@ static bool authorized(const struct srv_server *s, struct http_exchange *c)
         ok |= diff == 0;
     }
     return ok != 0;
+}
+
+/* The chat page's headers: it may reach its own server and nothing
+ * else (its script and style are inline: the page is one file, and it
+ * writes the model's text as text, never as markup); a browser asks
+ * again with the entity tag each time it shows the page. */
+#define PAGE_HEADERS \
+    "Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; " \
+    "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'\r\n" \
+    "X-Content-Type-Options: nosniff\r\n" \
+    "Referrer-Policy: no-referrer\r\n" \
+    "Cache-Control: no-cache\r\n"
+
+/* GET / and /index.html: the chat page (src/server/chat.html), with no
+ * key needed: it holds nothing secret, and its own requests to the API
+ * carry the key it asks the user for. */
+static bool handle_page(struct conn *cn, struct http_exchange *c)
+{
+    char headers[640];
+    snprintf(headers, sizeof headers, "ETag: %s\r\n" PAGE_HEADERS, srv_chat_page_etag);
+    const char *inm = http_request_header(c, "If-None-Match");
+    const bool same = inm && http_etag_match(inm, srv_chat_page_etag);
+    const bool ok = same ? http_respond(c, 304, NULL, headers, NULL, 0)
+                         : http_respond(c, 200, "text/html; charset=utf-8", headers,
+                                        (const char *)srv_chat_page, srv_chat_page_len);
+    cn->status = ok ? (same ? 304 : 200) : 499;
+    cn->responded = true;
+    return ok;
 }
 
 static bool handle_health(struct conn *cn, struct http_exchange *c)
@@ -244,6 +276,7 @@ static bool on_request(struct conn *cn, struct http_exchange *c, const char *url
 {
     struct srv_server *s = cn->s;
     cn->route = route_of(url);
+    if (cn->route == R_PAGE && s->cfg.no_webui) cn->route = R_NONE;
     if (cn->route == R_NONE)
         return send_error(cn, c, 404, "invalid_request_error", "not_found", NULL,
                           "there is no %.16s %.80s here", method, url);
@@ -253,10 +286,11 @@ static bool on_request(struct conn *cn, struct http_exchange *c, const char *url
         return send_error(cn, c, 405, "invalid_request_error", "method_not_allowed", NULL,
                           "%.16s is not allowed on %.80s (use %s)", method, url,
                           route_is_get(cn->route) ? "GET" : "POST");
-    if (cn->route != R_HEALTH && !authorized(s, c))
+    if (cn->route != R_HEALTH && cn->route != R_PAGE && !authorized(s, c))
         return send_error(cn, c, 401, "invalid_request_error", "invalid_api_key", NULL,
                           "a valid API key is required: send 'Authorization: Bearer KEY'");
     if (cn->route == R_HEALTH) return handle_health(cn, c);
+    if (cn->route == R_PAGE) return handle_page(cn, c);
     if (s->state == STATE_LOADING)
         return send_error(cn, c, 503, "server_error", "loading", NULL, "the model is still loading");
     switch (cn->route) {

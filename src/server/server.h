@@ -38,6 +38,7 @@ struct srv_config {
                                  * without one (hearth_seed_derive) */
     hearth_speculation speculation; /* of every request (draft_max 0: none) */
     int32_t reasoning_budget;    /* of chat requests that give none; -1: no limit */
+    bool no_webui;               /* GET / answers 404 instead of the chat page */
 };
 
 struct srv_server;

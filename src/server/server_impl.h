@@ -140,7 +140,7 @@ struct job {
 
 /* ---- connections ---------------------------------------------------- */
 
-enum route { R_NONE, R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE };
+enum route { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE };
 
 struct conn {
     struct srv_server *s;

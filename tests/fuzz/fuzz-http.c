@@ -9,8 +9,10 @@
  * come (a refusal is final, a complete head is the same head), the body's
  * data is the same, every refusal is a status the server sends (400,
  * 408, 411, 413, 414, 417, 431, 501, 505) with a message, a declared
- * length is honoured exactly and no body exceeds the limit.  Nothing may
- * read past the input (the replay and libFuzzer builds run under ASan).
+ * length is honoured exactly and no body exceeds the limit; an
+ * If-None-Match field is read for the chat page's entity tag.  Nothing
+ * may read past the input (the replay and libFuzzer builds run under
+ * ASan).
  *
  * Run (see configure --enable-fuzzing) with a corpus directory seeded
  * from tests/fuzz/regressions-http:
@@ -91,6 +93,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (r != r_whole) abort();
     if (r == HTTP_ERROR && e_part.status != e_whole.status) abort();
     if (r != HTTP_DONE) return 0;
+    /* the chat page's conditional GET reads If-None-Match */
+    const char *inm = http_header(&whole, "If-None-Match");
+    if (inm && http_etag_match(inm, "\"42-7\"") && !strstr(inm, "\"42-7\"") && !strchr(inm, '*')) abort();
     if (part.head_len != whole.head_len || strcmp(part.method, whole.method) != 0 ||
         strcmp(part.target, whole.target) != 0 || part.framing != whole.framing ||
         part.content_length != whole.content_length || part.keep_alive != whole.keep_alive ||

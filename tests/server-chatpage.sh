@@ -1,0 +1,152 @@
+#!/bin/sh
+# server-chatpage.sh -- the chat page of hearth serve in a real browser:
+# two servers on stories260K (one with an API key and small KV blocks, so
+# that a conversation's second turn meets the prefix cache; one whose
+# template opens the reply's reasoning, with a reasoning budget), then
+# tests/server-chatpage.py drives headless Chromium through the DevTools
+# protocol: the key asked for, two turns streamed and compared with the
+# server's own answers, a long answer stopped midway (the server cancels
+# it), a new chat, the reasoning shown apart.  It leaves a screenshot,
+# tests/server-chatpage.png in the build directory.  The servers are
+# stopped with SIGTERM, which must give exit status 0, no sanitizer
+# report, and the stopped request logged as 499.
+# Skipped when hearth has no serve command, or python3 or Chromium is
+# missing, unless CI is set; CHROMIUM=PROGRAM names the browser.
+. "${HEARTH_SRCDIR:-.}/tests/lib.sh"
+require_data models/stories260K.gguf
+
+m="$HEARTH_TEST_DATA/models/stories260K.gguf"
+alias=stories260K
+key="test-key-$$"
+shot="${HEARTH_BUILDDIR:-.}/tests/server-chatpage.png"
+
+command -v python3 >/dev/null 2>&1 || unavailable "python3 is not installed"
+if "$HEARTH" serve --help >"$tmpdir/help" 2>&1; then
+    grep -qi 'no HTTP server' "$tmpdir/help" && unavailable "hearth serve is not available: this build has no HTTP server"
+else
+    fail "hearth serve --help failed"
+    sed 's/^/  /' "$tmpdir/help" >&2
+    finish
+fi
+chromium=${CHROMIUM:-}
+if [ -z "$chromium" ]; then
+    for c in chromium chromium-browser google-chrome-stable google-chrome; do
+        if command -v "$c" >/dev/null 2>&1; then chromium=$(command -v "$c"); break; fi
+    done
+fi
+[ -n "$chromium" ] || unavailable "Chromium is not installed (apt-get install chromium)"
+
+pids=''
+stop_servers() {
+    for p in $pids; do kill -KILL "$p" 2>/dev/null; done
+    pids=''
+}
+trap 'stop_servers; rm -rf "$tmpdir"' EXIT
+trap 'exit 130' INT TERM
+
+# start_server NAME ARGS...: start hearth serve in the background; sets
+# $port and $pid once the "listening on" line is there.
+start_server() {
+    name=$1; shift
+    "$HEARTH" serve -m "$m" --alias "$alias" --host 127.0.0.1 --port 0 -t 1 "$@" \
+        >"$tmpdir/$name.out" 2>"$tmpdir/$name.err" &
+    pid=$!
+    pids="$pids $pid"
+    port=''
+    i=0
+    while [ $i -lt 300 ]; do
+        port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$tmpdir/$name.err" | head -n 1)
+        [ -n "$port" ] && return 0
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+        i=$((i + 1))
+    done
+    fail "$name server: no 'listening on' line"
+    sed 's/^/  stderr: /' "$tmpdir/$name.err" >&2
+    finish
+}
+
+# wait_ready NAME PORT: until /health answers 200 (the model is loaded).
+wait_ready() {
+    python3 - "$2" <<'EOF' || { fail "$1 server: /health never answered 200"; sed 's/^/  stderr: /' "$tmpdir/$1.err" >&2; }
+import sys, time, urllib.request
+end = time.monotonic() + 120
+while time.monotonic() < end:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/health", timeout=5) as r:
+            if r.status == 200:
+                sys.exit(0)
+    except OSError:
+        pass
+    time.sleep(0.1)
+sys.exit(1)
+EOF
+}
+
+# stop_server NAME PID: SIGTERM, exit status 0, no sanitizer report.
+stop_server() {
+    name=$1 p=$2
+    kill -TERM "$p" 2>/dev/null
+    ( sleep 60; kill -KILL "$p" 2>/dev/null ) >/dev/null 2>&1 &
+    watchdog=$!
+    wait "$p"
+    rc=$?
+    kill "$watchdog" 2>/dev/null
+    [ "$rc" -eq 0 ] && pass "$name server: exit status 0 after SIGTERM" ||
+        { fail "$name server: exit status $rc after SIGTERM"; tail -n 20 "$tmpdir/$name.err" | sed 's/^/  stderr: /' >&2; }
+    if grep -Eq 'ERROR: AddressSanitizer|runtime error:|LeakSanitizer' "$tmpdir/$name.err"; then
+        fail "$name server: sanitizer report"
+        sed 's/^/  stderr: /' "$tmpdir/$name.err" >&2
+    fi
+}
+
+# A chatml-like template whose generation prompt opens the reasoning: the
+# reply is reasoning until the budget closes it, then the answer.
+cat >"$tmpdir/think.jinja" <<'EOF'
+{%- for m in messages %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endfor -%}
+{%- if add_generation_prompt %}<|im_start|>assistant
+<think>
+{% endif %}{#- replies think in <think> ... </think> first #}
+EOF
+
+start_server main --chat-template chatml -c 16384 -np 2 --kv-block 16 --api-key "$key"
+main_pid=$pid main_port=$port
+start_server think --chat-template "$tmpdir/think.jinja" -c 512 -np 1 --reasoning-budget 6
+think_pid=$pid think_port=$port
+wait_ready main "$main_port"
+wait_ready think "$think_port"
+grep -q "the chat page: http://127.0.0.1:$main_port/" "$tmpdir/main.err" &&
+    pass "the server names the chat page's address" || fail "the server names the chat page's address"
+
+rm -f "$shot"
+HEARTH_URL="http://127.0.0.1:$main_port" HEARTH_KEY="$key" HEARTH_THINK_URL="http://127.0.0.1:$think_port" \
+HEARTH_ALIAS="$alias" \
+    python3 "${HEARTH_SRCDIR:-.}/tests/server-chatpage.py" "$chromium" "$shot" \
+        >"$tmpdir/driver.out" 2>"$tmpdir/driver.err"
+rc=$?
+cat "$tmpdir/driver.out"
+if [ "$rc" -ne 0 ]; then
+    fail "server-chatpage.py: exit status $rc"
+    sed 's/^/  driver: /' "$tmpdir/driver.err" >&2
+    tail -n 30 "$tmpdir/main.err" | sed 's/^/  main server: /' >&2
+    tail -n 10 "$tmpdir/think.err" | sed 's/^/  think server: /' >&2
+fi
+[ -s "$shot" ] && pass "the screenshot is there: $shot" || fail "no screenshot at $shot"
+
+# The page's own requests, as the server logged them: the page without a
+# key, the models with it, and the stopped stream as 499 (the client went
+# away).
+grep -Eq 'req-[0-9]+ GET / 200 ' "$tmpdir/main.err" && pass "the log has GET / 200" ||
+    fail "the log has GET / 200"
+grep -Eq 'req-[0-9]+ GET /v1/models 401 ' "$tmpdir/main.err" && grep -Eq 'req-[0-9]+ GET /v1/models 200 ' "$tmpdir/main.err" &&
+    pass "the log has the page's models call refused without the key, then answered" ||
+    fail "the log has the page's models call refused without the key, then answered"
+grep -Eq 'req-[0-9]+ POST /v1/chat/completions 499 ' "$tmpdir/main.err" &&
+    pass "the log has the stopped stream as 499" || fail "the log has the stopped stream as 499"
+
+stop_server main "$main_pid"
+stop_server think "$think_pid"
+pids=''
+finish
