@@ -342,6 +342,7 @@ EXTRA_DIST += \
 	tests/server-api.py \
 	tests/server-openai.mjs \
 	tests/server-openai.sh \
+	tests/server-responses.mjs \
 	tests/template-models.mjs \
 	tests/template-models.sh \
 	tests/tokenize-cases.mjs \
