@@ -5,7 +5,8 @@
 # installed into a temporary directory, three servers are started on
 # stories260K (one with the default deadline, one with --timeout 1 for
 # the error that comes in the middle of a stream, one whose template lets
-# replies think in <think> blocks), all with an API key, and stopped with
+# replies think in <think> blocks and which keeps few past responses, by
+# count and by bytes), all with an API key, and stopped with
 # SIGTERM at the end, which must give exit status 0 and no sanitizer
 # report.  Skips (77) when node or npm is not installed, when hearth has
 # no serve command, or when the npm registry cannot be reached;
@@ -102,7 +103,7 @@ start_server main "$qwen" -c 2048
 main_pid=$pid main_port=$port
 start_server deadline "$qwen" -c 4096 -np 8 --timeout 1
 deadline_pid=$pid deadline_port=$port
-start_server think "$think_template" -c 512 -np 2
+start_server think "$think_template" -c 512 -np 2 --responses-store 2 --responses-store-bytes 6000
 think_pid=$pid think_port=$port
 
 HEARTH_URL="http://127.0.0.1:$main_port" HEARTH_TIMEOUT_URL="http://127.0.0.1:$deadline_port" \

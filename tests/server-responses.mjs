@@ -5,7 +5,7 @@
 // create({stream: true}), the raw SSE and responses.stream()), tool calls
 // and their results with and without previous_response_id, JSON formats,
 // a reasoning model's reasoning item, the store (retrieve, delete,
-// store: false, an unknown id), the 400s of unsupported fields, and an
+// store: false, an unknown id, its bounds), the 400s of unsupported fields, and an
 // error in the middle of a stream.  Run by tests/server-openai.sh with
 // the environment:
 //   HEARTH_URL          base URL of a server started with --api-key KEY
@@ -391,6 +391,28 @@ await group('store', async () => {
   const ns = await raises(client.responses.retrieve(nostore.id));
   check(ns instanceof OpenAI.NotFoundError, 'store: a store: false response is not kept',
         `${ns?.constructor?.name} ${ns?.status}`);
+});
+
+await group('store bounds', async () => {
+  // the think server keeps 2 responses: a third gives up the least
+  // recently used, and reading one uses it
+  const tclient = new OpenAI({ baseURL: `${thinkBase}/v1`, apiKey: key, maxRetries: 0 });
+  const make = async () => (await tclient.responses.create({ model: alias, input: 'Hi.', max_output_tokens: 2 })).id;
+  const kept = async (id) => (await raises(tclient.responses.retrieve(id))) === null;
+  const a = await make();
+  const b = await make();
+  check(await kept(a) && await kept(b), 'store bounds: two responses kept');
+  await kept(a); // read last: b is now the least recently used
+  const c = await make();
+  check(await kept(a) && !(await kept(b)) && await kept(c), 'store bounds: the least recently used given up first',
+        show([a, b, c]));
+  // and 6000 bytes: one whose metadata alone passes them is not kept
+  const meta = Object.fromEntries([...Array(16).keys()].map((i) => [`k${i}`, 'x'.repeat(500)]));
+  const big = await tclient.responses.create({ model: alias, input: 'Hi.', max_output_tokens: 2, metadata: meta });
+  const e = await raises(tclient.responses.retrieve(big.id));
+  check(e instanceof OpenAI.NotFoundError, 'store bounds: a response larger than the bytes is not kept',
+        `${e?.constructor?.name} ${e?.status}`);
+  check(await kept(c), 'store bounds: what was kept stays', c);
 });
 
 await group('unsupported fields', async () => {
