@@ -339,6 +339,7 @@ EXTRA_DIST += \
 	tests/http-server.py \
 	tests/layout.py \
 	tests/layout.sh \
+	tests/openai-checks.mjs \
 	tests/server-api.py \
 	tests/server-openai.mjs \
 	tests/server-openai.sh \

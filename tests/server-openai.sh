@@ -41,7 +41,9 @@ if [ -n "${HEARTH_OPENAI_NODE_MODULES:-}" ] && [ -d "$HEARTH_OPENAI_NODE_MODULES
 else
     npm_install "$work" openai
 fi
-cp "${HEARTH_SRCDIR:-.}/tests/server-openai.mjs" "${HEARTH_SRCDIR:-.}/tests/server-responses.mjs" "$work/"
+for f in openai-checks.mjs server-openai.mjs server-responses.mjs; do
+    cp "${HEARTH_SRCDIR:-.}/tests/$f" "$work/"
+done
 
 # A template of a reasoning model's shape: replies think in <think> ...
 # </think> first (a reasoning split), the effort is a variable.
@@ -106,29 +108,24 @@ deadline_pid=$pid deadline_port=$port
 start_server think "$think_template" -c 512 -np 2 --responses-store 2 --responses-store-bytes 6000
 think_pid=$pid think_port=$port
 
-HEARTH_URL="http://127.0.0.1:$main_port" HEARTH_TIMEOUT_URL="http://127.0.0.1:$deadline_port" \
-HEARTH_KEY="$key" HEARTH_ALIAS="$alias" \
-    timeout 300 node "$work/server-openai.mjs" >"$tmpdir/node.out" 2>"$tmpdir/node.err"
-rc=$?
-cat "$tmpdir/node.out"
-if [ "$rc" -ne 0 ]; then
-    fail "server-openai.mjs: exit status $rc"
-    sed 's/^/  node: /' "$tmpdir/node.err" >&2
-    tail -n 30 "$tmpdir/main.err" | sed 's/^/  main server: /' >&2
-    tail -n 10 "$tmpdir/deadline.err" | sed 's/^/  deadline server: /' >&2
-fi
-
-HEARTH_URL="http://127.0.0.1:$main_port" HEARTH_TIMEOUT_URL="http://127.0.0.1:$deadline_port" \
-HEARTH_THINK_URL="http://127.0.0.1:$think_port" HEARTH_KEY="$key" HEARTH_ALIAS="$alias" \
-    timeout 300 node "$work/server-responses.mjs" >"$tmpdir/responses.out" 2>"$tmpdir/responses.err"
-rc=$?
-cat "$tmpdir/responses.out"
-if [ "$rc" -ne 0 ]; then
-    fail "server-responses.mjs: exit status $rc"
-    sed 's/^/  node: /' "$tmpdir/responses.err" >&2
-    tail -n 30 "$tmpdir/main.err" | sed 's/^/  main server: /' >&2
-    tail -n 10 "$tmpdir/think.err" | sed 's/^/  think server: /' >&2
-fi
+# run_node SCRIPT: run one of the .mjs against the three servers; a
+# failure shows its output and the servers' last lines.
+run_node() {
+    HEARTH_URL="http://127.0.0.1:$main_port" HEARTH_TIMEOUT_URL="http://127.0.0.1:$deadline_port" \
+    HEARTH_THINK_URL="http://127.0.0.1:$think_port" HEARTH_KEY="$key" HEARTH_ALIAS="$alias" \
+        timeout 300 node "$work/$1" >"$tmpdir/$1.out" 2>"$tmpdir/$1.err"
+    rc=$?
+    cat "$tmpdir/$1.out"
+    if [ "$rc" -ne 0 ]; then
+        fail "$1: exit status $rc"
+        sed 's/^/  node: /' "$tmpdir/$1.err" >&2
+        for name in main deadline think; do
+            tail -n 20 "$tmpdir/$name.err" | sed "s/^/  $name server: /" >&2
+        done
+    fi
+}
+run_node server-openai.mjs
+run_node server-responses.mjs
 
 stop_server main "$main_pid"
 stop_server deadline "$deadline_pid"

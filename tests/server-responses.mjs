@@ -17,45 +17,15 @@
 // Prints "ok: ..." per check, "FAIL: ..." per failure, and exits 1 if any
 // check failed.
 import OpenAI from 'openai';
+import { check, fail, finish, group, ok, show, waitHealthy } from './openai-checks.mjs';
 
 const base = process.env.HEARTH_URL;
 const timeoutBase = process.env.HEARTH_TIMEOUT_URL;
 const thinkBase = process.env.HEARTH_THINK_URL;
 const key = process.env.HEARTH_KEY;
 const alias = process.env.HEARTH_ALIAS;
-let failed = 0;
 
-function ok(what) { console.log(`ok: ${what}`); }
-function fail(what) { console.error(`FAIL: ${what}`); failed++; }
-function check(cond, what, detail) {
-  if (cond) ok(what); else fail(detail === undefined ? what : `${what}: ${detail}`);
-  return cond;
-}
-const show = (x) => JSON.stringify(x)?.slice(0, 600);
-
-async function waitHealthy(url, seconds) {
-  const end = Date.now() + seconds * 1000;
-  let last = 'no answer';
-  while (Date.now() < end) {
-    try {
-      const r = await fetch(`${url}/health`);
-      if (r.status === 200) return;
-      last = `HTTP ${r.status}`;
-    } catch (e) {
-      last = String(e);
-    }
-    await new Promise((res) => setTimeout(res, 100));
-  }
-  throw new Error(`${url}/health not 200 after ${seconds}s (${last})`);
-}
-
-async function group(name, fn) {
-  try {
-    await fn();
-  } catch (e) {
-    fail(`${name}: ${e?.constructor?.name}: ${e?.message}${e?.status ? ` (status ${e.status})` : ''}`);
-  }
-}
+const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 
 // The error a request raises, or null.
 async function raises(p) {
@@ -191,7 +161,7 @@ await group('stream', async () => {
   const want = ['response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added',
                 'response.output_text.delta', 'response.output_text.done', 'response.content_part.done',
                 'response.output_item.done', first.status === 'completed' ? 'response.completed' : 'response.incomplete'];
-  check(show(shape(evs)) === show(want), 'stream: the events of a text reply', show(shape(evs)));
+  check(same(shape(evs), want), 'stream: the events of a text reply', show(shape(evs)));
   const deltas = evs.filter((e) => e.type === 'response.output_text.delta');
   const text = deltas.map((e) => e.delta).join('');
   check(text === first.output_text, 'stream: the deltas are the non-streamed text', `${show(text)} vs ${show(first.output_text)}`);
@@ -276,7 +246,7 @@ await group('tool calls', async () => {
   const want = ['response.created', 'response.in_progress', 'response.output_item.added',
                 'response.function_call_arguments.delta', 'response.function_call_arguments.done',
                 'response.output_item.done', 'response.completed'];
-  check(show(shape(evs)) === show(want), 'tools stream: the events of a function call', show(shape(evs)));
+  check(same(shape(evs), want), 'tools stream: the events of a function call', show(shape(evs)));
   const argsDone = evs.find((e) => e.type === 'response.function_call_arguments.done');
   const argsDelta = evs.filter((e) => e.type === 'response.function_call_arguments.delta').map((e) => e.delta).join('');
   check(argsDone?.arguments === call.arguments && argsDelta === call.arguments && argsDone?.name === 'get_weather',
@@ -359,7 +329,7 @@ await group('reasoning', async () => {
                 'response.output_item.added', 'response.content_part.added', 'response.output_text.delta',
                 'response.output_text.done', 'response.content_part.done', 'response.output_item.done',
                 'response.completed'];
-  check(show(shape(evs)) === show(want), 'reasoning stream: the reasoning item\'s events, then the message\'s',
+  check(same(shape(evs), want), 'reasoning stream: the reasoning item\'s events, then the message\'s',
         show(shape(evs)));
   const thought = evs.filter((e) => e.type === 'response.reasoning_text.delta').map((e) => e.delta).join('');
   check(thought === 'Plan it.', 'reasoning stream: the reasoning as deltas', show(thought));
@@ -372,7 +342,7 @@ await group('store', async () => {
   const r = await client.responses.create({ model: alias, input: story, ...sampling, max_output_tokens: 8 });
   const got = await client.responses.retrieve(r.id);
   check(got.id === r.id && got.output_text === r.output_text && got.status === r.status &&
-        show(got.usage) === show(r.usage), 'store: retrieve gives the response back', show(got));
+        same(got.usage, r.usage), 'store: retrieve gives the response back', show(got));
   const del = await raises(client.responses.delete(r.id));
   check(del === null, 'store: delete', show(del?.message));
   const gone = await raises(client.responses.retrieve(r.id));
@@ -463,7 +433,4 @@ await group('error mid-stream', async () => {
   }
 });
 
-if (failed) {
-  console.error(`${failed} check(s) failed`);
-  process.exit(1);
-}
+finish();

@@ -396,7 +396,6 @@ void emit_end(struct job *j)
 void emit_error(struct job *j, const char *message, const char *type, const char *code, const char *param)
 {
     if (j->req.kind == SRV_RESPONSES) {
-        (void)type;
         responses_stream_error(j, message, code, param);
         return;
     }
