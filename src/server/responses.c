@@ -525,9 +525,10 @@ void responses_stream_end(struct job *j)
 
 void responses_stream_error(struct job *j, const char *message, const char *code, const char *param)
 {
+    /* the item being written ends incomplete; then the error */
+    close_item(j, "incomplete");
     event(j, "error", json_pack("{s:s?, s:s, s:s?}", "code", code, "message", message, "param",
                                 param && *param ? param : NULL));
-    close_item(j, "incomplete");
     event(j, "response.failed", json_pack("{s:o}", "response", response_object(j, "failed",
                                                                                  json_incref(j->rs.output), message)));
     j->stream_closed = true;
