@@ -340,11 +340,13 @@ EXTRA_DIST += \
 	tests/http-server.py \
 	tests/layout.py \
 	tests/layout.sh \
+	tests/openai-checks.mjs \
 	tests/server-api.py \
 	tests/server-chatpage.py \
 	tests/server-chatpage.sh \
 	tests/server-openai.mjs \
 	tests/server-openai.sh \
+	tests/server-responses.mjs \
 	tests/template-models.mjs \
 	tests/template-models.sh \
 	tests/tokenize-cases.mjs \

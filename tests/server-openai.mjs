@@ -11,46 +11,12 @@
 // Prints "ok: ..." per check, "FAIL: ..." per failure, and exits 1 if any
 // check failed.
 import OpenAI from 'openai';
+import { check, fail, finish, group, ok, show, waitHealthy } from './openai-checks.mjs';
 
 const base = process.env.HEARTH_URL;
 const timeoutBase = process.env.HEARTH_TIMEOUT_URL;
 const key = process.env.HEARTH_KEY;
 const alias = process.env.HEARTH_ALIAS;
-let failed = 0;
-
-function ok(what) { console.log(`ok: ${what}`); }
-function fail(what) { console.error(`FAIL: ${what}`); failed++; }
-function check(cond, what, detail) {
-  if (cond) ok(what); else fail(detail === undefined ? what : `${what}: ${detail}`);
-  return cond;
-}
-const show = (x) => JSON.stringify(x);
-
-async function waitHealthy(url, seconds) {
-  const end = Date.now() + seconds * 1000;
-  let last = 'no answer';
-  while (Date.now() < end) {
-    try {
-      const r = await fetch(`${url}/health`);
-      if (r.status === 200) return;
-      last = `HTTP ${r.status}`;
-    } catch (e) {
-      last = String(e);
-    }
-    await new Promise((res) => setTimeout(res, 100));
-  }
-  throw new Error(`${url}/health not 200 after ${seconds}s (${last})`);
-}
-
-// Runs one named group of checks; an exception fails the group and the
-// next group still runs.
-async function group(name, fn) {
-  try {
-    await fn();
-  } catch (e) {
-    fail(`${name}: ${e?.constructor?.name}: ${e?.message}${e?.status ? ` (status ${e.status})` : ''}`);
-  }
-}
 
 const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: key, maxRetries: 0, timeout: 60000 });
 
@@ -308,7 +274,4 @@ await group('error mid-stream', async () => {
   }
 });
 
-if (failed) {
-  console.error(`${failed} check(s) failed`);
-  process.exit(1);
-}
+finish();

@@ -1,9 +1,12 @@
 #!/bin/sh
 # server-openai.sh -- hearth serve through the official OpenAI Node.js
-# client (tests/server-openai.mjs): the npm package openai is installed
-# into a temporary directory, two servers are started on stories260K (one
-# with the default deadline, one with --timeout 1 for the error that comes
-# in the middle of a stream), both with an API key, and stopped with
+# client: chat and text completions (tests/server-openai.mjs) and the
+# Responses API (tests/server-responses.mjs).  The npm package openai is
+# installed into a temporary directory, three servers are started on
+# stories260K (one with the default deadline, one with --timeout 1 for
+# the error that comes in the middle of a stream, one whose template lets
+# replies think in <think> blocks and which keeps few past responses, by
+# count and by bytes), all with an API key, and stopped with
 # SIGTERM at the end, which must give exit status 0 and no sanitizer
 # report.  Skips (77) when node or npm is not installed, when hearth has
 # no serve command, or when the npm registry cannot be reached;
@@ -38,15 +41,30 @@ if [ -n "${HEARTH_OPENAI_NODE_MODULES:-}" ] && [ -d "$HEARTH_OPENAI_NODE_MODULES
 else
     npm_install "$work" openai
 fi
-cp "${HEARTH_SRCDIR:-.}/tests/server-openai.mjs" "$work/"
+for f in openai-checks.mjs server-openai.mjs server-responses.mjs; do
+    cp "${HEARTH_SRCDIR:-.}/tests/$f" "$work/"
+done
 
-# start_server NAME ARGS...: start hearth serve in the background; sets
-# $port and $pid once the "listening on" line is there.  The template is
-# one that writes tools into the prompt (a request with tools is refused
-# under one that does not).
+# A template of a reasoning model's shape: replies think in <think> ...
+# </think> first (a reasoning split), the effort is a variable.
+think_template="$tmpdir/think.jinja"
+cat >"$think_template" <<'EOF'
+{%- for m in messages %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endfor -%}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% if reasoning_effort is defined %}Effort: {{ reasoning_effort }}
+{% endif %}{% endif %}
+{#- replies think in <think> ... </think> first #}
+EOF
+
+# start_server NAME TEMPLATE ARGS...: start hearth serve in the
+# background; sets $port and $pid once the "listening on" line is there.
+# The main servers' template is one that writes tools into the prompt (a
+# request with tools is refused under one that does not).
 start_server() {
-    name=$1; shift
-    "$HEARTH" serve -m "$m" --alias "$alias" --chat-template "$HEARTH_TEST_DATA/chat/Qwen-Qwen2.5-7B-Instruct.jinja" \
+    name=$1 template=$2; shift 2
+    "$HEARTH" serve -m "$m" --alias "$alias" --chat-template "$template" \
         --host 127.0.0.1 --port 0 \
         --api-key "$key" -t 1 "$@" >"$tmpdir/$name.out" 2>"$tmpdir/$name.err" &
     pid=$!
@@ -82,24 +100,35 @@ stop_server() {
     fi
 }
 
-start_server main -c 2048
+qwen="$HEARTH_TEST_DATA/chat/Qwen-Qwen2.5-7B-Instruct.jinja"
+start_server main "$qwen" -c 2048
 main_pid=$pid main_port=$port
-start_server deadline -c 4096 -np 8 --timeout 1
+start_server deadline "$qwen" -c 4096 -np 8 --timeout 1
 deadline_pid=$pid deadline_port=$port
+start_server think "$think_template" -c 512 -np 2 --responses-store 2 --responses-store-bytes 6000
+think_pid=$pid think_port=$port
 
-HEARTH_URL="http://127.0.0.1:$main_port" HEARTH_TIMEOUT_URL="http://127.0.0.1:$deadline_port" \
-HEARTH_KEY="$key" HEARTH_ALIAS="$alias" \
-    timeout 300 node "$work/server-openai.mjs" >"$tmpdir/node.out" 2>"$tmpdir/node.err"
-rc=$?
-cat "$tmpdir/node.out"
-if [ "$rc" -ne 0 ]; then
-    fail "server-openai.mjs: exit status $rc"
-    sed 's/^/  node: /' "$tmpdir/node.err" >&2
-    tail -n 30 "$tmpdir/main.err" | sed 's/^/  main server: /' >&2
-    tail -n 10 "$tmpdir/deadline.err" | sed 's/^/  deadline server: /' >&2
-fi
+# run_node SCRIPT: run one of the .mjs against the three servers; a
+# failure shows its output and the servers' last lines.
+run_node() {
+    HEARTH_URL="http://127.0.0.1:$main_port" HEARTH_TIMEOUT_URL="http://127.0.0.1:$deadline_port" \
+    HEARTH_THINK_URL="http://127.0.0.1:$think_port" HEARTH_KEY="$key" HEARTH_ALIAS="$alias" \
+        timeout 300 node "$work/$1" >"$tmpdir/$1.out" 2>"$tmpdir/$1.err"
+    rc=$?
+    cat "$tmpdir/$1.out"
+    if [ "$rc" -ne 0 ]; then
+        fail "$1: exit status $rc"
+        sed 's/^/  node: /' "$tmpdir/$1.err" >&2
+        for name in main deadline think; do
+            tail -n 20 "$tmpdir/$name.err" | sed "s/^/  $name server: /" >&2
+        done
+    fi
+}
+run_node server-openai.mjs
+run_node server-responses.mjs
 
 stop_server main "$main_pid"
 stop_server deadline "$deadline_pid"
+stop_server think "$think_pid"
 pids=''
 finish

@@ -3,8 +3,9 @@
  * every field read with its type and range, null as absent, unknown
  * fields ignored, each refusal a 400 naming the field, chat content parts
  * joined, tools and tool_choice, a chat's reasoning budget (its own or
- * the server's), prompts in every form, and the tokenize/detokenize
- * bodies.
+ * the server's), the Responses API's bodies (input items, flat tools,
+ * text.format, the fields it refuses), prompts in every form, and the
+ * tokenize/detokenize bodies.
  */
 #include <stdio.h>
 #include <string.h>
@@ -324,6 +325,158 @@ START_TEST(test_tools)
 }
 END_TEST
 
+/* The Responses API's body: input as a string or items, instructions
+ * first, flat tools and tool_choice, text.format, reasoning.effort, the
+ * store's fields, what a response repeats, and a 400 naming each field
+ * this server refuses. */
+START_TEST(test_responses)
+{
+    struct srv_request r;
+    parse_ok(SRV_RESPONSES, "{\"model\":\"x\",\"instructions\":\"Be brief.\",\"input\":\"hi\",\"max_output_tokens\":7,"
+                            "\"temperature\":0.5,\"metadata\":{\"k\":\"v\"},\"store\":false,\"user\":\"u\","
+                            "\"truncation\":\"disabled\",\"service_tier\":\"auto\",\"include\":[],"
+                            "\"reasoning\":{\"effort\":\"high\",\"summary\":\"auto\"},\"text\":{\"verbosity\":\"medium\"}}",
+             &r);
+    ck_assert_str_eq(r.messages_json, "[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"hi\"}]");
+    ck_assert_int_eq((int)r.n_instructions, 1);
+    ck_assert_int_eq(r.max_tokens, 7);
+    ck_assert_int_eq(r.n, 1);
+    ck_assert(!r.store);
+    ck_assert(r.parallel_tool_calls);
+    ck_assert_str_eq(r.reasoning_effort, "high");
+    ck_assert_ptr_null(r.previous_response_id);
+    ck_assert_int_eq(r.tool_choice, SRV_TOOL_NONE);
+    /* what the response repeats */
+    ck_assert_ptr_nonnull(strstr(r.echo_json, "\"instructions\":\"Be brief.\""));
+    ck_assert_ptr_nonnull(strstr(r.echo_json, "\"max_output_tokens\":7"));
+    ck_assert_ptr_nonnull(strstr(r.echo_json, "\"tool_choice\":\"auto\""));
+    ck_assert_ptr_nonnull(strstr(r.echo_json, "\"text\":{\"format\":{\"type\":\"text\"}}"));
+    ck_assert_ptr_nonnull(strstr(r.echo_json, "\"metadata\":{\"k\":\"v\"}"));
+    ck_assert_ptr_nonnull(strstr(r.echo_json, "\"temperature\":0.5"));
+    ck_assert_ptr_nonnull(strstr(r.echo_json, "\"store\":false"));
+    ck_assert_ptr_nonnull(strstr(r.echo_json, "\"previous_response_id\":null"));
+    srv_request_free(&r);
+    /* items: messages with parts, a function call joined to the assistant
+     * message before it, its output, reasoning left out; no instructions */
+    parse_ok(SRV_RESPONSES,
+             "{\"input\":[{\"role\":\"developer\",\"content\":\"D\"},"
+             "{\"type\":\"message\",\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"a\"},"
+             "{\"type\":\"input_text\",\"text\":\"b\"}]},"
+             "{\"type\":\"reasoning\",\"id\":\"rs_1\",\"summary\":[]},"
+             "{\"type\":\"message\",\"role\":\"assistant\",\"id\":\"msg_1\",\"status\":\"completed\",\"content\":"
+             "[{\"type\":\"output_text\",\"text\":\"Let me look.\",\"annotations\":[]}]},"
+             "{\"type\":\"function_call\",\"id\":\"fc_1\",\"call_id\":\"call_1\",\"name\":\"f\",\"arguments\":\"{\\\"x\\\":1}\"},"
+             "{\"type\":\"function_call\",\"call_id\":\"call_2\",\"name\":\"g\",\"arguments\":\"oops\"},"
+             "{\"type\":\"function_call_output\",\"call_id\":\"call_1\",\"output\":\"2\"},"
+             "{\"type\":\"function_call_output\",\"call_id\":\"call_2\",\"output\":[{\"type\":\"input_text\",\"text\":\"3\"}]},"
+             "{\"type\":\"function_call\",\"call_id\":\"call_3\",\"name\":\"h\",\"arguments\":\"{}\"}]}",
+             &r);
+    ck_assert_str_eq(r.messages_json,
+                     "[{\"role\":\"system\",\"content\":\"D\"},{\"role\":\"user\",\"content\":\"a\\nb\"},"
+                     "{\"role\":\"assistant\",\"content\":\"Let me look.\",\"tool_calls\":["
+                     "{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":{\"x\":1}}},"
+                     "{\"id\":\"call_2\",\"type\":\"function\",\"function\":{\"name\":\"g\",\"arguments\":\"oops\"}}]},"
+                     "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"2\"},"
+                     "{\"role\":\"tool\",\"tool_call_id\":\"call_2\",\"content\":\"3\"},"
+                     "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"call_3\",\"type\":\"function\","
+                     "\"function\":{\"name\":\"h\",\"arguments\":{}}}]}]");
+    ck_assert_int_eq((int)r.n_instructions, 0);
+    ck_assert(r.store);
+    srv_request_free(&r);
+    /* flat tools become the templates' shape; a named tool_choice is flat too */
+    parse_ok(SRV_RESPONSES, "{\"input\":\"hi\",\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"description\":\"d\","
+                            "\"parameters\":{\"type\":\"object\"},\"strict\":true},{\"type\":\"function\",\"name\":\"g\"}],"
+                            "\"tool_choice\":{\"type\":\"function\",\"name\":\"g\"},\"parallel_tool_calls\":false}", &r);
+    ck_assert_str_eq(r.tools_json, "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":\"d\","
+                                   "\"parameters\":{\"type\":\"object\"}}},{\"type\":\"function\",\"function\":{\"name\":\"g\"}}]");
+    ck_assert_int_eq(r.tool_choice, SRV_TOOL_NAMED);
+    ck_assert_str_eq(r.tool_name, "g");
+    ck_assert(!r.parallel_tool_calls);
+    ck_assert_ptr_nonnull(strstr(r.echo_json, "\"tool_choice\":{\"type\":\"function\",\"name\":\"g\"}"));
+    ck_assert_ptr_nonnull(strstr(r.echo_json, "{\"type\":\"function\",\"name\":\"g\",\"description\":null,"
+                                              "\"parameters\":null,\"strict\":null}"));
+    srv_request_free(&r);
+    /* text.format, flat; previous_response_id with no input */
+    parse_ok(SRV_RESPONSES, "{\"previous_response_id\":\"resp_1\",\"text\":{\"format\":{\"type\":\"json_schema\","
+                            "\"name\":\"n\",\"strict\":true,\"schema\":{\"type\":\"integer\"}}}}", &r);
+    ck_assert_int_eq(r.grammar, SRV_GRAMMAR_JSON_SCHEMA);
+    ck_assert_str_eq(r.grammar_text, "{\"type\":\"integer\"}");
+    ck_assert_ptr_nonnull(r.schema_gbnf);
+    ck_assert_str_eq(r.previous_response_id, "resp_1");
+    ck_assert_str_eq(r.messages_json, "[]");
+    srv_request_free(&r);
+    parse_ok(SRV_RESPONSES, "{\"input\":\"hi\",\"text\":{\"format\":{\"type\":\"json_object\"}},\"stream\":true,"
+                            "\"stream_options\":{\"include_obfuscation\":false}}", &r);
+    ck_assert_int_eq(r.grammar, SRV_GRAMMAR_JSON_OBJECT);
+    ck_assert(r.stream);
+    srv_request_free(&r);
+
+    static const struct {
+        const char *body, *param;
+    } refused[] = {
+        {"{}", "input"},
+        {"{\"input\":5}", "input"},
+        {"{\"input\":\"x\",\"instructions\":[]}", "instructions"},
+        {"{\"input\":[5]}", "input[0]"},
+        {"{\"input\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "input[0].role"},
+        {"{\"input\":[{\"role\":\"user\"}]}", "input[0].content"},
+        {"{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\",\"image_url\":\"u\"}]}]}",
+         "input[0].content[0]"},
+        {"{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_file\",\"file_id\":\"f\"}]}]}",
+         "input[0].content[0]"},
+        {"{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_text\"}]}]}", "input[0].content[0]"},
+        {"{\"input\":[{\"type\":\"function_call\",\"name\":\"f\",\"arguments\":\"{}\"}]}", "input[0].call_id"},
+        {"{\"input\":[{\"type\":\"function_call\",\"call_id\":\"c\",\"arguments\":\"{}\"}]}", "input[0].name"},
+        {"{\"input\":[{\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"f\",\"arguments\":{}}]}",
+         "input[0].arguments"},
+        {"{\"input\":[{\"type\":\"function_call_output\",\"call_id\":\"c\"}]}", "input[0].output"},
+        {"{\"input\":[{\"type\":\"item_reference\",\"id\":\"msg_1\"}]}", "input[0].type"},
+        {"{\"input\":[{\"type\":\"web_search_call\",\"id\":\"ws_1\"}]}", "input[0].type"},
+        {"{\"input\":[{\"type\":3}]}", "input[0].type"},
+        {"{\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", "tools[0].type"},
+        {"{\"input\":\"x\",\"tools\":[{\"type\":\"function\"}]}", "tools[0].name"},
+        {"{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"strict\":1}]}", "tools[0].strict"},
+        {"{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"parameters\":[]}]}", "tools[0].parameters"},
+        {"{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"f\"}],\"tool_choice\":{\"type\":\"function\","
+         "\"name\":\"g\"}}", "tool_choice"},
+        {"{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"f\"}],\"tool_choice\":{\"type\":\"function\","
+         "\"function\":{\"name\":\"f\"}}}", "tool_choice"},
+        {"{\"input\":\"x\",\"tool_choice\":{\"type\":\"web_search_preview\"}}", "tool_choice"},
+        {"{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_schema\",\"schema\":{}}}}", "text.format"},
+        {"{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"n\",\"schema\":5}}}", "text.format"},
+        {"{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"grammar\"}}}", "text.format"},
+        {"{\"input\":\"x\",\"text\":{\"verbosity\":\"low\"}}", "text.verbosity"},
+        {"{\"input\":\"x\",\"text\":3}", "text"},
+        {"{\"input\":\"x\",\"reasoning\":{\"effort\":\"minimal\"}}", "reasoning.effort"},
+        {"{\"input\":\"x\",\"reasoning\":{\"effort\":\"huge\"}}", "reasoning.effort"},
+        {"{\"input\":\"x\",\"reasoning\":{\"summary\":\"detailed\"}}", "reasoning.summary"},
+        {"{\"input\":\"x\",\"background\":true}", "background"},
+        {"{\"input\":\"x\",\"conversation\":\"c\"}", "conversation"},
+        {"{\"input\":\"x\",\"include\":[\"message.output_text.logprobs\"]}", "include"},
+        {"{\"input\":\"x\",\"truncation\":\"auto\"}", "truncation"},
+        {"{\"input\":\"x\",\"prompt\":{\"id\":\"p\"}}", "prompt"},
+        {"{\"input\":\"x\",\"service_tier\":\"flex\"}", "service_tier"},
+        {"{\"input\":\"x\",\"top_logprobs\":2}", "top_logprobs"},
+        {"{\"input\":\"x\",\"stream_options\":{\"include_obfuscation\":true},\"stream\":true}",
+         "stream_options.include_obfuscation"},
+        {"{\"input\":\"x\",\"stream_options\":{}}", "stream_options"},
+        {"{\"input\":\"x\",\"metadata\":{\"k\":1}}", "metadata"},
+        {"{\"input\":\"x\",\"store\":\"yes\"}", "store"},
+        {"{\"input\":\"x\",\"previous_response_id\":3}", "previous_response_id"},
+        {"{\"input\":\"x\",\"max_output_tokens\":0}", "max_output_tokens"},
+        {"{\"input\":\"x\",\"max_output_tokens\":65}", "max_output_tokens"},
+        {"{\"input\":\"x\",\"max_tokens\":5}", "max_tokens"},
+        {"{\"input\":\"x\",\"messages\":[]}", "messages"},
+        {"{\"input\":\"x\",\"response_format\":{\"type\":\"json_object\"}}", "response_format"},
+        {"{\"input\":\"x\",\"reasoning_effort\":\"low\"}", "reasoning_effort"},
+        {"{\"input\":\"x\",\"n\":2}", "n"},
+        {"{\"input\":\"x\",\"temperature\":3}", "temperature"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        parse_bad(SRV_RESPONSES, refused[i].body, 400, refused[i].param);
+}
+END_TEST
+
 START_TEST(test_completion_prompts)
 {
     struct srv_request r;
@@ -416,6 +569,7 @@ int main(void)
     tcase_add_test(tc, test_structured_fields);
     tcase_add_test(tc, test_chat_refusals);
     tcase_add_test(tc, test_tools);
+    tcase_add_test(tc, test_responses);
     tcase_add_test(tc, test_completion_prompts);
     tcase_add_test(tc, test_tokenize_bodies);
     tcase_add_test(tc, test_messages_are_utf8);

@@ -85,6 +85,7 @@ static void job_free(struct job *j)
         free(j->echo[i]);
     }
     free(j->out.p);
+    responses_stream_free(j);
     srv_request_free(&j->req);
     if (j->efd >= 0) close(j->efd);
     pthread_mutex_destroy(&j->mu);
@@ -169,7 +170,11 @@ static void add_answer(struct job *j, size_t ci, const char *text, size_t len)
 {
     struct choice *c = &j->choices[ci];
     if (len == 0) return;
-    if (j->req.stream && reads_tool_calls(j)) {
+    if (j->req.kind == SRV_RESPONSES) {
+        /* kept whole: the done events and the store repeat it */
+        buf_add(&c->text, text, len);
+        if (j->req.stream && !j->stream_closed) responses_stream_text(j);
+    } else if (j->req.stream && reads_tool_calls(j)) {
         buf_add(&c->text, text, len);
         if (!j->stream_closed) stream_tool_text(j, ci);
     } else if (j->req.stream) {
@@ -183,8 +188,14 @@ static void add_answer(struct job *j, size_t ci, const char *text, size_t len)
 static void add_reasoning(struct job *j, size_t ci, const char *text, size_t len)
 {
     if (len == 0) return;
-    if (!j->req.stream) buf_add(&j->choices[ci].reasoning, text, len);
-    else if (!j->stream_closed) emit_reasoning(j, ci, text, len);
+    if (j->req.kind == SRV_RESPONSES) {
+        if (!j->req.stream) buf_add(&j->choices[ci].reasoning, text, len);
+        else if (!j->stream_closed) responses_stream_reasoning(j, text, len);
+    } else if (!j->req.stream) {
+        buf_add(&j->choices[ci].reasoning, text, len);
+    } else if (!j->stream_closed) {
+        emit_reasoning(j, ci, text, len);
+    }
 }
 
 /* The event's text through the choice's reasoning split: its reasoning
@@ -275,6 +286,8 @@ static void on_event(void *user, const hearth_event *ev)
             if (j->failed) {
                 if (j->error_param) emit_error(j, j->error, "invalid_request_error", "invalid_value", j->error_param);
                 else emit_error(j, j->error, "server_error", "generation_failed", NULL);
+            } else if (finish_name(ev->finish) && j->req.kind == SRV_RESPONSES) {
+                responses_stream_end(j);
             } else if (finish_name(ev->finish)) {
                 if (reads_tool_calls(j)) stream_tool_end(j, ci, finish_name(ev->finish));
                 else emit_chunk(j, ci, NULL, 0, false, finish_name(ev->finish));
@@ -506,6 +519,7 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         goto fail_early;
     }
     if (!srv_request_parse(kind, cn->body.p, cn->body.len, &lim, &j->req, e)) goto fail_early;
+    if (kind == SRV_RESPONSES && !responses_prepare(s, j, e)) goto fail_early;
     if (j->req.tool_choice == SRV_TOOL_REQUIRED || j->req.tool_choice == SRV_TOOL_NAMED) {
         /* the whole output is one call in the template's format */
         char why[400];
@@ -521,17 +535,19 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
     /* whether a seed was given is the request's own: the server's
      * sampling defaults never carry one */
     if (!j->req.seed_given) j->req.sampling.seed = hearth_seed_derive(s->cfg.sampling.seed, atomic_fetch_add(&s->seeds_drawn, 1));
-    size_t n_prompts = kind == SRV_CHAT ? 1 : j->req.n_prompts;
+    const bool chat = srv_kind_chat(kind);
+    /* the field that holds the prompt */
+    const char *prompt_param = kind == SRV_RESPONSES ? "input" : chat ? "messages" : "prompt";
+    size_t n_prompts = chat ? 1 : j->req.n_prompts;
     for (size_t i = 0; i < n_prompts; i++) {
-        if (!(kind == SRV_CHAT ? chat_tokens(s, j, e) : completion_tokens(s, j, i, e))) goto fail_early;
+        if (!(chat ? chat_tokens(s, j, e) : completion_tokens(s, j, i, e))) goto fail_early;
         if (j->n_tokens[i] == 0) {
-            srv_fail(e, 400, "invalid_request_error", "invalid_value", kind == SRV_CHAT ? "messages" : "prompt",
+            srv_fail(e, 400, "invalid_request_error", "invalid_value", prompt_param,
                      "the prompt is empty (it has no tokens)");
             goto fail_early;
         }
         if (j->n_tokens[i] >= (size_t)s->n_ctx) {
-            srv_fail(e, 400, "invalid_request_error", "context_length_exceeded",
-                     kind == SRV_CHAT ? "messages" : "prompt",
+            srv_fail(e, 400, "invalid_request_error", "context_length_exceeded", prompt_param,
                      "this model's maximum context length is %d tokens, but the prompt has %zu tokens "
                      "(at least one more is needed for the reply)", s->n_ctx, j->n_tokens[i]);
             goto fail_early;
@@ -549,7 +565,7 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
         goto fail_early;
     }
-    if (kind == SRV_CHAT && s->reasoning_format != HEARTH_REASONING_NONE)
+    if (chat && s->reasoning_format != HEARTH_REASONING_NONE)
         for (size_t ci = 0; ci < j->n_choices; ci++)
             if (hearth_reasoning_split_new(s->reasoning_format, j->prompt_tail, j->prompt_tail_len,
                                            &j->choices[ci].split)) {
@@ -559,8 +575,8 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
     uint64_t idn = atomic_fetch_add(&s->next_id, 1);
     uint32_t rnd;
     random_bytes(&rnd, sizeof rnd);
-    snprintf(j->id, sizeof j->id, "%s-%08x%016llx", kind == SRV_CHAT ? "chatcmpl" : "cmpl", rnd,
-             (unsigned long long)idn);
+    snprintf(j->id, sizeof j->id, "%s%08x%016llx",
+             kind == SRV_RESPONSES ? "resp_" : kind == SRV_CHAT ? "chatcmpl-" : "cmpl-", rnd, (unsigned long long)idn);
     j->created = time(NULL);
     j->t0 = cn->t0;
     j->deadline = s->cfg.timeout_s > 0 ? cn->t0 + s->cfg.timeout_s : INFINITY;
@@ -589,7 +605,8 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
 
     /* a stream's first chunks, before any token */
     pthread_mutex_lock(&j->mu);
-    if (j->req.stream)
+    if (j->req.stream && kind == SRV_RESPONSES) responses_stream_begin(j);
+    else if (j->req.stream)
         for (size_t ci = 0; ci < j->n_choices; ci++) {
             if (kind == SRV_CHAT) emit_chunk(j, ci, "", 0, true, NULL);
             else if (j->req.echo) emit_chunk(j, ci, j->echo[ci / (size_t)j->req.n],
@@ -607,11 +624,11 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         q.max_tokens = j->req.max_tokens;
         q.n = j->req.n;
         q.ignore_eos = j->req.ignore_eos;
-        q.decode_flags = kind == SRV_CHAT ? 0 : HEARTH_DECODE_CONTINUATION;
+        q.decode_flags = chat ? 0 : HEARTH_DECODE_CONTINUATION;
         /* the formats' markers may be control tokens ([TOOL_CALLS]) */
         if (reads_tool_calls(j)) q.decode_flags |= HEARTH_DECODE_SPECIAL;
         /* harmony's markers are control tokens */
-        if (kind == SRV_CHAT && s->reasoning_format == HEARTH_REASONING_HARMONY)
+        if (chat && s->reasoning_format == HEARTH_REASONING_HARMONY)
             q.decode_flags |= HEARTH_DECODE_SPECIAL;
         /* The engine follows the reasoning as the choices' splits do: a
          * grammar constrains the answer alone, the budget ends the
@@ -620,7 +637,7 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
          * call's header first, and there is no reasoning before it. */
         const bool forced_call = s->tool_format == SRV_TOOLS_HARMONY &&
                                  (j->req.tool_choice == SRV_TOOL_REQUIRED || j->req.tool_choice == SRV_TOOL_NAMED);
-        if (kind == SRV_CHAT && !forced_call) {
+        if (chat && !forced_call) {
             q.reasoning = s->reasoning_format;
             q.reasoning_budget = j->req.reasoning_budget;
         }

@@ -204,7 +204,7 @@ static json_t *ms_json(double ms)
 /* The seed, the sampling tuple and each choice's timings, as the engine
  * measured them: the wait for a place, the time to the first token and
  * per token after it, the whole (job locked). */
-static json_t *hearth_json(const struct job *j)
+json_t *hearth_json(const struct job *j)
 {
     char line[1024];
     hearth_sampler_params_format(&j->req.sampling, line, sizeof line);
@@ -302,7 +302,7 @@ void emit_reasoning(struct job *j, size_t ci, const char *text, size_t len)
 
 /* An id for a tool call: Mistral's templates take nine letters and
  * digits and refuse others; the rest get "call_" and 24. */
-static void tool_call_id(const struct job *j, char *out, size_t cap)
+void tool_call_id(const struct job *j, char *out, size_t cap)
 {
     static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     const bool mistral = j->s->tool_format == SRV_TOOLS_MISTRAL;
@@ -325,17 +325,31 @@ static const char *call_id(const struct job *j, const struct srv_tool_call *call
     tool_call_id(j, made, cap);
     return made;
 }
+static bool find_tool_calls(const struct job *j, const struct choice *c, struct srv_tool_calls *tc);
 
 /* Whether the job's chat output is read for tool calls. */
 bool reads_tool_calls(const struct job *j)
 {
-    return j->req.kind == SRV_CHAT && j->req.tool_choice != SRV_TOOL_NONE;
+    return srv_kind_chat(j->req.kind) && j->req.tool_choice != SRV_TOOL_NONE;
 }
 
-/* The calls of a choice's text, or false when it is plain content. */
-static bool choice_tool_calls(const struct job *j, const struct choice *c, struct srv_tool_calls *tc)
+/* The calls of a choice's text, or false when it is plain content;
+ * parallel_tool_calls false keeps the first. */
+bool choice_tool_calls(const struct job *j, const struct choice *c, struct srv_tool_calls *tc)
 {
     if (!reads_tool_calls(j)) return false;
+    if (!find_tool_calls(j, c, tc)) return false;
+    if (!j->req.parallel_tool_calls)
+        while (tc->n > 1) {
+            tc->n--;
+            free(tc->calls[tc->n].name);
+            free(tc->calls[tc->n].arguments);
+        }
+    return true;
+}
+
+static bool find_tool_calls(const struct job *j, const struct choice *c, struct srv_tool_calls *tc)
+{
     const size_t n = hearth_reasoning_split_n_tool_calls(c->split);
     if (n > 0) {
         /* harmony's calls, which the split kept apart: all of the text is content */
@@ -410,6 +424,10 @@ void emit_end(struct job *j)
 
 void emit_error(struct job *j, const char *message, const char *type, const char *code, const char *param)
 {
+    if (j->req.kind == SRV_RESPONSES) {
+        responses_stream_error(j, message, code, param);
+        return;
+    }
     emit(j, error_object(message, type, param, code));
     emit_end(j);
 }
@@ -417,6 +435,7 @@ void emit_error(struct job *j, const char *message, const char *type, const char
 /* The whole answer of a request that does not stream. */
 json_t *final_response(struct job *j)
 {
+    if (j->req.kind == SRV_RESPONSES) return responses_final(j);
     json_t *o = envelope(j, false);
     json_t *choices = json_array();
     for (size_t ci = 0; ci < j->n_choices; ci++) {

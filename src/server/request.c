@@ -489,11 +489,20 @@ static bool tool_name_ok(const char *s, size_t n)
     return true;
 }
 
-/* tools: [{"type": "function", "function": {"name", "description"?,
- * "parameters"?}}]; with forced=true each parameters schema must
- * translate to a grammar. */
-static bool check_tools(json_t *tools, bool forced, struct srv_error *err)
+/* The object of a tool that holds its name, description and parameters:
+ * chat's tool nests it under "function", the Responses API's is flat. */
+static json_t *tool_function(json_t *tool, bool flat)
 {
+    return flat ? tool : json_object_get(tool, "function");
+}
+
+/* tools: [{"type": "function", "function": {"name", "description"?,
+ * "parameters"?}}], or with flat (the Responses API) [{"type":
+ * "function", "name", "description"?, "parameters"?, "strict"?}]; with
+ * forced=true each parameters schema must translate to a grammar. */
+static bool check_tools(json_t *tools, bool flat, bool forced, struct srv_error *err)
+{
+    const char *fn_path = flat ? "" : ".function";
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t) {
@@ -503,34 +512,43 @@ static bool check_tools(json_t *tools, bool forced, struct srv_error *err)
         json_t *type = json_object_get(t, "type");
         if (!json_is_string(type) || strcmp(json_string_value(type), "function") != 0) {
             snprintf(p, sizeof p, "tools[%zu].type", i);
+            if (flat && json_is_string(type))
+                return srv_fail(err, 400, "invalid_request_error", "unsupported_value", p,
+                                "'%s' is '%.40s': this server runs function tools only, no built-in "
+                                "tools", p, json_string_value(type));
             return bad(err, p, "'%s' must be \"function\"", p);
         }
-        json_t *fn = json_object_get(t, "function");
+        json_t *fn = tool_function(t, flat);
         if (!json_is_object(fn)) {
             snprintf(p, sizeof p, "tools[%zu].function", i);
             return bad(err, p, "'%s' must be an object with a 'name'", p);
         }
         json_t *name = json_object_get(fn, "name");
         if (!json_is_string(name) || !tool_name_ok(json_string_value(name), json_string_length(name))) {
-            snprintf(p, sizeof p, "tools[%zu].function.name", i);
+            snprintf(p, sizeof p, "tools[%zu]%s.name", i, fn_path);
             return bad(err, p, "'%s' must be a string of 1 to 64 letters, digits, '_' or '-'", p);
         }
         for (size_t k = 0; k < i; k++) {
-            json_t *other = json_object_get(json_object_get(json_array_get(tools, k), "function"), "name");
+            json_t *other = json_object_get(tool_function(json_array_get(tools, k), flat), "name");
             if (strcmp(json_string_value(other), json_string_value(name)) == 0) {
-                snprintf(p, sizeof p, "tools[%zu].function.name", i);
+                snprintf(p, sizeof p, "tools[%zu]%s.name", i, fn_path);
                 return bad(err, p, "'%s': tools[%zu] has the name '%s' already", p, k,
                            json_string_value(name));
             }
         }
         json_t *desc = json_object_get(fn, "description");
         if (desc && !json_is_null(desc) && !json_is_string(desc)) {
-            snprintf(p, sizeof p, "tools[%zu].function.description", i);
+            snprintf(p, sizeof p, "tools[%zu]%s.description", i, fn_path);
             return bad(err, p, "'%s' must be a string, not %s", p, type_name(desc));
+        }
+        json_t *strict = json_object_get(fn, "strict");
+        if (strict && !json_is_null(strict) && !json_is_boolean(strict)) {
+            snprintf(p, sizeof p, "tools[%zu]%s.strict", i, fn_path);
+            return bad(err, p, "'%s' must be a boolean, not %s", p, type_name(strict));
         }
         json_t *params = json_object_get(fn, "parameters");
         if (params && !json_is_null(params)) {
-            snprintf(p, sizeof p, "tools[%zu].function.parameters", i);
+            snprintf(p, sizeof p, "tools[%zu]%s.parameters", i, fn_path);
             if (!json_is_object(params))
                 return bad(err, p, "'%s' must be an object (a JSON Schema), not %s", p, type_name(params));
             if (forced) {
@@ -546,18 +564,40 @@ static bool check_tools(json_t *tools, bool forced, struct srv_error *err)
     return true;
 }
 
+/* Checked tools in the shape the chat templates read (chat's), as JSON. */
+static char *tools_for_template(json_t *tools, bool flat)
+{
+    if (!flat) return json_dumps(tools, JSON_COMPACT);
+    json_t *out = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        json_t *fn = json_object();
+        static const char *const keys[] = {"name", "description", "parameters"};
+        for (size_t k = 0; k < 3; k++) {
+            json_t *v = json_object_get(t, keys[k]);
+            if (v && !json_is_null(v)) json_object_set(fn, keys[k], v);
+        }
+        json_array_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn));
+    }
+    char *text = json_array_size(out) == json_array_size(tools) ? json_dumps(out, JSON_COMPACT) : NULL;
+    json_decref(out);
+    return text;
+}
+
 /* tools, tool_choice and parallel_tool_calls; the legacy functions and
- * function_call are refused, not mapped. */
+ * function_call are refused, not mapped.  The Responses API's tools and
+ * named tool_choice are flat ({"type": "function", "name": ...}). */
 static bool parse_tools(json_t *root, struct srv_request *r, struct srv_error *err)
 {
+    const bool flat = r->kind == SRV_RESPONSES;
     static const char *const legacy[] = {"functions", "function_call"};
     for (size_t i = 0; i < 2; i++)
         if (field(root, legacy[i]))
             return srv_fail(err, 400, "invalid_request_error", "unsupported_value", legacy[i],
                             "'%s' (the legacy function calling) is not supported by this server; "
                             "give 'tools' and 'tool_choice'", legacy[i]);
-    bool parallel = true;
-    if (!get_bool(root, "parallel_tool_calls", &parallel, err)) return false;
+    if (!get_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, err)) return false;
     json_t *tools = field(root, "tools");
     if (tools && !json_is_array(tools))
         return bad(err, "tools", "'tools' must be an array, not %s", type_name(tools));
@@ -575,10 +615,17 @@ static bool parse_tools(json_t *root, struct srv_request *r, struct srv_error *e
                        "\"required\" or a function", v);
     } else if (tc) {
         json_t *type = json_is_object(tc) ? json_object_get(tc, "type") : NULL;
-        json_t *fn = json_is_object(tc) ? json_object_get(tc, "function") : NULL;
+        if (flat && json_is_string(type) && strcmp(json_string_value(type), "function") != 0)
+            return srv_fail(err, 400, "invalid_request_error", "unsupported_value", "tool_choice",
+                            "'tool_choice' of type '%.40s' is not supported: this server runs "
+                            "function tools only (give \"none\", \"auto\", \"required\" or "
+                            "{\"type\": \"function\", \"name\": ...})", json_string_value(type));
+        json_t *fn = json_is_object(tc) ? tool_function(tc, flat) : NULL;
         json_t *n = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
         if (!json_is_string(type) || strcmp(json_string_value(type), "function") != 0 || !json_is_string(n))
-            return bad(err, "tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" "
+            return bad(err, "tool_choice", flat ? "'tool_choice' must be \"none\", \"auto\", \"required\" "
+                       "or {\"type\": \"function\", \"name\": ...}"
+                       : "'tool_choice' must be \"none\", \"auto\", \"required\" "
                        "or {\"type\": \"function\", \"function\": {\"name\": ...}}");
         name = json_string_value(n);
         choice = SRV_TOOL_NAMED;
@@ -588,24 +635,22 @@ static bool parse_tools(json_t *root, struct srv_request *r, struct srv_error *e
         return bad(err, "tool_choice", "'tool_choice' asks for a tool call, but no 'tools' are given");
     if (forced && r->grammar != SRV_GRAMMAR_NONE)
         return bad(err, "tool_choice", "give 'tool_choice' \"required\" or a function, or a JSON "
-                   "'response_format' or 'grammar', not both");
-    if (tools && !check_tools(tools, forced, err)) return false;
+                   "'%s' or 'grammar', not both", flat ? "text.format" : "response_format");
+    if (tools && !check_tools(tools, flat, forced, err)) return false;
     if (choice == SRV_TOOL_NAMED) {
         bool found = false;
         size_t i;
         json_t *t;
         json_array_foreach(tools, i, t)
-            found |= strcmp(json_string_value(json_object_get(json_object_get(t, "function"), "name")),
-                            name) == 0;
+            found |= strcmp(json_string_value(json_object_get(tool_function(t, flat), "name")), name) == 0;
         if (!found)
             return bad(err, "tool_choice", "'tool_choice' names the function '%.64s', which is not in "
                        "'tools'", name);
         r->tool_name = dup_n(name, strlen(name));
         if (!r->tool_name) return oom(err);
     }
-    (void)parallel;
     if (tools && choice != SRV_TOOL_NONE) {
-        r->tools_json = json_dumps(tools, JSON_COMPACT);
+        r->tools_json = tools_for_template(tools, flat);
         if (!r->tools_json) return oom(err);
         /* a JSON response_format or grammar decides the output's form:
          * the tools are shown, no calls are read */
@@ -614,57 +659,73 @@ static bool parse_tools(json_t *root, struct srv_request *r, struct srv_error *e
     return true;
 }
 
-/* response_format and the grammar extension, checked here so that a
- * schema or grammar that cannot compile is a 400 before anything runs;
- * then the tools. */
+/* A JSON response format: chat's response_format ({"type": "json_schema",
+ * "json_schema": {"name", "schema", "strict"}}), or with flat the
+ * Responses API's text.format ({"type": "json_schema", "name", "schema",
+ * "strict"}); param is the field's name. */
+static bool parse_format(json_t *rf, bool flat, const char *param, struct srv_request *r,
+                         struct srv_error *err)
+{
+    json_t *t = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
+    if (!json_is_string(t)) return bad(err, param, "'%s' must be an object with a 'type'", param);
+    const char *type = json_string_value(t);
+    if (strcmp(type, "json_object") == 0) {
+        r->grammar = SRV_GRAMMAR_JSON_OBJECT;
+    } else if (strcmp(type, "json_schema") == 0) {
+        char path[64];
+        snprintf(path, sizeof path, "%s%s", param, flat ? "" : ".json_schema");
+        json_t *js = flat ? rf : json_object_get(rf, "json_schema");
+        if (!json_is_object(js)) return bad(err, param, "'%s' must be an object with a 'schema'", path);
+        json_t *schema = json_object_get(js, "schema");
+        json_t *strict = json_object_get(js, "strict");
+        json_t *name = json_object_get(js, "name");
+        json_t *desc = json_object_get(js, "description");
+        if (strict && !json_is_boolean(strict) && !json_is_null(strict))
+            return bad(err, param, "'%s.strict' must be a boolean", path);
+        if (flat ? !json_is_string(name) : name && !json_is_string(name))
+            return bad(err, param, "'%s.name' must be a string", path);
+        if (desc && !json_is_null(desc) && !json_is_string(desc))
+            return bad(err, param, "'%s.description' must be a string", path);
+        if (!schema) schema = json_true(); /* no schema: any JSON value */
+        else json_incref(schema);
+        if (!json_is_object(schema) && !json_is_boolean(schema)) {
+            json_decref(schema);
+            return bad(err, param, "'%s.schema' must be an object", path);
+        }
+        r->grammar_text = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
+        json_decref(schema);
+        if (!r->grammar_text) return oom(err);
+        r->grammar = SRV_GRAMMAR_JSON_SCHEMA;
+        if (hearth_json_schema_to_gbnf(r->grammar_text, strlen(r->grammar_text), &r->schema_gbnf))
+            return bad(err, param, "'%s.schema': %s", path, hearth_last_error());
+    } else if (strcmp(type, "text") != 0) {
+        return srv_fail(err, 400, "invalid_request_error", "unsupported_value", param,
+                        "'%s' of type '%.40s' is not supported (text, json_object and json_schema are)",
+                        param, type);
+    }
+    return true;
+}
+
+/* response_format (text.format for the Responses API) and the grammar
+ * extension, checked here so that a schema or grammar that cannot
+ * compile is a 400 before anything runs; then the tools. */
 static bool parse_structured(json_t *root, struct srv_request *r, struct srv_error *err)
 {
-    json_t *rf = field(root, "response_format");
-    if (rf) {
-        json_t *t = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
-        if (!json_is_string(t))
-            return bad(err, "response_format", "'response_format' must be an object with a 'type'");
-        const char *type = json_string_value(t);
-        if (strcmp(type, "json_object") == 0) {
-            r->grammar = SRV_GRAMMAR_JSON_OBJECT;
-        } else if (strcmp(type, "json_schema") == 0) {
-            json_t *js = json_object_get(rf, "json_schema");
-            if (!json_is_object(js))
-                return bad(err, "response_format",
-                           "'response_format.json_schema' must be an object with a 'schema'");
-            json_t *schema = json_object_get(js, "schema");
-            json_t *strict = json_object_get(js, "strict");
-            json_t *name = json_object_get(js, "name");
-            if (strict && !json_is_boolean(strict) && !json_is_null(strict))
-                return bad(err, "response_format", "'response_format.json_schema.strict' must be a boolean");
-            if (name && !json_is_string(name))
-                return bad(err, "response_format", "'response_format.json_schema.name' must be a string");
-            if (!schema) schema = json_true(); /* no schema: any JSON value */
-            else json_incref(schema);
-            if (!json_is_object(schema) && !json_is_boolean(schema)) {
-                json_decref(schema);
-                return bad(err, "response_format",
-                           "'response_format.json_schema.schema' must be an object");
-            }
-            r->grammar_text = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
-            json_decref(schema);
-            if (!r->grammar_text) return srv_fail(err, 500, "server_error", NULL, NULL, "out of memory");
-            r->grammar = SRV_GRAMMAR_JSON_SCHEMA;
-            if (hearth_json_schema_to_gbnf(r->grammar_text, strlen(r->grammar_text), &r->schema_gbnf))
-                return bad(err, "response_format", "'response_format.json_schema.schema': %s",
-                           hearth_last_error());
-        } else if (strcmp(type, "text") != 0) {
-            return srv_fail(err, 400, "invalid_request_error", "unsupported_value", "response_format",
-                            "'response_format' of type '%s' is not supported (text, json_object and "
-                            "json_schema are)", type);
-        }
+    if (r->kind == SRV_RESPONSES) {
+        json_t *text = field(root, "text");
+        json_t *format = text ? field(text, "format") : NULL;
+        if (format && !parse_format(format, true, "text.format", r, err)) return false;
+    } else {
+        json_t *rf = field(root, "response_format");
+        if (rf && !parse_format(rf, false, "response_format", r, err)) return false;
     }
     json_t *g = field(root, "grammar");
     if (g && !json_is_null(g)) {
         if (!json_is_string(g))
             return bad(err, "grammar", "'grammar' must be a string (GBNF), not %s", type_name(g));
         if (r->grammar != SRV_GRAMMAR_NONE)
-            return bad(err, "grammar", "give 'grammar' or a JSON 'response_format', not both");
+            return bad(err, "grammar", "give 'grammar' or a JSON '%s', not both",
+                       r->kind == SRV_RESPONSES ? "text.format" : "response_format");
         const char *text = json_string_value(g);
         size_t len = json_string_length(g);
         if (hearth_grammar_check(text, len))
@@ -675,7 +736,394 @@ static bool parse_structured(json_t *root, struct srv_request *r, struct srv_err
         r->grammar_text[len] = '\0';
         r->grammar = SRV_GRAMMAR_GBNF;
     }
-    return r->kind == SRV_CHAT ? parse_tools(root, r, err) : true;
+    return srv_kind_chat(r->kind) ? parse_tools(root, r, err) : true;
+}
+
+/* ---- the Responses API ---------------------------------------------- */
+
+/* The field of a Responses content part that holds its text, NULL for
+ * the types that hold none (images, files, audio). */
+static const char *part_text_key(const char *type)
+{
+    if (strcmp(type, "input_text") == 0 || strcmp(type, "output_text") == 0) return "text";
+    return strcmp(type, "refusal") == 0 ? "refusal" : NULL;
+}
+
+/* The text of a Responses content: a string, or an array of parts of the
+ * types in text_types (their "text"; a refusal part's "refusal"), joined
+ * by newlines as chat's parts are.  Images, files and audio are refused. */
+static bool input_content(json_t *content, const char *param, json_t **out, struct srv_error *err)
+{
+    if (json_is_string(content)) {
+        *out = json_incref(content);
+        return true;
+    }
+    if (!json_is_array(content))
+        return bad(err, param, "'%s' must be a string or an array of content parts, not %s", param,
+                   content ? type_name(content) : "absent");
+    size_t total = 0, i;
+    json_t *part;
+    json_array_foreach(content, i, part) {
+        char pp[96];
+        snprintf(pp, sizeof pp, "%s[%zu]", param, i);
+        json_t *type = json_is_object(part) ? json_object_get(part, "type") : NULL;
+        if (!json_is_string(type)) return bad(err, pp, "'%s' must be an object with a string 'type'", pp);
+        const char *key = part_text_key(json_string_value(type));
+        if (!key)
+            return srv_fail(err, 400, "invalid_request_error", "unsupported_value", pp,
+                            "content parts of type '%.40s' are not supported (this server reads "
+                            "input_text, output_text and refusal parts)", json_string_value(type));
+        json_t *text = json_object_get(part, key);
+        if (!json_is_string(text)) return bad(err, pp, "'%s.%s' must be a string", pp, key);
+        total += json_string_length(text) + 1;
+    }
+    char *buf = malloc(total + 1), *w = buf;
+    if (!buf) return oom(err);
+    json_array_foreach(content, i, part) {
+        json_t *text = json_object_get(part, part_text_key(json_string_value(json_object_get(part, "type"))));
+        if (i > 0) *w++ = '\n';
+        memcpy(w, json_string_value(text), json_string_length(text));
+        w += json_string_length(text);
+    }
+    *out = json_stringn(buf, (size_t)(w - buf));
+    free(buf);
+    return *out ? true : oom(err);
+}
+
+/* A required non-empty string field of an input item. */
+static bool item_string(json_t *item, const char *item_param, const char *name, json_t **out,
+                        struct srv_error *err)
+{
+    char p[96];
+    snprintf(p, sizeof p, "%s.%s", item_param, name);
+    *out = json_object_get(item, name);
+    if (!json_is_string(*out) || json_string_length(*out) == 0)
+        return bad(err, p, "'%s' must be a non-empty string", p);
+    return true;
+}
+
+/* One item of input as chat messages appended to out: a message, a
+ * function call (joined to the assistant message before it, so that a
+ * turn's calls are one message, as the templates write them) or a
+ * function call's output (a tool message).  Reasoning items are left
+ * out, as the templates leave out past turns' reasoning. */
+static bool input_item(json_t *item, size_t index, json_t *out, struct srv_error *err)
+{
+    char p[64];
+    snprintf(p, sizeof p, "input[%zu]", index);
+    if (!json_is_object(item)) return bad(err, p, "'%s' must be an object, not %s", p, type_name(item));
+    json_t *type = field(item, "type");
+    if (type && !json_is_string(type)) {
+        snprintf(p, sizeof p, "input[%zu].type", index);
+        return bad(err, p, "'%s' must be a string, not %s", p, type_name(type));
+    }
+    const char *t = type ? json_string_value(type) : "message";
+    if (strcmp(t, "message") == 0) {
+        json_t *role = json_object_get(item, "role");
+        static const char *const roles[] = {"user", "assistant", "system", "developer"};
+        const char *r = NULL;
+        for (size_t k = 0; k < 4 && json_is_string(role); k++)
+            if (strcmp(json_string_value(role), roles[k]) == 0) r = roles[k];
+        if (!r) {
+            snprintf(p, sizeof p, "input[%zu].role", index);
+            return bad(err, p, "'%s' must be \"user\", \"assistant\", \"system\" or \"developer\"", p);
+        }
+        snprintf(p, sizeof p, "input[%zu].content", index);
+        json_t *text;
+        if (!input_content(json_object_get(item, "content"), p, &text, err)) return false;
+        /* the role newer clients give the system prompt */
+        if (strcmp(r, "developer") == 0) r = "system";
+        json_t *m = json_pack("{s:s, s:o}", "role", r, "content", text);
+        return m && !json_array_append_new(out, m) ? true : oom(err);
+    }
+    if (strcmp(t, "function_call") == 0) {
+        json_t *call_id, *name, *args = json_object_get(item, "arguments");
+        if (!item_string(item, p, "call_id", &call_id, err) || !item_string(item, p, "name", &name, err))
+            return false;
+        if (!json_is_string(args)) {
+            snprintf(p, sizeof p, "input[%zu].arguments", index);
+            return bad(err, p, "'%s' must be a string (of JSON)", p);
+        }
+        /* arguments that are a JSON object go to the template as one, as
+         * chat's tool_calls do */
+        json_t *a = json_loadb(json_string_value(args), json_string_length(args), 0, NULL);
+        if (!json_is_object(a)) {
+            json_decref(a);
+            a = json_incref(args);
+        }
+        json_t *call = json_pack("{s:O, s:s, s:{s:O, s:o}}", "id", call_id, "type", "function", "function",
+                                 "name", name, "arguments", a);
+        json_t *last = json_array_get(out, json_array_size(out) - 1);
+        json_t *m = NULL;
+        if (last && strcmp(json_string_value(json_object_get(last, "role")), "assistant") == 0) {
+            m = json_incref(last);
+        } else {
+            m = json_pack("{s:s, s:s}", "role", "assistant", "content", "");
+            if (m && json_array_append(out, m)) json_decref(m), m = NULL;
+        }
+        json_t *calls = m ? json_object_get(m, "tool_calls") : NULL;
+        if (m && !calls && json_object_set_new(m, "tool_calls", calls = json_array())) calls = NULL;
+        bool ok = call && calls && !json_array_append(calls, call);
+        json_decref(call);
+        json_decref(m);
+        return ok ? true : oom(err);
+    }
+    if (strcmp(t, "function_call_output") == 0) {
+        json_t *call_id, *text;
+        if (!item_string(item, p, "call_id", &call_id, err)) return false;
+        snprintf(p, sizeof p, "input[%zu].output", index);
+        if (!input_content(json_object_get(item, "output"), p, &text, err)) return false;
+        json_t *m = json_pack("{s:s, s:O, s:o}", "role", "tool", "tool_call_id", call_id, "content", text);
+        return m && !json_array_append_new(out, m) ? true : oom(err);
+    }
+    if (strcmp(t, "reasoning") == 0) return true;
+    snprintf(p, sizeof p, "input[%zu].type", index);
+    if (strcmp(t, "item_reference") == 0)
+        return srv_fail(err, 400, "invalid_request_error", "unsupported_value", p,
+                        "'%s': item references are not supported; give the items themselves, or "
+                        "'previous_response_id'", p);
+    return srv_fail(err, 400, "invalid_request_error", "unsupported_value", p,
+                    "'%s' is '%.40s': this server reads items of type message, function_call, "
+                    "function_call_output and reasoning", p, t);
+}
+
+/* instructions and input as chat messages, the instructions first. */
+static bool parse_input(json_t *root, struct srv_request *r, struct srv_error *err)
+{
+    json_t *instructions = field(root, "instructions");
+    if (instructions && !json_is_string(instructions))
+        return bad(err, "instructions", "'instructions' must be a string, not %s", type_name(instructions));
+    json_t *input = field(root, "input");
+    json_t *prev = field(root, "previous_response_id");
+    if (!input && !prev)
+        return srv_fail(err, 400, "invalid_request_error", "missing_required_parameter", "input",
+                        "'input' is required");
+    if (input && !json_is_string(input) && !json_is_array(input))
+        return bad(err, "input", "'input' must be a string or an array of items, not %s", type_name(input));
+    json_t *out = json_array();
+    if (!out) return oom(err);
+    bool ok = true;
+    if (instructions) {
+        ok = !json_array_append_new(out, json_pack("{s:s, s:O}", "role", "system", "content", instructions));
+        r->n_instructions = 1;
+    }
+    if (ok && json_is_string(input)) {
+        ok = !json_array_append_new(out, json_pack("{s:s, s:O}", "role", "user", "content", input));
+    } else if (ok && input) {
+        size_t i;
+        json_t *item;
+        json_array_foreach(input, i, item)
+            if (!input_item(item, i, out, err)) {
+                json_decref(out);
+                return false;
+            }
+    }
+    if (ok) r->messages_json = json_dumps(out, JSON_COMPACT);
+    json_decref(out);
+    return ok && r->messages_json ? true : oom(err);
+}
+
+static bool unsupported(struct srv_error *err, const char *param, const char *why)
+{
+    return srv_fail(err, 400, "invalid_request_error", "unsupported_parameter", param,
+                    "'%s' is not supported by this server: %s", param, why);
+}
+
+/* A string field that must be one of the values in ok (NULL-terminated):
+ * NULL when it is absent; err set and false when it is something else.
+ * The values in refused are known ones this server cannot honour. */
+static bool get_choice(json_t *obj, const char *name, const char *param, const char *const *ok,
+                       const char *const *refused, const char **out, struct srv_error *err)
+{
+    json_t *v = field(obj, name);
+    *out = NULL;
+    if (!v) return true;
+    for (size_t i = 0; ok[i] && json_is_string(v); i++)
+        if (strcmp(json_string_value(v), ok[i]) == 0) {
+            *out = ok[i];
+            return true;
+        }
+    for (size_t i = 0; refused && refused[i] && json_is_string(v); i++)
+        if (strcmp(json_string_value(v), refused[i]) == 0)
+            return srv_fail(err, 400, "invalid_request_error", "unsupported_value", param,
+                            "'%s' \"%s\" is not supported by this server", param, refused[i]);
+    char list[160] = "";
+    for (size_t i = 0; ok[i]; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s\"%s\"", i ? ", " : "", ok[i]);
+    return bad(err, param, "'%s' must be one of %s", param, list);
+}
+
+/* The Responses API's own fields: those this server refuses (each named),
+ * reasoning, text, metadata, store and previous_response_id. */
+static bool parse_responses_fields(json_t *root, struct srv_request *r, struct srv_error *err)
+{
+    /* chat's names of what the Responses API calls otherwise */
+    static const char *const chat_only[][2] = {
+        {"messages", "input"}, {"max_tokens", "max_output_tokens"},
+        {"max_completion_tokens", "max_output_tokens"}, {"response_format", "text.format"},
+        {"reasoning_effort", "reasoning.effort"}, {"n", NULL}, {"logprobs", NULL},
+    };
+    for (size_t i = 0; i < sizeof chat_only / sizeof chat_only[0]; i++)
+        if (field(root, chat_only[i][0])) {
+            char why[96];
+            if (chat_only[i][1]) snprintf(why, sizeof why, "it is chat's; give '%s'", chat_only[i][1]);
+            else snprintf(why, sizeof why, "it is chat's, not the Responses API's");
+            return unsupported(err, chat_only[i][0], why);
+        }
+    bool flag = false;
+    if (!get_bool(root, "background", &flag, err)) return false;
+    if (flag) return unsupported(err, "background", "responses run while their request waits");
+    static const char *const refused[][2] = {
+        {"conversation", "conversations are not kept; give 'previous_response_id'"},
+        {"prompt", "there are no stored prompt templates"},
+        {"context_management", "the input is never compacted"},
+        {"moderation", "there is no moderation model"},
+        {"prompt_cache_options", "the prefix cache needs no options"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        if (field(root, refused[i][0])) return unsupported(err, refused[i][0], refused[i][1]);
+    json_t *include = field(root, "include");
+    if (include && !json_is_array(include))
+        return bad(err, "include", "'include' must be an array, not %s", type_name(include));
+    if (json_array_size(include) > 0) {
+        json_t *v = json_array_get(include, 0);
+        return srv_fail(err, 400, "invalid_request_error", "unsupported_value", "include",
+                        "'include' asks for '%.60s', which this server does not give (it gives no "
+                        "extra output data)", json_is_string(v) ? json_string_value(v) : "?");
+    }
+    const char *v;
+    static const char *const truncation[] = {"disabled", NULL}, *const truncation_no[] = {"auto", NULL};
+    if (!get_choice(root, "truncation", "truncation", truncation, truncation_no, &v, err)) return false;
+    static const char *const tiers[] = {"auto", "default", NULL},
+                             *const tiers_no[] = {"flex", "scale", "priority", NULL};
+    if (!get_choice(root, "service_tier", "service_tier", tiers, tiers_no, &v, err)) return false;
+    static const char *const retention[] = {"in_memory", NULL}, *const retention_no[] = {"24h", NULL};
+    if (!get_choice(root, "prompt_cache_retention", "prompt_cache_retention", retention, retention_no, &v, err))
+        return false;
+    int64_t x = 0;
+    bool given;
+    if (!get_int(root, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &x, &given, err)) return false;
+    if (x > 0) return unsupported(err, "top_logprobs", "the Responses API here gives no log probabilities "
+                                  "(chat completions do)");
+    json_t *sopt = field(root, "stream_options");
+    if (sopt) {
+        bool stream = false;
+        if (!get_bool(root, "stream", &stream, err)) return false;
+        if (!stream) return bad(err, "stream_options", "'stream_options' is only allowed when 'stream' is true");
+        if (!json_is_object(sopt))
+            return bad(err, "stream_options", "'stream_options' must be an object, not %s", type_name(sopt));
+        flag = false;
+        if (!get_bool(sopt, "include_obfuscation", &flag, err)) {
+            snprintf(err->param, sizeof err->param, "stream_options.include_obfuscation");
+            return false;
+        }
+        if (flag) return unsupported(err, "stream_options.include_obfuscation", "events are not padded");
+        if (field(sopt, "include_usage"))
+            return unsupported(err, "stream_options.include_usage", "the usage is in the last event's response");
+    }
+    json_t *sid = field(root, "safety_identifier");
+    if (sid && !json_is_string(sid))
+        return bad(err, "safety_identifier", "'safety_identifier' must be a string, not %s", type_name(sid));
+    json_t *reasoning = field(root, "reasoning");
+    if (reasoning) {
+        if (!json_is_object(reasoning))
+            return bad(err, "reasoning", "'reasoning' must be an object, not %s", type_name(reasoning));
+        static const char *const efforts[] = {"low", "medium", "high", NULL},
+                                 *const efforts_no[] = {"none", "minimal", "xhigh", NULL};
+        if (!get_choice(reasoning, "effort", "reasoning.effort", efforts, efforts_no, &r->reasoning_effort, err))
+            return false;
+        static const char *const summary[] = {"auto", NULL}, *const summary_no[] = {"concise", "detailed", NULL};
+        if (!get_choice(reasoning, "summary", "reasoning.summary", summary, summary_no, &v, err) ||
+            !get_choice(reasoning, "generate_summary", "reasoning.generate_summary", summary, summary_no, &v, err))
+            return false;
+        if (field(reasoning, "context")) return unsupported(err, "reasoning.context", "past reasoning is not kept");
+        if (field(reasoning, "mode")) return unsupported(err, "reasoning.mode", "there is one mode");
+    }
+    json_t *text = field(root, "text");
+    if (text) {
+        if (!json_is_object(text)) return bad(err, "text", "'text' must be an object, not %s", type_name(text));
+        static const char *const verbosity[] = {"medium", NULL}, *const verbosity_no[] = {"low", "high", NULL};
+        if (!get_choice(text, "verbosity", "text.verbosity", verbosity, verbosity_no, &v, err)) return false;
+    }
+    json_t *meta = field(root, "metadata");
+    if (meta) {
+        if (!json_is_object(meta))
+            return bad(err, "metadata", "'metadata' must be an object, not %s", type_name(meta));
+        if (json_object_size(meta) > 16)
+            return bad(err, "metadata", "'metadata' has %zu keys; at most 16 are allowed", json_object_size(meta));
+        const char *key;
+        json_t *mv;
+        json_object_foreach(meta, key, mv) {
+            if (strlen(key) > 64)
+                return bad(err, "metadata", "'metadata' key '%.40s...' is longer than 64 characters", key);
+            if (!json_is_string(mv) || json_string_length(mv) > 512)
+                return bad(err, "metadata", "'metadata[\"%s\"]' must be a string of at most 512 characters", key);
+        }
+    }
+    r->store = true;
+    if (!get_bool(root, "store", &r->store, err)) return false;
+    json_t *prev = field(root, "previous_response_id");
+    if (prev) {
+        if (!json_is_string(prev) || json_string_length(prev) == 0 || json_string_length(prev) > 128)
+            return bad(err, "previous_response_id", "'previous_response_id' must be a response's id");
+        r->previous_response_id = dup_n(json_string_value(prev), json_string_length(prev));
+        if (!r->previous_response_id) return oom(err);
+    }
+    return true;
+}
+
+/* A float as the decimal that reads back as it (0.8, not 0.800000011...). */
+static json_t *float_json(float x)
+{
+    char text[32];
+    snprintf(text, sizeof text, "%.9g", (double)x);
+    for (int digits = 1; digits < 9; digits++) {
+        snprintf(text, sizeof text, "%.*g", digits, (double)x);
+        if ((float)strtod(text, NULL) == x) break;
+    }
+    return json_real(strtod(text, NULL));
+}
+
+/* v when given (a new reference), else the default d (taken). */
+static json_t *given_or(json_t *v, json_t *d)
+{
+    if (!v) return d;
+    json_decref(d);
+    return json_incref(v);
+}
+
+/* The fields a response object repeats, as the request gave them or as
+ * they took effect (the sampling's temperature and top_p). */
+static bool responses_echo(json_t *root, struct srv_request *r, struct srv_error *err)
+{
+    json_t *tools = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(field(root, "tools"), i, t)
+        json_array_append_new(tools, json_pack("{s:s, s:O, s:o, s:o, s:o}", "type", "function", "name",
+                                               json_object_get(t, "name"),
+                                               "description", given_or(field(t, "description"), json_null()),
+                                               "parameters", given_or(field(t, "parameters"), json_null()),
+                                               "strict", given_or(field(t, "strict"), json_null())));
+    json_t *text = field(root, "text");
+    json_t *reasoning = field(root, "reasoning");
+    json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:o}, s:b, s:o, s:{s:o, s:o}, s:b, s:s, s:b}",
+        "instructions", given_or(field(root, "instructions"), json_null()),
+        "tools", tools,
+        "tool_choice", given_or(field(root, "tool_choice"), json_string("auto")),
+        "temperature", float_json(r->sampling.temperature), "top_p", float_json(r->sampling.top_p),
+        "max_output_tokens", given_or(field(root, "max_output_tokens"), json_null()),
+        "previous_response_id", given_or(field(root, "previous_response_id"), json_null()),
+        "text", "format", given_or(text ? field(text, "format") : NULL, json_pack("{s:s}", "type", "text")),
+        "parallel_tool_calls", r->parallel_tool_calls,
+        "metadata", given_or(field(root, "metadata"), json_object()),
+        "reasoning", "effort", given_or(reasoning ? field(reasoning, "effort") : NULL, json_null()),
+        "summary", given_or(reasoning ? field(reasoning, "summary") : NULL, json_null()),
+        "store", r->store, "truncation", "disabled", "background", 0);
+    if (o && r->user) json_object_set_new(o, "user", json_string(r->user));
+    r->echo_json = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return r->echo_json ? true : oom(err);
 }
 
 bool srv_request_parse(enum srv_kind kind, const char *body, size_t len,
@@ -686,6 +1134,7 @@ bool srv_request_parse(enum srv_kind kind, const char *body, size_t len,
     r->kind = kind;
     r->n = 1;
     r->reasoning_budget = -1;
+    r->parallel_tool_calls = true;
     if (limits->defaults) r->sampling = *limits->defaults;
     else hearth_sampler_params_default(&r->sampling);
     r->sampling.logit_bias = NULL;
@@ -695,8 +1144,9 @@ bool srv_request_parse(enum srv_kind kind, const char *body, size_t len,
     bool ok = false;
     int64_t x = 0;
     bool given = false;
-    if (kind == SRV_CHAT ? !parse_messages(root, r, err)
-                         : !parse_prompts(root, r, limits->n_vocab, err))
+    if (kind == SRV_RESPONSES ? !parse_input(root, r, err) || !parse_responses_fields(root, r, err)
+        : kind == SRV_CHAT    ? !parse_messages(root, r, err)
+                              : !parse_prompts(root, r, limits->n_vocab, err))
         goto out;
     json_t *model = field(root, "model");
     if (model && !json_is_string(model)) {
@@ -704,8 +1154,9 @@ bool srv_request_parse(enum srv_kind kind, const char *body, size_t len,
         goto out;
     }
     const int64_t cap = limits->max_tokens_cap > 0 ? limits->max_tokens_cap : INT32_MAX;
-    const char *mt = kind == SRV_CHAT && field(root, "max_completion_tokens") ? "max_completion_tokens"
-                                                                               : "max_tokens";
+    const char *mt = kind == SRV_RESPONSES ? "max_output_tokens"
+                     : kind == SRV_CHAT && field(root, "max_completion_tokens") ? "max_completion_tokens"
+                                                                                : "max_tokens";
     if (!get_int(root, mt, 1, INT32_MAX, &x, &given, err)) goto out;
     if (given && x > cap) {
         bad(err, mt, "'%s' is %lld; this server allows at most %lld", mt, (long long)x,
@@ -759,9 +1210,6 @@ bool srv_request_parse(enum srv_kind kind, const char *body, size_t len,
                 goto out;
             }
         }
-        /* llama.cpp's name; -1: no limit, absent: the server's */
-        if (!get_int(root, "thinking_budget_tokens", -1, SRV_MAX_REASONING_BUDGET, &x, &given, err)) goto out;
-        r->reasoning_budget = given ? (int32_t)x : limits->reasoning_budget;
         if (!get_bool(root, "logprobs", &r->logprobs, err)) goto out;
         if (!get_int(root, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &x, &given, err)) goto out;
         if (given && !r->logprobs) {
@@ -769,6 +1217,11 @@ bool srv_request_parse(enum srv_kind kind, const char *body, size_t len,
             goto out;
         }
         if (given) r->top_logprobs = (int32_t)x;
+    }
+    if (srv_kind_chat(kind)) {
+        /* llama.cpp's name; -1: no limit, absent: the server's */
+        if (!get_int(root, "thinking_budget_tokens", -1, SRV_MAX_REASONING_BUDGET, &x, &given, err)) goto out;
+        r->reasoning_budget = given ? (int32_t)x : limits->reasoning_budget;
     } else {
         if (!get_int(root, "logprobs", 0, 5, &x, &given, err)) goto out;
         r->logprobs = given;
@@ -789,7 +1242,7 @@ bool srv_request_parse(enum srv_kind kind, const char *body, size_t len,
     }
     if (!get_bool(root, "stream", &r->stream, err) || !get_bool(root, "ignore_eos", &r->ignore_eos, err))
         goto out;
-    json_t *so = field(root, "stream_options");
+    json_t *so = kind == SRV_RESPONSES ? NULL : field(root, "stream_options");
     if (so) {
         if (!r->stream) {
             bad(err, "stream_options", "'stream_options' is only allowed when 'stream' is true");
@@ -824,6 +1277,7 @@ bool srv_request_parse(enum srv_kind kind, const char *body, size_t len,
         goto out;
     }
     if (!parse_structured(root, r, err)) goto out;
+    if (kind == SRV_RESPONSES && !responses_echo(root, r, err)) goto out;
     ok = true;
 out:
     json_decref(root);
@@ -855,6 +1309,8 @@ void srv_request_free(struct srv_request *r)
     hearth_free(r->schema_gbnf);
     free(r->tools_json);
     free(r->tool_name);
+    free(r->previous_response_id);
+    free(r->echo_json);
     hearth_grammar_free(r->sampling.grammar);
     memset(r, 0, sizeof *r);
 }

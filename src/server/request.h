@@ -17,7 +17,16 @@
 
 #include "hearth.h"
 
-enum srv_kind { SRV_CHAT, SRV_COMPLETION };
+/* The endpoint: chat completions, completions, or the Responses API,
+ * whose input becomes a chat's messages (a chat to everything after the
+ * parser but the JSON the server sends). */
+enum srv_kind { SRV_CHAT, SRV_COMPLETION, SRV_RESPONSES };
+
+/* Whether requests of kind are chats (a template renders their messages). */
+static inline bool srv_kind_chat(enum srv_kind kind)
+{
+    return kind != SRV_COMPLETION;
+}
 
 /* Most prompts in one completions request, samples per prompt, stop
  * strings, top log probabilities. */
@@ -109,6 +118,15 @@ struct srv_request {
     /* chat: the most tokens of reasoning (thinking_budget_tokens, else the
      * server's), as hearth_request.reasoning_budget (< 0: no limit) */
     int32_t reasoning_budget;
+    /* responses: the first n_instructions (0 or 1) of the messages are the
+     * instructions, which a later response does not inherit */
+    size_t n_instructions;
+    char *previous_response_id; /* NULL: none */
+    bool store;               /* keep the response for previous_response_id */
+    bool parallel_tool_calls; /* false: at most one call is read */
+    /* responses: the request's fields a response object repeats
+     * (instructions, tools, tool_choice, text, ...), a JSON object */
+    char *echo_json;
 };
 
 struct srv_limits {

@@ -30,7 +30,8 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: hearth serve (-m MODEL | -hf OWNER/REPO[:FILE] | --url URL) [options]\n"
             "\n"
-            "Serve the OpenAI HTTP API (chat and text completions, streaming) on the model.\n"
+            "Serve the OpenAI HTTP API (chat and text completions, responses, streaming) on\n"
+            "the model.\n"
             "  --host ADDR              address to listen on (default 127.0.0.1)\n"
             "  --port N                 port (default 8080; 0: any free port)\n"
             "  --alias NAME             the model's name in the API (default: the file's name)\n"
@@ -58,6 +59,9 @@ static void usage(FILE *out)
             "  --max-connections N      requests answered at once (default 256); a request\n"
             "                           beyond them gets 503\n"
             "  --timeout SECONDS        a request's deadline (default 600; 0: none)\n"
+            "  --responses-store N      past responses kept for previous_response_id\n"
+            "                           (default 256; 0: none) ...\n"
+            "  --responses-store-bytes BYTES  ... in at most BYTES (default 67108864)\n"
             "  --grace SECONDS          on SIGTERM, time running requests get (default 30)\n"
             "  --idle-timeout SECONDS   close idle connections after this (default 60)\n"
             "  --request-timeout SECONDS  a request's head and body must arrive within this\n"
@@ -144,7 +148,8 @@ int cmd_serve(int argc, char **argv)
         OPT_HOST = 0x2000, OPT_PORT, OPT_ALIAS, OPT_CHAT_TEMPLATE, OPT_PARALLEL,
         OPT_KV_SIZE, OPT_KV_BLOCK, OPT_NO_PREFIX_CACHE, OPT_MAX_BODY, OPT_MAX_TOKENS, OPT_MAX_QUEUE,
         OPT_MAX_CONN, OPT_TIMEOUT, OPT_GRACE, OPT_IDLE, OPT_API_KEY, OPT_API_KEY_FILE, OPT_SSL_KEY,
-        OPT_SSL_CERT, OPT_REQUEST_TIMEOUT, OPT_REASONING_FORMAT, OPT_REASONING_BUDGET, OPT_NO_WEBUI
+        OPT_SSL_CERT, OPT_REQUEST_TIMEOUT, OPT_REASONING_FORMAT, OPT_REASONING_BUDGET, OPT_NO_WEBUI,
+        OPT_RESPONSES_STORE, OPT_RESPONSES_STORE_BYTES
     };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -164,6 +169,8 @@ int cmd_serve(int argc, char **argv)
         {"max-connections", required_argument, NULL, OPT_MAX_CONN},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"grace", required_argument, NULL, OPT_GRACE},
+        {"responses-store", required_argument, NULL, OPT_RESPONSES_STORE},
+        {"responses-store-bytes", required_argument, NULL, OPT_RESPONSES_STORE_BYTES},
         {"idle-timeout", required_argument, NULL, OPT_IDLE},
         {"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
         {"api-key", required_argument, NULL, OPT_API_KEY},
@@ -196,6 +203,8 @@ int cmd_serve(int argc, char **argv)
     cfg.timeout_s = 600;
     cfg.idle_timeout_s = 60;
     cfg.reasoning_budget = -1;
+    cfg.responses_store = 256;
+    cfg.responses_store_bytes = 64 << 20;
     float grace = 30, timeout = 600, request_timeout = 30;
     int kv_block = 0, max_tokens = 0, idle = 60;
     long kv_size = 0, max_body = 1 << 20;
@@ -258,6 +267,18 @@ int cmd_serve(int argc, char **argv)
             break;
         case OPT_TIMEOUT: ok = cli_parse_float(CMD, "--timeout", optarg, 0, 1e7, &timeout); break;
         case OPT_GRACE: ok = cli_parse_float(CMD, "--grace", optarg, 0, 1e6, &grace); break;
+        case OPT_RESPONSES_STORE: {
+            int n = 0;
+            ok = cli_parse_int(CMD, "--responses-store", optarg, 0, 1 << 20, &n);
+            cfg.responses_store = (size_t)n;
+            break;
+        }
+        case OPT_RESPONSES_STORE_BYTES: {
+            long n = 0;
+            ok = cli_parse_long(CMD, "--responses-store-bytes", optarg, 0, 1L << 40, &n);
+            cfg.responses_store_bytes = (size_t)n;
+            break;
+        }
         case OPT_IDLE: ok = cli_parse_int(CMD, "--idle-timeout", optarg, 1, 1 << 20, &idle); break;
         case OPT_REQUEST_TIMEOUT:
             ok = cli_parse_float(CMD, "--request-timeout", optarg, 0.1f, 1e6, &request_timeout);

@@ -58,7 +58,7 @@ static bool send_body(struct conn *cn, struct http_exchange *c, int status, char
     if (retry_after) snprintf(extra, sizeof extra, "Retry-After: %s\r\n", retry_after);
     if (status == 405)
         snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "Allow: %s\r\n",
-                 route_is_get(cn->route) ? "GET" : "POST");
+                 cn->route == R_RESPONSE ? "GET, DELETE" : route_is_get(cn->route) ? "GET" : "POST");
     if (status == 401) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "WWW-Authenticate: Bearer\r\n");
     bool ok;
     if (http_started(c)) {
@@ -99,6 +99,18 @@ bool send_srv_error(struct conn *cn, struct http_exchange *c, const struct srv_e
                      e->status == 429 || e->status == 503 ? "1" : NULL);
 }
 
+/* The id in /v1/responses/{id} (or /responses/{id}), NULL for other
+ * paths. */
+static const char *response_id(const char *url)
+{
+    static const char *const prefixes[] = {"/v1/responses/", "/responses/"};
+    for (size_t i = 0; i < 2; i++) {
+        const size_t n = strlen(prefixes[i]);
+        if (strncmp(url, prefixes[i], n) == 0 && url[n] && !strchr(url + n, '/')) return url + n;
+    }
+    return NULL;
+}
+
 static enum route route_of(const char *url)
 {
     static const struct {
@@ -118,10 +130,12 @@ static enum route route_of(const char *url)
         {"/completions", R_COMPLETIONS},
         {"/tokenize", R_TOKENIZE},
         {"/detokenize", R_DETOKENIZE},
+        {"/v1/responses", R_RESPONSES},
+        {"/responses", R_RESPONSES},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (strcmp(url, table[i].path) == 0) return table[i].r;
-    return R_NONE;
+    return response_id(url) ? R_RESPONSE : R_NONE;
 }
 
 /* Constant-time comparison of the bearer token with every key. */
@@ -282,10 +296,11 @@ static bool on_request(struct conn *cn, struct http_exchange *c, const char *url
                           "there is no %.16s %.80s here", method, url);
     const bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
     const bool post = strcmp(method, "POST") == 0;
-    if (route_is_get(cn->route) ? !get : !post)
+    const bool del = strcmp(method, "DELETE") == 0;
+    if (cn->route == R_RESPONSE ? !get && !del : route_is_get(cn->route) ? !get : !post)
         return send_error(cn, c, 405, "invalid_request_error", "method_not_allowed", NULL,
                           "%.16s is not allowed on %.80s (use %s)", method, url,
-                          route_is_get(cn->route) ? "GET" : "POST");
+                          cn->route == R_RESPONSE ? "GET or DELETE" : route_is_get(cn->route) ? "GET" : "POST");
     if (cn->route != R_HEALTH && cn->route != R_PAGE && !authorized(s, c))
         return send_error(cn, c, 401, "invalid_request_error", "invalid_api_key", NULL,
                           "a valid API key is required: send 'Authorization: Bearer KEY'");
@@ -298,11 +313,14 @@ static bool on_request(struct conn *cn, struct http_exchange *c, const char *url
     case R_METRICS: return handle_metrics(cn, c);
     case R_TOKENIZE: return handle_tokenize(cn, c);
     case R_DETOKENIZE: return handle_detokenize(cn, c);
+    case R_RESPONSE: return handle_response_item(cn, c, response_id(url), del);
     case R_CHAT:
     case R_COMPLETIONS:
+    case R_RESPONSES:
         if (s->state != STATE_READY)
             return send_error(cn, c, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
-        return handle_generate(cn, c, cn->route == R_CHAT ? SRV_CHAT : SRV_COMPLETION);
+        return handle_generate(cn, c, cn->route == R_CHAT ? SRV_CHAT : cn->route == R_RESPONSES ? SRV_RESPONSES
+                                                                                                : SRV_COMPLETION);
     default: return false;
     }
 }
@@ -327,7 +345,7 @@ static void on_completed(struct conn *cn)
     }
     srv_metrics_status(&s->metrics, status);
     const double total = (srv_now_s() - cn->t0) * 1000;
-    if (cn->route == R_CHAT || cn->route == R_COMPLETIONS)
+    if (cn->route == R_CHAT || cn->route == R_COMPLETIONS || cn->route == R_RESPONSES)
         fprintf(stderr, LOG_PREFIX "req-%llu %s %s %d prompt=%ld cached=%ld completion=%ld ttft=%.1fms "
                 "tpot=%.1fms total=%.1fms%s%s\n", (unsigned long long)cn->rid, cn->method, cn->path,
                 status, prompt, cached, completion, ttft, tpot, total, cn->user[0] ? " user=" : "",
@@ -378,6 +396,7 @@ bool srv_server_start(const struct srv_config *cfg, struct srv_server **out, int
     pthread_cond_init(&s->wake_cv, NULL);
     pthread_mutex_init(&s->jobs_mu, NULL);
     pthread_mutex_init(&s->grammars_mu, NULL);
+    resp_store_init(&s->responses, cfg->responses_store, cfg->responses_store_bytes);
     struct http_config hc = {
         .host = cfg->host,
         .port = cfg->port,
@@ -491,6 +510,7 @@ void srv_server_free(struct srv_server *s)
         free(s->grammars[i].text);
     }
     pthread_mutex_destroy(&s->grammars_mu);
+    resp_store_free(&s->responses);
     free(s->bos_text);
     free(s->eos_text);
     free(s);

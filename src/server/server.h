@@ -39,6 +39,8 @@ struct srv_config {
     hearth_speculation speculation; /* of every request (draft_max 0: none) */
     int32_t reasoning_budget;    /* of chat requests that give none; -1: no limit */
     bool no_webui;               /* GET / answers 404 instead of the chat page */
+    size_t responses_store;      /* past responses kept (0: none) ... */
+    size_t responses_store_bytes; /* ... in at most these bytes */
 };
 
 struct srv_server;

@@ -29,6 +29,17 @@ enum srv_state { STATE_LOADING, STATE_READY, STATE_DRAINING };
 
 #define SRV_GRAMMAR_CACHE 16
 
+/* Past responses of the Responses API, for previous_response_id and GET
+ * /v1/responses/{id} (responses.c): bounded by count and bytes, the least
+ * recently used given up first. */
+struct resp_store {
+    pthread_mutex_t mu;
+    struct resp_entry *head, *tail;
+    size_t n, bytes;
+    size_t max_n, max_bytes;
+    uint64_t evicted;
+};
+
 struct srv_server {
     struct srv_config cfg;
     struct http_server *http;
@@ -70,6 +81,8 @@ struct srv_server {
         hearth_grammar *grammar;
     } grammars[SRV_GRAMMAR_CACHE];
     size_t grammars_next;
+
+    struct resp_store responses;
 };
 
 /* ---- jobs ---------------------------------------------------------- */
@@ -106,6 +119,16 @@ struct sub {                        /* one engine request: one prompt */
 
 enum end_reason { END_NONE, END_CLIENT, END_TIMEOUT, END_SHUTDOWN };
 
+/* A Responses stream's state (job locked). */
+struct resp_stream {
+    uint64_t seq;                   /* the next event's sequence_number */
+    json_t *output;                 /* the output items done */
+    int open;                       /* the item being written: none, reasoning, message */
+    bool had_message;               /* a message item was written */
+    char item_id[48];               /* the open item's */
+    struct buf item_text;           /* its text so far */
+};
+
 struct job {
     struct srv_server *s;
     pthread_mutex_t mu;
@@ -134,13 +157,15 @@ struct job {
     char error[256];
     char id[48];
     time_t created;
+    struct resp_stream rs;                   /* the Responses API's stream */
     double t0, deadline;
     struct job *next, *prev;
 };
 
 /* ---- connections ---------------------------------------------------- */
 
-enum route { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE };
+enum route { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE,
+             R_RESPONSES, R_RESPONSE };
 
 struct conn {
     struct srv_server *s;
@@ -192,6 +217,12 @@ bool handle_generate(struct conn *cn, struct http_exchange *c, enum srv_kind kin
 json_t *lossy_string(const char *p, size_t n);
 const char *finish_name(hearth_finish_reason f);
 json_t *error_object(const char *message, const char *type, const char *param, const char *code);
+json_t *hearth_json(const struct job *j);
+/* An id for a tool call, as the template's format takes them. */
+void tool_call_id(const struct job *j, char *out, size_t cap);
+/* The tool calls of a choice's text (false: plain content; true: free
+ * tc with srv_tool_calls_free()). */
+bool choice_tool_calls(const struct job *j, const struct choice *c, struct srv_tool_calls *tc);
 json_t *piece_json(const struct srv_server *s, hearth_token t, bool with_bytes, json_t **bytes);
 void job_usage(const struct job *j, long *prompt, long *cached, long *completion);
 bool reads_tool_calls(const struct job *j);
@@ -203,5 +234,25 @@ void emit_reasoning(struct job *j, size_t ci, const char *text, size_t len);
 void emit_end(struct job *j);
 void emit_error(struct job *j, const char *message, const char *type, const char *code, const char *param);
 json_t *final_response(struct job *j);
+
+/* ---- responses.c ---------------------------------------------------- */
+
+void resp_store_init(struct resp_store *st, size_t max_n, size_t max_bytes);
+void resp_store_free(struct resp_store *st);
+/* Put the previous response's conversation before the request's input;
+ * a 400 naming previous_response_id when it is not kept. */
+bool responses_prepare(struct srv_server *s, struct job *j, struct srv_error *e);
+/* The response object of a job that did not stream (job locked). */
+json_t *responses_final(struct job *j);
+/* A stream's events (job locked): its start, the answer's text so far
+ * (the choice's text past what was sent), reasoning, the end, a failure. */
+void responses_stream_begin(struct job *j);
+void responses_stream_text(struct job *j);
+void responses_stream_reasoning(struct job *j, const char *text, size_t len);
+void responses_stream_end(struct job *j);
+void responses_stream_error(struct job *j, const char *message, const char *code, const char *param);
+void responses_stream_free(struct job *j);
+/* GET (del false) or DELETE /v1/responses/{id}. */
+bool handle_response_item(struct conn *cn, struct http_exchange *c, const char *id, bool del);
 
 #endif /* HEARTH_SERVER_SERVER_IMPL_H */

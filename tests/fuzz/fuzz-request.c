@@ -1,8 +1,9 @@
 /*
  * fuzz-request.c -- fuzz target for hearth serve's request parsing and
  * checks (src/server/request.c): the first byte of an input picks the
- * endpoint (chat completions, completions, tokenize, detokenize), the
- * rest is the request body.  A body that is accepted must give
+ * endpoint (modulo 4: chat completions, completions, tokenize,
+ * detokenize; but 4 modulo 8 picks the Responses API), the rest is the
+ * request body.  A body that is accepted must give
  * parameters the engine accepts (hearth_sampler_params_check) and, for
  * chat, messages the built-in ChatML template renders, and tool calls
  * read or forced only where tools were given.  Every refusal must be a
@@ -40,11 +41,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     hearth_sampler_params defaults;
     hearth_sampler_params_default(&defaults);
     const struct srv_limits lim = {512, 1024, &defaults, -1};
-    switch (data[0] % 4) {
+    const int endpoint = data[0] % 8 == 4 ? 4 : data[0] % 4;
+    switch (endpoint) {
     case 0:
-    case 1: {
+    case 1:
+    case 4: {
         struct srv_request r;
-        const enum srv_kind kind = data[0] % 4 == 0 ? SRV_CHAT : SRV_COMPLETION;
+        const enum srv_kind kind = endpoint == 4 ? SRV_RESPONSES : endpoint == 0 ? SRV_CHAT : SRV_COMPLETION;
         if (!srv_request_parse(kind, body, len, &lim, &r, &e)) {
             check_error(&e);
             break;
@@ -56,7 +59,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* a call is read or forced only with tools, named only with a name */
         if (r.tool_choice != SRV_TOOL_NONE && !r.tools_json) abort();
         if ((r.tool_choice == SRV_TOOL_NAMED) != (r.tool_name != NULL)) abort();
-        if (kind == SRV_CHAT) {
+        /* a response repeats fields of its request: an object */
+        if ((kind == SRV_RESPONSES) != (r.echo_json != NULL) || r.n_instructions > 1) abort();
+        if (r.echo_json && (r.echo_json[0] != '{' || r.n != 1)) abort();
+        if (srv_kind_chat(kind)) {
             hearth_template *t;
             if (hearth_template_builtin("chatml", &t) != HEARTH_OK) abort();
             char *text = NULL;
