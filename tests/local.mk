@@ -311,6 +311,7 @@ TESTS += \
 	tests/cli-tokenize.sh \
 	tests/grammar-validity.sh \
 	tests/layout.sh \
+	tests/server-embeddings.sh \
 	tests/server-openai.sh \
 	tests/template-models.sh \
 	tests/tokenizer-kimi.sh \
@@ -347,6 +348,8 @@ EXTRA_DIST += \
 	tests/layout.py \
 	tests/layout.sh \
 	tests/server-api.py \
+	tests/server-embeddings.mjs \
+	tests/server-embeddings.sh \
 	tests/server-openai.mjs \
 	tests/server-openai.sh \
 	tests/template-models.mjs \

@@ -38,6 +38,8 @@ struct srv_config {
                                  * without one (hearth_seed_derive) */
     hearth_speculation speculation; /* of every request (draft_max 0: none) */
     int32_t reasoning_budget;    /* of chat requests that give none; -1: no limit */
+    hearth_pooling pooling;      /* of /v1/embeddings: MEAN, CLS or LAST whatever
+                                  * the model declares; NONE: the model's */
 };
 
 struct srv_server;

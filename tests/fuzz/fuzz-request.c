@@ -1,7 +1,8 @@
 /*
  * fuzz-request.c -- fuzz target for hearth serve's request parsing and
  * checks (src/server/request.c): the first byte of an input picks the
- * endpoint (chat completions, completions, tokenize, detokenize), the
+ * endpoint (modulo 4: chat completions, completions, tokenize,
+ * detokenize; embeddings where it is 4 modulo 8, in place of chat), the
  * rest is the request body.  A body that is accepted must give
  * parameters the engine accepts (hearth_sampler_params_check) and, for
  * chat, messages the built-in ChatML template renders, and tool calls
@@ -40,6 +41,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     hearth_sampler_params defaults;
     hearth_sampler_params_default(&defaults);
     const struct srv_limits lim = {512, 1024, &defaults, -1};
+    if (data[0] % 8 == 4) {
+        /* an accepted request has 1 .. SRV_MAX_EMBED_INPUTS inputs, none
+         * empty, token ids in the vocabulary, dimensions 0 or 1 .. 256 */
+        struct srv_embeddings em;
+        if (!srv_embeddings_parse(body, len, 512, 256, &em, &e)) {
+            check_error(&e);
+            return 0;
+        }
+        if (em.n_inputs < 1 || em.n_inputs > SRV_MAX_EMBED_INPUTS || em.dimensions < 0 || em.dimensions > 256) abort();
+        for (size_t i = 0; i < em.n_inputs; i++) {
+            const struct srv_prompt *in = &em.inputs[i];
+            if (in->text ? in->len == 0 || in->tokens : in->n_tokens == 0) abort();
+            for (size_t k = 0; k < in->n_tokens; k++)
+                if (in->tokens[k] < 0 || in->tokens[k] >= 512) abort();
+        }
+        srv_embeddings_free(&em);
+        return 0;
+    }
     switch (data[0] % 4) {
     case 0:
     case 1: {
