@@ -36,6 +36,8 @@ done
 "$HEARTH" inspect "$model" >"$tmpdir/inspect" 2>&1
 grep -q "qwen3.pooling_type" "$tmpdir/inspect" && pass "the file declares its pooling" ||
     fail "the file declares its pooling"
+grep -q "pooling  *last (an embedding model" "$tmpdir/inspect" && pass "inspect names the pooling" ||
+    fail "inspect names the pooling"
 
 # the texts, as the oracle's token ids (the vocabulary adds BOS and EOS)
 printf '%s\n' "hello world" "the quick brown fox jumps over the lazy dog" "a" \
