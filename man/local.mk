@@ -5,6 +5,7 @@ dist_man_MANS += \
 	man/hearth-bench.1 \
 	man/hearth-chat.1 \
 	man/hearth-devices.1 \
+	man/hearth-embed.1 \
 	man/hearth-grammar.7 \
 	man/hearth-inspect.1 \
 	man/hearth-perplexity.1 \

@@ -955,6 +955,27 @@ bool hearth_model_is_recurrent(const hearth_model *model);
  * of the file's prediction layers; hearth_engine_params.mtp). */
 int32_t hearth_model_mtp_layers(const hearth_model *model);
 
+/* How an embedding is pooled from the output-normed final hidden states
+ * of a sequence's positions: the values of the GGUF key
+ * ARCH.pooling_type, as the common converters write it. */
+typedef enum hearth_pooling {
+    HEARTH_POOLING_NONE = 0,  /* none: a generative model, not an embedder */
+    HEARTH_POOLING_MEAN = 1,  /* the mean over every position */
+    HEARTH_POOLING_CLS = 2,   /* the first position's */
+    HEARTH_POOLING_LAST = 3,  /* the last position's (Qwen3-Embedding) */
+    HEARTH_POOLING_RANK = 4   /* a reranker's classification head: not supported */
+} hearth_pooling;
+
+/* The pooling the model's file declares (HEARTH_POOLING_NONE when it
+ * declares none): an embedding model is one that declares MEAN, CLS or
+ * LAST. */
+hearth_pooling hearth_model_pooling(const hearth_model *model);
+/* "none", "mean", "cls", "last" or "rank" (NULL for other values). */
+const char *hearth_pooling_name(hearth_pooling pooling);
+/* Scale v (n floats) to unit Euclidean length, the norm summed in double
+ * precision in index order; a vector of zeros stays zeros. */
+void hearth_embedding_normalize(float *v, size_t n);
+
 typedef struct hearth_context_params {
     int32_t n_ctx;          /* positions of context; 0: the model's training
                              * context, at most 4096 */
@@ -1141,6 +1162,11 @@ typedef struct hearth_event {
                               * part of a stop string); valid during the
                               * callback only */
     size_t len;
+    const float *embedding;  /* the final event of an embedding request
+                              * (hearth_request.pooling) that ended with
+                              * HEARTH_FINISH_LENGTH: its vector,
+                              * hearth_model_n_embd() floats; valid during
+                              * the callback only.  NULL otherwise */
     hearth_finish_reason finish;        /* NONE while the sample goes on */
     const hearth_request_stats *stats;  /* with a finish reason */
     hearth_status status;    /* the failure, with HEARTH_FINISH_ERROR;
@@ -1230,6 +1256,24 @@ typedef struct hearth_request {
                                   * ends as soon as it begins; < 0 (the
                                   * default): no limit.  Ignored without a
                                   * format */
+    hearth_pooling pooling;      /* NONE (the default): generate.  MEAN,
+                                  * CLS or LAST: an embedding request
+                                  * (whatever the model declares, which
+                                  * hearth_model_pooling() says): the prompt
+                                  * is computed with causal attention and
+                                  * nothing is sampled; the final event
+                                  * (HEARTH_FINISH_LENGTH) carries the
+                                  * output-normed hidden states of its
+                                  * positions pooled so.  n must be 1;
+                                  * sampling, stop strings, max_tokens,
+                                  * speculation and reasoning are not used.
+                                  * The vector is bit for bit the same
+                                  * whatever else runs in the step (batch
+                                  * invariance).  RANK is refused
+                                  * (HEARTH_E_UNSUPPORTED) */
+    bool no_normalize;           /* embedding requests: the pooled vector as
+                                  * it is; false (the default): scaled to
+                                  * unit length (hearth_embedding_normalize) */
 } hearth_request;
 
 /* Defaults: sampling defaults, max_tokens -1, n 1, no stop strings,

@@ -59,6 +59,7 @@ check_PROGRAMS += \
 	tests/test-cli-sampling \
 	tests/test-delta \
 	tests/test-download \
+	tests/test-embed \
 	tests/test-engine \
 	tests/test-gguf \
 	tests/test-grammar \
@@ -88,6 +89,7 @@ TESTS += \
 	tests/test-cli-sampling \
 	tests/test-delta \
 	tests/test-download \
+	tests/test-embed \
 	tests/test-engine \
 	tests/test-gguf \
 	tests/test-grammar \
@@ -169,6 +171,9 @@ tests_test_engine_SOURCES = tests/test-engine.c tests/testutil.c
 tests_test_engine_CFLAGS = $(TEST_CFLAGS)
 tests_test_engine_LDADD = $(TEST_LIBS)
 
+tests_test_embed_SOURCES = tests/test-embed.c tests/testutil.c
+tests_test_embed_CFLAGS = $(TEST_CFLAGS)
+tests_test_embed_LDADD = $(TEST_LIBS)
 tests_test_serving_SOURCES = tests/test-serving.c tests/testutil.c
 tests_test_serving_CFLAGS = $(TEST_CFLAGS)
 tests_test_serving_LDADD = $(TEST_LIBS)
@@ -292,6 +297,7 @@ TESTS += \
 	tests/cli-bench.sh \
 	tests/cli-chat.sh \
 	tests/cli-devices.sh \
+	tests/cli-embed.sh \
 	tests/cli-inspect.sh \
 	tests/cli-offload-errors.sh \
 	tests/cli-pull.sh \
@@ -306,6 +312,7 @@ TESTS += \
 	tests/grammar-validity.sh \
 	tests/layout.sh \
 	tests/server-chatpage.sh \
+	tests/server-embeddings.sh \
 	tests/server-openai.sh \
 	tests/template-models.sh \
 	tests/tokenizer-kimi.sh \
@@ -321,6 +328,7 @@ EXTRA_DIST += \
 	tests/cli-bench.sh \
 	tests/cli-chat.sh \
 	tests/cli-devices.sh \
+	tests/cli-embed.sh \
 	tests/cli-inspect.sh \
 	tests/cli-kernel-paths.sh \
 	tests/cli-offload-errors.sh \
@@ -344,6 +352,8 @@ EXTRA_DIST += \
 	tests/server-api.py \
 	tests/server-chatpage.py \
 	tests/server-chatpage.sh \
+	tests/server-embeddings.mjs \
+	tests/server-embeddings.sh \
 	tests/server-openai.mjs \
 	tests/server-openai.sh \
 	tests/server-responses.mjs \

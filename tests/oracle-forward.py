@@ -4,6 +4,8 @@ families hearth runs, in NumPy (float64), from the published equations,
 with its own GGUF reader: the test oracle for the architectures.
 
     oracle-forward.py [--tol T] [--n-ctx N] [--mtp MTP.f32] MODEL.gguf LOGITS.f32 TOKEN...
+    oracle-forward.py --embed [--pooling mean|cls|last] [--no-normalize] [--min-cos C]
+                      MODEL.gguf VECTOR.tsv TOKEN...
 
 reads MODEL (F32 and F16 tensors only), computes the logits of every
 position of the token sequence with explicit causal (and sliding-window)
@@ -11,6 +13,10 @@ masks and a full score matrix -- none of the engine's blocking, online
 softmax or caches -- and compares them with LOGITS (float32, n_tokens x
 n_vocab, row-major, as tests/dump-logits writes them).  Exit 0 when every
 logit agrees within the tolerance, 1 otherwise, 77 when NumPy is missing.
+With --embed, VECTOR.tsv holds hearth embed's vector of the token sequence
+(as text), compared by cosine similarity (at least C, default 0.99999)
+with the oracle's: the output-normed hidden states pooled as the file's
+ARCH.pooling_type (or --pooling) says, scaled to unit length.
 With --mtp, MTP.f32 holds the logits of the model's first prediction
 ("NextN") layer over the same tokens (tests/dump-logits -m), compared
 with nextn_logits below.
@@ -325,8 +331,10 @@ def forward(g, tokens):
     return forward_plain(g, tokens), None
 
 
-def forward_plain(g, tokens):
-    """llama, qwen2, qwen3, gemma2/3, phi3 and the first mixtures."""
+def forward_plain(g, tokens, hidden=False):
+    """llama, qwen2, qwen3, gemma2/3, phi3 and the first mixtures: the
+    logits of every position, or with hidden their output-normed hidden
+    states (the output layer's input)."""
     arch, key = arch_keys(g)
     n_embd = key("embedding_length")
     n_layer = key("block_count")
@@ -397,6 +405,8 @@ def forward_plain(g, tokens):
         if has("post_ffw_norm.weight"):
             f = rmsnorm(f, t("post_ffw_norm.weight"), eps)
         x = x + f
+    if hidden:
+        return rmsnorm(x, g.tensor("output_norm.weight"), eps)
     logits = output_logits(g, x, eps)
     if final_cap:
         logits = final_cap * np.tanh(logits / final_cap)
@@ -833,6 +843,47 @@ def forward_qwen35(g, tokens):
 
 N_CTX = 0
 
+POOLINGS = {"mean": 1, "cls": 2, "last": 3}
+
+
+def embedding(g, tokens, pooling, normalize):
+    """The embedding of the tokens: the output-normed hidden states of
+    every position (causal attention) pooled by their mean, the first's
+    or the last's, then scaled to unit length."""
+    arch = g.kv["general.architecture"]
+    if arch not in ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"):
+        raise ValueError("no embedding oracle for %s" % arch)
+    h = forward_plain(g, tokens, hidden=True)
+    if pooling is None:
+        pooling = g.kv.get(arch + ".pooling_type", 0)
+    if pooling == 1:
+        v = h.mean(axis=0)
+    elif pooling == 2:
+        v = h[0]
+    elif pooling == 3:
+        v = h[-1]
+    else:
+        raise ValueError("pooling %r: the model declares none; give --pooling" % pooling)
+    if normalize:
+        v = v / np.linalg.norm(v)
+    return v
+
+
+def compare_embedding(what, path, want, min_cos):
+    """Compare the vector in path (text: its components separated by
+    white space, as hearth embed --format tsv writes one input's) with
+    want: their cosine similarity at least min_cos."""
+    with open(path) as f:
+        got = np.array([float(t) for t in f.read().split()], dtype=np.float64)
+    if got.size != want.size:
+        sys.stderr.write("oracle-forward: %s: %d components, expected %d\n" % (what, got.size, want.size))
+        return False
+    cos = float(got @ want / (np.linalg.norm(got) * np.linalg.norm(want)))
+    err = float(np.abs(got - want).max())
+    print("oracle-forward: %s, embedding of %d components: cosine %.9f (1 - cos = %.3g), max abs error %.3g"
+          % (what, want.size, cos, 1.0 - cos, err))
+    return cos >= min_cos
+
 
 def compare(what, path, want, tol):
     """Compare the float32 logits in path with want; a line of the worst
@@ -856,6 +907,7 @@ def main(argv):
     args = argv[1:]
     tol = 2e-3
     mtp_path = None
+    embed, pooling, normalize, min_cos = False, None, True, 0.99999
     while args and args[0].startswith("--"):
         opt = args.pop(0)
         if opt == "--tol":
@@ -864,6 +916,14 @@ def main(argv):
             N_CTX = int(args.pop(0))
         elif opt == "--mtp":
             mtp_path = args.pop(0)
+        elif opt == "--embed":
+            embed = True
+        elif opt == "--pooling":
+            pooling = POOLINGS[args.pop(0)]
+        elif opt == "--no-normalize":
+            normalize = False
+        elif opt == "--min-cos":
+            min_cos = float(args.pop(0))
         else:
             sys.stderr.write("oracle-forward: unknown option %s\n" % opt)
             return 2
@@ -872,6 +932,10 @@ def main(argv):
         return 2
     g = Gguf(args[0])
     tokens = [int(t) for t in args[2:]]
+    if embed:
+        name = "%s (%s)" % (args[0].split("/")[-1], g.kv["general.architecture"])
+        want = embedding(g, tokens, pooling, normalize)
+        return 0 if compare_embedding(name, args[1], want, min_cos) else 1
     want, want_mtp = forward(g, tokens)
     name = "%s (%s)" % (args[0].split("/")[-1], g.kv["general.architecture"])
     ok = compare(name, args[1], want, tol)

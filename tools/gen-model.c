@@ -122,6 +122,10 @@ struct shape {
      * --vocab's, or with a synthetic byte-level BPE vocabulary (NULL: a
      * synthetic SentencePiece one) */
     const char *pre;
+    /* embedding models: ARCH.pooling_type (written when > 0) and
+     * tokenizer.ggml.add_eos_token (the input ends with the EOS token) */
+    int pooling;
+    bool add_eos;
 };
 
 /* Phi-3 and Phi-3.5 add these to the 32,000 tokens of Llama 2's
@@ -150,6 +154,16 @@ static const struct shape shapes[] = {
      .n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 8, .n_head_kv = 2, .n_vocab = 512,
      .n_ctx = 4096, .head_dim = 64, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .tied = true,
      .qk_norm = true, .weight_std = 0.08, .output_std = 0.5, .norm_std = 0.2},
+    /* Qwen3-Embedding: qwen3 pooled at the last token, the input ending
+     * with the end-of-text token */
+    {.name = "qwen3-embedding-0.6b", .arch = "qwen3", .title = "Qwen3-Embedding-0.6B shape, random weights",
+     .n_layer = 28, .n_embd = 1024, .n_ff = 3072, .n_head = 16, .n_head_kv = 8, .n_vocab = 151669,
+     .n_ctx = 32768, .head_dim = 128, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .tied = true,
+     .qk_norm = true, .pooling = 3, .add_eos = true},
+    {.name = "micro-qwen3-embedding", .arch = "qwen3", .title = "micro qwen3 embedding, random weights",
+     .n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 8, .n_head_kv = 2, .n_vocab = 512,
+     .n_ctx = 4096, .head_dim = 64, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .tied = true,
+     .qk_norm = true, .weight_std = 0.08, .output_std = 0.5, .norm_std = 0.2, .pooling = 3, .add_eos = true},
     /* Qwen3.5-0.8B: the layer count, width and vocabulary are the
      * reference engine's (its 0.8B type is 24 layers of 1024; the Qwen3.5
      * vocabulary has 248,320 tokens); the other sizes are the published
@@ -1258,11 +1272,13 @@ static hearth_status set_metadata(hearth_gguf_writer *w, const struct shape *s,
         if (s->n_ff_shexp > 0)
             HEARTH_TRY(ARCH_U32("expert_shared_feed_forward_length", (uint32_t)s->n_ff_shexp));
     }
+    if (s->pooling > 0) HEARTH_TRY(ARCH_U32("pooling_type", (uint32_t)s->pooling));
 #undef ARCH_U32
 #undef ARCH_F32
     HEARTH_TRY(hearth_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype));
     HEARTH_TRY(hearth_gguf_writer_set_u32(w, "general.quantization_version", 2));
-    return write_vocab(w, s, vocab_path);
+    HEARTH_TRY(write_vocab(w, s, vocab_path));
+    return s->add_eos ? hearth_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", true) : HEARTH_OK;
 }
 
 static int write_model(struct generator *g_in, const struct shape *sp, hearth_ftype ftype, const char *vocab_path,
@@ -1301,6 +1317,9 @@ static void usage(FILE *out)
           "  qwen3-0.6b       qwen3, 28 layers, d 1024, ff 3072, 16/8 heads of 128,\n"
           "                   vocab 151936, q/k norms, tied embeddings\n"
           "  micro-qwen3      qwen3, 2 layers, d 256, ff 512, 8/2 heads of 64, vocab 512\n"
+          "  qwen3-embedding-0.6b  qwen3-0.6b's layers, vocab 151669, pooled at the last\n"
+          "                   token (pooling_type 3), EOS added to the input\n"
+          "  micro-qwen3-embedding  micro-qwen3 pooled at the last token, EOS added\n"
           "  qwen3.5-0.8b     qwen35, 24 layers (every 4th full attention, 8/2 gated heads\n"
           "                   of 256, RoPE on 64 dims; the others Gated DeltaNet, 16/16\n"
           "                   heads of 128), d 1024, ff 3584, vocab 248320, tied\n"

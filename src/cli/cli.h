@@ -69,6 +69,9 @@ bool cli_parse_u64(const char *cmd, const char *opt, const char *arg, uint64_t *
 bool cli_parse_float(const char *cmd, const char *opt, const char *arg,
                      double min, double max, float *out);
 
+/* A --pooling argument: mean, cls or last; false after a usage error. */
+bool cli_parse_pooling(const char *cmd, const char *arg, hearth_pooling *out);
+
 /* A --reasoning argument: show (*hide false) or hide (true); false after
  * a usage error. */
 bool cli_parse_reasoning(const char *cmd, const char *arg, bool *hide);

@@ -51,6 +51,7 @@ struct summary {
      * which keep a state instead of keys and values, and its F32 bytes
      * per sequence; -1 and 0 otherwise. */
     int64_t n_linear_layers;
+    int64_t pooling;         /* ARCH.pooling_type (hearth_pooling); -1 when not declared */
     int64_t n_mtp_layers;    /* multi-token prediction layers after the trunk
                               * (any family; 0 when not declared) */
     uint64_t state_bytes_per_seq;
@@ -170,6 +171,7 @@ static void summarise(const hearth_gguf *g, struct summary *s)
     /* block_count counts the prediction layers after the trunk, which
      * keep keys and values only when they draft */
     s->n_mtp_layers = s->arch ? arch_int(g, s->arch, "nextn_predict_layers") : -1;
+    s->pooling = s->arch ? arch_int(g, s->arch, "pooling_type") : -1;
     if (s->n_mtp_layers < 0 || s->n_mtp_layers >= s->n_layers) s->n_mtp_layers = 0;
     const int64_t trunk = s->n_layers - s->n_mtp_layers;
     int64_t n_attn_layers = trunk;
@@ -400,6 +402,13 @@ static void print_text(const hearth_gguf *g, const struct inspect_opts *o)
     if (s.n_mtp_layers > 0)
         printf("  %-22s %" PRId64 " after the %" PRId64 " of the trunk (multi-token prediction: drafts for "
                "--mtp)\n", "prediction layers", s.n_mtp_layers, s.n_layers - s.n_mtp_layers);
+    if (s.pooling > 0) {
+        const char *name = s.pooling <= HEARTH_POOLING_RANK ? hearth_pooling_name((hearth_pooling)s.pooling) : NULL;
+        if (name && s.pooling != HEARTH_POOLING_RANK)
+            printf("  %-22s %s (an embedding model: hearth embed, /v1/embeddings)\n", "pooling", name);
+        else
+            printf("  %-22s %s (not supported)\n", "pooling", name ? name : "unknown");
+    }
     if (s.kv_bytes_per_token && summary_is_mla(&s))
         printf("  %-22s %" PRIu64 " bytes (F16 latent and rotary key, no values apart)\n", "KV cache per token",
                s.kv_bytes_per_token);

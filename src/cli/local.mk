@@ -10,6 +10,7 @@ src_hearth_SOURCES = \
 	src/cli/cli.h \
 	src/cli/commands.def \
 	src/cli/devices.c \
+	src/cli/embed.c \
 	src/cli/generate.c \
 	src/cli/generate.h \
 	src/cli/inspect.c \

@@ -115,6 +115,18 @@ bool cli_parse_reasoning_budget(const char *cmd, const char *arg, int32_t *budge
     return true;
 }
 
+bool cli_parse_pooling(const char *cmd, const char *arg, hearth_pooling *out)
+{
+    static const hearth_pooling kinds[] = {HEARTH_POOLING_MEAN, HEARTH_POOLING_CLS, HEARTH_POOLING_LAST};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strcmp(arg, hearth_pooling_name(kinds[i])) == 0) {
+            *out = kinds[i];
+            return true;
+        }
+    cli_usage_error(cmd, "--pooling '%s': mean, cls or last", arg);
+    return false;
+}
+
 bool cli_parse_int(const char *cmd, const char *opt, const char *arg,
                    int min, int max, int *out)
 {

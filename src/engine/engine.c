@@ -162,6 +162,8 @@ void hearth_engine_free(hearth_engine *e)
     free(e->seq_start);
     free(e->table_start);
     free(e->logit_rows);
+    free(e->hidden_rows);
+    free(e->hidden_seqs);
     free(e->blocks);
     free(e->free_states);
     free(e->state_slot);
@@ -323,11 +325,13 @@ hearth_status hearth_engine_new(const hearth_model *model, const hearth_engine_p
         e->seq_start = hearth_calloc(nb + 1, sizeof *e->seq_start, "the step's sequences");
         e->table_start = hearth_calloc(nb, sizeof *e->table_start, "the step's sequences");
         e->logit_rows = hearth_calloc(nb, sizeof *e->logit_rows, "the step's logit rows");
+        e->hidden_rows = hearth_calloc(nb, sizeof *e->hidden_rows, "the step's hidden rows");
+        e->hidden_seqs = hearth_calloc(nb, sizeof *e->hidden_seqs, "the step's sequences");
         e->step_seqs = hearth_calloc(nb, sizeof *e->step_seqs, "the step's sequences");
         e->logit_seqs = hearth_calloc(nb, sizeof *e->logit_seqs, "the step's sequences");
         e->refs_scratch = hearth_calloc((size_t)n_blocks, sizeof *e->refs_scratch, "the pool check");
         if (!e->tokens || !e->pos || !e->slot || !e->seq_start || !e->table_start || !e->logit_rows ||
-            !e->step_seqs || !e->logit_seqs || !e->refs_scratch)
+            !e->step_seqs || !e->logit_seqs || !e->refs_scratch || !e->hidden_rows || !e->hidden_seqs)
             st = HEARTH_E_NOMEM;
     }
     if (st) {
@@ -427,7 +431,7 @@ void hearth_engine_get_stats(hearth_engine *e, hearth_engine_stats *out)
 /* The step's batch from the plan: rows of each sequence in the plan's
  * order, block tables back to back. */
 static hearth_status build_batch(hearth_engine *e, const struct step_plan *p, struct runner_step *step,
-                                 int32_t *n_logits)
+                                 int32_t *n_logits, int32_t *n_hidden)
 {
     size_t n_blocks = 0;
     for (int32_t i = 0; i < p->n_seqs; i++) n_blocks += (size_t)e->step_seqs[i]->n_table;
@@ -439,7 +443,7 @@ static hearth_status build_batch(hearth_engine *e, const struct step_plan *p, st
         e->wblocks = b;
         e->wblocks_cap = n_blocks;
     }
-    int32_t row = 0, nl = 0, n_ckpt = 0;
+    int32_t row = 0, nl = 0, nh = 0, n_ckpt = 0;
     size_t tb = 0;
     for (int32_t i = 0; i < p->n_seqs; i++) {
         struct seq *s = e->step_seqs[i];
@@ -474,7 +478,9 @@ static hearth_status build_batch(hearth_engine *e, const struct step_plan *p, st
                 e->logit_seqs[nl++] = k == 0 ? s : NULL;
             }
         }
-        if (s->n_draft == 0 && s->n_computed + s->chunk == s->n_tokens) {
+        if (engine_seq_embeds(s)) {
+            engine_embed_rows(e, s, e->seq_start[i], &nh);
+        } else if (s->n_draft == 0 && s->n_computed + s->chunk == s->n_tokens) {
             e->logit_rows[nl] = row - 1;
             e->logit_seqs[nl++] = s;
         }
@@ -499,8 +505,11 @@ static hearth_status build_batch(hearth_engine *e, const struct step_plan *p, st
         },
         .logit_rows = e->logit_rows,
         .n_logits = nl,
+        .hidden_rows = e->hidden_rows,
+        .n_hidden = nh,
     };
     *n_logits = nl;
+    *n_hidden = nh;
     return HEARTH_OK;
 }
 
@@ -536,9 +545,9 @@ hearth_status hearth_engine_step(hearth_engine *e, bool *did_work)
         fail_step(e, &plan, st);
     } else if (plan.n_rows > 0) {
         struct runner_step step;
-        int32_t n_logits = 0;
+        int32_t n_logits = 0, n_hidden = 0;
         st = engine_make_drafts(e, &plan);
-        if (!st) st = build_batch(e, &plan, &step, &n_logits);
+        if (!st) st = build_batch(e, &plan, &step, &n_logits, &n_hidden);
         const double t0 = engine_now_s();
         if (!st) st = runner_eval(e->runner, &step);
         /* the prediction layer follows the trunk over the same rows */
@@ -549,6 +558,7 @@ hearth_status hearth_engine_step(hearth_engine *e, bool *did_work)
             spec_fit_add(&e->target_fit, step.bp.n_tokens, engine_now_s() - t0);
             e->steps++;
             if (did_work) *did_work = true;
+            engine_embed_pool(e, n_hidden);
             for (int32_t i = 0; i < plan.n_seqs; i++) {
                 struct seq *s = e->step_seqs[i];
                 if (s->n_draft > 0) {
@@ -564,6 +574,8 @@ hearth_status hearth_engine_step(hearth_engine *e, bool *did_work)
                 if (!st) st = engine_register_full_blocks(e, s);
                 if (!st) engine_keep_snapshot(e, s);
                 engine_drop_outside_window(e, s);
+                /* an embedding ends with its prompt */
+                if (!st && engine_seq_embeds(s) && s->n_computed == s->n_tokens) engine_embed_finish(e, s);
             }
             /* the statistics show the step's blocks before a client hears
              * of its tokens (a /metrics read after a first token sees the

@@ -149,6 +149,14 @@ struct seq {
     int32_t mtp_row;
     struct thinking *thinking;   /* with a reasoning format: where its reply
                                   * stands (thinking.c); NULL: none */
+    /* an embedding request's (req->params.pooling; embed.c): the sum of
+     * the rows its pooling read so far (n_embd doubles), how many
+     * positions it has read (rows of positions below it are not read
+     * again when a preempted sequence recomputes them), and its vector
+     * at the end */
+    double *pool_sum;
+    int32_t n_pooled, n_pool_rows;
+    float *embedding;
 };
 
 struct request {
@@ -217,6 +225,8 @@ struct hearth_engine {
 
     /* the step's batch */
     int32_t *tokens, *pos, *slot, *seq_start, *table_start, *logit_rows;
+    int32_t *hidden_rows;        /* rows an embedding's pooling reads (embed.c) */
+    struct seq **hidden_seqs;    /* and their sequences */
     int32_t *blocks;
     size_t blocks_cap;
     /* recurrent models: the free state slots (n_seq_max in all) and the
@@ -362,6 +372,22 @@ hearth_token engine_thinking_next(struct seq *s);
 hearth_status engine_thinking_sample(hearth_engine *e, struct seq *s, const float *logits, hearth_token *out);
 /* s took token t: where its text stands now, the reasoning's count. */
 hearth_status engine_thinking_take(struct seq *s, hearth_token t);
+
+/* embed.c: embedding requests (hearth_request.pooling) */
+/* The checks and the state of an embedding request at its submission. */
+hearth_status engine_embed_request(hearth_engine *e, struct request *r);
+hearth_status engine_embed_seq_new(hearth_engine *e, struct seq *s);
+static inline bool engine_seq_embeds(const struct seq *s) { return s->req->params.pooling != HEARTH_POOLING_NONE; }
+/* Whether the prefix cache may serve s: an embedding that reads rows
+ * before its last needs them computed. */
+bool engine_embed_takes_prefix(const struct seq *s);
+/* The rows of s's chunk its pooling reads, from row `row` on (its first
+ * in the step), into the step's hidden rows; n: how many so far. */
+void engine_embed_rows(hearth_engine *e, struct seq *s, int32_t row, int32_t *n);
+/* After the forward pass: the step's n hidden rows into their sums. */
+void engine_embed_pool(hearth_engine *e, int32_t n);
+/* s has computed its whole prompt: its vector, its final event. */
+void engine_embed_finish(hearth_engine *e, struct seq *s);
 
 /* draft.c */
 int32_t engine_known_token(const struct seq *s, int32_t pos);

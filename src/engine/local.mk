@@ -6,11 +6,14 @@
 src_libhearth_core_la_SOURCES += \
 	src/engine/context.c \
 	src/engine/draft.c \
+	src/engine/embed.c \
 	src/engine/engine.c \
 	src/engine/engine.h \
 	src/engine/engine_impl.h \
 	src/engine/kv_pool.c \
 	src/engine/kv_pool.h \
+	src/engine/pooling.c \
+	src/engine/pooling.h \
 	src/engine/prefix.c \
 	src/engine/requests.c \
 	src/engine/runner.c \

@@ -23,6 +23,8 @@ static void seq_free(struct seq *s)
     free(s->dtable);
     hearth_sampler_free(s->dsampler);
     free(s->mtp_h);
+    free(s->pool_sum);
+    free(s->embedding);
     engine_thinking_seq_free(s);
     free(s);
 }
@@ -90,6 +92,7 @@ hearth_status engine_seq_new(hearth_engine *e, struct request *r, int32_t index,
         st = hearth_text_stream_new(e->vocab, &o, &s->stream);
     }
     if (!st) st = engine_thinking_seq_new(e, s);
+    if (!st) st = engine_embed_seq_new(e, s);
     if (st) {
         seq_free(s);
         return st;
@@ -131,8 +134,9 @@ static hearth_status copy_request(hearth_engine *e, const hearth_request *q, str
     if (q->n < 0 || r->n > MAX_SAMPLES || r->n > e->params.n_seq_max)
         return hearth_error(HEARTH_E_INVALID, "n = %d samples: the limit is 1 to %d", q->n,
                             HEARTH_MIN(MAX_SAMPLES, e->params.n_seq_max));
+    HEARTH_TRY(engine_embed_request(e, r));
     HEARTH_TRY(hearth_sampler_params_check(&q->sampling));
-    HEARTH_TRY(check_speculation(e, &q->speculation));
+    HEARTH_TRY(check_speculation(e, &r->params.speculation));
     r->grammar = hearth_grammar_ref(q->sampling.grammar);
     /* A grammar's state follows the tokens taken one by one; a request
      * with one decodes without speculation (hearth-speculation(7)). */
@@ -195,12 +199,12 @@ static hearth_status copy_request(hearth_engine *e, const hearth_request *q, str
      * context; alone in a pool smaller than that it would be cut short, so
      * it can never run as asked.  Without max_tokens it runs until the
      * context or the pool is full (HEARTH_FINISH_CONTEXT). */
-    if (q->max_tokens > 0) {
-        int64_t need = (int64_t)r->n_prompt + q->max_tokens - 1;
+    if (r->params.max_tokens > 0) {
+        int64_t need = (int64_t)r->n_prompt + r->params.max_tokens - 1;
         if (need > e->params.n_ctx) need = e->params.n_ctx;
         if (need > pool_tokens)
             return hearth_error(HEARTH_E_RANGE, "the prompt (%d tokens) and max_tokens (%d) need %lld "
-                                "positions but the KV pool holds only %lld", r->n_prompt, q->max_tokens,
+                                "positions but the KV pool holds only %lld", r->n_prompt, r->params.max_tokens,
                                 (long long)need, (long long)pool_tokens);
     }
     HEARTH_TRY(engine_thinking_request(e, r));

@@ -44,6 +44,9 @@ struct runner {
      * step's rows, the prediction layer's input [e | h] (2 n_embd wide)
      * and its output-normed hidden state */
     struct act hid, mtp_cat, mtp_out;
+    float *hidden;                 /* the step's hidden_rows, output-normed,
+                                    * n_embd each (hidden_capacity rows) */
+    int32_t hidden_capacity;
     float *logits;                 /* n_logits rows of n_vocab */
     int32_t n_logits;              /* rows valid after the last step */
     int32_t logits_capacity;       /* rows allocated */
@@ -141,6 +144,7 @@ void runner_free(struct runner *r)
     rstate_free(r->rs);
     free(r->gpu_fallback);
     hearth_aligned_free(r->embd);
+    hearth_aligned_free(r->hidden);
     hearth_aligned_free(r->logits);
     free(r);
 }
@@ -389,6 +393,25 @@ static hearth_status gather_rows(struct hearth_backend *be, struct act *dst, con
     return HEARTH_OK;
 }
 
+/* The final norm of the wanted rows of f->x, into r->hidden: what the
+ * output layer reads, gathered and normed as output_head() does. */
+static hearth_status output_hidden(struct runner *r, struct forward *f, const int32_t *rows, int32_t n)
+{
+    const hearth_model *m = r->model;
+    struct hearth_backend *be = f->be;
+    if (n > r->hidden_capacity) {
+        float *h = hearth_aligned_alloc(64, (size_t)n * (size_t)m->hp.n_embd * sizeof(float), "hidden states");
+        if (!h) return HEARTH_E_NOMEM;
+        hearth_aligned_free(r->hidden);
+        r->hidden = h;
+        r->hidden_capacity = n;
+    }
+    HEARTH_TRY(gather_rows(be, &f->cur, &f->x, rows, n));
+    if (m->rec) HEARTH_TRY(m->rec->output_norm(f, &f->cur));
+    else HEARTH_TRY(be->ops->rmsnorm(be, &f->cur, &f->cur, &m->output_norm, m->hp.norm_eps));
+    return be->ops->act_download(be, r->hidden, &f->cur, n);
+}
+
 /* Final norm and LM head for the wanted rows of f->x, into r->logits. */
 static hearth_status output_head(struct runner *r, struct forward *f, const int32_t *rows, int32_t n_logits)
 {
@@ -445,11 +468,13 @@ hearth_status runner_eval(struct runner *r, const struct runner_step *step)
         if (m->rec) HEARTH_TRY(m->rec->output_norm(f, &r->hid));
         else HEARTH_TRY(f->be->ops->rmsnorm(f->be, &r->hid, &r->hid, &m->output_norm, m->hp.norm_eps));
     }
+    /* the output norm and layer where the output layer is */
+    if ((step->n_hidden > 0 || step->n_logits > 0) && f == &r->fw_gpu && !r->output_on_gpu) {
+        HEARTH_TRY(move_hidden(r, f, &r->fw, n));
+        f = &r->fw;
+    }
+    if (step->n_hidden > 0) HEARTH_TRY(output_hidden(r, f, step->hidden_rows, step->n_hidden));
     if (step->n_logits > 0) {
-        if (f == &r->fw_gpu && !r->output_on_gpu) {
-            HEARTH_TRY(move_hidden(r, f, &r->fw, n));
-            f = &r->fw;
-        }
         HEARTH_TRY(output_head(r, f, step->logit_rows, step->n_logits));
         if (m->hp.final_softcap > 0.0f) softcap_logits(r, step->n_logits);
     }
@@ -510,4 +535,9 @@ const float *runner_hidden(const struct runner *r, int32_t i)
 const float *runner_mtp_hidden(const struct runner *r, int32_t i)
 {
     return r->mtp_out.host + (size_t)i * (size_t)r->model->hp.n_embd;
+}
+
+const float *runner_output_hidden(const struct runner *r, int32_t i)
+{
+    return r->hidden + (size_t)i * (size_t)r->model->hp.n_embd;
 }

@@ -45,13 +45,16 @@ struct runner_params {
 
 struct runner;
 
-/* One step: n rows (bp.n_tokens) of tokens with their places, and the rows
- * whose logits are wanted (increasing). */
+/* One step: n rows (bp.n_tokens) of tokens with their places, the rows
+ * whose logits are wanted (increasing), and the rows whose output-normed
+ * hidden state is wanted (increasing; embeddings, pooling.h). */
 struct runner_step {
     const int32_t *tokens;
     struct batch_pos bp;
     const int32_t *logit_rows;
     int32_t n_logits;
+    const int32_t *hidden_rows;
+    int32_t n_hidden;
 };
 
 /* The sizes a context and an engine share, resolved and checked: n_ctx
@@ -84,6 +87,10 @@ hearth_status runner_eval_mtp(struct runner *r, const struct runner_step *step, 
  * runner_eval() and of the last runner_eval_mtp(). */
 const float *runner_hidden(const struct runner *r, int32_t i);
 const float *runner_mtp_hidden(const struct runner *r, int32_t i);
+/* The output-normed hidden state (n_embd floats) of the i-th of the last
+ * runner_eval()'s hidden_rows: the output layer's input, the same bits
+ * whatever else the step held. */
+const float *runner_output_hidden(const struct runner *r, int32_t i);
 
 /* Copy the first n_rows rows of KV block src into block dst of one space
  * (the window space's or the other's), on every backend holding layers

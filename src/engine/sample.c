@@ -21,6 +21,7 @@ static void emit(hearth_engine *e, struct seq *s, hearth_token token, const floa
         .logits = logits,
         .text = text ? text : "",
         .len = len,
+        .embedding = finish == HEARTH_FINISH_LENGTH ? s->embedding : NULL,
         .finish = finish,
         .stats = finish != HEARTH_FINISH_NONE ? &s->stats : NULL,
         .status = status,

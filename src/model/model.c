@@ -291,6 +291,22 @@ hearth_status model_memory_check(const hearth_model *m, const hearth_model *draf
                         host.limit ? "" : ", with the packed weights already in memory");
 }
 
+/* ARCH.pooling_type: how an embedding model pools its hidden states. */
+static hearth_status read_pooling(hearth_model *m)
+{
+    char key[128];
+    uint32_t v = 0;
+    snprintf(key, sizeof key, "%s.pooling_type", m->arch->name);
+    const hearth_status st = hearth_gguf_get_u32(m->gguf, key, &v);
+    if (st == HEARTH_E_NOT_FOUND) return HEARTH_OK;
+    if (st) return st;
+    if (v > HEARTH_POOLING_RANK)
+        return hearth_error(HEARTH_E_FORMAT, "%s: metadata '%s' = %u is not a known pooling (0 none, 1 mean, "
+                            "2 cls, 3 last, 4 rank)", hearth_gguf_path(m->gguf), key, v);
+    m->pooling = (hearth_pooling)v;
+    return HEARTH_OK;
+}
+
 /* "1.1B", "494M", "260K" */
 static void format_params(uint64_t n, char *buf, size_t size)
 {
@@ -357,6 +373,7 @@ hearth_status hearth_model_load(const char *path, const hearth_model_params *par
         return st;
     }
     st = m->arch->load(m);
+    if (!st) st = read_pooling(m);
     if (!st) st = model_offload(m);
     if (!st) st = pack_weights(m);
     if (st) {
@@ -416,3 +433,4 @@ const hearth_gguf *hearth_model_gguf(const hearth_model *m) { return m->gguf; }
 const hearth_vocab *hearth_model_vocab(const hearth_model *m) { return m->vocab; }
 bool hearth_model_is_recurrent(const hearth_model *m) { return m->rec != NULL; }
 int32_t hearth_model_mtp_layers(const hearth_model *m) { return m->n_mtp; }
+hearth_pooling hearth_model_pooling(const hearth_model *m) { return m->pooling; }

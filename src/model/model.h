@@ -278,6 +278,7 @@ struct hearth_model {
     struct mtp_weights {
         struct weight eh_proj, enorm, hnorm, head_norm, head, embd;
     } mtp;
+    hearth_pooling pooling;       /* ARCH.pooling_type; NONE when absent */
     struct rwkv_model *rwkv;      /* recurrent weights (models/rwkv6.c), or NULL */
     struct deltanet_model *deltanet; /* the hybrid layers (models/qwen35.c), or NULL */
 };

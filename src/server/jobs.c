@@ -54,7 +54,7 @@
 
 /* ---- jobs ---------------------------------------------------------- */
 
-static void wake_engine(struct srv_server *s)
+void srv_wake_engine(struct srv_server *s)
 {
     pthread_mutex_lock(&s->wake_mu);
     s->wake_pending = true;
@@ -87,13 +87,13 @@ static void job_free(struct job *j)
     free(j->out.p);
     responses_stream_free(j);
     srv_request_free(&j->req);
+    embed_job_free(j->embed);
     if (j->efd >= 0) close(j->efd);
     pthread_mutex_destroy(&j->mu);
     free(j);
 }
 
-/* The job no longer counts in hearth_requests_waiting or _running. */
-static void job_leave_gauges(struct job *j)
+void job_leave_gauges(struct job *j)
 {
     srv_metrics_requests(&j->s->metrics, j->gauge == GAUGE_RUNNING ? -1 : 0, j->gauge == GAUGE_WAITING ? -1 : 0);
     j->gauge = GAUGE_NONE;
@@ -119,7 +119,8 @@ void job_cancel_locked(struct job *j, enum end_reason why)
     if (j->ended == END_NONE) j->ended = why;
     for (size_t i = 0; i < j->n_subs; i++)
         if (j->subs[i].submitted) hearth_engine_cancel(j->s->engine, j->subs[i].id);
-    wake_engine(j->s);
+    if (j->embed) embed_job_cancel(j);
+    srv_wake_engine(j->s);
 }
 
 /* ---- the engine's side ---------------------------------------------- */
@@ -502,22 +503,62 @@ static bool request_grammar(struct srv_server *s, struct srv_request *r, struct 
 
 /* Check, tokenize and submit a generation request; NULL with *e set when
  * it is refused. */
-static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_error *e)
+struct job *job_new(struct conn *cn, struct srv_error *e)
 {
-    struct srv_server *s = cn->s;
     struct job *j = calloc(1, sizeof *j);
     if (!j) {
         srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
         return NULL;
     }
-    j->s = s;
+    j->s = cn->s;
     j->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init(&j->mu, NULL);
-    struct srv_limits lim = {s->n_vocab, s->cfg.max_tokens_cap, &s->cfg.sampling, s->cfg.reasoning_budget};
     if (j->efd < 0) {
         srv_fail(e, 500, "server_error", NULL, NULL, "eventfd: %s", strerror(errno));
-        goto fail_early;
+        job_free(j);
+        return NULL;
     }
+    j->t0 = cn->t0;
+    j->deadline = cn->s->cfg.timeout_s > 0 ? cn->t0 + cn->s->cfg.timeout_s : INFINITY;
+    j->created = time(NULL);
+    return j;
+}
+
+void job_discard(struct job *j)
+{
+    job_free(j);
+}
+
+bool job_enlist(struct job *j, struct srv_error *e)
+{
+    struct srv_server *s = j->s;
+    pthread_mutex_lock(&s->jobs_mu);
+    if (s->state != STATE_READY) {
+        pthread_mutex_unlock(&s->jobs_mu);
+        return srv_fail(e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+    }
+    if (s->n_jobs >= s->cfg.parallel + s->cfg.max_queue) {
+        int32_t n = s->n_jobs;
+        pthread_mutex_unlock(&s->jobs_mu);
+        return srv_fail(e, 429, "rate_limit_error", "queue_full", NULL,
+                        "the server is busy: %d requests are running or waiting (--parallel %d, --max-queue %d); "
+                        "retry later", n, s->cfg.parallel, s->cfg.max_queue);
+    }
+    j->next = s->jobs;
+    if (s->jobs) s->jobs->prev = j;
+    s->jobs = j;
+    s->n_jobs++;
+    pthread_mutex_unlock(&s->jobs_mu);
+    srv_metrics_requests(&s->metrics, 0, 1);
+    return true;
+}
+
+static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_error *e)
+{
+    struct srv_server *s = cn->s;
+    struct job *j = job_new(cn, e);
+    if (!j) return NULL;
+    struct srv_limits lim = {s->n_vocab, s->cfg.max_tokens_cap, &s->cfg.sampling, s->cfg.reasoning_budget};
     if (!srv_request_parse(kind, cn->body.p, cn->body.len, &lim, &j->req, e)) goto fail_early;
     if (kind == SRV_RESPONSES && !responses_prepare(s, j, e)) goto fail_early;
     if (j->req.tool_choice == SRV_TOOL_REQUIRED || j->req.tool_choice == SRV_TOOL_NAMED) {
@@ -577,31 +618,9 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
     random_bytes(&rnd, sizeof rnd);
     snprintf(j->id, sizeof j->id, "%s%08x%016llx",
              kind == SRV_RESPONSES ? "resp_" : kind == SRV_CHAT ? "chatcmpl-" : "cmpl-", rnd, (unsigned long long)idn);
-    j->created = time(NULL);
-    j->t0 = cn->t0;
-    j->deadline = s->cfg.timeout_s > 0 ? cn->t0 + s->cfg.timeout_s : INFINITY;
 
     /* the queue's bound, and the job's place in the list */
-    pthread_mutex_lock(&s->jobs_mu);
-    if (s->state != STATE_READY) {
-        pthread_mutex_unlock(&s->jobs_mu);
-        srv_fail(e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
-        goto fail_early;
-    }
-    if (s->n_jobs >= s->cfg.parallel + s->cfg.max_queue) {
-        int32_t n = s->n_jobs;
-        pthread_mutex_unlock(&s->jobs_mu);
-        srv_fail(e, 429, "rate_limit_error", "queue_full", NULL,
-                 "the server is busy: %d requests are running or waiting (--parallel %d, --max-queue %d); "
-                 "retry later", n, s->cfg.parallel, s->cfg.max_queue);
-        goto fail_early;
-    }
-    j->next = s->jobs;
-    if (s->jobs) s->jobs->prev = j;
-    s->jobs = j;
-    s->n_jobs++;
-    pthread_mutex_unlock(&s->jobs_mu);
-    srv_metrics_requests(&s->metrics, 0, 1);
+    if (!job_enlist(j, e)) goto fail_early;
 
     /* a stream's first chunks, before any token */
     pthread_mutex_lock(&j->mu);
@@ -670,7 +689,7 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         j->n_open += (size_t)j->req.n;
     }
     pthread_mutex_unlock(&j->mu);
-    wake_engine(s);
+    srv_wake_engine(s);
     return j;
 
 fail_early:
@@ -757,6 +776,32 @@ static bool stream_job(struct conn *cn)
     }
 }
 
+bool job_wait_all(struct conn *cn, struct http_exchange *c, struct job *j, bool *answered)
+{
+    pthread_mutex_lock(&j->mu);
+    while (j->n_open > 0) {
+        pthread_mutex_unlock(&j->mu);
+        enum wait_result w = job_wait(j, cn->x);
+        pthread_mutex_lock(&j->mu);
+        if (w == W_EVENT) continue;
+        job_cancel_locked(j, w == W_GONE ? END_CLIENT : w == W_TIMEOUT ? END_TIMEOUT : END_SHUTDOWN);
+        pthread_mutex_unlock(&j->mu);
+        if (w == W_GONE) {
+            cn->status = 499;
+            cn->responded = true;
+            http_stream_end(c, false);
+            *answered = false;
+        } else if (w == W_TIMEOUT) {
+            *answered = send_error(cn, c, 504, "timeout_error", "timeout", NULL,
+                                   "the request ran past its deadline of %g s (--timeout)", cn->s->cfg.timeout_s);
+        } else {
+            *answered = send_error(cn, c, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+        }
+        return false;
+    }
+    return true;
+}
+
 bool handle_generate(struct conn *cn, struct http_exchange *c, enum srv_kind kind)
 {
     struct srv_error e;
@@ -778,25 +823,8 @@ bool handle_generate(struct conn *cn, struct http_exchange *c, enum srv_kind kin
         cn->status = ok ? 200 : 499;
         return ok;
     }
-    pthread_mutex_lock(&j->mu);
-    while (j->n_open > 0) {
-        pthread_mutex_unlock(&j->mu);
-        enum wait_result w = job_wait(j, cn->x);
-        pthread_mutex_lock(&j->mu);
-        if (w == W_EVENT) continue;
-        job_cancel_locked(j, w == W_GONE ? END_CLIENT : w == W_TIMEOUT ? END_TIMEOUT : END_SHUTDOWN);
-        pthread_mutex_unlock(&j->mu);
-        if (w == W_GONE) {
-            cn->status = 499;
-            cn->responded = true;
-            http_stream_end(c, false);
-            return false;
-        }
-        if (w == W_TIMEOUT)
-            return send_error(cn, c, 504, "timeout_error", "timeout", NULL,
-                              "the request ran past its deadline of %g s (--timeout)", cn->s->cfg.timeout_s);
-        return send_error(cn, c, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
-    }
+    bool answered;
+    if (!job_wait_all(cn, c, j, &answered)) return answered;
     bool failed = j->failed;
     const char *error_param = j->error_param;
     char error[sizeof j->error];

@@ -1315,6 +1315,123 @@ void srv_request_free(struct srv_request *r)
     memset(r, 0, sizeof *r);
 }
 
+/* One input of an embeddings request: a string or an array of token ids,
+ * not empty. */
+static bool embed_input(json_t *v, const char *param, int32_t n_vocab, struct srv_prompt *in,
+                        struct srv_error *err)
+{
+    if (json_is_string(v)) {
+        if (json_string_length(v) == 0) return bad(err, param, "'%s' is an empty string", param);
+        in->len = json_string_length(v);
+        in->text = dup_n(json_string_value(v), in->len);
+        return in->text ? true : oom(err);
+    }
+    if (json_is_array(v)) return token_array(v, param, n_vocab, &in->tokens, &in->n_tokens, err);
+    return bad(err, param, "'%s' must be a string or an array of token ids, not %s", param, type_name(v));
+}
+
+static bool parse_embed_inputs(json_t *root, struct srv_embeddings *e, int32_t n_vocab, struct srv_error *err)
+{
+    json_t *in = field(root, "input");
+    if (!in)
+        return srv_fail(err, 400, "invalid_request_error", "missing_required_parameter", "input",
+                        "'input' is required");
+    size_t n = 1;
+    if (json_is_array(in)) {
+        n = json_array_size(in);
+        if (n == 0) return bad(err, "input", "'input' is an empty array");
+        /* an array of token ids is one input */
+        if (json_is_integer(json_array_get(in, 0))) n = 1;
+    } else if (!json_is_string(in)) {
+        return bad(err, "input", "'input' must be a string, an array of strings, an array of token ids or an "
+                   "array of arrays of token ids, not %s", type_name(in));
+    }
+    if (n > SRV_MAX_EMBED_INPUTS)
+        return bad(err, "input", "'input' holds %zu inputs; at most %d are allowed", n, SRV_MAX_EMBED_INPUTS);
+    e->inputs = calloc(n, sizeof *e->inputs);
+    if (!e->inputs) return oom(err);
+    if (json_is_string(in) || json_is_integer(json_array_get(in, 0))) {
+        e->n_inputs = 1;
+        return embed_input(in, "input", n_vocab, &e->inputs[0], err);
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(in, i, v) {
+        char param[32];
+        snprintf(param, sizeof param, "input[%zu]", i);
+        e->n_inputs = i + 1;
+        if (!embed_input(v, param, n_vocab, &e->inputs[i], err)) return false;
+    }
+    return true;
+}
+
+bool srv_embeddings_parse(const char *body, size_t len, int32_t n_vocab, int32_t n_embd,
+                          struct srv_embeddings *e, struct srv_error *err)
+{
+    memset(e, 0, sizeof *e);
+    json_t *root = load_object(body, len, err);
+    if (!root) return false;
+    bool ok = false;
+    static const char *const known[] = {"input", "model", "encoding_format", "dimensions", "user"};
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        bool found = false;
+        for (size_t i = 0; i < sizeof known / sizeof known[0] && !found; i++) found = strcmp(key, known[i]) == 0;
+        if (!found) {
+            char param[64];
+            snprintf(param, sizeof param, "%s", key);
+            srv_fail(err, 400, "invalid_request_error", "unknown_parameter", param,
+                     "'%s' is not a parameter of embeddings (input, model, encoding_format, dimensions, user)",
+                     param);
+            goto out;
+        }
+    }
+    if (!parse_embed_inputs(root, e, n_vocab, err)) goto out;
+    json_t *model = field(root, "model");
+    if (model && !json_is_string(model)) {
+        bad(err, "model", "'model' must be a string, not %s", type_name(model));
+        goto out;
+    }
+    json_t *format = field(root, "encoding_format");
+    if (format) {
+        if (json_is_string(format) && strcmp(json_string_value(format), "base64") == 0) e->base64 = true;
+        else if (!json_is_string(format) || strcmp(json_string_value(format), "float") != 0) {
+            bad(err, "encoding_format", "'encoding_format' must be \"float\" or \"base64\"");
+            goto out;
+        }
+    }
+    int64_t x = 0;
+    bool given = false;
+    if (!get_int(root, "dimensions", 1, n_embd > 0 ? n_embd : INT32_MAX, &x, &given, err)) goto out;
+    if (given) e->dimensions = (int32_t)x;
+    json_t *user = field(root, "user");
+    if (user && !json_is_string(user)) {
+        bad(err, "user", "'user' must be a string, not %s", type_name(user));
+        goto out;
+    }
+    if (user && !(e->user = dup_n(json_string_value(user), json_string_length(user)))) {
+        oom(err);
+        goto out;
+    }
+    ok = true;
+out:
+    json_decref(root);
+    if (!ok) srv_embeddings_free(e);
+    return ok;
+}
+
+void srv_embeddings_free(struct srv_embeddings *e)
+{
+    for (size_t i = 0; e->inputs && i < e->n_inputs; i++) {
+        free(e->inputs[i].text);
+        free(e->inputs[i].tokens);
+    }
+    free(e->inputs);
+    free(e->user);
+    memset(e, 0, sizeof *e);
+}
+
 bool srv_tokenize_parse(const char *body, size_t len, struct srv_tokenize *t, struct srv_error *err)
 {
     memset(t, 0, sizeof *t);

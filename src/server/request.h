@@ -150,6 +150,24 @@ void srv_request_free(struct srv_request *r);
  * error of the grammar names. */
 const char *srv_request_grammar_param(const struct srv_request *r);
 
+/* POST /v1/embeddings: "input" (a string, an array of strings, an array
+ * of token ids or an array of arrays of token ids; each one input,
+ * none empty), "model", "encoding_format" ("float", the default, or
+ * "base64": the little-endian float32 bytes), "dimensions" (1 to n_embd:
+ * the vector cut to its first components and scaled to unit length
+ * again) and "user".  Any other field is refused, naming it. */
+#define SRV_MAX_EMBED_INPUTS 2048
+struct srv_embeddings {
+    struct srv_prompt *inputs;
+    size_t n_inputs;
+    bool base64;
+    int32_t dimensions;       /* 0: not given (every component) */
+    char *user;
+};
+bool srv_embeddings_parse(const char *body, size_t len, int32_t n_vocab, int32_t n_embd,
+                          struct srv_embeddings *out, struct srv_error *err);
+void srv_embeddings_free(struct srv_embeddings *e);
+
 /* POST /tokenize: {"content", "add_special", "parse_special", "with_pieces"}. */
 struct srv_tokenize {
     char *content;

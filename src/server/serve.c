@@ -30,8 +30,8 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: hearth serve (-m MODEL | -hf OWNER/REPO[:FILE] | --url URL) [options]\n"
             "\n"
-            "Serve the OpenAI HTTP API (chat and text completions, responses, streaming) on\n"
-            "the model.\n"
+            "Serve the OpenAI HTTP API (chat and text completions, responses, streaming,\n"
+            "embeddings) on the model.\n"
             "  --host ADDR              address to listen on (default 127.0.0.1)\n"
             "  --port N                 port (default 8080; 0: any free port)\n"
             "  --alias NAME             the model's name in the API (default: the file's name)\n"
@@ -42,6 +42,8 @@ static void usage(FILE *out)
             "  --reasoning-budget N     end a chat reply's thinking after N tokens (0: at\n"
             "                           once; default -1: no limit); a request's\n"
             "                           thinking_budget_tokens overrides it\n"
+            "  --pooling mean|cls|last  /v1/embeddings pools so, whatever the model declares\n"
+            "                           (needed for a model that declares no pooling)\n"
             "  -c, --ctx-size N         positions one sequence may hold (default: the model's,\n"
             "                           at most 4096)\n"
             "  -np, --parallel N        sequences run at once (default 4)\n"
@@ -149,7 +151,7 @@ int cmd_serve(int argc, char **argv)
         OPT_KV_SIZE, OPT_KV_BLOCK, OPT_NO_PREFIX_CACHE, OPT_MAX_BODY, OPT_MAX_TOKENS, OPT_MAX_QUEUE,
         OPT_MAX_CONN, OPT_TIMEOUT, OPT_GRACE, OPT_IDLE, OPT_API_KEY, OPT_API_KEY_FILE, OPT_SSL_KEY,
         OPT_SSL_CERT, OPT_REQUEST_TIMEOUT, OPT_REASONING_FORMAT, OPT_REASONING_BUDGET, OPT_NO_WEBUI,
-        OPT_RESPONSES_STORE, OPT_RESPONSES_STORE_BYTES
+        OPT_RESPONSES_STORE, OPT_RESPONSES_STORE_BYTES, OPT_POOLING
     };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -158,6 +160,7 @@ int cmd_serve(int argc, char **argv)
         {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
         {"reasoning-format", required_argument, NULL, OPT_REASONING_FORMAT},
         {"reasoning-budget", required_argument, NULL, OPT_REASONING_BUDGET},
+        {"pooling", required_argument, NULL, OPT_POOLING},
         CLI_CONTEXT_LONG_OPTIONS,
         {"parallel", required_argument, NULL, OPT_PARALLEL},
         {"kv-size", required_argument, NULL, OPT_KV_SIZE},
@@ -248,6 +251,7 @@ int cmd_serve(int argc, char **argv)
             split_reasoning = strcmp(optarg, "deepseek") == 0;
             break;
         case OPT_REASONING_BUDGET: ok = cli_parse_reasoning_budget(CMD, optarg, &cfg.reasoning_budget); break;
+        case OPT_POOLING: ok = cli_parse_pooling(CMD, optarg, &cfg.pooling); break;
         case OPT_PARALLEL: ok = cli_parse_int(CMD, "--parallel", optarg, 1, 4096, &cfg.parallel); break;
         case OPT_KV_SIZE: ok = cli_parse_long(CMD, "--kv-size", optarg, 16, 1L << 30, &kv_size); break;
         case OPT_KV_BLOCK:

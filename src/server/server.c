@@ -128,6 +128,8 @@ static enum route route_of(const char *url)
         {"/chat/completions", R_CHAT},
         {"/v1/completions", R_COMPLETIONS},
         {"/completions", R_COMPLETIONS},
+        {"/v1/embeddings", R_EMBEDDINGS},
+        {"/embeddings", R_EMBEDDINGS},
         {"/tokenize", R_TOKENIZE},
         {"/detokenize", R_DETOKENIZE},
         {"/v1/responses", R_RESPONSES},
@@ -321,6 +323,10 @@ static bool on_request(struct conn *cn, struct http_exchange *c, const char *url
             return send_error(cn, c, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
         return handle_generate(cn, c, cn->route == R_CHAT ? SRV_CHAT : cn->route == R_RESPONSES ? SRV_RESPONSES
                                                                                                 : SRV_COMPLETION);
+    case R_EMBEDDINGS:
+        if (s->state != STATE_READY)
+            return send_error(cn, c, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+        return handle_embeddings(cn, c);
     default: return false;
     }
 }

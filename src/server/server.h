@@ -41,6 +41,8 @@ struct srv_config {
     bool no_webui;               /* GET / answers 404 instead of the chat page */
     size_t responses_store;      /* past responses kept (0: none) ... */
     size_t responses_store_bytes; /* ... in at most these bytes */
+    hearth_pooling pooling;      /* of /v1/embeddings: MEAN, CLS or LAST whatever
+                                  * the model declares; NONE: the model's */
 };
 
 struct srv_server;

@@ -159,13 +159,14 @@ struct job {
     time_t created;
     struct resp_stream rs;                   /* the Responses API's stream */
     double t0, deadline;
+    struct embed_job *embed;                 /* an embeddings request's (embeddings.c), or NULL */
     struct job *next, *prev;
 };
 
 /* ---- connections ---------------------------------------------------- */
 
-enum route { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE,
-             R_RESPONSES, R_RESPONSE };
+enum route { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETIONS, R_EMBEDDINGS, R_TOKENIZE,
+             R_DETOKENIZE, R_RESPONSES, R_RESPONSE };
 
 struct conn {
     struct srv_server *s;
@@ -201,6 +202,23 @@ bool send_srv_error(struct conn *cn, struct http_exchange *c, const struct srv_e
 
 /* ---- jobs.c --------------------------------------------------------- */
 
+/* A job for the connection's request, not yet in the server's list
+ * (job_discard() frees it then); NULL with *e set. */
+struct job *job_new(struct conn *cn, struct srv_error *e);
+void job_discard(struct job *j);
+/* Put the job in the server's list, within the queue's bound; false
+ * with *e set (503 draining, 429 full), the job still the caller's. */
+bool job_enlist(struct job *j, struct srv_error *e);
+/* The job no longer counts in hearth_requests_waiting or _running (job
+ * locked). */
+void job_leave_gauges(struct job *j);
+/* Wait until every sample of the job has ended: true with the job
+ * locked; false when the client went, the deadline passed or the server
+ * shuts down, the job's requests cancelled and the response (an error)
+ * sent, *answered saying whether it was. */
+bool job_wait_all(struct conn *cn, struct http_exchange *c, struct job *j, bool *answered);
+/* Wake the engine's thread: there is work. */
+void srv_wake_engine(struct srv_server *s);
 /* Wake a job's connection (its eventfd). */
 void job_signal(struct job *j);
 /* Take a job out of the server's list and free it. */
@@ -211,6 +229,14 @@ void job_cancel_locked(struct job *j, enum end_reason why);
 void *engine_main(void *arg);
 /* Answer a chat or completion request. */
 bool handle_generate(struct conn *cn, struct http_exchange *c, enum srv_kind kind);
+
+/* ---- embeddings.c --------------------------------------------------- */
+
+/* Answer POST /v1/embeddings. */
+bool handle_embeddings(struct conn *cn, struct http_exchange *c);
+void embed_job_free(struct embed_job *ej);
+/* Cancel the engine requests of an embeddings job (job locked). */
+void embed_job_cancel(struct job *j);
 
 /* ---- openai.c ------------------------------------------------------- */
 

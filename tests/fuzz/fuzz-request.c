@@ -2,8 +2,8 @@
  * fuzz-request.c -- fuzz target for hearth serve's request parsing and
  * checks (src/server/request.c): the first byte of an input picks the
  * endpoint (modulo 4: chat completions, completions, tokenize,
- * detokenize; but 4 modulo 8 picks the Responses API), the rest is the
- * request body.  A body that is accepted must give
+ * detokenize; but 4 modulo 16 picks the Responses API and 12 modulo 16
+ * embeddings), the rest is the request body.  A body that is accepted must give
  * parameters the engine accepts (hearth_sampler_params_check) and, for
  * chat, messages the built-in ChatML template renders, and tool calls
  * read or forced only where tools were given.  Every refusal must be a
@@ -41,7 +41,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     hearth_sampler_params defaults;
     hearth_sampler_params_default(&defaults);
     const struct srv_limits lim = {512, 1024, &defaults, -1};
-    const int endpoint = data[0] % 8 == 4 ? 4 : data[0] % 4;
+    if (data[0] % 16 == 12) {
+        /* an accepted request has 1 .. SRV_MAX_EMBED_INPUTS inputs, none
+         * empty, token ids in the vocabulary, dimensions 0 or 1 .. 256 */
+        struct srv_embeddings em;
+        if (!srv_embeddings_parse(body, len, 512, 256, &em, &e)) {
+            check_error(&e);
+            return 0;
+        }
+        if (em.n_inputs < 1 || em.n_inputs > SRV_MAX_EMBED_INPUTS || em.dimensions < 0 || em.dimensions > 256) abort();
+        for (size_t i = 0; i < em.n_inputs; i++) {
+            const struct srv_prompt *in = &em.inputs[i];
+            if (in->text ? in->len == 0 || in->tokens : in->n_tokens == 0) abort();
+            for (size_t k = 0; k < in->n_tokens; k++)
+                if (in->tokens[k] < 0 || in->tokens[k] >= 512) abort();
+        }
+        srv_embeddings_free(&em);
+        return 0;
+    }
+    const int endpoint = data[0] % 16 == 4 ? 4 : data[0] % 4;
     switch (endpoint) {
     case 0:
     case 1:
