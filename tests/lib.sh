@@ -114,6 +114,58 @@ npm_install() {
     fi
 }
 
+# The scripts that start hearth serve on loopback: serve_tracking kills
+# whatever is left of them when the script exits; serve_start NAME
+# ARGS... starts one (hearth serve --host 127.0.0.1 --port 0 -t 1 ARGS,
+# output in $tmpdir/NAME.out and .err) and sets $pid and $port once its
+# "listening on" line is there; serve_stop NAME PID checks that SIGTERM
+# ends it with exit status 0 and no sanitizer report.
+serve_tracking() {
+    pids=''
+    trap 'serve_kill_all; rm -rf "$tmpdir"' EXIT
+    trap 'exit 130' INT TERM
+}
+
+serve_kill_all() {
+    for p in $pids; do kill -KILL "$p" 2>/dev/null; done
+    pids=''
+}
+
+serve_start() {
+    name=$1; shift
+    "$HEARTH" serve --host 127.0.0.1 --port 0 -t 1 "$@" >"$tmpdir/$name.out" 2>"$tmpdir/$name.err" &
+    pid=$!
+    pids="$pids $pid"
+    port=''
+    i=0
+    while [ $i -lt 300 ]; do
+        port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$tmpdir/$name.err" | head -n 1)
+        [ -n "$port" ] && return 0
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+        i=$((i + 1))
+    done
+    fail "$name server: no 'listening on' line"
+    sed 's/^/  stderr: /' "$tmpdir/$name.err" >&2
+    finish
+}
+
+serve_stop() {
+    name=$1 p=$2
+    kill -TERM "$p" 2>/dev/null
+    ( sleep 60; kill -KILL "$p" 2>/dev/null ) >/dev/null 2>&1 &
+    watchdog=$!
+    wait "$p"
+    rc=$?
+    kill "$watchdog" 2>/dev/null
+    [ "$rc" -eq 0 ] && pass "$name server: exit status 0 after SIGTERM" ||
+        { fail "$name server: exit status $rc after SIGTERM"; tail -n 20 "$tmpdir/$name.err" | sed 's/^/  stderr: /' >&2; }
+    if grep -Eq 'ERROR: AddressSanitizer|runtime error:|LeakSanitizer' "$tmpdir/$name.err"; then
+        fail "$name server: sanitizer report"
+        sed 's/^/  stderr: /' "$tmpdir/$name.err" >&2
+    fi
+}
+
 finish() {
     if [ "$tests_failed" -ne 0 ]; then
         echo "$tests_failed check(s) failed" >&2

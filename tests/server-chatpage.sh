@@ -36,34 +36,12 @@ if [ -z "$chromium" ]; then
 fi
 [ -n "$chromium" ] || unavailable "Chromium is not installed (apt-get install chromium)"
 
-pids=''
-stop_servers() {
-    for p in $pids; do kill -KILL "$p" 2>/dev/null; done
-    pids=''
-}
-trap 'stop_servers; rm -rf "$tmpdir"' EXIT
-trap 'exit 130' INT TERM
+serve_tracking
 
-# start_server NAME ARGS...: start hearth serve in the background; sets
-# $port and $pid once the "listening on" line is there.
+# start_server NAME ARGS...: the model under its alias.
 start_server() {
     name=$1; shift
-    "$HEARTH" serve -m "$m" --alias "$alias" --host 127.0.0.1 --port 0 -t 1 "$@" \
-        >"$tmpdir/$name.out" 2>"$tmpdir/$name.err" &
-    pid=$!
-    pids="$pids $pid"
-    port=''
-    i=0
-    while [ $i -lt 300 ]; do
-        port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$tmpdir/$name.err" | head -n 1)
-        [ -n "$port" ] && return 0
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-        i=$((i + 1))
-    done
-    fail "$name server: no 'listening on' line"
-    sed 's/^/  stderr: /' "$tmpdir/$name.err" >&2
-    finish
+    serve_start "$name" -m "$m" --alias "$alias" "$@"
 }
 
 # wait_ready NAME PORT: until /health answers 200 (the model is loaded).
@@ -81,23 +59,6 @@ while time.monotonic() < end:
     time.sleep(0.1)
 sys.exit(1)
 EOF
-}
-
-# stop_server NAME PID: SIGTERM, exit status 0, no sanitizer report.
-stop_server() {
-    name=$1 p=$2
-    kill -TERM "$p" 2>/dev/null
-    ( sleep 60; kill -KILL "$p" 2>/dev/null ) >/dev/null 2>&1 &
-    watchdog=$!
-    wait "$p"
-    rc=$?
-    kill "$watchdog" 2>/dev/null
-    [ "$rc" -eq 0 ] && pass "$name server: exit status 0 after SIGTERM" ||
-        { fail "$name server: exit status $rc after SIGTERM"; tail -n 20 "$tmpdir/$name.err" | sed 's/^/  stderr: /' >&2; }
-    if grep -Eq 'ERROR: AddressSanitizer|runtime error:|LeakSanitizer' "$tmpdir/$name.err"; then
-        fail "$name server: sanitizer report"
-        sed 's/^/  stderr: /' "$tmpdir/$name.err" >&2
-    fi
 }
 
 # A chatml-like template whose generation prompt opens the reasoning: the
@@ -146,7 +107,7 @@ grep -Eq 'req-[0-9]+ GET /v1/models 401 ' "$tmpdir/main.err" && grep -Eq 'req-[0
 grep -Eq 'req-[0-9]+ POST /v1/chat/completions 499 ' "$tmpdir/main.err" &&
     pass "the log has the stopped stream as 499" || fail "the log has the stopped stream as 499"
 
-stop_server main "$main_pid"
-stop_server think "$think_pid"
+serve_stop main "$main_pid"
+serve_stop think "$think_pid"
 pids=''
 finish

@@ -18,13 +18,7 @@ command -v node >/dev/null 2>&1 || skip "node is not installed"
 command -v npm >/dev/null 2>&1 || skip "npm is not installed"
 "$HEARTH" serve --help 2>/dev/null | grep -q "no HTTP server" && skip "$HEARTH has no HTTP server"
 
-pids=''
-stop_servers() {
-    for p in $pids; do kill -KILL "$p" 2>/dev/null; done
-    pids=''
-}
-trap 'stop_servers; rm -rf "$tmpdir"' EXIT
-trap 'exit 130' INT TERM
+serve_tracking
 
 work="$tmpdir/node"
 mkdir -p "$work/node_modules"
@@ -42,41 +36,10 @@ m="$tmpdir/emb.gguf"
 "$HEARTH" embed -m "$m" --format jsonl "hello world" >"$tmpdir/cli.jsonl" 2>"$tmpdir/cli.err" ||
     { cat "$tmpdir/cli.err" >&2; fail "hearth embed"; finish; }
 
-# start_server NAME ARGS...: sets $port and $pid once it listens.
+# start_server NAME ARGS...: a server with the key.
 start_server() {
     name=$1; shift
-    "$HEARTH" serve --host 127.0.0.1 --port 0 --api-key "$key" -t 1 "$@" \
-        >"$tmpdir/$name.out" 2>"$tmpdir/$name.err" &
-    pid=$!
-    pids="$pids $pid"
-    port=''
-    i=0
-    while [ $i -lt 300 ]; do
-        port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$tmpdir/$name.err" | head -n 1)
-        [ -n "$port" ] && return 0
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-        i=$((i + 1))
-    done
-    fail "$name server: no 'listening on' line"
-    sed 's/^/  stderr: /' "$tmpdir/$name.err" >&2
-    finish
-}
-
-stop_server() {
-    name=$1 p=$2
-    kill -TERM "$p" 2>/dev/null
-    ( sleep 60; kill -KILL "$p" 2>/dev/null ) >/dev/null 2>&1 &
-    watchdog=$!
-    wait "$p"
-    rc=$?
-    kill "$watchdog" 2>/dev/null
-    [ "$rc" -eq 0 ] && pass "$name server: exit status 0 after SIGTERM" ||
-        { fail "$name server: exit status $rc after SIGTERM"; tail -n 20 "$tmpdir/$name.err" | sed 's/^/  stderr: /' >&2; }
-    if grep -Eq 'ERROR: AddressSanitizer|runtime error:|LeakSanitizer' "$tmpdir/$name.err"; then
-        fail "$name server: sanitizer report"
-        sed 's/^/  stderr: /' "$tmpdir/$name.err" >&2
-    fi
+    serve_start "$name" --api-key "$key" "$@"
 }
 
 # a small context, so that an input past it is easy to write; small steps,
@@ -99,7 +62,7 @@ fi
 grep -q 'POST /v1/embeddings 200' "$tmpdir/embed.err" && pass "the access log has the embeddings requests" ||
     fail "the access log has the embeddings requests"
 
-stop_server embed "$embed_pid"
-stop_server chat "$chat_pid"
+serve_stop embed "$embed_pid"
+serve_stop chat "$chat_pid"
 pids=''
 finish

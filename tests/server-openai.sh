@@ -24,13 +24,7 @@ command -v node >/dev/null 2>&1 || skip "node is not installed"
 command -v npm >/dev/null 2>&1 || skip "npm is not installed"
 "$HEARTH" serve --help >/dev/null 2>&1 || skip "$HEARTH has no serve command"
 
-pids=''
-stop_servers() {
-    for p in $pids; do kill -KILL "$p" 2>/dev/null; done
-    pids=''
-}
-trap 'stop_servers; rm -rf "$tmpdir"' EXIT
-trap 'exit 130' INT TERM
+serve_tracking
 
 # The client, in a directory of its own; the test script is copied beside
 # its node_modules so that `import "openai"` finds it.
@@ -58,46 +52,13 @@ cat >"$think_template" <<'EOF'
 {#- replies think in <think> ... </think> first #}
 EOF
 
-# start_server NAME TEMPLATE ARGS...: start hearth serve in the
-# background; sets $port and $pid once the "listening on" line is there.
-# The main servers' template is one that writes tools into the prompt (a
-# request with tools is refused under one that does not).
+# start_server NAME TEMPLATE ARGS...: the model under its alias and the
+# key, with that chat template.  The main servers' template is one that
+# writes tools into the prompt (a request with tools is refused under one
+# that does not).
 start_server() {
     name=$1 template=$2; shift 2
-    "$HEARTH" serve -m "$m" --alias "$alias" --chat-template "$template" \
-        --host 127.0.0.1 --port 0 \
-        --api-key "$key" -t 1 "$@" >"$tmpdir/$name.out" 2>"$tmpdir/$name.err" &
-    pid=$!
-    pids="$pids $pid"
-    port=''
-    i=0
-    while [ $i -lt 300 ]; do
-        port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$tmpdir/$name.err" | head -n 1)
-        [ -n "$port" ] && return 0
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-        i=$((i + 1))
-    done
-    fail "$name server: no 'listening on' line"
-    sed 's/^/  stderr: /' "$tmpdir/$name.err" >&2
-    finish
-}
-
-# stop_server NAME PID: SIGTERM, exit status 0, no sanitizer report.
-stop_server() {
-    name=$1 p=$2
-    kill -TERM "$p" 2>/dev/null
-    ( sleep 60; kill -KILL "$p" 2>/dev/null ) >/dev/null 2>&1 &
-    watchdog=$!
-    wait "$p"
-    rc=$?
-    kill "$watchdog" 2>/dev/null
-    [ "$rc" -eq 0 ] && pass "$name server: exit status 0 after SIGTERM" ||
-        { fail "$name server: exit status $rc after SIGTERM"; tail -n 20 "$tmpdir/$name.err" | sed 's/^/  stderr: /' >&2; }
-    if grep -Eq 'ERROR: AddressSanitizer|runtime error:|LeakSanitizer' "$tmpdir/$name.err"; then
-        fail "$name server: sanitizer report"
-        sed 's/^/  stderr: /' "$tmpdir/$name.err" >&2
-    fi
+    serve_start "$name" -m "$m" --alias "$alias" --chat-template "$template" --api-key "$key" "$@"
 }
 
 qwen="$HEARTH_TEST_DATA/chat/Qwen-Qwen2.5-7B-Instruct.jinja"
@@ -127,8 +88,8 @@ run_node() {
 run_node server-openai.mjs
 run_node server-responses.mjs
 
-stop_server main "$main_pid"
-stop_server deadline "$deadline_pid"
-stop_server think "$think_pid"
+serve_stop main "$main_pid"
+serve_stop deadline "$deadline_pid"
+serve_stop think "$think_pid"
 pids=''
 finish
