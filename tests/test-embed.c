@@ -18,6 +18,7 @@
 
 #include "engine.h"
 #include "pooling.h"
+#include "engine_drain.h"
 #include "testutil.h"
 
 /* ---- pooling against a reference ------------------------------------------------- */
@@ -189,17 +190,7 @@ static void submit(hearth_engine *e, const int32_t *prompt, int32_t n, hearth_po
 
 static void run_checked(hearth_engine *e)
 {
-    for (int guard = 0; guard < 100000; guard++) {
-        bool worked;
-        hearth_status st = hearth_engine_step(e, &worked);
-        ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
-        st = engine_check(e);
-        ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
-        hearth_engine_stats s;
-        hearth_engine_get_stats(e, &s);
-        if (!worked && s.running == 0 && s.waiting == 0) return;
-    }
-    ck_abort_msg("the engine did not finish");
+    test_engine_drain(e, 100000);
 }
 
 #define N_EMB 6

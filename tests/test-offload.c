@@ -30,6 +30,7 @@
 #include "engine.h"
 #include "kernels.h"
 #include "quant.h"
+#include "engine_drain.h"
 #include "testutil.h"
 
 #define CHUNK 128
@@ -647,17 +648,7 @@ static void serve_submit(hearth_engine *e, const int32_t *prompt, int32_t n_prom
 /* Step until nothing is left, checking the pool after every step. */
 static void serve_run(hearth_engine *e)
 {
-    for (int guard = 0; guard < 10000; guard++) {
-        bool worked;
-        hearth_status st = hearth_engine_step(e, &worked);
-        ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
-        st = engine_check(e);
-        ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
-        hearth_engine_stats s;
-        hearth_engine_get_stats(e, &s);
-        if (!worked && s.running == 0 && s.waiting == 0) return;
-    }
-    ck_abort_msg("the engine did not finish");
+    test_engine_drain(e, 10000);
 }
 
 static void expect_served(const struct served *a, const struct served *b, const char *what)

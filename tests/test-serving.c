@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "engine_drain.h"
 #include "testutil.h"
 
 /* What one sample produced: its tokens, and a fingerprint of the logits
@@ -126,17 +127,7 @@ static uint64_t submit(hearth_engine *e, const int32_t *prompt, int32_t n_prompt
 
 static void run_checked(hearth_engine *e)
 {
-    for (int guard = 0; guard < 100000; guard++) {
-        bool worked;
-        hearth_status st = hearth_engine_step(e, &worked);
-        ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
-        st = engine_check(e);
-        ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
-        hearth_engine_stats s;
-        hearth_engine_get_stats(e, &s);
-        if (!worked && s.running == 0 && s.waiting == 0) return;
-    }
-    ck_abort_msg("the engine did not finish");
+    test_engine_drain(e, 100000);
 }
 
 static void expect_same(const struct sample_out *a, const struct sample_out *b, const char *what)
