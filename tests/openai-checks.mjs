@@ -46,3 +46,22 @@ export function finish() {
     process.exit(1);
   }
 }
+
+// The tool both APIs' tests force a call of, and whether a call's
+// arguments (a JSON string) follow its schema exactly.
+export const weather = {
+  name: 'get_weather', description: 'The weather in a city',
+  parameters: {
+    type: 'object', additionalProperties: false, required: ['city', 'days'],
+    properties: { city: { type: 'string', maxLength: 8 }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+  },
+};
+export const weatherArgsValid = (args) => {
+  try {
+    const v = JSON.parse(args);
+    return typeof v.city === 'string' && v.city.length <= 8 && Number.isInteger(v.days) && v.days >= 1 &&
+      v.days <= 7 && Object.keys(v).length === 2;
+  } catch {
+    return false;
+  }
+};

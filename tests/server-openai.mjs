@@ -11,7 +11,7 @@
 // Prints "ok: ..." per check, "FAIL: ..." per failure, and exits 1 if any
 // check failed.
 import OpenAI from 'openai';
-import { check, fail, finish, group, ok, show, waitHealthy } from './openai-checks.mjs';
+import { check, fail, finish, group, ok, show, waitHealthy, weather, weatherArgsValid } from './openai-checks.mjs';
 
 const base = process.env.HEARTH_URL;
 const timeoutBase = process.env.HEARTH_TIMEOUT_URL;
@@ -143,25 +143,8 @@ await group('completions.create', async () => {
 
 await group('tool calls', async () => {
   // tool_choice forces a call; its arguments follow the tool's schema
-  const tools = [{
-    type: 'function',
-    function: {
-      name: 'get_weather', description: 'The weather in a city',
-      parameters: {
-        type: 'object', additionalProperties: false, required: ['city', 'days'],
-        properties: { city: { type: 'string', maxLength: 8 }, days: { type: 'integer', minimum: 1, maximum: 7 } },
-      },
-    },
-  }];
-  const valid = (args) => {
-    try {
-      const v = JSON.parse(args);
-      return typeof v.city === 'string' && v.city.length <= 8 && Number.isInteger(v.days) && v.days >= 1 &&
-        v.days <= 7 && Object.keys(v).length === 2;
-    } catch {
-      return false;
-    }
-  };
+  const tools = [{ type: 'function', function: weather }];
+  const valid = weatherArgsValid;
   const req = {
     model: alias, messages: [{ role: 'user', content: 'The weather in Paris?' }], tools,
     tool_choice: { type: 'function', function: { name: 'get_weather' } }, max_tokens: 300, temperature: 1, seed: 5,

@@ -17,7 +17,7 @@
 // Prints "ok: ..." per check, "FAIL: ..." per failure, and exits 1 if any
 // check failed.
 import OpenAI from 'openai';
-import { check, fail, finish, group, ok, show, waitHealthy } from './openai-checks.mjs';
+import { check, fail, finish, group, ok, show, waitHealthy, weather, weatherArgsValid } from './openai-checks.mjs';
 
 const base = process.env.HEARTH_URL;
 const timeoutBase = process.env.HEARTH_TIMEOUT_URL;
@@ -207,22 +207,8 @@ await group('stream', async () => {
         'stream: responses.stream() gives the same output_text', show(fin.output_text));
 });
 
-const tools = [{
-  type: 'function', name: 'get_weather', description: 'The weather in a city', strict: true,
-  parameters: {
-    type: 'object', additionalProperties: false, required: ['city', 'days'],
-    properties: { city: { type: 'string', maxLength: 8 }, days: { type: 'integer', minimum: 1, maximum: 7 } },
-  },
-}];
-const valid = (args) => {
-  try {
-    const v = JSON.parse(args);
-    return typeof v.city === 'string' && v.city.length <= 8 && Number.isInteger(v.days) && v.days >= 1 &&
-      v.days <= 7 && Object.keys(v).length === 2;
-  } catch {
-    return false;
-  }
-};
+const tools = [{ type: 'function', ...weather, strict: true }];
+const valid = weatherArgsValid;
 
 await group('tool calls', async () => {
   const question = 'The weather in Paris?';
