@@ -56,13 +56,13 @@ typedef void (*hearth_gemm_fn)(int64_t n, int64_t n_rows, int64_t n_tok, const v
                                int64_t y_stride);
 
 /* Row-interleaved ("packed") weights, for the formats whose quants are the
- * bulk of a model's bytes (Q4_0, Q8_0 and the K-quants Q2_K to Q6_K):
+ * bulk of a model's bytes (Q4_0, Q5_0, Q8_0 and the K-quants Q2_K to Q6_K):
  * groups of PACK_ROWS rows, and per group the blocks (or super-blocks) in
  * order, each holding the group's PACK_ROWS blocks field by field: a
  * half-float field as PACK_ROWS halves, row by row; every other field in
  * 4-byte pieces, piece k of every row in turn (rows 0..7 of piece 0, rows
  * 0..7 of piece 1, ...).  The fields, in order: Q4_0 and Q8_0: d, qs;
- * MXFP4: e, qs;
+ * Q5_0: d, qh, qs; MXFP4: e, qs;
  * Q2_K: d, dmin, scales, qs; Q3_K: d, scales (the 12 bytes of 6-bit
  * scales as stored), hmask, qs; Q4_K: d, dmin, scales (the 12 bytes of
  * 6-bit scales and mins as stored), qs; Q5_K: d, dmin, scales, qh, qs;
@@ -73,7 +73,7 @@ typedef void (*hearth_gemm_fn)(int64_t n, int64_t n_rows, int64_t n_tok, const v
  * dot products come out in the eight 32-bit lanes with no horizontal sums
  * (simd/pack.c makes the layout).
  *
- * Summation order of packed weights.  Q4_0, Q8_0 and MXFP4: each block's
+ * Summation order of packed weights.  Q4_0, Q5_0, Q8_0 and MXFP4: each block's
  * dot product is an exact integer, converted to float and added into the
  * row's running sum with one fused multiply-add by d_w * d_x (a float
  * product; for MXFP4 d_w = 2^(e - 128) and q_j the doubled E2M1 value),

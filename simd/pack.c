@@ -26,6 +26,8 @@ struct packed_field {
 
 /* The fields of each packed type, in the order of the packed block. */
 static const struct packed_field fields_q4_0[] = {FIELD(block_q4_0, d), FIELD(block_q4_0, qs)};
+static const struct packed_field fields_q5_0[] = {FIELD(block_q5_0, d), FIELD(block_q5_0, qh),
+                                                  FIELD(block_q5_0, qs)};
 static const struct packed_field fields_q8_0[] = {FIELD(block_q8_0, d), FIELD(block_q8_0, qs)};
 static const struct packed_field fields_mxfp4[] = {FIELD(block_mxfp4, e), FIELD(block_mxfp4, qs)};
 static const struct packed_field fields_q2_k[] = {FIELD(block_q2_K, d), FIELD(block_q2_K, dmin),
@@ -44,6 +46,7 @@ static size_t packed_fields(hearth_type t, const struct packed_field **out)
 {
     switch (t) {
     case HEARTH_TYPE_Q4_0: *out = fields_q4_0; return HEARTH_ARRAY_LEN(fields_q4_0);
+    case HEARTH_TYPE_Q5_0: *out = fields_q5_0; return HEARTH_ARRAY_LEN(fields_q5_0);
     case HEARTH_TYPE_Q8_0: *out = fields_q8_0; return HEARTH_ARRAY_LEN(fields_q8_0);
     case HEARTH_TYPE_MXFP4: *out = fields_mxfp4; return HEARTH_ARRAY_LEN(fields_mxfp4);
     case HEARTH_TYPE_Q2_K: *out = fields_q2_k; return HEARTH_ARRAY_LEN(fields_q2_k);

@@ -361,24 +361,33 @@ static inline float packed_half(const uint8_t *blk, size_t at, int r)
     return hearth_f16_to_f32(h);
 }
 
-/* Quant e (0..31) of row r of a packed Q4_0, Q8_0 or MXFP4 block, as
- * stored (the code, for MXFP4). */
+/* Quant e (0..31) of row r of a packed Q4_0, Q5_0, Q8_0 or MXFP4 block,
+ * as stored (the code, for MXFP4). */
 static inline int packed_quant(hearth_type t, const uint8_t *blk, int r, int e)
 {
     if (t == HEARTH_TYPE_Q8_0) return (int8_t)packed_byte(blk, 2 * PACK_ROWS, r, e);
-    const size_t at = t == HEARTH_TYPE_MXFP4 ? PACK_ROWS : 2 * PACK_ROWS; /* after the scales */
+    /* after the scales (and Q5_0's fifth bits) */
+    const size_t at = t == HEARTH_TYPE_MXFP4 ? PACK_ROWS : t == HEARTH_TYPE_Q5_0 ? 6 * PACK_ROWS : 2 * PACK_ROWS;
     const uint8_t v = packed_byte(blk, at, r, e % 16); /* elements e and e + 16 share a byte */
-    return e < 16 ? v & 0x0f : v >> 4;
+    const int nibble = e < 16 ? v & 0x0f : v >> 4;
+    if (t != HEARTH_TYPE_Q5_0) return nibble;
+    return nibble | ((packed_byte(blk, 2 * PACK_ROWS, r, e / 8) >> (e % 8)) & 1) << 4;
 }
 
-/* The value of quant e of row r of a packed Q4_0, Q8_0 or MXFP4 block. */
+/* The value of quant e of row r of a packed Q4_0, Q5_0, Q8_0 or MXFP4
+ * block. */
 static inline int packed_value(hearth_type t, const uint8_t *blk, int r, int e)
 {
     const int q = packed_quant(t, blk, r, e);
-    return t == HEARTH_TYPE_Q4_0 ? q - 8 : t == HEARTH_TYPE_MXFP4 ? mxfp4_values[q] : q;
+    switch (t) {
+    case HEARTH_TYPE_Q4_0: return q - 8;
+    case HEARTH_TYPE_Q5_0: return q - 16;
+    case HEARTH_TYPE_MXFP4: return mxfp4_values[q];
+    default: return q;
+    }
 }
 
-/* The weight scale of row r of a packed Q4_0, Q8_0 or MXFP4 block. */
+/* The weight scale of row r of a packed Q4_0, Q5_0, Q8_0 or MXFP4 block. */
 static inline float packed_scale(hearth_type t, const uint8_t *blk, int r)
 {
     return t == HEARTH_TYPE_MXFP4 ? mxfp4_scale(blk[r]) : packed_half(blk, 0, r);
@@ -413,6 +422,13 @@ static void gemm_packed_q4_0(int64_t n, int64_t n_rows, int64_t n_tok, const voi
 {
     (void)x_sums;
     gemm_packed(HEARTH_TYPE_Q4_0, n, n_rows, n_tok, wp, x, x_stride, y, y_stride);
+}
+
+static void gemm_packed_q5_0(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x,
+                             size_t x_stride, const int32_t *x_sums, float *y, int64_t y_stride)
+{
+    (void)x_sums;
+    gemm_packed(HEARTH_TYPE_Q5_0, n, n_rows, n_tok, wp, x, x_stride, y, y_stride);
 }
 
 static void gemm_packed_q8_0(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x,
@@ -618,6 +634,7 @@ static const hearth_kernels scalar_kernels = {
     },
     .gemm_packed = {
         [HEARTH_TYPE_Q4_0] = gemm_packed_q4_0,
+        [HEARTH_TYPE_Q5_0] = gemm_packed_q5_0,
         [HEARTH_TYPE_Q8_0] = gemm_packed_q8_0,
         [HEARTH_TYPE_MXFP4] = gemm_packed_mxfp4,
         [HEARTH_TYPE_Q2_K] = gemm_packed_q2_k,

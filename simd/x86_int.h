@@ -2,7 +2,7 @@
  * x86_int.h -- the integer-format kernels for x86 on 256-bit vectors: the
  * activation conversions to Q8_0, Q8_1 and Q8_K, the primitives with which
  * int_tiles_impl.h builds the register tiles of every quantized weight
- * type, and the tiles of packed Q4_0, Q8_0 and Q2_K to Q6_K.
+ * type, and the tiles of packed Q4_0, Q5_0, Q8_0 and Q2_K to Q6_K.
  *
  * Included by avx2.c and avx512.c, each compiled with its own
  * instruction-set flags, after they define
@@ -279,6 +279,23 @@ FORCE_INLINE __m256i unpack_q5_high(const uint8_t qh[4])
     return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
+/* The fifth bits of a packed Q5_0 group's quants for register k of
+ * packed_tile (elements 4k .. 4k + 3 of every row, k < 4; 16 + 4(k - 4)
+ * .. for k >= 4, which are bits 4k .. 4k + 3 of the row's qh either
+ * way), as 0x10 in byte j of the row's lane: hv holds the rows' qh, one
+ * 32-bit lane each, so those four bits are nibble k % 2 of byte k / 2,
+ * which one shuffle spreads over the lane's four bytes. */
+FORCE_INLINE __m256i packed_q5_high(__m256i hv, int k)
+{
+    const char b = (char)(k / 2);
+    const __m256i pick = _mm256_setr_epi8(b, b, b, b, 4 + b, 4 + b, 4 + b, 4 + b, 8 + b, 8 + b, 8 + b, 8 + b, 12 + b,
+                                          12 + b, 12 + b, 12 + b, b, b, b, b, 4 + b, 4 + b, 4 + b, 4 + b, 8 + b, 8 + b,
+                                          8 + b, 8 + b, 12 + b, 12 + b, 12 + b, 12 + b);
+    const __m256i bit = _mm256_set1_epi32((int)(0x08040201u << (4 * (k % 2))));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(hv, pick), bit), bit);
+    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
 /* MXFP4's doubled E2M1 values plus 12 (0..24, unsigned), by code, in
  * both 128-bit halves for a byte shuffle. */
 FORCE_INLINE __m256i mxfp4_lut(void)
@@ -530,6 +547,15 @@ FORCE_INLINE void packed_tile(enum legacy_format f, const int TT, int64_t nb, co
                     q[c + 4] = _mm256_shuffle_epi8(mxfp4_lut(), q[c + 4]);
                 }
             }
+        } else if (f == LEGACY_Q5_0) { /* the scales, the qh (one lane a row), then the qs as Q4_0's */
+            const __m256i m4 = _mm256_set1_epi8(0x0f);
+            const __m256i hv = _mm256_loadu_si256((const __m256i *)(blk + 2 * PACK_ROWS));
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + 6 * PACK_ROWS + 32 * c));
+                q[c] = _mm256_or_si256(_mm256_and_si256(raw, m4), packed_q5_high(hv, c));
+                q[c + 4] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), packed_q5_high(hv, c + 4));
+            }
         } else {
             UNROLL
             for (int c = 0; c < 8; c++) {
@@ -616,6 +642,30 @@ FORCE_INLINE void packed_pair_tile(enum legacy_format f, const int TT, int64_t n
                     q[c] = _mm512_shuffle_epi8(lut, q[c]);
                     q[c + 4] = _mm512_shuffle_epi8(lut, q[c + 4]);
                 }
+            }
+        } else if (f == LEGACY_Q5_0) {
+            /* as packed_tile, the fifth bits added under a byte mask */
+            const __m512i m4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(0x10);
+            const __m512i hv =
+                _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(ba + 2 * PACK_ROWS))),
+                                   _mm256_loadu_si256((const __m256i *)(bb + 2 * PACK_ROWS)), 1);
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const __m512i raw = _mm512_inserti64x4(
+                    _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(ba + 6 * PACK_ROWS + 32 * c))),
+                    _mm256_loadu_si256((const __m256i *)(bb + 6 * PACK_ROWS + 32 * c)), 1);
+                q[c] = _mm512_and_si512(raw, m4);
+                q[c + 4] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+            }
+            UNROLL
+            for (int k = 0; k < 8; k++) {
+                const char b = (char)(k / 2);
+                const __m512i pick = _mm512_broadcast_i32x4(
+                    _mm_setr_epi8(b, b, b, b, 4 + b, 4 + b, 4 + b, 4 + b, 8 + b, 8 + b, 8 + b, 8 + b, 12 + b, 12 + b,
+                                  12 + b, 12 + b));
+                const __m512i bit = _mm512_set1_epi32((int)(0x08040201u << (4 * (k % 2))));
+                const __mmask64 high = _mm512_test_epi8_mask(_mm512_shuffle_epi8(hv, pick), bit);
+                q[k] = _mm512_mask_add_epi8(q[k], high, q[k], sixteen);
             }
         } else {
             UNROLL
@@ -710,6 +760,7 @@ FORCE_INLINE void packed_pair_tile(enum legacy_format f, const int TT, int64_t n
     }
 
 DEFINE_PACKED_GEMM(q4_0, LEGACY_Q4_0)
+DEFINE_PACKED_GEMM(q5_0, LEGACY_Q5_0)
 DEFINE_PACKED_GEMM(q8_0, LEGACY_Q8_0)
 DEFINE_PACKED_GEMM(mxfp4, LEGACY_MXFP4)
 
@@ -1079,7 +1130,8 @@ DEFINE_PACKED_KQ_GEMM(q6_k, block_q6_K, packed_q6k_tile, )
 
 /* The packed-weight table entries, for the including file's table. */
 #define INT_KERNEL_PACKED_TABLE \
-    [HEARTH_TYPE_Q4_0] = gemm_packed_q4_0, [HEARTH_TYPE_Q8_0] = gemm_packed_q8_0, \
+    [HEARTH_TYPE_Q4_0] = gemm_packed_q4_0, [HEARTH_TYPE_Q5_0] = gemm_packed_q5_0, \
+    [HEARTH_TYPE_Q8_0] = gemm_packed_q8_0, \
     [HEARTH_TYPE_MXFP4] = gemm_packed_mxfp4, \
     [HEARTH_TYPE_Q2_K] = gemm_packed_q2_k, [HEARTH_TYPE_Q3_K] = gemm_packed_q3_k, \
     [HEARTH_TYPE_Q4_K] = gemm_packed_q4_k, [HEARTH_TYPE_Q5_K] = gemm_packed_q5_k, \

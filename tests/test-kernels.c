@@ -579,7 +579,7 @@ END_TEST
 
 /* ---- packed weights ------------------------------------------------------------ */
 
-static const hearth_type packed_types[] = {HEARTH_TYPE_Q4_0, HEARTH_TYPE_Q8_0, HEARTH_TYPE_MXFP4,
+static const hearth_type packed_types[] = {HEARTH_TYPE_Q4_0, HEARTH_TYPE_Q5_0, HEARTH_TYPE_Q8_0, HEARTH_TYPE_MXFP4,
                                            HEARTH_TYPE_Q2_K, HEARTH_TYPE_Q3_K, HEARTH_TYPE_Q4_K,
                                            HEARTH_TYPE_Q5_K, HEARTH_TYPE_Q6_K};
 #define N_PACKED_TYPES ((int)HEARTH_ARRAY_LEN(packed_types))

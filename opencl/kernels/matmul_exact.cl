@@ -381,6 +381,7 @@ __kernel void packed_gemm_##T(__global const uchar *w, uint row_bytes, int n_in,
 }
 
 PACKED_ORDER_KERNELS(q4_0, 32, 18, 0)
+PACKED_ORDER_KERNELS(q5_0, 32, 22, 0)
 PACKED_ORDER_KERNELS(q8_0, 32, 34, 0)
 PACKED_ORDER_KERNELS(q2_k, 256, 84, 1)
 PACKED_ORDER_KERNELS(q3_k, 256, 110, 0)
