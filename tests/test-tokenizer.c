@@ -797,6 +797,32 @@ START_TEST(test_harmony_ends)
 }
 END_TEST
 
+/* Kimi-K2's "[EOS]" and "[EOT]" end generation where the file marks them
+ * as control tokens, and are text where it does not. */
+START_TEST(test_control_ends)
+{
+#ifndef HAVE_PCRE2
+    return;
+#endif
+    static const char *const tokens[] = {"a", "b", "[EOS]", "[EOT]", "[BOS]"};
+    static const int32_t control[] = {1, 1, 3, 3, 3};
+    static const int32_t normal[] = {1, 1, 1, 1, 1};
+    static const char *const merges[] = {"a b"};
+    struct synth s = {"gpt2", "gpt-4o", tokens, 5, NULL, control, merges, 1, -1};
+    hearth_vocab *v;
+    ck_assert_msg(load_synth(&s, NULL, &v) == HEARTH_OK, "%s", hearth_last_error());
+    ck_assert(hearth_vocab_is_eog(v, 2));
+    ck_assert(hearth_vocab_is_eog(v, 3));
+    ck_assert(!hearth_vocab_is_eog(v, 4));
+    hearth_vocab_free(v);
+    struct synth plain = {"gpt2", "gpt-4o", tokens, 5, NULL, normal, merges, 1, -1};
+    ck_assert_msg(load_synth(&plain, NULL, &v) == HEARTH_OK, "%s", hearth_last_error());
+    ck_assert(!hearth_vocab_is_eog(v, 2));
+    ck_assert(!hearth_vocab_is_eog(v, 3));
+    hearth_vocab_free(v);
+}
+END_TEST
+
 START_TEST(test_unknown_pretokenizer)
 {
     static const char *const tokens[] = {"a", "b", "ab"};
@@ -1136,6 +1162,7 @@ int main(void)
     tcase_add_test(tc, test_o200k_kimi_pretokenizers);
     tcase_add_test(tc, test_glm4_pretokenizer);
     tcase_add_test(tc, test_harmony_ends);
+    tcase_add_test(tc, test_control_ends);
     tcase_add_test(tc, test_malformed_vocabularies);
     suite_add_tcase(s, tc);
     return test_run_suite(s);

@@ -205,6 +205,10 @@ static const char *const end_of_turn_texts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>",
     "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",
 };
+/* Texts that end a turn only where the file marks them as control tokens
+ * (Kimi-K2's "[EOS]" and "[EOT]"): as plain text a vocabulary may well
+ * hold such a string. */
+static const char *const control_end_texts[] = {"[EOS]", "[EOT]"};
 static const char *const end_of_message_text = "<|eom_id|>";
 /* OpenAI's harmony format (gpt-oss, o200k_harmony): a reply ends with
  * "<|return|>", or with "<|call|>" after a tool call; "<|end|>" ends one
@@ -269,6 +273,10 @@ static hearth_status read_special_ids(hearth_vocab *v, const hearth_gguf *g)
             v->tokens[id].eog = true;
             v->tokens[id].type = HEARTH_TOKEN_CONTROL;
         }
+    }
+    for (size_t k = 0; k < HEARTH_ARRAY_LEN(control_end_texts); k++) {
+        hearth_token id = find_text(v, control_end_texts[k]);
+        if (id >= 0 && v->tokens[id].type == HEARTH_TOKEN_CONTROL) v->tokens[id].eog = true;
     }
     if (harmony) {
         for (size_t k = 0; k < HEARTH_ARRAY_LEN(harmony_ends); k++) {
