@@ -770,6 +770,34 @@ START_TEST(test_glm4_pretokenizer)
 }
 END_TEST
 
+/* \s in the published expressions is Unicode's White_Space, without
+ * U+180E (PCRE2's own \s takes it): in Qwen2's expression the separator
+ * is a symbol that joins the space before it, as the reference
+ * tokenizers cut it, not whitespace of its own; U+2003 (em space) stays
+ * whitespace. */
+START_TEST(test_white_space_property)
+{
+#ifndef HAVE_PCRE2
+    return;
+#endif
+    static const char *const tokens[] = {"a", "b", "ab"};
+    static const char *const merges[] = {"a b"};
+    static const char *const pres[] = {"qwen2", "llama3", "default"};
+    /* an em space is whitespace: the space before it is a piece of its
+     * own, and the em space itself a symbol that takes the letters after
+     * it in Llama 3's shapes, whitespace of its own in GPT-2's */
+    static const char *const em[] = {"x| |\xE2\x80\x83y", "x| |\xE2\x80\x83y", "x| |\xE2\x80\x83|y"};
+    for (size_t k = 0; k < HEARTH_ARRAY_LEN(pres); k++) {
+        struct synth s = {"gpt2", pres[k], tokens, 3, NULL, NULL, merges, 1, -1};
+        hearth_vocab *v;
+        ck_assert_msg(load_synth(&s, NULL, &v) == HEARTH_OK, "%s", hearth_last_error());
+        assert_words(v, "x \xE1\xA0\x8Ey", "x| \xE1\xA0\x8E|y");
+        assert_words(v, "x \xE2\x80\x83y", em[k]);
+        hearth_vocab_free(v);
+    }
+}
+END_TEST
+
 /* Harmony vocabularies (gpt-oss): a reply ends at <|return|> or <|call|>;
  * <|end|> closes one message (the reasoning) and generation goes on.  In
  * another vocabulary <|end|> (Phi-3's) ends the turn. */
@@ -1163,6 +1191,7 @@ int main(void)
     tcase_add_test(tc, test_glm4_pretokenizer);
     tcase_add_test(tc, test_harmony_ends);
     tcase_add_test(tc, test_control_ends);
+    tcase_add_test(tc, test_white_space_property);
     tcase_add_test(tc, test_malformed_vocabularies);
     suite_add_tcase(s, tc);
     return test_run_suite(s);

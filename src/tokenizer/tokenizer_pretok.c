@@ -9,8 +9,10 @@
  * between them both become pieces ("isolated" splitting), so no byte is
  * ever dropped.  The expressions run on PCRE2 with UTF and Unicode
  * properties (\p{L}, \s, ... follow the Unicode character database) and
- * the JIT where available.  Ill-formed UTF-8 is allowed: it matches
- * nothing and ends up in the pieces between matches.
+ * the JIT where available; \s is the White_Space property, as in the
+ * engines the expressions were written for (pretok_white_space_pattern).
+ * Ill-formed UTF-8 is allowed: it matches nothing and ends up in the
+ * pieces between matches.
  */
 #include "internal.h"
 
@@ -99,7 +101,7 @@
  * groups of up to three; punctuation with an optional leading space and
  * its trailing newlines (no slashes); newlines with the whitespace before
  * them.  Written for what tiktoken's expressions mean: \s is the Unicode
- * White_Space property (PCRE2's \s also takes U+180E), \p{Han} the
+ * White_Space property (spelled out here as everywhere), \p{Han} the
  * Script property (PCRE2 10.40 and later read a bare script name as
  * Script_Extensions, which adds shared punctuation such as U+3001), and
  * the contractions fold case the Unicode way ('s also matches 'ſ, the
@@ -247,13 +249,56 @@ void pretok_state_free(struct pretok_state *st)
     free(st);
 }
 
-static hearth_status compile_stage(const char *pattern, pcre2_code **out)
+/* The pattern with \s and \S written as the Unicode White_Space property,
+ * which is what the published expressions mean (the tokenizers they come
+ * from run on engines whose \s is that property) and what PCRE2's \s is
+ * but for U+180E, the Mongolian vowel separator, White_Space until Unicode
+ * 6.3 and still in PCRE2's \s: outside a class \s becomes a class of the
+ * White_Space characters and \S its complement; inside a class \s
+ * becomes those characters.  A malloc'd string; NULL without memory. */
+static char *pretok_white_space_pattern(const char *pattern)
+{
+    static const char ws[] = RE_WHITE_SPACE_CHARS;
+    size_t n = 0;
+    for (const char *p = pattern; *p; p++) n += *p == '\\' ? sizeof ws + 4 : 1;
+    char *out = malloc(n + 1), *o = out;
+    if (!out) return NULL;
+    bool in_class = false;
+    for (const char *p = pattern; *p; p++) {
+        if (*p == '\\' && p[1]) {
+            const char c = *++p;
+            if (c == 's' || (c == 'S' && !in_class)) {
+                o += sprintf(o, in_class ? "%s" : c == 's' ? "[%s]" : "[^%s]", ws);
+            } else {
+                *o++ = '\\';
+                *o++ = c;
+            }
+            continue;
+        }
+        if (!in_class && *p == '[') {
+            in_class = true;
+            *o++ = *p;
+            if (p[1] == '^') *o++ = *++p;
+            if (p[1] == ']') *o++ = *++p; /* a leading ] is literal */
+            continue;
+        }
+        if (in_class && *p == ']') in_class = false;
+        *o++ = *p;
+    }
+    *o = '\0';
+    return out;
+}
+
+static hearth_status compile_stage(const char *given, pcre2_code **out)
 {
     int err;
     PCRE2_SIZE err_offset;
     uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY;
+    char *pattern = pretok_white_space_pattern(given);
+    if (!pattern) return hearth_error(HEARTH_E_NOMEM, "out of memory for a pre-tokenizer expression");
     pcre2_code *code = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, options, &err,
                                      &err_offset, NULL);
+    free(pattern);
     if (!code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);
