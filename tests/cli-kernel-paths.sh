@@ -9,7 +9,7 @@
 # one within rounding, not bit for bit) moves the perplexity of these
 # random-weight files, which amplify a rounding difference into a changed
 # prediction, by up to about half a per cent (micro-llama-Q5_0 on AVX-512:
-# 0.51%; with an F32 cache every path gives its scalar value exactly), so
+# 0.51%; with an F32 cache the paths give its scalar value exactly), so
 # within 1% for every file.  Short runs (the first chunks of the text) keep
 # the scalar path affordable.
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
