@@ -135,8 +135,9 @@ class Server:
 PROMPTS = {"story": "Once upon a time", "llama": "The quick brown fox"}
 
 
-def completion(srv, model, seed=7, prompt=None):
-    body = {"prompt": prompt or PROMPTS.get(model, "Hello"), "max_tokens": 24, "temperature": 0.9, "seed": seed}
+def completion(srv, model, seed=7, prompt=None, max_tokens=24):
+    body = {"prompt": prompt or PROMPTS.get(model, "Hello"), "max_tokens": max_tokens, "temperature": 0.9,
+            "seed": seed}
     if model is not None:
         body["model"] = model
     st, o = srv.post("/v1/completions", body)
@@ -152,6 +153,22 @@ def wait_for(cond, seconds=20.0):
             return True
         time.sleep(0.05)
     return cond()
+
+
+def at_once(srv, ref, what):
+    """Two requests to each model at once: each gives its text alone."""
+    results = {}
+
+    def worker(model, seed):
+        results[(model, seed)] = completion(srv, model, seed)
+
+    threads = [threading.Thread(target=worker, args=(m, s)) for m in ("story", "llama") for s in (7, 8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for k, (st, t) in sorted(results.items()):
+        check(st == 200 and t == ref[k], f"{what}: {k[0]} seed {k[1]} gives its text alone", f"{st} {t!r}")
 
 
 def main():
@@ -210,6 +227,8 @@ def main():
     ms = story1.models()
     check(list(ms) == ["story"] and ms["story"].get("hearth", {}).get("loaded") is True and "meta" in ms["story"],
           "one model: /v1/models lists it loaded", str(ms))
+    st, ref[("story", "long")] = completion(story1, "story", 9, max_tokens=200)
+    check(st == 200, "story alone: a long reply", str(ref[("story", "long")]))
     st, tok_story = story1.post("/tokenize", {"content": "Once upon a time"})
     story1.stop()
     llama1 = Server("llama", ["-m", os.path.join(mdir, "llama.gguf")])
@@ -252,6 +271,15 @@ def main():
     st, o = completion(d, "broken", 7, "Hi")
     check(st == 500 and o["error"]["code"] == "model_load_failed" and "broken" in o["error"]["message"],
           "a broken file: 500 model_load_failed naming it", str(o))
+    # requests that wait for the same failed load all fail with its error
+    answers = []
+    threads = [threading.Thread(target=lambda: answers.append(completion(d, "broken", 7, "Hi"))) for _ in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    check(len(answers) == 3 and all(st == 500 and o["error"]["code"] == "model_load_failed" for st, o in answers),
+          "three requests for the broken file at once: each a 500 model_load_failed", str(answers)[:500])
     ms = d.models()
     check(ms["broken"]["hearth"]["loaded"] is False and "error" in ms["broken"]["hearth"],
           "/v1/models shows the broken file's error", str(ms["broken"]))
@@ -266,18 +294,7 @@ def main():
     check(st == 200 and o == tok_story, "/tokenize with the other's", f"{o} vs {tok_story}")
 
     # both models at once, two requests each
-    results = {}
-
-    def worker(model, seed):
-        results[(model, seed)] = completion(d, model, seed)
-
-    threads = [threading.Thread(target=worker, args=(m, s)) for m in ("story", "llama") for s in (7, 8)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    for k, (st, t) in sorted(results.items()):
-        check(st == 200 and t == ref[k], f"at once: {k[0]} seed {k[1]} gives its text alone", f"{st} {t!r}")
+    at_once(d, ref, "at once")
 
     loaded = d.metric("hearth_models_loaded")
     check(loaded == (3 if split else 2), "/metrics: hearth_models_loaded", str(loaded))
@@ -330,18 +347,18 @@ def main():
                   for m in ("story", "llama"))
     check(unloads >= len(order) - 1, "/metrics counts the unloads for memory", str(unloads))
     check(re.search(r"model \w+: unloaded \(memory", tight.log()) is not None, "the log says it made room")
-    results.clear()
-
-    def worker2(model, seed):
-        results[(model, seed)] = completion(tight, model, seed)
-
-    threads = [threading.Thread(target=worker2, args=(m, s)) for m in ("story", "llama") for s in (7, 8)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    for k, (st, t) in sorted(results.items()):
-        check(st == 200 and t == ref[k], f"one at a time, at once: {k[0]} seed {k[1]}", f"{st} {t!r}")
+    at_once(tight, ref, "one at a time, at once")
+    # a model with a request running is not unloaded for another: the
+    # long reply is whole, and the other waits for it
+    long_answer = []
+    th = threading.Thread(target=lambda: long_answer.append(completion(tight, "story", 9, max_tokens=200)))
+    th.start()
+    wait_for(lambda: tight.models()["story"]["hearth"]["requests"] > 0, 10)
+    st, t = completion(tight, "llama", 8)
+    th.join()
+    check(st == 200 and t == ref[("llama", 8)], "one at a time: the other model after a long reply", f"{st} {t}")
+    check(long_answer and long_answer[0] == (200, ref[("story", "long")]),
+          "one at a time: the long reply is whole (its model stayed)", str(long_answer)[:300])
     tight.stop()
 
     # ---- a bound no model fits ----

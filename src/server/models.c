@@ -79,10 +79,9 @@ bool srv_models_add(struct srv_server *s, const char *alias, const char *path, u
     return true;
 }
 
-/* Add the counters of an engine about to go to those of the table. */
-static void retire_stats(struct srv_models *t, const hearth_engine_stats *es)
+/* Add the counters of an engine's statistics to r's. */
+static void add_counters(hearth_engine_stats *r, const hearth_engine_stats *es)
 {
-    hearth_engine_stats *r = &t->retired;
     r->prompt_tokens += es->prompt_tokens;
     r->generated_tokens += es->generated_tokens;
     r->prefix_queries += es->prefix_queries;
@@ -96,17 +95,38 @@ static void retire_stats(struct srv_models *t, const hearth_engine_stats *es)
     r->verify_steps += es->verify_steps;
 }
 
+/* Stop a thread that sleeps on cv until *quit (mu guards both). */
+static void stop_thread(pthread_mutex_t *mu, pthread_cond_t *cv, bool *quit, pthread_t thread)
+{
+    pthread_mutex_lock(mu);
+    *quit = true;
+    pthread_cond_signal(cv);
+    pthread_mutex_unlock(mu);
+    pthread_join(thread, NULL);
+}
+
+/* The realtime clock seconds from now, for pthread_cond_timedwait(). */
+static struct timespec realtime_in(double seconds)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    const long sec = (long)seconds;
+    ts.tv_sec += sec;
+    ts.tv_nsec += (long)((seconds - (double)sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
 /* Unload a model marked MODEL_UNLOADING (table unlocked): stop its
  * engine's thread, free its grammars, give it back to the loader. */
 static void model_unload(struct srv_model *m, const char *why)
 {
     struct srv_models *t = &m->s->models;
     if (m->thread_started) {
-        pthread_mutex_lock(&m->wake_mu);
-        m->quit = true;
-        pthread_cond_signal(&m->wake_cv);
-        pthread_mutex_unlock(&m->wake_mu);
-        pthread_join(m->thread, NULL);
+        stop_thread(&m->wake_mu, &m->wake_cv, &m->quit, m->thread);
         m->thread_started = false;
         m->quit = false;
     }
@@ -122,7 +142,7 @@ static void model_unload(struct srv_model *m, const char *why)
     memset(&m->loaded, 0, sizeof m->loaded);
     m->vocab = NULL;
     pthread_mutex_lock(&t->mu);
-    retire_stats(t, &es);
+    add_counters(&t->retired, &es);
     t->used_bytes -= m->bytes;
     m->state = MODEL_UNLOADED;
     if (why) {
@@ -267,13 +287,7 @@ static bool gone(struct conn *cn)
 /* Wait on the table's condition for a while (table locked). */
 static void wait_changed(struct srv_models *t)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 200 * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    const struct timespec ts = realtime_in(0.2);
     pthread_cond_timedwait(&t->changed, &t->mu, &ts);
 }
 
@@ -438,16 +452,7 @@ static void *reaper_main(void *arg)
             pthread_cond_wait(&t->reaper_cv, &t->mu);
         } else {
             /* the monotonic deadline as a realtime one */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            const double d = next - now + 0.001;
-            const long sec = (long)d;
-            ts.tv_sec += sec;
-            ts.tv_nsec += (long)((d - (double)sec) * 1e9);
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            const struct timespec ts = realtime_in(next - now + 0.001);
             pthread_cond_timedwait(&t->reaper_cv, &t->mu, &ts);
         }
     }
@@ -470,13 +475,7 @@ bool srv_models_start(struct srv_server *s)
 void srv_models_free(struct srv_server *s)
 {
     struct srv_models *t = &s->models;
-    if (t->reaper_started) {
-        pthread_mutex_lock(&t->mu);
-        t->reaper_quit = true;
-        pthread_cond_signal(&t->reaper_cv);
-        pthread_mutex_unlock(&t->mu);
-        pthread_join(t->reaper, NULL);
-    }
+    if (t->reaper_started) stop_thread(&t->mu, &t->reaper_cv, &t->reaper_quit, t->reaper);
     for (size_t i = 0; i < t->n; i++) {
         struct srv_model *m = &t->m[i];
         if (m->state == MODEL_LOADED) {
@@ -576,17 +575,7 @@ void srv_models_stats(struct srv_server *s, hearth_engine_stats *out)
         out->window_blocks_cached += es.window_blocks_cached;
         out->kv_bytes += es.kv_bytes;
         out->weights_bytes += es.weights_bytes;
-        out->prompt_tokens += es.prompt_tokens;
-        out->generated_tokens += es.generated_tokens;
-        out->prefix_queries += es.prefix_queries;
-        out->prefix_hits += es.prefix_hits;
-        out->evictions += es.evictions;
-        out->preemptions += es.preemptions;
-        out->steps += es.steps;
-        out->draft_steps += es.draft_steps;
-        out->drafted_tokens += es.drafted_tokens;
-        out->accepted_tokens += es.accepted_tokens;
-        out->verify_steps += es.verify_steps;
+        add_counters(out, &es);
     }
     pthread_mutex_unlock(&t->mu);
 }
