@@ -1,7 +1,9 @@
 /*
  * serve.c -- `hearth serve`: the OpenAI HTTP API over the serving engine.
- * The options, the model and engine, signals and the drain live here; the
- * HTTP server itself is the rest of src/server/.
+ * The command line lives here: the options, the models they name (-m,
+ * --models-dir) and how one is loaded with its engine (the loader the
+ * model table calls), signals and the drain; the HTTP server itself,
+ * the model table included, is the rest of src/server/.
  */
 #include "config.h"
 
