@@ -313,6 +313,7 @@ TESTS += \
 	tests/layout.sh \
 	tests/server-chatpage.sh \
 	tests/server-embeddings.sh \
+	tests/server-models.sh \
 	tests/server-openai.sh \
 	tests/template-models.sh \
 	tests/tokenizer-kimi.sh \
@@ -354,6 +355,9 @@ EXTRA_DIST += \
 	tests/server-chatpage.sh \
 	tests/server-embeddings.mjs \
 	tests/server-embeddings.sh \
+	tests/server-models.mjs \
+	tests/server-models.py \
+	tests/server-models.sh \
 	tests/server-openai.mjs \
 	tests/server-openai.sh \
 	tests/server-responses.mjs \

@@ -11,6 +11,8 @@
 #   HEARTH_THINK_URL  a server whose template opens the reply's reasoning,
 #                     with --reasoning-budget (no key)
 #   HEARTH_ALIAS      the model's name on both
+#   HEARTH_TABLE_URL  a server with two models (-m ALIAS=FILE twice), none
+#                     loaded yet (no key)
 #
 # Chromium starts with --remote-debugging-port=0 and writes the port it
 # got to DevToolsActivePort in its profile directory; this script speaks
@@ -45,6 +47,7 @@ URL = os.environ["HEARTH_URL"].rstrip("/")
 KEY = os.environ["HEARTH_KEY"]
 THINK_URL = os.environ["HEARTH_THINK_URL"].rstrip("/")
 ALIAS = os.environ["HEARTH_ALIAS"]
+TABLE_URL = os.environ["HEARTH_TABLE_URL"].rstrip("/")
 # The time limits guard against a hung browser or server, not a slow one:
 # on two cores shared with a loaded build, Chromium took minutes to start
 # and to answer its first commands.
@@ -516,6 +519,34 @@ def reasoning_page(dt):
     check(dt.js(f"!{LAST}.querySelector('.reasoning').open"), "the reasoning folds away when the answer begins")
 
 
+def table_page(dt):
+    """A server with several models: the picker lists every model of
+    /v1/models, and a message goes to the model picked, which it loads."""
+    open_page(dt, TABLE_URL + "/")
+    dt.wait("document.getElementById('model').options.length > 1", "the table server's models")
+    models = dt.js("[...document.getElementById('model').options].map(o => o.value)")
+    st, listed = api(TABLE_URL, "/v1/models")
+    need(st == 200, f"the table server's /v1/models: {st} {short(listed)}")
+    check(len(models) == 2 and models == [m["id"] for m in listed["data"]],
+          "the picker lists every model of /v1/models", f"{models}; {short(listed)}")
+    check(not any(m["hearth"]["loaded"] for m in listed["data"]), "no model is loaded before a message",
+          short(listed))
+    pick = models[-1]
+    dt.js(f"(() => {{ const s = document.getElementById('model'); s.value = {json.dumps(pick)};"
+          "s.dispatchEvent(new Event('change')); })()")
+    dt.set_field("#temperature", "0")
+    dt.set_field("#max_tokens", "24")
+    dt.type_into("#prompt", FIRST)
+    dt.press_enter()
+    a = wait_answer(dt, 1, "the picked model's answer")
+    st, listed = api(TABLE_URL, "/v1/models")
+    loaded = [m["id"] for m in listed["data"] if m["hearth"]["loaded"]]
+    check(loaded == [pick], "the message loaded the model picked, and only it", short(listed))
+    j = direct(TABLE_URL, [{"role": "user", "content": FIRST}], model=pick, temperature=0, max_tokens=24)
+    check(a["text"] == j["choices"][0]["message"]["content"] and j["model"] == pick,
+          "the answer is the picked model's", f"page {a['text']!r}, direct {short(j)}")
+
+
 def page_problems(dt):
     """Exceptions in the page, and what the Content-Security-Policy refused."""
     found = []
@@ -558,6 +589,11 @@ def main():
         problems = page_problems(dt)
         check(not problems, "the reasoning page threw nothing and the Content-Security-Policy refused nothing",
               short(problems, 800))
+        dt.events.clear()
+        table_page(dt)
+        problems = page_problems(dt)
+        check(not problems, "the page of several models threw nothing and the Content-Security-Policy refused "
+              "nothing", short(problems, 800))
         dt.ws.close()
     except (Abort, RuntimeError, OSError, KeyError, ValueError) as e:
         fail(f"{type(e).__name__}: {e}")

@@ -1,12 +1,14 @@
 #!/bin/sh
 # server-chatpage.sh -- the chat page of hearth serve in a real browser:
-# two servers on stories260K (one with an API key and small KV blocks, so
+# three servers on stories260K (one with an API key and small KV blocks, so
 # that a conversation's second turn meets the prefix cache; one whose
-# template opens the reply's reasoning, with a reasoning budget), then
+# template opens the reply's reasoning, with a reasoning budget; one with
+# the model under two names, neither loaded until a message), then
 # tests/server-chatpage.py drives headless Chromium through the DevTools
 # protocol: the key asked for, two turns streamed and compared with the
 # server's own answers, a long answer stopped midway (the server cancels
-# it), a new chat, the reasoning shown apart.  It leaves a screenshot,
+# it), a new chat, the reasoning shown apart, the picker of several
+# models (a message loads the model picked).  It leaves a screenshot,
 # tests/server-chatpage.png in the build directory.  The servers are
 # stopped with SIGTERM, which must give exit status 0, no sanitizer
 # report, and the stopped request logged as 499.
@@ -76,14 +78,18 @@ start_server main --chat-template chatml -c 16384 -np 2 --kv-block 16 --api-key 
 main_pid=$pid main_port=$port
 start_server think --chat-template "$tmpdir/think.jinja" -c 512 -np 1 --reasoning-budget 6
 think_pid=$pid think_port=$port
+# two models (the same file under two names), loaded by the page's message
+serve_start table -m "$alias=$m" -m "$alias-twin=$m" --chat-template chatml -c 512 -np 1
+table_pid=$pid table_port=$port
 wait_ready main "$main_port"
 wait_ready think "$think_port"
+wait_ready table "$table_port"
 grep -q "the chat page: http://127.0.0.1:$main_port/" "$tmpdir/main.err" &&
     pass "the server names the chat page's address" || fail "the server names the chat page's address"
 
 rm -f "$shot"
 HEARTH_URL="http://127.0.0.1:$main_port" HEARTH_KEY="$key" HEARTH_THINK_URL="http://127.0.0.1:$think_port" \
-HEARTH_ALIAS="$alias" \
+HEARTH_ALIAS="$alias" HEARTH_TABLE_URL="http://127.0.0.1:$table_port" \
     python3 "${HEARTH_SRCDIR:-.}/tests/server-chatpage.py" "$chromium" "$shot" \
         >"$tmpdir/driver.out" 2>"$tmpdir/driver.err"
 rc=$?
@@ -109,5 +115,6 @@ grep -Eq 'req-[0-9]+ POST /v1/chat/completions 499 ' "$tmpdir/main.err" &&
 
 serve_stop main "$main_pid"
 serve_stop think "$think_pid"
+serve_stop table "$table_pid"
 pids=''
 finish

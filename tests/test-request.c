@@ -5,9 +5,11 @@
  * joined, tools and tool_choice, a chat's reasoning budget (its own or
  * the server's), the Responses API's bodies (input items, flat tools,
  * text.format, the fields it refuses), prompts in every form, and the
- * tokenize/detokenize bodies.
+ * tokenize/detokenize bodies; and what the model table reads first (the
+ * model's name, the stream).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "request.h"
@@ -545,6 +547,41 @@ START_TEST(test_tokenize_bodies)
 }
 END_TEST
 
+/* The model's name and the stream, read before the model's limits are
+ * known (the model table picks the model from them). */
+START_TEST(test_peek)
+{
+    struct srv_error e;
+    char *model;
+    bool stream;
+    const char *b = "{\"model\":\"small\",\"stream\":true,\"messages\":[]}";
+    ck_assert(srv_request_peek(b, strlen(b), &model, &stream, &e));
+    ck_assert_str_eq(model, "small");
+    ck_assert(stream);
+    free(model);
+    b = "{\"prompt\":\"a\",\"stream\":1}";
+    ck_assert(srv_request_peek(b, strlen(b), &model, &stream, &e));
+    ck_assert(model == NULL && !stream); /* the full parse refuses that stream */
+    b = "{\"model\":[\"a\"]}";
+    ck_assert(!srv_request_peek(b, strlen(b), &model, &stream, &e));
+    ck_assert_int_eq(e.status, 400);
+    ck_assert_str_eq(e.param, "model");
+    ck_assert(model == NULL);
+    b = "[1]";
+    ck_assert(!srv_request_peek(b, strlen(b), &model, &stream, &e));
+    ck_assert_int_eq(e.status, 400);
+    b = "{\"model\":";
+    ck_assert(!srv_request_peek(b, strlen(b), &model, &stream, &e));
+    ck_assert_str_eq(e.code, "invalid_json");
+    ck_assert(!srv_request_peek("", 0, &model, &stream, &e));
+    /* no name with a NUL in it could be cut short to another's: JSON
+     * with \u0000 is refused */
+    const char nul[] = "{\"model\":\"a\\u0000b\"}";
+    ck_assert(!srv_request_peek(nul, sizeof nul - 1, &model, &stream, &e));
+    ck_assert(model == NULL);
+}
+END_TEST
+
 START_TEST(test_messages_are_utf8)
 {
     /* a JSON syntax error quoting bytes of a multi-byte character */
@@ -572,6 +609,7 @@ int main(void)
     tcase_add_test(tc, test_responses);
     tcase_add_test(tc, test_completion_prompts);
     tcase_add_test(tc, test_tokenize_bodies);
+    tcase_add_test(tc, test_peek);
     tcase_add_test(tc, test_messages_are_utf8);
     suite_add_tcase(s, tc);
     return test_run_suite(s);

@@ -59,7 +59,7 @@ void embed_job_cancel(struct job *j)
 {
     struct embed_job *ej = j->embed;
     for (size_t i = 0; ej->refs && i < ej->req.n_inputs; i++)
-        if (ej->refs[i].submitted) hearth_engine_cancel(j->s->engine, ej->refs[i].id);
+        if (ej->refs[i].submitted) hearth_engine_cancel(j->m->loaded.engine, ej->refs[i].id);
 }
 
 /* The engine's thread: an input's final event (the only one it has). */
@@ -89,16 +89,16 @@ static void on_event(void *user, const hearth_event *ev)
 
 /* The pooling the server's embeddings use, or NONE where the model is no
  * embedding model and --pooling forces none. */
-static hearth_pooling server_pooling(const struct srv_server *s)
+static hearth_pooling server_pooling(const struct srv_server *s, const struct srv_model *m)
 {
     if (s->cfg.pooling != HEARTH_POOLING_NONE) return s->cfg.pooling;
-    const hearth_pooling p = hearth_model_pooling(s->model);
+    const hearth_pooling p = hearth_model_pooling(m->loaded.model);
     return p == HEARTH_POOLING_MEAN || p == HEARTH_POOLING_CLS || p == HEARTH_POOLING_LAST ? p
                                                                                          : HEARTH_POOLING_NONE;
 }
 
 /* Tokenize and check the inputs; false with *e set. */
-static bool input_tokens(struct srv_server *s, struct embed_job *ej, struct srv_error *e)
+static bool input_tokens(const struct srv_model *s, struct embed_job *ej, struct srv_error *e)
 {
     const size_t n = ej->req.n_inputs;
     ej->tokens = calloc(n, sizeof *ej->tokens);
@@ -199,7 +199,7 @@ static json_t *embeddings_response(struct job *j)
     json_object_set_new(usage, "total_tokens", json_integer((json_int_t)prompt));
     json_object_set_new(o, "object", json_string("list"));
     json_object_set_new(o, "data", data);
-    json_object_set_new(o, "model", json_string(j->s->cfg.alias));
+    json_object_set_new(o, "model", json_string(j->m->alias));
     json_object_set_new(o, "usage", usage);
     return o;
 oom:
@@ -213,16 +213,18 @@ oom:
 static struct job *embed_start(struct conn *cn, struct srv_error *e)
 {
     struct srv_server *s = cn->s;
-    const hearth_pooling pooling = server_pooling(s);
+    struct job *j = job_new(cn, e);
+    if (!j) return NULL;
+    struct srv_model *m = j->m;
+    const hearth_pooling pooling = server_pooling(s, m);
     if (pooling == HEARTH_POOLING_NONE) {
         srv_fail(e, 400, "invalid_request_error", "model_not_supported", "model",
                  "the model '%s' is not an embedding model (its file declares %s pooling); start the server with "
-                 "--pooling mean, cls or last to pool its hidden states anyway", s->cfg.alias,
-                 hearth_pooling_name(hearth_model_pooling(s->model)));
+                 "--pooling mean, cls or last to pool its hidden states anyway", m->alias,
+                 hearth_pooling_name(hearth_model_pooling(m->loaded.model)));
+        job_discard(j);
         return NULL;
     }
-    struct job *j = job_new(cn, e);
-    if (!j) return NULL;
     struct embed_job *ej = calloc(1, sizeof *ej);
     if (!ej) {
         srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
@@ -230,9 +232,9 @@ static struct job *embed_start(struct conn *cn, struct srv_error *e)
         return NULL;
     }
     j->embed = ej;
-    ej->n_embd = hearth_model_n_embd(s->model);
-    if (!srv_embeddings_parse(cn->body.p, cn->body.len, s->n_vocab, ej->n_embd, &ej->req, e) ||
-        !input_tokens(s, ej, e)) {
+    ej->n_embd = hearth_model_n_embd(m->loaded.model);
+    if (!srv_embeddings_parse(cn->body.p, cn->body.len, m->n_vocab, ej->n_embd, &ej->req, e) ||
+        !input_tokens(m, ej, e)) {
         job_discard(j);
         return NULL;
     }
@@ -260,7 +262,7 @@ static struct job *embed_start(struct conn *cn, struct srv_error *e)
         q.on_event = on_event;
         ej->refs[i] = (struct embed_ref){.job = j, .index = i};
         q.user = &ej->refs[i];
-        hearth_status st = hearth_engine_submit(s->engine, &q, &ej->refs[i].id);
+        hearth_status st = hearth_engine_submit(m->loaded.engine, &q, &ej->refs[i].id);
         if (st) {
             /* the lengths were checked above: what is left is the pool */
             srv_fail(e, st == HEARTH_E_NOMEM ? 500 : 400, st == HEARTH_E_NOMEM ? "server_error"
@@ -277,7 +279,7 @@ static struct job *embed_start(struct conn *cn, struct srv_error *e)
         j->n_open++;
     }
     pthread_mutex_unlock(&j->mu);
-    srv_wake_engine(s);
+    srv_wake_engine(m);
     return j;
 }
 

@@ -54,12 +54,12 @@
 
 /* ---- jobs ---------------------------------------------------------- */
 
-void srv_wake_engine(struct srv_server *s)
+void srv_wake_engine(struct srv_model *m)
 {
-    pthread_mutex_lock(&s->wake_mu);
-    s->wake_pending = true;
-    pthread_cond_signal(&s->wake_cv);
-    pthread_mutex_unlock(&s->wake_mu);
+    pthread_mutex_lock(&m->wake_mu);
+    m->wake_pending = true;
+    pthread_cond_signal(&m->wake_cv);
+    pthread_mutex_unlock(&m->wake_mu);
 }
 
 void job_signal(struct job *j)
@@ -90,6 +90,8 @@ static void job_free(struct job *j)
     embed_job_free(j->embed);
     if (j->efd >= 0) close(j->efd);
     pthread_mutex_destroy(&j->mu);
+    /* the last: the model may be unloaded from here on */
+    if (j->m) srv_model_release(j->m);
     free(j);
 }
 
@@ -118,17 +120,17 @@ void job_cancel_locked(struct job *j, enum end_reason why)
 {
     if (j->ended == END_NONE) j->ended = why;
     for (size_t i = 0; i < j->n_subs; i++)
-        if (j->subs[i].submitted) hearth_engine_cancel(j->s->engine, j->subs[i].id);
+        if (j->subs[i].submitted) hearth_engine_cancel(j->m->loaded.engine, j->subs[i].id);
     if (j->embed) embed_job_cancel(j);
-    srv_wake_engine(j->s);
+    srv_wake_engine(j->m);
 }
 
 /* ---- the engine's side ---------------------------------------------- */
 
-static void log_probs(const struct srv_server *s, const float *logits, hearth_token token,
+static void log_probs(const struct srv_model *m, const float *logits, hearth_token token,
                       int32_t n_top, struct lp_rec *r)
 {
-    const int32_t V = s->n_vocab;
+    const int32_t V = m->n_vocab;
     float mx = -INFINITY;
     for (int32_t i = 0; i < V; i++)
         if (logits[i] > mx) mx = logits[i];
@@ -238,7 +240,7 @@ static void on_event(void *user, const hearth_event *ev)
             if (p) c->lp = p, c->cap_lp = cap;
         }
         if (c->n_lp < c->cap_lp) {
-            log_probs(s, ev->logits, ev->token, j->req.top_logprobs, &c->lp[c->n_lp]);
+            log_probs(j->m, ev->logits, ev->token, j->req.top_logprobs, &c->lp[c->n_lp]);
             c->lp[c->n_lp++].offset = c->text_bytes;
         }
     }
@@ -248,7 +250,7 @@ static void on_event(void *user, const hearth_event *ev)
     add_answer(j, ci, text, len);
     if (ev->token >= 0 && ev->finish == HEARTH_FINISH_NONE) {
         size_t n = 0;
-        hearth_token_piece(s->vocab, ev->token, 0, &n);
+        hearth_token_piece(j->m->vocab, ev->token, 0, &n);
         c->text_bytes += n;
     }
     if (ev->finish != HEARTH_FINISH_NONE) {
@@ -306,20 +308,20 @@ static void on_event(void *user, const hearth_event *ev)
 
 void *engine_main(void *arg)
 {
-    struct srv_server *s = arg;
+    struct srv_model *m = arg;
     for (;;) {
-        pthread_mutex_lock(&s->wake_mu);
-        bool quit = s->quit;
-        s->wake_pending = false;
-        pthread_mutex_unlock(&s->wake_mu);
+        pthread_mutex_lock(&m->wake_mu);
+        bool quit = m->quit;
+        m->wake_pending = false;
+        pthread_mutex_unlock(&m->wake_mu);
         if (quit) break;
         bool did = false;
-        hearth_status st = hearth_engine_step(s->engine, &did);
-        if (st) fprintf(stderr, LOG_PREFIX "a step failed: %s\n", hearth_last_error());
+        hearth_status st = hearth_engine_step(m->loaded.engine, &did);
+        if (st) fprintf(stderr, LOG_PREFIX "model %s: a step failed: %s\n", m->alias, hearth_last_error());
         if (!did) {
-            pthread_mutex_lock(&s->wake_mu);
-            while (!s->wake_pending && !s->quit) pthread_cond_wait(&s->wake_cv, &s->wake_mu);
-            pthread_mutex_unlock(&s->wake_mu);
+            pthread_mutex_lock(&m->wake_mu);
+            while (!m->wake_pending && !m->quit) pthread_cond_wait(&m->wake_cv, &m->wake_mu);
+            pthread_mutex_unlock(&m->wake_mu);
         }
     }
     return NULL;
@@ -328,16 +330,17 @@ void *engine_main(void *arg)
 /* ---- a request's job ------------------------------------------------ */
 
 /* The prompt of a chat request: render the template, tokenize. */
-static bool chat_tokens(struct srv_server *s, struct job *j, struct srv_error *e)
+static bool chat_tokens(struct srv_model *m, struct job *j, struct srv_error *e)
 {
-    if (!s->tmpl)
+    const struct srv_loaded *l = &m->loaded;
+    if (!l->tmpl)
         return srv_fail(e, 400, "invalid_request_error", "no_chat_template", "messages",
                         "the model has no chat template; start the server with --chat-template");
     hearth_chat_options opts;
     memset(&opts, 0, sizeof opts);
     opts.add_generation_prompt = true;
-    opts.bos_token = s->bos_text;
-    opts.eos_token = s->eos_text;
+    opts.bos_token = l->bos_text;
+    opts.eos_token = l->eos_text;
     opts.tools_json = j->req.tools_json;
     char effort[64];
     if (j->req.reasoning_effort) {
@@ -346,7 +349,7 @@ static bool chat_tokens(struct srv_server *s, struct job *j, struct srv_error *e
     }
     char *text;
     size_t len;
-    hearth_status st = hearth_template_render(s->tmpl, j->req.messages_json,
+    hearth_status st = hearth_template_render(l->tmpl, j->req.messages_json,
                                               strlen(j->req.messages_json), &opts, &text, &len);
     if (st)
         return srv_fail(e, st == HEARTH_E_NOMEM ? 500 : 400, st == HEARTH_E_NOMEM ? "server_error"
@@ -358,7 +361,7 @@ static bool chat_tokens(struct srv_server *s, struct job *j, struct srv_error *e
         char *bare;
         size_t bare_len;
         opts.tools_json = NULL;
-        st = hearth_template_render(s->tmpl, j->req.messages_json, strlen(j->req.messages_json),
+        st = hearth_template_render(l->tmpl, j->req.messages_json, strlen(j->req.messages_json),
                                     &opts, &bare, &bare_len);
         bool ignored = !st && bare_len == len && memcmp(bare, text, len) == 0;
         if (!st) hearth_free(bare);
@@ -369,9 +372,9 @@ static bool chat_tokens(struct srv_server *s, struct job *j, struct srv_error *e
                             "them; start the server with a --chat-template that does");
         }
     }
-    st = hearth_tokenize_alloc(s->vocab, text, len, hearth_chat_tokenize_flags(s->vocab, text, len),
+    st = hearth_tokenize_alloc(m->vocab, text, len, hearth_chat_tokenize_flags(m->vocab, text, len),
                                &j->tokens[0], &j->n_tokens[0]);
-    if (!st && s->reasoning_format != HEARTH_REASONING_NONE) {
+    if (!st && l->reasoning != HEARTH_REASONING_NONE) {
         /* the end of the prompt says where the reply starts (inside
          * <think>, inside a harmony message) */
         const size_t tail = len < 1024 ? len : 1024;
@@ -385,7 +388,7 @@ static bool chat_tokens(struct srv_server *s, struct job *j, struct srv_error *e
     return true;
 }
 
-static bool completion_tokens(struct srv_server *s, struct job *j, size_t i, struct srv_error *e)
+static bool completion_tokens(struct srv_model *m, struct job *j, size_t i, struct srv_error *e)
 {
     struct srv_prompt *p = &j->req.prompts[i];
     if (p->tokens) {
@@ -395,7 +398,7 @@ static bool completion_tokens(struct srv_server *s, struct job *j, size_t i, str
         if (j->req.echo) {
             char *text;
             size_t len;
-            if (hearth_detokenize_alloc(s->vocab, j->tokens[i], j->n_tokens[i], 0, &text, &len))
+            if (hearth_detokenize_alloc(m->vocab, j->tokens[i], j->n_tokens[i], 0, &text, &len))
                 return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
             /* the echo must be UTF-8: whole characters only */
             json_t *t = lossy_string(text, len);
@@ -406,7 +409,7 @@ static bool completion_tokens(struct srv_server *s, struct job *j, size_t i, str
         }
         return true;
     }
-    hearth_status st = hearth_tokenize_alloc(s->vocab, p->text, p->len,
+    hearth_status st = hearth_tokenize_alloc(m->vocab, p->text, p->len,
                                              HEARTH_TOKENIZE_ADD_SPECIAL | HEARTH_TOKENIZE_PARSE_SPECIAL,
                                              &j->tokens[i], &j->n_tokens[i]);
     if (st) return srv_fail(e, 500, "server_error", NULL, NULL, "tokenization failed: %s", hearth_last_error());
@@ -453,22 +456,27 @@ static int client_gone(void *arg)
     return poll(&p, 1, 0) > 0 && peer_gone(cn->x, p.revents, cn->stream);
 }
 
+bool srv_client_gone(struct conn *cn)
+{
+    return client_gone(cn) != 0;
+}
+
 /* The compiled grammar of a request (a new reference), from the cache or
  * compiled now (stopped when the client of cn hangs up); false with a 400
  * when it does not compile. */
-static bool request_grammar(struct srv_server *s, struct srv_request *r, struct conn *cn,
+static bool request_grammar(struct srv_model *m, struct srv_request *r, struct conn *cn,
                             struct srv_error *e)
 {
     const char *text = r->grammar_text ? r->grammar_text : "";
-    pthread_mutex_lock(&s->grammars_mu);
+    pthread_mutex_lock(&m->grammars_mu);
     for (size_t i = 0; i < SRV_GRAMMAR_CACHE; i++)
-        if (s->grammars[i].grammar && s->grammars[i].kind == r->grammar &&
-            strcmp(s->grammars[i].text, text) == 0) {
-            r->sampling.grammar = hearth_grammar_ref(s->grammars[i].grammar);
-            pthread_mutex_unlock(&s->grammars_mu);
+        if (m->grammars[i].grammar && m->grammars[i].kind == r->grammar &&
+            strcmp(m->grammars[i].text, text) == 0) {
+            r->sampling.grammar = hearth_grammar_ref(m->grammars[i].grammar);
+            pthread_mutex_unlock(&m->grammars_mu);
             return true;
         }
-    pthread_mutex_unlock(&s->grammars_mu);
+    pthread_mutex_unlock(&m->grammars_mu);
     hearth_grammar *g = NULL;
     cn->stream = r->stream;
     hearth_grammar_options opt = {client_gone, cn};
@@ -478,7 +486,7 @@ static bool request_grammar(struct srv_server *s, struct srv_request *r, struct 
     hearth_grammar_syntax syntax = r->grammar == SRV_GRAMMAR_JSON_OBJECT ? HEARTH_GRAMMAR_JSON_OBJECT
                                                                          : HEARTH_GRAMMAR_GBNF;
     if (!source) source = ""; /* never: the parser sets schema_gbnf with the schema */
-    hearth_status st = hearth_grammar_compile(s->vocab, syntax, source, strlen(source), &opt, &g);
+    hearth_status st = hearth_grammar_compile(m->vocab, syntax, source, strlen(source), &opt, &g);
     if (st) {
         srv_fail(e, st == HEARTH_E_NOMEM ? 500 : 400,
                  st == HEARTH_E_NOMEM ? "server_error" : "invalid_request_error", "invalid_value",
@@ -489,14 +497,14 @@ static bool request_grammar(struct srv_server *s, struct srv_request *r, struct 
     r->sampling.grammar = g;
     char *copy = strdup(text);
     if (copy) {
-        pthread_mutex_lock(&s->grammars_mu);
-        size_t i = s->grammars_next++ % SRV_GRAMMAR_CACHE;
-        hearth_grammar_free(s->grammars[i].grammar);
-        free(s->grammars[i].text);
-        s->grammars[i].kind = r->grammar;
-        s->grammars[i].text = copy;
-        s->grammars[i].grammar = hearth_grammar_ref(g);
-        pthread_mutex_unlock(&s->grammars_mu);
+        pthread_mutex_lock(&m->grammars_mu);
+        size_t i = m->grammars_next++ % SRV_GRAMMAR_CACHE;
+        hearth_grammar_free(m->grammars[i].grammar);
+        free(m->grammars[i].text);
+        m->grammars[i].kind = r->grammar;
+        m->grammars[i].text = copy;
+        m->grammars[i].grammar = hearth_grammar_ref(g);
+        pthread_mutex_unlock(&m->grammars_mu);
     }
     return true;
 }
@@ -521,6 +529,17 @@ struct job *job_new(struct conn *cn, struct srv_error *e)
     j->t0 = cn->t0;
     j->deadline = cn->s->cfg.timeout_s > 0 ? cn->t0 + cn->s->cfg.timeout_s : INFINITY;
     j->created = time(NULL);
+    /* the model the request names, loaded (waiting for it here) */
+    char *name = NULL;
+    struct srv_model *m = NULL;
+    if (!srv_request_peek(cn->body.p, cn->body.len, &name, &cn->stream, e) ||
+        !(m = srv_model_find(cn->s, name, e)) || !srv_model_acquire(m, cn, j->deadline, true, e)) {
+        free(name);
+        job_free(j);
+        return NULL;
+    }
+    free(name);
+    j->m = m;
     return j;
 }
 
@@ -537,13 +556,6 @@ bool job_enlist(struct job *j, struct srv_error *e)
         pthread_mutex_unlock(&s->jobs_mu);
         return srv_fail(e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
     }
-    if (s->n_jobs >= s->cfg.parallel + s->cfg.max_queue) {
-        int32_t n = s->n_jobs;
-        pthread_mutex_unlock(&s->jobs_mu);
-        return srv_fail(e, 429, "rate_limit_error", "queue_full", NULL,
-                        "the server is busy: %d requests are running or waiting (--parallel %d, --max-queue %d); "
-                        "retry later", n, s->cfg.parallel, s->cfg.max_queue);
-    }
     j->next = s->jobs;
     if (s->jobs) s->jobs->prev = j;
     s->jobs = j;
@@ -558,13 +570,15 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
     struct srv_server *s = cn->s;
     struct job *j = job_new(cn, e);
     if (!j) return NULL;
-    struct srv_limits lim = {s->n_vocab, s->cfg.max_tokens_cap, &s->cfg.sampling, s->cfg.reasoning_budget};
+    struct srv_model *m = j->m;
+    const struct srv_loaded *l = &m->loaded;
+    struct srv_limits lim = {m->n_vocab, l->max_tokens_cap, &s->cfg.sampling, s->cfg.reasoning_budget};
     if (!srv_request_parse(kind, cn->body.p, cn->body.len, &lim, &j->req, e)) goto fail_early;
     if (kind == SRV_RESPONSES && !responses_prepare(s, j, e)) goto fail_early;
     if (j->req.tool_choice == SRV_TOOL_REQUIRED || j->req.tool_choice == SRV_TOOL_NAMED) {
         /* the whole output is one call in the template's format */
         char why[400];
-        if (!srv_tool_calls_grammar(s->tool_format, j->req.tools_json, j->req.tool_name,
+        if (!srv_tool_calls_grammar(l->tool_format, j->req.tools_json, j->req.tool_name,
                                     &j->req.grammar_text, why, sizeof why)) {
             srv_fail(e, 400, "invalid_request_error", "invalid_value", "tools",
                      "the tools cannot be turned into a grammar for tool_choice: %s", why);
@@ -572,7 +586,7 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         }
         j->req.grammar = SRV_GRAMMAR_GBNF;
     }
-    if (j->req.grammar != SRV_GRAMMAR_NONE && !request_grammar(s, &j->req, cn, e)) goto fail_early;
+    if (j->req.grammar != SRV_GRAMMAR_NONE && !request_grammar(m, &j->req, cn, e)) goto fail_early;
     /* whether a seed was given is the request's own: the server's
      * sampling defaults never carry one */
     if (!j->req.seed_given) j->req.sampling.seed = hearth_seed_derive(s->cfg.sampling.seed, atomic_fetch_add(&s->seeds_drawn, 1));
@@ -581,16 +595,16 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
     const char *prompt_param = kind == SRV_RESPONSES ? "input" : chat ? "messages" : "prompt";
     size_t n_prompts = chat ? 1 : j->req.n_prompts;
     for (size_t i = 0; i < n_prompts; i++) {
-        if (!(chat ? chat_tokens(s, j, e) : completion_tokens(s, j, i, e))) goto fail_early;
+        if (!(chat ? chat_tokens(m, j, e) : completion_tokens(m, j, i, e))) goto fail_early;
         if (j->n_tokens[i] == 0) {
             srv_fail(e, 400, "invalid_request_error", "invalid_value", prompt_param,
                      "the prompt is empty (it has no tokens)");
             goto fail_early;
         }
-        if (j->n_tokens[i] >= (size_t)s->n_ctx) {
+        if (j->n_tokens[i] >= (size_t)m->n_ctx) {
             srv_fail(e, 400, "invalid_request_error", "context_length_exceeded", prompt_param,
                      "this model's maximum context length is %d tokens, but the prompt has %zu tokens "
-                     "(at least one more is needed for the reply)", s->n_ctx, j->n_tokens[i]);
+                     "(at least one more is needed for the reply)", m->n_ctx, j->n_tokens[i]);
             goto fail_early;
         }
     }
@@ -606,9 +620,9 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
         goto fail_early;
     }
-    if (chat && s->reasoning_format != HEARTH_REASONING_NONE)
+    if (chat && l->reasoning != HEARTH_REASONING_NONE)
         for (size_t ci = 0; ci < j->n_choices; ci++)
-            if (hearth_reasoning_split_new(s->reasoning_format, j->prompt_tail, j->prompt_tail_len,
+            if (hearth_reasoning_split_new(l->reasoning, j->prompt_tail, j->prompt_tail_len,
                                            &j->choices[ci].split)) {
                 srv_fail(e, 500, "server_error", NULL, NULL, "%s", hearth_last_error());
                 goto fail_early;
@@ -637,7 +651,7 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         q.prompt = j->tokens[i];
         q.n_prompt = j->n_tokens[i];
         q.sampling = j->req.sampling;
-        q.speculation = s->cfg.speculation;
+        q.speculation = l->speculation;
         q.stop = (const char *const *)j->req.stop;
         q.n_stop = j->req.n_stop;
         q.max_tokens = j->req.max_tokens;
@@ -647,24 +661,24 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         /* the formats' markers may be control tokens ([TOOL_CALLS]) */
         if (reads_tool_calls(j)) q.decode_flags |= HEARTH_DECODE_SPECIAL;
         /* harmony's markers are control tokens */
-        if (chat && s->reasoning_format == HEARTH_REASONING_HARMONY)
+        if (chat && l->reasoning == HEARTH_REASONING_HARMONY)
             q.decode_flags |= HEARTH_DECODE_SPECIAL;
         /* The engine follows the reasoning as the choices' splits do: a
          * grammar constrains the answer alone, the budget ends the
          * reasoning, the usage counts its tokens.  Harmony's forced call
          * is the exception: its grammar spells the whole reply, the
          * call's header first, and there is no reasoning before it. */
-        const bool forced_call = s->tool_format == SRV_TOOLS_HARMONY &&
+        const bool forced_call = l->tool_format == SRV_TOOLS_HARMONY &&
                                  (j->req.tool_choice == SRV_TOOL_REQUIRED || j->req.tool_choice == SRV_TOOL_NAMED);
         if (chat && !forced_call) {
-            q.reasoning = s->reasoning_format;
+            q.reasoning = l->reasoning;
             q.reasoning_budget = j->req.reasoning_budget;
         }
         q.on_event = on_event;
         j->subs[i].job = j;
         j->subs[i].prompt = i;
         q.user = &j->subs[i];
-        hearth_status st = hearth_engine_submit(s->engine, &q, &j->subs[i].id);
+        hearth_status st = hearth_engine_submit(l->engine, &q, &j->subs[i].id);
         if (st) {
             /* The prompt's length was checked above and the pool holds a
              * whole context (hearth serve refuses a smaller one), so what
@@ -689,7 +703,7 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         j->n_open += (size_t)j->req.n;
     }
     pthread_mutex_unlock(&j->mu);
-    srv_wake_engine(s);
+    srv_wake_engine(m);
     return j;
 
 fail_early:

@@ -1,8 +1,9 @@
 # src/server/local.mk -- hearth serve's HTTP server, part of the hearth
 # program: serve.c (the command: options, model, signals, the drain), request.c (bodies to parameters), toolcall.c (the tool-call
 # formats), server.c (the server's life, routing and the small
-# endpoints), jobs.c (generation requests and the engine's thread),
-# embeddings.c (/v1/embeddings, as jobs),
+# endpoints), jobs.c (generation requests and the engines' threads),
+# models.c (the model table: loads on first use, idle and memory
+# unloads), embeddings.c (/v1/embeddings, as jobs),
 # openai.c (the JSON of responses and server-sent events), responses.c
 # (the Responses API's objects, events and store), http.c (the
 # HTTP/1.1 connections, over GnuTLS when found), http_parse.c (request
@@ -30,6 +31,7 @@ src_hearth_SOURCES += \
 	src/server/jobs.c \
 	src/server/metrics.c \
 	src/server/metrics.h \
+	src/server/models.c \
 	src/server/openai.c \
 	src/server/request.c \
 	src/server/request.h \
@@ -43,7 +45,7 @@ src_hearth_LDADD += $(GNUTLS_LIBS) $(JSON_LIBS) -lpthread
 nodist_src_hearth_SOURCES = src/server/chat_page.c
 else
 EXTRA_DIST += src/server/buf.c src/server/buf.h src/server/chat_page.h src/server/embeddings.c src/server/http.c src/server/http.h src/server/http_parse.c src/server/http_parse.h \
-	src/server/jobs.c src/server/metrics.c src/server/metrics.h src/server/openai.c \
+	src/server/jobs.c src/server/metrics.c src/server/metrics.h src/server/models.c src/server/openai.c \
 	src/server/request.c src/server/request.h src/server/responses.c src/server/server.c src/server/server.h \
 	src/server/server_impl.h src/server/toolcall.c src/server/toolcall.h
 endif

@@ -73,7 +73,7 @@ static json_t *bytes_array(const char *p, size_t n)
     return a;
 }
 
-json_t *piece_json(const struct srv_server *s, hearth_token t, bool with_bytes, json_t **bytes)
+json_t *piece_json(const struct srv_model *s, hearth_token t, bool with_bytes, json_t **bytes)
 {
     size_t n = 0;
     const char *p = hearth_token_piece(s->vocab, t, 0, &n);
@@ -83,7 +83,7 @@ json_t *piece_json(const struct srv_server *s, hearth_token t, bool with_bytes, 
 }
 
 /* The chat form of log probabilities of records [from, to). */
-static json_t *chat_logprobs(const struct srv_server *s, const struct choice *c, size_t from, size_t to)
+static json_t *chat_logprobs(const struct srv_model *s, const struct choice *c, size_t from, size_t to)
 {
     json_t *content = json_array();
     for (size_t i = from; i < to; i++) {
@@ -109,7 +109,7 @@ static json_t *chat_logprobs(const struct srv_server *s, const struct choice *c,
 }
 
 /* The completions form: tokens, token_logprobs, top_logprobs, text_offset. */
-static json_t *completion_logprobs(const struct srv_server *s, const struct choice *c, size_t from,
+static json_t *completion_logprobs(const struct srv_model *s, const struct choice *c, size_t from,
                                    size_t to, size_t offset0)
 {
     json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
@@ -184,12 +184,12 @@ static json_t *usage_json(const struct job *j)
     long reasoning = 0;
     for (size_t i = 0; i < j->n_choices; i++) reasoning += j->choices[i].n_reasoning_tokens;
     json_t *u = json_object();
-    if (j->s->cfg.speculation.draft_max > 0) json_object_set_new(u, "hearth_speculation", speculation_json(j));
+    if (j->m->loaded.speculation.draft_max > 0) json_object_set_new(u, "hearth_speculation", speculation_json(j));
     json_object_set_new(u, "prompt_tokens", json_integer(prompt));
     json_object_set_new(u, "completion_tokens", json_integer(completion));
     json_object_set_new(u, "total_tokens", json_integer(prompt + completion));
     json_object_set_new(u, "prompt_tokens_details", d);
-    if (j->req.kind == SRV_CHAT && j->s->reasoning_format != HEARTH_REASONING_NONE)
+    if (j->req.kind == SRV_CHAT && j->m->loaded.reasoning != HEARTH_REASONING_NONE)
         json_object_set_new(u, "completion_tokens_details", json_pack("{s:I}", "reasoning_tokens",
                                                                        (json_int_t)reasoning));
     return u;
@@ -236,7 +236,7 @@ static json_t *envelope(const struct job *j, bool chunk)
                                                   : "text_completion";
     json_object_set_new(o, "object", json_string(object));
     json_object_set_new(o, "created", json_integer((json_int_t)j->created));
-    json_object_set_new(o, "model", json_string(s->cfg.alias));
+    json_object_set_new(o, "model", json_string(j->m->alias));
     json_object_set_new(o, "system_fingerprint", json_string(s->fingerprint));
     return o;
 }
@@ -265,8 +265,8 @@ static void emit_delta(struct job *j, size_t ci, const char *text, size_t len, b
     json_object_set_new(ch, "index", json_integer((json_int_t)ci));
     json_t *lp = json_null();
     if (j->req.logprobs && c->lp_sent < c->n_lp) {
-        lp = j->req.kind == SRV_CHAT ? chat_logprobs(j->s, c, c->lp_sent, c->n_lp)
-                                     : completion_logprobs(j->s, c, c->lp_sent, c->n_lp,
+        lp = j->req.kind == SRV_CHAT ? chat_logprobs(j->m, c, c->lp_sent, c->n_lp)
+                                     : completion_logprobs(j->m, c, c->lp_sent, c->n_lp,
                                                            j->echo_len[ci / (size_t)j->req.n]);
         c->lp_sent = c->n_lp;
     }
@@ -305,7 +305,7 @@ void emit_reasoning(struct job *j, size_t ci, const char *text, size_t len)
 void tool_call_id(const struct job *j, char *out, size_t cap)
 {
     static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    const bool mistral = j->s->tool_format == SRV_TOOLS_MISTRAL;
+    const bool mistral = j->m->loaded.tool_format == SRV_TOOLS_MISTRAL;
     const size_t n = mistral ? 9 : 24, at = mistral ? 0 : 5;
     unsigned char r[24];
     out[0] = '\0';
@@ -366,14 +366,14 @@ static bool find_tool_calls(const struct job *j, const struct choice *c, struct 
         srv_tool_calls_free(tc);
         return false;
     }
-    return c->text.len > 0 && srv_tool_calls_parse(j->s->tool_format, c->text.p, c->text.len, tc);
+    return c->text.len > 0 && srv_tool_calls_parse(j->m->loaded.tool_format, c->text.p, c->text.len, tc);
 }
 
 /* A stream's text so far: send what cannot be part of a call. */
 void stream_tool_text(struct job *j, size_t ci)
 {
     struct choice *c = &j->choices[ci];
-    size_t safe = srv_tool_calls_safe_len(j->s->tool_format, c->text.p, c->text.len);
+    size_t safe = srv_tool_calls_safe_len(j->m->loaded.tool_format, c->text.p, c->text.len);
     if (safe > c->sent) {
         emit_chunk(j, ci, c->text.p + c->sent, safe - c->sent, false, NULL);
         c->sent = safe;
@@ -467,7 +467,7 @@ json_t *final_response(struct job *j)
                 f = "tool_calls";
             }
             json_object_set_new(ch, "message", m);
-            json_object_set_new(ch, "logprobs", j->req.logprobs ? chat_logprobs(j->s, c, 0, c->n_lp) : json_null());
+            json_object_set_new(ch, "logprobs", j->req.logprobs ? chat_logprobs(j->m, c, 0, c->n_lp) : json_null());
         } else {
             size_t p = ci / (size_t)j->req.n;
             struct buf t = {0};
@@ -476,7 +476,7 @@ json_t *final_response(struct job *j)
             json_object_set_new(ch, "text", json_stringn(t.p ? t.p : "", t.len));
             free(t.p);
             json_object_set_new(ch, "logprobs",
-                                j->req.logprobs ? completion_logprobs(j->s, c, 0, c->n_lp, j->echo_len[p])
+                                j->req.logprobs ? completion_logprobs(j->m, c, 0, c->n_lp, j->echo_len[p])
                                                 : json_null());
         }
         json_object_set_new(ch, "finish_reason", json_string(f ? f : "stop"));

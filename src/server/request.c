@@ -1432,6 +1432,22 @@ void srv_embeddings_free(struct srv_embeddings *e)
     memset(e, 0, sizeof *e);
 }
 
+bool srv_request_peek(const char *body, size_t len, char **model, bool *stream, struct srv_error *err)
+{
+    *model = NULL;
+    *stream = false;
+    json_t *root = load_object(body, len, err);
+    if (!root) return false;
+    json_t *m = field(root, "model");
+    json_t *st = field(root, "stream");
+    bool ok = true;
+    if (m && !json_is_string(m)) ok = bad(err, "model", "'model' must be a string, not %s", type_name(m));
+    else if (m && !(*model = dup_n(json_string_value(m), json_string_length(m)))) ok = oom(err);
+    *stream = ok && json_is_true(st);
+    json_decref(root);
+    return ok;
+}
+
 bool srv_tokenize_parse(const char *body, size_t len, struct srv_tokenize *t, struct srv_error *err)
 {
     memset(t, 0, sizeof *t);

@@ -168,7 +168,15 @@ bool srv_embeddings_parse(const char *body, size_t len, int32_t n_vocab, int32_t
                           struct srv_embeddings *out, struct srv_error *err);
 void srv_embeddings_free(struct srv_embeddings *e);
 
-/* POST /tokenize: {"content", "add_special", "parse_special", "with_pieces"}. */
+/* What a request body says before it can be checked in full, which
+ * needs its model's limits: the model it names (*model malloc'ed, NULL
+ * when it names none) and whether it asks for a stream (false unless
+ * "stream" is true).  false with the body's error: not a JSON object,
+ * a "model" that is not a string. */
+bool srv_request_peek(const char *body, size_t len, char **model, bool *stream, struct srv_error *err);
+
+/* POST /tokenize: {"content", "add_special", "parse_special", "with_pieces"}
+ * (and "model", read by srv_request_peek()). */
 struct srv_tokenize {
     char *content;
     size_t len;

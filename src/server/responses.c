@@ -280,7 +280,7 @@ static json_t *response_object(struct job *j, const char *status, json_t *output
     json_object_set_new(o, "object", json_string("response"));
     json_object_set_new(o, "created_at", json_integer((json_int_t)j->created));
     json_object_set_new(o, "status", json_string(status));
-    json_object_set_new(o, "model", json_string(j->s->cfg.alias));
+    json_object_set_new(o, "model", json_string(j->m->alias));
     json_object_set_new(o, "output", output ? output : json_array());
     json_object_set_new(o, "error", error ? json_pack("{s:s, s:s}", "code", "server_error", "message", error) : json_null());
     json_object_set_new(o, "incomplete_details", strcmp(status, "incomplete") == 0
@@ -469,7 +469,7 @@ static void message_delta(struct job *j, const char *text, size_t len)
 void responses_stream_text(struct job *j)
 {
     struct choice *c = &j->choices[0];
-    const size_t safe = reads_tool_calls(j) ? srv_tool_calls_safe_len(j->s->tool_format, c->text.p, c->text.len)
+    const size_t safe = reads_tool_calls(j) ? srv_tool_calls_safe_len(j->m->loaded.tool_format, c->text.p, c->text.len)
                                             : c->text.len;
     if (safe > c->sent) {
         message_delta(j, c->text.p + c->sent, safe - c->sent);

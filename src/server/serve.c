@@ -1,15 +1,25 @@
 /*
  * serve.c -- `hearth serve`: the OpenAI HTTP API over the serving engine.
- * The options, the model and engine, signals and the drain live here; the
- * HTTP server itself is the rest of src/server/.
+ * The command line lives here: the options, the models they name (-m,
+ * --models-dir) and how one is loaded with its engine (the loader the
+ * model table calls), signals and the drain; the HTTP server itself,
+ * the model table included, is the rest of src/server/.
  */
 #include "config.h"
 
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <math.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "hearth.h"
@@ -24,17 +34,27 @@
 
 #define CMD "serve"
 #define MAX_KEYS 64
+#define MAX_ALIAS 128
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: hearth serve (-m MODEL | -hf OWNER/REPO[:FILE] | --url URL) [options]\n"
+            "       hearth serve (--models-dir DIR | -m ALIAS=FILE ...) [options]\n"
             "\n"
             "Serve the OpenAI HTTP API (chat and text completions, responses, streaming,\n"
-            "embeddings) on the model.\n"
+            "embeddings) on the model, or on several, each loaded when a request names it.\n"
             "  --host ADDR              address to listen on (default 127.0.0.1)\n"
             "  --port N                 port (default 8080; 0: any free port)\n"
             "  --alias NAME             the model's name in the API (default: the file's name)\n"
+            "  --models-dir DIR         serve every *.gguf of DIR, each named by its file\n"
+            "                           without .gguf (a split model by its first part)\n"
+            "  -m ALIAS=FILE            serve FILE as ALIAS (repeatable, with --models-dir too)\n"
+            "  --keep-alive DURATION    unload a model idle this long (5m, 30s, 1h; 0: at once;\n"
+            "                           -1: never; default 5m, or -1 for the one model of -m FILE)\n"
+            "  --max-memory SIZE        most weights and KV pools of the loaded models together\n"
+            "                           (512M, 4G; default 0: no bound); the idle ones are\n"
+            "                           unloaded, least recently used first, to make room\n"
             "  --chat-template NAME|FILE  use this template instead of the model's\n"
             "  --reasoning-format deepseek|none  a reasoning model's thinking apart, in\n"
             "                           reasoning_content (deepseek, the default), or in\n"
@@ -144,6 +164,387 @@ static char *alias_of(const char *path)
     return a;
 }
 
+/* ---- the model table's entries ---------------------------------------- */
+
+/* A name for the API: printable, no spaces, at most MAX_ALIAS bytes. */
+static bool alias_valid(const char *a)
+{
+    size_t n = strlen(a);
+    if (n == 0 || n > MAX_ALIAS) return false;
+    for (const unsigned char *p = (const unsigned char *)a; *p; p++)
+        if (*p <= ' ' || *p == 127) return false;
+    return true;
+}
+
+struct entry {
+    char *alias, *path;
+    uint64_t bytes;      /* the files' size */
+};
+
+struct entries {
+    struct entry *e;
+    size_t n;
+};
+
+static void entries_free(struct entries *es)
+{
+    for (size_t i = 0; i < es->n; i++) {
+        free(es->e[i].alias);
+        free(es->e[i].path);
+    }
+    free(es->e);
+}
+
+/* Add ALIAS for PATH (both copied), the files' size checked: false after
+ * printing why (a usage error). */
+static bool entries_add(struct entries *es, const char *alias, const char *path, uint64_t bytes, const char *from)
+{
+    if (!alias_valid(alias)) {
+        cli_usage_error(CMD, "%s: '%s' cannot name a model (1 to %d printable characters, no spaces)", from, alias,
+                        MAX_ALIAS);
+        return false;
+    }
+    for (size_t i = 0; i < es->n; i++)
+        if (strcmp(es->e[i].alias, alias) == 0) {
+            cli_usage_error(CMD, "%s: two models are named '%s' (%s and %s)", from, alias, es->e[i].path, path);
+            return false;
+        }
+    struct entry *p = realloc(es->e, (es->n + 1) * sizeof *p);
+    if (!p) return cli_error(CMD, "out of memory"), false;
+    es->e = p;
+    struct entry *e = &es->e[es->n];
+    e->alias = strdup(alias);
+    e->path = strdup(path);
+    e->bytes = bytes;
+    if (!e->alias || !e->path) {
+        free(e->alias);
+        free(e->path);
+        cli_error(CMD, "out of memory");
+        return false;
+    }
+    es->n++;
+    return true;
+}
+
+/* "-00001-of-00003.gguf" at the end of name: its part and count (five
+ * digits each, as gguf-split names the parts); the prefix's length. */
+static bool split_suffix(const char *name, size_t *prefix, unsigned *no, unsigned *count)
+{
+    const size_t n = strlen(name);
+    static const size_t suffix = sizeof "-00001-of-00003.gguf" - 1;
+    if (n <= suffix) return false;
+    const char *s = name + n - suffix;
+    for (int i = 0; i < 20; i++) {
+        const char want = "-ddddd-of-ddddd.gguf"[i];
+        if (want == 'd' ? !isdigit((unsigned char)s[i]) : s[i] != want) return false;
+    }
+    *no = (unsigned)strtoul(s + 1, NULL, 10);
+    *count = (unsigned)strtoul(s + 10, NULL, 10);
+    *prefix = n - suffix;
+    return *no >= 1 && *count >= 1 && *no <= *count;
+}
+
+/* The size of a regular file, or false. */
+static bool file_size(const char *path, uint64_t *bytes)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+    *bytes = (uint64_t)st.st_size;
+    return true;
+}
+
+static int compare_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every *.gguf of dir, by name; a split model once, named by its first
+ * part without the part's suffix and sized by all its parts. */
+static bool scan_models_dir(const char *dir, struct entries *es)
+{
+    DIR *d = opendir(dir);
+    if (!d) return cli_error(CMD, "--models-dir %s: %s", dir, strerror(errno)), false;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    bool ok = true;
+    for (struct dirent *de; ok && (de = readdir(d));) {
+        const size_t len = strlen(de->d_name);
+        if (de->d_name[0] == '.' || len <= 5 || strcmp(de->d_name + len - 5, ".gguf") != 0) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **p = realloc(names, cap * sizeof *p);
+            if (!p) {
+                ok = false;
+                break;
+            }
+            names = p;
+        }
+        if (!(names[n] = strdup(de->d_name))) ok = false;
+        else n++;
+    }
+    closedir(d);
+    if (!ok) cli_error(CMD, "out of memory");
+    if (ok && n) qsort(names, n, sizeof *names, compare_names);
+    char from[64];
+    snprintf(from, sizeof from, "--models-dir");
+    size_t added = 0;
+    for (size_t i = 0; ok && i < n; i++) {
+        const size_t plen = strlen(dir) + 1 + strlen(names[i]) + 1;
+        char *path = malloc(plen);
+        if (!path) {
+            ok = false;
+            cli_error(CMD, "out of memory");
+            break;
+        }
+        snprintf(path, plen, "%s/%s", dir, names[i]);
+        uint64_t bytes = 0;
+        size_t prefix;
+        unsigned no, count;
+        char *alias = NULL;
+        if (!file_size(path, &bytes)) {
+            free(path);
+            continue; /* not a regular file */
+        }
+        if (split_suffix(names[i], &prefix, &no, &count)) {
+            if (no != 1) {
+                free(path);
+                continue; /* counted with its first part */
+            }
+            /* the other parts' sizes (a missing one fails the load, which names it) */
+            for (unsigned k = 2; k <= count; k++) {
+                char part[PATH_MAX];
+                uint64_t b = 0;
+                snprintf(part, sizeof part, "%s/%.*s-%05u-of-%05u.gguf", dir, (int)prefix, names[i], k, count);
+                if (file_size(part, &b)) bytes += b;
+            }
+            alias = strndup(names[i], prefix);
+        } else {
+            alias = alias_of(names[i]);
+        }
+        if (!alias) {
+            free(path);
+            ok = false;
+            cli_error(CMD, "out of memory");
+            break;
+        }
+        ok = entries_add(es, alias, path, bytes, from);
+        added += ok;
+        free(alias);
+        free(path);
+    }
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    if (ok && added == 0) {
+        cli_usage_error(CMD, "--models-dir %s: no *.gguf file there", dir);
+        ok = false;
+    }
+    return ok;
+}
+
+/* -m ALIAS=FILE (or -m FILE, named by the file): a file that exists as
+ * given is a FILE, whatever its name holds. */
+static bool model_arg(const char *arg, struct entries *es)
+{
+    uint64_t bytes;
+    if (file_size(arg, &bytes)) {
+        char *alias = alias_of(arg);
+        if (!alias) return cli_error(CMD, "out of memory"), false;
+        bool ok = entries_add(es, alias, arg, bytes, "-m");
+        free(alias);
+        return ok;
+    }
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg) {
+        cli_usage_error(CMD, "-m %s: no such file", arg);
+        return false;
+    }
+    if (!file_size(eq + 1, &bytes)) {
+        cli_usage_error(CMD, "-m %s: %s: %s", arg, eq + 1, access(eq + 1, F_OK) == 0 ? "not a regular file"
+                                                                                : "no such file");
+        return false;
+    }
+    char *alias = strndup(arg, (size_t)(eq - arg));
+    if (!alias) return cli_error(CMD, "out of memory"), false;
+    bool ok = entries_add(es, alias, eq + 1, bytes, "-m");
+    free(alias);
+    return ok;
+}
+
+/* --keep-alive: seconds, with s, m or h; negative: never. */
+static bool parse_duration(const char *arg, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (end == arg || errno || !isfinite(v)) goto bad;
+    if (strcmp(end, "h") == 0) v *= 3600;
+    else if (strcmp(end, "m") == 0) v *= 60;
+    else if (strcmp(end, "ms") == 0) v /= 1000;
+    else if (*end && strcmp(end, "s") != 0) goto bad;
+    if (v > 1e9) goto bad;
+    *out = v < 0 ? -1 : v;
+    return true;
+bad:
+    cli_usage_error(CMD, "--keep-alive: '%s' is not a duration (5m, 30s, 1h, 0, -1)", arg);
+    return false;
+}
+
+/* --max-memory: bytes, with K, M, G or T (binary); 0: no bound. */
+static bool parse_size(const char *arg, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (end == arg || errno || !isfinite(v) || v < 0) goto bad;
+    double mult = 1;
+    switch (*end) {
+    case 'K': case 'k': mult = 1024.0; end++; break;
+    case 'M': case 'm': mult = 1048576.0; end++; break;
+    case 'G': case 'g': mult = 1073741824.0; end++; break;
+    case 'T': case 't': mult = 1099511627776.0; end++; break;
+    default: break;
+    }
+    if (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0) end += strlen(end);
+    if (*end || v * mult > 1e18) goto bad;
+    *out = (uint64_t)(v * mult);
+    return true;
+bad:
+    cli_usage_error(CMD, "--max-memory: '%s' is not a size (bytes, or with K, M, G or T: 512M, 4G; 0: no bound)",
+                    arg);
+    return false;
+}
+
+/* ---- loading a model ---------------------------------------------------- */
+
+/* What every load uses: the flags. */
+struct loader {
+    const struct cli_model_source *src;
+    const struct cli_spec *spec;
+    const struct cli_context_opts *copts;
+    const char *template_spec;
+    bool split_reasoning;
+    int32_t parallel;
+    long kv_size;
+    int kv_block, max_tokens;
+    bool no_prefix_cache;
+    bool usage_error;    /* the last load failed for the flags (the one model of -m FILE) */
+};
+
+/* What one load made. */
+struct instance {
+    hearth_model *model, *draft;
+    hearth_engine *engine;
+    struct chat_prompt cp;
+    struct cli_spec spec;
+    bool mtp;
+};
+
+static void instance_free(struct instance *in)
+{
+    if (!in) return;
+    hearth_engine_free(in->engine);
+    chat_prompt_free(&in->cp);
+    hearth_model_free(in->model);
+    hearth_model_free(in->draft);
+    free(in);
+}
+
+static void unload_model(void *user, struct srv_loaded *l)
+{
+    (void)user;
+    instance_free(l->owner);
+}
+
+static bool load_model(void *user, const char *alias, const char *path, struct srv_loaded *out, char *why,
+                       size_t why_size)
+{
+    struct loader *L = user;
+    L->usage_error = false;
+    struct instance *in = calloc(1, sizeof *in);
+    if (!in) return snprintf(why, why_size, "out of memory"), false;
+    in->spec = *L->spec;
+    hearth_status st = hearth_model_load(path, &L->src->params, &in->model);
+    if (st) {
+        snprintf(why, why_size, "%s", hearth_last_error());
+        goto fail;
+    }
+    const hearth_vocab *vocab = hearth_model_vocab(in->model);
+    if (!vocab) {
+        snprintf(why, why_size, "%s has no tokenizer", path);
+        goto fail;
+    }
+    const char *tmpl_text;
+    if (L->template_spec || hearth_gguf_get_str(hearth_model_gguf(in->model), "tokenizer.chat_template",
+                                                &tmpl_text) == HEARTH_OK) {
+        if (chat_prompt_load(CMD, L->template_spec, hearth_model_gguf(in->model), vocab, &in->cp) != CLI_EXIT_OK) {
+            snprintf(why, why_size, "%s: its chat template cannot be used (the server's log says why)", path);
+            goto fail;
+        }
+    } else {
+        fprintf(stderr, "hearth: %s: warning: the model %s has no chat template, so /v1/chat/completions "
+                "refuses its requests; give one with --chat-template NAME|FILE\n", CMD, alias);
+    }
+    hearth_engine_params ep;
+    hearth_engine_default_params(&ep);
+    cli_engine_apply(L->copts, &ep);
+    int32_t n_ctx = L->copts->n_ctx;
+    if (n_ctx == 0) {
+        n_ctx = hearth_model_n_ctx_train(in->model);
+        if (n_ctx <= 0 || n_ctx > 4096) n_ctx = 4096;
+    }
+    ep.n_ctx = n_ctx;
+    ep.n_seq_max = L->parallel;
+    ep.block_tokens = L->kv_block;
+    ep.kv_tokens = L->kv_size ? L->kv_size : (int64_t)n_ctx * L->parallel;
+    ep.no_prefix_cache = L->no_prefix_cache;
+    /* the model's own prediction layer drafts unless told otherwise */
+    if (cli_spec_use_mtp(CMD, &in->spec, in->model, true, &in->mtp) != CLI_EXIT_OK) {
+        snprintf(why, why_size, "%s: the speculation flags do not fit the model (the server's log says why)", path);
+        L->usage_error = true;
+        goto fail;
+    }
+    if (cli_spec_load_draft(CMD, &in->spec, &L->src->params, &in->draft) != CLI_EXIT_OK) {
+        snprintf(why, why_size, "the draft model could not be loaded (the server's log says why)");
+        goto fail;
+    }
+    ep.draft_model = in->draft;
+    ep.mtp = in->mtp;
+    st = hearth_engine_new(in->model, &ep, &in->engine);
+    if (st) {
+        snprintf(why, why_size, "%s%s", hearth_last_error(),
+                 st == HEARTH_E_NOMEM ? "; a smaller pool needs less: --kv-size, -c or --parallel" : "");
+        goto fail;
+    }
+    cli_model_report_engine_offload(stderr, CMD, in->model, in->engine);
+    hearth_engine_get_params(in->engine, &ep);
+    hearth_engine_stats es;
+    hearth_engine_get_stats(in->engine, &es);
+    if (es.max_full_sequences == 0) {
+        /* a lone request would be cut short by the pool, not the context */
+        snprintf(why, why_size, "--kv-size %ld holds less than one sequence of the full context (%d positions); "
+                 "give at least %d, or a smaller -c", L->kv_size, ep.n_ctx, ep.n_ctx);
+        L->usage_error = true;
+        goto fail;
+    }
+    const struct chat_prompt *cp = &in->cp;
+    out->model = in->model;
+    out->engine = in->engine;
+    out->tmpl = cp->tmpl;
+    out->tool_format = srv_tool_format_detect(cp->text ? NULL : cp->source, cp->text);
+    /* the markers of the reasoning, from the template's text */
+    out->reasoning = L->split_reasoning && cp->text ? hearth_reasoning_format_detect(cp->text, strlen(cp->text))
+                                                    : HEARTH_REASONING_NONE;
+    out->bos_text = cp->bos_text ? cp->bos_text : "";
+    out->eos_text = cp->eos_text ? cp->eos_text : "";
+    out->max_tokens_cap = L->max_tokens ? L->max_tokens : ep.n_ctx;
+    out->speculation = in->spec.speculation;
+    out->owner = in;
+    return true;
+fail:
+    instance_free(in);
+    return false;
+}
+
 int cmd_serve(int argc, char **argv)
 {
     enum {
@@ -151,7 +552,8 @@ int cmd_serve(int argc, char **argv)
         OPT_KV_SIZE, OPT_KV_BLOCK, OPT_NO_PREFIX_CACHE, OPT_MAX_BODY, OPT_MAX_TOKENS, OPT_MAX_QUEUE,
         OPT_MAX_CONN, OPT_TIMEOUT, OPT_GRACE, OPT_IDLE, OPT_API_KEY, OPT_API_KEY_FILE, OPT_SSL_KEY,
         OPT_SSL_CERT, OPT_REQUEST_TIMEOUT, OPT_REASONING_FORMAT, OPT_REASONING_BUDGET, OPT_NO_WEBUI,
-        OPT_RESPONSES_STORE, OPT_RESPONSES_STORE_BYTES, OPT_POOLING
+        OPT_RESPONSES_STORE, OPT_RESPONSES_STORE_BYTES, OPT_POOLING, OPT_MODELS_DIR, OPT_KEEP_ALIVE,
+        OPT_MAX_MEMORY
     };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -161,6 +563,9 @@ int cmd_serve(int argc, char **argv)
         {"reasoning-format", required_argument, NULL, OPT_REASONING_FORMAT},
         {"reasoning-budget", required_argument, NULL, OPT_REASONING_BUDGET},
         {"pooling", required_argument, NULL, OPT_POOLING},
+        {"models-dir", required_argument, NULL, OPT_MODELS_DIR},
+        {"keep-alive", required_argument, NULL, OPT_KEEP_ALIVE},
+        {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
         CLI_CONTEXT_LONG_OPTIONS,
         {"parallel", required_argument, NULL, OPT_PARALLEL},
         {"kv-size", required_argument, NULL, OPT_KV_SIZE},
@@ -218,6 +623,13 @@ int cmd_serve(int argc, char **argv)
     size_t n_keys = 0, n_key_files = 0;
     char *key_store[8] = {0};
     int rc = CLI_EXIT_USAGE;
+    /* the model table: -m arguments (FILE or ALIAS=FILE) and --models-dir */
+    const char **model_args = calloc((size_t)argc + 1, sizeof *model_args);
+    size_t n_model_args = 0;
+    const char *models_dir = NULL;
+    bool keep_alive_given = false;
+    struct entries entries = {0};
+    if (!model_args) return cli_error(CMD, "out of memory");
 
     cli_model_normalize_args(argc, argv);
     cli_spec_normalize_args(argc, argv);
@@ -225,6 +637,10 @@ int cmd_serve(int argc, char **argv)
     int c;
     optind = 0;
     while ((c = cli_getopt(argc, argv, ":m:c:b:t:vh", longopts)) != -1) {
+        if (c == 'm') {
+            model_args[n_model_args++] = optarg;
+            continue;
+        }
         int r = cli_model_option(CMD, &src, c, optarg);
         if (r == 0) r = cli_sampling_option(CMD, &sampling, c, optarg);
         if (r == 0) r = cli_spec_option(CMD, &spec, c, optarg);
@@ -252,6 +668,18 @@ int cmd_serve(int argc, char **argv)
             break;
         case OPT_REASONING_BUDGET: ok = cli_parse_reasoning_budget(CMD, optarg, &cfg.reasoning_budget); break;
         case OPT_POOLING: ok = cli_parse_pooling(CMD, optarg, &cfg.pooling); break;
+        case OPT_MODELS_DIR:
+            if (models_dir) {
+                cli_usage_error(CMD, "--models-dir: give it once");
+                goto done;
+            }
+            models_dir = optarg;
+            break;
+        case OPT_KEEP_ALIVE:
+            ok = parse_duration(optarg, &cfg.keep_alive_s);
+            keep_alive_given = true;
+            break;
+        case OPT_MAX_MEMORY: ok = parse_size(optarg, &cfg.max_memory); break;
         case OPT_PARALLEL: ok = cli_parse_int(CMD, "--parallel", optarg, 1, 4096, &cfg.parallel); break;
         case OPT_KV_SIZE: ok = cli_parse_long(CMD, "--kv-size", optarg, 16, 1L << 30, &kv_size); break;
         case OPT_KV_BLOCK:
@@ -323,7 +751,38 @@ int cmd_serve(int argc, char **argv)
         cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
         goto done;
     }
-    if (cli_model_check(CMD, &src, true) != CLI_EXIT_OK) goto done;
+    /* one model (-m FILE, -hf, --url: loaded before the server is
+     * ready, as before the table), or a table of them */
+    const bool table = models_dir || n_model_args > 1 ||
+                       (n_model_args == 1 && strchr(model_args[0], '=') && !file_size(model_args[0], &(uint64_t){0}));
+    if (table) {
+        if (src.hf || src.url) {
+            cli_usage_error(CMD, "-hf and --url name the one model served; with --models-dir or -m ALIAS=FILE, "
+                            "name files (hearth pull fetches them)");
+            goto done;
+        }
+        if (alias) {
+            cli_usage_error(CMD, "--alias names the one model of -m FILE; with --models-dir or -m ALIAS=FILE, the "
+                            "names are the files' or the ALIASes");
+            goto done;
+        }
+        if (spec.draft_path) {
+            cli_usage_error(CMD, "--model-draft drafts for one model; serve several without it");
+            goto done;
+        }
+        for (size_t i = 0; i < n_model_args; i++)
+            if (!model_arg(model_args[i], &entries)) goto done;
+        if (models_dir && !scan_models_dir(models_dir, &entries)) goto done;
+        if (!keep_alive_given) cfg.keep_alive_s = 300;
+    } else {
+        if (n_model_args == 1) src.path = model_args[0];
+        if (n_model_args == 1 && (src.hf || src.url)) {
+            cli_usage_error(CMD, "give one model source: -m, -hf or --url");
+            goto done;
+        }
+        if (cli_model_check(CMD, &src, true) != CLI_EXIT_OK) goto done;
+        if (!keep_alive_given) cfg.keep_alive_s = -1;
+    }
     if (!ssl_key != !ssl_cert) {
         cli_usage_error(CMD, "HTTPS needs both --ssl-key-file and --ssl-cert-file");
         goto done;
@@ -344,7 +803,6 @@ int cmd_serve(int argc, char **argv)
     cfg.idle_timeout_s = idle;
     cfg.request_timeout_s = request_timeout;
     cfg.sampling = sampling.params;
-    cfg.speculation = spec.speculation;
     char *tls_key = NULL, *tls_cert = NULL;
     if (ssl_key) {
         size_t n;
@@ -369,120 +827,105 @@ int cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     char *model_path = NULL, *alias_buf = NULL;
-    hearth_model *model = NULL, *draft = NULL;
-    hearth_engine *engine = NULL;
-    struct chat_prompt cp = {0};
     struct srv_server *server = NULL;
     const char *scheme = tls_key ? "https" : "http";
     int port = 0;
+    struct loader loader = {
+        .src = &src,
+        .spec = &spec,
+        .copts = &copts,
+        .template_spec = template_spec,
+        .split_reasoning = split_reasoning,
+        .parallel = cfg.parallel,
+        .kv_size = kv_size,
+        .kv_block = kv_block,
+        .max_tokens = max_tokens,
+        .no_prefix_cache = no_prefix_cache,
+    };
+    const struct srv_model_loader callbacks = {load_model, unload_model, &loader};
 
     /* listen first: /health says "loading" while the model loads */
-    cfg.alias = alias ? alias : "hearth";
-    if (!srv_server_start(&cfg, &server, &port)) goto cleanup;
+    if (!srv_server_start(&cfg, &callbacks, &server, &port)) goto cleanup;
     fprintf(stderr, "hearth: %s: listening on %s://%s%s%s:%d\n", CMD, scheme,
             strchr(cfg.host, ':') ? "[" : "", cfg.host, strchr(cfg.host, ':') ? "]" : "", port);
 
-    if (cli_model_load(CMD, &src, &model_path, &model) != CLI_EXIT_OK) goto cleanup;
-    const hearth_vocab *vocab = hearth_model_vocab(model);
-    if (!vocab) {
-        cli_error(CMD, "%s has no tokenizer", model_path);
-        goto cleanup;
-    }
-    if (!alias) {
-        alias_buf = alias_of(model_path);
-        if (!alias_buf) goto cleanup;
-        /* the server keeps a pointer to the configuration's alias */
-        cfg.alias = alias_buf;
-    }
-    const char *tmpl_text;
-    if (template_spec || hearth_gguf_get_str(hearth_model_gguf(model), "tokenizer.chat_template",
-                                             &tmpl_text) == HEARTH_OK) {
-        if (chat_prompt_load(CMD, template_spec, hearth_model_gguf(model), vocab, &cp) != CLI_EXIT_OK)
-            goto cleanup;
+    if (table) {
+        for (size_t i = 0; i < entries.n; i++)
+            if (!srv_server_add_model(server, entries.e[i].alias, entries.e[i].path, entries.e[i].bytes)) goto cleanup;
+        if (!srv_server_ready(server)) goto cleanup;
+        char keep[48] = "never";
+        if (cfg.keep_alive_s >= 0) snprintf(keep, sizeof keep, "%g s", cfg.keep_alive_s);
+        char mem[32] = "no bound";
+        if (cfg.max_memory) cli_format_bytes(mem, sizeof mem, (double)cfg.max_memory);
+        fprintf(stderr, "hearth: %s: ready: %zu models, each loaded when a request names it; idle ones "
+                "unloaded after %s; memory: %s%s\n", CMD, entries.n, keep, mem, n_keys ? "; API keys required" : "");
+        for (size_t i = 0; i < entries.n; i++) {
+            char size[32];
+            cli_format_bytes(size, sizeof size, (double)entries.e[i].bytes);
+            fprintf(stderr, "hearth: %s: model %s: %s (%s)\n", CMD, entries.e[i].alias, entries.e[i].path, size);
+        }
+        if (!cfg.no_webui)
+            fprintf(stderr, "hearth: %s: the chat page: %s://%s%s%s:%d/\n", CMD, scheme,
+                    strchr(cfg.host, ':') ? "[" : "", cfg.host, strchr(cfg.host, ':') ? "]" : "", port);
     } else {
-        fprintf(stderr, "hearth: %s: warning: the model has no chat template, so /v1/chat/completions "
-                "refuses requests; give one with --chat-template NAME|FILE\n", CMD);
+        rc = cli_model_resolve(CMD, &src, &model_path);
+        if (rc != CLI_EXIT_OK) goto cleanup;
+        rc = CLI_EXIT_FAILURE;
+        const char *name = alias;
+        if (!name) {
+            alias_buf = alias_of(model_path);
+            if (!alias_buf) goto cleanup;
+            name = alias_buf;
+        }
+        uint64_t bytes = 0;
+        file_size(model_path, &bytes);
+        if (!srv_server_add_model(server, name, model_path, bytes)) goto cleanup;
+        const struct srv_loaded *l = NULL;
+        char why[600];
+        if (!srv_server_preload(server, name, &l, why, sizeof why)) {
+            if (loader.usage_error) rc = cli_usage_error(CMD, "%s", why);
+            else cli_error(CMD, "%s", why);
+            goto cleanup;
+        }
+        if (!srv_server_ready(server)) goto cleanup;
+        const struct instance *in = l->owner;
+        hearth_engine_params ep;
+        hearth_engine_get_params(l->engine, &ep);
+        hearth_engine_stats es;
+        hearth_engine_get_stats(l->engine, &es);
+        const char *source = in->cp.tmpl ? in->cp.source : "none";
+        char pool[32], window[96] = "";
+        cli_format_bytes(pool, sizeof pool, (double)es.kv_bytes);
+        if (es.window > 0)
+            snprintf(window, sizeof window, ", the sliding layers' %d blocks for windows of %d", es.window_blocks,
+                     es.window);
+        char budget[48] = "";
+        if (l->reasoning != HEARTH_REASONING_NONE && cfg.reasoning_budget >= 0)
+            snprintf(budget, sizeof budget, " (budget %d tokens)", (int)cfg.reasoning_budget);
+        fprintf(stderr, "hearth: %s: ready: model %s (%s), context %d, %d sequences at once, batch %d, "
+                "%d threads; KV pool %d blocks of %d positions%s (%s), %d sequences of the full context at "
+                "once; chat template: %s, tool calls: %s, reasoning: %s%s%s\n", CMD, name,
+                hearth_model_desc(l->model), ep.n_ctx, ep.n_seq_max, ep.n_batch, ep.n_threads, es.n_blocks,
+                es.block_tokens, window, pool, es.max_full_sequences, source, srv_tool_format_name(l->tool_format),
+                hearth_reasoning_format_name(l->reasoning), budget, n_keys ? "; API keys required" : "");
+        cli_model_report_memory(stderr, CMD, l->model, l->engine);
+        if (!cfg.no_webui)
+            fprintf(stderr, "hearth: %s: the chat page: %s://%s%s%s:%d/\n", CMD, scheme,
+                    strchr(cfg.host, ':') ? "[" : "", cfg.host, strchr(cfg.host, ':') ? "]" : "", port);
+        if (l->reasoning == HEARTH_REASONING_NONE && cfg.reasoning_budget >= 0)
+            fprintf(stderr, "hearth: %s: --reasoning-budget does nothing: the replies have no reasoning apart "
+                    "(chat template: %s%s)\n", CMD, source, split_reasoning ? "" : "; --reasoning-format none");
+        if (in->mtp)
+            fprintf(stderr, "hearth: %s: speculation: the model's multi-token-prediction layer drafts up to %d "
+                    "tokens a step (--no-mtp: none)\n", CMD, l->speculation.draft_max);
+        if (cfg.keep_alive_s >= 0)
+            fprintf(stderr, "hearth: %s: the model is unloaded after %g s without requests (--keep-alive) and "
+                    "loaded again by the next\n", CMD, cfg.keep_alive_s);
+        if (verbose)
+            fprintf(stderr, "hearth: %s: model %s: %.2f MiB of weights, %llu bytes of KV a position\n", CMD,
+                    model_path, hearth_model_size_bytes(l->model) / 1048576.0,
+                    (unsigned long long)es.bytes_per_token);
     }
-
-    hearth_engine_params ep;
-    hearth_engine_default_params(&ep);
-    cli_engine_apply(&copts, &ep);
-    int32_t n_ctx = copts.n_ctx;
-    if (n_ctx == 0) {
-        n_ctx = hearth_model_n_ctx_train(model);
-        if (n_ctx <= 0 || n_ctx > 4096) n_ctx = 4096;
-    }
-    ep.n_ctx = n_ctx;
-    ep.n_seq_max = cfg.parallel;
-    ep.block_tokens = kv_block;
-    ep.kv_tokens = kv_size ? kv_size : (int64_t)n_ctx * cfg.parallel;
-    ep.no_prefix_cache = no_prefix_cache;
-    /* the model's own prediction layer drafts unless told otherwise */
-    bool mtp;
-    rc = cli_spec_use_mtp(CMD, &spec, model, true, &mtp);
-    if (rc != CLI_EXIT_OK) goto cleanup;
-    rc = CLI_EXIT_FAILURE;
-    cfg.speculation = spec.speculation;
-    if (cli_spec_load_draft(CMD, &spec, &src.params, &draft) != CLI_EXIT_OK) goto cleanup;
-    ep.draft_model = draft;
-    ep.mtp = mtp;
-    hearth_status st = hearth_engine_new(model, &ep, &engine);
-    if (st) {
-        cli_fail(CMD, st);
-        if (st == HEARTH_E_NOMEM)
-            fprintf(stderr, "hearth: %s: a smaller pool needs less: --kv-size, -c or --parallel\n", CMD);
-        goto cleanup;
-    }
-    cli_model_report_engine_offload(stderr, CMD, model, engine);
-    hearth_engine_get_params(engine, &ep);
-    cfg.max_tokens_cap = max_tokens ? max_tokens : ep.n_ctx;
-    hearth_engine_stats es;
-    hearth_engine_get_stats(engine, &es);
-    if (es.max_full_sequences == 0) {
-        /* a lone request would be cut short by the pool, not the context */
-        cli_usage_error(CMD, "--kv-size %ld holds less than one sequence of the full context (%d "
-                        "positions); give at least %d, or a smaller -c", kv_size, ep.n_ctx, ep.n_ctx);
-        rc = CLI_EXIT_USAGE;
-        goto cleanup;
-    }
-    const enum srv_tool_format tool_format = srv_tool_format_detect(cp.text ? NULL : cp.source, cp.text);
-    /* the markers of the reasoning, from the template's text */
-    const hearth_reasoning_format reasoning =
-        split_reasoning && cp.text ? hearth_reasoning_format_detect(cp.text, strlen(cp.text))
-                                   : HEARTH_REASONING_NONE;
-    srv_server_set_reasoning(server, reasoning);
-    if (!srv_server_set_limits(server, cfg.alias, cfg.max_tokens_cap, &cfg.speculation) ||
-        !srv_server_ready(server, model, engine, cp.tmpl, tool_format, cp.bos_text, cp.eos_text))
-        goto cleanup;
-    char pool[32], window[96] = "";
-    cli_format_bytes(pool, sizeof pool, (double)es.kv_bytes);
-    if (es.window > 0)
-        snprintf(window, sizeof window, ", the sliding layers' %d blocks for windows of %d", es.window_blocks,
-                 es.window);
-    char budget[48] = "";
-    if (reasoning != HEARTH_REASONING_NONE && cfg.reasoning_budget >= 0)
-        snprintf(budget, sizeof budget, " (budget %d tokens)", (int)cfg.reasoning_budget);
-    fprintf(stderr, "hearth: %s: ready: model %s (%s), context %d, %d sequences at once, batch %d, "
-            "%d threads; KV pool %d blocks of %d positions%s (%s), %d sequences of the full context at "
-            "once; chat template: %s, tool calls: %s, reasoning: %s%s%s\n", CMD, cfg.alias, hearth_model_desc(model), ep.n_ctx,
-            ep.n_seq_max, ep.n_batch, ep.n_threads, es.n_blocks, es.block_tokens, window, pool,
-            es.max_full_sequences, cp.tmpl ? cp.source : "none", srv_tool_format_name(tool_format),
-            hearth_reasoning_format_name(reasoning), budget, n_keys ? "; API keys required" : "");
-    cli_model_report_memory(stderr, CMD, model, engine);
-    if (!cfg.no_webui)
-        fprintf(stderr, "hearth: %s: the chat page: %s://%s%s%s:%d/\n", CMD, scheme, strchr(cfg.host, ':') ? "[" : "",
-                cfg.host, strchr(cfg.host, ':') ? "]" : "", port);
-    if (reasoning == HEARTH_REASONING_NONE && cfg.reasoning_budget >= 0)
-        fprintf(stderr, "hearth: %s: --reasoning-budget does nothing: the replies have no reasoning apart "
-                "(chat template: %s%s)\n", CMD, cp.tmpl ? cp.source : "none",
-                split_reasoning ? "" : "; --reasoning-format none");
-    if (mtp)
-        fprintf(stderr, "hearth: %s: speculation: the model's multi-token-prediction layer drafts up to %d "
-                "tokens a step (--no-mtp: none)\n", CMD, cfg.speculation.draft_max);
-    if (verbose)
-        fprintf(stderr, "hearth: %s: model %s: %.2f MiB of weights, %llu bytes of KV a position\n", CMD,
-                model_path, hearth_model_size_bytes(model) / 1048576.0,
-                (unsigned long long)es.bytes_per_token);
 
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -496,16 +939,14 @@ int cmd_serve(int argc, char **argv)
 
 cleanup:
     srv_server_free(server);
-    hearth_engine_free(engine);
-    chat_prompt_free(&cp);
-    hearth_model_free(model);
-    hearth_model_free(draft);
     free(model_path);
     free(alias_buf);
     free(tls_key);
     free(tls_cert);
 done:
     for (size_t i = 0; i < 8; i++) free(key_store[i]);
+    entries_free(&entries);
+    free(model_args);
     cli_sampling_free(&sampling);
     return rc;
 }

@@ -16,6 +16,7 @@
 #include "server_impl.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -204,22 +205,8 @@ static bool handle_health(struct conn *cn, struct http_exchange *c)
 
 static bool handle_models(struct conn *cn, struct http_exchange *c)
 {
-    const struct srv_server *s = cn->s;
-    json_t *m = json_object();
-    json_object_set_new(m, "id", json_string(s->cfg.alias));
-    json_object_set_new(m, "object", json_string("model"));
-    json_object_set_new(m, "created", json_integer((json_int_t)s->created));
-    json_object_set_new(m, "owned_by", json_string("hearth"));
-    json_t *meta = json_object();
-    json_object_set_new(meta, "description", json_string(hearth_model_desc(s->model)));
-    json_object_set_new(meta, "n_ctx", json_integer(s->n_ctx));
-    json_object_set_new(meta, "n_ctx_train", json_integer(hearth_model_n_ctx_train(s->model)));
-    json_object_set_new(meta, "n_vocab", json_integer(s->n_vocab));
-    json_object_set_new(meta, "n_params", json_integer((json_int_t)hearth_model_n_params(s->model)));
-    json_object_set_new(meta, "size", json_integer((json_int_t)hearth_model_size_bytes(s->model)));
-    json_object_set_new(m, "meta", meta);
-    json_t *data = json_array();
-    json_array_append_new(data, m);
+    json_t *data = srv_models_json(cn->s);
+    if (!data) return send_error(cn, c, 500, "server_error", NULL, NULL, "out of memory");
     json_t *o = json_object();
     json_object_set_new(o, "object", json_string("list"));
     json_object_set_new(o, "data", data);
@@ -229,11 +216,36 @@ static bool handle_models(struct conn *cn, struct http_exchange *c)
 static bool handle_metrics(struct conn *cn, struct http_exchange *c)
 {
     hearth_engine_stats es;
-    hearth_engine_get_stats(cn->s->engine, &es);
+    srv_models_stats(cn->s, &es);
     size_t len;
     char *text = srv_metrics_render(&cn->s->metrics, &es, &len);
     if (!text) return false;
-    return send_body(cn, c, 200, text, len, "text/plain; version=0.0.4", NULL);
+    struct buf b = {text, len, len};
+    if (!srv_models_metrics(cn->s, &b)) {
+        free(b.p);
+        return false;
+    }
+    return send_body(cn, c, 200, b.p, b.len, "text/plain; version=0.0.4", NULL);
+}
+
+/* The model a /tokenize or /detokenize request names, held (release it
+ * with srv_model_release()); NULL after answering. */
+static struct srv_model *hold_model(struct conn *cn, struct http_exchange *c)
+{
+    struct srv_error e;
+    char *name = NULL;
+    bool stream = false;
+    struct srv_model *m = NULL;
+    const double deadline = cn->s->cfg.timeout_s > 0 ? cn->t0 + cn->s->cfg.timeout_s : INFINITY;
+    if (!srv_request_peek(cn->body.p, cn->body.len, &name, &stream, &e) || !(m = srv_model_find(cn->s, name, &e)) ||
+        !srv_model_acquire(m, cn, deadline, false, &e)) {
+        free(name);
+        send_srv_error(cn, c, &e);
+        return NULL;
+    }
+    free(name);
+    cn->model = m->alias;
+    return m;
 }
 
 static bool handle_tokenize(struct conn *cn, struct http_exchange *c)
@@ -241,28 +253,36 @@ static bool handle_tokenize(struct conn *cn, struct http_exchange *c)
     struct srv_tokenize t;
     struct srv_error e;
     if (!srv_tokenize_parse(cn->body.p, cn->body.len, &t, &e)) return send_srv_error(cn, c, &e);
+    struct srv_model *m = hold_model(cn, c);
+    if (!m) {
+        srv_tokenize_free(&t);
+        return cn->responded;
+    }
     hearth_token *ids = NULL;
     size_t n = 0;
     unsigned flags = (t.add_special ? HEARTH_TOKENIZE_ADD_SPECIAL : 0) |
                      (t.parse_special ? HEARTH_TOKENIZE_PARSE_SPECIAL : 0);
-    hearth_status st = hearth_tokenize_alloc(cn->s->vocab, t.content, t.len, flags, &ids, &n);
+    hearth_status st = hearth_tokenize_alloc(m->vocab, t.content, t.len, flags, &ids, &n);
     const bool with_pieces = t.with_pieces;
     srv_tokenize_free(&t);
-    if (st)
+    if (st) {
+        srv_model_release(m);
         return send_error(cn, c, st == HEARTH_E_NOMEM ? 500 : 400, "invalid_request_error", NULL,
                           "content", "tokenization failed: %s", hearth_last_error());
+    }
     json_t *a = json_array();
     for (size_t i = 0; i < n; i++) {
         if (with_pieces) {
             json_t *p = json_object();
             json_object_set_new(p, "id", json_integer(ids[i]));
-            json_object_set_new(p, "piece", piece_json(cn->s, ids[i], false, NULL));
+            json_object_set_new(p, "piece", piece_json(m, ids[i], false, NULL));
             json_array_append_new(a, p);
         } else {
             json_array_append_new(a, json_integer(ids[i]));
         }
     }
     hearth_free(ids);
+    srv_model_release(m);
     json_t *o = json_object();
     json_object_set_new(o, "tokens", a);
     return send_json(cn, c, 200, o, NULL);
@@ -272,12 +292,17 @@ static bool handle_detokenize(struct conn *cn, struct http_exchange *c)
 {
     struct srv_detokenize d;
     struct srv_error e;
-    if (!srv_detokenize_parse(cn->body.p, cn->body.len, cn->s->n_vocab, &d, &e))
+    struct srv_model *m = hold_model(cn, c);
+    if (!m) return cn->responded;
+    if (!srv_detokenize_parse(cn->body.p, cn->body.len, m->n_vocab, &d, &e)) {
+        srv_model_release(m);
         return send_srv_error(cn, c, &e);
+    }
     char *text;
     size_t len;
-    hearth_status st = hearth_detokenize_alloc(cn->s->vocab, d.tokens, d.n_tokens, 0, &text, &len);
+    hearth_status st = hearth_detokenize_alloc(m->vocab, d.tokens, d.n_tokens, 0, &text, &len);
     srv_detokenize_free(&d);
+    srv_model_release(m);
     if (st)
         return send_error(cn, c, 500, "server_error", NULL, NULL, "detokenization failed: %s",
                           hearth_last_error());
@@ -310,6 +335,8 @@ static bool on_request(struct conn *cn, struct http_exchange *c, const char *url
     if (cn->route == R_PAGE) return handle_page(cn, c);
     if (s->state == STATE_LOADING)
         return send_error(cn, c, 503, "server_error", "loading", NULL, "the model is still loading");
+    if (s->state != STATE_READY && (cn->route == R_TOKENIZE || cn->route == R_DETOKENIZE))
+        return send_error(cn, c, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
     switch (cn->route) {
     case R_MODELS: return handle_models(cn, c);
     case R_METRICS: return handle_metrics(cn, c);
@@ -344,6 +371,7 @@ static void on_completed(struct conn *cn)
         if (j->n_open > 0) job_cancel_locked(j, END_CLIENT);
         job_usage(j, &prompt, &cached, &completion);
         if (j->n_choices > 0) ttft = j->choices[0].stats.ttft_ms, tpot = j->choices[0].stats.tpot_ms;
+        if (j->m) cn->model = j->m->alias;
         j->http_gone = true;
         bool last = j->n_open == 0;
         pthread_mutex_unlock(&j->mu);
@@ -351,14 +379,16 @@ static void on_completed(struct conn *cn)
     }
     srv_metrics_status(&s->metrics, status);
     const double total = (srv_now_s() - cn->t0) * 1000;
+    /* the model's name when the table has several */
+    const bool named = cn->model && s->models.n > 1;
     if (cn->route == R_CHAT || cn->route == R_COMPLETIONS || cn->route == R_RESPONSES)
         fprintf(stderr, LOG_PREFIX "req-%llu %s %s %d prompt=%ld cached=%ld completion=%ld ttft=%.1fms "
-                "tpot=%.1fms total=%.1fms%s%s\n", (unsigned long long)cn->rid, cn->method, cn->path,
-                status, prompt, cached, completion, ttft, tpot, total, cn->user[0] ? " user=" : "",
-                cn->user);
+                "tpot=%.1fms total=%.1fms%s%s%s%s\n", (unsigned long long)cn->rid, cn->method, cn->path,
+                status, prompt, cached, completion, ttft, tpot, total, named ? " model=" : "",
+                named ? cn->model : "", cn->user[0] ? " user=" : "", cn->user);
     else if (cn->route != R_HEALTH && cn->route != R_METRICS)
-        fprintf(stderr, LOG_PREFIX "req-%llu %s %s %d total=%.1fms\n", (unsigned long long)cn->rid,
-                cn->method, cn->path, status, total);
+        fprintf(stderr, LOG_PREFIX "req-%llu %s %s %d total=%.1fms%s%s\n", (unsigned long long)cn->rid,
+                cn->method, cn->path, status, total, named ? " model=" : "", named ? cn->model : "");
 }
 
 /* http.c's handler: one complete request, on the worker thread that
@@ -387,7 +417,8 @@ static void on_refused(void *cls, int status)
 
 /* ---- the server's life ---------------------------------------------- */
 
-bool srv_server_start(const struct srv_config *cfg, struct srv_server **out, int *port)
+bool srv_server_start(const struct srv_config *cfg, const struct srv_model_loader *loader,
+                      struct srv_server **out, int *port)
 {
     struct srv_server *s = calloc(1, sizeof *s);
     if (!s) return false;
@@ -398,10 +429,8 @@ bool srv_server_start(const struct srv_config *cfg, struct srv_server **out, int
     atomic_init(&s->seeds_drawn, 0);
     snprintf(s->fingerprint, sizeof s->fingerprint, "hearth-%s", hearth_version());
     srv_metrics_init(&s->metrics);
-    pthread_mutex_init(&s->wake_mu, NULL);
-    pthread_cond_init(&s->wake_cv, NULL);
+    srv_models_init(&s->models, loader);
     pthread_mutex_init(&s->jobs_mu, NULL);
-    pthread_mutex_init(&s->grammars_mu, NULL);
     resp_store_init(&s->responses, cfg->responses_store, cfg->responses_store_bytes);
     struct http_config hc = {
         .host = cfg->host,
@@ -426,42 +455,34 @@ bool srv_server_start(const struct srv_config *cfg, struct srv_server **out, int
     return true;
 }
 
-bool srv_server_set_limits(struct srv_server *s, const char *alias, int32_t max_tokens_cap,
-                           const hearth_speculation *speculation)
+bool srv_server_add_model(struct srv_server *s, const char *alias, const char *path, uint64_t file_bytes)
 {
     if (s->state != STATE_LOADING) return false;
-    s->cfg.alias = alias;
-    s->cfg.max_tokens_cap = max_tokens_cap;
-    s->cfg.speculation = *speculation;
+    return srv_models_add(s, alias, path, file_bytes);
+}
+
+bool srv_server_preload(struct srv_server *s, const char *alias, const struct srv_loaded **loaded, char *why,
+                        size_t why_size)
+{
+    struct srv_error e;
+    struct srv_model *m = srv_model_find(s, alias, &e);
+    if (m && strcmp(m->alias, alias) != 0) m = NULL;
+    if (!m) {
+        snprintf(why, why_size, "no model is named '%s'", alias);
+        return false;
+    }
+    if (!srv_model_acquire(m, NULL, INFINITY, false, &e)) {
+        snprintf(why, why_size, "%s", e.message);
+        return false;
+    }
+    if (loaded) *loaded = &m->loaded;
+    srv_model_release(m);
     return true;
 }
 
-void srv_server_set_reasoning(struct srv_server *s, hearth_reasoning_format format)
+bool srv_server_ready(struct srv_server *s)
 {
-    s->reasoning_format = format;
-}
-
-bool srv_server_ready(struct srv_server *s, const hearth_model *model, hearth_engine *engine,
-                      const hearth_template *tmpl, enum srv_tool_format tool_format,
-                      const char *bos_text, const char *eos_text)
-{
-    s->tool_format = tool_format;
-    s->model = model;
-    s->vocab = hearth_model_vocab(model);
-    s->engine = engine;
-    s->tmpl = tmpl;
-    s->bos_text = strdup(bos_text ? bos_text : "");
-    s->eos_text = strdup(eos_text ? eos_text : "");
-    hearth_engine_params p;
-    hearth_engine_get_params(engine, &p);
-    s->n_ctx = p.n_ctx;
-    s->n_vocab = hearth_model_n_vocab(model);
-    if (!s->bos_text || !s->eos_text) return false;
-    if (pthread_create(&s->thread, NULL, engine_main, s) != 0) {
-        fprintf(stderr, LOG_PREFIX "cannot start the engine's thread\n");
-        return false;
-    }
-    s->thread_started = true;
+    if (!srv_models_start(s)) return false;
     s->state = STATE_READY;
     return true;
 }
@@ -498,26 +519,11 @@ void srv_server_free(struct srv_server *s)
 {
     if (!s) return;
     http_server_stop(s->http);
-    if (s->thread_started) {
-        pthread_mutex_lock(&s->wake_mu);
-        s->quit = true;
-        pthread_cond_signal(&s->wake_cv);
-        pthread_mutex_unlock(&s->wake_mu);
-        pthread_join(s->thread, NULL);
-    }
-    /* jobs whose samples the engine never ended (it stopped first) */
-    while (s->jobs) job_destroy(s->jobs);
+    /* the engines stop first; jobs whose samples they never ended go
+     * with the table */
+    srv_models_free(s);
     srv_metrics_destroy(&s->metrics);
-    pthread_mutex_destroy(&s->wake_mu);
-    pthread_cond_destroy(&s->wake_cv);
     pthread_mutex_destroy(&s->jobs_mu);
-    for (size_t i = 0; i < SRV_GRAMMAR_CACHE; i++) {
-        hearth_grammar_free(s->grammars[i].grammar);
-        free(s->grammars[i].text);
-    }
-    pthread_mutex_destroy(&s->grammars_mu);
     resp_store_free(&s->responses);
-    free(s->bos_text);
-    free(s->eos_text);
     free(s);
 }

@@ -40,21 +40,31 @@ struct resp_store {
     uint64_t evicted;
 };
 
-struct srv_server {
-    struct srv_config cfg;
-    struct http_server *http;
-    _Atomic int state;
-    const hearth_model *model;
+/* One model of the table (models.c).  Its alias, path and counters are
+ * fixed or change under the table's mutex; what it serves with (loaded,
+ * vocab, n_ctx, n_vocab, the engine's thread) is set by its load and
+ * read, without a lock, by the requests that hold it (users), which keep
+ * it from being unloaded. */
+enum srv_model_state { MODEL_UNLOADED, MODEL_LOADING, MODEL_LOADED, MODEL_UNLOADING };
+
+struct srv_model {
+    struct srv_server *s;
+    char *alias, *path;
+    uint64_t file_bytes;      /* the files' size: the estimate before a first load */
+    uint64_t bytes;           /* weights and KV pool, measured at its last load; 0: never loaded */
+    enum srv_model_state state;
+    int32_t users;            /* requests holding it: waiting for its load, queued, running */
+    double last_used;         /* when the last of them let go (srv_now_s) */
+    uint64_t load_gen;        /* loads begun */
+    uint64_t failed_gen;      /* the last load that failed ... */
+    char error[512];          /* ... and why */
+    bool too_large;           /* it failed for --max-memory */
+    uint64_t loads, load_failures, unloads_idle, unloads_memory;
+    double load_seconds;
+
+    struct srv_loaded loaded; /* while MODEL_LOADED */
     const hearth_vocab *vocab;
-    hearth_engine *engine;
-    const hearth_template *tmpl;
-    enum srv_tool_format tool_format;
-    hearth_reasoning_format reasoning_format; /* of chat replies; NONE: all content */
-    char *bos_text, *eos_text;
     int32_t n_ctx, n_vocab;
-    struct srv_metrics metrics;
-    char fingerprint[64];
-    time_t created;
 
     /* the engine's thread */
     pthread_t thread;
@@ -62,6 +72,43 @@ struct srv_server {
     pthread_mutex_t wake_mu;
     pthread_cond_t wake_cv;
     bool wake_pending, quit;
+
+    /* compiled grammars of recent requests, so that requests with the same
+     * schema or grammar share its mask cache (they are the vocabulary's) */
+    pthread_mutex_t grammars_mu;
+    struct {
+        enum srv_grammar kind;
+        char *text;
+        hearth_grammar *grammar;
+    } grammars[SRV_GRAMMAR_CACHE];
+    size_t grammars_next;
+};
+
+/* The model table: the models, the memory their loads take, the thread
+ * that unloads idle ones. */
+struct srv_models {
+    pthread_mutex_t mu;
+    pthread_cond_t changed;   /* a load ended, a model was let go or unloaded */
+    struct srv_model *m;
+    size_t n;
+    struct srv_model_loader loader;
+    uint64_t used_bytes;      /* of the loaded models and those loading (their estimate) */
+    hearth_engine_stats retired; /* the counters of the engines unloaded */
+    int32_t block_tokens;     /* of the last engine loaded */
+    pthread_t reaper;         /* unloads the models idle for keep_alive_s */
+    bool reaper_started, reaper_quit;
+    pthread_cond_t reaper_cv;
+};
+
+struct srv_server {
+    struct srv_config cfg;
+    struct http_server *http;
+    _Atomic int state;
+    struct srv_metrics metrics;
+    char fingerprint[64];
+    time_t created;
+
+    struct srv_models models;
 
     /* live jobs */
     pthread_mutex_t jobs_mu;
@@ -71,16 +118,6 @@ struct srv_server {
 
     _Atomic uint64_t next_id;
     _Atomic uint64_t seeds_drawn; /* by requests without a seed (hearth_seed_derive) */
-
-    /* compiled grammars of recent requests, so that requests with the same
-     * schema or grammar share its mask cache */
-    pthread_mutex_t grammars_mu;
-    struct {
-        enum srv_grammar kind;
-        char *text;
-        hearth_grammar *grammar;
-    } grammars[SRV_GRAMMAR_CACHE];
-    size_t grammars_next;
 
     struct resp_store responses;
 };
@@ -131,6 +168,7 @@ struct resp_stream {
 
 struct job {
     struct srv_server *s;
+    struct srv_model *m;                     /* its model, held (srv_model_release() when freed) */
     pthread_mutex_t mu;
     int efd;
     struct srv_request req;
@@ -182,6 +220,7 @@ struct conn {
     struct job *job;
     bool stream;        /* the request asked for a stream */
     char user[72];      /* the request's user field, printable ASCII only */
+    const char *model;  /* the alias of the model it was served by, or NULL */
 };
 
 /* ---- server.c ------------------------------------------------------- */
@@ -217,15 +256,17 @@ void job_leave_gauges(struct job *j);
  * shuts down, the job's requests cancelled and the response (an error)
  * sent, *answered saying whether it was. */
 bool job_wait_all(struct conn *cn, struct http_exchange *c, struct job *j, bool *answered);
-/* Wake the engine's thread: there is work. */
-void srv_wake_engine(struct srv_server *s);
+/* Whether the client of a connection has gone (see jobs.c's top). */
+bool srv_client_gone(struct conn *cn);
+/* Wake a model's engine thread: there is work. */
+void srv_wake_engine(struct srv_model *m);
 /* Wake a job's connection (its eventfd). */
 void job_signal(struct job *j);
 /* Take a job out of the server's list and free it. */
 void job_destroy(struct job *j);
 /* Cancel the job's engine requests (job locked). */
 void job_cancel_locked(struct job *j, enum end_reason why);
-/* The engine's thread (arg: the server). */
+/* A model's engine thread (arg: the model). */
 void *engine_main(void *arg);
 /* Answer a chat or completion request. */
 bool handle_generate(struct conn *cn, struct http_exchange *c, enum srv_kind kind);
@@ -249,7 +290,7 @@ void tool_call_id(const struct job *j, char *out, size_t cap);
 /* The tool calls of a choice's text (false: plain content; true: free
  * tc with srv_tool_calls_free()). */
 bool choice_tool_calls(const struct job *j, const struct choice *c, struct srv_tool_calls *tc);
-json_t *piece_json(const struct srv_server *s, hearth_token t, bool with_bytes, json_t **bytes);
+json_t *piece_json(const struct srv_model *m, hearth_token t, bool with_bytes, json_t **bytes);
 void job_usage(const struct job *j, long *prompt, long *cached, long *completion);
 bool reads_tool_calls(const struct job *j);
 /* A stream's events (job locked). */
@@ -260,6 +301,34 @@ void emit_reasoning(struct job *j, size_t ci, const char *text, size_t len);
 void emit_end(struct job *j);
 void emit_error(struct job *j, const char *message, const char *type, const char *code, const char *param);
 json_t *final_response(struct job *j);
+
+/* ---- models.c ------------------------------------------------------- */
+
+void srv_models_init(struct srv_models *t, const struct srv_model_loader *loader);
+/* Unload every model and free the table (no request holds one). */
+void srv_models_free(struct srv_server *s);
+bool srv_models_add(struct srv_server *s, const char *alias, const char *path, uint64_t file_bytes);
+/* Start the thread that unloads idle models. */
+bool srv_models_start(struct srv_server *s);
+/* The model a request's "model" names (name NULL: not given); NULL with
+ * *e set: 404 model_not_found for a name not in a table of several
+ * models, 400 when several are served and none is named.  With one model
+ * every name is that model's. */
+struct srv_model *srv_model_find(struct srv_server *s, const char *name, struct srv_error *e);
+/* Hold a model: load it if it is not loaded (waiting while another
+ * request loads it or memory is needed, until the deadline, the client
+ * of cn hangs up or the server shuts down); queued: the request counts
+ * in the model's queue bound.  false with *e set; true: the model is
+ * loaded until srv_model_release(). */
+bool srv_model_acquire(struct srv_model *m, struct conn *cn, double deadline, bool queued, struct srv_error *e);
+void srv_model_release(struct srv_model *m);
+/* GET /v1/models's list. */
+json_t *srv_models_json(struct srv_server *s);
+/* The sum of the engines' statistics, those unloaded included in the
+ * counters. */
+void srv_models_stats(struct srv_server *s, hearth_engine_stats *out);
+/* The table's lines of /metrics, added to o's text (false: out of memory). */
+bool srv_models_metrics(struct srv_server *s, struct buf *o);
 
 /* ---- responses.c ---------------------------------------------------- */
 

@@ -3,7 +3,10 @@
  * checks (src/server/request.c): the first byte of an input picks the
  * endpoint (modulo 4: chat completions, completions, tokenize,
  * detokenize; but 4 modulo 16 picks the Responses API and 12 modulo 16
- * embeddings), the rest is the request body.  A body that is accepted must give
+ * embeddings), the rest is the request body.  Every body goes first
+ * through srv_request_peek() (the model it names, whether it streams),
+ * which must accept whatever a full parse accepts and agree with it on
+ * the stream.  A body that is accepted must give
  * parameters the engine accepts (hearth_sampler_params_check) and, for
  * chat, messages the built-in ChatML template renders, and tool calls
  * read or forced only where tools were given.  Every refusal must be a
@@ -14,6 +17,7 @@
  * from tests/fuzz/regressions-request:
  *   tests/fuzz/fuzz-request -max_len=65536 corpus
  */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +45,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     hearth_sampler_params defaults;
     hearth_sampler_params_default(&defaults);
     const struct srv_limits lim = {512, 1024, &defaults, -1};
+    /* what the server reads before the model's limits are known */
+    char *model = NULL;
+    bool stream = false;
+    const bool peeked = srv_request_peek(body, len, &model, &stream, &e);
+    if (!peeked) check_error(&e);
+    else if (model && strlen(model) > len) abort();
+    free(model);
+    memset(&e, 0, sizeof e);
     if (data[0] % 16 == 12) {
         /* an accepted request has 1 .. SRV_MAX_EMBED_INPUTS inputs, none
          * empty, token ids in the vocabulary, dimensions 0 or 1 .. 256 */
@@ -70,6 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             check_error(&e);
             break;
         }
+        if (!peeked || stream != r.stream) abort();
         if (hearth_sampler_params_check(&r.sampling) != HEARTH_OK) abort();
         if (r.n < 1 || r.n > SRV_MAX_N || r.max_tokens == 0 || r.max_tokens > 1024) abort();
         for (size_t i = 0; i < r.n_stop; i++)
