@@ -55,6 +55,10 @@ static void usage(FILE *out)
             "  --kv-size N              positions of the KV pool (default: ctx-size x parallel)\n"
             "  --kv-block N             positions per KV block (default 64)\n"
             "  --no-prefix-cache        do not reuse prompt blocks across requests\n"
+            "  --cache-dir DIR          keep the prefix cache's full blocks in DIR too, so\n"
+            "                           that they are hits again after a restart\n"
+            "  --cache-disk-size SIZE   the most DIR's block files take (K, M, G, T;\n"
+            "                           default 1G)\n"
             "  --max-body BYTES         largest request body (default 1048576)\n"
             "  --max-tokens N           most tokens a request may generate (default: ctx-size)\n"
             "  --max-queue N            requests that may wait beyond --parallel (default 64)\n"
@@ -151,7 +155,7 @@ int cmd_serve(int argc, char **argv)
         OPT_KV_SIZE, OPT_KV_BLOCK, OPT_NO_PREFIX_CACHE, OPT_MAX_BODY, OPT_MAX_TOKENS, OPT_MAX_QUEUE,
         OPT_MAX_CONN, OPT_TIMEOUT, OPT_GRACE, OPT_IDLE, OPT_API_KEY, OPT_API_KEY_FILE, OPT_SSL_KEY,
         OPT_SSL_CERT, OPT_REQUEST_TIMEOUT, OPT_REASONING_FORMAT, OPT_REASONING_BUDGET, OPT_NO_WEBUI,
-        OPT_RESPONSES_STORE, OPT_RESPONSES_STORE_BYTES, OPT_POOLING
+        OPT_RESPONSES_STORE, OPT_RESPONSES_STORE_BYTES, OPT_POOLING, OPT_CACHE_DIR, OPT_CACHE_DISK_SIZE
     };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -166,6 +170,8 @@ int cmd_serve(int argc, char **argv)
         {"kv-size", required_argument, NULL, OPT_KV_SIZE},
         {"kv-block", required_argument, NULL, OPT_KV_BLOCK},
         {"no-prefix-cache", no_argument, NULL, OPT_NO_PREFIX_CACHE},
+        {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
+        {"cache-disk-size", required_argument, NULL, OPT_CACHE_DISK_SIZE},
         {"max-body", required_argument, NULL, OPT_MAX_BODY},
         {"max-tokens", required_argument, NULL, OPT_MAX_TOKENS},
         {"max-queue", required_argument, NULL, OPT_MAX_QUEUE},
@@ -212,7 +218,8 @@ int cmd_serve(int argc, char **argv)
     int kv_block = 0, max_tokens = 0, idle = 60;
     long kv_size = 0, max_body = 1 << 20;
     bool no_prefix_cache = false, verbose = cli_verbose > 0, split_reasoning = true;
-    const char *template_spec = NULL, *alias = NULL, *ssl_key = NULL, *ssl_cert = NULL;
+    const char *template_spec = NULL, *alias = NULL, *ssl_key = NULL, *ssl_cert = NULL, *cache_dir = NULL;
+    uint64_t cache_disk_size = 0;
     char *keys[MAX_KEYS];
     char *key_files[8];
     size_t n_keys = 0, n_key_files = 0;
@@ -263,6 +270,14 @@ int cmd_serve(int argc, char **argv)
             }
             break;
         case OPT_NO_PREFIX_CACHE: no_prefix_cache = true; break;
+        case OPT_CACHE_DIR:
+            cache_dir = optarg;
+            if (!*cache_dir) {
+                cli_usage_error(CMD, "--cache-dir: the directory's name is empty");
+                ok = false;
+            }
+            break;
+        case OPT_CACHE_DISK_SIZE: ok = cli_parse_size(CMD, "--cache-disk-size", optarg, &cache_disk_size); break;
         case OPT_MAX_BODY: ok = cli_parse_long(CMD, "--max-body", optarg, 64, 1L << 30, &max_body); break;
         case OPT_MAX_TOKENS: ok = cli_parse_int(CMD, "--max-tokens", optarg, 1, 1 << 24, &max_tokens); break;
         case OPT_MAX_QUEUE: ok = cli_parse_int(CMD, "--max-queue", optarg, 0, 1 << 20, &cfg.max_queue); break;
@@ -324,6 +339,10 @@ int cmd_serve(int argc, char **argv)
         goto done;
     }
     if (cli_model_check(CMD, &src, true) != CLI_EXIT_OK) goto done;
+    if (cache_disk_size && !cache_dir) {
+        cli_usage_error(CMD, "--cache-disk-size needs --cache-dir");
+        goto done;
+    }
     if (!ssl_key != !ssl_cert) {
         cli_usage_error(CMD, "HTTPS needs both --ssl-key-file and --ssl-cert-file");
         goto done;
@@ -417,6 +436,8 @@ int cmd_serve(int argc, char **argv)
     ep.block_tokens = kv_block;
     ep.kv_tokens = kv_size ? kv_size : (int64_t)n_ctx * cfg.parallel;
     ep.no_prefix_cache = no_prefix_cache;
+    ep.cache_dir = cache_dir;
+    ep.cache_disk_bytes = cache_disk_size;
     /* the model's own prediction layer drafts unless told otherwise */
     bool mtp;
     rc = cli_spec_use_mtp(CMD, &spec, model, true, &mtp);
@@ -469,6 +490,13 @@ int cmd_serve(int argc, char **argv)
             es.max_full_sequences, cp.tmpl ? cp.source : "none", srv_tool_format_name(tool_format),
             hearth_reasoning_format_name(reasoning), budget, n_keys ? "; API keys required" : "");
     cli_model_report_memory(stderr, CMD, model, engine);
+    if (ep.cache_dir) {
+        char held[32], bound[32];
+        cli_format_bytes(held, sizeof held, (double)es.disk_bytes);
+        cli_format_bytes(bound, sizeof bound, (double)ep.cache_disk_bytes);
+        fprintf(stderr, "hearth: %s: prefix cache on disk: %s, %llu blocks (%s) of at most %s\n", CMD,
+                ep.cache_dir, (unsigned long long)es.disk_files, held, bound);
+    }
     if (!cfg.no_webui)
         fprintf(stderr, "hearth: %s: the chat page: %s://%s%s%s:%d/\n", CMD, scheme, strchr(cfg.host, ':') ? "[" : "",
                 cfg.host, strchr(cfg.host, ':') ? "]" : "", port);

@@ -231,7 +231,7 @@ static bool handle_metrics(struct conn *cn, struct http_exchange *c)
     hearth_engine_stats es;
     hearth_engine_get_stats(cn->s->engine, &es);
     size_t len;
-    char *text = srv_metrics_render(&cn->s->metrics, &es, &len);
+    char *text = srv_metrics_render(&cn->s->metrics, &es, cn->s->disk_cache, &len);
     if (!text) return false;
     return send_body(cn, c, 200, text, len, "text/plain; version=0.0.4", NULL);
 }
@@ -455,6 +455,7 @@ bool srv_server_ready(struct srv_server *s, const hearth_model *model, hearth_en
     hearth_engine_params p;
     hearth_engine_get_params(engine, &p);
     s->n_ctx = p.n_ctx;
+    s->disk_cache = p.cache_dir != NULL;
     s->n_vocab = hearth_model_n_vocab(model);
     if (!s->bos_text || !s->eos_text) return false;
     if (pthread_create(&s->thread, NULL, engine_main, s) != 0) {
