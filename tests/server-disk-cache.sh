@@ -137,4 +137,6 @@ for bad in 0 abc 12X -1; do
 done
 expect_status 2 "--cache-disk-size without --cache-dir" -- "$HEARTH" serve -m "$model" --port 0 \
     --cache-disk-size 1G
+expect_status 2 "--cache-dir with --no-prefix-cache" -- "$HEARTH" serve -m "$model" --port 0 \
+    --cache-dir "$cache" --no-prefix-cache
 finish

@@ -343,6 +343,10 @@ int cmd_serve(int argc, char **argv)
         cli_usage_error(CMD, "--cache-disk-size needs --cache-dir");
         goto done;
     }
+    if (cache_dir && no_prefix_cache) {
+        cli_usage_error(CMD, "--cache-dir keeps the prefix cache's blocks: not with --no-prefix-cache");
+        goto done;
+    }
     if (!ssl_key != !ssl_cert) {
         cli_usage_error(CMD, "HTTPS needs both --ssl-key-file and --ssl-cert-file");
         goto done;
