@@ -1109,6 +1109,22 @@ typedef struct hearth_engine_params {
                              * sequence gives their blocks back as they
                              * fall out of the window (always false when
                              * layers are offloaded) */
+    const char *cache_dir;  /* NULL, or a directory where the prefix cache
+                             * keeps its full blocks across restarts (the
+                             * disk tier): written behind by a thread of
+                             * the engine as blocks fill, read back when a
+                             * prompt's block is not in the pool.  Created
+                             * when missing (one level); locked, so that
+                             * one engine at a time uses it.  Attention
+                             * models with every layer on the host, no
+                             * window space and no prediction layer;
+                             * HEARTH_E_UNSUPPORTED otherwise, HEARTH_E_IO
+                             * when the directory cannot be created,
+                             * written or locked.  The string must outlive
+                             * hearth_engine_new() only */
+    uint64_t cache_disk_bytes; /* the most the disk tier's block files take;
+                             * the least recently written or read go first.
+                             * 0: 1 GiB */
 } hearth_engine_params;
 
 void hearth_engine_default_params(hearth_engine_params *params);
@@ -1133,6 +1149,8 @@ const char *hearth_finish_reason_name(hearth_finish_reason reason);
 typedef struct hearth_request_stats {
     int32_t n_prompt;        /* prompt tokens */
     int32_t n_cached;        /* of those, taken from the prefix cache */
+    int32_t n_cached_disk;   /* of those, read from its disk tier
+                              * (hearth_engine_params.cache_dir) */
     int32_t n_generated;     /* tokens sampled (an end-of-generation one too) */
     int32_t n_preempted;     /* times the sequence was preempted */
     double queue_ms;         /* until it was first admitted */
@@ -1374,6 +1392,19 @@ typedef struct hearth_engine_stats {
     uint64_t memory_available; /* what they and the pool's host memory were
                                 * checked against (see hearth_engine_new);
                                 * 0: not known, not checked */
+    /* The prefix cache's disk tier (hearth_engine_params.cache_dir), all 0
+     * without one: blocks read back (also counted in prefix_hits),
+     * blocks written, files found invalid and removed, blocks not
+     * written because the writer's queue was full, writes that failed,
+     * files removed for the size bound, and what the directory holds */
+    uint64_t disk_hits;
+    uint64_t disk_writes;
+    uint64_t disk_rejected;
+    uint64_t disk_dropped;
+    uint64_t disk_write_errors;
+    uint64_t disk_evictions;
+    uint64_t disk_bytes;
+    uint64_t disk_files;
 } hearth_engine_stats;
 
 void hearth_engine_get_stats(hearth_engine *engine, hearth_engine_stats *out);

@@ -12,7 +12,7 @@ require_data models/stories260K.gguf vocab/ggml-vocab-llama-spm.gguf vocab/ggml-
     vocab/vocab-llama3.gguf vocab/vocab-qwen3.gguf vocab/vocab-rwkv-world-synthetic.gguf vocab/tokenizer-tests.inp chat/conversations.json
 
 bin="${HEARTH_BUILDDIR:-.}/tests/fuzz"
-targets="gguf template tokenizer grammar schema cli http reasoning"
+targets="gguf template tokenizer grammar schema cli http reasoning diskcache"
 # the request and toolcall targets exist where hearth serve was built
 if "${HEARTH_BUILDDIR:-.}/src/hearth" serve --help 2>/dev/null | grep -q "no HTTP server"; then :
 else targets="$targets request toolcall"; fi
@@ -20,7 +20,7 @@ for target in $targets; do
     replay="$bin/replay-$target"
     [ -x "$replay" ] || { fail "missing $replay"; continue; }
     case $target in
-    request|toolcall|grammar|cli|http|reasoning)
+    request|toolcall|grammar|cli|http|reasoning|diskcache)
         set -- ;;
     schema)
         set -- "$HEARTH_TEST_DATA"/chat/conversations.json ;;

@@ -58,6 +58,7 @@ check_PROGRAMS += \
 	tests/test-chat-template \
 	tests/test-cli-sampling \
 	tests/test-delta \
+	tests/test-disk-cache \
 	tests/test-download \
 	tests/test-embed \
 	tests/test-engine \
@@ -88,6 +89,7 @@ TESTS += \
 	tests/test-chat-template \
 	tests/test-cli-sampling \
 	tests/test-delta \
+	tests/test-disk-cache \
 	tests/test-download \
 	tests/test-embed \
 	tests/test-engine \
@@ -193,6 +195,10 @@ tests_test_gguf_LDADD = $(TEST_LIBS)
 tests_test_kernels_SOURCES = tests/test-kernels.c tests/testutil.c
 tests_test_kernels_CFLAGS = $(TEST_CFLAGS)
 tests_test_kernels_LDADD = $(TEST_LIBS)
+
+tests_test_disk_cache_SOURCES = tests/test-disk-cache.c tests/testutil.c
+tests_test_disk_cache_CFLAGS = $(TEST_CFLAGS)
+tests_test_disk_cache_LDADD = $(TEST_LIBS)
 
 tests_test_kv_pool_SOURCES = tests/test-kv-pool.c tests/testutil.c
 tests_test_kv_pool_CFLAGS = $(TEST_CFLAGS)
@@ -312,6 +318,7 @@ TESTS += \
 	tests/grammar-validity.sh \
 	tests/layout.sh \
 	tests/server-chatpage.sh \
+	tests/server-disk-cache.sh \
 	tests/server-embeddings.sh \
 	tests/server-models.sh \
 	tests/server-openai.sh \
@@ -353,6 +360,7 @@ EXTRA_DIST += \
 	tests/server-api.py \
 	tests/server-chatpage.py \
 	tests/server-chatpage.sh \
+	tests/server-disk-cache.sh \
 	tests/server-embeddings.mjs \
 	tests/server-embeddings.sh \
 	tests/server-models.mjs \
@@ -376,7 +384,7 @@ CLEANFILES += tests/server-chatpage.png
 # tests/fuzz/fuzz-<target>; every build also links it with a replay driver,
 # tests/fuzz/replay-<target>, that make check runs over the seed inputs and
 # the crash reproducers in tests/fuzz/regressions-<target>/.
-FUZZ_TARGETS = gguf template tokenizer grammar schema reasoning
+FUZZ_TARGETS = gguf template tokenizer grammar schema reasoning diskcache
 EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/regressions-gguf/.keep \
 	tests/fuzz/regressions-template tests/fuzz/regressions-tokenizer \
 	tests/fuzz/regressions-request tests/fuzz/fuzz-request.c \
@@ -385,7 +393,8 @@ EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/regressions-gguf/.keep \
 	tests/fuzz/regressions-cli \
 	tests/fuzz/regressions-http tests/fuzz/corpus-request tests/fuzz/corpus-toolcall \
 	tests/fuzz/corpus-grammar tests/fuzz/corpus-schema tests/fuzz/corpus-http tests/fuzz/corpus-cli \
-	tests/fuzz/regressions-reasoning tests/fuzz/corpus-reasoning tests/fuzz/corpus-tokenizer
+	tests/fuzz/regressions-reasoning tests/fuzz/corpus-reasoning tests/fuzz/corpus-tokenizer \
+	tests/fuzz/corpus-diskcache
 TESTS += tests/fuzz-replay.sh
 # the HTTP target is plain C: built everywhere
 check_PROGRAMS += tests/fuzz/replay-http
@@ -399,6 +408,9 @@ tests_fuzz_fuzz_http_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
 endif
 check_PROGRAMS += tests/fuzz/replay-gguf tests/fuzz/replay-template tests/fuzz/replay-tokenizer
 check_PROGRAMS += tests/fuzz/replay-grammar tests/fuzz/replay-schema tests/fuzz/replay-reasoning
+check_PROGRAMS += tests/fuzz/replay-diskcache
+tests_fuzz_replay_diskcache_SOURCES = tests/fuzz/fuzz-diskcache.c tests/fuzz/replay.c
+tests_fuzz_replay_diskcache_LDADD = src/libhearth-core.la
 tests_fuzz_replay_reasoning_SOURCES = tests/fuzz/fuzz-reasoning.c tests/fuzz/replay.c
 tests_fuzz_replay_reasoning_LDADD = src/libhearth-core.la
 tests_fuzz_replay_grammar_SOURCES = tests/fuzz/fuzz-grammar.c tests/fuzz/replay.c
@@ -471,7 +483,10 @@ noinst_PROGRAMS += tests/fuzz/fuzz-tokenizer tests/fuzz/fuzz-grammar tests/fuzz/
 tests_fuzz_fuzz_grammar_SOURCES = tests/fuzz/fuzz-grammar.c
 tests_fuzz_fuzz_grammar_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_grammar_LDADD = src/libhearth-core.la
-noinst_PROGRAMS += tests/fuzz/fuzz-reasoning
+noinst_PROGRAMS += tests/fuzz/fuzz-reasoning tests/fuzz/fuzz-diskcache
+tests_fuzz_fuzz_diskcache_SOURCES = tests/fuzz/fuzz-diskcache.c
+tests_fuzz_fuzz_diskcache_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_diskcache_LDADD = src/libhearth-core.la
 tests_fuzz_fuzz_reasoning_SOURCES = tests/fuzz/fuzz-reasoning.c
 tests_fuzz_fuzz_reasoning_LDFLAGS = $(AM_LDFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_reasoning_LDADD = src/libhearth-core.la

@@ -22,4 +22,4 @@ tools_wkvbench_SOURCES = tools/wkvbench.c
 tools_wkvbench_LDADD = src/libhearth-core.la -lm
 
 EXTRA_DIST += BENCHMARKS.md tools/bench-compare.sh tools/bench-serve.sh tools/loadtest.py \
-	tools/soak.py
+	tools/soak.py tools/bench-disk-cache.py

@@ -174,3 +174,41 @@ void kv_cache_copy_block(const struct kv_cache *kv, int32_t src, int32_t dst, in
         if (L->v) memcpy(L->v + (size_t)dst * kv->block_bytes, L->v + (size_t)src * kv->block_bytes, n);
     }
 }
+
+size_t kv_cache_block_save_bytes(const struct kv_cache *kv)
+{
+    size_t n = 0;
+    for (int32_t il = 0; il < kv->n_layer; il++) {
+        const struct kv_layer *L = &kv->layers[il];
+        if (L->k && !L->window) n += (L->v ? 2 : 1) * kv->block_bytes;
+    }
+    return n;
+}
+
+void kv_cache_save_block(const struct kv_cache *kv, int32_t b, uint8_t *out)
+{
+    for (int32_t il = 0; il < kv->n_layer; il++) {
+        const struct kv_layer *L = &kv->layers[il];
+        if (!L->k || L->window) continue;
+        memcpy(out, L->k + (size_t)b * kv->block_bytes, kv->block_bytes);
+        out += kv->block_bytes;
+        if (L->v) {
+            memcpy(out, L->v + (size_t)b * kv->block_bytes, kv->block_bytes);
+            out += kv->block_bytes;
+        }
+    }
+}
+
+void kv_cache_load_block(const struct kv_cache *kv, int32_t b, const uint8_t *in)
+{
+    for (int32_t il = 0; il < kv->n_layer; il++) {
+        const struct kv_layer *L = &kv->layers[il];
+        if (!L->k || L->window) continue;
+        memcpy(L->k + (size_t)b * kv->block_bytes, in, kv->block_bytes);
+        in += kv->block_bytes;
+        if (L->v) {
+            memcpy(L->v + (size_t)b * kv->block_bytes, in, kv->block_bytes);
+            in += kv->block_bytes;
+        }
+    }
+}

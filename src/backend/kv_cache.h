@@ -119,4 +119,12 @@ void kv_cache_load_head(const struct kv_cache *kv, const uint8_t *base, int64_t 
  * a shared block). */
 void kv_cache_copy_block(const struct kv_cache *kv, int32_t src, int32_t dst, int32_t n_rows, bool window);
 
+/* A block's keys and values in every host layer of the main space, as
+ * one run of bytes (the disk tier of the prefix cache, disk_cache.h):
+ * layer by layer, its keys then its values.  kv_cache_block_save_bytes()
+ * is the run's length. */
+size_t kv_cache_block_save_bytes(const struct kv_cache *kv);
+void kv_cache_save_block(const struct kv_cache *kv, int32_t b, uint8_t *out);
+void kv_cache_load_block(const struct kv_cache *kv, int32_t b, const uint8_t *in);
+
 #endif /* HEARTH_KV_CACHE_H */

@@ -153,6 +153,29 @@ bool cli_parse_u64(const char *cmd, const char *opt, const char *arg, uint64_t *
     return true;
 }
 
+bool cli_parse_size(const char *cmd, const char *opt, const char *arg, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = arg[0] >= '0' && arg[0] <= '9' ? strtoull(arg, &end, 10) : 0;
+    int shift = 0;
+    if (v > 0 && errno != ERANGE) {
+        static const char units[] = "KMGT";
+        const char *u = *end ? strchr(units, *end) : NULL;
+        if (u) {
+            shift = 10 * (int)(u - units + 1);
+            end++;
+        }
+    }
+    if (v == 0 || errno == ERANGE || *end != '\0' || (shift && v > (ULLONG_MAX >> shift))) {
+        cli_usage_error(cmd, "%s: expected a size of at least 1 byte (a number, optionally followed by K, M, "
+                        "G or T), got '%s'", opt, arg);
+        return false;
+    }
+    *out = (uint64_t)v << shift;
+    return true;
+}
+
 bool cli_parse_float(const char *cmd, const char *opt, const char *arg,
                      double min, double max, float *out)
 {

@@ -135,6 +135,7 @@ static hearth_status check_params(const hearth_model *model, hearth_engine_param
 void hearth_engine_free(hearth_engine *e)
 {
     if (!e) return;
+    disk_cache_close(e->disk); /* what is queued is written first */
     for (size_t i = 0; i < e->n_live; i++) engine_request_free(e->live[i]);
     free(e->live);
     for (struct request *r = e->new_head; r;) {
@@ -204,6 +205,43 @@ static hearth_status check_draft(const hearth_model *model, const hearth_model *
                                 b ? (int)HEARTH_MIN(lend, 64) : 0, b ? b : "", a ? (int)HEARTH_MIN(len, 64) : 0,
                                 a ? a : "");
     }
+    return HEARTH_OK;
+}
+
+/* The prefix cache's disk tier, for an engine whose blocks hold every
+ * layer's keys and values on the host: a recurrent state, a window
+ * space, offloaded layers or a prediction layer's hidden states would
+ * each need more in a file than a block's rows. */
+static hearth_status open_disk_tier(hearth_engine *e)
+{
+    const hearth_engine_params *p = &e->params;
+    const struct kv_cache *kv = runner_kv(e->runner);
+    const char *why = NULL;
+    if (p->no_prefix_cache) why = "without the prefix cache";
+    else if (runner_rstate(e->runner)) why = "for a recurrent model";
+    else if (e->wpool) why = "with a pool of its own for the sliding layers (swa_full keeps them with the others)";
+    else if (p->mtp) why = "with multi-token prediction";
+    for (int32_t il = 0; !why && il < kv->n_layer; il++)
+        if (!kv->layers[il].k) why = "with layers offloaded to a device";
+    if (why)
+        return hearth_error(HEARTH_E_UNSUPPORTED, "the prefix cache's disk tier (cache directory %s) is not "
+                            "supported %s", p->cache_dir, why);
+    const struct disk_layout l = {
+        .identity = e->identity,
+        .cache_type = (uint32_t)kv->type,
+        .block_tokens = (uint32_t)kv->block_tokens,
+        .n_layer = (uint32_t)kv->n_layer,
+        .flags = kv->values_in_keys ? DISK_VALUES_IN_KEYS : 0,
+        .row_bytes = kv->row_bytes,
+        .payload_bytes = kv_cache_block_save_bytes(kv),
+    };
+    const uint64_t max_bytes = p->cache_disk_bytes ? p->cache_disk_bytes : (uint64_t)1 << 30;
+    /* the writer's queue: blocks copied out of the pool and not yet
+     * written; beyond it a block is not written (the step never waits) */
+    const uint64_t queue_bytes = HEARTH_MAX((uint64_t)64 << 20, 4 * (uint64_t)disk_file_bytes(&l));
+    HEARTH_TRY(disk_cache_open(p->cache_dir, max_bytes, queue_bytes, &l, &e->disk));
+    e->params.cache_dir = disk_cache_dir(e->disk);
+    e->params.cache_disk_bytes = max_bytes;
     return HEARTH_OK;
 }
 
@@ -339,6 +377,11 @@ hearth_status hearth_engine_new(const hearth_model *model, const hearth_engine_p
         return st;
     }
     e->identity = engine_identity_key(e);
+    if (p.cache_dir) st = open_disk_tier(e);
+    if (st) {
+        hearth_engine_free(e);
+        return st;
+    }
     pool_stats(e); /* no other thread knows the engine yet */
     engine_update_stats_locked(e);
     *out = e;
@@ -402,6 +445,19 @@ void engine_update_stats_locked(hearth_engine *e)
     st->waiting = e->waiting.n + queued;
     st->prefix_queries = c.hits + c.misses;
     st->prefix_hits = c.hits;
+    if (e->disk) {
+        struct disk_cache_counts d;
+        disk_cache_counts(e->disk, &d);
+        st->prefix_hits += d.hits;
+        st->disk_hits = d.hits;
+        st->disk_writes = d.writes;
+        st->disk_rejected = d.rejected;
+        st->disk_dropped = d.dropped;
+        st->disk_write_errors = d.write_errors;
+        st->disk_evictions = d.evictions;
+        st->disk_bytes = d.bytes;
+        st->disk_files = d.files;
+    }
     st->evictions = c.evictions;
     st->preemptions = e->preemptions;
     st->steps = e->steps;

@@ -56,6 +56,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "disk_cache.h"
 #include "engine.h"
 #include "kv_cache.h"
 #include "kv_pool.h"
@@ -112,6 +113,8 @@ struct seq {
                                   * past the prompt's, while it is still that;
                                   * -1: none */
     uint64_t own_hash;           /* and that snapshot's chain hash */
+    int32_t n_disk;              /* positions its admissions read from the
+                                  * disk tier */
     bool running;
     bool finished;
     /* this step */
@@ -205,6 +208,7 @@ struct hearth_engine {
     hearth_engine_params params;
     struct runner *runner;
     struct kv_pool *pool;
+    struct disk_cache *disk;     /* the prefix cache's disk tier (params.cache_dir); NULL: none */
     uint64_t identity;
     uint64_t memory_available;   /* what the weights and pools were checked
                                   * against (model_memory_check) */

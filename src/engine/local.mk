@@ -5,6 +5,8 @@
 
 src_libhearth_core_la_SOURCES += \
 	src/engine/context.c \
+	src/engine/disk_cache.c \
+	src/engine/disk_cache.h \
 	src/engine/draft.c \
 	src/engine/embed.c \
 	src/engine/engine.c \

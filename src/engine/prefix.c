@@ -3,7 +3,9 @@
  * chain hashes of the prefix cache, taking a cached prefix, registering
  * full blocks, giving back blocks outside every layer's window, room for
  * the tokens a step adds, and the recurrent-state snapshots that let a
- * recurrent model's sequence resume from a cached prefix.
+ * recurrent model's sequence resume from a cached prefix.  With a disk
+ * tier (disk_cache.h), a block the pool misses is read back from its
+ * file, and a block registered is queued to be written.
  */
 #include "engine_impl.h"
 
@@ -143,9 +145,43 @@ static uint64_t block_hash(const hearth_engine *e, const struct seq *s, int32_t 
     return kv_pool_hash(*parent, s->tokens + (size_t)i * e->B, e->B);
 }
 
+/* Block i of s from the disk tier: read into a block of the pool,
+ * registered there as if computed, held by s (ref 1); -1 when the disk
+ * has no valid file of it or the pool no room. */
+static int32_t disk_take(hearth_engine *e, const struct seq *s, int32_t i, uint64_t parent, uint64_t h)
+{
+    const int32_t *tokens = s->tokens + (size_t)i * e->B;
+    /* the file first: a block is taken from the pool (evicting the least
+     * recently used cached one) only for a block that is there */
+    const uint8_t *payload = disk_cache_get(e->disk, parent, h, tokens);
+    if (!payload) return -1;
+    const int32_t b = kv_pool_alloc(e->pool);
+    if (b < 0) return -1;
+    if (!kv_pool_register(e->pool, b, parent, h, tokens)) {
+        kv_pool_release(e->pool, b);
+        return -1;
+    }
+    kv_cache_load_block(runner_kv(e->runner), b, payload);
+    return b;
+}
+
+/* Queue s's newly registered block i (in pool block b) for the disk
+ * tier: its rows are copied now, since the block may be evicted and
+ * reused before the writer gets to it. */
+static void disk_put(hearth_engine *e, const struct seq *s, int32_t i, uint64_t parent, int32_t b)
+{
+    const struct kv_cache *kv = runner_kv(e->runner);
+    if (!disk_cache_wants(e->disk, s->hashes[i])) return;
+    struct disk_layout l = {.block_tokens = (uint32_t)e->B, .payload_bytes = kv_cache_block_save_bytes(kv)};
+    uint8_t *file = malloc(disk_file_bytes(&l));
+    if (!file) return; /* a cache: the block is just not written */
+    kv_cache_save_block(kv, b, file + disk_header_bytes(&l));
+    disk_cache_put(e->disk, parent, s->hashes[i], s->tokens + (size_t)i * e->B, file);
+}
+
 /* Take the cached blocks of s's known tokens, leaving at least the last
- * token to compute (its logits are needed).  Returns the positions
- * covered. */
+ * token to compute (its logits are needed): from the pool, else from the
+ * disk tier.  Returns the positions covered. */
 hearth_status engine_take_prefix(hearth_engine *e, struct seq *s)
 {
     const int32_t B = e->B;
@@ -154,9 +190,10 @@ hearth_status engine_take_prefix(hearth_engine *e, struct seq *s)
     for (int32_t i = 0; i < n_full; i++) {
         uint64_t parent;
         const uint64_t h = block_hash(e, s, i, &parent);
-        const int32_t b = kv_pool_lookup(e->pool, parent, h, s->tokens + (size_t)i * B);
+        int32_t b = kv_pool_lookup(e->pool, parent, h, s->tokens + (size_t)i * B);
+        if (b >= 0) kv_pool_ref(e->pool, b);
+        else if (e->disk && (b = disk_take(e, s, i, parent, h)) >= 0) s->n_disk += B;
         if (b < 0) break;
-        kv_pool_ref(e->pool, b);
         hearth_status st = table_push(s, false, b);
         if (st) {
             kv_pool_release(e->pool, b);
@@ -317,7 +354,8 @@ hearth_status engine_register_full_blocks(hearth_engine *e, struct seq *s)
     for (int32_t i = s->n_hashed; i < n_full; i++) {
         uint64_t parent;
         s->hashes[i] = block_hash(e, s, i, &parent);
-        kv_pool_register(e->pool, s->table[i], parent, s->hashes[i], s->tokens + (size_t)i * B);
+        if (kv_pool_register(e->pool, s->table[i], parent, s->hashes[i], s->tokens + (size_t)i * B) && e->disk)
+            disk_put(e, s, i, parent, s->table[i]);
         /* the window's block of the same positions, under the same hash */
         if (e->wpool && i < s->n_wtable && s->wtable[i] >= 0)
             kv_pool_register(e->wpool, s->wtable[i], parent, s->hashes[i], s->tokens + (size_t)i * B);

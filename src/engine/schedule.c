@@ -207,6 +207,7 @@ hearth_status engine_schedule(hearth_engine *e, struct step_plan *p)
         if (s->stats.n_preempted == 0) { /* its first admission */
             s->stats.queue_ms = (engine_now_s() - r->t_submit) * 1e3;
             s->stats.n_cached = s->n_computed;
+            s->stats.n_cached_disk = HEARTH_MIN(s->n_disk, s->n_computed);
         }
         const int32_t pending = s->n_tokens - s->n_computed;
         int32_t room;

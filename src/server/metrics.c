@@ -62,6 +62,7 @@ void srv_metrics_sample(struct srv_metrics *m, enum srv_outcome outcome,
     if (st) {
         m->prompt_tokens += (uint64_t)st->n_prompt;
         m->cached_tokens += (uint64_t)st->n_cached;
+        m->cached_disk_tokens += (uint64_t)st->n_cached_disk;
         m->generated_tokens += (uint64_t)st->n_generated;
         if (st->n_generated > 0) {
             observe_locked(m, SRV_TTFT, st->ttft_ms / 1000);
@@ -132,7 +133,7 @@ static void metric(struct out *o, const char *type, const char *name, const char
     put(o, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
 }
 
-char *srv_metrics_render(struct srv_metrics *m, const hearth_engine_stats *es, size_t *len)
+char *srv_metrics_render(struct srv_metrics *m, const hearth_engine_stats *es, bool disk, size_t *len)
 {
     struct out o = {malloc(8192), 0, 8192, 0};
     if (!o.p) return NULL;
@@ -173,6 +174,28 @@ char *srv_metrics_render(struct srv_metrics *m, const hearth_engine_stats *es, s
            (double)es->prefix_hits);
     metric(&o, "counter", "hearth_kv_evictions_total", "Cached KV blocks reused for new positions.",
            (double)es->evictions);
+    if (disk) {
+        metric(&o, "counter", "hearth_prompt_tokens_cached_disk_total",
+               "Prompt tokens of finished samples read from the prefix cache's disk tier.",
+               (double)c.cached_disk_tokens);
+        metric(&o, "counter", "hearth_prefix_cache_disk_hits_total",
+               "Prefix-cache blocks read from the disk tier (also counted in the hits).", (double)es->disk_hits);
+        metric(&o, "counter", "hearth_prefix_cache_disk_writes_total", "Blocks written to the disk tier.",
+               (double)es->disk_writes);
+        metric(&o, "counter", "hearth_prefix_cache_disk_rejected_total",
+               "Files of the disk tier found invalid (corrupt, truncated, foreign) and removed.",
+               (double)es->disk_rejected);
+        metric(&o, "counter", "hearth_prefix_cache_disk_dropped_total",
+               "Blocks not written because the writer's queue was full.", (double)es->disk_dropped);
+        metric(&o, "counter", "hearth_prefix_cache_disk_write_errors_total",
+               "Blocks whose write to the disk tier failed.", (double)es->disk_write_errors);
+        metric(&o, "counter", "hearth_prefix_cache_disk_evictions_total",
+               "Files of the disk tier removed for its size bound.", (double)es->disk_evictions);
+        metric(&o, "gauge", "hearth_prefix_cache_disk_bytes", "Bytes of the disk tier's block files.",
+               (double)es->disk_bytes);
+        metric(&o, "gauge", "hearth_prefix_cache_disk_files", "Block files of the disk tier.",
+               (double)es->disk_files);
+    }
     metric(&o, "counter", "hearth_preemptions_total", "Sequences preempted for want of KV blocks.",
            (double)es->preemptions);
     metric(&o, "counter", "hearth_engine_steps_total", "Forward passes run.", (double)es->steps);

@@ -33,7 +33,7 @@ struct srv_metrics {
     uint64_t outcomes[SRV_N_OUTCOME];
     int statuses[SRV_MAX_STATUS];
     uint64_t status_counts[SRV_MAX_STATUS];
-    uint64_t prompt_tokens, cached_tokens, generated_tokens;
+    uint64_t prompt_tokens, cached_tokens, cached_disk_tokens, generated_tokens;
     int64_t requests_running, requests_waiting;
 };
 
@@ -48,6 +48,6 @@ void srv_metrics_status(struct srv_metrics *m, int status);
 /* Requests admitted (running) and queued: deltas. */
 void srv_metrics_requests(struct srv_metrics *m, int64_t d_running, int64_t d_waiting);
 /* The exposition text, malloc'ed, with the engine's statistics. */
-char *srv_metrics_render(struct srv_metrics *m, const hearth_engine_stats *es, size_t *len);
+char *srv_metrics_render(struct srv_metrics *m, const hearth_engine_stats *es, bool disk, size_t *len);
 
 #endif /* HEARTH_SERVER_METRICS_H */

@@ -153,6 +153,13 @@ void job_usage(const struct job *j, long *prompt, long *cached, long *completion
     }
 }
 
+long job_disk_cached(const struct job *j)
+{
+    long disk = 0;
+    for (size_t i = 0; i < j->n_choices; i += (size_t)j->req.n) disk += j->choices[i].stats.n_cached_disk;
+    return disk;
+}
+
 /* The usage extension of a server that speculates: the choices' drafted
  * and accepted tokens, the acceptance rate and the tokens per forward
  * pass of the model (job locked). */
@@ -181,6 +188,7 @@ static json_t *usage_json(const struct job *j)
     job_usage(j, &prompt, &cached, &completion);
     json_t *d = json_object();
     json_object_set_new(d, "cached_tokens", json_integer(cached));
+    if (j->s->cfg.disk_cache) json_object_set_new(d, "hearth_disk_cached_tokens", json_integer(job_disk_cached(j)));
     long reasoning = 0;
     for (size_t i = 0; i < j->n_choices; i++) reasoning += j->choices[i].n_reasoning_tokens;
     json_t *u = json_object();

@@ -263,10 +263,15 @@ static json_t *usage_object(const struct job *j)
 {
     long prompt, cached, completion;
     job_usage(j, &prompt, &cached, &completion);
-    return json_pack("{s:I, s:{s:I}, s:I, s:{s:I}, s:I}", "input_tokens", (json_int_t)prompt,
-                     "input_tokens_details", "cached_tokens", (json_int_t)cached, "output_tokens",
-                     (json_int_t)completion, "output_tokens_details", "reasoning_tokens",
-                     (json_int_t)j->choices[0].n_reasoning_tokens, "total_tokens", (json_int_t)(prompt + completion));
+    json_t *u = json_pack("{s:I, s:{s:I}, s:I, s:{s:I}, s:I}", "input_tokens", (json_int_t)prompt,
+                          "input_tokens_details", "cached_tokens", (json_int_t)cached, "output_tokens",
+                          (json_int_t)completion, "output_tokens_details", "reasoning_tokens",
+                          (json_int_t)j->choices[0].n_reasoning_tokens, "total_tokens",
+                          (json_int_t)(prompt + completion));
+    if (u && j->s->cfg.disk_cache)
+        json_object_set_new(json_object_get(u, "input_tokens_details"), "hearth_disk_cached_tokens",
+                            json_integer(job_disk_cached(j)));
+    return u;
 }
 
 /* The response object in status ("in_progress", "completed",

@@ -75,6 +75,10 @@ static void usage(FILE *out)
             "  --kv-size N              positions of the KV pool (default: ctx-size x parallel)\n"
             "  --kv-block N             positions per KV block (default 64)\n"
             "  --no-prefix-cache        do not reuse prompt blocks across requests\n"
+            "  --cache-dir DIR          keep the prefix cache's full blocks in DIR too, so\n"
+            "                           that they are hits again after a restart\n"
+            "  --cache-disk-size SIZE   the most DIR's block files take (K, M, G, T;\n"
+            "                           default 1G)\n"
             "  --max-body BYTES         largest request body (default 1048576)\n"
             "  --max-tokens N           most tokens a request may generate (default: ctx-size)\n"
             "  --max-queue N            requests that may wait beyond --parallel (default 64)\n"
@@ -427,6 +431,9 @@ struct loader {
     long kv_size;
     int kv_block, max_tokens;
     bool no_prefix_cache;
+    const char *cache_dir;      /* --cache-dir, or NULL */
+    bool cache_per_model;       /* a table of models: each in cache_dir/ALIAS */
+    uint64_t cache_disk_bytes;  /* --cache-disk-size (each model's, in a table) */
     bool usage_error;    /* the last load failed for the flags (the one model of -m FILE) */
 };
 
@@ -437,6 +444,7 @@ struct instance {
     struct chat_prompt cp;
     struct cli_spec spec;
     bool mtp;
+    char cache_dir[4096];  /* the engine's disk tier, where it has one */
 };
 
 static void instance_free(struct instance *in)
@@ -497,6 +505,19 @@ static bool load_model(void *user, const char *alias, const char *path, struct s
     ep.block_tokens = L->kv_block;
     ep.kv_tokens = L->kv_size ? L->kv_size : (int64_t)n_ctx * L->parallel;
     ep.no_prefix_cache = L->no_prefix_cache;
+    if (L->cache_dir) {
+        /* the models of a table keep their blocks apart, each directory
+         * locked by its own engine */
+        const int n = L->cache_per_model
+                          ? snprintf(in->cache_dir, sizeof in->cache_dir, "%s/%s", L->cache_dir, alias)
+                          : snprintf(in->cache_dir, sizeof in->cache_dir, "%s", L->cache_dir);
+        if (n < 0 || (size_t)n >= sizeof in->cache_dir) {
+            snprintf(why, why_size, "--cache-dir %s: the path is too long", L->cache_dir);
+            goto fail;
+        }
+        ep.cache_dir = in->cache_dir;
+        ep.cache_disk_bytes = L->cache_disk_bytes;
+    }
     /* the model's own prediction layer drafts unless told otherwise */
     if (cli_spec_use_mtp(CMD, &in->spec, in->model, true, &in->mtp) != CLI_EXIT_OK) {
         snprintf(why, why_size, "%s: the speculation flags do not fit the model (the server's log says why)", path);
@@ -553,7 +574,7 @@ int cmd_serve(int argc, char **argv)
         OPT_MAX_CONN, OPT_TIMEOUT, OPT_GRACE, OPT_IDLE, OPT_API_KEY, OPT_API_KEY_FILE, OPT_SSL_KEY,
         OPT_SSL_CERT, OPT_REQUEST_TIMEOUT, OPT_REASONING_FORMAT, OPT_REASONING_BUDGET, OPT_NO_WEBUI,
         OPT_RESPONSES_STORE, OPT_RESPONSES_STORE_BYTES, OPT_POOLING, OPT_MODELS_DIR, OPT_KEEP_ALIVE,
-        OPT_MAX_MEMORY
+        OPT_MAX_MEMORY, OPT_CACHE_DIR, OPT_CACHE_DISK_SIZE
     };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -571,6 +592,8 @@ int cmd_serve(int argc, char **argv)
         {"kv-size", required_argument, NULL, OPT_KV_SIZE},
         {"kv-block", required_argument, NULL, OPT_KV_BLOCK},
         {"no-prefix-cache", no_argument, NULL, OPT_NO_PREFIX_CACHE},
+        {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
+        {"cache-disk-size", required_argument, NULL, OPT_CACHE_DISK_SIZE},
         {"max-body", required_argument, NULL, OPT_MAX_BODY},
         {"max-tokens", required_argument, NULL, OPT_MAX_TOKENS},
         {"max-queue", required_argument, NULL, OPT_MAX_QUEUE},
@@ -617,7 +640,8 @@ int cmd_serve(int argc, char **argv)
     int kv_block = 0, max_tokens = 0, idle = 60;
     long kv_size = 0, max_body = 1 << 20;
     bool no_prefix_cache = false, verbose = cli_verbose > 0, split_reasoning = true;
-    const char *template_spec = NULL, *alias = NULL, *ssl_key = NULL, *ssl_cert = NULL;
+    const char *template_spec = NULL, *alias = NULL, *ssl_key = NULL, *ssl_cert = NULL, *cache_dir = NULL;
+    uint64_t cache_disk_size = 0;
     char *keys[MAX_KEYS];
     char *key_files[8];
     size_t n_keys = 0, n_key_files = 0;
@@ -691,6 +715,14 @@ int cmd_serve(int argc, char **argv)
             }
             break;
         case OPT_NO_PREFIX_CACHE: no_prefix_cache = true; break;
+        case OPT_CACHE_DIR:
+            cache_dir = optarg;
+            if (!*cache_dir) {
+                cli_usage_error(CMD, "--cache-dir: the directory's name is empty");
+                ok = false;
+            }
+            break;
+        case OPT_CACHE_DISK_SIZE: ok = cli_parse_size(CMD, "--cache-disk-size", optarg, &cache_disk_size); break;
         case OPT_MAX_BODY: ok = cli_parse_long(CMD, "--max-body", optarg, 64, 1L << 30, &max_body); break;
         case OPT_MAX_TOKENS: ok = cli_parse_int(CMD, "--max-tokens", optarg, 1, 1 << 24, &max_tokens); break;
         case OPT_MAX_QUEUE: ok = cli_parse_int(CMD, "--max-queue", optarg, 0, 1 << 20, &cfg.max_queue); break;
@@ -783,6 +815,15 @@ int cmd_serve(int argc, char **argv)
         if (cli_model_check(CMD, &src, true) != CLI_EXIT_OK) goto done;
         if (!keep_alive_given) cfg.keep_alive_s = -1;
     }
+    if (cache_disk_size && !cache_dir) {
+        cli_usage_error(CMD, "--cache-disk-size needs --cache-dir");
+        goto done;
+    }
+    if (cache_dir && no_prefix_cache) {
+        cli_usage_error(CMD, "--cache-dir keeps the prefix cache's blocks: not with --no-prefix-cache");
+        goto done;
+    }
+    cfg.disk_cache = cache_dir != NULL;
     if (!ssl_key != !ssl_cert) {
         cli_usage_error(CMD, "HTTPS needs both --ssl-key-file and --ssl-cert-file");
         goto done;
@@ -790,6 +831,12 @@ int cmd_serve(int argc, char **argv)
     cli_sampling_finish(&sampling);
     if (cli_spec_finish(CMD, &spec) != CLI_EXIT_OK) goto done;
     rc = CLI_EXIT_FAILURE;
+    /* a table's models keep their blocks in directories of their own
+     * under the one given, which must be there for them */
+    if (table && cache_dir && mkdir(cache_dir, 0777) != 0 && errno != EEXIST) {
+        cli_error(CMD, "--cache-dir %s: %s", cache_dir, strerror(errno));
+        goto done;
+    }
     for (size_t i = 0; i < n_key_files; i++)
         if (!read_keys(key_files[i], keys, &n_keys, &key_store[i])) goto done;
     if (n_key_files > 0 && n_keys == 0) {
@@ -841,6 +888,9 @@ int cmd_serve(int argc, char **argv)
         .kv_block = kv_block,
         .max_tokens = max_tokens,
         .no_prefix_cache = no_prefix_cache,
+        .cache_dir = cache_dir,
+        .cache_per_model = table,
+        .cache_disk_bytes = cache_disk_size,
     };
     const struct srv_model_loader callbacks = {load_model, unload_model, &loader};
 
@@ -859,6 +909,8 @@ int cmd_serve(int argc, char **argv)
         if (cfg.max_memory) cli_format_bytes(mem, sizeof mem, (double)cfg.max_memory);
         fprintf(stderr, "hearth: %s: ready: %zu models, each loaded when a request names it; idle ones "
                 "unloaded after %s; memory: %s%s\n", CMD, entries.n, keep, mem, n_keys ? "; API keys required" : "");
+        if (cache_dir)
+            fprintf(stderr, "hearth: %s: prefix cache on disk: each model's blocks in %s/ALIAS\n", CMD, cache_dir);
         for (size_t i = 0; i < entries.n; i++) {
             char size[32];
             cli_format_bytes(size, sizeof size, (double)entries.e[i].bytes);
@@ -909,6 +961,13 @@ int cmd_serve(int argc, char **argv)
                 es.block_tokens, window, pool, es.max_full_sequences, source, srv_tool_format_name(l->tool_format),
                 hearth_reasoning_format_name(l->reasoning), budget, n_keys ? "; API keys required" : "");
         cli_model_report_memory(stderr, CMD, l->model, l->engine);
+        if (ep.cache_dir) {
+            char held[32], bound[32];
+            cli_format_bytes(held, sizeof held, (double)es.disk_bytes);
+            cli_format_bytes(bound, sizeof bound, (double)ep.cache_disk_bytes);
+            fprintf(stderr, "hearth: %s: prefix cache on disk: %s, %llu blocks (%s) of at most %s\n", CMD,
+                    ep.cache_dir, (unsigned long long)es.disk_files, held, bound);
+        }
         if (!cfg.no_webui)
             fprintf(stderr, "hearth: %s: the chat page: %s://%s%s%s:%d/\n", CMD, scheme,
                     strchr(cfg.host, ':') ? "[" : "", cfg.host, strchr(cfg.host, ':') ? "]" : "", port);

@@ -218,7 +218,7 @@ static bool handle_metrics(struct conn *cn, struct http_exchange *c)
     hearth_engine_stats es;
     srv_models_stats(cn->s, &es);
     size_t len;
-    char *text = srv_metrics_render(&cn->s->metrics, &es, &len);
+    char *text = srv_metrics_render(&cn->s->metrics, &es, cn->s->cfg.disk_cache, &len);
     if (!text) return false;
     struct buf b = {text, len, len};
     if (!srv_models_metrics(cn->s, &b)) {

@@ -22,6 +22,7 @@
 
 struct srv_config {
     const char *host;            /* address to listen on */
+    bool disk_cache;             /* the engines have a disk tier (--cache-dir) */
     int port;                    /* 0: any free port */
     int32_t parallel;            /* sequences the engine runs at once */
     int32_t max_queue;           /* requests waiting beyond those */

@@ -292,6 +292,8 @@ void tool_call_id(const struct job *j, char *out, size_t cap);
 bool choice_tool_calls(const struct job *j, const struct choice *c, struct srv_tool_calls *tc);
 json_t *piece_json(const struct srv_model *m, hearth_token t, bool with_bytes, json_t **bytes);
 void job_usage(const struct job *j, long *prompt, long *cached, long *completion);
+/* Of the cached prompt tokens, those read from the disk tier (job locked). */
+long job_disk_cached(const struct job *j);
 bool reads_tool_calls(const struct job *j);
 /* A stream's events (job locked). */
 void emit_chunk(struct job *j, size_t ci, const char *text, size_t len, bool role, const char *finish);
