@@ -77,6 +77,7 @@ static void job_free(struct job *j)
         free(j->choices[i].lp);
         free(j->choices[i].reasoning.p);
         hearth_reasoning_split_free(j->choices[i].split);
+        srv_tool_parser_free(&j->choices[i].tp);
     }
     free(j->prompt_tail);
     free(j->choices);
@@ -246,6 +247,13 @@ static void on_event(void *user, const hearth_event *ev)
     size_t len = ev->len;
     if (c->split) split_text(j, ci, &text, &len);
     add_answer(j, ci, text, len);
+    /* harmony's calls, which the split keeps apart: each streamed whole
+     * once the next has begun (or at the end) */
+    if (j->req.stream && !j->stream_closed && reads_tool_calls(j) && c->split &&
+        hearth_reasoning_split_n_tool_calls(c->split) > c->calls_sent + 1) {
+        if (j->req.kind == SRV_RESPONSES) responses_stream_text(j);
+        else stream_tool_text(j, ci);
+    }
     if (ev->token >= 0 && ev->finish == HEARTH_FINISH_NONE) {
         size_t n = 0;
         hearth_token_piece(s->vocab, ev->token, 0, &n);
@@ -606,6 +614,7 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
         goto fail_early;
     }
+    for (size_t ci = 0; ci < j->n_choices; ci++) srv_tool_parser_init(&j->choices[ci].tp, s->tool_format);
     if (chat && s->reasoning_format != HEARTH_REASONING_NONE)
         for (size_t ci = 0; ci < j->n_choices; ci++)
             if (hearth_reasoning_split_new(s->reasoning_format, j->prompt_tail, j->prompt_tail_len,

@@ -23,8 +23,9 @@
  *
  * Everything here is a pure function of its arguments: no model, no
  * server.  Text that is not in the format (malformed JSON, a call
- * without a name, text after the calls) is not a tool call: the caller
- * gives it to the client as content.
+ * without a name) is not a tool call: the caller gives it to the client
+ * as content (see struct srv_tool_parser for text that leaves the format
+ * after a call has begun).
  */
 #ifndef HEARTH_SERVER_TOOLCALL_H
 #define HEARTH_SERVER_TOOLCALL_H
@@ -48,19 +49,74 @@ enum srv_tool_format srv_tool_format_detect(const char *builtin, const char *tex
 
 struct srv_tool_call {
     char *name;
-    char *arguments;          /* a JSON object, compact */
+    char *arguments;          /* JSON text (see below), NUL-terminated */
+    size_t arguments_len;
     char *id;                 /* the id the model wrote (kimi), or NULL: the server makes one */
 };
 
 struct srv_tool_calls {
-    size_t content_len;       /* text before the first call, trailing whitespace left out */
+    char *content;            /* the text that is not calls (NULL when empty), NUL-terminated */
+    size_t content_len;
     struct srv_tool_call *calls;
     size_t n;
 };
 
-/* The tool calls in text[0..len): true with *out filled (free it with
- * srv_tool_calls_free()) when the text is content then one call or more,
- * false (nothing to free) when it is plain content. */
+/*
+ * Reading calls as the text comes (a stream), and the whole text at once
+ * the same way: a parser is fed the text so far, again and again, each
+ * time a longer text that begins with the last (text[0..len) is all of
+ * it, not the new part).  After each feed, out holds what is known:
+ *
+ *   out.content[0..content_final)  content that no later text changes:
+ *                 the text before the first call, less a start marker
+ *                 that may be coming (or a prefix of one) and the
+ *                 whitespace before it; for llama3 a reply that begins
+ *                 with '{' is held until it is read;
+ *   out.calls[0..out.n)  the calls begun so far: a call is added once its
+ *                 name is known and its arguments have begun, and from
+ *                 then on only its arguments grow (by appending), until
+ *                 the next call is added or the text ends.
+ *
+ * The arguments are the model's JSON object with the whitespace between
+ * its tokens left out, the rest (strings, escapes, numbers) as written:
+ * a delta of the text is a delta of the arguments.  Arguments the model
+ * wrote as a JSON string holding the object are decoded and come whole,
+ * when the string ends.  The text is read until it leaves the format:
+ * a call not yet added is then content, from where it began (so that
+ * text without calls is content, whole); a call already added stays,
+ * its arguments as far as they were written (also a call cut short by
+ * the end of the text), and the text from where the format was left is
+ * content after the calls.  A call's JSON is checked as it comes (UTF-8,
+ * escapes, numbers, nesting up to 128 deep).
+ */
+struct srv_tool_parser {
+    enum srv_tool_format f;
+    struct srv_tool_calls out;
+    size_t content_final;
+    bool oom;                 /* memory ran out: nothing more is read */
+    /* private */
+    size_t pos, content_cap, args_cap, args_len, mark, call_at, group_at, lit_at, key_at, value_at, id_at;
+    char *args, *name, *id;   /* the call being read, until it is added */
+    int state, next, co, key, args_mode, lits;
+    bool in_call, added;      /* a call is being read; it has been added */
+    struct srv_json_scan {
+        int st, sub, depth;
+        bool in_key;
+        unsigned char stack[128];
+    } js;
+};
+
+void srv_tool_parser_init(struct srv_tool_parser *p, enum srv_tool_format f);
+/* Read text[pos..len) where text[0..len) is all the text so far. */
+void srv_tool_parser_feed(struct srv_tool_parser *p, const char *text, size_t len);
+/* The end of the text: a call begun but not added is content. */
+void srv_tool_parser_finish(struct srv_tool_parser *p, const char *text, size_t len);
+void srv_tool_parser_free(struct srv_tool_parser *p);
+
+/* The tool calls in text[0..len), read as a parser reads the whole text:
+ * true with *out filled (free it with srv_tool_calls_free()) when the
+ * text holds one call or more, false (nothing to free) when it is plain
+ * content (or memory ran out). */
 bool srv_tool_calls_parse(enum srv_tool_format f, const char *text, size_t len,
                           struct srv_tool_calls *out);
 void srv_tool_calls_free(struct srv_tool_calls *c);
