@@ -136,8 +136,13 @@ START_TEST(test_hermes)
                          1, (const char *const[]){"a"}, (const char *const[]){"{}"});
     expect_content(h, "<tool_call>\n[{\"name\": \"a\"}]\n</tool_call>");
     expect_content(h, "<tool_call>");
-    expect_calls_content(h, "<tool_call>\n{\"name\": \"a\"}\n</tool_call><tool_call>", "<tool_call>", 1,
-                         (const char *const[]){"a"}, (const char *const[]){"{}"});
+    /* the text ends in the next call, before its name: it is dropped */
+    expect_calls(h, "<tool_call>\n{\"name\": \"a\"}\n</tool_call><tool_call>", 0, 1, (const char *const[]){"a"},
+                 (const char *const[]){"{}"});
+    expect_calls(h, "<tool_call>\n{\"name\": \"a\"}\n</tool_call>\n<tool_call>\n{\"arguments\": {\"x\": 1}, \"na", 0, 1,
+                 (const char *const[]){"a"}, (const char *const[]){"{}"});
+    expect_calls(SRV_TOOLS_LLAMA3, "{\"name\": \"a\", \"parameters\": {}}; {\"na", 0, 1, (const char *const[]){"a"},
+                 (const char *const[]){"{}"});
     /* cut short: the call as far as it was written */
     expect_calls(h, "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"s\": \"ab", 0, 1, (const char *const[]){"a"},
                  (const char *const[]){"{\"s\":\"ab"});
@@ -498,6 +503,46 @@ START_TEST(test_grammar)
 }
 END_TEST
 
+/* parallel_tool_calls: the grammar of one call or more takes the
+ * format's several calls, which read back as that many; the grammar of
+ * one call refuses them. */
+START_TEST(test_grammar_several)
+{
+    static const struct {
+        enum srv_tool_format f;
+        const char *name, *two;
+    } t[] = {
+        {SRV_TOOLS_HERMES, NULL,
+         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
+         "<tool_call>\n{\"name\":\"ping\",\"arguments\":{}}\n</tool_call>"},
+        {SRV_TOOLS_LLAMA3, NULL, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}; {\"name\":\"ping\",\"parameters\":{}}"},
+        {SRV_TOOLS_MISTRAL, "get_weather",
+         "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"A\"}}, {\"name\": \"get_weather\", \"arguments\": {\"city\": \"B\"}}]"},
+        {SRV_TOOLS_KIMI, NULL,
+         "<|tool_calls_section_begin|>" KIMI_CALL("functions.get_weather:0", "{\"city\": \"Paris\"}")
+         KIMI_CALL("functions.ping:1", "{}") "<|tool_calls_section_end|>"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char *one = NULL, *several = NULL, why[256];
+        ck_assert_msg(srv_tool_calls_grammar_n(t[i].f, tools, t[i].name, true, &several, why, sizeof why), "%s", why);
+        ck_assert_msg(srv_tool_calls_grammar_n(t[i].f, tools, t[i].name, false, &one, why, sizeof why), "%s", why);
+        ck_assert_int_eq(hearth_grammar_check(several, strlen(several)), HEARTH_OK);
+        ck_assert_msg(grammar_matches(several, t[i].two), "%s should accept %s", several, t[i].two);
+        ck_assert_msg(!grammar_matches(one, t[i].two), "%s should refuse %s", one, t[i].two);
+        struct srv_tool_calls c;
+        ck_assert_msg(parse(t[i].f, t[i].two, &c) && c.n == 2, "%s: two calls", t[i].two);
+        srv_tool_calls_free(&c);
+        free(one);
+        free(several);
+    }
+    /* harmony writes one call per message: one either way */
+    char *g = NULL, why[256];
+    ck_assert_msg(srv_tool_calls_grammar_n(SRV_TOOLS_HARMONY, tools, "ping", true, &g, why, sizeof why), "%s", why);
+    ck_assert(grammar_matches(g, "<|channel|>commentary to=functions.ping <|constrain|>json<|message|>{}"));
+    free(g);
+}
+END_TEST
+
 /* The assistant turn that template file renders for a request body that
  * ends with an assistant message: the whole conversation less the one
  * before that message, with the end-of-turn text taken off. */
@@ -616,6 +661,7 @@ int main(void)
     tcase_add_test(tc, test_safe_len);
     tcase_add_test(tc, test_incremental);
     tcase_add_test(tc, test_grammar);
+    tcase_add_test(tc, test_grammar_several);
     tcase_add_test(tc, test_round_trip);
     suite_add_tcase(s, tc);
     return test_run_suite(s);

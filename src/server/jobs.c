@@ -570,10 +570,12 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
     if (!srv_request_parse(kind, cn->body.p, cn->body.len, &lim, &j->req, e)) goto fail_early;
     if (kind == SRV_RESPONSES && !responses_prepare(s, j, e)) goto fail_early;
     if (j->req.tool_choice == SRV_TOOL_REQUIRED || j->req.tool_choice == SRV_TOOL_NAMED) {
-        /* the whole output is one call in the template's format */
+        /* the whole output is calls in the template's format: one, or
+         * with parallel_tool_calls one or more where the format writes
+         * several */
         char why[400];
-        if (!srv_tool_calls_grammar(s->tool_format, j->req.tools_json, j->req.tool_name,
-                                    &j->req.grammar_text, why, sizeof why)) {
+        if (!srv_tool_calls_grammar_n(s->tool_format, j->req.tools_json, j->req.tool_name,
+                                      j->req.parallel_tool_calls, &j->req.grammar_text, why, sizeof why)) {
             srv_fail(e, 400, "invalid_request_error", "invalid_value", "tools",
                      "the tools cannot be turned into a grammar for tool_choice: %s", why);
             goto fail_early;

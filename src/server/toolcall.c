@@ -866,12 +866,15 @@ void srv_tool_parser_finish(struct srv_tool_parser *p, const char *text, size_t 
 {
     srv_tool_parser_feed(p, text, len);
     if (p->oom) return;
-    if (p->in_call && p->added) { /* cut short: the call stands */
+    if (p->out.n > 0) {
+        /* cut short after the calls: a call added stands as far as it was
+         * written; one not yet added (no name yet), a group opened
+         * without a call or a marker begun are dropped */
         end_call(p);
         p->mark = NONE;
+    } else if (p->in_call || p->mark != NONE) {
+        leave(p, text, len); /* no calls: all of the text is content */
     }
-    if (p->in_call || p->mark != NONE) leave(p, text, len);
-    /* else: text that may have begun a marker after the calls, dropped */
     p->state = P_TAIL;
     p->content_final = p->out.content_len;
 }
@@ -1132,7 +1135,8 @@ static bool append_prefixed(char **buf, size_t *len, const char *g, const char *
  *            arguments;
  *   kimi:    one call in a calls section, index 0. */
 static bool named_grammar(json_t *tools, const char *name, const char *open, const char *call_head,
-                          const char *call_mid, const char *call_end, const char *close, char **out, char *why, size_t why_len)
+                          const char *call_mid, const char *call_end, const char *close, bool several, char **out,
+                          char *why, size_t why_len)
 {
     size_t len = 0, i, n_calls = 0;
     char *g = NULL, *alts = NULL;
@@ -1196,8 +1200,8 @@ static bool named_grammar(json_t *tools, const char *name, const char *open, con
     if (ok) {
         const size_t rl = alen + len + strlen(open) + strlen(close) + 32;
         root = malloc(rl);
-        if (root) snprintf(root, rl, "root ::= %s%s%s( %s )%s%s%s\n%s", *open ? "\"" : "", open, *open ? "\" " : "",
-                           alts, *close ? " \"" : "", close, *close ? "\"" : "", g);
+        if (root) snprintf(root, rl, "root ::= %s%s%s( %s )%s%s%s%s\n%s", *open ? "\"" : "", open, *open ? "\" " : "",
+                           alts, several ? "+" : "", *close ? " \"" : "", close, *close ? "\"" : "", g);
         else ok = failf(why, why_len, "out of memory");
     }
     free(alts);
@@ -1209,6 +1213,12 @@ static bool named_grammar(json_t *tools, const char *name, const char *open, con
 bool srv_tool_calls_grammar(enum srv_tool_format f, const char *tools_json, const char *name,
                             char **out, char *why, size_t why_len)
 {
+    return srv_tool_calls_grammar_n(f, tools_json, name, false, out, why, why_len);
+}
+
+bool srv_tool_calls_grammar_n(enum srv_tool_format f, const char *tools_json, const char *name, bool several,
+                              char **out, char *why, size_t why_len)
+{
     *out = NULL;
     json_t *tools = json_loads(tools_json, 0, NULL);
     if (!json_is_array(tools)) {
@@ -1218,9 +1228,10 @@ bool srv_tool_calls_grammar(enum srv_tool_format f, const char *tools_json, cons
     if (f == SRV_TOOLS_HARMONY || f == SRV_TOOLS_KIMI) {
         bool ok = f == SRV_TOOLS_HARMONY
                       ? named_grammar(tools, name, "", "<|channel|>commentary to=functions.",
-                                      " <|constrain|>json<|message|>", "", "", out, why, why_len)
-                      : named_grammar(tools, name, KIMI_SECTION, KIMI_CALL "functions.", ":0" KIMI_ARGUMENTS,
-                                      KIMI_CALL_END, KIMI_SECTION_END, out, why, why_len);
+                                      " <|constrain|>json<|message|>", "", "", false, out, why, why_len)
+                      : named_grammar(tools, name, KIMI_SECTION, KIMI_CALL "functions.",
+                                      several ? ":\" [0-9] [0-9]? \"" KIMI_ARGUMENTS : ":0" KIMI_ARGUMENTS,
+                                      KIMI_CALL_END, KIMI_SECTION_END, several, out, why, why_len);
         json_decref(tools);
         return ok;
     }
@@ -1256,10 +1267,16 @@ bool srv_tool_calls_grammar(enum srv_tool_format f, const char *tools_json, cons
     if (!schema_root(text, &gbnf, &expr_len, &rest, why, why_len)) return false;
     static const char *const before[] = {"\"<tool_call>\\n\" ", "", "\"[TOOL_CALLS][\" "};
     static const char *const after[] = {" \"\\n</tool_call>\"", "", " \"]\""};
-    size_t cap = strlen(gbnf) + 64;
+    /* several: the call again, after the format's separator, as often as
+     * the model likes */
+    static const char *const again[] = {" \"\\n</tool_call>\\n<tool_call>\\n\" ", " \"; \" ", " \", \" "};
+    size_t cap = strlen(gbnf) + (size_t)expr_len + 128;
     char *g = malloc(cap);
-    if (g) snprintf(g, cap, "root ::= %s( %.*s )%s%s", before[f], expr_len, gbnf + ROOT_HEAD_LEN,
-                    after[f], rest);
+    if (g && several)
+        snprintf(g, cap, "root ::= %s( %.*s )( %s( %.*s ) )*%s%s", before[f], expr_len, gbnf + ROOT_HEAD_LEN,
+                 again[f], expr_len, gbnf + ROOT_HEAD_LEN, after[f], rest);
+    else if (g)
+        snprintf(g, cap, "root ::= %s( %.*s )%s%s", before[f], expr_len, gbnf + ROOT_HEAD_LEN, after[f], rest);
     hearth_free(gbnf);
     if (!g) return failf(why, why_len, "out of memory");
     *out = g;

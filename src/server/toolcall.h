@@ -86,8 +86,10 @@ struct srv_tool_calls {
  * text without calls is content, whole); a call already added stays,
  * its arguments as far as they were written (also a call cut short by
  * the end of the text), and the text from where the format was left is
- * content after the calls.  A call's JSON is checked as it comes (UTF-8,
- * escapes, numbers, nesting up to 128 deep).
+ * content after the calls.  Where the text ends after a call, what was
+ * begun of the next one (before its name), or of a marker, is dropped.
+ * A call's JSON is checked as it comes (UTF-8, escapes, numbers, nesting
+ * up to 128 deep).
  */
 struct srv_tool_parser {
     enum srv_tool_format f;
@@ -144,5 +146,12 @@ size_t srv_tool_calls_safe_len(enum srv_tool_format f, const char *text, size_t 
  * out). */
 bool srv_tool_calls_grammar(enum srv_tool_format f, const char *tools_json, const char *name,
                             char **out, char *why, size_t why_len);
+/* The same, of one call or more when several (parallel_tool_calls): the
+ * calls one after another as the format writes several -- hermes' blocks
+ * on lines of their own, llama3's separated by "; ", mistral's in one
+ * list, kimi's in one section (their indices a digit or two).  Harmony
+ * writes one call per message: its grammar is of one call either way. */
+bool srv_tool_calls_grammar_n(enum srv_tool_format f, const char *tools_json, const char *name, bool several,
+                              char **out, char *why, size_t why_len);
 
 #endif /* HEARTH_SERVER_TOOLCALL_H */

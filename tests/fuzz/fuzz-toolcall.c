@@ -43,7 +43,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(s, text, len);
         s[len] = '\0';
         /* the first tool's name when the text asks for it (bit 3) */
-        if (srv_tool_calls_grammar(f, s, (data[0] & 8) ? "f" : NULL, &gbnf, why, sizeof why)) {
+        /* one call, or one or more (bit 5) */
+        if (srv_tool_calls_grammar_n(f, s, (data[0] & 8) ? "f" : NULL, (data[0] & 32) != 0, &gbnf, why, sizeof why)) {
             if (hearth_grammar_check(gbnf, strlen(gbnf)) != HEARTH_OK) abort();
             free(gbnf);
         } else if (gbnf || !why[0]) {
