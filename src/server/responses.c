@@ -10,8 +10,9 @@
  * its reasoning (a reasoning item: the text in content, no summary), its
  * answer (a message with one output_text part) and the tool calls read
  * from it (function_call items).  A stream writes them as they come:
- * the reasoning and the answer as deltas of their items, the calls
- * whole at the end, where the chat stream sends its calls.
+ * the reasoning and the answer as deltas of their items, each call as
+ * an item opened once its name is known with its arguments as deltas,
+ * as the chat stream sends its calls.
  *
  * The store keeps, per response, the conversation it ends (every
  * message but the instructions, which a later response does not

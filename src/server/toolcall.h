@@ -1,8 +1,9 @@
 /*
  * toolcall.h -- tool calls in chat completions: which syntax the model
  * writes them in (chosen from its chat template), reading them out of
- * the generated text, how much of a stream may be sent before a call
- * could begin, and the grammar that forces a call.
+ * the generated text as it comes (so that a stream sends each call's
+ * arguments as they are generated), how much of a stream may be sent
+ * before a call could begin, and the grammars that force calls.
  *
  * The formats (what the model writes; JSON objects may hold any
  * whitespace, and text may come before the first call):

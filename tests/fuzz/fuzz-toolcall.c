@@ -4,7 +4,8 @@
  * bit 4 is set, else its low two bits: hermes, llama3, mistral, harmony)
  * and what the rest is: model output (bit 2 clear), read for
  * calls and for how much of it a stream may send, or a tools array (bit
- * 2 set) to build the forcing grammar from.  Calls read back must have a
+ * 2 set) to build the forcing grammar from (of one call or more when
+ * bit 5 is set).  Calls read back must have a
  * name and arguments without whitespace outside their strings (and an
  * id the model wrote, if any, that is UTF-8 text), the content must be
  * no longer than the text, a stream's sendable length must never shrink
