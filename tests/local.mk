@@ -45,7 +45,8 @@ TEST_EXTENSIONS = .sh
 LOG_COMPILER = $(SHELL) $(top_srcdir)/tests/timed
 SH_LOG_COMPILER = $(SHELL) $(top_srcdir)/tests/timed $(SHELL)
 
-noinst_HEADERS += tests/testutil.h tests/quant_bounds.h tests/grammar_match.h tests/engine_drain.h
+noinst_HEADERS += tests/testutil.h tests/quant_bounds.h tests/grammar_match.h tests/engine_drain.h \
+	tests/toolcall_incremental.h
 EXTRA_DIST += tests/lib.sh tests/lsan-opencl.supp tests/timed
 
 # Unit tests: one Check program per module.

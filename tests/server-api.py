@@ -1274,26 +1274,37 @@ def tool_calls_section(name, fmt):
                   short(ch))
             check(m.get("role") == "assistant" and m.get("content") is None,
                   f"{desc} seed {seed}: content null", short(m))
-            good = isinstance(calls, list) and len(calls) == 1 and isinstance(calls[0], dict)
-            check(good, f"{desc} seed {seed}: one tool call", short(m))
+            # parallel_tool_calls (the default): one call or more
+            good = isinstance(calls, list) and len(calls) >= 1 and all(isinstance(c, dict) for c in calls)
+            check(good, f"{desc} seed {seed}: tool calls", short(m))
             if not good:
                 continue
-            c = calls[0]
-            fn = c.get("function") or {}
-            check(tool_id_ok(fmt, c.get("id")) and c.get("type") == "function",
-                  f"{desc} seed {seed}: the call's id and type", short(c))
-            check(isinstance(fn.get("arguments"), str) and tool_args_valid(fn.get("name"), fn.get("arguments")),
-                  f"{desc} seed {seed}: the arguments are a JSON string that follows the schema", short(c))
-            if choice is named:
-                check(fn.get("name") == "get_weather", f"named seed {seed}: the named function", short(c))
-            answers.append(m)
+            for c in calls:
+                fn = c.get("function") or {}
+                check(tool_id_ok(fmt, c.get("id")) and c.get("type") == "function",
+                      f"{desc} seed {seed}: the call's id and type", short(c))
+                check(isinstance(fn.get("arguments"), str) and tool_args_valid(fn.get("name"), fn.get("arguments")),
+                      f"{desc} seed {seed}: the arguments are a JSON string that follows the schema", short(c))
+                if choice is named:
+                    check(fn.get("name") == "get_weather", f"named seed {seed}: the named function", short(c))
+            if len(calls) == 1:
+                answers.append(m)
+            # parallel_tool_calls false: exactly one
+            one = ok_json(s, cc, dict(body, tool_choice=choice, seed=seed, parallel_tool_calls=False),
+                          f"tool_choice {desc}, parallel_tool_calls false")["choices"][0]
+            oc = (one.get("message") or {}).get("tool_calls")
+            check(isinstance(oc, list) and len(oc) == 1 and one.get("finish_reason") == "tool_calls"
+                  and tool_args_valid((oc[0].get("function") or {}).get("name"),
+                                      (oc[0].get("function") or {}).get("arguments")),
+                  f"{desc} seed {seed}, parallel_tool_calls false: one call", short(one))
 
     # streamed: the role chunk, then per call its id, type and name with
-    # empty arguments, then the arguments; the finish is tool_calls
+    # empty arguments, then the arguments as they are generated; the
+    # finish is tool_calls
     st = Stream(s, cc, dict(body, tool_choice=named, seed=4, stream=True))
     check(not st.framing(), "named, streamed: framing", "; ".join(st.framing()))
     chunks = st.chunks()
-    p, calls, finish, content = [], {}, None, ""
+    p, calls, finish, content, n_deltas = [], {}, None, "", {}
     for k, c in enumerate(chunks):
         for ch in c.get("choices") or []:
             d = ch.get("delta") or {}
@@ -1314,14 +1325,65 @@ def tool_calls_section(name, fmt):
                     if set(t) != {"index", "function"} or set(t["function"]) != {"arguments"}:
                         p.append(f"a later delta of call {i}: {short(t, 200)}")
                     calls[i]["arguments"] += (t.get("function") or {}).get("arguments") or ""
+                    n_deltas[i] = n_deltas.get(i, 0) + 1
             if ch.get("finish_reason") is not None:
                 finish = ch["finish_reason"]
     check(not p, "named, streamed: the deltas have the OpenAI shape", "; ".join(p))
     check(finish == "tool_calls", "named, streamed: finish_reason tool_calls", repr(finish))
     check(content == "", "named, streamed: no content", repr(content))
-    check(list(calls) == [0] and calls[0]["name"] == "get_weather"
-          and tool_args_valid("get_weather", calls[0]["arguments"]),
-          "named, streamed: one call whose joined arguments follow the schema", short(calls))
+    check(sorted(calls) == list(range(len(calls))) and len(calls) >= 1
+          and all(c["name"] == "get_weather" and tool_args_valid("get_weather", c["arguments"]) for c in calls.values()),
+          "named, streamed: calls whose joined arguments follow the schema", short(calls))
+    check(n_deltas.get(0, 0) > 1, "named, streamed: the arguments come in more than one delta",
+          f"{n_deltas} deltas; {short(calls)}")
+    # the same seed not streamed: the same calls
+    m = ok_json(s, cc, dict(body, tool_choice=named, seed=4), "named, seed 4")["choices"][0].get("message") or {}
+    whole = [{"name": (c.get("function") or {}).get("name"), "arguments": (c.get("function") or {}).get("arguments")}
+             for c in m.get("tool_calls") or []]
+    check(whole == [calls[i] for i in sorted(calls)], "named, streamed: the joined arguments are the non-streamed ones",
+          f"{short(whole)} vs {short(calls)}")
+
+    # several calls in one turn: with the end of text banned the grammar
+    # of one call or more goes on to a second; streamed, the calls come
+    # with indices 0, 1, ... and add up to the non-streamed ones; with
+    # parallel_tool_calls false there is one call and the reply ends
+    # (where the format closes its calls, as mistral's and kimi's do, the
+    # model may choose to close after one: the first seed of a few that
+    # gives two)
+    for seed in range(5, 13):
+        sev = dict(body, tool_choice="required", seed=seed, max_tokens=240, logit_bias={"2": -100})
+        ch = ok_json(s, cc, sev, "several calls")["choices"][0]
+        if len((ch.get("message") or {}).get("tool_calls") or []) >= 2:
+            break
+    whole = [{"name": (c.get("function") or {}).get("name"), "arguments": (c.get("function") or {}).get("arguments")}
+             for c in (ch.get("message") or {}).get("tool_calls") or []]
+    check(len(whole) >= 2 and ch.get("finish_reason") == "tool_calls"
+          and tool_args_valid(whole[0]["name"], whole[0]["arguments"]),
+          "required, the end banned: two calls or more", short(ch))
+    got, ids = {}, {}
+    for c in Stream(s, cc, dict(sev, stream=True)).chunks():
+        for x in c.get("choices") or []:
+            for t in (x.get("delta") or {}).get("tool_calls") or []:
+                f = t.get("function") or {}
+                if "id" in t:
+                    ids[t.get("index")] = t["id"]
+                    got[t.get("index")] = {"name": f.get("name"), "arguments": ""}
+                elif t.get("index") in got:
+                    got[t["index"]]["arguments"] += f.get("arguments") or ""
+    check(sorted(got) == list(range(len(whole))) and [got[i] for i in sorted(got)] == whole
+          and len(set(ids.values())) == len(ids),
+          "several calls streamed: indices 0, 1, ..., each id its own, the non-streamed calls",
+          f"{short(got)} vs {short(whole)}")
+    ch = ok_json(s, cc, dict(sev, parallel_tool_calls=False), "several calls, parallel_tool_calls false")["choices"][0]
+    oc = (ch.get("message") or {}).get("tool_calls")
+    check(isinstance(oc, list) and len(oc) == 1 and ch.get("finish_reason") == "tool_calls",
+          "required, the end banned, parallel_tool_calls false: one call", short(ch))
+    got = {}
+    for c in Stream(s, cc, dict(sev, parallel_tool_calls=False, stream=True)).chunks():
+        for x in c.get("choices") or []:
+            for t in (x.get("delta") or {}).get("tool_calls") or []:
+                got.setdefault(t.get("index"), "")
+    check(list(got) == [0], "parallel_tool_calls false, streamed: one call", short(got))
 
     # the call goes back with its result: the template renders the turn
     if answers:

@@ -148,6 +148,7 @@ await group('tool calls', async () => {
   const req = {
     model: alias, messages: [{ role: 'user', content: 'The weather in Paris?' }], tools,
     tool_choice: { type: 'function', function: { name: 'get_weather' } }, max_tokens: 300, temperature: 1, seed: 5,
+    parallel_tool_calls: false,
   };
   const r = await client.chat.completions.create(req);
   const c = r.choices[0];
@@ -167,12 +168,52 @@ await group('tool calls', async () => {
           sc.message.tool_calls[0].function.arguments === call.function.arguments,
           'tools stream: the accumulated call equals the non-streaming one', show(sc.message));
   }
+  // the raw stream: the call's first chunk, then its arguments in several
+  // deltas as they are generated
+  const deltas = [];
+  let head = null;
+  for await (const chunk of await client.chat.completions.create({ ...req, stream: true })) {
+    for (const t of chunk.choices[0]?.delta?.tool_calls ?? []) {
+      if (t.id) head = t;
+      else deltas.push(t);
+    }
+  }
+  check(head?.index === 0 && head.type === 'function' && head.function?.name === 'get_weather' &&
+        head.function?.arguments === '', 'tools stream: the first chunk names the call, arguments empty', show(head));
+  check(deltas.length > 1 && deltas.every((t) => t.index === 0) &&
+        deltas.map((t) => t.function.arguments).join('') === call.function.arguments,
+        'tools stream: the arguments come in several deltas that add up to the call\'s', show(deltas));
   // the conversation goes on with the call's result
   const next = await client.chat.completions.create({
     model: alias, tools, max_tokens: 4, messages: [
       ...req.messages, c.message, { role: 'tool', tool_call_id: call.id, content: '{"temp": 21}' }],
   });
   check(next.choices.length === 1, 'tools: the call and its result are accepted back');
+
+  // parallel_tool_calls (the default): with the end of text banned the
+  // forced calls go on to a second, streamed with indices 0, 1, ...
+  const several = { ...req, tool_choice: 'required', max_tokens: 240, logit_bias: { 2: -100 } };
+  delete several.parallel_tool_calls;
+  const r2 = await client.chat.completions.create(several);
+  const calls2 = r2.choices[0].message.tool_calls ?? [];
+  check(calls2.length >= 2 && r2.choices[0].finish_reason === 'tool_calls' &&
+        calls2[0].function.name === 'get_weather' && valid(calls2[0].function.arguments),
+        'tools: several calls in one turn', show(r2.choices[0].message));
+  if (streamer) {
+    const st = streamer.call(client.chat.completions.stream ? client.chat.completions : client.beta.chat.completions,
+      several);
+    const indices = new Set();
+    st.on('chunk', (chunk) => { for (const t of chunk.choices[0]?.delta?.tool_calls ?? []) indices.add(t.index); });
+    const sc = (await st.finalChatCompletion()).choices[0];
+    const pick = (cs) => cs.map((x) => [x.function.name, x.function.arguments]);
+    check([...indices].join() === calls2.map((_, i) => i).join() &&
+          JSON.stringify(pick(sc.message.tool_calls ?? [])) === JSON.stringify(pick(calls2)),
+          'tools stream: several calls accumulated by index equal the non-streaming ones',
+          show([[...indices], sc.message.tool_calls]));
+  }
+  const one = await client.chat.completions.create({ ...several, parallel_tool_calls: false });
+  check(one.choices[0].message.tool_calls?.length === 1, 'tools: parallel_tool_calls false gives one call',
+        show(one.choices[0].message));
 });
 
 await group('models.list', async () => {

@@ -214,7 +214,7 @@ await group('tool calls', async () => {
   const question = 'The weather in Paris?';
   const req = {
     model: alias, instructions, input: question, tools, tool_choice: { type: 'function', name: 'get_weather' },
-    max_output_tokens: 300, temperature: 1, seed: 5,
+    max_output_tokens: 300, temperature: 1, seed: 5, parallel_tool_calls: false,
   };
   const r = await client.responses.create(req);
   const calls = r.output.filter((o) => o.type === 'function_call');
@@ -237,6 +237,8 @@ await group('tool calls', async () => {
   const argsDelta = evs.filter((e) => e.type === 'response.function_call_arguments.delta').map((e) => e.delta).join('');
   check(argsDone?.arguments === call.arguments && argsDelta === call.arguments && argsDone?.name === 'get_weather',
         'tools stream: the arguments of the non-streamed call', show(argsDone));
+  const nDeltas = evs.filter((e) => e.type === 'response.function_call_arguments.delta').length;
+  check(nDeltas > 1, 'tools stream: the arguments come in several deltas', `${nDeltas}`);
   const helper = await client.responses.stream(req).finalResponse();
   const hc = helper.output.find((o) => o.type === 'function_call');
   check(hc?.arguments === call.arguments && hc?.name === 'get_weather',
@@ -264,6 +266,27 @@ await group('tool calls', async () => {
   const req2 = await client.responses.create({ ...req, tool_choice: 'required' });
   check(req2.output.some((o) => o.type === 'function_call' && valid(o.arguments)), 'tools: tool_choice required',
         show(req2.output));
+
+  // parallel_tool_calls (the default): with the end of text banned the
+  // forced calls go on to a second, each a function_call item of its own,
+  // streamed one after another; false keeps one
+  const several = { ...req, tool_choice: 'required', max_output_tokens: 240, logit_bias: { 2: -100 } };
+  delete several.parallel_tool_calls;
+  const r2 = await client.responses.create(several);
+  const calls2 = r2.output.filter((o) => o.type === 'function_call');
+  check(calls2.length >= 2 && valid(calls2[0].arguments) && new Set(calls2.map((o) => o.call_id)).size === calls2.length,
+        'tools: several function_call items in one response', show(r2.output));
+  const evs2 = await events(await client.responses.create({ ...several, stream: true }));
+  check(sequenceProblems(evs2).length === 0, 'tools stream, several calls: event order', show(sequenceProblems(evs2)));
+  const pick = (items) => JSON.stringify(items.filter((o) => o.type === 'function_call').map((o) => [o.name, o.arguments]));
+  const doneItems = evs2.filter((e) => e.type === 'response.output_item.done').map((e) => e.item);
+  check(pick(doneItems) === pick(calls2), 'tools stream, several calls: the non-streamed items', show(doneItems));
+  const helper2 = await client.responses.stream(several).finalResponse();
+  check(pick(helper2.output) === pick(calls2), 'tools stream, several calls: responses.stream() accumulates them',
+        show(helper2.output));
+  const one = await client.responses.create({ ...several, parallel_tool_calls: false });
+  check(one.output.filter((o) => o.type === 'function_call').length === 1,
+        'tools: parallel_tool_calls false gives one function_call', show(one.output));
 });
 
 await group('text formats', async () => {

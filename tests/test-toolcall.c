@@ -20,26 +20,38 @@
 #include "grammar_match.h"
 #include "testutil.h"
 #include "toolcall.h"
+#include "toolcall_incremental.h"
 
 static bool parse(enum srv_tool_format f, const char *text, struct srv_tool_calls *c)
 {
     return srv_tool_calls_parse(f, text, strlen(text), c);
 }
 
-/* text is content_len bytes of content then calls "name args" ... */
-static void expect_calls(enum srv_tool_format f, const char *text, size_t content_len, size_t n,
-                         const char *const *names, const char *const *args)
+/* text is calls "name args" ... and the content "" (NULL) or content */
+static void expect_calls_content(enum srv_tool_format f, const char *text, const char *content, size_t n,
+                                 const char *const *names, const char *const *args)
 {
     struct srv_tool_calls c;
     ck_assert_msg(parse(f, text, &c), "%s: not read as tool calls: %s", srv_tool_format_name(f), text);
-    ck_assert_msg(c.content_len == content_len, "%s: content %zu bytes, not %zu", text, c.content_len,
-                  content_len);
+    if (content) ck_assert_msg(c.content && strcmp(c.content, content) == 0, "%s: content '%s', not '%s'", text,
+                               c.content ? c.content : "", content);
+    else ck_assert_msg(c.content == NULL && c.content_len == 0, "%s: content '%s'", text, c.content);
     ck_assert_msg(c.n == n, "%s: %zu calls, not %zu", text, c.n, n);
     for (size_t i = 0; i < n; i++) {
         ck_assert_str_eq(c.calls[i].name, names[i]);
         ck_assert_str_eq(c.calls[i].arguments, args[i]);
+        ck_assert_uint_eq(c.calls[i].arguments_len, strlen(args[i]));
     }
     srv_tool_calls_free(&c);
+}
+
+/* text is content_len bytes of content then calls "name args" ... */
+static void expect_calls(enum srv_tool_format f, const char *text, size_t content_len, size_t n,
+                         const char *const *names, const char *const *args)
+{
+    char *content = content_len ? strndup(text, content_len) : NULL;
+    expect_calls_content(f, text, content, n, names, args);
+    free(content);
 }
 
 static void expect_content(enum srv_tool_format f, const char *text)
@@ -96,19 +108,45 @@ START_TEST(test_hermes)
     expect_calls(h, "Let me look.\n\n<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": [1, 2, {\"y\": null}]}}\n</tool_call>\n"
                  "<tool_call>\n{\"name\": \"b\"}\n</tool_call>",
                  strlen("Let me look."), 2, two, two_args);
-    static const char *const u[] = {"f"}, *const u_args[] = {"{\"t\":\"caf\xc3\xa9 \\\"q\\\"\"}"};
-    expect_calls(h, "<tool_call>{\"name\":\"f\",\"arguments\":{\"t\":\"caf\\u00e9 \\\"q\\\"\"}}</tool_call>", 0, 1, u, u_args);
+    /* strings, escapes and numbers as the model wrote them */
+    static const char *const u[] = {"f"}, *const u_args[] = {"{\"t\":\"caf\\u00e9 \\\"q\\\" \xc3\xa9\",\"n\":[1.50,-0,2E+3]}"};
+    expect_calls(h, "<tool_call>{\"name\":\"f\",\"arguments\":{\"t\" : \"caf\\u00e9 \\\"q\\\" \xc3\xa9\", \"n\":\n[1.50, -0, 2E+3]}}</tool_call>",
+                 0, 1, u, u_args);
+    /* the name after the arguments; other members passed over */
+    expect_calls(h, "<tool_call>{\"id\": [1, {\"a\": null}], \"arguments\": {\"x\": 1}, \"name\": \"a\", \"name\": 2}</tool_call>",
+                 0, 1, (const char *const[]){"a"}, (const char *const[]){"{\"x\":1}"});
     expect_content(h, "Hello, how can I help?");
     expect_content(h, "");
-    expect_content(h, "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": }\n</tool_call>");     /* malformed JSON */
+    /* malformed JSON: once a call has begun it stays, as far as it was
+     * written, and the rest is content */
+    expect_calls_content(h, "Hi <tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": }\n</tool_call>", "Hi}\n</tool_call>",
+                         1, (const char *const[]){"a"}, (const char *const[]){"{\"x\":"});
+    expect_calls_content(h, "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": 01}}", "1}}", 1,
+                         (const char *const[]){"a"}, (const char *const[]){"{\"x\":0"});
+    expect_content(h, "Hi <tool_call>\n{\"name\": \"a\" \"arguments\": {}}");       /* before the call began */
+    expect_content(h, "<tool_call>\n{\"name\": \"a\x01\", \"arguments\": {}}");
+    expect_content(h, "<tool_call>\n{\"name\": \"\\u0000\", \"arguments\": {}}");
+    expect_content(h, "<tool_call>\n{\"name\": \"\xc3\", \"arguments\": {}}");
     expect_content(h, "<tool_call>\n{\"arguments\": {}}\n</tool_call>");                          /* no name */
     expect_content(h, "<tool_call>\n{\"name\": \"\", \"arguments\": {}}\n</tool_call>");         /* empty name */
     expect_content(h, "<tool_call>\n{\"name\": \"a\", \"arguments\": [1]}\n</tool_call>");       /* not an object */
     expect_content(h, "<tool_call>\n{\"name\": \"a\", \"arguments\": \"{x\"}\n</tool_call>");    /* a string, not JSON */
-    expect_content(h, "<tool_call>\n{\"name\": \"a\"}\n</tool_call> and then some text");       /* text after */
+    /* text after the calls: content after them */
+    expect_calls_content(h, "Hm. <tool_call>\n{\"name\": \"a\"}\n</tool_call> and then some text", "Hm.and then some text",
+                         1, (const char *const[]){"a"}, (const char *const[]){"{}"});
     expect_content(h, "<tool_call>\n[{\"name\": \"a\"}]\n</tool_call>");
     expect_content(h, "<tool_call>");
-    expect_content(h, "<tool_call>\n{\"name\": \"a\"}\n</tool_call><tool_call>");
+    /* the text ends in the next call, before its name: it is dropped */
+    expect_calls(h, "<tool_call>\n{\"name\": \"a\"}\n</tool_call><tool_call>", 0, 1, (const char *const[]){"a"},
+                 (const char *const[]){"{}"});
+    expect_calls(h, "<tool_call>\n{\"name\": \"a\"}\n</tool_call>\n<tool_call>\n{\"arguments\": {\"x\": 1}, \"na", 0, 1,
+                 (const char *const[]){"a"}, (const char *const[]){"{}"});
+    expect_calls(SRV_TOOLS_LLAMA3, "{\"name\": \"a\", \"parameters\": {}}; {\"na", 0, 1, (const char *const[]){"a"},
+                 (const char *const[]){"{}"});
+    /* cut short: the call as far as it was written */
+    expect_calls(h, "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"s\": \"ab", 0, 1, (const char *const[]){"a"},
+                 (const char *const[]){"{\"s\":\"ab"});
+    expect_content(h, "<tool_call>\n{\"name\": \"a\", \"argu");
 }
 END_TEST
 
@@ -127,10 +165,12 @@ START_TEST(test_llama3)
                  2, two, two_args);
     expect_content(l, "The weather in Paris is sunny.");
     expect_content(l, "{\"answer\": 42}");                                   /* JSON, not a call */
-    expect_content(l, "{\"name\": \"get_weather\", \"parameters\": {\"city\": ");    /* cut short */
+    expect_calls(l, "{\"name\": \"get_weather\", \"parameters\": {\"city\": ", 0, 1, one,
+                 (const char *const[]){"{\"city\":"});                                   /* cut short */
     expect_content(l, "I will call {\"name\": \"a\", \"parameters\": {}}");       /* text first, no tag */
     expect_content(l, "<|python_tag|>brave_search.call(query=\"x\")");          /* a built-in tool */
-    expect_content(l, "{\"name\": \"a\", \"parameters\": {}} trailing");
+    expect_calls_content(l, "{\"name\": \"a\", \"parameters\": {}} trailing", "trailing", 1, (const char *const[]){"a"},
+                         (const char *const[]){"{}"});
 }
 END_TEST
 
@@ -146,10 +186,16 @@ START_TEST(test_mistral)
     expect_calls(m, "Sure. [TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": {\"k\": true}}]",
                  strlen("Sure."), 2, two, two_args);
     expect_content(m, "[{\"name\": \"a\", \"arguments\": {}}]");            /* no marker */
-    expect_content(m, "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}");  /* cut short */
+    expect_calls(m, "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}", 0, 1, (const char *const[]){"a"},
+                 (const char *const[]){"{}"});                                          /* cut short */
+    static const char *const three[] = {"a", "b", "c"}, *const three_args[] = {"{}", "{\"k\":1}", "{}"};
+    expect_calls(m, "[TOOL_CALLS]{\"name\": \"a\"}[TOOL_CALLS] [{\"name\": \"b\", \"arguments\": \"{\\\"k\\\": 1}\"},{\"name\":\"c\"}]",
+                 0, 3, three, three_args);
     expect_content(m, "[TOOL_CALLS][]");
-    expect_content(m, "[TOOL_CALLS][{\"name\": \"a\"}, 3]");
-    expect_content(m, "[TOOL_CALLS][{\"name\": \"a\"}] more");
+    expect_calls_content(m, "[TOOL_CALLS][{\"name\": \"a\"}, 3]", "3]", 1, (const char *const[]){"a"},
+                         (const char *const[]){"{}"});
+    expect_calls_content(m, "[TOOL_CALLS][{\"name\": \"a\"}] more", "more", 1, (const char *const[]){"a"},
+                         (const char *const[]){"{}"});
 }
 END_TEST
 
@@ -184,12 +230,15 @@ START_TEST(test_kimi)
     expect_content(k, "<|tool_calls_section_begin|>" KIMI_CALL("functions.:0", "{}"));
     expect_content(k, "<|tool_calls_section_begin|>" KIMI_CALL(" ", "{}"));
     expect_content(k, "<|tool_calls_section_begin|>" KIMI_CALL("functions.a:0", "[1]"));
-    expect_content(k, "<|tool_calls_section_begin|>" KIMI_CALL("functions.a:0", "{\"x\": "));
+    expect_calls_content(k, "<|tool_calls_section_begin|>" KIMI_CALL("functions.a:0", "{\"x\": "), "<|tool_call_end|>",
+                         1, (const char *const[]){"a"}, (const char *const[]){"{\"x\":"});
     expect_content(k, "<|tool_calls_section_begin|><|tool_call_begin|>functions.a:0{}<|tool_call_end|>");
     expect_content(k, "<|tool_calls_section_begin|>" KIMI_CALL("functions.a\x01:0", "{}"));
     expect_content(k, "<|tool_calls_section_begin|>" KIMI_CALL("functions.\xff:0", "{}"));
-    expect_content(k, "<|tool_calls_section_begin|>" KIMI_CALL("functions.a:0", "{}") "<|tool_calls_section_end|> more");
-    expect_content(k, "<|tool_calls_section_begin|>" KIMI_CALL("functions.a:0", "{}") "text");
+    expect_calls_content(k, "<|tool_calls_section_begin|>" KIMI_CALL("functions.a:0", "{}") "<|tool_calls_section_end|> more",
+                         "more", 1, (const char *const[]){"a"}, (const char *const[]){"{}"});
+    expect_calls_content(k, "<|tool_calls_section_begin|>" KIMI_CALL("functions.a:0", "{}") "text", "text", 1,
+                         (const char *const[]){"a"}, (const char *const[]){"{}"});
 }
 END_TEST
 
@@ -246,6 +295,79 @@ START_TEST(test_safe_len)
 }
 END_TEST
 
+
+/* Read as a stream gets it -- a byte at a time, and cut at random -- the
+ * text gives, state by state, what a stream sends (content that never
+ * changes once final, each call's name once, its arguments by
+ * appending), and that adds up to the reading of the whole text. */
+START_TEST(test_incremental)
+{
+    static const struct {
+        enum srv_tool_format f;
+        const char *text;
+    } t[] = {
+        {SRV_TOOLS_HERMES, "Let me see. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n</tool_call>"},
+        {SRV_TOOLS_HERMES, "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": [1, 2.5e-3, {\"y\": null}], \"s\": \"\\u00e9\\n\xe2\x82\xac\"}}\n</tool_call>\n"
+                           "<tool_call>\n{\"arguments\": {\"k\": true}, \"name\": \"b\"}\n</tool_call>"},
+        {SRV_TOOLS_HERMES, "<tool_call>{\"name\":\"a\",\"arguments\":\"{\\\"q\\\": [false]}\"}</tool_call> then text"},
+        {SRV_TOOLS_HERMES, "a < b, <tool <tool_call>{\"name\": \"a\", \"arguments\": {\"x\": }}</tool_call>"},
+        {SRV_TOOLS_HERMES, "<tool_call>\n[{\"name\": \"a\"}]\n</tool_call>"},
+        {SRV_TOOLS_HERMES, "Just text, no calls < at all <tool_"},
+        {SRV_TOOLS_HERMES, "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"s\": \"cut sh"},
+        {SRV_TOOLS_LLAMA3, " {\"name\": \"a\", \"parameters\": {\"n\": -12}}; {\"name\": \"b\", \"parameters\": {\"n\": 0.5}}"},
+        {SRV_TOOLS_LLAMA3, "So <|python_tag|>{\"name\": \"a\", \"parameters\": {}}"},
+        {SRV_TOOLS_LLAMA3, "{\"answer\": 42}"},
+        {SRV_TOOLS_LLAMA3, "  plain words { not json"},
+        {SRV_TOOLS_MISTRAL, "[x] [TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": {\"k\": [[]]}, \"id\": \"abcdefghi\"}]"},
+        {SRV_TOOLS_MISTRAL, "[TOOL_CALLS][]"},
+        {SRV_TOOLS_MISTRAL, "[TOOL_CALLS]{\"name\": \"a\"} [TOOL_CALLS][{\"name\": \"b\"}] more"},
+        {SRV_TOOLS_KIMI, "<| <|tool_calls_section_begin|>" KIMI_CALL("functions.a:0", "{}")
+                         KIMI_CALL(" functions.b:1 ", " {\"k\": \"v\"} ") "<|tool_calls_section_end|>"},
+        {SRV_TOOLS_KIMI, "<|tool_calls_section_begin|>" KIMI_CALL("functions.:0", "{}")},
+        {SRV_TOOLS_KIMI, "<|tool_calls_section_begin|><|tool_call_begin|>functions.a:0<|tool_call_argument_begin|>{\"x\": 1"},
+        {SRV_TOOLS_HARMONY, "All content <tool_call>{\"name\": \"a\"}</tool_call>"},
+    };
+    size_t cuts[4096];
+    unsigned rng = 12345;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        const size_t len = strlen(t[i].text);
+        ck_assert(len < sizeof cuts / sizeof cuts[0]);
+        for (size_t k = 0; k < len; k++) cuts[k] = k + 1;
+        const char *why = toolcall_incremental_check(t[i].f, t[i].text, len, cuts, len);
+        ck_assert_msg(!why, "%s, a byte at a time: %s: %s", srv_tool_format_name(t[i].f), why, t[i].text);
+        for (int round = 0; round < 50; round++) {
+            size_t n = 0, at = 0;
+            while (at < len) {
+                rng = rng * 1103515245u + 12345u;
+                at += 1 + (rng >> 16) % 12;
+                cuts[n++] = at < len ? at : len;
+            }
+            why = toolcall_incremental_check(t[i].f, t[i].text, len, cuts, n);
+            ck_assert_msg(!why, "%s, cut at random (round %d): %s: %s", srv_tool_format_name(t[i].f), round, why,
+                          t[i].text);
+        }
+    }
+    /* a call's first state: its name once its arguments have begun, and
+     * the arguments then growing by a delta per piece */
+    struct srv_tool_parser p;
+    const char *text = "Sure. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par";
+    srv_tool_parser_init(&p, SRV_TOOLS_HERMES);
+    srv_tool_parser_feed(&p, text, strlen("Sure. <tool_c"));
+    ck_assert_uint_eq(p.content_final, 5);
+    ck_assert_uint_eq(p.out.n, 0);
+    srv_tool_parser_feed(&p, text, strlen("Sure. <tool_call>\n{\"name\": \"get_weather\", \"argu"));
+    ck_assert_uint_eq(p.out.n, 0);
+    srv_tool_parser_feed(&p, text, strlen("Sure. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {"));
+    ck_assert_uint_eq(p.out.n, 1);
+    ck_assert_str_eq(p.out.calls[0].name, "get_weather");
+    ck_assert_str_eq(p.out.calls[0].arguments, "{");
+    ck_assert_uint_eq(p.content_final, 5);
+    srv_tool_parser_feed(&p, text, strlen(text));
+    ck_assert_str_eq(p.out.calls[0].arguments, "{\"city\":\"Par");
+    ck_assert_uint_eq(p.out.calls[0].arguments_len, strlen("{\"city\":\"Par"));
+    srv_tool_parser_free(&p);
+}
+END_TEST
 
 static const char tools[] =
     "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"d\",\"parameters\":"
@@ -381,6 +503,46 @@ START_TEST(test_grammar)
 }
 END_TEST
 
+/* parallel_tool_calls: the grammar of one call or more takes the
+ * format's several calls, which read back as that many; the grammar of
+ * one call refuses them. */
+START_TEST(test_grammar_several)
+{
+    static const struct {
+        enum srv_tool_format f;
+        const char *name, *two;
+    } t[] = {
+        {SRV_TOOLS_HERMES, NULL,
+         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
+         "<tool_call>\n{\"name\":\"ping\",\"arguments\":{}}\n</tool_call>"},
+        {SRV_TOOLS_LLAMA3, NULL, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}; {\"name\":\"ping\",\"parameters\":{}}"},
+        {SRV_TOOLS_MISTRAL, "get_weather",
+         "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"A\"}}, {\"name\": \"get_weather\", \"arguments\": {\"city\": \"B\"}}]"},
+        {SRV_TOOLS_KIMI, NULL,
+         "<|tool_calls_section_begin|>" KIMI_CALL("functions.get_weather:0", "{\"city\": \"Paris\"}")
+         KIMI_CALL("functions.ping:1", "{}") "<|tool_calls_section_end|>"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char *one = NULL, *several = NULL, why[256];
+        ck_assert_msg(srv_tool_calls_grammar_n(t[i].f, tools, t[i].name, true, &several, why, sizeof why), "%s", why);
+        ck_assert_msg(srv_tool_calls_grammar_n(t[i].f, tools, t[i].name, false, &one, why, sizeof why), "%s", why);
+        ck_assert_int_eq(hearth_grammar_check(several, strlen(several)), HEARTH_OK);
+        ck_assert_msg(grammar_matches(several, t[i].two), "%s should accept %s", several, t[i].two);
+        ck_assert_msg(!grammar_matches(one, t[i].two), "%s should refuse %s", one, t[i].two);
+        struct srv_tool_calls c;
+        ck_assert_msg(parse(t[i].f, t[i].two, &c) && c.n == 2, "%s: two calls", t[i].two);
+        srv_tool_calls_free(&c);
+        free(one);
+        free(several);
+    }
+    /* harmony writes one call per message: one either way */
+    char *g = NULL, why[256];
+    ck_assert_msg(srv_tool_calls_grammar_n(SRV_TOOLS_HARMONY, tools, "ping", true, &g, why, sizeof why), "%s", why);
+    ck_assert(grammar_matches(g, "<|channel|>commentary to=functions.ping <|constrain|>json<|message|>{}"));
+    free(g);
+}
+END_TEST
+
 /* The assistant turn that template file renders for a request body that
  * ends with an assistant message: the whole conversation less the one
  * before that message, with the end-of-turn text taken off. */
@@ -497,7 +659,9 @@ int main(void)
     tcase_add_test(tc, test_mistral);
     tcase_add_test(tc, test_kimi);
     tcase_add_test(tc, test_safe_len);
+    tcase_add_test(tc, test_incremental);
     tcase_add_test(tc, test_grammar);
+    tcase_add_test(tc, test_grammar_several);
     tcase_add_test(tc, test_round_trip);
     suite_add_tcase(s, tc);
     return test_run_suite(s);

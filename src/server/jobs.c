@@ -77,6 +77,7 @@ static void job_free(struct job *j)
         free(j->choices[i].lp);
         free(j->choices[i].reasoning.p);
         hearth_reasoning_split_free(j->choices[i].split);
+        srv_tool_parser_free(&j->choices[i].tp);
     }
     free(j->prompt_tail);
     free(j->choices);
@@ -248,6 +249,13 @@ static void on_event(void *user, const hearth_event *ev)
     size_t len = ev->len;
     if (c->split) split_text(j, ci, &text, &len);
     add_answer(j, ci, text, len);
+    /* harmony's calls, which the split keeps apart: each streamed whole
+     * once the next has begun (or at the end) */
+    if (j->req.stream && !j->stream_closed && reads_tool_calls(j) && c->split &&
+        hearth_reasoning_split_n_tool_calls(c->split) > c->calls_sent + 1) {
+        if (j->req.kind == SRV_RESPONSES) responses_stream_text(j);
+        else stream_tool_text(j, ci);
+    }
     if (ev->token >= 0 && ev->finish == HEARTH_FINISH_NONE) {
         size_t n = 0;
         hearth_token_piece(j->m->vocab, ev->token, 0, &n);
@@ -576,10 +584,12 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
     if (!srv_request_parse(kind, cn->body.p, cn->body.len, &lim, &j->req, e)) goto fail_early;
     if (kind == SRV_RESPONSES && !responses_prepare(s, j, e)) goto fail_early;
     if (j->req.tool_choice == SRV_TOOL_REQUIRED || j->req.tool_choice == SRV_TOOL_NAMED) {
-        /* the whole output is one call in the template's format */
+        /* the whole output is calls in the template's format: one, or
+         * with parallel_tool_calls one or more where the format writes
+         * several */
         char why[400];
-        if (!srv_tool_calls_grammar(l->tool_format, j->req.tools_json, j->req.tool_name,
-                                    &j->req.grammar_text, why, sizeof why)) {
+        if (!srv_tool_calls_grammar_n(l->tool_format, j->req.tools_json, j->req.tool_name,
+                                      j->req.parallel_tool_calls, &j->req.grammar_text, why, sizeof why)) {
             srv_fail(e, 400, "invalid_request_error", "invalid_value", "tools",
                      "the tools cannot be turned into a grammar for tool_choice: %s", why);
             goto fail_early;
@@ -620,6 +630,7 @@ static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_err
         srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
         goto fail_early;
     }
+    for (size_t ci = 0; ci < j->n_choices; ci++) srv_tool_parser_init(&j->choices[ci].tp, l->tool_format);
     if (chat && l->reasoning != HEARTH_REASONING_NONE)
         for (size_t ci = 0; ci < j->n_choices; ci++)
             if (hearth_reasoning_split_new(l->reasoning, j->prompt_tail, j->prompt_tail_len,

@@ -281,7 +281,7 @@ static void emit_delta(struct job *j, size_t ci, const char *text, size_t len, b
     if (j->req.kind == SRV_CHAT) {
         json_t *delta = given ? given : json_object();
         if (role) json_object_set_new(delta, "role", json_string("assistant"));
-        if (text) json_object_set_new(delta, "content", json_stringn(text, len));
+        if (text) json_object_set_new(delta, "content", lossy_string(text, len));
         json_object_set_new(ch, "delta", delta);
     } else {
         json_object_set_new(ch, "text", json_stringn(text ? text : "", text ? len : 0));
@@ -352,6 +352,7 @@ bool choice_tool_calls(const struct job *j, const struct choice *c, struct srv_t
             tc->n--;
             free(tc->calls[tc->n].name);
             free(tc->calls[tc->n].arguments);
+            free(tc->calls[tc->n].id);
         }
     return true;
 }
@@ -362,7 +363,11 @@ static bool find_tool_calls(const struct job *j, const struct choice *c, struct 
     if (n > 0) {
         /* harmony's calls, which the split kept apart: all of the text is content */
         memset(tc, 0, sizeof *tc);
-        tc->content_len = c->text.len;
+        if (c->text.len > 0 && (tc->content = malloc(c->text.len + 1))) {
+            memcpy(tc->content, c->text.p, c->text.len);
+            tc->content[c->text.len] = '\0';
+            tc->content_len = c->text.len;
+        }
         for (size_t i = 0; i < n; i++) {
             const char *name, *args;
             size_t len;
@@ -377,43 +382,95 @@ static bool find_tool_calls(const struct job *j, const struct choice *c, struct 
     return c->text.len > 0 && srv_tool_calls_parse(j->m->loaded.tool_format, c->text.p, c->text.len, tc);
 }
 
-/* A stream's text so far: send what cannot be part of a call. */
-void stream_tool_text(struct job *j, size_t ci)
+/* How much of p[0..n) may go out before more text comes: all but a
+ * character cut off at its end (what is not UTF-8 goes out at the end,
+ * each bad byte as U+FFFD). */
+size_t whole_chars(const char *p, size_t n)
+{
+    const size_t k = hearth_utf8_valid_prefix(p, n);
+    return k < n && n - k < 4 && (unsigned char)p[k] >= 0xc0 ? k : n;
+}
+
+/* The first chunk of a call: its index, id, type and name, with empty
+ * arguments. */
+static void emit_call_head(struct job *j, size_t ci, size_t index, const struct srv_tool_call *call)
+{
+    char made[40];
+    const char *id = call_id(j, call, made, sizeof made);
+    json_t *o = json_pack("{s:I, s:s, s:s, s:{s:s, s:s}}", "index", (json_int_t)index, "id", id, "type",
+                          "function", "function", "name", call->name, "arguments", "");
+    emit_delta(j, ci, NULL, 0, false, NULL, json_pack("{s:[o]}", "tool_calls", o));
+}
+
+/* More of a call's arguments. */
+static void emit_call_args(struct job *j, size_t ci, size_t index, const char *p, size_t n)
+{
+    if (n == 0) return;
+    json_t *o = json_pack("{s:I, s:{s:o}}", "index", (json_int_t)index, "function", "arguments", lossy_string(p, n));
+    emit_delta(j, ci, NULL, 0, false, NULL, json_pack("{s:[o]}", "tool_calls", o));
+}
+
+/* Send what is known of a choice's content and calls (all of it when
+ * last): the content no later text changes, each call's first chunk
+ * once it has begun, then its arguments as they grow; harmony's calls
+ * whole, each once the next has begun or the text has ended. */
+static void stream_tool_progress(struct job *j, size_t ci, bool last)
 {
     struct choice *c = &j->choices[ci];
-    size_t safe = srv_tool_calls_safe_len(j->m->loaded.tool_format, c->text.p, c->text.len);
-    if (safe > c->sent) {
-        emit_chunk(j, ci, c->text.p + c->sent, safe - c->sent, false, NULL);
-        c->sent = safe;
+    const struct srv_tool_parser *tp = &c->tp;
+    if (tp->content_final > c->sent) {
+        size_t n = tp->content_final - c->sent;
+        if (!last) n = whole_chars(tp->out.content + c->sent, n);
+        if (n) emit_chunk(j, ci, tp->out.content + c->sent, n, false, NULL);
+        c->sent += n;
+    }
+    const size_t limit = j->req.parallel_tool_calls ? tp->out.n : tp->out.n > 0;
+    for (;;) {
+        if (c->calls_sent > 0 && c->calls_sent <= limit) {
+            const struct srv_tool_call *call = &tp->out.calls[c->calls_sent - 1];
+            size_t n = call->arguments_len - c->args_sent;
+            if (!last && c->calls_sent == tp->out.n) n = whole_chars(call->arguments + c->args_sent, n);
+            emit_call_args(j, ci, c->calls_sent - 1, call->arguments + c->args_sent, n);
+            c->args_sent += n;
+        }
+        if (c->calls_sent >= limit) break;
+        emit_call_head(j, ci, c->calls_sent, &tp->out.calls[c->calls_sent]);
+        c->calls_sent++;
+        c->args_sent = 0;
+    }
+    /* harmony's: a call is whole once another has begun, or at the end */
+    size_t split_n = hearth_reasoning_split_n_tool_calls(c->split);
+    if (!last && split_n > 0) split_n--;
+    while (c->calls_sent < (j->req.parallel_tool_calls ? split_n : split_n > 0)) {
+        const char *name, *args;
+        size_t len;
+        struct srv_tool_calls one = {0};
+        if (!hearth_reasoning_split_tool_call(c->split, c->calls_sent, &name, &args, &len) &&
+            srv_tool_calls_add(&one, name, args, len)) {
+            emit_call_head(j, ci, c->calls_sent, &one.calls[0]);
+            emit_call_args(j, ci, c->calls_sent, one.calls[0].arguments, one.calls[0].arguments_len);
+        }
+        srv_tool_calls_free(&one);
+        c->calls_sent++;
     }
 }
 
-/* The end of a stream that reads tool calls: the content held back, the
- * calls (each: its id, type and name with empty arguments, then its
- * arguments), and the finish. */
+/* A stream's text so far: read, and what is known sent. */
+void stream_tool_text(struct job *j, size_t ci)
+{
+    struct choice *c = &j->choices[ci];
+    srv_tool_parser_feed(&c->tp, c->text.p, c->text.len);
+    stream_tool_progress(j, ci, false);
+}
+
+/* The end of a stream that reads tool calls: the rest of the content and
+ * of the calls, and the finish (tool_calls when there were calls). */
 void stream_tool_end(struct job *j, size_t ci, const char *finish)
 {
     struct choice *c = &j->choices[ci];
-    struct srv_tool_calls tc;
-    if (!choice_tool_calls(j, c, &tc)) {
-        if (c->text.len > c->sent) emit_chunk(j, ci, c->text.p + c->sent, c->text.len - c->sent, false, NULL);
-        c->sent = c->text.len;
-        emit_chunk(j, ci, NULL, 0, false, finish);
-        return;
-    }
-    if (tc.content_len > c->sent) emit_chunk(j, ci, c->text.p + c->sent, tc.content_len - c->sent, false, NULL);
-    c->sent = c->text.len;
-    for (size_t i = 0; i < tc.n; i++) {
-        char made[40];
-        const char *id = call_id(j, &tc.calls[i], made, sizeof made);
-        json_t *call = json_pack("{s:I, s:s, s:s, s:{s:s, s:s}}", "index", (json_int_t)i, "id", id, "type",
-                                 "function", "function", "name", tc.calls[i].name, "arguments", "");
-        emit_delta(j, ci, NULL, 0, false, NULL, json_pack("{s:[o]}", "tool_calls", call));
-        call = json_pack("{s:I, s:{s:s}}", "index", (json_int_t)i, "function", "arguments", tc.calls[i].arguments);
-        emit_delta(j, ci, NULL, 0, false, NULL, json_pack("{s:[o]}", "tool_calls", call));
-    }
-    srv_tool_calls_free(&tc);
-    emit_chunk(j, ci, NULL, 0, false, "tool_calls");
+    srv_tool_parser_finish(&c->tp, c->text.p, c->text.len);
+    stream_tool_progress(j, ci, true);
+    emit_chunk(j, ci, NULL, 0, false, c->calls_sent ? "tool_calls" : finish);
 }
 
 /* The end of a stream: the usage chunk when asked, then [DONE]. */
@@ -458,7 +515,7 @@ json_t *final_response(struct job *j)
             json_t *m = json_object();
             json_object_set_new(m, "role", json_string("assistant"));
             json_object_set_new(m, "content", !has_calls ? json_stringn(text, c->text.len)
-                                              : tc.content_len ? json_stringn(text, tc.content_len)
+                                              : tc.content_len ? lossy_string(tc.content, tc.content_len)
                                                                : json_null());
             if (c->reasoning.len) json_object_set_new(m, "reasoning_content", json_stringn(c->reasoning.p, c->reasoning.len));
             if (has_calls) {

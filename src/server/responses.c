@@ -10,8 +10,9 @@
  * its reasoning (a reasoning item: the text in content, no summary), its
  * answer (a message with one output_text part) and the tool calls read
  * from it (function_call items).  A stream writes them as they come:
- * the reasoning and the answer as deltas of their items, the calls
- * whole at the end, where the chat stream sends its calls.
+ * the reasoning and the answer as deltas of their items, each call as
+ * an item opened once its name is known with its arguments as deltas,
+ * as the chat stream sends its calls.
  *
  * The store keeps, per response, the conversation it ends (every
  * message but the instructions, which a later response does not
@@ -36,7 +37,7 @@
 #include "request.h"
 #include "toolcall.h"
 
-enum { OPEN_NONE, OPEN_REASONING, OPEN_MESSAGE };
+enum { OPEN_NONE, OPEN_REASONING, OPEN_MESSAGE, OPEN_CALL };
 
 /* ---- the store ------------------------------------------------------ */
 
@@ -232,8 +233,9 @@ static json_t *call_item(const struct job *j, const struct srv_tool_call *call, 
     char id[48], call_id[48];
     item_id("fc_", id, sizeof id);
     tool_call_id(j, call_id, sizeof call_id);
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "type", "function_call", "status", status,
-                     "call_id", call_id, "name", call->name, "arguments", empty ? "" : call->arguments);
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "id", id, "type", "function_call", "status", status,
+                     "call_id", call->id ? call->id : call_id, "name", call->name, "arguments",
+                     empty ? json_string("") : lossy_string(call->arguments, call->arguments_len));
 }
 
 /* The output items of a job that did not stream. */
@@ -251,7 +253,8 @@ static json_t *output_items(struct job *j)
     const size_t len = has_calls ? tc.content_len : c->text.len;
     if (len > 0 || !has_calls) {
         item_id("msg_", id, sizeof id);
-        json_array_append_new(items, message_item(id, incomplete(j) ? "incomplete" : "completed", c->text.p, len));
+        json_array_append_new(items, message_item(id, incomplete(j) ? "incomplete" : "completed",
+                                                  has_calls ? tc.content : c->text.p, len));
     }
     for (size_t i = 0; has_calls && i < tc.n; i++) json_array_append_new(items, call_item(j, &tc.calls[i], "completed", false));
     if (has_calls) srv_tool_calls_free(&tc);
@@ -422,6 +425,16 @@ static void close_item(struct job *j, const char *status)
         json_object_set_new(o, "part", json_pack("{s:s, s:s%}", "type", "reasoning_text", "text", text, len));
         event(j, "response.content_part.done", o);
         item = reasoning_item(rs->item_id, "completed", text, len);
+    } else if (rs->open == OPEN_CALL) {
+        json_t *o = at(j);
+        json_object_set_new(o, "name", json_string(rs->call_name));
+        json_object_set_new(o, "arguments", lossy_string(text, len));
+        event(j, "response.function_call_arguments.done", o);
+        item = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "id", rs->item_id, "type", "function_call", "status",
+                         "completed", "call_id", rs->call_id, "name", rs->call_name, "arguments",
+                         lossy_string(text, len));
+        free(rs->call_name);
+        rs->call_name = NULL;
     } else {
         return;
     }
@@ -471,14 +484,89 @@ static void message_delta(struct job *j, const char *text, size_t len)
     event(j, "response.output_text.delta", o);
 }
 
+/* A call's item, open from here on: its output_item.added, the
+ * arguments empty. */
+static void open_call(struct job *j, const struct srv_tool_call *call)
+{
+    struct resp_stream *rs = &j->rs;
+    close_item(j, "completed");
+    rs->open = OPEN_CALL;
+    item_id("fc_", rs->item_id, sizeof rs->item_id);
+    if (call->id) snprintf(rs->call_id, sizeof rs->call_id, "%s", call->id);
+    else tool_call_id(j, rs->call_id, sizeof rs->call_id);
+    rs->call_name = strdup(call->name);
+    json_t *item = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", rs->item_id, "type", "function_call", "status",
+                             "in_progress", "call_id", rs->call_id, "name", call->name, "arguments", "");
+    event(j, "response.output_item.added",
+          json_pack("{s:I, s:o}", "output_index", (json_int_t)json_array_size(rs->output), "item", item));
+}
+
+/* More of the open call's arguments. */
+static void call_delta(struct job *j, const char *text, size_t len)
+{
+    if (len == 0) return;
+    buf_add(&j->rs.item_text, text, len);
+    json_t *o = at(j);
+    json_object_set_new(o, "delta", lossy_string(text, len));
+    event(j, "response.function_call_arguments.delta", o);
+}
+
+/* What is known of the answer's content and calls (all of it when
+ * last): the content no later text changes as deltas of a message, each
+ * call as a function_call item opened once it has begun, its arguments
+ * as deltas as they grow; harmony's calls whole, each once the next has
+ * begun or the text has ended (as the chat stream sends them, openai.c). */
+static void tool_progress(struct job *j, bool last)
+{
+    struct choice *c = &j->choices[0];
+    const struct srv_tool_parser *tp = &c->tp;
+    if (tp->content_final > c->sent) {
+        size_t n = tp->content_final - c->sent;
+        if (!last) n = whole_chars(tp->out.content + c->sent, n);
+        message_delta(j, tp->out.content + c->sent, n);
+        c->sent += n;
+    }
+    const size_t limit = j->req.parallel_tool_calls ? tp->out.n : tp->out.n > 0;
+    for (;;) {
+        if (c->calls_sent > 0 && c->calls_sent <= limit && j->rs.open == OPEN_CALL) {
+            const struct srv_tool_call *call = &tp->out.calls[c->calls_sent - 1];
+            size_t n = call->arguments_len - c->args_sent;
+            if (!last && c->calls_sent == tp->out.n) n = whole_chars(call->arguments + c->args_sent, n);
+            call_delta(j, call->arguments + c->args_sent, n);
+            c->args_sent += n;
+        }
+        if (c->calls_sent >= limit) break;
+        open_call(j, &tp->out.calls[c->calls_sent]);
+        c->calls_sent++;
+        c->args_sent = 0;
+    }
+    /* harmony's: a call is whole once another has begun, or at the end */
+    size_t split_n = hearth_reasoning_split_n_tool_calls(c->split);
+    if (!last && split_n > 0) split_n--;
+    while (c->calls_sent < (j->req.parallel_tool_calls ? split_n : split_n > 0)) {
+        const char *name, *args;
+        size_t len;
+        struct srv_tool_calls one = {0};
+        if (!hearth_reasoning_split_tool_call(c->split, c->calls_sent, &name, &args, &len) &&
+            srv_tool_calls_add(&one, name, args, len)) {
+            open_call(j, &one.calls[0]);
+            call_delta(j, one.calls[0].arguments, one.calls[0].arguments_len);
+            close_item(j, "completed");
+        }
+        srv_tool_calls_free(&one);
+        c->calls_sent++;
+    }
+}
+
 void responses_stream_text(struct job *j)
 {
     struct choice *c = &j->choices[0];
-    const size_t safe = reads_tool_calls(j) ? srv_tool_calls_safe_len(j->m->loaded.tool_format, c->text.p, c->text.len)
-                                            : c->text.len;
-    if (safe > c->sent) {
-        message_delta(j, c->text.p + c->sent, safe - c->sent);
-        c->sent = safe;
+    if (reads_tool_calls(j)) {
+        srv_tool_parser_feed(&c->tp, c->text.p, c->text.len);
+        tool_progress(j, false);
+    } else if (c->text.len > c->sent) {
+        message_delta(j, c->text.p + c->sent, c->text.len - c->sent);
+        c->sent = c->text.len;
     }
 }
 
@@ -496,32 +584,15 @@ void responses_stream_end(struct job *j)
 {
     struct choice *c = &j->choices[0];
     struct resp_stream *rs = &j->rs;
-    struct srv_tool_calls tc;
-    const bool has_calls = choice_tool_calls(j, c, &tc);
-    const size_t end = has_calls ? tc.content_len : c->text.len;
-    if (end > c->sent) message_delta(j, c->text.p + c->sent, end - c->sent);
-    c->sent = c->text.len;
-    if (!has_calls && !rs->had_message) open_item(j, OPEN_MESSAGE);
-    close_item(j, incomplete(j) ? "incomplete" : "completed");
-    for (size_t i = 0; has_calls && i < tc.n; i++) {
-        const json_int_t index = (json_int_t)json_array_size(rs->output);
-        json_t *item = call_item(j, &tc.calls[i], "in_progress", true);
-        const char *id = json_string_value(json_object_get(item, "id"));
-        snprintf(rs->item_id, sizeof rs->item_id, "%s", id);
-        event(j, "response.output_item.added", json_pack("{s:I, s:O}", "output_index", index, "item", item));
-        json_t *o = at(j);
-        json_object_set_new(o, "delta", json_string(tc.calls[i].arguments));
-        event(j, "response.function_call_arguments.delta", o);
-        o = at(j);
-        json_object_set_new(o, "name", json_string(tc.calls[i].name));
-        json_object_set_new(o, "arguments", json_string(tc.calls[i].arguments));
-        event(j, "response.function_call_arguments.done", o);
-        json_object_set_new(item, "status", json_string("completed"));
-        json_object_set_new(item, "arguments", json_string(tc.calls[i].arguments));
-        event(j, "response.output_item.done", json_pack("{s:I, s:O}", "output_index", index, "item", item));
-        json_array_append_new(rs->output, item);
+    if (reads_tool_calls(j)) {
+        srv_tool_parser_finish(&c->tp, c->text.p, c->text.len);
+        tool_progress(j, true);
+    } else if (c->text.len > c->sent) {
+        message_delta(j, c->text.p + c->sent, c->text.len - c->sent);
+        c->sent = c->text.len;
     }
-    if (has_calls) srv_tool_calls_free(&tc);
+    if (!c->calls_sent && !rs->had_message) open_item(j, OPEN_MESSAGE);
+    close_item(j, incomplete(j) && rs->open == OPEN_MESSAGE ? "incomplete" : "completed");
     json_t *o = finish(j, json_incref(rs->output));
     const bool cut = incomplete(j);
     event(j, cut ? "response.incomplete" : "response.completed", json_pack("{s:o}", "response", o));
@@ -543,6 +614,7 @@ void responses_stream_free(struct job *j)
 {
     json_decref(j->rs.output);
     free(j->rs.item_text.p);
+    free(j->rs.call_name);
 }
 
 /* ---- GET and DELETE /v1/responses/{id} ------------------------------ */

@@ -141,7 +141,10 @@ struct choice {
     hearth_finish_reason finish;
     hearth_request_stats stats;
     bool done;
-    size_t sent;                    /* a stream reading tool calls: bytes of text sent */
+    size_t sent;                    /* a stream reading tool calls: bytes of content sent */
+    struct srv_tool_parser tp;      /* ... the calls read from its text so far */
+    size_t calls_sent;              /* ... the calls begun in the stream */
+    size_t args_sent;               /* ... the bytes of the last one's arguments sent */
     hearth_reasoning_split *split;  /* chat with reasoning: the text's two parts */
     struct buf reasoning;           /* the reasoning (text holds the answer) */
     long n_reasoning_tokens;
@@ -160,10 +163,12 @@ enum end_reason { END_NONE, END_CLIENT, END_TIMEOUT, END_SHUTDOWN };
 struct resp_stream {
     uint64_t seq;                   /* the next event's sequence_number */
     json_t *output;                 /* the output items done */
-    int open;                       /* the item being written: none, reasoning, message */
+    int open;                       /* the item being written: none, reasoning, message, call */
     bool had_message;               /* a message item was written */
     char item_id[48];               /* the open item's */
-    struct buf item_text;           /* its text so far */
+    struct buf item_text;           /* its text so far (a call's: its arguments) */
+    char *call_name;                /* a call's: its name, its call_id */
+    char call_id[48];
 };
 
 struct job {
@@ -295,6 +300,9 @@ void job_usage(const struct job *j, long *prompt, long *cached, long *completion
 /* Of the cached prompt tokens, those read from the disk tier (job locked). */
 long job_disk_cached(const struct job *j);
 bool reads_tool_calls(const struct job *j);
+/* How much of p[0..n) may be sent before more text comes: all but a
+ * character cut off at its end. */
+size_t whole_chars(const char *p, size_t n);
 /* A stream's events (job locked). */
 void emit_chunk(struct job *j, size_t ci, const char *text, size_t len, bool role, const char *finish);
 void stream_tool_text(struct job *j, size_t ci);

@@ -4,6 +4,7 @@
  * (JSON_DISABLE_EOF_CHECK gives where it ends), its arguments written
  * back compactly, which is the JSON string the OpenAI API returns.
  */
+#define _GNU_SOURCE
 #include "toolcall.h"
 
 #include <ctype.h>
@@ -80,12 +81,6 @@ static size_t find(const char *t, size_t len, size_t from, const char *s)
     return len;
 }
 
-static bool starts(const char *t, size_t len, size_t i, const char *s)
-{
-    const size_t n = strlen(s);
-    return i + n <= len && memcmp(t + i, s, n) == 0;
-}
-
 void srv_tool_calls_free(struct srv_tool_calls *c)
 {
     for (size_t i = 0; c->calls && i < c->n; i++) {
@@ -94,11 +89,10 @@ void srv_tool_calls_free(struct srv_tool_calls *c)
         free(c->calls[i].id);
     }
     free(c->calls);
+    free(c->content);
     memset(c, 0, sizeof *c);
 }
 
-/* One call from a decoded object: {"name": string, "arguments" or
- * "parameters": object, or a string holding one, or absent}. */
 /* Append a call: copies of name[0..name_len) and args[0..args_len). */
 static bool push_call(struct srv_tool_calls *c, const char *name, size_t name_len, const char *args,
                       size_t args_len)
@@ -118,11 +112,14 @@ static bool push_call(struct srv_tool_calls *c, const char *name, size_t name_le
     a[args_len] = '\0';
     c->calls[c->n].name = n;
     c->calls[c->n].arguments = a;
+    c->calls[c->n].arguments_len = args_len;
     c->calls[c->n].id = NULL;
     c->n++;
     return true;
 }
 
+/* One call from a decoded object: {"name": string, "arguments" or
+ * "parameters": object, or a string holding one, or absent}. */
 static bool add_call(struct srv_tool_calls *c, json_t *o)
 {
     if (!json_is_object(o) || c->n == MAX_CALLS) return false;
@@ -148,91 +145,207 @@ static bool add_call(struct srv_tool_calls *c, json_t *o)
     return ok;
 }
 
-/* The JSON value at t[*i..len), which must be an object (or, with
- * array_ok, an array); *i moves past it. */
-static json_t *value_at(const char *t, size_t len, size_t *i, bool array_ok)
-{
-    if (*i >= len || !(t[*i] == '{' || (array_ok && t[*i] == '['))) return NULL;
-    json_error_t je;
-    json_t *v = json_loadb(t + *i, len - *i, JSON_DISABLE_EOF_CHECK, &je);
-    if (v) *i += (size_t)je.position;
-    return v;
-}
-
 static size_t trim_end(const char *t, size_t n)
 {
     while (n > 0 && is_space(t[n - 1])) n--;
     return n;
 }
 
-static bool parse_hermes(const char *t, size_t len, struct srv_tool_calls *c)
+/* ---- JSON as it comes -------------------------------------------------
+ * A scanner of one JSON value, a byte at a time: it says of each byte
+ * whether it is whitespace between tokens (JS_SKIP), part of the value
+ * (JS_KEEP), its last byte (JS_END), the first byte after it (JS_AFTER:
+ * a number ends only there), or not JSON (JS_ERR). */
+
+enum { JS_SKIP, JS_KEEP, JS_END, JS_AFTER, JS_ERR };
+enum { J_VALUE, J_ARR_FIRST, J_OBJ_FIRST, J_OBJ_KEY, J_COLON, J_NEXT, J_STR, J_ESC, J_HEX, J_UTF8, J_MINUS,
+       J_ZERO, J_INT, J_DOT, J_FRAC, J_E, J_ESIGN, J_EXP, J_LIT };
+
+static const char *const literals[] = {"true", "false", "null"};
+
+static void js_init(struct srv_json_scan *s)
 {
-    size_t i = find(t, len, 0, markers[SRV_TOOLS_HERMES]);
-    if (i == len) return false;
-    c->content_len = trim_end(t, i);
-    for (;;) {
-        i = skip_space(t, len, i);
-        if (i == len) break;
-        if (!starts(t, len, i, "<tool_call>")) return false;
-        i = skip_space(t, len, i + strlen("<tool_call>"));
-        json_t *o = value_at(t, len, &i, false);
-        bool ok = o && add_call(c, o);
-        json_decref(o);
-        if (!ok) return false;
-        i = skip_space(t, len, i);
-        if (starts(t, len, i, "</tool_call>")) i += strlen("</tool_call>");
-        else if (i < len) return false; /* an unclosed block only at the end */
-    }
-    return c->n > 0;
+    s->st = J_VALUE;
+    s->sub = 0;
+    s->depth = 0;
+    s->in_key = false;
 }
 
-static bool parse_llama3(const char *t, size_t len, struct srv_tool_calls *c)
+/* A value has ended: the whole one, or one inside a container. */
+static int js_done(struct srv_json_scan *s)
 {
-    size_t i = skip_space(t, len, 0);
-    if (i == len || t[i] != '{') {
-        i = find(t, len, 0, markers[SRV_TOOLS_LLAMA3]);
-        if (i == len) return false;
-        c->content_len = trim_end(t, i);
-        i = skip_space(t, len, i + strlen(markers[SRV_TOOLS_LLAMA3]));
-    }
-    for (;;) {
-        json_t *o = value_at(t, len, &i, false);
-        bool ok = o && add_call(c, o);
-        json_decref(o);
-        if (!ok) return false;
-        i = skip_space(t, len, i);
-        if (i == len) break;
-        if (t[i] != ';') return false;
-        i = skip_space(t, len, i + 1);
-        if (i == len) break;
-    }
-    return true;
+    if (s->depth == 0) return JS_END;
+    s->st = J_NEXT;
+    return JS_KEEP;
 }
 
-static bool parse_mistral(const char *t, size_t len, struct srv_tool_calls *c)
+static int js_close(struct srv_json_scan *s)
 {
-    const char *m = markers[SRV_TOOLS_MISTRAL];
-    size_t i = find(t, len, 0, m);
-    if (i == len) return false;
-    c->content_len = trim_end(t, i);
-    while (i < len) {
-        if (!starts(t, len, i, m)) return false;
-        i = skip_space(t, len, i + strlen(m));
-        json_t *v = value_at(t, len, &i, true);
-        bool ok = v != NULL;
-        if (json_is_array(v)) {
-            size_t k;
-            json_t *o;
-            ok = json_array_size(v) > 0;
-            json_array_foreach(v, k, o) ok = ok && add_call(c, o);
-        } else if (v) {
-            ok = add_call(c, v);
+    s->depth--;
+    return js_done(s);
+}
+
+static int js_byte(struct srv_json_scan *s, unsigned char c)
+{
+    const bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r';
+    const bool digit = c >= '0' && c <= '9';
+    switch (s->st) {
+    case J_VALUE:
+    case J_ARR_FIRST:
+        if (space) return JS_SKIP;
+        if (s->st == J_ARR_FIRST && c == ']') return js_close(s);
+        if (c == '{' || c == '[') {
+            if (s->depth == (int)sizeof s->stack) return JS_ERR;
+            s->stack[s->depth++] = c;
+            s->st = c == '{' ? J_OBJ_FIRST : J_ARR_FIRST;
+        } else if (c == '"') {
+            s->st = J_STR;
+            s->in_key = false;
+        } else if (c == '-') {
+            s->st = J_MINUS;
+        } else if (c == '0') {
+            s->st = J_ZERO;
+        } else if (digit) {
+            s->st = J_INT;
+        } else if (c == 't' || c == 'f' || c == 'n') {
+            s->st = J_LIT;
+            s->sub = (c == 't' ? 0 : c == 'f' ? 1 : 2) * 8 + 1;
+        } else {
+            return JS_ERR;
         }
-        json_decref(v);
-        if (!ok) return false;
-        i = skip_space(t, len, i);
+        return JS_KEEP;
+    case J_OBJ_FIRST:
+    case J_OBJ_KEY:
+        if (space) return JS_SKIP;
+        if (s->st == J_OBJ_FIRST && c == '}') return js_close(s);
+        if (c != '"') return JS_ERR;
+        s->st = J_STR;
+        s->in_key = true;
+        return JS_KEEP;
+    case J_COLON:
+        if (space) return JS_SKIP;
+        if (c != ':') return JS_ERR;
+        s->st = J_VALUE;
+        return JS_KEEP;
+    case J_NEXT: {
+        if (space) return JS_SKIP;
+        const unsigned char top = s->stack[s->depth - 1];
+        if (c == ',') {
+            s->st = top == '{' ? J_OBJ_KEY : J_VALUE;
+            return JS_KEEP;
+        }
+        if ((c == '}' && top == '{') || (c == ']' && top == '[')) return js_close(s);
+        return JS_ERR;
     }
-    return c->n > 0;
+    case J_STR:
+        if (c == '"') {
+            if (!s->in_key) return js_done(s);
+            s->in_key = false;
+            s->st = J_COLON;
+            return JS_KEEP;
+        }
+        if (c == '\\') s->st = J_ESC;
+        else if (c < 0x20) return JS_ERR;
+        else if (c >= 0x80) {
+            /* a UTF-8 sequence: sub is how many bytes are to come, and the
+             * bounds of the next one (which keep out overlong forms,
+             * surrogates and what lies past U+10FFFF) */
+            int need, lo = 0x80, hi = 0xbf;
+            if (c >= 0xc2 && c <= 0xdf) need = 1;
+            else if (c >= 0xe0 && c <= 0xef) need = 2, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+            else if (c >= 0xf0 && c <= 0xf4) need = 3, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+            else return JS_ERR;
+            s->st = J_UTF8;
+            s->sub = need | lo << 8 | hi << 16;
+        }
+        return JS_KEEP;
+    case J_UTF8:
+        if (c < ((s->sub >> 8) & 0xff) || c > ((s->sub >> 16) & 0xff)) return JS_ERR;
+        s->sub = ((s->sub & 0xff) - 1) | 0x80 << 8 | 0xbf << 16;
+        if ((s->sub & 0xff) == 0) s->st = J_STR;
+        return JS_KEEP;
+    case J_ESC:
+        if (c == 'u') {
+            s->st = J_HEX;
+            s->sub = 4;
+        } else if (c && strchr("\"\\/bfnrt", c)) {
+            s->st = J_STR;
+        } else {
+            return JS_ERR;
+        }
+        return JS_KEEP;
+    case J_HEX:
+        if (!isxdigit(c)) return JS_ERR;
+        if (--s->sub == 0) s->st = J_STR;
+        return JS_KEEP;
+    case J_MINUS:
+        if (!digit) return JS_ERR;
+        s->st = c == '0' ? J_ZERO : J_INT;
+        return JS_KEEP;
+    case J_DOT:
+    case J_ESIGN:
+        if (!digit) return JS_ERR;
+        s->st = s->st == J_DOT ? J_FRAC : J_EXP;
+        return JS_KEEP;
+    case J_E:
+        if (c == '+' || c == '-') s->st = J_ESIGN;
+        else if (digit) s->st = J_EXP;
+        else return JS_ERR;
+        return JS_KEEP;
+    case J_ZERO:
+    case J_INT:
+    case J_FRAC:
+    case J_EXP:
+        if (digit && s->st != J_ZERO) return JS_KEEP;
+        if (c == '.' && (s->st == J_ZERO || s->st == J_INT)) {
+            s->st = J_DOT;
+            return JS_KEEP;
+        }
+        if ((c == 'e' || c == 'E') && s->st != J_EXP) {
+            s->st = J_E;
+            return JS_KEEP;
+        }
+        /* the number ended before this byte */
+        if (s->depth == 0) return JS_AFTER;
+        s->st = J_NEXT;
+        return js_byte(s, c);
+    case J_LIT: {
+        const char *lit = literals[s->sub / 8];
+        if ((unsigned char)lit[s->sub % 8] != c) return JS_ERR;
+        s->sub++;
+        return lit[s->sub % 8] ? JS_KEEP : js_done(s);
+    }
+    default:
+        return JS_ERR;
+    }
+}
+
+/* The JSON object t[0..n) (whitespace may surround it) without the
+ * whitespace between its tokens, in *out (for free()); false when it is
+ * not one. */
+static bool strip_object(const char *t, size_t n, char **out, size_t *out_len)
+{
+    struct srv_json_scan s;
+    js_init(&s);
+    char *o = malloc(n + 1);
+    size_t k = 0, i = 0;
+    bool ended = false;
+    if (!o) return false;
+    for (; i < n && !ended; i++) {
+        if (k == 0 && !is_space(t[i]) && t[i] != '{') break;
+        const int r = js_byte(&s, (unsigned char)t[i]);
+        if (r == JS_ERR) break;
+        if (r == JS_KEEP || r == JS_END) o[k++] = t[i];
+        ended = r == JS_END;
+    }
+    if (!ended || skip_space(t, n, i) != n) {
+        free(o);
+        return false;
+    }
+    o[k] = '\0';
+    *out = o;
+    *out_len = k;
+    return true;
 }
 
 /* A Kimi call's id, t[0..n): "functions.NAME:K" (the prefix and the
@@ -259,60 +372,535 @@ static bool kimi_id(const char *t, size_t n, const char **name, size_t *name_len
     return true;
 }
 
-static bool parse_kimi(const char *t, size_t len, struct srv_tool_calls *c)
+/* ---- the parser ------------------------------------------------------ */
+
+#define NONE ((size_t)-1)
+
+/* where the parser is */
+enum { P_START, P_CONTENT, P_SPACE, P_LIT, P_CALL, P_KIMI_ID, P_KIMI_ARGS, P_TAIL };
+/* what comes after whitespace (P_SPACE) */
+enum { N_CALL, N_SEMI, N_H_CLOSE, N_H_OPEN, N_M_OPEN, N_M_FIRST, N_M_AFTER, N_M_NEXT, N_M_GROUP, N_K_SECTION,
+       N_K_ARGS, N_K_AFTER, N_K_END };
+/* a call object's parts (hermes, llama3, mistral) */
+enum { CO_OPEN, CO_KEY_FIRST, CO_KEY, CO_IN_KEY, CO_COLON, CO_VALUE_START, CO_VALUE, CO_AFTER };
+/* the member being read */
+enum { KEY_OTHER, KEY_NAME, KEY_ARGS };
+/* the arguments: not yet, an object coming, whole */
+enum { ARGS_NONE, ARGS_OBJECT, ARGS_DONE };
+
+/* The literals that may come after whitespace, for the `next` kinds
+ * that wait for one. */
+static const char *const *next_literals(int next)
 {
-    size_t i = find(t, len, 0, KIMI_SECTION);
-    if (i == len) return false;
-    c->content_len = trim_end(t, i);
-    i += strlen(KIMI_SECTION);
-    for (;;) {
-        i = skip_space(t, len, i);
-        if (i == len) break; /* an unclosed section only at the end */
-        if (starts(t, len, i, KIMI_SECTION_END)) {
-            if (skip_space(t, len, i + strlen(KIMI_SECTION_END)) != len) return false;
-            break;
-        }
-        if (!starts(t, len, i, KIMI_CALL)) return false;
-        i += strlen(KIMI_CALL);
-        const size_t a = find(t, len, i, KIMI_ARGUMENTS);
-        if (a == len) return false;
-        const size_t id_at = skip_space(t, a, i), id_end = trim_end(t, a);
-        if (id_end <= id_at) return false;
-        const size_t id_len = id_end - id_at;
-        const char *name;
-        size_t name_len;
-        if (!kimi_id(t + id_at, id_len, &name, &name_len)) return false;
-        i = skip_space(t, len, a + strlen(KIMI_ARGUMENTS));
-        json_t *args = value_at(t, len, &i, false);
-        json_t *o = json_object();
-        bool ok = args && o && json_object_set_new(o, "name", json_stringn(name, name_len)) == 0 &&
-                  json_object_set(o, "arguments", args) == 0 && add_call(c, o);
-        json_decref(args);
-        json_decref(o);
-        if (!ok) return false;
-        char *id = malloc(id_len + 1);
-        if (!id) return false;
-        memcpy(id, t + id_at, id_len);
-        id[id_len] = '\0';
-        c->calls[c->n - 1].id = id;
-        i = skip_space(t, len, i);
-        if (starts(t, len, i, KIMI_CALL_END)) i += strlen(KIMI_CALL_END);
-        else if (i < len) return false; /* an unclosed call only at the end */
+    static const char *const h_close[] = {"</tool_call>", NULL}, *const h_open[] = {"<tool_call>", NULL},
+                             *const m_group[] = {"[TOOL_CALLS]", NULL},
+                             *const k_section[] = {KIMI_CALL, KIMI_SECTION_END, NULL},
+                             *const k_after[] = {KIMI_CALL_END, KIMI_CALL, KIMI_SECTION_END, NULL};
+    switch (next) {
+    case N_H_CLOSE: return h_close;
+    case N_H_OPEN: return h_open;
+    case N_M_GROUP: return m_group;
+    case N_K_SECTION: return k_section;
+    case N_K_AFTER: return k_after;
+    default: return NULL;
     }
-    return c->n > 0;
 }
 
-bool srv_tool_calls_parse(enum srv_tool_format f, const char *text, size_t len,
-                          struct srv_tool_calls *out)
+void srv_tool_parser_init(struct srv_tool_parser *p, enum srv_tool_format f)
 {
-    memset(out, 0, sizeof *out);
-    bool ok = f == SRV_TOOLS_LLAMA3    ? parse_llama3(text, len, out)
-              : f == SRV_TOOLS_MISTRAL ? parse_mistral(text, len, out)
-              : f == SRV_TOOLS_HARMONY ? false
-              : f == SRV_TOOLS_KIMI    ? parse_kimi(text, len, out)
-                                       : parse_hermes(text, len, out);
-    if (!ok) srv_tool_calls_free(out);
-    return ok;
+    memset(p, 0, sizeof *p);
+    p->f = f;
+    p->state = f == SRV_TOOLS_LLAMA3 ? P_START : P_CONTENT;
+    p->mark = NONE;
+}
+
+static bool grow(char **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap) return true;
+    size_t c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    char *b = realloc(*buf, c);
+    if (!b) return false;
+    *buf = b;
+    *cap = c;
+    return true;
+}
+
+static void add_content(struct srv_tool_parser *p, const char *t, size_t n)
+{
+    if (n == 0 || p->oom) return;
+    if (!grow(&p->out.content, &p->content_cap, p->out.content_len + n + 1)) {
+        p->oom = true;
+        return;
+    }
+    memcpy(p->out.content + p->out.content_len, t, n);
+    p->out.content_len += n;
+    p->out.content[p->out.content_len] = '\0';
+}
+
+/* Arguments of the call being read; the call's own once it is added. */
+static void add_args(struct srv_tool_parser *p, const char *t, size_t n)
+{
+    if (p->oom) return;
+    if (!grow(&p->args, &p->args_cap, p->args_len + n + 1)) {
+        p->oom = true;
+        return;
+    }
+    memcpy(p->args + p->args_len, t, n);
+    p->args_len += n;
+    p->args[p->args_len] = '\0';
+    if (p->added) {
+        p->out.calls[p->out.n - 1].arguments = p->args;
+        p->out.calls[p->out.n - 1].arguments_len = p->args_len;
+    }
+}
+
+/* The call being read is over: it stays when it was added. */
+static void end_call(struct srv_tool_parser *p)
+{
+    if (!p->added) {
+        free(p->args);
+        free(p->name);
+        free(p->id);
+    }
+    p->args = p->name = p->id = NULL;
+    p->args_len = p->args_cap = 0;
+    p->in_call = p->added = false;
+}
+
+/* Add the call being read once its name is known and its arguments have
+ * begun (or are whole). */
+static void maybe_add(struct srv_tool_parser *p)
+{
+    if (p->added || !p->name || p->args_mode == ARGS_NONE || p->oom) return;
+    if (!p->args) add_args(p, "", 0);
+    struct srv_tool_call *calls = realloc(p->out.calls, (p->out.n + 1) * sizeof *calls);
+    if (!calls || p->oom) {
+        p->oom = true;
+        return;
+    }
+    p->out.calls = calls;
+    calls[p->out.n] = (struct srv_tool_call){p->name, p->args, p->args_len, p->id};
+    if (p->out.n == 0) { /* the content before the calls, without the whitespace before them */
+        p->out.content_len = trim_end(p->out.content, p->out.content_len);
+        if (p->out.content) p->out.content[p->out.content_len] = '\0';
+    }
+    p->out.n++;
+    p->added = true;
+}
+
+/* The text leaves the format at text[at]: a call not yet added is
+ * content from where it began, as is a group of calls opened without
+ * one; the rest is content. */
+static void leave(struct srv_tool_parser *p, const char *text, size_t at)
+{
+    size_t from = at;
+    if (p->in_call) {
+        if (!p->added) from = p->call_at;
+        end_call(p);
+    } else if (p->mark != NONE) {
+        from = p->mark;
+    }
+    if (from < p->pos) add_content(p, text + from, p->pos - from);
+    p->mark = NONE;
+    p->state = P_TAIL;
+}
+
+static void begin_call(struct srv_tool_parser *p, int state, int after)
+{
+    p->in_call = true;
+    p->added = false;
+    p->call_at = p->mark != NONE ? p->mark : p->pos;
+    p->mark = NONE;
+    p->args_mode = ARGS_NONE;
+    p->state = state;
+    p->next = after;
+    p->co = CO_OPEN;
+}
+
+/* A JSON string text[at..end) decoded, or NULL. */
+static json_t *string_at(const char *text, size_t at, size_t end)
+{
+    json_t *v = json_loadb(text + at, end - at, JSON_DECODE_ANY, NULL);
+    if (!json_is_string(v)) {
+        json_decref(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* A member's value has ended at text[end - 1]; false when the call is
+ * not one. */
+static bool member_done(struct srv_tool_parser *p, const char *text, size_t end)
+{
+    if (p->key == KEY_NAME) {
+        json_t *v = string_at(text, p->value_at, end);
+        const size_t n = json_string_length(v);
+        if (!v || n == 0 || strlen(json_string_value(v)) != n || !(p->name = strdup(json_string_value(v)))) {
+            json_decref(v);
+            return false;
+        }
+        json_decref(v);
+    } else if (p->key == KEY_ARGS && p->args_mode == ARGS_NONE) {
+        /* a string holding the object: whole */
+        json_t *v = string_at(text, p->value_at, end);
+        char *o;
+        size_t n;
+        const bool ok = v && strip_object(json_string_value(v), json_string_length(v), &o, &n);
+        json_decref(v);
+        if (!ok) return false;
+        add_args(p, o, n);
+        free(o);
+        p->args_mode = ARGS_DONE;
+    } else if (p->key == KEY_ARGS) {
+        p->args_mode = ARGS_DONE;
+    }
+    maybe_add(p);
+    return true;
+}
+
+/* The end of a call: true when it is one. */
+static bool call_done(struct srv_tool_parser *p)
+{
+    if (!p->name) return false;
+    if (p->args_mode == ARGS_NONE) {
+        add_args(p, "{}", 2);
+        p->args_mode = ARGS_DONE;
+    }
+    maybe_add(p);
+    if (!p->added) return false;
+    end_call(p);
+    p->state = P_SPACE;
+    return true;
+}
+
+/* One byte of a call object; false when it leaves the format.  *again
+ * when the byte is still to be read (in the state it moved to). */
+static bool call_byte(struct srv_tool_parser *p, const char *text, unsigned char c, bool *again)
+{
+    const bool space = is_space((char)c);
+    int r;
+    switch (p->co) {
+    case CO_OPEN:
+        p->co = CO_KEY_FIRST;
+        return c == '{';
+    case CO_KEY_FIRST:
+    case CO_KEY:
+        if (space) return true;
+        if (c == '}' && p->co == CO_KEY_FIRST) return call_done(p);
+        if (c != '"') return false;
+        p->key_at = p->pos;
+        js_init(&p->js);
+        js_byte(&p->js, c);
+        p->co = CO_IN_KEY;
+        return true;
+    case CO_IN_KEY:
+        r = js_byte(&p->js, c);
+        if (r == JS_ERR) return false;
+        if (r == JS_END) {
+            json_t *k = string_at(text, p->key_at, p->pos + 1);
+            const char *key = k ? json_string_value(k) : "";
+            p->key = strcmp(key, "name") == 0 && !p->name ? KEY_NAME
+                     : (strcmp(key, "arguments") == 0 || strcmp(key, "parameters") == 0) && p->args_mode == ARGS_NONE
+                         ? KEY_ARGS
+                         : KEY_OTHER;
+            json_decref(k);
+            p->co = CO_COLON;
+        }
+        return true;
+    case CO_COLON:
+        if (space) return true;
+        p->co = CO_VALUE_START;
+        return c == ':';
+    case CO_VALUE_START:
+        if (space) return true;
+        if (p->key == KEY_NAME && c != '"') return false;
+        if (p->key == KEY_ARGS && c != '"' && c != '{') return false;
+        p->value_at = p->pos;
+        js_init(&p->js);
+        if (p->key == KEY_ARGS && c == '{') {
+            p->args_mode = ARGS_OBJECT;
+            maybe_add(p);
+        }
+        p->co = CO_VALUE;
+        *again = true;
+        return true;
+    case CO_VALUE:
+        r = js_byte(&p->js, c);
+        if (r == JS_ERR) return false;
+        if (p->key == KEY_ARGS && p->args_mode == ARGS_OBJECT && (r == JS_KEEP || r == JS_END))
+            add_args(p, (const char *)&c, 1);
+        if (r == JS_END || r == JS_AFTER) {
+            if (!member_done(p, text, r == JS_END ? p->pos + 1 : p->pos)) return false;
+            p->co = CO_AFTER;
+            *again = r == JS_AFTER;
+        }
+        return true;
+    case CO_AFTER:
+        if (space) return true;
+        if (c == ',') {
+            p->co = CO_KEY;
+            return true;
+        }
+        return c == '}' && call_done(p);
+    default:
+        return false;
+    }
+}
+
+/* The kimi call's id is text[id_at..end): its name, or false. */
+static bool kimi_name(struct srv_tool_parser *p, const char *text, size_t end)
+{
+    const size_t at = skip_space(text, end, p->id_at), e = trim_end(text, end);
+    const char *name;
+    size_t name_len;
+    if (e <= at || !kimi_id(text + at, e - at, &name, &name_len)) return false;
+    p->name = strndup(name, name_len);
+    p->id = strndup(text + at, e - at);
+    if (!p->name || !p->id) p->oom = true;
+    return !p->oom;
+}
+
+/* After whitespace, byte c (at p->pos) of what p->next says comes:
+ * false when the text leaves the format there; *again when c is still
+ * to be read. */
+static bool next_byte(struct srv_tool_parser *p, unsigned char c, bool *again)
+{
+    const bool is_mistral = p->f == SRV_TOOLS_MISTRAL;
+    const char *const *lits = next_literals(p->next);
+    if (lits) {
+        p->lit_at = p->pos;
+        p->lits = 0;
+        for (int i = 0; lits[i]; i++) p->lits |= 1 << i;
+        p->state = P_LIT;
+        *again = true;
+        return true;
+    }
+    *again = true;
+    switch (p->next) {
+    case N_CALL:
+    case N_M_FIRST:
+    case N_M_NEXT:
+        if (c != '{' || p->out.n == MAX_CALLS) return false;
+        begin_call(p, P_CALL, is_mistral ? N_M_AFTER : p->f == SRV_TOOLS_LLAMA3 ? N_SEMI : N_H_CLOSE);
+        return true;
+    case N_M_OPEN:
+        if (c == '{' && p->out.n < MAX_CALLS) {
+            begin_call(p, P_CALL, N_M_GROUP);
+            return true;
+        }
+        *again = false;
+        p->next = N_M_FIRST;
+        return c == '[';
+    case N_SEMI:
+    case N_M_AFTER:
+        *again = false;
+        if (c == ';' && p->next == N_SEMI) {
+            p->mark = p->pos;
+            p->next = N_CALL;
+            return true;
+        }
+        if (c == ',' && p->next == N_M_AFTER) {
+            p->next = N_M_NEXT;
+            return true;
+        }
+        if (c == ']' && p->next == N_M_AFTER) {
+            p->next = N_M_GROUP;
+            return true;
+        }
+        return false;
+    case N_K_ARGS:
+        if (c != '{') return false;
+        p->args_mode = ARGS_OBJECT;
+        maybe_add(p);
+        js_init(&p->js);
+        p->state = P_KIMI_ARGS;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* A literal of p->next has been read, from lit_at to here. */
+static void literal_done(struct srv_tool_parser *p, const char *lit)
+{
+    p->state = P_SPACE;
+    if (strcmp(lit, "</tool_call>") == 0) {
+        p->next = N_H_OPEN;
+    } else if (strcmp(lit, "<tool_call>") == 0) {
+        p->mark = p->lit_at;
+        p->next = N_CALL;
+    } else if (strcmp(lit, "[TOOL_CALLS]") == 0) {
+        p->mark = p->lit_at;
+        p->next = N_M_OPEN;
+    } else if (strcmp(lit, KIMI_CALL) == 0) {
+        if (p->mark == NONE) p->mark = p->lit_at;
+        begin_call(p, P_KIMI_ID, N_K_AFTER);
+        p->id_at = p->pos + 1;
+    } else if (strcmp(lit, KIMI_CALL_END) == 0) {
+        p->next = N_K_SECTION;
+    } else { /* the end of kimi's section */
+        p->next = N_K_END;
+    }
+}
+
+/* One byte, text[p->pos]: true when it was read (else it is read again,
+ * in the state it moved to). */
+static bool step(struct srv_tool_parser *p, const char *text)
+{
+    const unsigned char c = (unsigned char)text[p->pos];
+    bool again = false, ok = true;
+    switch (p->state) {
+    case P_START: /* llama3: a reply that begins with '{' is a call */
+        if (is_space((char)c)) {
+            add_content(p, text + p->pos, 1);
+            return true;
+        }
+        if (c == '{') {
+            p->state = P_SPACE;
+            p->next = N_CALL;
+            return false;
+        }
+        p->state = P_CONTENT;
+        return false;
+    case P_CONTENT: {
+        add_content(p, text + p->pos, 1);
+        const char *m = markers[p->f];
+        const size_t mn = m ? strlen(m) : 0;
+        if (mn && p->out.content_len >= mn && memcmp(p->out.content + p->out.content_len - mn, m, mn) == 0) {
+            p->out.content_len -= mn;
+            p->out.content[p->out.content_len] = '\0';
+            p->mark = p->pos + 1 - mn;
+            p->state = P_SPACE;
+            p->next = p->f == SRV_TOOLS_MISTRAL ? N_M_OPEN : p->f == SRV_TOOLS_KIMI ? N_K_SECTION : N_CALL;
+        }
+        return true;
+    }
+    case P_SPACE:
+        if (is_space((char)c)) return true;
+        ok = next_byte(p, c, &again);
+        break;
+    case P_LIT: {
+        const char *const *lits = next_literals(p->next);
+        const size_t k = p->pos - p->lit_at;
+        const char *done = NULL;
+        for (int i = 0; lits[i]; i++) {
+            if (!(p->lits & (1 << i))) continue;
+            if ((unsigned char)lits[i][k] != c) p->lits &= ~(1 << i);
+            else if (!lits[i][k + 1]) done = lits[i];
+        }
+        if (!p->lits) {
+            leave(p, text, p->lit_at);
+            return false;
+        }
+        if (done) literal_done(p, done);
+        return true;
+    }
+    case P_CALL:
+        ok = call_byte(p, text, c, &again);
+        break;
+    case P_KIMI_ID: {
+        static const char am[] = KIMI_ARGUMENTS;
+        const size_t an = sizeof am - 1, end = p->pos + 1;
+        if (end - p->id_at >= an && memcmp(text + end - an, am, an) == 0) {
+            ok = kimi_name(p, text, end - an);
+            p->state = P_SPACE;
+            p->next = N_K_ARGS;
+        } else {
+            ok = end - p->id_at < KIMI_MAX_ID + an + 64;
+        }
+        break;
+    }
+    case P_KIMI_ARGS: {
+        const int r = js_byte(&p->js, c);
+        ok = r != JS_ERR;
+        if (r == JS_KEEP || r == JS_END) add_args(p, (const char *)&c, 1);
+        if (r == JS_END) {
+            p->args_mode = ARGS_DONE;
+            end_call(p);
+            p->state = P_SPACE;
+            p->next = N_K_AFTER;
+        }
+        break;
+    }
+    default: /* P_TAIL */
+        add_content(p, text + p->pos, 1);
+        return true;
+    }
+    if (!ok) {
+        leave(p, text, p->pos);
+        return false;
+    }
+    return !again;
+}
+
+/* How much of the content no later text changes. */
+static size_t content_final(const struct srv_tool_parser *p)
+{
+    const char *t = p->out.content;
+    const size_t n = p->out.content_len;
+    if (p->state == P_TAIL || p->out.n > 0) return n;
+    if (p->state == P_START) return 0;
+    if (p->state != P_CONTENT) return trim_end(t, n);
+    const char *m = markers[p->f];
+    if (!m) return n;
+    /* the longest end of the content that begins the marker */
+    const size_t mn = strlen(m);
+    size_t safe = n;
+    for (size_t k = mn - 1 < n ? mn - 1 : n; k > 0; k--)
+        if (memcmp(t + n - k, m, k) == 0) {
+            safe = n - k;
+            break;
+        }
+    return trim_end(t, safe);
+}
+
+void srv_tool_parser_feed(struct srv_tool_parser *p, const char *text, size_t len)
+{
+    while (p->pos < len && !p->oom)
+        if (step(p, text)) p->pos++;
+    if (!p->oom) p->content_final = content_final(p);
+}
+
+void srv_tool_parser_finish(struct srv_tool_parser *p, const char *text, size_t len)
+{
+    srv_tool_parser_feed(p, text, len);
+    if (p->oom) return;
+    if (p->out.n > 0) {
+        /* cut short after the calls: a call added stands as far as it was
+         * written; one not yet added (no name yet), a group opened
+         * without a call or a marker begun are dropped */
+        end_call(p);
+        p->mark = NONE;
+    } else if (p->in_call || p->mark != NONE) {
+        leave(p, text, len); /* no calls: all of the text is content */
+    }
+    p->state = P_TAIL;
+    p->content_final = p->out.content_len;
+}
+
+void srv_tool_parser_free(struct srv_tool_parser *p)
+{
+    end_call(p);
+    srv_tool_calls_free(&p->out);
+}
+
+bool srv_tool_calls_parse(enum srv_tool_format f, const char *text, size_t len, struct srv_tool_calls *out)
+{
+    struct srv_tool_parser p;
+    srv_tool_parser_init(&p, f);
+    srv_tool_parser_finish(&p, text, len);
+    if (p.oom || p.out.n == 0) {
+        srv_tool_parser_free(&p);
+        memset(out, 0, sizeof *out);
+        return false;
+    }
+    *out = p.out;
+    if (out->content_len == 0) {
+        free(out->content);
+        out->content = NULL;
+    }
+    return true;
 }
 
 bool srv_tool_calls_add(struct srv_tool_calls *c, const char *name, const char *arguments, size_t len)
@@ -547,7 +1135,8 @@ static bool append_prefixed(char **buf, size_t *len, const char *g, const char *
  *            arguments;
  *   kimi:    one call in a calls section, index 0. */
 static bool named_grammar(json_t *tools, const char *name, const char *open, const char *call_head,
-                          const char *call_mid, const char *call_end, const char *close, char **out, char *why, size_t why_len)
+                          const char *call_mid, const char *call_end, const char *close, bool several, char **out,
+                          char *why, size_t why_len)
 {
     size_t len = 0, i, n_calls = 0;
     char *g = NULL, *alts = NULL;
@@ -611,8 +1200,8 @@ static bool named_grammar(json_t *tools, const char *name, const char *open, con
     if (ok) {
         const size_t rl = alen + len + strlen(open) + strlen(close) + 32;
         root = malloc(rl);
-        if (root) snprintf(root, rl, "root ::= %s%s%s( %s )%s%s%s\n%s", *open ? "\"" : "", open, *open ? "\" " : "",
-                           alts, *close ? " \"" : "", close, *close ? "\"" : "", g);
+        if (root) snprintf(root, rl, "root ::= %s%s%s( %s )%s%s%s%s\n%s", *open ? "\"" : "", open, *open ? "\" " : "",
+                           alts, several ? "+" : "", *close ? " \"" : "", close, *close ? "\"" : "", g);
         else ok = failf(why, why_len, "out of memory");
     }
     free(alts);
@@ -624,6 +1213,12 @@ static bool named_grammar(json_t *tools, const char *name, const char *open, con
 bool srv_tool_calls_grammar(enum srv_tool_format f, const char *tools_json, const char *name,
                             char **out, char *why, size_t why_len)
 {
+    return srv_tool_calls_grammar_n(f, tools_json, name, false, out, why, why_len);
+}
+
+bool srv_tool_calls_grammar_n(enum srv_tool_format f, const char *tools_json, const char *name, bool several,
+                              char **out, char *why, size_t why_len)
+{
     *out = NULL;
     json_t *tools = json_loads(tools_json, 0, NULL);
     if (!json_is_array(tools)) {
@@ -633,9 +1228,10 @@ bool srv_tool_calls_grammar(enum srv_tool_format f, const char *tools_json, cons
     if (f == SRV_TOOLS_HARMONY || f == SRV_TOOLS_KIMI) {
         bool ok = f == SRV_TOOLS_HARMONY
                       ? named_grammar(tools, name, "", "<|channel|>commentary to=functions.",
-                                      " <|constrain|>json<|message|>", "", "", out, why, why_len)
-                      : named_grammar(tools, name, KIMI_SECTION, KIMI_CALL "functions.", ":0" KIMI_ARGUMENTS,
-                                      KIMI_CALL_END, KIMI_SECTION_END, out, why, why_len);
+                                      " <|constrain|>json<|message|>", "", "", false, out, why, why_len)
+                      : named_grammar(tools, name, KIMI_SECTION, KIMI_CALL "functions.",
+                                      several ? ":\" [0-9] [0-9]? \"" KIMI_ARGUMENTS : ":0" KIMI_ARGUMENTS,
+                                      KIMI_CALL_END, KIMI_SECTION_END, several, out, why, why_len);
         json_decref(tools);
         return ok;
     }
@@ -671,10 +1267,16 @@ bool srv_tool_calls_grammar(enum srv_tool_format f, const char *tools_json, cons
     if (!schema_root(text, &gbnf, &expr_len, &rest, why, why_len)) return false;
     static const char *const before[] = {"\"<tool_call>\\n\" ", "", "\"[TOOL_CALLS][\" "};
     static const char *const after[] = {" \"\\n</tool_call>\"", "", " \"]\""};
-    size_t cap = strlen(gbnf) + 64;
+    /* several: the call again, after the format's separator, as often as
+     * the model likes */
+    static const char *const again[] = {" \"\\n</tool_call>\\n<tool_call>\\n\" ", " \"; \" ", " \", \" "};
+    size_t cap = strlen(gbnf) + (size_t)expr_len + 128;
     char *g = malloc(cap);
-    if (g) snprintf(g, cap, "root ::= %s( %.*s )%s%s", before[f], expr_len, gbnf + ROOT_HEAD_LEN,
-                    after[f], rest);
+    if (g && several)
+        snprintf(g, cap, "root ::= %s( %.*s )( %s( %.*s ) )*%s%s", before[f], expr_len, gbnf + ROOT_HEAD_LEN,
+                 again[f], expr_len, gbnf + ROOT_HEAD_LEN, after[f], rest);
+    else if (g)
+        snprintf(g, cap, "root ::= %s( %.*s )%s%s", before[f], expr_len, gbnf + ROOT_HEAD_LEN, after[f], rest);
     hearth_free(gbnf);
     if (!g) return failf(why, why_len, "out of memory");
     *out = g;

@@ -4,12 +4,17 @@
  * bit 4 is set, else its low two bits: hermes, llama3, mistral, harmony)
  * and what the rest is: model output (bit 2 clear), read for
  * calls and for how much of it a stream may send, or a tools array (bit
- * 2 set) to build the forcing grammar from.  Calls read back must have a
- * name and arguments that are a compact JSON object (and an id the model
- * wrote, if any, that is UTF-8 text), the content must lie
- * within the text, a stream's sendable length must never shrink as text
- * comes and never reach into a call, and a grammar that is built must
- * compile.  Nothing may crash, hang or leak.
+ * 2 set) to build the forcing grammar from (of one call or more when
+ * bit 5 is set).  Calls read back must have a
+ * name and arguments without whitespace outside their strings (and an
+ * id the model wrote, if any, that is UTF-8 text), the content must be
+ * no longer than the text, a stream's sendable length must never shrink
+ * as text comes and never reach into a call, and a grammar that is built
+ * must compile.  The text is also read incrementally
+ * (tests/toolcall_incremental.h), a byte at a time and cut where a
+ * generator seeded by the input says: what a stream would send of it
+ * must add up to the reading of the whole text.  Nothing may crash, hang
+ * or leak.
  *
  * Run (see configure --enable-fuzzing) with a corpus directory seeded
  * from tests/fuzz/regressions-toolcall:
@@ -23,6 +28,7 @@
 
 #include "hearth.h"
 #include "toolcall.h"
+#include "../toolcall_incremental.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -38,7 +44,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(s, text, len);
         s[len] = '\0';
         /* the first tool's name when the text asks for it (bit 3) */
-        if (srv_tool_calls_grammar(f, s, (data[0] & 8) ? "f" : NULL, &gbnf, why, sizeof why)) {
+        /* one call, or one or more (bit 5) */
+        if (srv_tool_calls_grammar_n(f, s, (data[0] & 8) ? "f" : NULL, (data[0] & 32) != 0, &gbnf, why, sizeof why)) {
             if (hearth_grammar_check(gbnf, strlen(gbnf)) != HEARTH_OK) abort();
             free(gbnf);
         } else if (gbnf || !why[0]) {
@@ -58,12 +65,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 if (!id || !c.calls[i].id[0]) abort();
                 json_decref(id);
             }
-            json_t *v = json_loads(c.calls[i].arguments, 0, NULL);
-            if (!json_is_object(v)) abort();
-            char *again = json_dumps(v, JSON_COMPACT);
-            if (!again || strcmp(again, c.calls[i].arguments) != 0) abort();
-            free(again);
-            json_decref(v);
+            const char *a = c.calls[i].arguments;
+            if (strlen(a) != c.calls[i].arguments_len || a[0] != '{') abort();
+            /* no whitespace outside strings */
+            bool in_string = false, escaped = false;
+            for (size_t k = 0; a[k]; k++) {
+                if (escaped) escaped = false;
+                else if (in_string && a[k] == '\\') escaped = true;
+                else if (a[k] == '"') in_string = !in_string;
+                else if (!in_string && strchr(" \t\r\n", a[k])) abort();
+            }
         }
     } else if (c.calls || c.n) {
         abort();
@@ -77,5 +88,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (calls && last > c.content_len) abort();
     if (calls) srv_tool_calls_free(&c);
+
+    /* the incremental reading: a byte at a time (short texts), and cut
+     * at random */
+    size_t *cuts = malloc((len + 1) * sizeof *cuts);
+    if (!cuts) return 0;
+    if (len <= 4096) {
+        for (size_t k = 0; k < len; k++) cuts[k] = k + 1;
+        if (toolcall_incremental_check(f, text, len, cuts, len)) abort();
+    }
+    uint32_t rng = 2166136261u;
+    for (size_t k = 0; k < size; k++) rng = (rng ^ data[k]) * 16777619u;
+    for (int round = 0; round < 4; round++) {
+        size_t n = 0, at = 0;
+        while (at < len) {
+            rng = rng * 1103515245u + 12345u;
+            at += 1 + (rng >> 16) % (round == 0 ? 4 : round == 1 ? 16 : 64 << round);
+            cuts[n++] = at < len ? at : len;
+        }
+        if (toolcall_incremental_check(f, text, len, cuts, n)) abort();
+    }
+    free(cuts);
     return 0;
 }
