@@ -93,6 +93,12 @@ static void add_counters(hearth_engine_stats *r, const hearth_engine_stats *es)
     r->drafted_tokens += es->drafted_tokens;
     r->accepted_tokens += es->accepted_tokens;
     r->verify_steps += es->verify_steps;
+    r->disk_hits += es->disk_hits;
+    r->disk_writes += es->disk_writes;
+    r->disk_rejected += es->disk_rejected;
+    r->disk_dropped += es->disk_dropped;
+    r->disk_write_errors += es->disk_write_errors;
+    r->disk_evictions += es->disk_evictions;
 }
 
 /* Stop a thread that sleeps on cv until *quit (mu guards both). */
@@ -575,6 +581,8 @@ void srv_models_stats(struct srv_server *s, hearth_engine_stats *out)
         out->window_blocks_cached += es.window_blocks_cached;
         out->kv_bytes += es.kv_bytes;
         out->weights_bytes += es.weights_bytes;
+        out->disk_bytes += es.disk_bytes;
+        out->disk_files += es.disk_files;
         add_counters(out, &es);
     }
     pthread_mutex_unlock(&t->mu);
