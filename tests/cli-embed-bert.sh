@@ -81,7 +81,7 @@ for shape in micro-bert micro-nomic-bert; do
         fail "$shape: the vectors one at a time differ"
 
     # refusals
-    expect_status 1 "$shape: hearth run" -- "$HEARTH" run -m "$model" -n 4 "hello"
+    expect_status 1 "$shape: hearth run" -- "$HEARTH" run -m "$model" -n 4 -p "hello"
     grep -q "embedding model" "$tmpdir/err" && pass "$shape: generating is refused, saying why" ||
         { cat "$tmpdir/err" >&2; fail "$shape: generating is refused, saying why"; }
     expect_status 1 "$shape: an input longer than a step" -- "$HEARTH" embed -m "$model" -b 8 "a b c d e f g h i j"
