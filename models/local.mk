@@ -1,6 +1,7 @@
 # models/local.mk -- one file per architecture family.
 
 src_libhearth_core_la_SOURCES += \
+	models/bert.c \
 	models/deepseek2.c \
 	models/family.c \
 	models/family.h \

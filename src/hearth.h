@@ -301,7 +301,9 @@ typedef int32_t hearth_token;
 typedef enum hearth_vocab_kind {
     HEARTH_VOCAB_SPM = 1, /* SentencePiece BPE ("llama") */
     HEARTH_VOCAB_BPE = 2, /* byte-level BPE ("gpt2") */
-    HEARTH_VOCAB_RWKV = 3 /* RWKV World: greedy longest match ("rwkv") */
+    HEARTH_VOCAB_RWKV = 3, /* RWKV World: greedy longest match ("rwkv") */
+    HEARTH_VOCAB_WPM = 4   /* WordPiece: BERT's basic tokenization, then greedy
+                            * longest-match word pieces ("bert") */
 } hearth_vocab_kind;
 
 /* Token types, with the values tokenizer.ggml.token_type stores. */
@@ -970,6 +972,10 @@ typedef enum hearth_pooling {
  * declares none): an embedding model is one that declares MEAN, CLS or
  * LAST. */
 hearth_pooling hearth_model_pooling(const hearth_model *model);
+/* Whether the model computes embeddings only: an encoder (bert,
+ * nomic-bert) has no output layer, so no logits and nothing to generate
+ * (contexts and requests without a pooling are refused). */
+bool hearth_model_is_embedding_only(const hearth_model *model);
 /* "none", "mean", "cls", "last" or "rank" (NULL for other values). */
 const char *hearth_pooling_name(hearth_pooling pooling);
 /* Scale v (n floats) to unit Euclidean length, the norm summed in double

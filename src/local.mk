@@ -88,6 +88,9 @@ src_libhearth_core_la_SOURCES += \
 	src/tokenizer/tokenizer_bpe.c \
 	src/tokenizer/tokenizer_pretok.c \
 	src/tokenizer/tokenizer_rwkv.c \
+	src/tokenizer/tokenizer_wpm.c \
+	src/tokenizer/tokenizer_wpm.h \
+	src/tokenizer/tokenizer_wpm_tables.c \
 	src/tokenizer/tokenizer_special.c \
 	src/tokenizer/tokenizer_spm.c \
 	src/tokenizer/tokenizer_vocab.c

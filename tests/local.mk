@@ -305,6 +305,7 @@ TESTS += \
 	tests/cli-chat.sh \
 	tests/cli-devices.sh \
 	tests/cli-embed.sh \
+	tests/cli-embed-bert.sh \
 	tests/cli-inspect.sh \
 	tests/cli-offload-errors.sh \
 	tests/cli-pull.sh \
@@ -325,7 +326,8 @@ TESTS += \
 	tests/server-openai.sh \
 	tests/template-models.sh \
 	tests/tokenizer-kimi.sh \
-	tests/tokenizer-o200k.sh
+	tests/tokenizer-o200k.sh \
+	tests/tokenizer-wordpiece.sh
 EXTRA_DIST += \
 	tests/cli-moe.sh \
 	tests/cli-hybrid.sh \
@@ -338,6 +340,7 @@ EXTRA_DIST += \
 	tests/cli-chat.sh \
 	tests/cli-devices.sh \
 	tests/cli-embed.sh \
+	tests/cli-embed-bert.sh \
 	tests/cli-inspect.sh \
 	tests/cli-kernel-paths.sh \
 	tests/cli-offload-errors.sh \
@@ -376,7 +379,9 @@ EXTRA_DIST += \
 	tests/tokenizer-kimi.mjs \
 	tests/tokenizer-kimi.sh \
 	tests/tokenizer-o200k.mjs \
-	tests/tokenizer-o200k.sh
+	tests/tokenizer-o200k.sh \
+	tests/tokenizer-wordpiece.mjs \
+	tests/tokenizer-wordpiece.sh
 
 # tests/server-chatpage.sh's screenshot of the chat page.
 CLEANFILES += tests/server-chatpage.png

@@ -23,6 +23,8 @@ with nextn_logits below.
 
 The equations (DESIGN.md, "Architectures", gives the sources):
   llama/qwen2: x += Wo attn(rope(Wq n), rope(Wk n), Wv n); x += Wd(silu(Wg m) * Wu m)
+  bert/nomic-bert (--embed only): forward_encoder, post-norm encoders with
+               attention over every position
   qwen3:       as qwen2 without biases, q and k heads RMS-normed before RoPE
   gemma2/3:    x = embd * sqrt(d); post-norms on the attention and FFN outputs;
                GELU (tanh) gate; soft-capped scores (gemma2) and logits;
@@ -843,6 +845,71 @@ def forward_qwen35(g, tokens):
 
 N_CTX = 0
 
+def layernorm(x, w, b, eps):
+    m = x.mean(axis=-1, keepdims=True)
+    return (x - m) / np.sqrt(((x - m) ** 2).mean(axis=-1, keepdims=True) + eps) * w + b
+
+
+def gelu_erf(x):
+    return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
+
+
+def forward_encoder(g, tokens):
+    """bert and nomic-bert (BERT, Devlin et al. 2019; Nomic Embed, Nussbaum
+    et al. 2024): the last layer's hidden states of every position.  The
+    input layernorm(E_tok + E_type[0] (+ E_pos: bert)); per layer, post-norm:
+    h = LN(x + Wo attn(q, k, v) + bo), x = LN(h + ffn(h)), attention over
+    every position (no mask), nomic-bert's queries and keys rotated (NeoX
+    pairs), ffn = Wd gelu(Wu h + bu) + bd (bert, exact GELU) or
+    Wd (silu(Wg h) * Wu h) (nomic-bert)."""
+    arch, key = arch_keys(g)
+    n_embd = key("embedding_length")
+    n_layer = key("block_count")
+    n_head = key("attention.head_count")
+    hd = n_embd // n_head
+    eps = key("attention.layer_norm_epsilon")
+    nomic = arch == "nomic-bert"
+    n = len(tokens)
+    pos = np.arange(n, dtype=np.float64)
+
+    def bias(name):
+        return g.tensor(name) if name in g.tensors else 0.0
+    x = g.tensor("token_embd.weight")[tokens]
+    if "token_types.weight" in g.tensors:
+        x = x + g.tensor("token_types.weight")[0]
+    if not nomic:
+        x = x + g.tensor("position_embd.weight")[np.arange(n)]
+    x = layernorm(x, g.tensor("token_embd_norm.weight"), g.tensor("token_embd_norm.bias"), eps)
+    for il in range(n_layer):
+        t, has = layer_readers(g, il)
+        q, k, v = qkv_heads(t, has, x, n_head, n_head, hd, eps)
+        if has("attn_qkv.bias"):
+            b = t("attn_qkv.bias")
+            q = q + b[:n_embd].reshape(n_head, hd)
+            k = k + b[n_embd:2 * n_embd].reshape(n_head, hd)
+            v = v + b[2 * n_embd:].reshape(n_head, hd)
+        if nomic:
+            base = key("rope.freq_base", 10000.0)
+            q = rope(q, pos, hd, base, 1.0, True)
+            k = rope(k, pos, hd, base, 1.0, True)
+        a = np.empty((n, n_head, hd))
+        for h in range(n_head):
+            s = (q[:, h, :] @ k[:, h, :].T) / math.sqrt(hd)
+            s = s - s.max(axis=1, keepdims=True)
+            p = np.exp(s)
+            p /= p.sum(axis=1, keepdims=True)
+            a[:, h, :] = p @ v[:, h, :]
+        o = a.reshape(n, n_embd) @ t("attn_output.weight").T + bias("blk.%d.attn_output.bias" % il)
+        x = layernorm(x + o, t("attn_output_norm.weight"), t("attn_output_norm.bias"), eps)
+        if nomic:
+            f = silu(x @ t("ffn_gate.weight").T) * (x @ t("ffn_up.weight").T)
+        else:
+            f = gelu_erf(x @ t("ffn_up.weight").T + bias("blk.%d.ffn_up.bias" % il))
+        f = f @ t("ffn_down.weight").T + bias("blk.%d.ffn_down.bias" % il)
+        x = layernorm(x + f, t("layer_output_norm.weight"), t("layer_output_norm.bias"), eps)
+    return x
+
+
 POOLINGS = {"mean": 1, "cls": 2, "last": 3}
 
 
@@ -851,9 +918,12 @@ def embedding(g, tokens, pooling, normalize):
     every position (causal attention) pooled by their mean, the first's
     or the last's, then scaled to unit length."""
     arch = g.kv["general.architecture"]
-    if arch not in ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"):
+    if arch in ("bert", "nomic-bert"):
+        h = forward_encoder(g, tokens)
+    elif arch in ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"):
+        h = forward_plain(g, tokens, hidden=True)
+    else:
         raise ValueError("no embedding oracle for %s" % arch)
-    h = forward_plain(g, tokens, hidden=True)
     if pooling is None:
         pooling = g.kv.get(arch + ".pooling_type", 0)
     if pooling == 1:

@@ -3,7 +3,10 @@
 # Node.js client (tests/server-embeddings.mjs): a server on
 # micro-qwen3-embedding (tools/gen-model) and one on stories260K, a
 # generative model, which refuses embeddings.  The vector of a text must
-# be the one hearth embed writes, bit for bit.  Skips (77) when node or
+# be the one hearth embed writes, bit for bit.  A third server on
+# micro-bert, an encoder (embeddings only), answers /v1/embeddings with
+# hearth embed's vectors, batched, and refuses chat completions with 400
+# naming the model (a fetch from node, without the client).  Skips (77) when node or
 # npm is not installed, when hearth has no serve command, or when the
 # npm registry cannot be reached; HEARTH_OPENAI_NODE_MODULES=DIR uses
 # DIR/openai instead of installing.
@@ -62,7 +65,49 @@ fi
 grep -q 'POST /v1/embeddings 200' "$tmpdir/embed.err" && pass "the access log has the embeddings requests" ||
     fail "the access log has the embeddings requests"
 
+# an encoder: its inputs batched, and no chat
+b="$tmpdir/bert.gguf"
+"$gen" --shape micro-bert --type F32 --threads 2 "$b" 2>"$tmpdir/gen.err" ||
+    { cat "$tmpdir/gen.err" >&2; fail "gen-model writes micro-bert"; finish; }
+"$HEARTH" embed -m "$b" --format jsonl "hello world" "The quick brown fox." "a" >"$tmpdir/bert.jsonl" \
+    2>"$tmpdir/cli.err" || { cat "$tmpdir/cli.err" >&2; fail "hearth embed micro-bert"; finish; }
+start_server bert -m "$b" --alias micro-bert -b 64 -np 4
+bert_pid=$pid bert_port=$port
+cat >"$work/bert.mjs" <<'JS'
+import { readFileSync } from "node:fs";
+const [url, key, cli] = process.argv.slice(2);
+const want = readFileSync(cli, "utf8").trim().split("\n").map((l) => JSON.parse(l));
+const post = (path, body) => fetch(url + path, {
+  method: "POST", headers: { "Content-Type": "application/json", Authorization: `Bearer ${key}` },
+  body: JSON.stringify(body),
+});
+let r = await post("/v1/embeddings", { input: ["hello world", "The quick brown fox.", "a"], model: "micro-bert" });
+if (r.status !== 200) throw new Error(`embeddings: ${r.status} ${await r.text()}`);
+const got = (await r.json()).data.map((d) => d.embedding);
+got.forEach((v, i) => {
+  if (v.length !== want[i].length || v.some((x, k) => Math.fround(x) !== Math.fround(want[i][k]))) {
+    throw new Error(`input ${i}: the server's vector is not hearth embed's`);
+  }
+});
+console.log("ok: micro-bert: /v1/embeddings gives hearth embed's vectors, three inputs batched");
+r = await post("/v1/chat/completions", { model: "micro-bert", messages: [{ role: "user", content: "hi" }] });
+const body = await r.json();
+if (r.status !== 400 || body.error?.param !== "model" || !/embedding model/.test(body.error?.message)) {
+  throw new Error(`chat on an encoder: ${r.status} ${JSON.stringify(body)}`);
+}
+console.log("ok: micro-bert: /v1/chat/completions is refused with 400 naming the model");
+JS
+if timeout 120 node "$work/bert.mjs" "http://127.0.0.1:$bert_port" "$key" "$tmpdir/bert.jsonl" \
+        >"$tmpdir/node.out" 2>"$tmpdir/node.err"; then
+    cat "$tmpdir/node.out"
+else
+    fail "micro-bert server"
+    sed 's/^/  node: /' "$tmpdir/node.err" >&2
+    tail -n 30 "$tmpdir/bert.err" | sed 's/^/  bert server: /' >&2
+fi
+
 serve_stop embed "$embed_pid"
 serve_stop chat "$chat_pid"
+serve_stop bert "$bert_pid"
 pids=''
 finish

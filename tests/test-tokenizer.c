@@ -881,6 +881,48 @@ START_TEST(test_unknown_pretokenizer)
 }
 END_TEST
 
+/* WordPiece (tokenizer model "bert"): the lower-cased, accent-stripped
+ * words cut at punctuation and CJK ideographs, each the longest pieces
+ * from its start ("▁" a word's first, no prefix after), a word that some
+ * rest of starts no piece or of over 100 characters [UNK], [CLS] and
+ * [SEP] around; pieces decode with a space before a word. */
+START_TEST(test_wordpiece)
+{
+    static const char *const tokens[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "\xE2\x96\x81un",
+                                         "\xE2\x96\x81unaff", "able", "aff", "a", "\xE2\x96\x81,",
+                                         "\xE2\x96\x81naive", "\xE2\x96\x81\xE4\xB8\xAD", "\xE2\x96\x81" "a"};
+    static const int32_t types[] = {3, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    struct synth s = {"bert", NULL, tokens, HEARTH_ARRAY_LEN(tokens), NULL, types, NULL, 0, 1};
+    hearth_vocab *v;
+    ck_assert_int_eq(load_synth(&s, NULL, &v), HEARTH_OK);
+    ck_assert_int_eq(hearth_vocab_get_kind(v), HEARTH_VOCAB_WPM);
+    hearth_token ids[128];
+    size_t n;
+    const char *text = "UnAffable, na\xC3\xAFve\t\xE4\xB8\xADx  ABLE";
+    ck_assert_int_eq(hearth_tokenize(v, text, strlen(text), HEARTH_TOKENIZE_ADD_SPECIAL, ids, 128, &n), HEARTH_OK);
+    static const hearth_token want[] = {2, 5, 6, 9, 10, 11, 1, 1, 3};
+    ck_assert_uint_eq(n, HEARTH_ARRAY_LEN(want));
+    for (size_t i = 0; i < n; i++) ck_assert_int_eq(ids[i], want[i]);
+    char out[64];
+    size_t len;
+    ck_assert_int_eq(hearth_detokenize(v, ids + 1, 4, 0, out, sizeof out - 1, &len), HEARTH_OK);
+    out[len] = '\0';
+    ck_assert_str_eq(out, "unaffable , naive");
+    /* 100 characters: pieces; 101: [UNK] */
+    char word[102];
+    memset(word, 'a', 101);
+    word[101] = '\0';
+    ck_assert_int_eq(hearth_tokenize(v, word, 100, 0, ids, 128, &n), HEARTH_OK);
+    ck_assert_uint_eq(n, 100);
+    ck_assert_int_eq(ids[0], 12);
+    ck_assert_int_eq(ids[99], 8);
+    ck_assert_int_eq(hearth_tokenize(v, word, 101, 0, ids, 128, &n), HEARTH_OK);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(ids[0], 1);
+    hearth_vocab_free(v);
+}
+END_TEST
+
 START_TEST(test_malformed_vocabularies)
 {
     static const char *const tokens[] = {"<unk>", "a"};
@@ -892,9 +934,14 @@ START_TEST(test_malformed_vocabularies)
     ck_assert_int_eq(load_synth(&none, NULL, &v), HEARTH_E_NOT_FOUND);
     ck_assert_ptr_nonnull(strstr(hearth_last_error(), "no tokenizer"));
 
+    struct synth t5 = {"t5", NULL, tokens, 2, NULL, NULL, NULL, 0, -1};
+    ck_assert_int_eq(load_synth(&t5, NULL, &v), HEARTH_E_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "'t5'"));
+
+    /* WordPiece needs an unknown token: neither the key nor [UNK] */
     struct synth bert = {"bert", NULL, tokens, 2, NULL, NULL, NULL, 0, -1};
-    ck_assert_int_eq(load_synth(&bert, NULL, &v), HEARTH_E_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "'bert'"));
+    ck_assert_int_eq(load_synth(&bert, NULL, &v), HEARTH_E_FORMAT);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "unknown token"));
 
     struct synth no_tokens = {"llama", NULL, NULL, 0, NULL, NULL, NULL, 0, -1};
     ck_assert_int_eq(load_synth(&no_tokens, NULL, &v), HEARTH_E_FORMAT);
@@ -1193,6 +1240,7 @@ int main(void)
     tcase_add_test(tc, test_control_ends);
     tcase_add_test(tc, test_white_space_property);
     tcase_add_test(tc, test_malformed_vocabularies);
+    tcase_add_test(tc, test_wordpiece);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -126,6 +126,10 @@ struct shape {
      * tokenizer.ggml.add_eos_token (the input ends with the EOS token) */
     int pooling;
     bool add_eos;
+    /* encoders (models/bert.c): 1 bert (learned positions, GELU), 2
+     * nomic-bert (fused attn_qkv, rotary positions, SwiGLU, no biases);
+     * with a synthetic WordPiece vocabulary */
+    int encoder;
 };
 
 /* Phi-3 and Phi-3.5 add these to the 32,000 tokens of Llama 2's
@@ -164,6 +168,21 @@ static const struct shape shapes[] = {
      .n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 8, .n_head_kv = 2, .n_vocab = 512,
      .n_ctx = 4096, .head_dim = 64, .rope_base = 1000000.0f, .norm_eps = 1e-6f, .tied = true,
      .qk_norm = true, .weight_std = 0.08, .output_std = 0.5, .norm_std = 0.2, .pooling = 3, .add_eos = true},
+    /* Encoders: BGE-small-en-v1.5 (bert, pooled at [CLS]) and
+     * nomic-embed-text-v1.5 (nomic-bert, mean pooling), and micro ones */
+    {.name = "bge-small-en-v1.5", .arch = "bert", .title = "bge-small-en-v1.5 shape, random weights",
+     .n_layer = 12, .n_embd = 384, .n_ff = 1536, .n_head = 12, .n_head_kv = 12, .n_vocab = 30522,
+     .n_ctx = 512, .norm_eps = 1e-12f, .pooling = 2, .encoder = 1},
+    {.name = "micro-bert", .arch = "bert", .title = "micro bert, random weights",
+     .n_layer = 2, .n_embd = 128, .n_ff = 256, .n_head = 4, .n_head_kv = 4, .n_vocab = 512,
+     .n_ctx = 512, .norm_eps = 1e-12f, .weight_std = 0.08, .norm_std = 0.2, .pooling = 2, .encoder = 1},
+    {.name = "nomic-embed-text-v1.5", .arch = "nomic-bert", .title = "nomic-embed-text-v1.5 shape, random weights",
+     .n_layer = 12, .n_embd = 768, .n_ff = 3072, .n_head = 12, .n_head_kv = 12, .n_vocab = 30528,
+     .n_ctx = 2048, .rope_base = 1000.0f, .norm_eps = 1e-12f, .pooling = 1, .encoder = 2},
+    {.name = "micro-nomic-bert", .arch = "nomic-bert", .title = "micro nomic-bert, random weights",
+     .n_layer = 2, .n_embd = 128, .n_ff = 256, .n_head = 4, .n_head_kv = 4, .n_vocab = 512,
+     .n_ctx = 2048, .rope_base = 1000.0f, .norm_eps = 1e-12f, .weight_std = 0.08, .norm_std = 0.2,
+     .pooling = 1, .encoder = 2},
     /* Qwen3.5-0.8B: the layer count, width and vocabulary are the
      * reference engine's (its 0.8B type is 24 layers of 1024; the Qwen3.5
      * vocabulary has 248,320 tokens); the other sizes are the published
@@ -827,9 +846,52 @@ static void list_deepseek2_tensors(struct generator *g)
     }
 }
 
+/* An encoder (models/bert.c): token, type and (bert) position
+ * embeddings with their layer norm, then per layer the attention, its
+ * post-norm, the feed-forward and its post-norm, with biases (bert). */
+static void list_encoder_tensors(struct generator *g)
+{
+    const struct shape *s = g->shape;
+    const int64_t E = s->n_embd, F = s->n_ff;
+    const bool bert = s->encoder == 1;
+    add_tensor(g, "token_embd.weight", E, s->n_vocab, FILL_NORMAL);
+    add_tensor(g, "token_types.weight", E, 2, FILL_NORMAL);
+    shape_f32(g, 1, 1, 2);
+    if (bert) add_tensor(g, "position_embd.weight", E, s->n_ctx, FILL_NORMAL);
+    add_tensor(g, "token_embd_norm.weight", E, 1, FILL_ONES);
+    add_tensor(g, "token_embd_norm.bias", E, 1, FILL_NORMAL);
+    for (int il = 0; il < s->n_layer; il++) {
+        if (bert) {
+            LAYER("attn_q.weight", E, E, FILL_NORMAL);
+            LAYER("attn_q.bias", E, 1, FILL_NORMAL);
+            LAYER("attn_k.weight", E, E, FILL_NORMAL);
+            LAYER("attn_k.bias", E, 1, FILL_NORMAL);
+            LAYER("attn_v.weight", E, E, FILL_NORMAL);
+            LAYER("attn_v.bias", E, 1, FILL_NORMAL);
+        } else {
+            LAYER("attn_qkv.weight", E, 3 * E, FILL_NORMAL);
+        }
+        LAYER("attn_output.weight", E, E, FILL_NORMAL);
+        if (bert) LAYER("attn_output.bias", E, 1, FILL_NORMAL);
+        LAYER("attn_output_norm.weight", E, 1, FILL_ONES);
+        LAYER("attn_output_norm.bias", E, 1, FILL_NORMAL);
+        if (!bert) LAYER("ffn_gate.weight", E, F, FILL_NORMAL);
+        LAYER("ffn_up.weight", E, F, FILL_NORMAL);
+        if (bert) LAYER("ffn_up.bias", F, 1, FILL_NORMAL);
+        LAYER("ffn_down.weight", F, E, FILL_NORMAL);
+        if (bert) LAYER("ffn_down.bias", E, 1, FILL_NORMAL);
+        LAYER("layer_output_norm.weight", E, 1, FILL_ONES);
+        LAYER("layer_output_norm.bias", E, 1, FILL_NORMAL);
+    }
+}
+
 static void list_tensors(struct generator *g)
 {
     const struct shape *s = g->shape;
+    if (s->encoder) {
+        list_encoder_tensors(g);
+        return;
+    }
     if (s->kv_lora) {
         list_deepseek2_tensors(g);
         return;
@@ -1147,10 +1209,125 @@ static hearth_status synthetic_bpe_vocab(hearth_gguf_writer *w, int n, const cha
     return st;
 }
 
+/* Word pieces of a synthetic WordPiece vocabulary, after the single
+ * characters: whole words ("▁" + word) and continuations (no prefix, as
+ * the GGUF files store "##" pieces). */
+static const char *const wpm_words[] = {
+    "the", "of", "and", "to", "in", "is", "that", "for", "it", "with", "as", "was", "on", "be", "at",
+    "by", "this", "are", "from", "or", "an", "not", "but", "have", "you", "we", "they", "which", "one",
+    "all", "hello", "world", "text", "token", "model", "un", "re", "in", "over", "new", "time", "day",
+    "test", "code", "data", "quick", "brown", "fox", "jump", "lazy", "dog", "em", "bed", "ding", NULL};
+static const char *const wpm_continuations[] = {
+    "ing", "ed", "er", "ly", "tion", "es", "est", "able", "ness", "ment", "en", "al", "ic", "ize",
+    "ful", "less", "ous", "ity", "ive", "ers", "ings", "ded", "ding", "ps", NULL};
+/* CJK ideographs that are tokens (each is a word of its own) */
+static const char *const wpm_cjk[] = {"\u4e2d", "\u6587", "\u65e5", "\u672c", "\u8a9e", "\u4eba",
+                                      "\u5927", "\u5b66", NULL};
+
+static void wpm_add(char **tokens, int32_t *types, int *n, int cap, const char *text, int32_t type)
+{
+    if (*n >= cap) return;
+    tokens[*n] = strdup(text);
+    types[(*n)++] = type;
+}
+
+/* A WordPiece vocabulary of n tokens (tokenizer model "bert") laid out as
+ * BERT's uncased one is: [PAD] 0, [unusedN], [UNK] 100, [CLS] 101, [SEP]
+ * 102, [MASK] 103, then the printable ASCII characters but the capitals
+ * as words, the letters and digits as continuations, CJK ideographs,
+ * words and continuations, then letter pairs and triples as words and
+ * continuations until n.  Lower-cased, accents stripped. */
+static hearth_status synthetic_wpm_vocab(hearth_gguf_writer *w, int n)
+{
+    char **tokens = calloc((size_t)n, sizeof *tokens);
+    int32_t *types = calloc((size_t)n, sizeof *types);
+    if (!tokens || !types || n < 200) {
+        free(tokens);
+        free(types);
+        return n < 200 ? hearth_error(HEARTH_E_INVALID, "a WordPiece vocabulary needs at least 200 tokens")
+                       : HEARTH_E_NOMEM;
+    }
+    int k = 0;
+    char buf[64];
+    wpm_add(tokens, types, &k, n, "[PAD]", 3);
+    for (int i = 1; i < 100; i++) {
+        snprintf(buf, sizeof buf, "[unused%d]", i - 1);
+        wpm_add(tokens, types, &k, n, buf, 3);
+    }
+    wpm_add(tokens, types, &k, n, "[UNK]", 2);
+    wpm_add(tokens, types, &k, n, "[CLS]", 3);
+    wpm_add(tokens, types, &k, n, "[SEP]", 3);
+    wpm_add(tokens, types, &k, n, "[MASK]", 3);
+    for (int c = 33; c < 127; c++) {
+        if (c >= 'A' && c <= 'Z') continue;
+        snprintf(buf, sizeof buf, "\xe2\x96\x81%c", c);
+        wpm_add(tokens, types, &k, n, buf, 1);
+    }
+    for (int c = 0; c < 36; c++) {
+        snprintf(buf, sizeof buf, "%c", c < 26 ? 'a' + c : '0' + c - 26);
+        wpm_add(tokens, types, &k, n, buf, 1);
+    }
+    for (int i = 0; wpm_cjk[i]; i++) {
+        snprintf(buf, sizeof buf, "\xe2\x96\x81%s", wpm_cjk[i]);
+        wpm_add(tokens, types, &k, n, buf, 1);
+    }
+    for (int i = 0; wpm_words[i]; i++) {
+        /* a word listed twice stays once */
+        bool dup = false;
+        for (int j = 0; j < i; j++) dup = dup || strcmp(wpm_words[i], wpm_words[j]) == 0;
+        if (dup) continue;
+        snprintf(buf, sizeof buf, "\xe2\x96\x81%s", wpm_words[i]);
+        wpm_add(tokens, types, &k, n, buf, 1);
+    }
+    for (int i = 0; wpm_continuations[i]; i++) wpm_add(tokens, types, &k, n, wpm_continuations[i], 1);
+    /* pairs, then triples, of letters: as words and as continuations,
+     * skipping any listed above (the tokens are distinct) */
+    const int listed = k;
+    for (int len = 2; len <= 3 && k < n; len++) {
+        const int count = len == 2 ? 26 * 26 : 26 * 26 * 26;
+        for (int v = 0; v < count && k < n; v++) {
+            char word[4];
+            for (int i = len - 1, x = v; i >= 0; i--, x /= 26) word[i] = (char)('a' + x % 26);
+            word[len] = '\0';
+            for (int cont = 0; cont < 2 && k < n; cont++) {
+                if (cont) snprintf(buf, sizeof buf, "%s", word);
+                else snprintf(buf, sizeof buf, "\xe2\x96\x81%s", word);
+                bool dup = false;
+                for (int j = 104; j < listed && !dup; j++) dup = strcmp(tokens[j], buf) == 0;
+                if (!dup) wpm_add(tokens, types, &k, n, buf, 1);
+            }
+        }
+    }
+    for (int i = 0; k < n; i++) { /* never reached for n under 35,000 */
+        snprintf(buf, sizeof buf, "[extra%d]", i);
+        wpm_add(tokens, types, &k, n, buf, 3);
+    }
+    hearth_status st = HEARTH_OK;
+    for (int i = 0; i < n; i++)
+        if (!tokens[i]) st = HEARTH_E_NOMEM;
+    if (!st) st = hearth_gguf_writer_set_str(w, "tokenizer.ggml.model", "bert");
+    if (!st) st = hearth_gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", (const char *const *)tokens,
+                                                   (uint64_t)n);
+    if (!st) st = hearth_gguf_writer_set_array(w, "tokenizer.ggml.token_type", HEARTH_GGUF_INT32, types,
+                                               (uint64_t)n);
+    if (!st) st = hearth_gguf_writer_set_u32(w, "tokenizer.ggml.token_type_count", 2);
+    if (!st) st = hearth_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", 0);
+    if (!st) st = hearth_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 100);
+    if (!st) st = hearth_gguf_writer_set_u32(w, "tokenizer.ggml.cls_token_id", 101);
+    if (!st) st = hearth_gguf_writer_set_u32(w, "tokenizer.ggml.seperator_token_id", 102);
+    if (!st) st = hearth_gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", 103);
+    if (!st) st = hearth_gguf_writer_set_bool(w, "tokenizer.ggml.normalizer.lowercase", true);
+    for (int i = 0; i < n; i++) free(tokens[i]);
+    free(tokens);
+    free(types);
+    return st;
+}
+
 /* The shape's vocabulary: --vocab's (under the shape's pre-tokenizer,
  * if it names one), else a synthetic one. */
 static hearth_status write_vocab(hearth_gguf_writer *w, const struct shape *s, const char *vocab_path)
 {
+    if (!vocab_path && s->encoder) return synthetic_wpm_vocab(w, s->n_vocab);
     if (!vocab_path)
         return s->pre ? synthetic_bpe_vocab(w, s->n_vocab, s->pre) : synthetic_vocab(w, s->n_vocab);
     HEARTH_TRY(copy_vocab(w, vocab_path, s->n_vocab, s->added_tokens));
@@ -1189,6 +1366,16 @@ static hearth_status set_metadata(hearth_gguf_writer *w, const struct shape *s,
         return write_vocab(w, s, vocab_path);
     }
     HEARTH_TRY(ARCH_U32("attention.head_count", (uint32_t)s->n_head));
+    if (s->encoder) {
+        HEARTH_TRY(ARCH_F32("attention.layer_norm_epsilon", s->norm_eps));
+        snprintf(key, sizeof key, "%s.attention.causal", a);
+        HEARTH_TRY(hearth_gguf_writer_set_bool(w, key, false));
+        if (s->encoder == 2) HEARTH_TRY(ARCH_F32("rope.freq_base", s->rope_base));
+        HEARTH_TRY(ARCH_U32("pooling_type", (uint32_t)s->pooling));
+        HEARTH_TRY(hearth_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype));
+        HEARTH_TRY(hearth_gguf_writer_set_u32(w, "general.quantization_version", 2));
+        return write_vocab(w, s, vocab_path);
+    }
     HEARTH_TRY(ARCH_U32("attention.head_count_kv", (uint32_t)s->n_head_kv));
     if (s->kv_lora) {
         /* as the converters write them: the cache's one head of keys
@@ -1320,6 +1507,12 @@ static void usage(FILE *out)
           "  qwen3-embedding-0.6b  qwen3-0.6b's layers, vocab 151669, pooled at the last\n"
           "                   token (pooling_type 3), EOS added to the input\n"
           "  micro-qwen3-embedding  micro-qwen3 pooled at the last token, EOS added\n"
+          "  bge-small-en-v1.5  bert, 12 layers, d 384, ff 1536, 12 heads, vocab 30522\n"
+          "                   (WordPiece), 512 positions, pooled at [CLS]\n"
+          "  micro-bert       bert, 2 layers, d 128, ff 256, 4 heads, vocab 512, [CLS]\n"
+          "  nomic-embed-text-v1.5  nomic-bert, 12 layers, d 768, ff 3072, 12 heads,\n"
+          "                   vocab 30528 (WordPiece), rotary positions, mean pooling\n"
+          "  micro-nomic-bert nomic-bert, 2 layers, d 128, ff 256, 4 heads, vocab 512, mean\n"
           "  qwen3.5-0.8b     qwen35, 24 layers (every 4th full attention, 8/2 gated heads\n"
           "                   of 256, RoPE on 64 dims; the others Gated DeltaNet, 16/16\n"
           "                   heads of 128), d 1024, ff 3584, vocab 248320, tied\n"

@@ -23,3 +23,7 @@ tools_wkvbench_LDADD = src/libhearth-core.la -lm
 
 EXTRA_DIST += BENCHMARKS.md tools/bench-compare.sh tools/bench-serve.sh tools/loadtest.py \
 	tools/soak.py tools/bench-disk-cache.py
+
+# the encoders' vectors against another engine's (tools/embed-compare.sh),
+# and the generator of the WordPiece tokenizer's Unicode tables
+EXTRA_DIST += tools/embed-compare.sh tools/gen-wordpiece-tables.py

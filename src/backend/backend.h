@@ -26,7 +26,8 @@ enum map_fn {
     MAP_SILU,
     MAP_RELU_SQR,    /* max(x, 0)^2 */
     MAP_LOG_DECAY,   /* -exp(x): the log of the decay exp(-exp(x)) */
-    MAP_SCALE        /* x * arg */
+    MAP_SCALE,       /* x * arg */
+    MAP_GELU         /* x Phi(x) = x (1 + erf(x / sqrt 2)) / 2, the exact GELU (BERT) */
 };
 
 /* An activation buffer of `rows` tokens by `width` floats, row-major.
@@ -163,7 +164,9 @@ struct backend_ops {
     /* Store k and v of the batch in the layer's cache at their slots,
      * then out = causal softmax(q k^T * hp->attn_scale) v per head, grouped
      * query heads sharing key/value heads, each row over the positions of
-     * its own sequence up to its own -- the last hparams_layer_window(hp,
+     * its own sequence up to its own (with hp->bidirectional, up to the
+     * sequence's last row of the batch, for every row: an encoder's
+     * sequence is whole in its batch) -- the last hparams_layer_window(hp,
      * il) of them in a sliding-window layer -- with the scores
      * soft-capped where hp->attn_softcap is set.  sinks (n_head floats, or
      * NULL): head h's softmax has one more logit, sinks[h], in its

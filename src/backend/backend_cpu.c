@@ -959,6 +959,14 @@ struct attn_tile {
     int64_t item0;
 };
 
+/* The positions row t of sequence s sees: its own and the earlier ones,
+ * or with bidirectional attention every position of the sequence up to
+ * its last row of the batch. */
+static inline int32_t attn_visible(const struct hparams *hp, const struct batch_pos *bp, int32_t s, int64_t t)
+{
+    return hp->bidirectional ? bp->pos[bp->seq_start[s + 1] - 1] + 1 : bp->pos[t] + 1;
+}
+
 static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, const struct act *q,
                                    const struct act *k, const struct act *v, struct kv_cache *kv,
                                    int il, const struct hparams *hp, const float *sinks,
@@ -1037,7 +1045,7 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
                 T->seq = s;
                 T->t0 = t0;
                 T->t1 = HEARTH_MIN(bp->seq_start[s + 1], t0 + ATTN_QUERY_TILE);
-                const int32_t hi = bp->pos[T->t1 - 1] + 1; /* positions increase */
+                const int32_t hi = attn_visible(hp, bp, s, T->t1 - 1); /* positions increase */
                 T->n_splits = (hi + ATTN_SPLIT_KEYS - 1) / ATTN_SPLIT_KEYS;
                 T->item0 = n_items;
                 n_items += (int64_t)n_head_kv * n_chunks * T->n_splits;
@@ -1073,7 +1081,9 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
     /* Below ATTN_SERIAL_WORK multiply-adds (a decode step over a short
      * context) the work stays on one thread. */
     int32_t max_pos = 0;
-    for (int64_t t = 0; t < n_tok; t++) max_pos = HEARTH_MAX(max_pos, bp->pos[t]);
+    for (int32_t s = 0; s < bp->n_seqs; s++)
+        for (int32_t t = bp->seq_start[s]; t < bp->seq_start[s + 1]; t++)
+            max_pos = HEARTH_MAX(max_pos, attn_visible(hp, bp, s, t) - 1);
     const double work = 2.0 * (double)n_tok * (double)n_head * (double)(max_pos + 1) * (double)hd;
     const int n_threads = (n_items > 1 || n_tok > 1) && work >= ATTN_SERIAL_WORK ? be->n_threads : 1;
     (void)n_threads; /* read only by the OpenMP pragma */
@@ -1114,11 +1124,12 @@ static hearth_status cpu_attention(struct hearth_backend *be, struct act *out, c
                 float *dst = qs + (int64_t)(t - T->t0) * ng * hd;
                 for (int64_t i = 0; i < (int64_t)ng * hd; i++) dst[i] = src[i] * scale;
                 const int32_t lo_t = window ? HEARTH_MAX(0, bp->pos[t] + 1 - window) : 0;
+                const int32_t seen = attn_visible(hp, bp, T->seq, t);
                 for (int32_t g = 0; g < ng; g++) {
-                    n_visible[(t - T->t0) * ng + g] = bp->pos[t] + 1;
+                    n_visible[(t - T->t0) * ng + g] = seen;
                     first[(t - T->t0) * ng + g] = lo_t;
                 }
-                hi = HEARTH_MAX(hi, bp->pos[t] + 1);
+                hi = HEARTH_MAX(hi, seen);
             }
             /* A sliding window: the tile's first row sees the earliest key
              * of any of its rows.  Key blocks start at the last cut (a

@@ -151,6 +151,9 @@ static void map_run(void *arg)
         case MAP_SCALE:
             for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale;
             break;
+        case MAP_GELU:
+            for (int64_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+            break;
         }
     }
 }

@@ -61,6 +61,10 @@ hearth_status hearth_context_new(const hearth_model *model, const hearth_context
                                  hearth_context **out)
 {
     if (!model || !out) return hearth_error(HEARTH_E_INVALID, "hearth_context_new: NULL argument");
+    if (model_embedding_only(model))
+        return hearth_error(HEARTH_E_UNSUPPORTED, "the model (%s) is an embedding model: it has no output layer, so "
+                            "no logits; it computes embeddings in the serving engine (hearth embed, /v1/embeddings)",
+                            hearth_model_arch(model));
     hearth_context_params p;
     if (params) p = *params;
     else hearth_context_default_params(&p);

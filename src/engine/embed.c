@@ -15,14 +15,23 @@
  * any company.  The prefix cache serves last pooling only (its keys and
  * values are all it needs of the positions before the last); mean and
  * CLS pooling need the rows of the positions the cache would skip.
+ *
+ * An encoder (hparams.bidirectional: bert, nomic-bert) attends to the
+ * positions after a row as well as before it, so its input runs whole in
+ * one step (schedule.c waits until the step has room for all of it, and
+ * a prompt longer than a step is refused at submission), and the prefix
+ * cache never serves it: its keys depend on the tokens that follow.
  */
 #include "engine_impl.h"
 #include "pooling.h"
 
 hearth_status engine_embed_request(hearth_engine *e, struct request *r)
 {
-    (void)e;
     const hearth_request *q = &r->params;
+    if (q->pooling == HEARTH_POOLING_NONE && model_embedding_only(e->model))
+        return hearth_error(HEARTH_E_UNSUPPORTED, "the model (%s) is an embedding model: it has no output layer to "
+                            "generate text with; it computes embeddings (a request with a pooling: hearth embed, "
+                            "/v1/embeddings)", hearth_model_arch(e->model));
     if (q->pooling == HEARTH_POOLING_NONE) return HEARTH_OK;
     if (q->pooling == HEARTH_POOLING_RANK)
         return hearth_error(HEARTH_E_UNSUPPORTED, "rank pooling (a reranker's classification head) is not "
@@ -38,6 +47,20 @@ hearth_status engine_embed_request(hearth_engine *e, struct request *r)
     return HEARTH_OK;
 }
 
+hearth_status engine_embed_prompt(hearth_engine *e, const struct request *r)
+{
+    const hearth_model *m = e->model;
+    if (!m->hp.bidirectional) return HEARTH_OK;
+    if (r->n_prompt > e->params.n_batch)
+        return hearth_error(HEARTH_E_RANGE, "the input has %d tokens but an encoder (%s) computes an input in one "
+                            "step of at most %d tokens (the batch size)", r->n_prompt, hearth_model_arch(m),
+                            e->params.n_batch);
+    if (m->pos_embd.data && r->n_prompt > m->pos_embd.n_out)
+        return hearth_error(HEARTH_E_RANGE, "the input has %d tokens but the model (%s) has positions for %lld",
+                            r->n_prompt, hearth_model_arch(m), (long long)m->pos_embd.n_out);
+    return HEARTH_OK;
+}
+
 hearth_status engine_embed_seq_new(hearth_engine *e, struct seq *s)
 {
     if (!engine_seq_embeds(s)) return HEARTH_OK;
@@ -47,8 +70,10 @@ hearth_status engine_embed_seq_new(hearth_engine *e, struct seq *s)
     return s->pool_sum && s->embedding ? HEARTH_OK : HEARTH_E_NOMEM;
 }
 
-bool engine_embed_takes_prefix(const struct seq *s)
+bool engine_embed_takes_prefix(const hearth_engine *e, const struct seq *s)
 {
+    /* an encoder's keys and values depend on the positions after them */
+    if (e->model->hp.bidirectional) return false;
     return !engine_seq_embeds(s) || s->req->params.pooling == HEARTH_POOLING_LAST;
 }
 

@@ -384,7 +384,10 @@ hearth_status engine_embed_seq_new(hearth_engine *e, struct seq *s);
 static inline bool engine_seq_embeds(const struct seq *s) { return s->req->params.pooling != HEARTH_POOLING_NONE; }
 /* Whether the prefix cache may serve s: an embedding that reads rows
  * before its last needs them computed. */
-bool engine_embed_takes_prefix(const struct seq *s);
+bool engine_embed_takes_prefix(const hearth_engine *e, const struct seq *s);
+/* The checks of a prompt an encoder (hparams.bidirectional) computes: one
+ * step holds all of it, and its positions are the model's. */
+hearth_status engine_embed_prompt(hearth_engine *e, const struct request *r);
 /* The rows of s's chunk its pooling reads, from row `row` on (its first
  * in the step), into the step's hidden rows; n: how many so far. */
 void engine_embed_rows(hearth_engine *e, struct seq *s, int32_t row, int32_t *n);

@@ -186,7 +186,7 @@ hearth_status engine_take_prefix(hearth_engine *e, struct seq *s)
 {
     const int32_t B = e->B;
     const int32_t n_full = (s->n_tokens - 1) / B;
-    if (e->params.no_prefix_cache || n_full == 0 || !engine_embed_takes_prefix(s)) return HEARTH_OK;
+    if (e->params.no_prefix_cache || n_full == 0 || !engine_embed_takes_prefix(e, s)) return HEARTH_OK;
     for (int32_t i = 0; i < n_full; i++) {
         uint64_t parent;
         const uint64_t h = block_hash(e, s, i, &parent);

@@ -190,6 +190,7 @@ static hearth_status copy_request(hearth_engine *e, const hearth_request *q, str
     if (r->n_prompt > e->params.n_ctx)
         return hearth_error(HEARTH_E_RANGE, "the prompt has %d tokens but a sequence holds at most %d "
                             "positions (the context)", r->n_prompt, e->params.n_ctx);
+    HEARTH_TRY(engine_embed_prompt(e, r));
     const int64_t pool_tokens = (int64_t)runner_kv(e->runner)->n_blocks * e->B;
     if (r->n_prompt > pool_tokens)
         return hearth_error(HEARTH_E_RANGE, "the prompt has %d tokens but the KV pool holds only %lld "

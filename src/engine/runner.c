@@ -319,8 +319,22 @@ hearth_status runner_copy_block(struct runner *r, int32_t src, int32_t dst, int3
     return HEARTH_OK;
 }
 
-/* Token embeddings: row `token` of e (token_embd), dequantized. */
-static hearth_status embed(struct runner *r, const struct weight *e, const int32_t *tokens, int64_t n)
+/* x[0 .. n) += row `row` of w, dequantized into tmp. */
+static hearth_status add_embedding_row(const struct weight *w, int64_t row, float *x, float *tmp, int64_t n)
+{
+    if (row < 0 || row >= w->n_out)
+        return hearth_error(HEARTH_E_RANGE, "%s: row %lld of %lld", w->name, (long long)row, (long long)w->n_out);
+    if (!quant_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)row * w->row_bytes, tmp, n))
+        return hearth_error(HEARTH_E_UNSUPPORTED, "%s: type %s cannot be read", w->name, hearth_type_name(w->type));
+    for (int64_t i = 0; i < n; i++) x[i] += tmp[i];
+    return HEARTH_OK;
+}
+
+/* Token embeddings: row `token` of e (token_embd), dequantized; for an
+ * encoder (pos not NULL), plus the row of the token's position and of
+ * token type 0 where the model has them. */
+static hearth_status embed(struct runner *r, const struct weight *e, const int32_t *tokens, const int32_t *pos,
+                           int64_t n)
 {
     const int64_t n_embd = r->model->hp.n_embd;
     /* An embedding the output layer shares is read from its packed copy,
@@ -343,6 +357,16 @@ static hearth_status embed(struct runner *r, const struct weight *e, const int32
             for (int64_t i = 0; i < n_embd; i++) x[i] *= scale;
     }
     free(unpacked);
+    const hearth_model *m = r->model;
+    if (st || !pos || (!m->type_embd.data && !m->pos_embd.data)) return st;
+    float *tmp = hearth_malloc((size_t)n_embd * sizeof *tmp, "an embedding row");
+    if (!tmp) return HEARTH_E_NOMEM;
+    for (int64_t t = 0; t < n && !st; t++) {
+        float *x = r->embd + t * n_embd;
+        if (m->type_embd.data) st = add_embedding_row(&m->type_embd, 0, x, tmp, n_embd);
+        if (!st && m->pos_embd.data) st = add_embedding_row(&m->pos_embd, pos[t], x, tmp, n_embd);
+    }
+    free(tmp);
     return st;
 }
 
@@ -408,7 +432,8 @@ static hearth_status output_hidden(struct runner *r, struct forward *f, const in
     }
     HEARTH_TRY(gather_rows(be, &f->cur, &f->x, rows, n));
     if (m->rec) HEARTH_TRY(m->rec->output_norm(f, &f->cur));
-    else HEARTH_TRY(be->ops->rmsnorm(be, &f->cur, &f->cur, &m->output_norm, m->hp.norm_eps));
+    else if (m->output_norm.data) /* an encoder's last layer ends normed */
+        HEARTH_TRY(be->ops->rmsnorm(be, &f->cur, &f->cur, &m->output_norm, m->hp.norm_eps));
     return be->ops->act_download(be, r->hidden, &f->cur, n);
 }
 
@@ -447,9 +472,14 @@ hearth_status runner_eval(struct runner *r, const struct runner_step *step)
     struct forward *f = r->first_gpu_layer == 0 ? &r->fw_gpu : &r->fw;
     r->fw.bp = r->fw_gpu.bp = step->bp;
     r->fw.n_ctx = r->fw_gpu.n_ctx = r->params.n_ctx;
-    HEARTH_TRY(embed(r, &m->tok_embd, step->tokens, n));
+    if (step->n_logits > 0 && model_embedding_only(m))
+        return hearth_error(HEARTH_E_INTERNAL, "logits asked of an embedding model");
+    HEARTH_TRY(embed(r, &m->tok_embd, step->tokens, step->bp.pos, n));
     HEARTH_TRY(f->be->ops->act_upload(f->be, &f->x, r->embd, n));
     f->x.rows = n;
+    if (m->tok_norm.data) /* an encoder's input norm */
+        HEARTH_TRY(f->be->ops->norm(f->be, &f->x, &f->x, m->hp.n_embd, m->tok_norm.data, m->tok_norm_b.data,
+                                    m->hp.norm_eps));
 
     for (int il = 0; il < m->hp.n_layer; il++) {
         if (r->abort_cb && r->abort_cb(r->abort_data))
@@ -498,7 +528,7 @@ hearth_status runner_eval_mtp(struct runner *r, const struct runner_step *step, 
     f->bp = step->bp;
     f->n_ctx = r->params.n_ctx;
     /* x = eh_proj [rmsnorm(e) enorm | rmsnorm(h) hnorm] */
-    HEARTH_TRY(embed(r, &w->embd, step->tokens, n));
+    HEARTH_TRY(embed(r, &w->embd, step->tokens, NULL, n));
     HEARTH_TRY(op->act_upload(be, &f->x, r->embd, n));
     f->x.rows = n;
     HEARTH_TRY(op->act_upload(be, &r->mtp_out, h, n));

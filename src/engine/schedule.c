@@ -166,18 +166,23 @@ hearth_status engine_schedule(hearth_engine *e, struct step_plan *p)
             if (victim == s) break;
         }
     }
-    /* 2. prefill chunks of running sequences */
+    /* 2. prefill chunks of running sequences; an encoder's input whole
+     * (embed.c) */
+    const bool whole = e->model->hp.bidirectional;
     for (struct seq *s = e->running.head; s && p->budget > 0; s = s->next) {
         const int32_t pending = s->n_tokens - s->n_computed;
         if (pending <= 1) continue; /* decode rows had their turn */
+        if (whole && pending > p->budget) continue;
         int32_t room;
         HEARTH_TRY(engine_make_room(e, s, engine_prefill_chunk(e, s, HEARTH_MIN(pending, p->budget)), &room));
-        if (room > 0) plan_add(e, p, s, room);
+        if (room > 0 && (!whole || room == pending)) plan_add(e, p, s, room);
     }
     /* 3. admission */
     while (e->waiting.head && p->budget > 0 && e->running.n < e->params.n_seq_max) {
         struct seq *s = e->waiting.head;
         struct request *r = s->req;
+        /* an encoder's input waits for a step with room for all of it */
+        if (whole && s->n_tokens - s->n_computed > p->budget) break;
         /* a request's samples are forked from the first: keep room for them */
         const int32_t want_slots = (!r->forked && s->index == 0) ? r->n : 1;
         if (e->running.n > 0 && e->running.n + want_slots > e->params.n_seq_max) break;
@@ -212,7 +217,7 @@ hearth_status engine_schedule(hearth_engine *e, struct step_plan *p)
         const int32_t pending = s->n_tokens - s->n_computed;
         int32_t room;
         HEARTH_TRY(engine_make_room(e, s, engine_prefill_chunk(e, s, HEARTH_MIN(pending, p->budget)), &room));
-        if (room > 0) plan_add(e, p, s, room);
+        if (room > 0 && (!whole || room == pending)) plan_add(e, p, s, room);
     }
     return HEARTH_OK;
 }

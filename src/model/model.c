@@ -20,7 +20,8 @@ static const struct arch *const architectures[] = {&arch_llama,    &arch_qwen2, 
                                                  &arch_qwen3,    &arch_qwen3moe, &arch_gemma2,
                                                  &arch_gemma3,   &arch_phi3,    &arch_rwkv6,    &arch_rwkv6qwen2,
                                                  &arch_qwen35,   &arch_qwen35moe, &arch_qwen3next,
-                                                 &arch_gptoss,   &arch_deepseek2, &arch_glm4moe};
+                                                 &arch_gptoss,   &arch_deepseek2, &arch_glm4moe,
+                                                 &arch_bert,     &arch_nomic_bert};
 
 hearth_status model_bind(hearth_model *m, struct weight *w, const char *name, int64_t ne0,
                          int64_t ne1, bool required)
@@ -434,3 +435,4 @@ const hearth_vocab *hearth_model_vocab(const hearth_model *m) { return m->vocab;
 bool hearth_model_is_recurrent(const hearth_model *m) { return m->rec != NULL; }
 int32_t hearth_model_mtp_layers(const hearth_model *m) { return m->n_mtp; }
 hearth_pooling hearth_model_pooling(const hearth_model *m) { return m->pooling; }
+bool hearth_model_is_embedding_only(const hearth_model *m) { return model_embedding_only(m); }

@@ -126,6 +126,11 @@ struct hparams {
     int32_t time_decay_extra; /* rank of the data-dependent decay */
     int32_t rescale_every;    /* halve the residual stream every n layers; 0: never */
     int32_t n_token_shift;    /* saved previous-token rows per layer */
+    /* Encoders (models/bert.c): every position attends to every position
+     * of its sequence, later ones too, so a sequence's whole input runs in
+     * one step (the engine never cuts it into chunks, nor takes a cached
+     * prefix); false: causal attention. */
+    bool bidirectional;
 };
 
 /* The window of layer il: 0 where it sees every earlier position. */
@@ -188,6 +193,12 @@ struct layer {
      * gate); data NULL when absent. */
     struct weight gate_inp_shexp;
     struct weight w_gate_shexp, w_up_shexp, w_down_shexp;
+    /* Post-norm encoders (models/bert.c; data NULL elsewhere): the layer
+     * norms after the attention's and the feed-forward's residual adds,
+     * with their biases, and the feed-forward's biases. */
+    struct weight attn_out_norm, attn_out_norm_b;
+    struct weight layer_out_norm, layer_out_norm_b;
+    struct weight b_up, b_down;
 };
 
 /* The most matrices of one layer an architecture lists for packing. */
@@ -279,6 +290,13 @@ struct hearth_model {
         struct weight eh_proj, enorm, hnorm, head_norm, head, embd;
     } mtp;
     hearth_pooling pooling;       /* ARCH.pooling_type; NONE when absent */
+    /* Encoders' inputs (models/bert.c; data NULL elsewhere): learned
+     * absolute positions (n_ctx_train rows), the token types' rows (type
+     * 0 is added to every token) and the layer norm of the sum, with its
+     * bias.  An encoder has no output layer (output.data NULL): it gives
+     * embeddings, not logits. */
+    struct weight pos_embd, type_embd;
+    struct weight tok_norm, tok_norm_b;
     struct rwkv_model *rwkv;      /* recurrent weights (models/rwkv6.c), or NULL */
     struct deltanet_model *deltanet; /* the hybrid layers (models/qwen35.c), or NULL */
 };
@@ -343,5 +361,14 @@ extern const struct arch arch_qwen3next;
 extern const struct arch arch_gptoss;
 extern const struct arch arch_deepseek2;
 extern const struct arch arch_glm4moe;
+extern const struct arch arch_bert;
+extern const struct arch arch_nomic_bert;
+
+/* Whether m computes embeddings only (an encoder without an output
+ * layer): no logits, nothing to sample. */
+static inline bool model_embedding_only(const hearth_model *m)
+{
+    return m->output.data == NULL;
+}
 
 #endif /* HEARTH_MODEL_H */

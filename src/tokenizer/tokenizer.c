@@ -119,6 +119,7 @@ static hearth_status encode_ordinary(const hearth_vocab *v, const char *text, si
     if (v->kind == HEARTH_VOCAB_SPM)
         return spm_encode(v, text, len, v->add_space_prefix && after_special, s, out);
     if (v->kind == HEARTH_VOCAB_RWKV) return rwkv_encode(v, text, len, out);
+    if (v->kind == HEARTH_VOCAB_WPM) return wpm_encode(v, text, len, out);
     return bpe_encode(v, text, len, s, out);
 }
 
@@ -266,7 +267,7 @@ static hearth_status detokenize_into(const hearth_vocab *v, const hearth_token *
                                      size_t n_tokens, unsigned flags, char *text, size_t capacity,
                                      size_t *total)
 {
-    bool strip = v->add_space_prefix && !(flags & HEARTH_DECODE_CONTINUATION);
+    bool strip = (v->add_space_prefix || v->kind == HEARTH_VOCAB_WPM) && !(flags & HEARTH_DECODE_CONTINUATION);
     *total = 0;
     for (size_t i = 0; i < n_tokens; i++) {
         if (tokens[i] < 0 || tokens[i] >= v->n_tokens)

@@ -78,6 +78,8 @@ struct hearth_vocab {
     bool add_bos, add_eos;
     bool add_space_prefix;       /* SentencePiece dummy prefix */
     bool ignore_merges;          /* BPE: a word that is a token is kept whole */
+    bool wpm_lowercase;          /* WordPiece: lower-case the text */
+    bool wpm_strip_accents;      /* WordPiece: drop the nonspacing marks of its NFD */
 
     /* SentencePiece: ASCII bytes that no mergeable piece contains. */
     bool spm_isolated[128];
@@ -187,6 +189,9 @@ hearth_status rwkv_encode(const hearth_vocab *v, const char *text, size_t len, t
 
 hearth_status bpe_encode(const hearth_vocab *v, const char *text, size_t len, tok_scratch *s,
                          tok_vec *out);
+
+/* WordPiece (tokenizer_wpm.c): encode one fragment of raw text. */
+hearth_status wpm_encode(const hearth_vocab *v, const char *text, size_t len, tok_vec *out);
 
 /* ---- pre-tokenizers (tokenizer_pretok.c) ---- */
 

@@ -354,7 +354,7 @@ static size_t decode_piece(const hearth_vocab *v, hearth_token id, char *out)
     }
     size_t used = 0;
     if (v->kind == HEARTH_VOCAB_RWKV) return rwkv_unescape(t, n, out);
-    if (v->kind == HEARTH_VOCAB_SPM) {
+    if (v->kind == HEARTH_VOCAB_SPM || v->kind == HEARTH_VOCAB_WPM) {
         for (size_t i = 0; i < n;) {
             if (i + SPM_SPACE_LEN <= n && memcmp(t + i, SPM_SPACE, SPM_SPACE_LEN) == 0) {
                 out[used++] = ' ';
@@ -434,6 +434,38 @@ static void find_isolated_bytes(hearth_vocab *v)
     }
 }
 
+/* ---- WordPiece ------------------------------------------------------------------- */
+
+/* A WordPiece vocabulary's [CLS] (the first token, as BOS), [SEP] (the
+ * last, as EOS) and [UNK] -- from the keys, else by their texts -- and
+ * its normalisation (tokenizer_wpm.c). */
+static hearth_status wpm_load(hearth_vocab *v, const hearth_gguf *g)
+{
+    const char *path = hearth_gguf_path(g);
+    int64_t id;
+    hearth_status st = hearth_gguf_get_i64(g, "tokenizer.ggml.cls_token_id", &id);
+    if (st && st != HEARTH_E_NOT_FOUND) return st;
+    if (!st && id >= 0 && id < v->n_tokens) v->special[HEARTH_SPECIAL_BOS] = (hearth_token)id;
+    static const struct {
+        hearth_special_token which;
+        const char *text;
+    } defaults[] = {{HEARTH_SPECIAL_BOS, "[CLS]"}, {HEARTH_SPECIAL_SEP, "[SEP]"}, {HEARTH_SPECIAL_UNK, "[UNK]"}};
+    for (size_t k = 0; k < HEARTH_ARRAY_LEN(defaults); k++)
+        if (v->special[defaults[k].which] < 0) v->special[defaults[k].which] = find_text(v, defaults[k].text);
+    if (v->special[HEARTH_SPECIAL_EOS] < 0) v->special[HEARTH_SPECIAL_EOS] = v->special[HEARTH_SPECIAL_SEP];
+    if (v->special[HEARTH_SPECIAL_UNK] < 0)
+        return hearth_error(HEARTH_E_FORMAT, "%s: a WordPiece vocabulary without an unknown token "
+                            "(tokenizer.ggml.unknown_token_id, or [UNK])", path);
+    bool b = true;
+    st = hearth_gguf_get_bool(g, "tokenizer.ggml.normalizer.lowercase", &b);
+    if (st && st != HEARTH_E_NOT_FOUND) return st;
+    v->wpm_lowercase = b;
+    st = hearth_gguf_get_bool(g, "tokenizer.ggml.normalizer.strip_accents", &b);
+    if (st && st != HEARTH_E_NOT_FOUND) return st;
+    v->wpm_strip_accents = st == HEARTH_E_NOT_FOUND ? v->wpm_lowercase : b;
+    return HEARTH_OK;
+}
+
 /* ---- load / free ----------------------------------------------------------------- */
 
 void hearth_vocab_free(hearth_vocab *v)
@@ -476,10 +508,14 @@ hearth_status hearth_vocab_load(const hearth_gguf *g, const hearth_vocab_options
         v->kind = HEARTH_VOCAB_BPE;
     } else if (strcmp(model, "rwkv") == 0) {
         v->kind = HEARTH_VOCAB_RWKV;
+    } else if (strcmp(model, "bert") == 0) {
+        /* [CLS] ... [SEP] */
+        v->kind = HEARTH_VOCAB_WPM;
+        v->add_bos = v->add_eos = true;
     } else {
         hearth_vocab_free(v);
         return hearth_error(HEARTH_E_UNSUPPORTED,
-                            "%s: tokenizer model '%s' is not supported (supported: llama, gpt2, rwkv)",
+                            "%s: tokenizer model '%s' is not supported (supported: llama, gpt2, rwkv, bert)",
                             path, model);
     }
 
@@ -498,7 +534,9 @@ hearth_status hearth_vocab_load(const hearth_gguf *g, const hearth_vocab_options
         }
         if ((st = bpe_load_merges(v, g))) goto fail;
     }
-    if ((st = read_special_ids(v, g)) || (st = read_flags(v, g))) goto fail;
+    if ((st = read_special_ids(v, g)) || (v->kind == HEARTH_VOCAB_WPM && (st = wpm_load(v, g))) ||
+        (st = read_flags(v, g)))
+        goto fail;
     build_byte_tokens(v);
     build_pieces(v);
     if (v->kind == HEARTH_VOCAB_SPM) find_isolated_bytes(v);
