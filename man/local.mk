@@ -8,6 +8,7 @@ dist_man_MANS += \
 	man/hearth-embed.1 \
 	man/hearth-grammar.7 \
 	man/hearth-inspect.1 \
+	man/hearth-mpi.7 \
 	man/hearth-perplexity.1 \
 	man/hearth-pull.1 \
 	man/hearth-quantize.1 \

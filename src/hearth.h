@@ -914,6 +914,9 @@ typedef struct hearth_model_params {
     bool default_pretokenizer; /* tokenize with the default pre-tokenizer
                              * when the model names one hearth does not
                              * know (see hearth_vocab_options) */
+    struct hearth_pipeline *pipeline; /* a rank of a pipeline
+                             * (hearth_pipeline_open): load only the layers
+                             * this rank runs; NULL (default): all */
 } hearth_model_params;
 
 void hearth_model_default_params(hearth_model_params *params);
@@ -1674,6 +1677,48 @@ int32_t hearth_context_n_gpu_layers(const hearth_context *ctx);
 const char *hearth_context_gpu_fallback(const hearth_context *ctx);
 /* Bytes of KV cache held in device memory. */
 size_t hearth_context_kv_device_bytes(const hearth_context *ctx);
+
+/* ---- Pipeline parallelism over MPI (hearth-mpi(7)) ----------------------
+ *
+ * One model over the n ranks of an MPI job: each rank holds a contiguous
+ * range of the layers (rank 0 the first; the ranges differ by at most one
+ * layer, the earlier ranks taking the extra ones).  Rank 0 alone
+ * tokenizes, schedules and samples: its engine's every step goes through
+ * the ranks in turn -- the step's rows, positions and block tables with
+ * the hidden state of its rows, point to point -- and the last rank sends
+ * the logits back.  Each rank keeps the keys and values of its own layers
+ * only, in blocks numbered as rank 0's pool numbers them.  The logits are
+ * the same, bit for bit, as one process's: every layer runs the same
+ * code on the same rows.  Recurrent models, multi-token prediction and
+ * OpenCL offload are not run in a pipeline yet.
+ *
+ * A build without MPI has these functions too: hearth_pipeline_open()
+ * fails with HEARTH_E_UNSUPPORTED. */
+typedef struct hearth_pipeline hearth_pipeline;
+
+/* Join the MPI job this process was started in (by mpirun) as one of
+ * n_ranks ranks: HEARTH_E_INVALID unless the job has exactly n_ranks
+ * (at least 2).  timeout_ms: the longest rank 0 waits for the other ranks
+ * to answer a step before failing it (0: 120 s). */
+hearth_status hearth_pipeline_open(int32_t n_ranks, int32_t timeout_ms, hearth_pipeline **out);
+int32_t hearth_pipeline_rank(const hearth_pipeline *p);
+int32_t hearth_pipeline_size(const hearth_pipeline *p);
+/* The layers [*first, *end) the rank runs of a model of n_layer. */
+void hearth_pipeline_layers(const hearth_pipeline *p, int32_t n_layer, int32_t *first, int32_t *end);
+/* The start-up check, on every rank after loading the model: all ranks
+ * run the same hearth version, the same model (a digest of its tensor
+ * directory and hyperparameters) and the same options (text the caller
+ * makes of the options that shape the computation).  On a mismatch every
+ * rank fails naming the rank and what differs. */
+hearth_status hearth_pipeline_handshake(hearth_pipeline *p, const hearth_model *model, const char *options);
+/* A rank other than 0: run this rank's layers for rank 0's engines (each
+ * one's steps, on n_threads threads; 0: one per processor) until rank 0
+ * closes the pipeline. */
+hearth_status hearth_pipeline_serve(hearth_pipeline *p, const hearth_model *model, int32_t n_threads);
+/* Leave the job.  On rank 0 the other ranks are told to stop first.
+ * failed: this rank failed, and the whole job is ended now (the other
+ * ranks may be waiting for it); the process exits with status 1. */
+void hearth_pipeline_close(hearth_pipeline *p, bool failed);
 
 #ifdef __cplusplus
 }

@@ -67,6 +67,17 @@ src_libhearth_core_la_SOURCES += \
 	src/backend/rstate.c \
 	src/backend/rstate.h
 
+# Several processes: a pipeline of ranks over MPI, each running a range
+# of the layers (pipeline.h: the messages the runner sends); a build
+# without MPI gets pipeline_none.c.
+src_libhearth_core_la_SOURCES += src/dist/pipeline.h
+if HAVE_MPI
+src_libhearth_core_la_SOURCES += src/dist/pipeline_mpi.c
+else
+src_libhearth_core_la_SOURCES += src/dist/pipeline_none.c
+endif
+EXTRA_DIST += src/dist/pipeline_mpi.c src/dist/pipeline_none.c
+
 # Sampling a token from logits (the grammars' masks below).
 src_libhearth_core_la_SOURCES += \
 	src/sampler/sampler.c \
@@ -124,12 +135,14 @@ src_libhearth_core_la_LIBADD = \
 	$(CURL_LIBS) \
 	$(JSON_LIBS) \
 	$(OPENCL_LIBS) \
+	$(MPI_LIBS) \
 	-lm
 src_libhearth_core_la_CFLAGS = $(AM_CFLAGS) \
 	$(PCRE2_CFLAGS) \
 	$(CURL_CFLAGS) \
 	$(JSON_CFLAGS) \
-	$(OPENCL_CFLAGS)
+	$(OPENCL_CFLAGS) \
+	$(MPI_CFLAGS)
 
 # The shared library exports exactly the functions hearth.h declares: the
 # list is made from the header (one declaration per line starts with its

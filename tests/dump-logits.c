@@ -24,6 +24,11 @@
  * same prompt again, and a chat's next turn) and speculate (drafts
  * accepted and rejected, a recurrent state rolled back) with the same
  * bits.
+ *
+ * With -P N, started by mpirun as N ranks (hearth-mpi(7)), the model runs
+ * as a pipeline of N ranks, each holding its share of the layers: rank 0
+ * does all of the above and writes OUT, and its logits must be those of
+ * one process, bit for bit (tests/cli-mpi.sh compares the files).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -667,17 +672,19 @@ static int write_floats(const char *path, const float *x, size_t n)
 
 int main(int argc, char **argv)
 {
-    int n_ctx = 512, n_batch = 7, n_gen = 0, opt;
+    int n_ctx = 512, n_batch = 7, n_gen = 0, n_ranks = 0, opt;
     const char *mtp_path = NULL;
-    while ((opt = getopt(argc, argv, "c:b:e:m:")) != -1) {
+    while ((opt = getopt(argc, argv, "c:b:e:m:P:")) != -1) {
         if (opt == 'c') n_ctx = atoi(optarg);
+        else if (opt == 'P') n_ranks = atoi(optarg);
         else if (opt == 'b') n_batch = atoi(optarg);
         else if (opt == 'e') n_gen = atoi(optarg);
         else if (opt == 'm') mtp_path = optarg;
         else return 2;
     }
     if (argc - optind < 3) {
-        fprintf(stderr, "usage: dump-logits [-c N_CTX] [-b N_BATCH] [-e N_GEN] [-m MTP.f32] MODEL OUT.f32 TOKEN...\n");
+        fprintf(stderr, "usage: dump-logits [-c N_CTX] [-b N_BATCH] [-e N_GEN] [-m MTP.f32] [-P N_RANKS] MODEL "
+                "OUT.f32 TOKEN...\n");
         return 2;
     }
     const char *model_path = argv[optind], *out_path = argv[optind + 1];
@@ -687,7 +694,29 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; i++) tokens[i] = atoi(argv[optind + 2 + i]);
 
     hearth_model *m;
-    if (hearth_model_load(model_path, NULL, &m)) return die(model_path);
+    hearth_model_params mp;
+    hearth_model_default_params(&mp);
+    if (n_ranks > 1 && hearth_pipeline_open(n_ranks, 0, &mp.pipeline)) return die("pipeline");
+    if (hearth_model_load(model_path, &mp, &m)) {
+        die(model_path);
+        hearth_pipeline_close(mp.pipeline, true);
+        return 1;
+    }
+    if (mp.pipeline) {
+        if (hearth_pipeline_handshake(mp.pipeline, m, "dump-logits")) {
+            die("handshake");
+            hearth_pipeline_close(mp.pipeline, true);
+        }
+        if (hearth_pipeline_rank(mp.pipeline) > 0) {
+            /* the other ranks run their layers until rank 0 is done */
+            const bool failed = hearth_pipeline_serve(mp.pipeline, m, 2) != HEARTH_OK;
+            if (failed) die("serve");
+            hearth_model_free(m);
+            hearth_pipeline_close(mp.pipeline, failed);
+            free(tokens);
+            return 0;
+        }
+    }
     const int32_t V = hearth_model_n_vocab(m);
     hearth_context_params cp;
     hearth_context_default_params(&cp);
@@ -721,6 +750,7 @@ int main(int argc, char **argv)
     if (!bad && n_gen > 0) bad = check_engine(m, ctx, tokens, n, n_gen, n_ctx);
     hearth_context_free(ctx);
     hearth_model_free(m);
+    hearth_pipeline_close(mp.pipeline, false);
     free(prefill);
     free(tokens);
     return bad;

@@ -307,6 +307,7 @@ TESTS += \
 	tests/cli-embed.sh \
 	tests/cli-embed-bert.sh \
 	tests/cli-inspect.sh \
+	tests/cli-mpi.sh \
 	tests/cli-offload-errors.sh \
 	tests/cli-pull.sh \
 	tests/cli-quantize.sh \
@@ -343,6 +344,7 @@ EXTRA_DIST += \
 	tests/cli-embed-bert.sh \
 	tests/cli-inspect.sh \
 	tests/cli-kernel-paths.sh \
+	tests/cli-mpi.sh \
 	tests/cli-offload-errors.sh \
 	tests/cli-perplexity.sh \
 	tests/cli-pull.sh \
@@ -439,7 +441,7 @@ tests_fuzz_replay_tokenizer_LDADD = src/libhearth-core.la
 # and loop with the shared option handlers of src/cli, without the command
 # behind them.
 CLI_FUZZ_SOURCES = tests/fuzz/fuzz-cli.c src/cli/run_options.c src/cli/options.c src/cli/model_options.c \
-	src/cli/sampling_options.c src/cli/spec_options.c src/cli/prompt.c src/cli/interrupt.c
+	src/cli/sampling_options.c src/cli/spec_options.c src/cli/prompt.c src/cli/interrupt.c src/cli/pp_options.c
 CLI_FUZZ_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/cli
 check_PROGRAMS += tests/fuzz/replay-cli
 tests_fuzz_replay_cli_SOURCES = $(CLI_FUZZ_SOURCES) tests/fuzz/replay.c

@@ -37,6 +37,7 @@
 #include "cli.h"
 #include "hearth.h"
 #include "model_options.h"
+#include "pp_options.h"
 
 #define CMD "bench"
 #define MAX_LIST 64
@@ -71,6 +72,7 @@ struct bench_opts {
     hearth_type cache_type;
     enum output_format format;
     bool quiet;
+    struct cli_pipeline_opts pp; /* --pp, --pp-timeout */
 };
 
 /* One row of the result table. */
@@ -102,7 +104,7 @@ static void usage(FILE *out)
 {
     fputs("usage: hearth bench -m MODEL [-p N,...] [-n N,...] [-d N,...] [-t N,...]\n"
           "                    [-b N,...] [-r REPS] [-o md|csv|json] [--cache-type TYPE] [-q]\n"
-          "                    [-ngl N] [--device N] [--gpu-fallback]\n"
+          "                    [-ngl N] [--device N] [--gpu-fallback] [--pp N]\n"
           "       hearth bench -m MODEL --parallel B,... [-p P] [-n G] [-t N] [-b N]\n"
           "                    [--shared-prefix N] [--kv-block N] [-r REPS] [-o md|json]\n"
           "\n"
@@ -133,6 +135,7 @@ static void usage(FILE *out)
           "                          prefix (questions of -p tokens): the prefix cache\n"
           "  --kv-block N            with --parallel: positions per KV block (default 64)\n",
           out);
+    cli_pipeline_help(out);
 }
 
 /* ------------------------------------------------------------------------
@@ -182,6 +185,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
         {"chunk-size", required_argument, NULL, OPT_CHUNK_SIZE},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
+        CLI_PIPELINE_LONG_OPTIONS,
         {NULL, 0, NULL, 0},
     };
     cli_model_normalize_args(argc, argv);
@@ -189,6 +193,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
     int c;
     while ((c = cli_getopt(argc, argv, ":m:p:n:d:t:b:r:o:qh", longopts)) != -1) {
         int r = cli_model_option(CMD, &o->src, c, optarg);
+        if (r == 0) r = cli_pipeline_option(CMD, &o->pp, c, optarg);
         if (r < 0) return CLI_EXIT_USAGE;
         if (r > 0) continue;
         switch (c) {
@@ -797,6 +802,8 @@ int cmd_bench(int argc, char **argv)
     if (rc < 0) return CLI_EXIT_OK;
     if (rc != CLI_EXIT_OK) return rc;
 
+    if (o.parallel.n && o.pp.pp > 1)
+        return cli_usage_error(CMD, "--parallel does not run in a pipeline (--pp) yet");
     if (o.parallel.n) return run_parallel(&o);
     struct result *rows = NULL;
     const int n_rows = plan_tests(&o, &rows);
@@ -821,9 +828,20 @@ int cmd_bench(int argc, char **argv)
         return rc;
     }
     hearth_model *model = NULL;
-    st = hearth_model_load(path, &o.src.params, &model);
-    if (st) {
-        rc = cli_fail(CMD, st);
+    hearth_pipeline *pipe = NULL;
+    rc = cli_pipeline_open(CMD, &o.pp, &o.src, &pipe);
+    st = rc == CLI_EXIT_OK ? hearth_model_load(path, &o.src.params, &model) : HEARTH_OK;
+    if (rc == CLI_EXIT_OK && st) rc = cli_fail(CMD, st);
+    /* the other ranks of a pipeline run their layers for rank 0's rows */
+    struct cli_context_opts copts = {
+        .n_batch = o.batch.n ? o.batch.v[0] : 0, .n_threads = o.threads.n ? o.threads.v[0] : 0,
+        .cache_type = o.cache_type, .chunk_size = o.chunk_size,
+    };
+    bool served = false;
+    if (rc == CLI_EXIT_OK) rc = cli_pipeline_start(CMD, pipe, &o.pp, &copts, model, &served);
+    if (rc != CLI_EXIT_OK || served) {
+        hearth_model_free(model);
+        cli_pipeline_close(pipe, rc);
         free(path);
         free(rows);
         return rc;
@@ -834,6 +852,7 @@ int cmd_bench(int argc, char **argv)
     rc = check_fits(model, longest);
     if (rc != CLI_EXIT_OK) {
         hearth_model_free(model);
+        cli_pipeline_close(pipe, rc);
         free(path);
         free(rows);
         return rc;
@@ -880,6 +899,7 @@ int cmd_bench(int argc, char **argv)
     for (int i = 0; i < n_rows; i++) free(rows[i].samples_ns);
     free(rows);
     hearth_model_free(model);
+    cli_pipeline_close(pipe, rc);
     free(path);
     return rc;
 }

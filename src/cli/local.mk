@@ -20,6 +20,8 @@ src_hearth_SOURCES = \
 	src/cli/model_options.h \
 	src/cli/options.c \
 	src/cli/perplexity.c \
+	src/cli/pp_options.c \
+	src/cli/pp_options.h \
 	src/cli/prompt.c \
 	src/cli/prompt.h \
 	src/cli/pull.c \

@@ -66,6 +66,9 @@ static void print_version(bool verbose)
 #ifdef HAVE_OPENCL
     printf(" opencl");
 #endif
+#ifdef HAVE_MPI
+    printf(" mpi");
+#endif
 #ifdef HEARTH_HAVE_SERVER
     printf(" server");
 #endif

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "generate.h"
 #include "hearth.h"
+#include "pp_options.h"
 #include "prompt.h"
 #include "run_options.h"
 
@@ -107,6 +108,7 @@ static void usage(FILE *out)
     cli_model_help(out);
     cli_sampling_help(out);
     cli_spec_help(out);
+    cli_pipeline_help(out);
 }
 
 int cmd_run(int argc, char **argv)
@@ -127,6 +129,7 @@ int cmd_run(int argc, char **argv)
 
     char *model_path = NULL, *prompt_buf = NULL;
     hearth_model *model = NULL, *draft = NULL;
+    hearth_pipeline *pipe = NULL;
     hearth_engine *engine = NULL;
     hearth_token *tokens = NULL;
     size_t n_tokens = 0;
@@ -143,7 +146,13 @@ int cmd_run(int argc, char **argv)
     }
     const char *prompt = o.prompt_file ? prompt_buf : o.prompt_arg;
 
+    if (cli_pipeline_open(CMD, &o.pp, &o.src, &pipe) != CLI_EXIT_OK) goto cleanup;
     if (cli_model_load(CMD, &o.src, &model_path, &model) != CLI_EXIT_OK) goto cleanup;
+    /* the other ranks of a pipeline run their layers for rank 0, here */
+    bool served;
+    rc = cli_pipeline_start(CMD, pipe, &o.pp, &o.copts, model, &served);
+    if (rc != CLI_EXIT_OK || served) goto cleanup;
+    rc = CLI_EXIT_FAILURE;
     const hearth_vocab *vocab = hearth_model_vocab(model);
     if (!vocab) {
         cli_error(CMD, "%s has no tokenizer", model_path);
@@ -201,6 +210,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "hearth: %s: KV cache %s, %llu bytes (%.2f MiB)\n", CMD,
                 hearth_type_name(ep.cache_type), (unsigned long long)es.kv_bytes, es.kv_bytes / 1048576.0);
         cli_model_report_memory(stderr, CMD, model, engine);
+        cli_pipeline_report(stderr, CMD, pipe, model);
         if (es.window > 0)
             fprintf(stderr, "hearth: %s: sliding-window layers: their own %d blocks of %d positions for a "
                     "window of %d (--swa-full: the whole context)\n", CMD, es.window_blocks, es.block_tokens,
@@ -264,6 +274,7 @@ cleanup:
     hearth_free(tokens);
     free(prompt_buf);
     free(model_path);
+    cli_pipeline_close(pipe, rc);
 done:
     free(grammar_src.buf);
     run_options_free(&o);

@@ -36,6 +36,7 @@ static const struct option longopts[] = {
     CLI_MODEL_LONG_OPTIONS,
     CLI_SAMPLING_LONG_OPTIONS,
     CLI_SPEC_LONG_OPTIONS,
+    CLI_PIPELINE_LONG_OPTIONS,
     {NULL, 0, NULL, 0},
 };
 
@@ -70,6 +71,7 @@ int run_options_parse(const char *cmd, int argc, char **argv, struct run_options
         if (r == 0) r = cli_sampling_option(cmd, &o->sampling, c, optarg);
         if (r == 0) r = cli_spec_option(cmd, &o->spec, c, optarg);
         if (r == 0) r = cli_context_option(cmd, &o->copts, c, optarg);
+        if (r == 0) r = cli_pipeline_option(cmd, &o->pp, c, optarg);
         if (r < 0) return CLI_EXIT_USAGE;
         if (r > 0) continue;
         switch (c) {

@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "model_options.h"
+#include "pp_options.h"
 #include "prompt.h"
 #include "sampling_options.h"
 #include "spec_options.h"
@@ -26,6 +27,7 @@ struct run_options {
     struct cli_sampling sampling;
     struct cli_spec spec;
     struct cli_context_opts copts;
+    struct cli_pipeline_opts pp;   /* --pp, --pp-timeout */
     const char *prompt_arg, *prompt_file, *system, *template_spec;
     const char *stops[RUN_MAX_STOP];
     size_t n_stop;

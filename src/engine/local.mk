@@ -1,6 +1,7 @@
 # src/engine/local.mk -- the serving core: the paged KV pool with its
-# prefix cache, the scheduler, the forward pass over many sequences, and
-# the one-sequence context of hearth_eval.
+# prefix cache, the scheduler, the forward pass over many sequences, the
+# one-sequence context of hearth_eval, and the loop of a pipeline's ranks
+# other than 0 (stage.c).
 # Part of the convenience library libhearth-core.la (src/local.mk).
 
 src_libhearth_core_la_SOURCES += \
@@ -24,4 +25,5 @@ src_libhearth_core_la_SOURCES += \
 	src/engine/schedule.c \
 	src/engine/speculate.c \
 	src/engine/speculate.h \
+	src/engine/stage.c \
 	src/engine/thinking.c

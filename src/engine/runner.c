@@ -7,6 +7,13 @@
  * its own buffers and its part of the KV cache; the hidden state crosses
  * once per step, and the logits come back from wherever the output layer
  * is.
+ *
+ * A model loaded as a rank of a pipeline (model.h, stage_first; the
+ * messages in dist/pipeline.h) runs only its layers: rank 0 embeds the
+ * tokens, runs its layers and hands the step on; the other ranks run
+ * theirs in runner_eval_stage(); the last rank's logits come back to rank
+ * 0's runner_eval().  Each rank keeps the keys and values of its own
+ * layers, in blocks numbered as rank 0's pool numbers them.
  */
 #include "internal.h"
 
@@ -22,6 +29,7 @@
 #include "kernels.h"
 #include "kv_cache.h"
 #include "model.h"
+#include "pipeline.h"
 #include "quant.h"
 #include "rstate.h"
 #include "runner.h"
@@ -52,6 +60,9 @@ struct runner {
     int32_t logits_capacity;       /* rows allocated */
     bool (*abort_cb)(void *);
     void *abort_data;
+    bool peers;                    /* rank 0 of a pipeline: the other ranks
+                                    * hold runners of this one (pipe_setup()) */
+    int32_t pipe_id;               /* which, in the messages */
 };
 
 #define DEFAULT_N_CTX_CAP 4096
@@ -134,6 +145,8 @@ static void free_gpu(struct runner *r)
 void runner_free(struct runner *r)
 {
     if (!r) return;
+    /* rank 0's runner: the other ranks free theirs */
+    if (r->peers) pipe_release(r->model->pipe, r->pipe_id);
     free_forward(&r->fw);
     struct act *mtp[] = {&r->hid, &r->mtp_cat, &r->mtp_out};
     for (size_t i = 0; i < HEARTH_ARRAY_LEN(mtp); i++)
@@ -171,6 +184,22 @@ static hearth_status new_kv(struct runner *r, const bool *on_host)
             st = rstate_new(p->n_states > 0 ? p->n_states : 1, hp->n_layer, r->model->rec->state_floats(r->model),
                             attn, &r->rs);
         free(attn);
+        return st;
+    }
+    if (r->model->pipe) {
+        /* a pipeline's rank: its own layers, the sliding ones in the window
+         * space when there is one */
+        bool *mine = hearth_calloc(2 * (size_t)hp->n_layer, sizeof *mine, "the KV cache layout");
+        if (!mine) return HEARTH_E_NOMEM;
+        bool *window = mine + hp->n_layer;
+        for (int32_t il = r->model->stage_first; il < r->model->stage_end; il++) {
+            mine[il] = true;
+            window[il] = p->n_blocks_window > 0 && hparams_layer_window(hp, il) > 0;
+        }
+        hearth_status st = kv_cache_new_split(p->cache_type, p->block_tokens, p->n_blocks,
+                                              p->n_blocks_window > 0 ? p->n_blocks_window : 0, hp->n_layer, &shape,
+                                              mine, p->n_blocks_window > 0 ? window : NULL, &r->kv);
+        free(mine);
         return st;
     }
     if (on_host || p->n_blocks_window <= 0)
@@ -231,6 +260,10 @@ hearth_status runner_new(const hearth_model *model, const struct runner_params *
     r->model = model;
     r->params = *params;
     r->first_gpu_layer = hp->n_layer;
+    if (params->mtp && model->pipe) {
+        free(r);
+        return hearth_error(HEARTH_E_UNSUPPORTED, "multi-token prediction does not run in a pipeline yet");
+    }
     if (params->mtp && (model->n_mtp == 0 || model->offload.ocl)) {
         free(r);
         return hearth_error(HEARTH_E_UNSUPPORTED, model->n_mtp == 0
@@ -258,6 +291,16 @@ hearth_status runner_new(const hearth_model *model, const struct runner_params *
         st = op->act_alloc(r->cpu, &r->hid, params->n_batch, hp->n_embd);
         if (!st) st = op->act_alloc(r->cpu, &r->mtp_cat, params->n_batch, 2 * (int64_t)hp->n_embd);
         if (!st) st = op->act_alloc(r->cpu, &r->mtp_out, params->n_batch, hp->n_embd);
+    }
+    if (!st && model->pipe && pipe_rank(model->pipe) == 0) {
+        /* the other ranks make theirs; a failure there frees them again */
+        const struct pipe_setup setup = {
+            .n_batch = params->n_batch, .n_ctx = params->n_ctx, .cache_type = params->cache_type,
+            .block_tokens = params->block_tokens, .n_blocks = params->n_blocks,
+            .n_blocks_window = params->n_blocks_window, .chunk_size = params->chunk_size,
+        };
+        st = pipe_setup(model->pipe, &setup, &r->pipe_id);
+        r->peers = !st;
     }
     if (st) {
         runner_free(r);
@@ -314,6 +357,7 @@ const float *runner_logits(const struct runner *r, int32_t i)
 
 hearth_status runner_copy_block(struct runner *r, int32_t src, int32_t dst, int32_t n_rows, bool window)
 {
+    if (r->peers) HEARTH_TRY(pipe_copy_block(r->model->pipe, r->pipe_id, src, dst, n_rows, window));
     if (r->first_gpu_layer > 0) HEARTH_TRY(r->cpu->ops->kv_copy_block(r->cpu, r->kv, src, dst, n_rows, window));
     if (r->gpu) HEARTH_TRY(r->gpu->ops->kv_copy_block(r->gpu, r->kv, src, dst, n_rows, window));
     return HEARTH_OK;
@@ -417,19 +461,25 @@ static hearth_status gather_rows(struct hearth_backend *be, struct act *dst, con
     return HEARTH_OK;
 }
 
+/* Room in r->hidden for n rows of n_embd. */
+static hearth_status reserve_hidden(struct runner *r, int32_t n)
+{
+    if (n <= r->hidden_capacity) return HEARTH_OK;
+    float *h = hearth_aligned_alloc(64, (size_t)n * (size_t)r->model->hp.n_embd * sizeof(float), "hidden states");
+    if (!h) return HEARTH_E_NOMEM;
+    hearth_aligned_free(r->hidden);
+    r->hidden = h;
+    r->hidden_capacity = n;
+    return HEARTH_OK;
+}
+
 /* The final norm of the wanted rows of f->x, into r->hidden: what the
  * output layer reads, gathered and normed as output_head() does. */
 static hearth_status output_hidden(struct runner *r, struct forward *f, const int32_t *rows, int32_t n)
 {
     const hearth_model *m = r->model;
     struct hearth_backend *be = f->be;
-    if (n > r->hidden_capacity) {
-        float *h = hearth_aligned_alloc(64, (size_t)n * (size_t)m->hp.n_embd * sizeof(float), "hidden states");
-        if (!h) return HEARTH_E_NOMEM;
-        hearth_aligned_free(r->hidden);
-        r->hidden = h;
-        r->hidden_capacity = n;
-    }
+    HEARTH_TRY(reserve_hidden(r, n));
     HEARTH_TRY(gather_rows(be, &f->cur, &f->x, rows, n));
     if (m->rec) HEARTH_TRY(m->rec->output_norm(f, &f->cur));
     else if (m->output_norm.data) /* an encoder's last layer ends normed */
@@ -481,7 +531,9 @@ hearth_status runner_eval(struct runner *r, const struct runner_step *step)
         HEARTH_TRY(f->be->ops->norm(f->be, &f->x, &f->x, m->hp.n_embd, m->tok_norm.data, m->tok_norm_b.data,
                                     m->hp.norm_eps));
 
-    for (int il = 0; il < m->hp.n_layer; il++) {
+    /* a pipeline's rank 0: its own layers only */
+    const int32_t end = m->pipe ? m->stage_end : m->hp.n_layer;
+    for (int il = 0; il < end; il++) {
         if (r->abort_cb && r->abort_cb(r->abort_data))
             return hearth_error(HEARTH_E_INTERRUPTED, "evaluation interrupted");
         if (il == r->first_gpu_layer && f != &r->fw_gpu) {
@@ -489,6 +541,21 @@ hearth_status runner_eval(struct runner *r, const struct runner_step *step)
             f = &r->fw_gpu;
         }
         HEARTH_TRY(m->arch->layer(f, il));
+    }
+    if (m->pipe) {
+        /* rank 0 of a pipeline: the other ranks run the other layers and
+         * the output layer; the last one answers with what was asked */
+        const int64_t E = m->hp.n_embd;
+        HEARTH_TRY(f->be->ops->act_download(f->be, r->embd, &f->x, n));
+        HEARTH_TRY(pipe_send_step(m->pipe, r->pipe_id, &(struct pipe_step){step->bp, step->logit_rows,
+                                                                           step->n_logits, step->hidden_rows,
+                                                                           step->n_hidden, r->embd, E},
+                                  r->kv->block_tokens));
+        HEARTH_TRY(reserve_hidden(r, step->n_hidden));
+        HEARTH_TRY(pipe_recv_out(m->pipe, r->logits, (int64_t)step->n_logits * m->hp.n_vocab, r->hidden,
+                                 (int64_t)step->n_hidden * E));
+        r->n_logits = step->n_logits;
+        return HEARTH_OK;
     }
 
     if (r->params.mtp) {
@@ -510,6 +577,37 @@ hearth_status runner_eval(struct runner *r, const struct runner_step *step)
     }
     r->n_logits = step->n_logits;
     return HEARTH_OK;
+}
+
+hearth_status runner_eval_stage(struct runner *r, int32_t id, const struct runner_step *step, const float *x)
+{
+    const hearth_model *m = r->model;
+    const int64_t n = step->bp.n_tokens, E = m->hp.n_embd;
+    if (!m->pipe || n <= 0 || n > r->params.n_batch)
+        return hearth_error(HEARTH_E_INTERNAL, "a pipeline step of %lld rows (at most %d)", (long long)n,
+                            r->params.n_batch);
+    struct forward *f = &r->fw;
+    const struct backend_ops *op = f->be->ops;
+    f->bp = step->bp;
+    f->n_ctx = r->params.n_ctx;
+    HEARTH_TRY(op->act_upload(f->be, &f->x, x, n));
+    f->x.rows = n;
+    for (int il = m->stage_first; il < m->stage_end; il++) HEARTH_TRY(m->arch->layer(f, il));
+    if (m->stage_end < m->hp.n_layer) {
+        HEARTH_TRY(op->act_download(f->be, r->embd, &f->x, n));
+        return pipe_send_step(m->pipe, id, &(struct pipe_step){step->bp, step->logit_rows, step->n_logits,
+                                                               step->hidden_rows, step->n_hidden, r->embd, E},
+                              r->kv->block_tokens);
+    }
+    /* the last rank: the output layer, and the answer to rank 0 */
+    HEARTH_TRY(reserve_logits(r, step->n_logits));
+    if (step->n_hidden > 0) HEARTH_TRY(output_hidden(r, f, step->hidden_rows, step->n_hidden));
+    if (step->n_logits > 0) {
+        HEARTH_TRY(output_head(r, f, step->logit_rows, step->n_logits));
+        if (m->hp.final_softcap > 0.0f) softcap_logits(r, step->n_logits);
+    }
+    return pipe_send_out(m->pipe, r->logits, (int64_t)step->n_logits * m->hp.n_vocab, r->hidden,
+                         (int64_t)step->n_hidden * E);
 }
 
 hearth_status runner_eval_mtp(struct runner *r, const struct runner_step *step, const float *h)

@@ -75,6 +75,14 @@ void runner_free(struct runner *r);
 hearth_status runner_eval(struct runner *r, const struct runner_step *step);
 const float *runner_logits(const struct runner *r, int32_t i);
 
+/* A rank other than 0 of a pipeline (model.h, stage_first): run this
+ * rank's layers over the step that rank 0 began, from x, the hidden state
+ * of its rows (n_embd floats each) as the rank before handed it on; then
+ * hand it on to the next rank, or, on the last, answer rank 0 with the
+ * logits and hidden states it wants (dist/pipeline.h); id: the runner's
+ * in the messages, as rank 0 named it. */
+hearth_status runner_eval_stage(struct runner *r, int32_t id, const struct runner_step *step, const float *x);
+
 /* With params.mtp: the prediction layer over one batch of rows, each with
  * its token and, in h (n_embd floats a row), the trunk's output-normed
  * hidden state of the position before (or the prediction layer's own, of

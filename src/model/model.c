@@ -174,6 +174,8 @@ static hearth_status pack_weights(hearth_model *m)
     if (!mats) return HEARTH_E_NOMEM;
     size_t n = 0, total = 0;
     for (int32_t il = 0; il < n_layer && (il < m->offload.first_layer || il >= m->hp.n_layer); il++) {
+        /* a pipeline's rank reads only its own layers */
+        if (il < m->stage_first || (il >= m->stage_end && (m->pipe || il < m->hp.n_layer))) continue;
         struct layer *L = m->layers ? &m->layers[il] : NULL;
         if (m->rec) {
             struct weight *ws[ARCH_MATRICES_MAX];
@@ -196,9 +198,10 @@ static hearth_status pack_weights(hearth_model *m)
                 if (wants_packing(k, xs[i])) mats[n++] = xs[i];
         }
     }
-    if (!m->offload.output && wants_packing(k, &m->output)) mats[n++] = &m->output;
-    if (m->n_mtp > 0 && wants_packing(k, &m->mtp.eh_proj)) mats[n++] = &m->mtp.eh_proj;
-    if (m->n_mtp > 0 && m->mtp.head.data != m->output.data && wants_packing(k, &m->mtp.head))
+    const bool last_stage = !m->pipe || m->stage_end == m->hp.n_layer;
+    if (!m->offload.output && last_stage && wants_packing(k, &m->output)) mats[n++] = &m->output;
+    if (m->n_mtp > 0 && !m->pipe && wants_packing(k, &m->mtp.eh_proj)) mats[n++] = &m->mtp.eh_proj;
+    if (m->n_mtp > 0 && !m->pipe && m->mtp.head.data != m->output.data && wants_packing(k, &m->mtp.head))
         mats[n++] = &m->mtp.head;
     for (size_t i = 0; i < n; i++) total += hearth_packed_bytes(mats[i]->type, mats[i]->n_out, mats[i]->n_in);
     hearth_status st = HEARTH_OK;
@@ -330,6 +333,28 @@ static const char *dominant_type(const hearth_gguf *g)
     return hearth_type_name((hearth_type)best) ? hearth_type_name((hearth_type)best) : "?";
 }
 
+/* The layers this process runs: all of them, or a pipeline rank's share
+ * (which runs neither offloaded layers nor a recurrent family yet). */
+static hearth_status stage_layers(hearth_model *m, const char *path)
+{
+    m->stage_first = 0;
+    m->stage_end = m->hp.n_layer;
+    if (!m->params.pipeline) return HEARTH_OK;
+    if (m->rec)
+        return hearth_error(HEARTH_E_UNSUPPORTED, "%s: a recurrent model (%s) does not run in a pipeline yet",
+                            path, m->arch->name);
+    if (m->params.n_gpu_layers > 0)
+        return hearth_error(HEARTH_E_UNSUPPORTED, "offloading layers to a device and a pipeline of ranks "
+                            "do not go together yet");
+    const int32_t n = hearth_pipeline_size(m->params.pipeline);
+    if (m->hp.n_layer < n)
+        return hearth_error(HEARTH_E_INVALID, "%s: %d layers cannot be split over %d ranks", path,
+                            m->hp.n_layer, n);
+    m->pipe = m->params.pipeline;
+    hearth_pipeline_layers(m->pipe, m->hp.n_layer, &m->stage_first, &m->stage_end);
+    return HEARTH_OK;
+}
+
 void hearth_model_default_params(hearth_model_params *params)
 {
     memset(params, 0, sizeof *params);
@@ -375,6 +400,7 @@ hearth_status hearth_model_load(const char *path, const hearth_model_params *par
     }
     st = m->arch->load(m);
     if (!st) st = read_pooling(m);
+    if (!st) st = stage_layers(m, path);
     if (!st) st = model_offload(m);
     if (!st) st = pack_weights(m);
     if (st) {

@@ -275,6 +275,12 @@ struct hearth_model {
     char desc[128];
     hearth_vocab *vocab;          /* NULL when the file has no tokenizer */
     struct offload offload;
+    /* A rank of a pipeline (params.pipeline; src/dist/pipeline.h): it runs
+     * layers stage_first .. stage_end - 1, the token embeddings only on
+     * the first rank and the output layer only on the last.  Without a
+     * pipeline: 0 .. n_layer. */
+    struct hearth_pipeline *pipe;
+    int32_t stage_first, stage_end;
     const struct arch_recurrent *rec; /* arch->recurrent */
     /* Multi-token prediction (DeepSeek-V3's, Qwen3-Next's and GLM-4.5's "NextN"
      * layers): n_mtp 1 when the file has prediction layers and the family

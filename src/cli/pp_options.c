@@ -1,0 +1,72 @@
+/*
+ * pp_options.c -- --pp and --pp-timeout (pp_options.h).
+ */
+#include "config.h"
+
+#include <stdio.h>
+
+#include "cli.h"
+#include "pp_options.h"
+
+int cli_pipeline_option(const char *cmd, struct cli_pipeline_opts *o, int opt, const char *arg)
+{
+    bool ok;
+    if (opt == CLI_OPT_PP) ok = cli_parse_int(cmd, "--pp", arg, 1, 4096, &o->pp);
+    else if (opt == CLI_OPT_PP_TIMEOUT) ok = cli_parse_int(cmd, "--pp-timeout", arg, 1, 86400, &o->timeout_s);
+    else return 0;
+    return ok ? 1 : -1;
+}
+
+void cli_pipeline_help(FILE *out)
+{
+    fprintf(out,
+            "Several processes (under mpirun, see hearth-mpi(7)):\n"
+            "  --pp N                   split the layers over the N ranks of the MPI job\n"
+            "  --pp-timeout S           fail a step when the other ranks have not answered\n"
+            "                           within S seconds (default 120)\n");
+}
+
+int cli_pipeline_open(const char *cmd, const struct cli_pipeline_opts *o, struct cli_model_source *src,
+                      hearth_pipeline **out)
+{
+    *out = NULL;
+    if (o->pp <= 1) return CLI_EXIT_OK;
+    if (hearth_pipeline_open(o->pp, o->timeout_s * 1000, out) != HEARTH_OK)
+        return cli_error(cmd, "--pp %d: %s", o->pp, hearth_last_error());
+    src->params.pipeline = *out;
+    return CLI_EXIT_OK;
+}
+
+int cli_pipeline_start(const char *cmd, hearth_pipeline *p, const struct cli_pipeline_opts *o,
+                       const struct cli_context_opts *copts, const hearth_model *model, bool *served)
+{
+    *served = false;
+    if (!p) return CLI_EXIT_OK;
+    /* what every rank must agree on; the thread counts may differ */
+    char options[256];
+    snprintf(options, sizeof options, "%s --pp %d --pp-timeout %d -c %d -b %d --cache-type %s --chunk-size %d%s",
+             cmd, o->pp, o->timeout_s, copts->n_ctx, copts->n_batch, hearth_type_name(copts->cache_type),
+             copts->chunk_size, copts->swa_full ? " --swa-full" : "");
+    if (hearth_pipeline_handshake(p, model, options) != HEARTH_OK)
+        return cli_error(cmd, "rank %d: %s", hearth_pipeline_rank(p), hearth_last_error());
+    if (hearth_pipeline_rank(p) == 0) return CLI_EXIT_OK;
+    *served = true;
+    if (hearth_pipeline_serve(p, model, copts->n_threads) != HEARTH_OK)
+        return cli_error(cmd, "rank %d: %s", hearth_pipeline_rank(p), hearth_last_error());
+    return CLI_EXIT_OK;
+}
+
+void cli_pipeline_close(hearth_pipeline *p, int rc)
+{
+    hearth_pipeline_close(p, rc == CLI_EXIT_FAILURE || rc == CLI_EXIT_USAGE);
+}
+
+void cli_pipeline_report(FILE *out, const char *cmd, const hearth_pipeline *p, const hearth_model *model)
+{
+    if (!p) return;
+    const int32_t n = hearth_model_n_layer(model);
+    int32_t first, end;
+    hearth_pipeline_layers(p, n, &first, &end);
+    fprintf(out, "hearth: %s: pipeline rank %d of %d: layers %d to %d of %d\n", cmd, hearth_pipeline_rank(p),
+            hearth_pipeline_size(p), first, end - 1, n);
+}

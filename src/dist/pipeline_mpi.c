@@ -1,0 +1,516 @@
+/*
+ * pipeline_mpi.c -- a pipeline of ranks over MPI (hearth.h, "Pipeline
+ * parallelism"; the messages the runner sends in pipeline.h).
+ *
+ * Every message is a header of PIPE_HDR 64-bit integers -- its kind, the
+ * bytes of the payload after it, a status, the kind's fields and the
+ * runner it is for (rank 0 may hold several: H_ID) -- then
+ * the payload, both with one tag, so that a link delivers them in order.
+ * The chain (tag TAG_CHAIN) goes from each rank to the next; the answers
+ * (TAG_OUT) go from the last rank to rank 0.
+ *
+ * Nothing waits without end where an answer is due: a request is polled
+ * (MPI_Test) until it completes, MPI reports an error (the communicator's
+ * error handler returns them), or the pipeline's timeout passes.  Polling
+ * sleeps a little between tries once the first ones fail, so that a rank
+ * waiting for the others leaves their processors to them.  A rank waiting
+ * for rank 0's next step waits as long as it takes.
+ */
+#include "internal.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hearth.h"
+#include "model.h"
+#include "pipeline.h"
+#include "sha256.h"
+
+enum { TAG_CHAIN = 1, TAG_OUT = 2 };
+enum { MSG_SETUP = 1, MSG_STEP, MSG_COPY, MSG_RELEASE, MSG_QUIT, MSG_FAIL };
+enum { H_KIND, H_BYTES, H_STATUS, H_A, H_B, H_C, H_D, H_E, H_F, H_G, H_H, H_ID = 15, PIPE_HDR = 16 };
+
+#define DEFAULT_TIMEOUT_MS 120000
+/* The longest the handshake's texts may be (each). */
+#define IDENT_BYTES 1024
+
+struct hearth_pipeline {
+    MPI_Comm comm;
+    int rank, size;
+    int timeout_ms;
+    bool initialized;   /* MPI_Init was called here */
+    uint8_t *in;        /* a received payload */
+    size_t in_cap;
+    uint8_t *out;       /* a payload being sent */
+    size_t out_cap;
+    int32_t next_id;    /* rank 0: the id of the next runner */
+};
+
+static hearth_status mpi_error(int rc, int peer, const char *what)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "error %d", rc);
+    return hearth_error(HEARTH_E_IO, "pipeline: %s rank %d: %s", what, peer, text);
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* Wait for a request to complete: at most timeout_ms (0: no limit). */
+static hearth_status wait_req(MPI_Request *req, int peer, int timeout_ms, const char *what)
+{
+    const double t0 = now_ms();
+    for (long tries = 0;; tries++) {
+        int done = 0;
+        int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return mpi_error(rc, peer, what);
+        if (done) return HEARTH_OK;
+        if (timeout_ms > 0 && now_ms() - t0 > timeout_ms) {
+            MPI_Cancel(req);
+            MPI_Request_free(req);
+            return hearth_error(HEARTH_E_IO, "pipeline: %s rank %d: no answer within %d s (the rank stopped, "
+                                "or is stuck)", what, peer, (timeout_ms + 999) / 1000);
+        }
+        if (tries >= 2000) {
+            /* 10 us at first, at most 1 ms */
+            const long ns = tries < 3000 ? 10000L : tries < 4000 ? 100000L : 1000000L;
+            struct timespec nap = {0, ns};
+            nanosleep(&nap, NULL);
+        }
+    }
+}
+
+static hearth_status send_msg(struct hearth_pipeline *p, int dest, int tag, int64_t *hdr, const void *payload,
+                              size_t bytes)
+{
+    if (bytes > (size_t)INT32_MAX)
+        return hearth_error(HEARTH_E_RANGE, "pipeline: a message of %zu bytes (at most %d)", bytes, INT32_MAX);
+    hdr[H_BYTES] = (int64_t)bytes;
+    MPI_Request req;
+    int rc = MPI_Isend(hdr, PIPE_HDR, MPI_INT64_T, dest, tag, p->comm, &req);
+    if (rc != MPI_SUCCESS) return mpi_error(rc, dest, "sending to");
+    HEARTH_TRY(wait_req(&req, dest, p->timeout_ms, "sending to"));
+    if (bytes == 0) return HEARTH_OK;
+    rc = MPI_Isend(payload, (int)bytes, MPI_BYTE, dest, tag, p->comm, &req);
+    if (rc != MPI_SUCCESS) return mpi_error(rc, dest, "sending to");
+    return wait_req(&req, dest, p->timeout_ms, "sending to");
+}
+
+static hearth_status grow(uint8_t **buf, size_t *cap, size_t bytes)
+{
+    if (bytes <= *cap) return HEARTH_OK;
+    uint8_t *b = hearth_aligned_alloc(64, bytes, "a pipeline message");
+    if (!b) return HEARTH_E_NOMEM;
+    hearth_aligned_free(*buf);
+    *buf = b;
+    *cap = bytes;
+    return HEARTH_OK;
+}
+
+/* Receive a message into hdr and p->in; timeout_ms 0: no limit. */
+static hearth_status recv_msg(struct hearth_pipeline *p, int src, int tag, int64_t *hdr, int timeout_ms)
+{
+    MPI_Request req;
+    int rc = MPI_Irecv(hdr, PIPE_HDR, MPI_INT64_T, src, tag, p->comm, &req);
+    if (rc != MPI_SUCCESS) return mpi_error(rc, src, "receiving from");
+    HEARTH_TRY(wait_req(&req, src, timeout_ms, "waiting for"));
+    if (hdr[H_BYTES] < 0 || hdr[H_BYTES] > INT32_MAX)
+        return hearth_error(HEARTH_E_FORMAT, "pipeline: rank %d sent a message of %lld bytes", src,
+                            (long long)hdr[H_BYTES]);
+    if (hdr[H_BYTES] == 0) return HEARTH_OK;
+    HEARTH_TRY(grow(&p->in, &p->in_cap, (size_t)hdr[H_BYTES]));
+    rc = MPI_Irecv(p->in, (int)hdr[H_BYTES], MPI_BYTE, src, tag, p->comm, &req);
+    if (rc != MPI_SUCCESS) return mpi_error(rc, src, "receiving from");
+    return wait_req(&req, src, timeout_ms, "waiting for");
+}
+
+static hearth_status send_kind(struct hearth_pipeline *p, int dest, int tag, int kind)
+{
+    int64_t hdr[PIPE_HDR] = {[H_KIND] = kind};
+    return send_msg(p, dest, tag, hdr, NULL, 0);
+}
+
+/* ---- the handle ---------------------------------------------------------- */
+
+hearth_status hearth_pipeline_open(int32_t n_ranks, int32_t timeout_ms, hearth_pipeline **out)
+{
+    if (!out) return hearth_error(HEARTH_E_INVALID, "hearth_pipeline_open: NULL argument");
+    if (n_ranks < 2) return hearth_error(HEARTH_E_INVALID, "a pipeline of %d ranks (at least 2)", n_ranks);
+    if (timeout_ms < 0) return hearth_error(HEARTH_E_INVALID, "pipeline timeout %d ms is negative", timeout_ms);
+    struct hearth_pipeline *p = hearth_calloc(1, sizeof *p, "a pipeline");
+    if (!p) return HEARTH_E_NOMEM;
+    p->timeout_ms = timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS;
+    int init = 0;
+    MPI_Initialized(&init);
+    if (!init) {
+        /* the engine's thread makes the calls, one at a time */
+        int provided;
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+            free(p);
+            return hearth_error(HEARTH_E_IO, "pipeline: MPI could not start");
+        }
+        p->initialized = true;
+    }
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &p->comm) != MPI_SUCCESS) {
+        hearth_pipeline_close(p, true);
+        return HEARTH_E_IO;
+    }
+    MPI_Comm_set_errhandler(p->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(p->comm, &p->rank);
+    MPI_Comm_size(p->comm, &p->size);
+    if (p->size != n_ranks) {
+        hearth_status st = hearth_error(HEARTH_E_INVALID, "a pipeline of %d ranks, but the MPI job has %d "
+                                        "(mpirun -np %d)", n_ranks, p->size, n_ranks);
+        MPI_Comm_free(&p->comm);
+        if (p->initialized) MPI_Finalize();
+        free(p);
+        return st;
+    }
+    *out = p;
+    return HEARTH_OK;
+}
+
+int32_t hearth_pipeline_rank(const hearth_pipeline *p) { return p->rank; }
+int32_t hearth_pipeline_size(const hearth_pipeline *p) { return p->size; }
+int32_t pipe_rank(const struct hearth_pipeline *p) { return p->rank; }
+int32_t pipe_size(const struct hearth_pipeline *p) { return p->size; }
+
+void hearth_pipeline_layers(const hearth_pipeline *p, int32_t n_layer, int32_t *first, int32_t *end)
+{
+    const int32_t base = n_layer / p->size, extra = n_layer % p->size, r = p->rank;
+    *first = r * base + (r < extra ? r : extra);
+    *end = *first + base + (r < extra);
+}
+
+void hearth_pipeline_close(hearth_pipeline *p, bool failed)
+{
+    if (!p) return;
+    if (failed) {
+        /* the others may wait for this rank: end them all */
+        fflush(stdout);
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+        exit(1);
+    }
+    if (p->rank == 0 && send_kind(p, 1, TAG_CHAIN, MSG_QUIT) != HEARTH_OK) {
+        fprintf(stderr, "hearth: %s\n", hearth_last_error());
+        hearth_pipeline_close(p, true);
+    }
+    MPI_Comm_free(&p->comm);
+    if (p->initialized) MPI_Finalize();
+    hearth_aligned_free(p->in);
+    hearth_aligned_free(p->out);
+    free(p);
+}
+
+/* ---- the handshake ------------------------------------------------------- */
+
+/* A digest of what makes the model this model: its family, its
+ * hyperparameters as loaded, and each tensor's name, type, shape, place
+ * and first bytes. */
+static void model_digest(const hearth_model *m, char hex[SHA256_HEX_BYTES])
+{
+    sha256_ctx c;
+    sha256_init(&c);
+    sha256_update(&c, m->arch->name, strlen(m->arch->name) + 1);
+    const struct hparams *hp = &m->hp;
+    const int64_t dims[] = {hp->n_layer, hp->n_embd, hp->n_vocab, hp->n_head, hp->n_head_kv, hp->head_dim,
+                            hp->n_ff, hp->n_ctx_train, hp->n_expert};
+    sha256_update(&c, dims, sizeof dims);
+    const hearth_gguf *g = m->gguf;
+    for (int64_t i = 0; i < hearth_gguf_n_tensors(g); i++) {
+        const hearth_gguf_tensor *t = hearth_gguf_tensor_at(g, i);
+        sha256_update(&c, t->name, strlen(t->name) + 1);
+        const int64_t fields[] = {t->type, t->n_dims, t->ne[0], t->ne[1], t->ne[2], t->ne[3],
+                                  (int64_t)t->offset, (int64_t)t->bytes, t->split};
+        sha256_update(&c, fields, sizeof fields);
+        sha256_update(&c, t->data, t->bytes < 64 ? t->bytes : 64);
+    }
+    uint8_t d[SHA256_DIGEST_BYTES];
+    sha256_final(&c, d);
+    sha256_hex(d, hex);
+}
+
+hearth_status hearth_pipeline_handshake(hearth_pipeline *p, const hearth_model *model, const char *options)
+{
+    if (!p || !model || !options) return hearth_error(HEARTH_E_INVALID, "hearth_pipeline_handshake: NULL argument");
+    if (strlen(options) >= IDENT_BYTES)
+        return hearth_error(HEARTH_E_INVALID, "pipeline: the options' text is too long (%zu bytes)", strlen(options));
+    static const char *what[] = {"hearth versions", "models", "options"};
+    char *all = hearth_calloc((size_t)p->size + 1, 3 * IDENT_BYTES, "the pipeline's handshake");
+    if (!all) return HEARTH_E_NOMEM;
+    char *mine = all + (size_t)p->size * 3 * IDENT_BYTES;
+    snprintf(mine, IDENT_BYTES, "%s", hearth_version());
+    char hex[SHA256_HEX_BYTES];
+    model_digest(model, hex);
+    snprintf(mine + IDENT_BYTES, IDENT_BYTES, "%s (%s)", hex, model->desc);
+    snprintf(mine + 2 * IDENT_BYTES, IDENT_BYTES, "%s", options);
+    MPI_Request req;
+    int rc = MPI_Iallgather(mine, 3 * IDENT_BYTES, MPI_CHAR, all, 3 * IDENT_BYTES, MPI_CHAR, p->comm, &req);
+    hearth_status st = rc != MPI_SUCCESS ? mpi_error(rc, 0, "the handshake with")
+                                         : wait_req(&req, 0, p->timeout_ms, "the handshake with");
+    for (int r = 1; !st && r < p->size; r++)
+        for (int k = 0; k < 3 && !st; k++) {
+            const char *theirs = all + ((size_t)r * 3 + k) * IDENT_BYTES, *first = all + (size_t)k * IDENT_BYTES;
+            if (strcmp(theirs, first) != 0)
+                st = hearth_error(HEARTH_E_INVALID, "pipeline: ranks 0 and %d run different %s: '%s' on rank "
+                                  "0, '%s' on rank %d", r, what[k], first, theirs, r);
+        }
+    free(all);
+    return st;
+}
+
+/* ---- the messages of a step ---------------------------------------------- */
+
+/* The error of an answer to rank 0 that is not the one expected: a
+ * failure passed on (its text names the rank), or a stray message. */
+static hearth_status failure_of(struct hearth_pipeline *p, const int64_t *hdr)
+{
+    if (hdr[H_KIND] != MSG_FAIL)
+        return hearth_error(HEARTH_E_INTERNAL, "pipeline: rank %d answered with a message of kind %lld",
+                            p->size - 1, (long long)hdr[H_KIND]);
+    hearth_status st = (hearth_status)hdr[H_STATUS];
+    if (st <= HEARTH_OK || st > HEARTH_E_INTERNAL) st = HEARTH_E_INTERNAL;
+    return hearth_error(st, "%.*s", hdr[H_BYTES] > 0 ? (int)hdr[H_BYTES] : 0,
+                        hdr[H_BYTES] > 0 ? (const char *)p->in : "");
+}
+
+static void setup_header(int64_t *hdr, const struct pipe_setup *rp, int32_t id)
+{
+    const int64_t h[PIPE_HDR] = {[H_KIND] = MSG_SETUP, [H_A] = rp->n_batch, [H_B] = rp->n_ctx,
+                                 [H_C] = rp->cache_type, [H_D] = rp->block_tokens, [H_E] = rp->n_blocks,
+                                 [H_F] = rp->n_blocks_window, [H_G] = rp->chunk_size, [H_ID] = id};
+    memcpy(hdr, h, sizeof h);
+}
+
+hearth_status pipe_setup(struct hearth_pipeline *p, const struct pipe_setup *rp, int32_t *id)
+{
+    *id = p->next_id++;
+    int64_t hdr[PIPE_HDR];
+    setup_header(hdr, rp, *id);
+    HEARTH_TRY(send_msg(p, 1, TAG_CHAIN, hdr, NULL, 0));
+    HEARTH_TRY(recv_msg(p, p->size - 1, TAG_OUT, hdr, p->timeout_ms));
+    if (hdr[H_KIND] == MSG_SETUP) return HEARTH_OK;
+    /* the ranks that made their runner free it */
+    hearth_status st = failure_of(p, hdr);
+    pipe_release(p, *id);
+    return st;
+}
+
+void pipe_release(struct hearth_pipeline *p, int32_t id)
+{
+    int64_t hdr[PIPE_HDR] = {[H_KIND] = MSG_RELEASE, [H_ID] = id};
+    if (send_msg(p, 1, TAG_CHAIN, hdr, NULL, 0) != HEARTH_OK) {
+        fprintf(stderr, "hearth: %s\n", hearth_last_error());
+        hearth_pipeline_close(p, true);
+    }
+}
+
+hearth_status pipe_copy_block(struct hearth_pipeline *p, int32_t id, int32_t src, int32_t dst, int32_t n_rows,
+                              bool window)
+{
+    int64_t hdr[PIPE_HDR] = {[H_KIND] = MSG_COPY, [H_A] = src, [H_B] = dst, [H_C] = n_rows, [H_D] = window,
+                             [H_ID] = id};
+    return send_msg(p, 1, TAG_CHAIN, hdr, NULL, 0);
+}
+
+/* Entries of the block tables a step reads: up to the page of each
+ * sequence's last position. */
+static int64_t table_entries(const struct batch_pos *bp, int32_t block_tokens)
+{
+    int64_t n = 0;
+    for (int32_t s = 0; s < bp->n_seqs; s++) {
+        int32_t last = 0;
+        for (int32_t t = bp->seq_start[s]; t < bp->seq_start[s + 1]; t++)
+            if (bp->pos[t] > last) last = bp->pos[t];
+        int64_t start = bp->table_start[s];
+        if (bp->wtable_start && bp->wtable_start[s] > start) start = bp->wtable_start[s];
+        const int64_t end = start + last / block_tokens + 1;
+        if (end > n) n = end;
+    }
+    return n;
+}
+
+static uint8_t *put(uint8_t *at, const void *src, size_t bytes)
+{
+    if (bytes) memcpy(at, src, bytes);
+    return at + bytes;
+}
+
+hearth_status pipe_send_step(struct hearth_pipeline *p, int32_t id, const struct pipe_step *step,
+                             int32_t block_tokens)
+{
+    const struct batch_pos *bp = &step->bp;
+    const float *x = step->x;
+    const int64_t n_embd = step->n_embd;
+    if (bp->state_slot || bp->ckpt)
+        return hearth_error(HEARTH_E_UNSUPPORTED, "pipeline: recurrent states do not cross ranks yet");
+    const int64_t n = bp->n_tokens, S = bp->n_seqs, T = table_entries(bp, block_tokens);
+    const bool window = bp->wslot != NULL;
+    const size_t I = sizeof(int32_t);
+    size_t bytes = I * (size_t)(2 * n + (S + 1) + S + T + step->n_logits + step->n_hidden);
+    if (window) bytes += I * (size_t)(n + S + T);
+    bytes += sizeof(float) * (size_t)(n * n_embd);
+    HEARTH_TRY(grow(&p->out, &p->out_cap, bytes));
+    uint8_t *at = p->out;
+    at = put(at, bp->pos, I * (size_t)n);
+    at = put(at, bp->slot, I * (size_t)n);
+    at = put(at, bp->seq_start, I * (size_t)(S + 1));
+    at = put(at, bp->table_start, I * (size_t)S);
+    at = put(at, bp->blocks, I * (size_t)T);
+    if (window) {
+        at = put(at, bp->wslot, I * (size_t)n);
+        at = put(at, bp->wtable_start, I * (size_t)S);
+        at = put(at, bp->wblocks, I * (size_t)T);
+    }
+    at = put(at, step->logit_rows, I * (size_t)step->n_logits);
+    at = put(at, step->hidden_rows, I * (size_t)step->n_hidden);
+    put(at, x, sizeof(float) * (size_t)(n * n_embd));
+    int64_t hdr[PIPE_HDR] = {[H_KIND] = MSG_STEP, [H_A] = n, [H_B] = S, [H_C] = T, [H_D] = window,
+                             [H_E] = step->n_logits, [H_F] = step->n_hidden, [H_G] = n_embd, [H_ID] = id};
+    return send_msg(p, p->rank + 1, TAG_CHAIN, hdr, p->out, bytes);
+}
+
+/* The step in p->in, described by hdr: its arrays point into p->in. */
+static hearth_status read_step(struct hearth_pipeline *p, const int64_t *hdr, int64_t n_embd,
+                               struct pipe_step *step)
+{
+    const int64_t n = hdr[H_A], S = hdr[H_B], T = hdr[H_C], nl = hdr[H_E], nh = hdr[H_F];
+    const bool window = hdr[H_D] != 0;
+    const size_t I = sizeof(int32_t);
+    if (n <= 0 || n > INT32_MAX || S <= 0 || S > n || T < 0 || nl < 0 || nl > n || nh < 0 || nh > n ||
+        hdr[H_G] != n_embd)
+        return hearth_error(HEARTH_E_FORMAT, "pipeline: rank %d sent a step that does not fit (%lld rows)",
+                            p->rank - 1, (long long)n);
+    size_t bytes = I * (size_t)(2 * n + (S + 1) + S + T + nl + nh) + sizeof(float) * (size_t)(n * n_embd);
+    if (window) bytes += I * (size_t)(n + S + T);
+    if ((int64_t)bytes != hdr[H_BYTES])
+        return hearth_error(HEARTH_E_FORMAT, "pipeline: rank %d sent a step of %lld bytes (%zu expected)",
+                            p->rank - 1, (long long)hdr[H_BYTES], bytes);
+    const int32_t *at = (const int32_t *)p->in;
+    struct batch_pos *bp = &step->bp;
+    *step = (struct pipe_step){.n_embd = n_embd};
+    bp->n_tokens = n;
+    bp->n_seqs = (int32_t)S;
+    bp->pos = at, at += n;
+    bp->slot = at, at += n;
+    bp->seq_start = at, at += S + 1;
+    bp->table_start = at, at += S;
+    bp->blocks = at, at += T;
+    if (window) {
+        bp->wslot = at, at += n;
+        bp->wtable_start = at, at += S;
+        bp->wblocks = at, at += T;
+    }
+    step->logit_rows = at, at += nl;
+    step->n_logits = (int32_t)nl;
+    step->hidden_rows = at, at += nh;
+    step->n_hidden = (int32_t)nh;
+    step->x = (const float *)at;
+    return HEARTH_OK;
+}
+
+hearth_status pipe_send_out(struct hearth_pipeline *p, const float *logits, int64_t n_logits, const float *hidden,
+                            int64_t n_hidden)
+{
+    const size_t bytes = sizeof(float) * (size_t)(n_logits + n_hidden);
+    HEARTH_TRY(grow(&p->out, &p->out_cap, bytes));
+    put(put(p->out, logits, sizeof(float) * (size_t)n_logits), hidden, sizeof(float) * (size_t)n_hidden);
+    int64_t hdr[PIPE_HDR] = {[H_KIND] = MSG_STEP, [H_A] = n_logits, [H_B] = n_hidden};
+    return send_msg(p, 0, TAG_OUT, hdr, p->out, bytes);
+}
+
+hearth_status pipe_recv_out(struct hearth_pipeline *p, float *logits, int64_t n_logits, float *hidden,
+                            int64_t n_hidden)
+{
+    int64_t hdr[PIPE_HDR];
+    HEARTH_TRY(recv_msg(p, p->size - 1, TAG_OUT, hdr, p->timeout_ms));
+    if (hdr[H_KIND] != MSG_STEP) return failure_of(p, hdr);
+    if ( hdr[H_A] != n_logits || hdr[H_B] != n_hidden ||
+        hdr[H_BYTES] != (int64_t)(sizeof(float) * (size_t)(n_logits + n_hidden)))
+        return hearth_error(HEARTH_E_INTERNAL, "pipeline: rank %d answered a step with another shape",
+                            p->size - 1);
+    if (n_logits) memcpy(logits, p->in, sizeof(float) * (size_t)n_logits);
+    if (n_hidden) memcpy(hidden, p->in + sizeof(float) * (size_t)n_logits, sizeof(float) * (size_t)n_hidden);
+    return HEARTH_OK;
+}
+
+/* ---- the other ranks ----------------------------------------------------- */
+
+/* Pass a failure on: to the next rank, or from the last to rank 0. */
+static hearth_status pass_failure(struct hearth_pipeline *p, hearth_status st, const char *text)
+{
+    int64_t hdr[PIPE_HDR] = {[H_KIND] = MSG_FAIL, [H_STATUS] = st};
+    const bool last = p->rank == p->size - 1;
+    return send_msg(p, last ? 0 : p->rank + 1, last ? TAG_OUT : TAG_CHAIN, hdr, text, strlen(text));
+}
+
+hearth_status pipe_fail(struct hearth_pipeline *p, hearth_status st)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "pipeline: rank %d: %s", p->rank, hearth_last_error() ? hearth_last_error() : "");
+    return pass_failure(p, st, text);
+}
+
+hearth_status pipe_setup_done(struct hearth_pipeline *p, const struct pipe_msg *msg)
+{
+    if (p->rank == p->size - 1) return send_kind(p, 0, TAG_OUT, MSG_SETUP);
+    int64_t hdr[PIPE_HDR];
+    setup_header(hdr, &msg->setup, msg->id);
+    return send_msg(p, p->rank + 1, TAG_CHAIN, hdr, NULL, 0);
+}
+
+hearth_status pipe_recv(struct hearth_pipeline *p, int64_t n_embd, struct pipe_msg *msg)
+{
+    for (;;) {
+        int64_t hdr[PIPE_HDR];
+        HEARTH_TRY(recv_msg(p, p->rank - 1, TAG_CHAIN, hdr, 0));
+        *msg = (struct pipe_msg){.id = (int32_t)hdr[H_ID]};
+        switch (hdr[H_KIND]) {
+        case MSG_SETUP:
+            msg->kind = PIPE_SETUP;
+            msg->setup = (struct pipe_setup){
+                .n_batch = (int32_t)hdr[H_A], .n_ctx = (int32_t)hdr[H_B], .cache_type = (hearth_type)hdr[H_C],
+                .block_tokens = (int32_t)hdr[H_D], .n_blocks = (int32_t)hdr[H_E],
+                .n_blocks_window = (int32_t)hdr[H_F], .chunk_size = (int32_t)hdr[H_G],
+            };
+            /* handed on once this rank has made its runner: a failure
+             * goes on instead */
+            return HEARTH_OK;
+        case MSG_STEP:
+            msg->kind = PIPE_STEP;
+            return read_step(p, hdr, n_embd, &msg->step);
+        case MSG_COPY:
+            msg->kind = PIPE_COPY;
+            msg->src = (int32_t)hdr[H_A];
+            msg->dst = (int32_t)hdr[H_B];
+            msg->n_rows = (int32_t)hdr[H_C];
+            msg->window = hdr[H_D] != 0;
+            break;
+        case MSG_RELEASE: msg->kind = PIPE_RELEASE; break;
+        case MSG_QUIT: msg->kind = PIPE_QUIT; break;
+        case MSG_FAIL: {
+            /* an earlier rank failed: on towards rank 0 */
+            char text[1024] = "";
+            if (hdr[H_BYTES] > 0)
+                snprintf(text, sizeof text, "%.*s", (int)HEARTH_MIN(hdr[H_BYTES], 1000), (const char *)p->in);
+            HEARTH_TRY(pass_failure(p, (hearth_status)hdr[H_STATUS], text));
+            continue;
+        }
+        default:
+            return hearth_error(HEARTH_E_FORMAT, "pipeline: rank %d sent a message of kind %lld", p->rank - 1,
+                                (long long)hdr[H_KIND]);
+        }
+        /* copies, releases and the end: on to the next rank first */
+        if (p->rank < p->size - 1) HEARTH_TRY(send_msg(p, p->rank + 1, TAG_CHAIN, hdr, NULL, 0));
+        return HEARTH_OK;
+    }
+}
