@@ -576,16 +576,16 @@ bool job_enlist(struct job *j, struct srv_error *e)
 static struct job *job_start(struct conn *cn, enum srv_kind kind, struct srv_error *e)
 {
     struct srv_server *s = cn->s;
-    if (hearth_model_is_embedding_only(s->model)) {
-        srv_fail(e, 400, "invalid_request_error", "model_not_supported", "model",
-                 "the model '%s' (%s) is an embedding model: it generates no text; use /v1/embeddings",
-                 s->cfg.alias, hearth_model_arch(s->model));
-        return NULL;
-    }
     struct job *j = job_new(cn, e);
     if (!j) return NULL;
     struct srv_model *m = j->m;
     const struct srv_loaded *l = &m->loaded;
+    if (hearth_model_is_embedding_only(l->model)) {
+        srv_fail(e, 400, "invalid_request_error", "model_not_supported", "model",
+                 "the model '%s' (%s) is an embedding model: it generates no text; use /v1/embeddings",
+                 m->alias, hearth_model_arch(l->model));
+        goto fail_early;
+    }
     struct srv_limits lim = {m->n_vocab, l->max_tokens_cap, &s->cfg.sampling, s->cfg.reasoning_budget};
     if (!srv_request_parse(kind, cn->body.p, cn->body.len, &lim, &j->req, e)) goto fail_early;
     if (kind == SRV_RESPONSES && !responses_prepare(s, j, e)) goto fail_early;
