@@ -124,6 +124,29 @@ rejected=$(metric "$tmpdir/metrics.txt" hearth_prefix_cache_disk_rejected_total)
     fail "/metrics: rejected '$rejected'"
 serve_stop corrupt "$corrupt"
 
+# a table of models: each keeps its blocks in a directory of its own,
+# and the same request to the same model is a disk hit after a restart
+table="$tmpdir/table-cache"
+serve_start table -m "one=$model" -m "two=$model" -c 512 --cache-dir "$table"
+table_pid=$pid
+body=$(printf '%s' "$body" | sed 's/"model": "m"/"model": "one"/')
+ask table-one "$port"
+serve_stop table "$table_pid"
+if [ -f "$table/one/lock" ] && [ "$(ls "$table/one" | grep -c '\.kvb$')" -gt 0 ] &&
+    ! ls "$table/two" 2>/dev/null | grep -q '\.kvb$'; then
+    pass "a table: the blocks in the directory of the model that computed them"
+else
+    fail "a table: the blocks are not in the model's own directory"; ls -R "$table" >&2
+fi
+serve_start table2 -m "one=$model" -m "two=$model" -c 512 --cache-dir "$table"
+table_pid=$pid
+ask table-again "$port"
+[ "$(field "$tmpdir/table-again.json" 'r["usage"]["prompt_tokens_details"]["hearth_disk_cached_tokens"] > 0')" = True ] &&
+    pass "a table: a disk hit after the restart" || fail "a table: no disk hit after the restart"
+cmp -s "$tmpdir/table-one.answer" "$tmpdir/table-again.answer" && pass "a table: the same answer" ||
+    fail "a table: the answers differ"
+serve_stop table2 "$table_pid"
+
 # start-up errors
 touch "$tmpdir/plain"
 expect_status 1 "a cache directory that cannot be created" -- "$HEARTH" serve -m "$model" -c 512 --port 0 \
