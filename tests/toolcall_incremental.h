@@ -58,7 +58,9 @@ static const char *tc_send(const struct srv_tool_parser *p, struct tc_sent *cont
     const struct srv_tool_calls *o = &p->out;
     if (p->content_final < *content_sent) return "content_final went back";
     if (p->content_final > o->content_len) return "content_final past the content";
-    if (!tc_sent_add(content, o->content + *content_sent, p->content_final - *content_sent)) return "out of memory";
+    /* (no content yet may be a null pointer) */
+    const size_t more = p->content_final - *content_sent;
+    if (more > 0 && !tc_sent_add(content, o->content + *content_sent, more)) return "out of memory";
     *content_sent = p->content_final;
     if (o->n < *n_sent) return "a call went away";
     if (o->n > max) return "too many calls";
