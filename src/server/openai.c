@@ -411,30 +411,32 @@ static void emit_call_args(struct job *j, size_t ci, size_t index, const char *p
 }
 
 /* Send what is known of a choice's content and calls (all of it when
- * last): the content no later text changes, each call's first chunk
- * once it has begun, then its arguments as they grow; harmony's calls
- * whole, each once the next has begun or the text has ended. */
-static void stream_tool_progress(struct job *j, size_t ci, bool last)
+ * last) to the stream's sink: the content no later text changes, each
+ * call's head once it has begun, then its arguments as they grow;
+ * harmony's calls whole, each once the next has begun or the text has
+ * ended.  The chat stream and the Responses stream (responses.c) share
+ * it. */
+void stream_calls_progress(struct job *j, size_t ci, bool last, const struct call_sink *k)
 {
     struct choice *c = &j->choices[ci];
     const struct srv_tool_parser *tp = &c->tp;
     if (tp->content_final > c->sent) {
         size_t n = tp->content_final - c->sent;
         if (!last) n = whole_chars(tp->out.content + c->sent, n);
-        if (n) emit_chunk(j, ci, tp->out.content + c->sent, n, false, NULL);
+        k->content(j, ci, tp->out.content + c->sent, n);
         c->sent += n;
     }
     const size_t limit = j->req.parallel_tool_calls ? tp->out.n : tp->out.n > 0;
     for (;;) {
-        if (c->calls_sent > 0 && c->calls_sent <= limit) {
+        if (c->calls_sent > 0 && c->calls_sent <= limit && (!k->args_open || k->args_open(j))) {
             const struct srv_tool_call *call = &tp->out.calls[c->calls_sent - 1];
             size_t n = call->arguments_len - c->args_sent;
             if (!last && c->calls_sent == tp->out.n) n = whole_chars(call->arguments + c->args_sent, n);
-            emit_call_args(j, ci, c->calls_sent - 1, call->arguments + c->args_sent, n);
+            k->args(j, ci, c->calls_sent - 1, call->arguments + c->args_sent, n);
             c->args_sent += n;
         }
         if (c->calls_sent >= limit) break;
-        emit_call_head(j, ci, c->calls_sent, &tp->out.calls[c->calls_sent]);
+        k->head(j, ci, c->calls_sent, &tp->out.calls[c->calls_sent]);
         c->calls_sent++;
         c->args_sent = 0;
     }
@@ -447,12 +449,26 @@ static void stream_tool_progress(struct job *j, size_t ci, bool last)
         struct srv_tool_calls one = {0};
         if (!hearth_reasoning_split_tool_call(c->split, c->calls_sent, &name, &args, &len) &&
             srv_tool_calls_add(&one, name, args, len)) {
-            emit_call_head(j, ci, c->calls_sent, &one.calls[0]);
-            emit_call_args(j, ci, c->calls_sent, one.calls[0].arguments, one.calls[0].arguments_len);
+            k->head(j, ci, c->calls_sent, &one.calls[0]);
+            k->args(j, ci, c->calls_sent, one.calls[0].arguments, one.calls[0].arguments_len);
+            if (k->whole) k->whole(j);
         }
         srv_tool_calls_free(&one);
         c->calls_sent++;
     }
+}
+
+/* The chat stream's content: a chunk where there is any. */
+static void emit_content(struct job *j, size_t ci, const char *p, size_t n)
+{
+    if (n) emit_chunk(j, ci, p, n, false, NULL);
+}
+
+static const struct call_sink chat_sink = {emit_content, emit_call_head, emit_call_args, NULL, NULL};
+
+static void stream_tool_progress(struct job *j, size_t ci, bool last)
+{
+    stream_calls_progress(j, ci, last, &chat_sink);
 }
 
 /* A stream's text so far: read, and what is known sent. */

@@ -511,51 +511,44 @@ static void call_delta(struct job *j, const char *text, size_t len)
     event(j, "response.function_call_arguments.delta", o);
 }
 
+/* The Responses stream as a sink of stream_calls_progress (openai.c):
+ * the content as deltas of a message, each call a function_call item
+ * with its arguments as deltas, a call sent whole closed at once. */
+static void sink_content(struct job *j, size_t ci, const char *p, size_t n)
+{
+    (void)ci;
+    message_delta(j, p, n);
+}
+
+static void sink_head(struct job *j, size_t ci, size_t index, const struct srv_tool_call *call)
+{
+    (void)ci, (void)index;
+    open_call(j, call);
+}
+
+static void sink_args(struct job *j, size_t ci, size_t index, const char *p, size_t n)
+{
+    (void)ci, (void)index;
+    call_delta(j, p, n);
+}
+
+static void sink_whole(struct job *j)
+{
+    close_item(j, "completed");
+}
+
+static bool sink_args_open(const struct job *j)
+{
+    return j->rs.open == OPEN_CALL;
+}
+
+static const struct call_sink responses_sink = {sink_content, sink_head, sink_args, sink_whole, sink_args_open};
+
 /* What is known of the answer's content and calls (all of it when
- * last): the content no later text changes as deltas of a message, each
- * call as a function_call item opened once it has begun, its arguments
- * as deltas as they grow; harmony's calls whole, each once the next has
- * begun or the text has ended (as the chat stream sends them, openai.c). */
+ * last), as the chat stream sends them. */
 static void tool_progress(struct job *j, bool last)
 {
-    struct choice *c = &j->choices[0];
-    const struct srv_tool_parser *tp = &c->tp;
-    if (tp->content_final > c->sent) {
-        size_t n = tp->content_final - c->sent;
-        if (!last) n = whole_chars(tp->out.content + c->sent, n);
-        message_delta(j, tp->out.content + c->sent, n);
-        c->sent += n;
-    }
-    const size_t limit = j->req.parallel_tool_calls ? tp->out.n : tp->out.n > 0;
-    for (;;) {
-        if (c->calls_sent > 0 && c->calls_sent <= limit && j->rs.open == OPEN_CALL) {
-            const struct srv_tool_call *call = &tp->out.calls[c->calls_sent - 1];
-            size_t n = call->arguments_len - c->args_sent;
-            if (!last && c->calls_sent == tp->out.n) n = whole_chars(call->arguments + c->args_sent, n);
-            call_delta(j, call->arguments + c->args_sent, n);
-            c->args_sent += n;
-        }
-        if (c->calls_sent >= limit) break;
-        open_call(j, &tp->out.calls[c->calls_sent]);
-        c->calls_sent++;
-        c->args_sent = 0;
-    }
-    /* harmony's: a call is whole once another has begun, or at the end */
-    size_t split_n = hearth_reasoning_split_n_tool_calls(c->split);
-    if (!last && split_n > 0) split_n--;
-    while (c->calls_sent < (j->req.parallel_tool_calls ? split_n : split_n > 0)) {
-        const char *name, *args;
-        size_t len;
-        struct srv_tool_calls one = {0};
-        if (!hearth_reasoning_split_tool_call(c->split, c->calls_sent, &name, &args, &len) &&
-            srv_tool_calls_add(&one, name, args, len)) {
-            open_call(j, &one.calls[0]);
-            call_delta(j, one.calls[0].arguments, one.calls[0].arguments_len);
-            close_item(j, "completed");
-        }
-        srv_tool_calls_free(&one);
-        c->calls_sent++;
-    }
+    stream_calls_progress(j, 0, last, &responses_sink);
 }
 
 void responses_stream_text(struct job *j)

@@ -303,6 +303,19 @@ bool reads_tool_calls(const struct job *j);
 /* How much of p[0..n) may be sent before more text comes: all but a
  * character cut off at its end. */
 size_t whole_chars(const char *p, size_t n);
+/* Where a stream's content and tool calls go (stream_calls_progress):
+ * content, a call's head (index, id, name), more of a call's
+ * arguments; after a call sent whole (harmony's), whole if not NULL;
+ * arguments go to the last call opened only while args_open (NULL:
+ * always). */
+struct call_sink {
+    void (*content)(struct job *j, size_t ci, const char *p, size_t n);
+    void (*head)(struct job *j, size_t ci, size_t index, const struct srv_tool_call *call);
+    void (*args)(struct job *j, size_t ci, size_t index, const char *p, size_t n);
+    void (*whole)(struct job *j);
+    bool (*args_open)(const struct job *j);
+};
+void stream_calls_progress(struct job *j, size_t ci, bool last, const struct call_sink *k);
 /* A stream's events (job locked). */
 void emit_chunk(struct job *j, size_t ci, const char *text, size_t len, bool role, const char *finish);
 void stream_tool_text(struct job *j, size_t ci);
