@@ -7,6 +7,7 @@
 
 #include <getopt.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +216,42 @@ START_TEST(test_help)
 }
 END_TEST
 
+/* cli_parse_size, the one reader of every option that takes a size */
+START_TEST(test_sizes)
+{
+    static const struct { const char *arg; uint64_t min, want; } good[] = {
+        {"0", 0, 0},
+        {"1", 1, 1},
+        {"4096", 1, 4096},
+        {"512M", 1, 512ull << 20},
+        {"512m", 1, 512ull << 20},
+        {"1.5G", 1, 3ull << 29},
+        {"4GiB", 1, 4ull << 30},
+        {"2KB", 1, 2048},
+        {"2kB", 1, 2048},
+        {"100B", 1, 100},
+        {"0.5K", 1, 512},
+        {"16777215T", 1, 16777215ull << 40},
+        {"18446744073709551615", 1, UINT64_MAX},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        uint64_t v = 7;
+        ck_assert_msg(cli_parse_size("test", "--size", good[i].arg, good[i].min, &v), "'%s' was refused",
+                      good[i].arg);
+        ck_assert_msg(v == good[i].want, "'%s' read as %llu, not %llu", good[i].arg, (unsigned long long)v,
+                      (unsigned long long)good[i].want);
+    }
+    static const char *const bad[] = {"", "abc", "12X", "-1", "1e3", "+5", " 5", "5 ", "5MM", "5iB", "G",
+                                      ".", "18446744073709551616", "16777216T", "99999999999999999999K",
+                                      "0", "0.0001", "nan", "inf"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint64_t v = 7;
+        ck_assert_msg(!cli_parse_size("test", "--size", bad[i], 1, &v), "'%s' was taken", bad[i]);
+        ck_assert_msg(v == 7, "a refused '%s' changed the value", bad[i]);
+    }
+}
+END_TEST
+
 static Suite *cli_sampling_suite(void)
 {
     Suite *s = suite_create("cli-sampling");
@@ -225,6 +262,7 @@ static Suite *cli_sampling_suite(void)
     tcase_add_test(tc, test_seed_chosen);
     tcase_add_test(tc, test_seed_stream);
     tcase_add_test(tc, test_help);
+    tcase_add_test(tc, test_sizes);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -66,9 +66,10 @@ bool cli_parse_long(const char *cmd, const char *opt, const char *arg,
 bool cli_parse_int(const char *cmd, const char *opt, const char *arg,
                    int min, int max, int *out);
 bool cli_parse_u64(const char *cmd, const char *opt, const char *arg, uint64_t *out);
-/* A size in bytes: an integer of at least 1, optionally followed by K, M,
- * G or T (powers of 1024). */
-bool cli_parse_size(const char *cmd, const char *opt, const char *arg, uint64_t *out);
+/* A size in bytes of at least min: a number (a fraction allowed),
+ * optionally followed by K, M, G or T (powers of 1024, either case) and B
+ * or iB.  Every option that takes a size reads it here. */
+bool cli_parse_size(const char *cmd, const char *opt, const char *arg, uint64_t min, uint64_t *out);
 bool cli_parse_float(const char *cmd, const char *opt, const char *arg,
                      double min, double max, float *out);
 

@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -153,26 +154,47 @@ bool cli_parse_u64(const char *cmd, const char *opt, const char *arg, uint64_t *
     return true;
 }
 
-bool cli_parse_size(const char *cmd, const char *opt, const char *arg, uint64_t *out)
+bool cli_parse_size(const char *cmd, const char *opt, const char *arg, uint64_t min, uint64_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = arg[0] >= '0' && arg[0] <= '9' ? strtoull(arg, &end, 10) : 0;
-    int shift = 0;
-    if (v > 0 && errno != ERANGE) {
-        static const char units[] = "KMGT";
-        const char *u = *end ? strchr(units, *end) : NULL;
-        if (u) {
-            shift = 10 * (int)(u - units + 1);
-            end++;
-        }
+    /* digits, an optional fraction, an optional unit (K, M, G, T in either
+     * case, powers of 1024) and an optional B or iB after it */
+    const char *p = arg;
+    uint64_t whole = 0;
+    bool digits = false, over = false;
+    for (; *p >= '0' && *p <= '9'; p++, digits = true) {
+        if (whole > (UINT64_MAX - (uint64_t)(*p - '0')) / 10) over = true;
+        else whole = whole * 10 + (uint64_t)(*p - '0');
     }
-    if (v == 0 || errno == ERANGE || *end != '\0' || (shift && v > (ULLONG_MAX >> shift))) {
-        cli_usage_error(cmd, "%s: expected a size of at least 1 byte (a number, optionally followed by K, M, "
-                        "G or T), got '%s'", opt, arg);
+    double frac = 0, scale = 1;
+    if (*p == '.') {
+        for (p++; *p >= '0' && *p <= '9'; p++, digits = true)
+            if (scale < 1e18) frac += (*p - '0') / (scale *= 10);
+    }
+    int shift = 0;
+    static const char units[] = "KMGT";
+    const char *u = *p ? strchr(units, toupper((unsigned char)*p)) : NULL;
+    if (u) {
+        shift = 10 * (int)(u - units + 1);
+        p++;
+        if (p[0] == 'i' && p[1] == 'B') p++;
+    }
+    if (*p == 'B') p++;
+    /* the bytes: the whole part shifted (checked against overflow), the
+     * fraction's bytes rounded down */
+    uint64_t v = 0;
+    bool ok = digits && !over && *p == '\0' && (shift == 0 || whole <= (UINT64_MAX >> shift));
+    if (ok) {
+        v = whole << shift;
+        uint64_t extra = (uint64_t)(frac * (double)((uint64_t)1 << shift));
+        ok = extra <= UINT64_MAX - v;
+        v += ok ? extra : 0;
+    }
+    if (!ok || v < min) {
+        cli_usage_error(cmd, "%s: expected a size in bytes, or with K, M, G or T (512M, 1.5G)%s, got '%s'", opt,
+                        min == 0 ? "; 0 for no bound" : "", arg);
         return false;
     }
-    *out = (uint64_t)v << shift;
+    *out = v;
     return true;
 }
 

@@ -393,31 +393,6 @@ bad:
     return false;
 }
 
-/* --max-memory: bytes, with K, M, G or T (binary); 0: no bound. */
-static bool parse_size(const char *arg, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(arg, &end);
-    if (end == arg || errno || !isfinite(v) || v < 0) goto bad;
-    double mult = 1;
-    switch (*end) {
-    case 'K': case 'k': mult = 1024.0; end++; break;
-    case 'M': case 'm': mult = 1048576.0; end++; break;
-    case 'G': case 'g': mult = 1073741824.0; end++; break;
-    case 'T': case 't': mult = 1099511627776.0; end++; break;
-    default: break;
-    }
-    if (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0) end += strlen(end);
-    if (*end || v * mult > 1e18) goto bad;
-    *out = (uint64_t)(v * mult);
-    return true;
-bad:
-    cli_usage_error(CMD, "--max-memory: '%s' is not a size (bytes, or with K, M, G or T: 512M, 4G; 0: no bound)",
-                    arg);
-    return false;
-}
-
 /* ---- loading a model ---------------------------------------------------- */
 
 /* What every load uses: the flags. */
@@ -703,7 +678,7 @@ int cmd_serve(int argc, char **argv)
             ok = parse_duration(optarg, &cfg.keep_alive_s);
             keep_alive_given = true;
             break;
-        case OPT_MAX_MEMORY: ok = parse_size(optarg, &cfg.max_memory); break;
+        case OPT_MAX_MEMORY: ok = cli_parse_size(CMD, "--max-memory", optarg, 0, &cfg.max_memory); break;
         case OPT_PARALLEL: ok = cli_parse_int(CMD, "--parallel", optarg, 1, 4096, &cfg.parallel); break;
         case OPT_KV_SIZE: ok = cli_parse_long(CMD, "--kv-size", optarg, 16, 1L << 30, &kv_size); break;
         case OPT_KV_BLOCK:
@@ -722,7 +697,7 @@ int cmd_serve(int argc, char **argv)
                 ok = false;
             }
             break;
-        case OPT_CACHE_DISK_SIZE: ok = cli_parse_size(CMD, "--cache-disk-size", optarg, &cache_disk_size); break;
+        case OPT_CACHE_DISK_SIZE: ok = cli_parse_size(CMD, "--cache-disk-size", optarg, 1, &cache_disk_size); break;
         case OPT_MAX_BODY: ok = cli_parse_long(CMD, "--max-body", optarg, 64, 1L << 30, &max_body); break;
         case OPT_MAX_TOKENS: ok = cli_parse_int(CMD, "--max-tokens", optarg, 1, 1 << 24, &max_tokens); break;
         case OPT_MAX_QUEUE: ok = cli_parse_int(CMD, "--max-queue", optarg, 0, 1 << 20, &cfg.max_queue); break;
