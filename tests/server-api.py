@@ -242,9 +242,14 @@ class Server:
         alias = ALIAS
         if "-m" in self.cmd[3:]:   # a model of its own: named after its file
             alias = os.path.basename(self.cmd[self.cmd.index("-m", 3) + 1]).removesuffix(".gguf")
+        # The server turns /health to 200, then prints its ready line: on a
+        # busy machine the line may reach the reader thread a moment later.
         with self.cond:
-            ready_line = any(re.search(r"hearth: serve: ready: model " + re.escape(alias) + r"\b", l)
-                             for l in self.lines)
+            ready_line = self.cond.wait_for(
+                lambda: any(re.search(r"hearth: serve: ready: model " + re.escape(alias) + r"\b", l)
+                            for l in self.lines) or self.eof, timeout=STARTUP)
+            ready_line = ready_line and any(
+                re.search(r"hearth: serve: ready: model " + re.escape(alias) + r"\b", l) for l in self.lines)
         check(ready_line, f"{self.name}: stderr has a 'ready: model {alias}' line", self.log(5))
         self.ready = True
 
