@@ -19,6 +19,21 @@
 #define ck_assert_msg(expr, ...) \
     ((expr) ? (void)0 : _ck_assert_failed(__FILE__, __LINE__, "Assertion '" #expr "' failed", ##__VA_ARGS__))
 
+/* 1 in a build with AddressSanitizer (configure --enable-sanitizers), where
+ * code runs many times slower: a test that repeats the same host code over
+ * many inputs (model files of every type) may run a subset there and say
+ * so; the plain make check runs them all. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_UNDER_SANITIZERS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_UNDER_SANITIZERS 1
+#endif
+#endif
+#ifndef TEST_UNDER_SANITIZERS
+#define TEST_UNDER_SANITIZERS 0
+#endif
+
 /* The shared data directory ($HEARTH_TEST_DATA), or NULL when it is
  * missing.  The result is a static buffer. */
 const char *test_data_dir(void);
