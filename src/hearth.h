@@ -1403,9 +1403,11 @@ typedef struct hearth_engine_stats {
                                 * 0: not known, not checked */
     /* The prefix cache's disk tier (hearth_engine_params.cache_dir), all 0
      * without one: blocks read back (also counted in prefix_hits),
-     * blocks written, files found invalid and removed, blocks not
-     * written because the writer's queue was full, writes that failed,
-     * files removed for the size bound, and what the directory holds */
+     * blocks written, files found invalid and removed, files (blocks or
+     * snapshots) not written because the writer's queue was full, writes
+     * that failed, files removed for the size bound, what the directory
+     * holds (block and snapshot files), and a recurrent model's state
+     * snapshots read back and written */
     uint64_t disk_hits;
     uint64_t disk_writes;
     uint64_t disk_rejected;
@@ -1414,6 +1416,8 @@ typedef struct hearth_engine_stats {
     uint64_t disk_evictions;
     uint64_t disk_bytes;
     uint64_t disk_files;
+    uint64_t disk_snapshot_hits;
+    uint64_t disk_snapshot_writes;
 } hearth_engine_stats;
 
 void hearth_engine_get_stats(hearth_engine *engine, hearth_engine_stats *out);
