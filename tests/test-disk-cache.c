@@ -23,7 +23,8 @@
  *   and RWKV-6 time mixing on a Qwen2 body) a new engine resumes from
  *   the prompt's snapshot file, with the same bits as an engine without
  *   the disk tier; a corrupt snapshot file is rejected and the prompt
- *   computed, with the same bits again.
+ *   computed, with the same bits again.  An engine the disk tier cannot
+ *   serve (no prefix cache) is refused with the reason.
  */
 #include "internal.h"
 
@@ -795,6 +796,27 @@ START_TEST(test_engine_rwkv6qwen2)
 }
 END_TEST
 
+/* What the disk tier cannot serve is refused, and says why: here, an
+ * engine without the prefix cache. */
+START_TEST(test_engine_unsupported)
+{
+    if (!test_require_data()) return;
+    hearth_model *m = test_load_model("micro-rwkv6-f32.gguf");
+    char *dir = temp_dir();
+    hearth_engine_params p;
+    hearth_engine_default_params(&p);
+    p.n_ctx = 64;
+    p.no_prefix_cache = true;
+    p.cache_dir = dir;
+    hearth_engine *e = NULL;
+    ck_assert_int_eq(hearth_engine_new(m, &p, &e), HEARTH_E_UNSUPPORTED);
+    ck_assert_ptr_null(e);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "without the prefix cache"));
+    remove_dir(dir);
+    hearth_model_free(m);
+}
+END_TEST
+
 static Suite *disk_cache_suite(void)
 {
     Suite *s = suite_create("disk-cache");
@@ -816,6 +838,7 @@ static Suite *disk_cache_suite(void)
     tcase_add_test(te, test_engine_restart);
     tcase_add_test(te, test_engine_rwkv6);
     tcase_add_test(te, test_engine_rwkv6qwen2);
+    tcase_add_test(te, test_engine_unsupported);
     suite_add_tcase(s, te);
     return s;
 }
