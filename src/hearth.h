@@ -1122,16 +1122,19 @@ typedef struct hearth_engine_params {
                              * keeps its full blocks across restarts (the
                              * disk tier): written behind by a thread of
                              * the engine as blocks fill, read back when a
-                             * prompt's block is not in the pool.  Created
-                             * when missing (one level); locked, so that
-                             * one engine at a time uses it.  Attention
-                             * models with every layer on the host, no
-                             * window space and no prediction layer;
-                             * HEARTH_E_UNSUPPORTED otherwise, HEARTH_E_IO
-                             * when the directory cannot be created,
-                             * written or locked.  The string must outlive
-                             * hearth_engine_new() only */
-    uint64_t cache_disk_bytes; /* the most the disk tier's block files take;
+                             * prompt's block is not in the pool; and for
+                             * a recurrent or hybrid model the state
+                             * snapshots a prompt resumes from, the same
+                             * way.  Created when missing (one level);
+                             * locked, so that one engine at a time uses
+                             * it.  Every layer on the host, no window
+                             * space, and a prediction layer only on a
+                             * recurrent model (its input goes with the
+                             * snapshots); HEARTH_E_UNSUPPORTED otherwise,
+                             * HEARTH_E_IO when the directory cannot be
+                             * created, written or locked.  The string
+                             * must outlive hearth_engine_new() only */
+    uint64_t cache_disk_bytes; /* the most the disk tier's files take;
                              * the least recently written or read go first.
                              * 0: 1 GiB */
 } hearth_engine_params;
@@ -1403,9 +1406,11 @@ typedef struct hearth_engine_stats {
                                 * 0: not known, not checked */
     /* The prefix cache's disk tier (hearth_engine_params.cache_dir), all 0
      * without one: blocks read back (also counted in prefix_hits),
-     * blocks written, files found invalid and removed, blocks not
-     * written because the writer's queue was full, writes that failed,
-     * files removed for the size bound, and what the directory holds */
+     * blocks written, files found invalid and removed, files (blocks or
+     * snapshots) not written because the writer's queue was full, writes
+     * that failed, files removed for the size bound, what the directory
+     * holds (block and snapshot files), and a recurrent model's state
+     * snapshots read back and written */
     uint64_t disk_hits;
     uint64_t disk_writes;
     uint64_t disk_rejected;
@@ -1414,6 +1419,8 @@ typedef struct hearth_engine_stats {
     uint64_t disk_evictions;
     uint64_t disk_bytes;
     uint64_t disk_files;
+    uint64_t disk_snapshot_hits;
+    uint64_t disk_snapshot_writes;
 } hearth_engine_stats;
 
 void hearth_engine_get_stats(hearth_engine *engine, hearth_engine_stats *out);

@@ -6,11 +6,15 @@
 # stops, a new server on the directory answers the prompt from disk
 # (its usage and /metrics count the disk hits) with the same text and
 # logprobs as when computed; with the files corrupted, a new server
-# rejects them and still answers the same.  A directory that cannot be
-# created and bad sizes are start-up errors.  Skipped when hearth has no
+# rejects them and still answers the same.  The same for recurrent
+# models, whose prompts resume from the state snapshot kept at their
+# last block boundary: RWKV-6, and a hybrid Qwen3.5 with a prediction
+# layer (written by tools/gen-model) whose snapshot carries that layer's
+# input; a corrupt snapshot file is rejected and the prompt computed.
+# A directory that cannot be created and bad sizes are start-up errors.  Skipped when hearth has no
 # serve command or python3 is missing, unless CI is set.
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
-require_data models/stories260K.gguf
+require_data models/stories260K.gguf models/micro-rwkv6-f32.gguf
 command -v python3 >/dev/null 2>&1 || unavailable "python3 is not installed"
 "$HEARTH" serve --help 2>&1 | grep -qi 'no HTTP server' && unavailable "hearth serve is not available"
 
@@ -123,6 +127,62 @@ rejected=$(metric "$tmpdir/metrics.txt" hearth_prefix_cache_disk_rejected_total)
 [ -n "$rejected" ] && [ "$rejected" -gt 0 ] && pass "/metrics: $rejected files rejected" ||
     fail "/metrics: rejected '$rejected'"
 serve_stop corrupt "$corrupt"
+
+# recurrent models: the prompt's state snapshot is a file too, and a
+# restarted server resumes from it with the same answer
+gen="${HEARTH_BUILDDIR:-.}/tools/gen-model"
+hybrid="$tmpdir/micro-qwen35.gguf"
+if ! "$gen" --shape micro-qwen35 --type F32 --threads 2 --mtp-layers 1 "$hybrid" 2>"$tmpdir/gen-err"; then
+    sed 's/^/  stderr: /' "$tmpdir/gen-err" >&2
+    fail "gen-model writes micro-qwen35"
+    hybrid=
+fi
+for rec in "$HEARTH_TEST_DATA/models/micro-rwkv6-f32.gguf" $hybrid; do
+    mname=$(basename "$rec" .gguf)
+    dir="$tmpdir/cache-$mname"
+    serve_start "$mname" -m "$rec" -c 2048 --cache-dir "$dir"
+    rec_pid=$pid
+    ask "$mname-computed" "$port"
+    [ "$(field "$tmpdir/$mname-computed.json" 'r["usage"]["prompt_tokens_details"]["cached_tokens"]')" = 0 ] ||
+        fail "$mname: the first request is not computed"
+    serve_stop "$mname" "$rec_pid"
+    n_states=$(ls "$dir" | grep -c '\.rss$')
+    [ "$n_states" -gt 0 ] && pass "$mname: the prompt's snapshot is on disk ($n_states files)" ||
+        { fail "$mname: no snapshot file in the directory"; ls "$dir" >&2; }
+    serve_start "$mname-restarted" -m "$rec" -c 2048 --cache-dir "$dir"
+    rec_pid=$pid
+    ask "$mname-disk" "$port"
+    cmp -s "$tmpdir/$mname-computed.answer" "$tmpdir/$mname-disk.answer" &&
+        pass "$mname: after the restart, the same text and logprobs as computed" ||
+        fail "$mname: after the restart, the text or logprobs differ"
+    disk_tokens=$(field "$tmpdir/$mname-disk.json" 'r["usage"]["prompt_tokens_details"]["hearth_disk_cached_tokens"]')
+    cached_tokens=$(field "$tmpdir/$mname-disk.json" 'r["usage"]["prompt_tokens_details"]["cached_tokens"]')
+    [ "$disk_tokens" -gt 0 ] && [ "$disk_tokens" = "$cached_tokens" ] &&
+        pass "$mname: after the restart, $disk_tokens prompt tokens resumed from disk" ||
+        fail "$mname: after the restart, $disk_tokens tokens from disk, $cached_tokens cached"
+    http "$port" GET /metrics >"$tmpdir/metrics.txt"
+    hits=$(metric "$tmpdir/metrics.txt" hearth_prefix_cache_disk_snapshot_hits_total)
+    [ "$hits" = 1 ] && pass "$mname: /metrics: a snapshot read from disk" ||
+        fail "$mname: /metrics: snapshot hits '$hits'"
+    serve_stop "$mname-restarted" "$rec_pid"
+    for f in "$dir"/*.rss; do
+        python3 -c 'import sys
+p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[-100] ^= 0x20; open(p, "wb").write(b)' "$f"
+    done
+    serve_start "$mname-corrupt" -m "$rec" -c 2048 --cache-dir "$dir"
+    rec_pid=$pid
+    ask "$mname-corrupted" "$port"
+    cmp -s "$tmpdir/$mname-computed.answer" "$tmpdir/$mname-corrupted.answer" &&
+        pass "$mname: corrupt snapshot: the same answer, computed" ||
+        fail "$mname: corrupt snapshot: the text or logprobs differ"
+    [ "$(field "$tmpdir/$mname-corrupted.json" 'r["usage"]["prompt_tokens_details"]["cached_tokens"]')" = 0 ] &&
+        pass "$mname: corrupt snapshot: nothing resumed" || fail "$mname: corrupt snapshot: something was resumed"
+    http "$port" GET /metrics >"$tmpdir/metrics.txt"
+    rejected=$(metric "$tmpdir/metrics.txt" hearth_prefix_cache_disk_rejected_total)
+    [ -n "$rejected" ] && [ "$rejected" -gt 0 ] && pass "$mname: corrupt snapshot rejected" ||
+        fail "$mname: rejected '$rejected'"
+    serve_stop "$mname-corrupt" "$rec_pid"
+done
 
 # a table of models: each keeps its blocks in a directory of its own,
 # and the same request to the same model is a disk hit after a restart

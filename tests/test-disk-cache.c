@@ -13,10 +13,18 @@
  *   writer left is removed at open; the size bound removes the least
  *   recently written or read files first; a second open of a directory
  *   in use and a directory that cannot be created are refused.
+ * - The snapshot files: the same for a recurrent state's file (its
+ *   positions, its state layout, its last block); a directory keeps them
+ *   beside the blocks, under one size bound, and rejects a corrupt one.
  * - The engine: a prompt computed by one engine is read back from disk
  *   by a new engine on the same directory, counted as disk hits and in
  *   the request's n_cached_disk, and its logits are the same bits as
- *   when computed and as from the pool.
+ *   when computed and as from the pool.  For recurrent models (RWKV-6,
+ *   and RWKV-6 time mixing on a Qwen2 body) a new engine resumes from
+ *   the prompt's snapshot file, with the same bits as an engine without
+ *   the disk tier; a corrupt snapshot file is rejected and the prompt
+ *   computed, with the same bits again.  An engine the disk tier cannot
+ *   serve (no prefix cache) is refused with the reason.
  */
 #include "internal.h"
 
@@ -210,7 +218,7 @@ static int count_named(const char *dir, const char *prefix)
 static struct disk_cache *open_dir(const char *dir, uint64_t max_bytes, const struct disk_layout *l)
 {
     struct disk_cache *dc;
-    hearth_status st = disk_cache_open(dir, max_bytes, 1 << 20, l, &dc);
+    hearth_status st = disk_cache_open(dir, max_bytes, 1 << 20, l, NULL, &dc);
     ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
     return dc;
 }
@@ -350,7 +358,7 @@ START_TEST(test_dir_lock_and_errors)
     struct disk_cache *dc = open_dir(dir, 1 << 20, &l);
     ck_assert(!exists(tmp));
     struct disk_cache *second = NULL;
-    ck_assert_int_eq(disk_cache_open(dir, 1 << 20, 1 << 20, &l, &second), HEARTH_E_IO);
+    ck_assert_int_eq(disk_cache_open(dir, 1 << 20, 1 << 20, &l, NULL, &second), HEARTH_E_IO);
     ck_assert_ptr_null(second);
     ck_assert_ptr_nonnull(strstr(hearth_last_error(), "in use by another process"));
     disk_cache_close(dc);
@@ -360,8 +368,178 @@ START_TEST(test_dir_lock_and_errors)
     /* under a regular file: cannot be created */
     char bad[4400];
     snprintf(bad, sizeof bad, "%s/lock/sub", dir);
-    ck_assert_int_eq(disk_cache_open(bad, 1 << 20, 1 << 20, &l, &second), HEARTH_E_IO);
+    ck_assert_int_eq(disk_cache_open(bad, 1 << 20, 1 << 20, &l, NULL, &second), HEARTH_E_IO);
     ck_assert_ptr_nonnull(strstr(hearth_last_error(), "cannot create the cache directory"));
+    remove_dir(dir);
+}
+END_TEST
+
+/* ---- the snapshot files ------------------------------------------------------------------- */
+
+static struct disk_state_layout state_layout(uint64_t identity)
+{
+    struct disk_state_layout l = {
+        .identity = identity,
+        .block_tokens = B,
+        .n_layer = 4,
+        .n_state_layers = 3,
+        .layer_floats = 40,
+        .hidden_floats = 8,
+        .payload_bytes = 4 * (3 * 40 + 8),
+    };
+    return l;
+}
+
+/* A snapshot file of l after n_pos positions, its last block's tokens
+ * and its payload seeded by seed. */
+static uint8_t *make_state(const struct disk_state_layout *l, uint64_t parent, uint64_t hash, uint32_t n_pos,
+                           int32_t *tokens, uint32_t seed)
+{
+    for (int32_t i = 0; i < B; i++) tokens[i] = (int32_t)(seed * 100 + (uint32_t)i);
+    uint8_t *file = test_malloc(disk_state_file_bytes(l));
+    test_rng rng;
+    test_rng_seed(&rng, seed);
+    for (size_t i = 0; i < l->payload_bytes; i++)
+        file[disk_state_header_bytes(l) + i] = (uint8_t)test_rng_next(&rng);
+    disk_state_seal(l, parent, hash, n_pos, tokens, file);
+    return file;
+}
+
+START_TEST(test_state_format)
+{
+    const struct disk_state_layout l = state_layout(0x4321);
+    int32_t tokens[B];
+    uint8_t *file = make_state(&l, 7, 8, 3 * B, tokens, 4);
+    const size_t n = disk_state_file_bytes(&l), hb = disk_state_header_bytes(&l);
+    ck_assert_uint_eq(hb, 84 + 4 * B + 32);
+    ck_assert_int_eq(memcmp(file, "HEARTHRS", 8), 0);
+    ck_assert_ptr_null(disk_state_check(&l, 7, 8, 3 * B, tokens, file, n));
+    static const struct {
+        size_t offset;
+        const char *why;
+    } fields[] = {
+        {0, "magic"},          {8, "version"},       {12, "header size"},    {16, "identity"},
+        {24, "block tokens"},  {28, "layers"},       {32, "state layers"},   {36, "positions"},
+        {40, "layer floats"},  {48, "hidden floats"}, {56, "payload size"},  {64, "parent hash"},
+        {72, "hash"},          {80, "reserved"},     {84, "tokens"},         {84 + 4 * B - 1, "tokens"},
+    };
+    for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
+        file[fields[f].offset] ^= 0x10;
+        const char *why = disk_state_check(&l, 7, 8, 3 * B, tokens, file, n);
+        ck_assert_msg(why && strcmp(why, fields[f].why) == 0, "offset %zu: '%s', expected '%s'", fields[f].offset,
+                      why ? why : "(valid)", fields[f].why);
+        file[fields[f].offset] ^= 0x10;
+    }
+    const size_t sums[] = {hb - 32, hb - 1, hb, n - 1};
+    for (size_t k = 0; k < sizeof sums / sizeof sums[0]; k++) {
+        file[sums[k]] ^= 0x01;
+        const char *why = disk_state_check(&l, 7, 8, 3 * B, tokens, file, n);
+        ck_assert_msg(why && strcmp(why, "checksum") == 0, "byte %zu: '%s'", sums[k], why ? why : "(valid)");
+        file[sums[k]] ^= 0x01;
+    }
+    ck_assert_str_eq(disk_state_check(&l, 7, 8, 3 * B, tokens, file, n - 1), "truncated");
+    ck_assert_str_eq(disk_state_check(&l, 7, 8, 3 * B, tokens, file, 50), "truncated header");
+    /* a block file is not a snapshot file, nor the other way round */
+    const struct disk_layout bl = layout(0x4321);
+    ck_assert_str_eq(disk_file_check(&bl, 7, 8, tokens, file, n), "magic");
+    /* another snapshot: other positions, another block, another engine */
+    ck_assert_str_eq(disk_state_check(&l, 7, 8, 2 * B, tokens, file, n), "positions");
+    ck_assert_str_eq(disk_state_check(&l, 6, 8, 3 * B, tokens, file, n), "parent hash");
+    ck_assert_str_eq(disk_state_check(&l, 7, 9, 3 * B, tokens, file, n), "hash");
+    struct disk_state_layout other = state_layout(0x4322);
+    ck_assert_str_eq(disk_state_check(&other, 7, 8, 3 * B, tokens, file, n), "identity");
+    other = state_layout(0x4321);
+    other.hidden_floats = 0;
+    other.payload_bytes = 4 * 3 * 40;
+    ck_assert_str_eq(disk_state_check(&other, 7, 8, 3 * B, tokens, file, n), "hidden floats");
+    tokens[3]++;
+    ck_assert_str_eq(disk_state_check(&l, 7, 8, 3 * B, tokens, file, n), "tokens");
+    free(file);
+}
+END_TEST
+
+static const char *state_file_of(const char *dir, uint64_t hash, uint32_t n_pos)
+{
+    static char path[4400];
+    snprintf(path, sizeof path, "%s/%016llx-%08x.rss", dir, (unsigned long long)hash, n_pos);
+    return path;
+}
+
+/* Queue snapshot `seed` (parent seed - 1, hash seed, seed blocks) for writing. */
+static void put_state(struct disk_cache *dc, const struct disk_state_layout *l, uint32_t seed)
+{
+    int32_t tokens[B];
+    uint8_t *file = make_state(l, seed - 1, seed, seed * B, tokens, seed);
+    ck_assert(disk_cache_wants_state(dc, seed, seed * B));
+    disk_cache_put_state(dc, seed - 1, seed, seed * B, tokens, file);
+    ck_assert(!disk_cache_wants_state(dc, seed, seed * B));
+}
+
+static bool get_state(struct disk_cache *dc, const struct disk_state_layout *l, uint32_t seed)
+{
+    int32_t tokens[B];
+    uint8_t *want = make_state(l, seed - 1, seed, seed * B, tokens, seed);
+    const uint8_t *got = disk_cache_get_state(dc, seed - 1, seed, seed * B, tokens);
+    const bool ok = got && memcmp(got, want + disk_state_header_bytes(l), l->payload_bytes) == 0;
+    ck_assert(!got || ok);
+    free(want);
+    return ok;
+}
+
+/* Snapshots beside blocks of the same hash: both written and read back
+ * after a reopen; one size bound over both; a corrupt snapshot removed. */
+START_TEST(test_dir_states)
+{
+    char *dir = temp_dir();
+    const struct disk_layout l = layout(0x99);
+    const struct disk_state_layout sl = state_layout(0x99);
+    struct disk_cache *dc;
+    ck_assert_int_eq(disk_cache_open(dir, 1 << 20, 1 << 20, &l, &sl, &dc), HEARTH_OK);
+    put_block(dc, &l, 3);
+    put_state(dc, &sl, 3);
+    put_state(dc, &sl, 4);
+    disk_cache_close(dc);
+    ck_assert(exists(file_of(dir, 3)) && exists(state_file_of(dir, 3, 3 * B)) && exists(state_file_of(dir, 4, 4 * B)));
+    ck_assert_int_eq(count_named(dir, ".tmp-"), 0);
+    ck_assert_int_eq(disk_cache_open(dir, 1 << 20, 1 << 20, &l, &sl, &dc), HEARTH_OK);
+    struct disk_cache_counts c;
+    disk_cache_counts(dc, &c);
+    ck_assert_uint_eq(c.files, 3);
+    ck_assert_uint_eq(c.bytes, disk_file_bytes(&l) + 2 * disk_state_file_bytes(&sl));
+    ck_assert(get_block(dc, &l, 3));
+    ck_assert(get_state(dc, &sl, 3));
+    ck_assert(!get_state(dc, &sl, 5));
+    /* the same hash at other positions is another snapshot */
+    int32_t tokens[B];
+    uint8_t *want = make_state(&sl, 2, 3, 3 * B, tokens, 3);
+    ck_assert_ptr_null(disk_cache_get_state(dc, 2, 3, 2 * B, tokens));
+    free(want);
+    disk_cache_counts(dc, &c);
+    ck_assert_uint_eq(c.hits, 1);
+    ck_assert_uint_eq(c.state_hits, 1);
+    ck_assert_uint_eq(c.rejected, 0);
+    disk_cache_close(dc);
+    /* snapshot 4 with a flipped payload byte: rejected, removed */
+    FILE *f = fopen(state_file_of(dir, 4, 4 * B), "r+b");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fseek(f, (long)disk_state_header_bytes(&sl) + 9, SEEK_SET), 0);
+    const int ch = fgetc(f);
+    ck_assert_int_eq(fseek(f, (long)disk_state_header_bytes(&sl) + 9, SEEK_SET), 0);
+    fputc(ch ^ 0x04, f);
+    fclose(f);
+    ck_assert_int_eq(disk_cache_open(dir, 1 << 20, 1 << 20, &l, &sl, &dc), HEARTH_OK);
+    ck_assert(!get_state(dc, &sl, 4));
+    ck_assert(!exists(state_file_of(dir, 4, 4 * B)));
+    disk_cache_counts(dc, &c);
+    ck_assert_uint_eq(c.rejected, 1);
+    disk_cache_close(dc);
+    /* a bound of one snapshot file: the oldest files go, whatever kind */
+    set_age(dir, 3, 20);
+    ck_assert_int_eq(utimensat(AT_FDCWD, state_file_of(dir, 3, 3 * B), NULL, 0), 0);
+    ck_assert_int_eq(disk_cache_open(dir, disk_state_file_bytes(&sl), 1 << 20, &l, &sl, &dc), HEARTH_OK);
+    disk_cache_close(dc);
+    ck_assert(!exists(file_of(dir, 3)));
+    ck_assert(exists(state_file_of(dir, 3, 3 * B)));
     remove_dir(dir);
 }
 END_TEST
@@ -389,6 +567,7 @@ static void on_event(void *user, const hearth_event *ev)
     if (ev->finish != HEARTH_FINISH_NONE) r->stats = *ev->stats;
 }
 
+/* An engine on m, with the disk tier in dir (NULL: none). */
 static hearth_engine *engine_on(const hearth_model *m, const char *dir)
 {
     hearth_engine_params p;
@@ -495,7 +674,130 @@ START_TEST(test_engine_restart)
 }
 END_TEST
 
-/* A recurrent model's blocks hold no rows: the disk tier is refused. */
+/* The names in dir that end with suffix. */
+static int count_suffix(const char *dir, const char *suffix)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        const size_t len = strlen(de->d_name), sl = strlen(suffix);
+        n += len >= sl && strcmp(de->d_name + len - sl, suffix) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Flip one payload byte of every snapshot file in dir. */
+static void corrupt_states(const char *dir)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *de;
+    char path[4400];
+    while ((de = readdir(d)) != NULL) {
+        const size_t len = strlen(de->d_name);
+        if (len < 4 || strcmp(de->d_name + len - 4, ".rss") != 0) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        FILE *f = fopen(path, "r+b");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_int_eq(fseek(f, -17, SEEK_END), 0);
+        const int ch = fgetc(f);
+        ck_assert_int_eq(fseek(f, -17, SEEK_END), 0);
+        fputc(ch ^ 0x08, f);
+        fclose(f);
+    }
+    closedir(d);
+}
+
+/* A recurrent model: the prompt's state at its last block boundary is
+ * written as a snapshot file beside its blocks; a new engine resumes
+ * from it with the bits of an engine without the disk tier; a corrupt
+ * snapshot file is rejected and the prompt computed. */
+static void recurrent_restart(const char *model)
+{
+    hearth_model *m = test_load_model(model);
+    char *dir = temp_dir();
+    int32_t prompt[100];
+    test_rng rng;
+    test_rng_seed(&rng, 7);
+    prompt[0] = 1;
+    for (int32_t i = 1; i < 100; i++) prompt[i] = (int32_t)(3 + test_rng_next(&rng) % 500);
+
+    hearth_engine *e = engine_on(m, NULL);
+    const struct run reference = generate(e, m, prompt, 100);
+    hearth_engine_free(e);
+
+    e = engine_on(m, dir);
+    const struct run computed = generate(e, m, prompt, 100);
+    ck_assert_int_eq(computed.stats.n_cached, 0);
+    same_run(&reference, &computed);
+    hearth_engine_free(e); /* the queued files are written */
+    ck_assert_int_ge(count_suffix(dir, ".kvb"), 6);
+    /* the prompt's (96 positions) and the generation's last boundary (96 + 16 = 112 > 107: none) */
+    ck_assert_int_eq(count_suffix(dir, ".rss"), 1);
+
+    e = engine_on(m, dir);
+    const struct run disk = generate(e, m, prompt, 100);
+    ck_assert_int_eq(disk.stats.n_cached, 96);
+    ck_assert_int_eq(disk.stats.n_cached_disk, 96);
+    hearth_engine_stats st;
+    hearth_engine_get_stats(e, &st);
+    ck_assert_uint_eq(st.disk_rejected, 0);
+    ck_assert_uint_eq(st.disk_snapshot_hits, 1);
+    same_run(&reference, &disk);
+    hearth_engine_free(e);
+
+    /* a longer prompt on the same prefix resumes there too */
+    int32_t longer[140];
+    memcpy(longer, prompt, sizeof prompt);
+    for (int32_t i = 100; i < 140; i++) longer[i] = (int32_t)(3 + test_rng_next(&rng) % 500);
+    e = engine_on(m, NULL);
+    const struct run longer_ref = generate(e, m, longer, 140);
+    hearth_engine_free(e);
+    e = engine_on(m, dir);
+    const struct run longer_disk = generate(e, m, longer, 140);
+    ck_assert_int_eq(longer_disk.stats.n_cached_disk, 96);
+    same_run(&longer_ref, &longer_disk);
+    hearth_engine_free(e);
+
+    /* every snapshot file corrupted: rejected and removed, the prompt computed */
+    corrupt_states(dir);
+    e = engine_on(m, dir);
+    const struct run corrupt = generate(e, m, prompt, 100);
+    ck_assert_int_eq(corrupt.stats.n_cached, 0);
+    ck_assert_int_eq(corrupt.stats.n_cached_disk, 0);
+    hearth_engine_get_stats(e, &st);
+    ck_assert_uint_ge(st.disk_rejected, 1);
+    same_run(&reference, &corrupt);
+    hearth_engine_free(e);
+    /* and written again, good */
+    e = engine_on(m, dir);
+    const struct run again = generate(e, m, prompt, 100);
+    ck_assert_int_eq(again.stats.n_cached_disk, 96);
+    same_run(&reference, &again);
+    hearth_engine_free(e);
+    remove_dir(dir);
+    hearth_model_free(m);
+}
+
+START_TEST(test_engine_rwkv6)
+{
+    if (!test_require_data()) return;
+    recurrent_restart("micro-rwkv6-f32.gguf");
+}
+END_TEST
+
+START_TEST(test_engine_rwkv6qwen2)
+{
+    if (!test_require_data()) return;
+    recurrent_restart("micro-rwkv6qwen2-f32.gguf");
+}
+END_TEST
+
+/* What the disk tier cannot serve is refused, and says why: here, an
+ * engine without the prefix cache. */
 START_TEST(test_engine_unsupported)
 {
     if (!test_require_data()) return;
@@ -504,10 +806,12 @@ START_TEST(test_engine_unsupported)
     hearth_engine_params p;
     hearth_engine_default_params(&p);
     p.n_ctx = 64;
+    p.no_prefix_cache = true;
     p.cache_dir = dir;
     hearth_engine *e = NULL;
     ck_assert_int_eq(hearth_engine_new(m, &p, &e), HEARTH_E_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "recurrent"));
+    ck_assert_ptr_null(e);
+    ck_assert_ptr_nonnull(strstr(hearth_last_error(), "without the prefix cache"));
     remove_dir(dir);
     hearth_model_free(m);
 }
@@ -520,16 +824,20 @@ static Suite *disk_cache_suite(void)
     tcase_add_test(tc, test_format_round_trip);
     tcase_add_test(tc, test_format_corruption);
     tcase_add_test(tc, test_format_foreign);
+    tcase_add_test(tc, test_state_format);
     suite_add_tcase(s, tc);
     TCase *td = tcase_create("directory");
     tcase_add_test(td, test_dir_round_trip);
     tcase_add_test(td, test_dir_invalid_files);
     tcase_add_test(td, test_dir_size_bound);
     tcase_add_test(td, test_dir_lock_and_errors);
+    tcase_add_test(td, test_dir_states);
     suite_add_tcase(s, td);
     TCase *te = tcase_create("engine");
     tcase_set_timeout(te, 300);
     tcase_add_test(te, test_engine_restart);
+    tcase_add_test(te, test_engine_rwkv6);
+    tcase_add_test(te, test_engine_rwkv6qwen2);
     tcase_add_test(te, test_engine_unsupported);
     suite_add_tcase(s, te);
     return s;

@@ -209,20 +209,28 @@ static hearth_status check_draft(const hearth_model *model, const hearth_model *
 }
 
 /* The prefix cache's disk tier, for an engine whose blocks hold every
- * layer's keys and values on the host: a recurrent state, a window
- * space, offloaded layers or a prediction layer's hidden states would
- * each need more in a file than a block's rows. */
+ * layer's keys and values on the host and, for a recurrent or hybrid
+ * model, whose snapshots hold every recurrent layer's state: a window
+ * space, layers offloaded to a device (or another rank's) and a
+ * prediction layer's hidden state of each block would each need more in
+ * a file than a block's rows (a snapshot carries its own). */
 static hearth_status open_disk_tier(hearth_engine *e)
 {
     const hearth_engine_params *p = &e->params;
     const struct kv_cache *kv = runner_kv(e->runner);
+    const struct rstate *rs = runner_rstate(e->runner);
     const char *why = NULL;
     if (p->no_prefix_cache) why = "without the prefix cache";
-    else if (runner_rstate(e->runner)) why = "for a recurrent model";
     else if (e->wpool) why = "with a pool of its own for the sliding layers (swa_full keeps them with the others)";
-    else if (p->mtp) why = "with multi-token prediction";
-    for (int32_t il = 0; !why && il < kv->n_layer; il++)
-        if (!kv->layers[il].k) why = "with layers offloaded to a device";
+    else if (p->mtp && !e->snaps)
+        why = "with multi-token prediction on a model without a recurrent state (the prediction layer's input "
+              "at each block is not written)";
+    /* a recurrent model runs on the CPU alone, in one process (offload.c,
+     * model.c): the layers without keys are those that keep a state */
+    for (int32_t il = 0; !why && !rs && il < kv->n_layer; il++)
+        if (!kv->layers[il].k)
+            why = "with layers whose keys and values are not in this process's memory (offloaded to a device, "
+                  "or another rank's)";
     if (why)
         return hearth_error(HEARTH_E_UNSUPPORTED, "the prefix cache's disk tier (cache directory %s) is not "
                             "supported %s", p->cache_dir, why);
@@ -235,11 +243,25 @@ static hearth_status open_disk_tier(hearth_engine *e)
         .row_bytes = kv->row_bytes,
         .payload_bytes = kv_cache_block_save_bytes(kv),
     };
+    struct disk_state_layout sl = {0};
+    if (e->snaps) {
+        const size_t E = e->snap_h ? (size_t)hearth_model_n_embd(e->model) : 0;
+        sl = (struct disk_state_layout){
+            .identity = e->identity,
+            .block_tokens = (uint32_t)e->B,
+            .n_layer = (uint32_t)rs->n_layer,
+            .n_state_layers = (uint32_t)rs->n_state_layers,
+            .layer_floats = rs->layer_floats,
+            .hidden_floats = E,
+            .payload_bytes = rstate_bytes_per_seq(rs) + E * sizeof(float),
+        };
+    }
     const uint64_t max_bytes = p->cache_disk_bytes ? p->cache_disk_bytes : (uint64_t)1 << 30;
     /* the writer's queue: blocks copied out of the pool and not yet
      * written; beyond it a block is not written (the step never waits) */
-    const uint64_t queue_bytes = HEARTH_MAX((uint64_t)64 << 20, 4 * (uint64_t)disk_file_bytes(&l));
-    HEARTH_TRY(disk_cache_open(p->cache_dir, max_bytes, queue_bytes, &l, &e->disk));
+    const uint64_t file_max = HEARTH_MAX(disk_file_bytes(&l), e->snaps ? disk_state_file_bytes(&sl) : 0);
+    const uint64_t queue_bytes = HEARTH_MAX((uint64_t)64 << 20, 4 * file_max);
+    HEARTH_TRY(disk_cache_open(p->cache_dir, max_bytes, queue_bytes, &l, e->snaps ? &sl : NULL, &e->disk));
     e->params.cache_dir = disk_cache_dir(e->disk);
     e->params.cache_disk_bytes = max_bytes;
     return HEARTH_OK;
@@ -457,6 +479,8 @@ void engine_update_stats_locked(hearth_engine *e)
         st->disk_evictions = d.evictions;
         st->disk_bytes = d.bytes;
         st->disk_files = d.files;
+        st->disk_snapshot_hits = d.state_hits;
+        st->disk_snapshot_writes = d.state_writes;
     }
     st->evictions = c.evictions;
     st->preemptions = e->preemptions;

@@ -347,6 +347,7 @@ void engine_drop_outside_window(hearth_engine *e, struct seq *s);
 hearth_status engine_make_room(hearth_engine *e, struct seq *s, int32_t n, int32_t *n_room);
 int32_t engine_prefill_chunk(const hearth_engine *e, const struct seq *s, int32_t n);
 void engine_keep_snapshot(hearth_engine *e, struct seq *s);
+void engine_snapshot_to_disk(hearth_engine *e, struct seq *s);
 
 /* schedule.c */
 void engine_take_state(hearth_engine *e, struct seq *s);

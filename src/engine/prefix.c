@@ -5,7 +5,9 @@
  * the tokens a step adds, and the recurrent-state snapshots that let a
  * recurrent model's sequence resume from a cached prefix.  With a disk
  * tier (disk_cache.h), a block the pool misses is read back from its
- * file, and a block registered is queued to be written.
+ * file, and a block registered is queued to be written; so is a
+ * snapshot, and one the engine does not hold is read back where a
+ * sequence would resume from it.
  */
 #include "engine_impl.h"
 
@@ -44,7 +46,8 @@ static uint64_t mix_float(uint64_t h, float f)
 /* Everything that changes the keys and values of a token at a position:
  * the weights (every tensor's name, type, shape and place, and samples of
  * its data: the first, middle and last 256 bytes), the cache type and
- * block size, RoPE with its scaling and frequency factors.  Sampling
+ * block size, RoPE with its scaling and frequency factors, and for a
+ * recurrent model the prefill's chunk size.  Sampling
  * parameters change no key or value and are not part of it. */
 uint64_t engine_identity_key(const hearth_engine *e)
 {
@@ -73,6 +76,11 @@ uint64_t engine_identity_key(const hearth_engine *e)
         for (int32_t i = 0; i < r->n_dims / 2; i++) h = mix_float(h, r->freq_factors[i]);
     h = mix(h, (uint64_t)e->params.cache_type);
     h = mix(h, (uint64_t)e->B);
+    /* a recurrent state's rounding depends on the prefill's chunks (a
+     * snapshot file from another chunk size would not be the bits this
+     * engine computes) */
+    if (hearth_model_is_recurrent(e->model))
+        h = mix(h, (uint64_t)(e->params.chunk_size > 0 ? e->params.chunk_size : 1));
     return h;
 }
 
@@ -268,16 +276,80 @@ static int32_t snapshot_find(const hearth_engine *e, uint64_t h, int32_t n_pos)
     return -1;
 }
 
+/* The entry a new snapshot takes: a free one, else the least recently
+ * used. */
+static int32_t snapshot_victim(const hearth_engine *e)
+{
+    int32_t k = 0;
+    for (int32_t i = 1; i < e->n_snaps && e->snaps[k].n_pos > 0; i++)
+        if (e->snaps[i].n_pos == 0 || e->snaps[i].used < e->snaps[k].used) k = i;
+    return k;
+}
+
+/* A snapshot file's payload: the state of every layer that keeps one,
+ * then the prediction layer's input (with one). */
+static size_t snapshot_payload_bytes(const hearth_engine *e)
+{
+    const size_t E = (size_t)hearth_model_n_embd(e->model);
+    return rstate_bytes_per_seq(runner_rstate(e->runner)) + (e->snap_h ? E * sizeof *e->snap_h : 0);
+}
+
+/* Queue snapshot k, of s's first snaps[k].n_pos positions, for the disk
+ * tier: its state is copied now (the entry may be reused before the
+ * writer gets to it). */
+static void disk_put_state(hearth_engine *e, const struct seq *s, int32_t k)
+{
+    const struct snapshot *sn = &e->snaps[k];
+    const int32_t i = sn->n_pos / e->B - 1;
+    if (!disk_cache_wants_state(e->disk, sn->hash, (uint32_t)sn->n_pos)) return;
+    const struct disk_state_layout l = {.block_tokens = (uint32_t)e->B, .payload_bytes = snapshot_payload_bytes(e)};
+    uint8_t *file = malloc(disk_state_file_bytes(&l));
+    if (!file) return; /* a cache: the snapshot is just not written */
+    uint8_t *p = file + disk_state_header_bytes(&l);
+    const struct rstate *rs = runner_rstate(e->runner);
+    memcpy(p, rstate_slot(rs, sn->slot), rstate_bytes_per_seq(rs));
+    if (e->snap_h) {
+        const size_t E = (size_t)hearth_model_n_embd(e->model);
+        memcpy(p + rstate_bytes_per_seq(rs), e->snap_h + (size_t)k * E, E * sizeof *e->snap_h);
+    }
+    disk_cache_put_state(e->disk, parent_hash(e, s, i), sn->hash, (uint32_t)sn->n_pos,
+                         s->tokens + (size_t)i * e->B, file);
+}
+
+/* The snapshot after s's block i from the disk tier, read into an entry
+ * as if kept; -1 when the disk has no valid file of it. */
+static int32_t disk_take_state(hearth_engine *e, const struct seq *s, int32_t i)
+{
+    const int32_t n_pos = (i + 1) * e->B;
+    const uint8_t *p = disk_cache_get_state(e->disk, parent_hash(e, s, i), s->hashes[i], (uint32_t)n_pos,
+                                            s->tokens + (size_t)i * e->B);
+    if (!p) return -1;
+    const int32_t k = snapshot_victim(e);
+    struct snapshot *sn = &e->snaps[k];
+    const struct rstate *rs = runner_rstate(e->runner);
+    memcpy(rstate_slot(rs, sn->slot), p, rstate_bytes_per_seq(rs));
+    if (e->snap_h) {
+        const size_t E = (size_t)hearth_model_n_embd(e->model);
+        memcpy(e->snap_h + (size_t)k * E, p + rstate_bytes_per_seq(rs), E * sizeof *e->snap_h);
+    }
+    sn->hash = s->hashes[i];
+    sn->n_pos = n_pos;
+    sn->used = ++e->snap_tick;
+    return k;
+}
+
 /* A recurrent sequence can resume only where a state was kept: of the
  * cached blocks s took, it keeps those up to the deepest boundary with a
- * snapshot (its state is copied when the sequence gets its slot,
- * engine_take_state()) and gives the rest back. */
+ * snapshot, held or on disk (its state is copied when the sequence gets
+ * its slot, engine_take_state()), and gives the rest back. */
 static void resume_point(hearth_engine *e, struct seq *s)
 {
     int32_t keep = 0;
     s->resume = -1;
     for (int32_t i = s->n_table - 1; i >= 0 && s->resume < 0; i--) {
         s->resume = snapshot_find(e, s->hashes[i], (i + 1) * e->B);
+        if (s->resume < 0 && e->disk && (s->resume = disk_take_state(e, s, i)) >= 0)
+            s->n_disk = HEARTH_MAX(s->n_disk, (i + 1) * e->B); /* every position resumed from disk */
         if (s->resume >= 0) keep = i + 1;
     }
     while (s->n_table > keep) kv_pool_release(e->pool, s->table[--s->n_table]);
@@ -308,7 +380,9 @@ int32_t engine_prefill_chunk(const hearth_engine *e, const struct seq *s, int32_
  * prefix can resume from, and the latest boundary of the sequence's own
  * generation, which replaces its previous one (a chat's next turn
  * resumes there).  A snapshot already kept is only marked used; a new
- * one takes a free entry, else the least recently used. */
+ * one takes a free entry, else the least recently used.  With a disk
+ * tier, a prompt's snapshot is queued to be written at once, a
+ * generation's when its sequence ends (engine_snapshot_to_disk()). */
 void engine_keep_snapshot(hearth_engine *e, struct seq *s)
 {
     const int32_t B = e->B, n = s->n_computed;
@@ -321,13 +395,8 @@ void engine_keep_snapshot(hearth_engine *e, struct seq *s)
         e->snaps[k].used = ++e->snap_tick;
         return;
     }
-    if (own && s->own_snap >= 0 && e->snaps[s->own_snap].hash == s->own_hash) {
-        k = s->own_snap;
-    } else {
-        k = 0;
-        for (int32_t i = 1; i < e->n_snaps && e->snaps[k].n_pos > 0; i++)
-            if (e->snaps[i].n_pos == 0 || e->snaps[i].used < e->snaps[k].used) k = i;
-    }
+    if (own && s->own_snap >= 0 && e->snaps[s->own_snap].hash == s->own_hash) k = s->own_snap;
+    else k = snapshot_victim(e);
     struct snapshot *sn = &e->snaps[k];
     rstate_copy(runner_rstate(e->runner), sn->slot, s->state_slot);
     if (e->snap_h) {
@@ -342,7 +411,21 @@ void engine_keep_snapshot(hearth_engine *e, struct seq *s)
     if (own) {
         s->own_snap = k;
         s->own_hash = h;
+    } else if (e->disk) {
+        disk_put_state(e, s, k);
     }
+}
+
+/* A sequence that ends: the snapshot of its generation's latest
+ * boundary, where a chat's next turn resumes, is replaced no more and
+ * goes to the disk tier (when the engine still holds it). */
+void engine_snapshot_to_disk(hearth_engine *e, struct seq *s)
+{
+    if (!e->disk || !e->snaps || s->own_snap < 0) return;
+    const struct snapshot *sn = &e->snaps[s->own_snap];
+    const int32_t i = sn->n_pos / e->B - 1;
+    if (sn->n_pos > 0 && sn->hash == s->own_hash && i < s->n_hashed && s->hashes[i] == sn->hash)
+        disk_put_state(e, s, s->own_snap);
 }
 
 /* Register the blocks s has filled since the last call. */

@@ -82,6 +82,7 @@ void engine_finish_seq(hearth_engine *e, struct seq *s, hearth_token token, cons
                        hearth_finish_reason why, hearth_status status)
 {
     struct request *r = s->req;
+    engine_snapshot_to_disk(e, s);
     engine_release_blocks(e, s);
     if (s->running) list_remove(&e->running, s);
     else if (s->prev || s->next || e->waiting.head == s) list_remove(&e->waiting, s);

@@ -185,15 +185,21 @@ char *srv_metrics_render(struct srv_metrics *m, const hearth_engine_stats *es, b
         metric(&o, "counter", "hearth_prefix_cache_disk_rejected_total",
                "Files of the disk tier found invalid (corrupt, truncated, foreign) and removed.",
                (double)es->disk_rejected);
+        metric(&o, "counter", "hearth_prefix_cache_disk_snapshot_hits_total",
+               "Recurrent-state snapshots read from the disk tier.", (double)es->disk_snapshot_hits);
+        metric(&o, "counter", "hearth_prefix_cache_disk_snapshot_writes_total",
+               "Recurrent-state snapshots written to the disk tier.", (double)es->disk_snapshot_writes);
         metric(&o, "counter", "hearth_prefix_cache_disk_dropped_total",
-               "Blocks not written because the writer's queue was full.", (double)es->disk_dropped);
+               "Files (blocks, snapshots) not written because the writer's queue was full.",
+               (double)es->disk_dropped);
         metric(&o, "counter", "hearth_prefix_cache_disk_write_errors_total",
-               "Blocks whose write to the disk tier failed.", (double)es->disk_write_errors);
+               "Files whose write to the disk tier failed.", (double)es->disk_write_errors);
         metric(&o, "counter", "hearth_prefix_cache_disk_evictions_total",
                "Files of the disk tier removed for its size bound.", (double)es->disk_evictions);
-        metric(&o, "gauge", "hearth_prefix_cache_disk_bytes", "Bytes of the disk tier's block files.",
+        metric(&o, "gauge", "hearth_prefix_cache_disk_bytes", "Bytes of the disk tier's files.",
                (double)es->disk_bytes);
-        metric(&o, "gauge", "hearth_prefix_cache_disk_files", "Block files of the disk tier.",
+        metric(&o, "gauge", "hearth_prefix_cache_disk_files",
+               "Files of the disk tier (blocks and recurrent-state snapshots).",
                (double)es->disk_files);
     }
     metric(&o, "counter", "hearth_preemptions_total", "Sequences preempted for want of KV blocks.",

@@ -99,6 +99,8 @@ static void add_counters(hearth_engine_stats *r, const hearth_engine_stats *es)
     r->disk_dropped += es->disk_dropped;
     r->disk_write_errors += es->disk_write_errors;
     r->disk_evictions += es->disk_evictions;
+    r->disk_snapshot_hits += es->disk_snapshot_hits;
+    r->disk_snapshot_writes += es->disk_snapshot_writes;
 }
 
 /* Stop a thread that sleeps on cv until *quit (mu guards both). */

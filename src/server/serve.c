@@ -75,10 +75,10 @@ static void usage(FILE *out)
             "  --kv-size N              positions of the KV pool (default: ctx-size x parallel)\n"
             "  --kv-block N             positions per KV block (default 64)\n"
             "  --no-prefix-cache        do not reuse prompt blocks across requests\n"
-            "  --cache-dir DIR          keep the prefix cache's full blocks in DIR too, so\n"
-            "                           that they are hits again after a restart\n"
-            "  --cache-disk-size SIZE   the most DIR's block files take (K, M, G, T;\n"
-            "                           default 1G)\n"
+            "  --cache-dir DIR          keep the prefix cache's full blocks (and a recurrent\n"
+            "                           model's state snapshots) in DIR too, so that they\n"
+            "                           are hits again after a restart\n"
+            "  --cache-disk-size SIZE   the most DIR's files take (K, M, G, T; default 1G)\n"
             "  --max-body BYTES         largest request body (default 1048576)\n"
             "  --max-tokens N           most tokens a request may generate (default: ctx-size)\n"
             "  --max-queue N            requests that may wait beyond --parallel (default 64)\n"
@@ -940,7 +940,7 @@ int cmd_serve(int argc, char **argv)
             char held[32], bound[32];
             cli_format_bytes(held, sizeof held, (double)es.disk_bytes);
             cli_format_bytes(bound, sizeof bound, (double)ep.cache_disk_bytes);
-            fprintf(stderr, "hearth: %s: prefix cache on disk: %s, %llu blocks (%s) of at most %s\n", CMD,
+            fprintf(stderr, "hearth: %s: prefix cache on disk: %s, %llu files (%s) of at most %s\n", CMD,
                     ep.cache_dir, (unsigned long long)es.disk_files, held, bound);
         }
         if (!cfg.no_webui)
