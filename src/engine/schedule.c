@@ -99,6 +99,7 @@ static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int
         k = HEARTH_MIN(k, HEARTH_MIN(SPEC_RECURRENT_DRAFT, SPEC_CHECKPOINTS - e->ckpt_planned));
         if (k < k_min) return 0;
     }
+    s->d_cost = e->spec_cost;
     if (sp->fixed) return k;
     double a, b;
     if (!spec_fit_line(&e->target_fit, &a, &b)) return HEARTH_MIN(k, 4);
@@ -111,8 +112,10 @@ static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int
                          ? (da + db * n_decode) / HEARTH_MAX(1, n_decode)
                          : 0.1 * per_token;
     }
-    /* the acceptance rate, a prior of one half weighing one token */
-    const double alpha = (s->acc_w + 0.5) / (s->tested_w + 1.0);
+    /* what one more drafted token costs over a token's time, for a
+     * learned confidence limit (draft.c) */
+    if (e->spec_cost <= 0.0) s->d_cost = per_token > 0.0 ? (b + draft_cost) / per_token : 0.0;
+    const double alpha = engine_seq_alpha(s);
     const int32_t best = spec_best_length(alpha, k, per_token, b, draft_cost);
     if (best >= k_min) {
         s->idle = 0;
@@ -120,6 +123,8 @@ static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int
     }
     if (++s->idle >= SPEC_PROBE_STEPS) {
         s->idle = 0;
+        /* nor does a learned confidence limit stop the probe's first token */
+        s->conf_cut = SPEC_PROBE_STEPS - 1;
         return k_min;
     }
     return 0;

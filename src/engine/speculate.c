@@ -88,6 +88,44 @@ int32_t spec_best_length(double alpha, int32_t k_max, double time_per_token, dou
     return best;
 }
 
+int32_t spec_conf_bin(double p)
+{
+    if (!(p > 0.0)) return 0;
+    const int32_t b = (int32_t)(p * SPEC_CONF_BINS);
+    return b < SPEC_CONF_BINS ? b : SPEC_CONF_BINS - 1;
+}
+
+void spec_conf_add(struct spec_conf *c, double p, bool kept)
+{
+    const int32_t b = spec_conf_bin(p);
+    c->kept[b] = c->kept[b] * SPEC_CONF_DECAY + (kept ? 1.0 : 0.0);
+    c->tested[b] = c->tested[b] * SPEC_CONF_DECAY + 1.0;
+}
+
+double spec_conf_rate(const struct spec_conf *c, double p)
+{
+    double kept = 0.0, tested = 0.0;
+    for (int32_t i = 0; i < SPEC_CONF_BINS; i++) {
+        kept += c->kept[i];
+        tested += c->tested[i];
+    }
+    const double all = (kept + 0.5) / (tested + 1.0);
+    const int32_t b = spec_conf_bin(p);
+    return (c->kept[b] + SPEC_CONF_PRIOR * all) / (c->tested[b] + SPEC_CONF_PRIOR);
+}
+
+bool spec_conf_pays(const struct spec_conf *c, double p, double chain, double cost)
+{
+    return chain * spec_conf_rate(c, p) >= cost;
+}
+
+double spec_conf_threshold(const struct spec_conf *c, double cost)
+{
+    int32_t b = SPEC_CONF_BINS;
+    while (b > 0 && spec_conf_pays(c, (b - 0.5) / SPEC_CONF_BINS, 1.0, cost)) b--;
+    return (double)b / SPEC_CONF_BINS;
+}
+
 int32_t spec_draw(const float *w, int32_t n, double sum, double u)
 {
     const double target = u * sum;

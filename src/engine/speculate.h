@@ -56,6 +56,43 @@ double spec_expected_tokens(double alpha, int32_t k);
 int32_t spec_best_length(double alpha, int32_t k_max, double time_per_token, double row_cost,
                          double draft_cost);
 
+/* What a sequence learns of its draft's confidence (the draft's
+ * probability of its most likely token where it drafts one): the drafted
+ * tokens of each confidence, in SPEC_CONF_BINS bins of equal width over
+ * [0, 1], that were verified (every token drafted before them was kept)
+ * and that were kept, as counts decayed by SPEC_CONF_DECAY at every new
+ * one of the bin.  Where a request gives no confidence limit (draft_p_min
+ * negative), a drafted token is kept for verification only where this
+ * says it pays (spec_conf_pays()). */
+#define SPEC_CONF_BINS 20
+#define SPEC_CONF_DECAY 0.95
+/* A bin's rate leans towards the rate of all the bins together (with a
+ * prior of one half weighing one token) with the weight of this many
+ * tokens: a confidence not seen yet is expected to do as the draft does. */
+#define SPEC_CONF_PRIOR 2.0
+
+struct spec_conf {
+    double kept[SPEC_CONF_BINS], tested[SPEC_CONF_BINS];
+};
+
+/* The bin of confidence p (p outside [0, 1] falls in the nearest). */
+int32_t spec_conf_bin(double p);
+/* A verified token of confidence p, kept or not. */
+void spec_conf_add(struct spec_conf *c, double p, bool kept);
+/* The rate at which tokens of confidence p are kept: (kept + PRIOR x
+ * all) / (tested + PRIOR) of p's bin, all being the rate of every bin. */
+double spec_conf_rate(const struct spec_conf *c, double p);
+/* Whether a token of confidence p pays for its verification: chain (how
+ * likely the tokens drafted before it this step are all kept) times its
+ * rate is at least cost, the time one more drafted token costs (a row of
+ * the model's step and a draft pass) over the time of a token without
+ * drafting. */
+bool spec_conf_pays(const struct spec_conf *c, double p, double chain, double cost);
+/* The learned confidence limit: the lower edge of the lowest bin from
+ * which every bin up pays for a first drafted token (chain 1); 0 when all
+ * do, 1 when the top bin does not. */
+double spec_conf_threshold(const struct spec_conf *c, double cost);
+
 /* The index of the token a uniform u in [0, 1) selects from weights w[0..n)
  * of total sum (walking the cumulative sum; the last positive weight when
  * rounding leaves u * sum at the end).  -1 when no weight is positive. */
