@@ -830,6 +830,22 @@ START_TEST(test_fit)
     ck_assert(spec_fit_line(&f, &a, &b));
     ck_assert(fabs(b - 0.5) < 0.05);
     ck_assert(fabs(a - 3.0) < 0.2);
+    /* a long stretch of one x (steps without drafts): what a row costs
+     * is remembered, not the prior's */
+    for (int i = 0; i < 300; i++) spec_fit_add(&f, 1, 3.5);
+    ck_assert(spec_fit_line(&f, &a, &b));
+    ck_assert(fabs(a + b - 3.5) < 1e-3);
+    ck_assert(fabs(b / a - 0.5 / 3.0) < 0.03);
+    /* a row as dear as the rest of the step, seen in a probe of 2 rows
+     * among 40 of 1 */
+    struct spec_fit g = {0};
+    for (int i = 0; i < 40; i++) spec_fit_add(&g, 1, 1.0);
+    spec_fit_add(&g, 2, 2.0);
+    ck_assert(spec_fit_line(&g, &a, &b));
+    ck_assert(fabs(b - 1.0) < 0.01);
+    for (int i = 0; i < 300; i++) spec_fit_add(&g, 1, 1.0);
+    ck_assert(spec_fit_line(&g, &a, &b));
+    ck_assert(b > 0.9 * a);
 }
 END_TEST
 

@@ -71,8 +71,12 @@
 #define MAX_DRAFT 256          /* most drafted tokens per step */
 #define MAX_LOOKUP_NGRAM 64
 /* A sequence whose drafts do not pay drafts again after this many decode
- * steps, to measure its acceptance rate again. */
+ * steps, to measure its acceptance rate again, and only once the time of
+ * its tokens since is enough that the probe's rows and drafts cost at
+ * most SPEC_PROBE_SHARE of it: where a row costs as much as a token, a
+ * probe is rare. */
 #define SPEC_PROBE_STEPS 16
+#define SPEC_PROBE_SHARE 0.02
 /* The decay of a sequence's acceptance counts at every verification. */
 #define SPEC_ALPHA_DECAY 0.9
 /* Recurrent models: the most tokens a sequence drafts in a step, and the
@@ -152,6 +156,7 @@ struct seq {
     double d_chain, d_cost;
     int32_t conf_cut;
     int32_t idle;                /* decode steps without drafting */
+    double idle_s;               /* and their tokens' time, estimated */
     int32_t ckpt;                /* recurrent models, in a verification: its
                                   * first checkpoint slot (engine->ckpt) */
     /* multi-token prediction (engine params.mtp): the trunk's

@@ -78,7 +78,8 @@ static bool reserve_checkpoints(hearth_engine *e)
  * fixed it, the length that saves the most time by the measured costs
  * (speculate.h), with n_decode sequences decoding in a step of about
  * n_rows rows.  A sequence whose drafts do not pay tries a short one
- * every SPEC_PROBE_STEPS steps, to see whether they pay again. */
+ * every SPEC_PROBE_STEPS steps or more (engine_impl.h), to see whether
+ * they pay again. */
 static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int32_t n_rows)
 {
     const struct request *r = s->req;
@@ -119,10 +120,13 @@ static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int
     const int32_t best = spec_best_length(alpha, k, per_token, b, draft_cost);
     if (best >= k_min) {
         s->idle = 0;
+        s->idle_s = 0.0;
         return best;
     }
-    if (++s->idle >= SPEC_PROBE_STEPS) {
+    s->idle_s += per_token;
+    if (++s->idle >= SPEC_PROBE_STEPS && s->idle_s * SPEC_PROBE_SHARE >= k_min * (b + draft_cost)) {
         s->idle = 0;
+        s->idle_s = 0.0;
         /* nor does a learned confidence limit stop the probe's first token */
         s->conf_cut = SPEC_PROBE_STEPS - 1;
         return k_min;

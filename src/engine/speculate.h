@@ -20,18 +20,23 @@
 
 /* Exponentially decayed least squares of y on x: the sums of weights, x,
  * y, x^2 and xy, each observation weighing 1 and the older ones
- * SPEC_FIT_DECAY times less at every new one. */
+ * SPEC_FIT_DECAY times less at every new one; and rel, b / a of the
+ * latest line fitted where the observations spread (0: none yet). */
 struct spec_fit {
     double w, x, y, xx, xy;
+    double rel;
 };
 
 #define SPEC_FIT_DECAY 0.97
 
 void spec_fit_add(struct spec_fit *f, double x, double y);
-/* The line y = a + b x (b >= 0, a >= 0).  Until the observations spread
- * over more than one x, b is SPEC_ROW_PRIOR of a (a decode step of a
- * memory-bound model costs little more for a few rows more).  Returns
- * false when nothing was observed (a = b = 0). */
+/* The line y = a + b x (b >= 0, a >= 0).  Where the observations do not
+ * spread over more than one x (the weights of other x's than the mean's
+ * below a few percent: steps without drafts), b is rel of a as last
+ * measured, or before any measurement SPEC_ROW_PRIOR of a (a decode step
+ * of a memory-bound model costs little more for a few rows more): what a
+ * row costs is not forgotten while nothing drafts.  Returns false when
+ * nothing was observed (a = b = 0). */
 bool spec_fit_line(const struct spec_fit *f, double *a, double *b);
 
 #define SPEC_ROW_PRIOR 0.05
