@@ -37,19 +37,29 @@ int32_t engine_known_token(const struct seq *s, int32_t pos)
 /* Whether s drafts a token where its draft's confidence (its probability
  * of its most likely token) is conf: at or above the request's limit, or,
  * with none given (draft_p_min negative), where the sequence learned that
- * tokens of that confidence pay for their verification; one of every
- * SPEC_PROBE_STEPS tokens that would stop is drafted all the same, to
- * measure its confidence's rate again. */
+ * tokens of that confidence pay for their row (the draft pass that gave
+ * the token is spent already); one of every SPEC_PROBE_STEPS tokens that
+ * would stop is drafted all the same, to measure its confidence's rate
+ * again. */
 static bool draft_confident(struct seq *s, double conf)
 {
     const float p_min = s->req->params.speculation.draft_p_min;
     if (p_min >= 0.0f) return conf >= (double)p_min;
     if (s->d_cost <= 0.0) return true; /* nothing measured yet, or a fixed length */
     const double rate = spec_conf_rate(&s->conf, conf);
-    if (s->d_chain * rate < s->d_cost && ++s->conf_cut < SPEC_PROBE_STEPS) return false;
-    if (s->d_chain * rate < s->d_cost) s->conf_cut = 0;
+    if (s->d_chain * rate < s->d_row && ++s->conf_cut < SPEC_PROBE_STEPS) return false;
+    if (s->d_chain * rate < s->d_row) s->conf_cut = 0;
     s->d_chain *= rate;
     return true;
+}
+
+/* After s drafted a token with a learned limit: whether another draft
+ * pass is worth its cost and its row, the next token expected to be kept
+ * at the rate of all its drafts. */
+static bool draft_goes_on(const struct seq *s)
+{
+    if (s->req->params.speculation.draft_p_min >= 0.0f || s->d_cost <= 0.0) return true;
+    return s->d_chain * spec_conf_all(&s->conf) >= s->d_cost;
 }
 
 /* The draft model's next token for s from its logits, or -1 to stop
@@ -154,7 +164,7 @@ static hearth_status draft_pass(hearth_engine *e, int32_t rows, int32_t n_seqs, 
         }
         s->draft[s->n_draft++] = t;
         HEARTH_TRY(hearth_sampler_accept(s->dsampler, t));
-        if (s->n_draft == s->k_plan) s->drafting = false;
+        if (s->n_draft == s->k_plan || !draft_goes_on(s)) s->drafting = false;
     }
     return HEARTH_OK;
 }

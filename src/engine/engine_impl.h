@@ -147,13 +147,13 @@ struct seq {
     /* with no confidence limit given (draft_p_min negative): the
      * acceptance it learned by the draft's confidence, the confidence of
      * each of this step's drafted tokens (draft_max of them), how likely
-     * the tokens drafted so far this step are all kept, what one more
-     * drafted token costs over a token's time (the latest plan's; 0: not
-     * measured, nothing is stopped), and the tokens it stopped since the
-     * last that passed as a probe */
+     * the tokens drafted so far this step are all kept, what a drafted
+     * token's row and what a row and a draft pass cost over a token's
+     * time (the latest plan's; 0: not measured, nothing is stopped), and
+     * the tokens it stopped since the last that passed as a probe */
     struct spec_conf conf;
     float *draft_conf;
-    double d_chain, d_cost;
+    double d_chain, d_row, d_cost;
     int32_t conf_cut;
     int32_t idle;                /* decode steps without drafting */
     double idle_s;               /* and their tokens' time, estimated */

@@ -100,7 +100,7 @@ static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int
         k = HEARTH_MIN(k, HEARTH_MIN(SPEC_RECURRENT_DRAFT, SPEC_CHECKPOINTS - e->ckpt_planned));
         if (k < k_min) return 0;
     }
-    s->d_cost = e->spec_cost;
+    s->d_row = s->d_cost = e->spec_cost;
     if (sp->fixed) return k;
     double a, b;
     if (!spec_fit_line(&e->target_fit, &a, &b)) return HEARTH_MIN(k, 4);
@@ -113,9 +113,12 @@ static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int
                          ? (da + db * n_decode) / HEARTH_MAX(1, n_decode)
                          : 0.1 * per_token;
     }
-    /* what one more drafted token costs over a token's time, for a
-     * learned confidence limit (draft.c) */
-    if (e->spec_cost <= 0.0) s->d_cost = per_token > 0.0 ? (b + draft_cost) / per_token : 0.0;
+    /* what a drafted token's row, and a row and a draft pass, cost over a
+     * token's time, for a learned confidence limit (draft.c) */
+    if (e->spec_cost <= 0.0 && per_token > 0.0) {
+        s->d_row = b / per_token;
+        s->d_cost = (b + draft_cost) / per_token;
+    }
     const double alpha = engine_seq_alpha(s);
     const int32_t best = spec_best_length(alpha, k, per_token, b, draft_cost);
     if (best >= k_min) {

@@ -113,14 +113,19 @@ void spec_conf_add(struct spec_conf *c, double p, bool kept)
     c->tested[b] = c->tested[b] * SPEC_CONF_DECAY + 1.0;
 }
 
-double spec_conf_rate(const struct spec_conf *c, double p)
+double spec_conf_all(const struct spec_conf *c)
 {
     double kept = 0.0, tested = 0.0;
     for (int32_t i = 0; i < SPEC_CONF_BINS; i++) {
         kept += c->kept[i];
         tested += c->tested[i];
     }
-    const double all = (kept + 0.5) / (tested + 1.0);
+    return (kept + 0.5) / (tested + 1.0);
+}
+
+double spec_conf_rate(const struct spec_conf *c, double p)
+{
+    const double all = spec_conf_all(c);
     const int32_t b = spec_conf_bin(p);
     return (c->kept[b] + SPEC_CONF_PRIOR * all) / (c->tested[b] + SPEC_CONF_PRIOR);
 }

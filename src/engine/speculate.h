@@ -84,14 +84,16 @@ struct spec_conf {
 int32_t spec_conf_bin(double p);
 /* A verified token of confidence p, kept or not. */
 void spec_conf_add(struct spec_conf *c, double p, bool kept);
+/* The rate at which drafted tokens are kept, every bin together, with a
+ * prior of one half weighing one token. */
+double spec_conf_all(const struct spec_conf *c);
 /* The rate at which tokens of confidence p are kept: (kept + PRIOR x
  * all) / (tested + PRIOR) of p's bin, all being the rate of every bin. */
 double spec_conf_rate(const struct spec_conf *c, double p);
 /* Whether a token of confidence p pays for its verification: chain (how
  * likely the tokens drafted before it this step are all kept) times its
- * rate is at least cost, the time one more drafted token costs (a row of
- * the model's step and a draft pass) over the time of a token without
- * drafting. */
+ * rate is at least cost, the time its row of the model's step costs over
+ * the time of a token without drafting. */
 bool spec_conf_pays(const struct spec_conf *c, double p, double chain, double cost);
 /* The learned confidence limit: the lower edge of the lowest bin from
  * which every bin up pays for a first drafted token (chain 1); 0 when all
