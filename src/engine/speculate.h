@@ -2,7 +2,8 @@
  * speculate.h -- the parts of speculative decoding that need no model
  * (draft.c and sample.c do the rest): drafts by prompt lookup, the arithmetic of the
  * rejection rule, the expected gain of a draft of k tokens and the model
- * of a step's cost it is weighed against.
+ * of a step's cost it is weighed against, and what a sequence learns of
+ * its draft's confidence.
  *
  * Verification (Leviathan et al. 2023, Chen et al. 2023): a drafted token
  * x, drawn from the draft's distribution q, is kept with probability
