@@ -127,7 +127,12 @@ static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int
         return best;
     }
     s->idle_s += per_token;
-    if (++s->idle >= SPEC_PROBE_STEPS && s->idle_s * SPEC_PROBE_SHARE >= k_min * (b + draft_cost)) {
+    /* a probe by the draft model first catches its keys and values up
+     * with the tokens since its last draft */
+    double probe = k_min * (b + draft_cost), da, db;
+    if (sp->lookup == 0 && !e->mtp_in && spec_fit_line(&e->draft_fit, &da, &db))
+        probe += db * (s->n_tokens - s->d_computed);
+    if (++s->idle >= SPEC_PROBE_STEPS && s->idle_s * SPEC_PROBE_SHARE >= probe) {
         s->idle = 0;
         s->idle_s = 0.0;
         /* nor does a learned confidence limit stop the probe's first token */
