@@ -1228,7 +1228,12 @@ typedef struct hearth_speculation {
     int32_t draft_min;       /* a shorter draft is not verified; 0 */
     float draft_p_min;       /* draft model: stop drafting at a token whose
                               * probability under the draft is below this
-                              * (0 .. 1; 0: never) */
+                              * (0 .. 1; 0: never); negative (-1 from
+                              * hearth_request_default()): each sequence
+                              * learns from the tokens verified how often
+                              * tokens of each confidence are kept, and
+                              * stops where the next one's expected saving
+                              * is below what its verification costs */
     int32_t lookup;          /* > 0: draft by prompt lookup with n-grams of
                               * up to this many tokens (at most 64); 0: by
                               * the engine's draft model */

@@ -1,7 +1,8 @@
 #!/bin/sh
 # cli-speculate.sh -- hearth run with speculative decoding: the reference
 # greedy story with a draft model (the model itself, and another of the
-# same vocabulary) and with prompt lookup, the speculation statistics, and
+# same vocabulary; with the confidence limit learned and fixed) and with
+# prompt lookup, the speculation statistics, and
 # the usage errors of the options.
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
 require_data models/stories260K.gguf models/micro-llama-Q8_0.gguf reference/stories260K-greedy.txt
@@ -11,8 +12,9 @@ other="$HEARTH_TEST_DATA/models/micro-llama-Q8_0.gguf"
 ref="$HEARTH_TEST_DATA/reference/stories260K-greedy.txt"
 sed -n '/^--- output/,$p' "$ref" | tail -n +2 | sed '1s/^<s> //' > "$tmpdir/want"
 
-for opts in "-md $m --draft-fixed --draft-max 5" "-md $m" "-md $other --draft-p-min 0" "--lookup 3" \
-            "--lookup 1 --draft-fixed --draft-max 4 --draft-min 2"; do
+# (-md alone learns where to stop drafting; --draft-p-min fixes it)
+for opts in "-md $m --draft-fixed --draft-max 5" "-md $m" "-md $other --draft-p-min 0" "-md $other" \
+            "-md $other --draft-p-min 0.75" "--lookup 3" "--lookup 1 --draft-fixed --draft-max 4 --draft-min 2"; do
     # shellcheck disable=SC2086
     expect_status 0 "greedy story, $opts" -- "$HEARTH" run -m "$m" -p "Once upon a time" -n 100 --temp 0 $opts
     cmp -s "$tmpdir/want" "$tmpdir/out" || { fail "greedy output with $opts differs from the reference"; diff "$tmpdir/want" "$tmpdir/out" >&2; }

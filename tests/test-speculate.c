@@ -621,6 +621,75 @@ START_TEST(test_stress)
 }
 END_TEST
 
+/* ---- the learned confidence limit ---------------------------------------------- */
+
+/* One greedy request of GEN tokens, drafting fixed lengths of 4 with the
+ * confidence limit p_min (negative: learned, weighing cost), against the
+ * same request without drafts: the same output; its statistics. */
+static hearth_request_stats learned_case(hearth_model *m, hearth_model *d, float p_min, double cost)
+{
+    const int32_t V = hearth_model_n_vocab(m);
+    enum { GEN = 120 };
+    int32_t prompt[30];
+    make_prompt(V, 61, prompt, 30, false);
+    static struct out plain, spec;
+    hearth_engine *e = new_engine(m, NULL, 2);
+    hearth_request r;
+    request_init(&r, prompt, 30, GEN, 0.0f, 0, &plain);
+    submit(e, &r, &plain, V);
+    run_checked(e);
+    hearth_engine_free(e);
+    e = new_engine(m, d, 2);
+    engine_set_spec_cost(e, cost);
+    request_init(&r, prompt, 30, GEN, 0.0f, 0, &spec);
+    r.speculation.draft_max = 4;
+    r.speculation.fixed = true;
+    r.speculation.draft_p_min = p_min;
+    submit(e, &r, &spec, V);
+    run_checked(e);
+    char what[96];
+    snprintf(what, sizeof what, "draft_p_min %g, cost %g", (double)p_min, cost);
+    expect_same(&spec, &plain, what);
+    hearth_engine_free(e);
+    return spec.stats;
+}
+
+/* With no confidence limit given, each sequence learns from what is
+ * verified which of its draft's confidences pay for their rows (the cost
+ * fixed here, so that nothing depends on timing): a draft always right
+ * drafts on where the prior alone would stop it, and one seldom right is
+ * stopped where a limit of 0 drafts everything. */
+START_TEST(test_learned_p_min)
+{
+    if (!test_require_data()) return;
+    hearth_model *m = test_load_model("micro-llama-Q8_0.gguf");
+    hearth_model *wrong = test_load_model("micro-qwen2-Q8_0.gguf");
+    /* the model drafting for itself, every token kept: at a cost of 0.55
+     * no token pays by the prior (one half), so only the probes draft at
+     * first; what they teach opens their confidences */
+    const hearth_request_stats all = learned_case(m, m, 0.0f, 0.55);
+    const hearth_request_stats self = learned_case(m, m, -1.0f, 0.55);
+    ck_assert_int_eq(self.n_accepted, self.n_drafted);
+    ck_assert_msg(2 * self.n_drafted > all.n_drafted, "a draft always right: %d drafted, %d without a limit",
+                  self.n_drafted, all.n_drafted);
+    /* and the limit weighs what the tokens before cost: at a cost of 0.3
+     * nearly every step drafts all 4 */
+    const hearth_request_stats cheap = learned_case(m, m, -1.0f, 0.3);
+    ck_assert_msg(10 * cheap.n_drafted > 9 * all.n_drafted, "a draft always right, cost 0.3: %d drafted, %d "
+                  "without a limit", cheap.n_drafted, all.n_drafted);
+    /* another random model: the tokens it drafts are seldom kept, so
+     * their confidences shut and it drafts little more than the probes */
+    const hearth_request_stats wall = learned_case(m, wrong, 0.0f, 0.3);
+    const hearth_request_stats wlearn = learned_case(m, wrong, -1.0f, 0.3);
+    ck_assert_msg(wall.n_accepted * 3 < wall.n_drafted, "the wrong draft keeps %d of %d", wall.n_accepted,
+                  wall.n_drafted);
+    ck_assert_msg(4 * wlearn.n_drafted < wall.n_drafted, "a draft seldom right: %d drafted, %d without a limit",
+                  wlearn.n_drafted, wall.n_drafted);
+    hearth_model_free(wrong);
+    hearth_model_free(m);
+}
+END_TEST
+
 /* ---- refusals ------------------------------------------------------------------- */
 
 START_TEST(test_refusals)
@@ -763,6 +832,86 @@ START_TEST(test_fit)
     ck_assert(spec_fit_line(&f, &a, &b));
     ck_assert(fabs(b - 0.5) < 0.05);
     ck_assert(fabs(a - 3.0) < 0.2);
+    /* a long stretch of one x (steps without drafts): what a row costs
+     * is remembered, not the prior's */
+    for (int i = 0; i < 300; i++) spec_fit_add(&f, 1, 3.5);
+    ck_assert(spec_fit_line(&f, &a, &b));
+    ck_assert(fabs(a + b - 3.5) < 1e-3);
+    ck_assert(fabs(b / a - 0.5 / 3.0) < 0.03);
+    /* a row as dear as the rest of the step, seen in a probe of 2 rows
+     * among 40 of 1 */
+    struct spec_fit g = {0};
+    for (int i = 0; i < 40; i++) spec_fit_add(&g, 1, 1.0);
+    spec_fit_add(&g, 2, 2.0);
+    ck_assert(spec_fit_line(&g, &a, &b));
+    ck_assert(fabs(b - 1.0) < 0.01);
+    for (int i = 0; i < 300; i++) spec_fit_add(&g, 1, 1.0);
+    ck_assert(spec_fit_line(&g, &a, &b));
+    ck_assert(b > 0.9 * a);
+}
+END_TEST
+
+/* The acceptance by confidence and the limit learned from it. */
+START_TEST(test_conf_learning)
+{
+    struct spec_conf c = {0};
+    ck_assert_int_eq(spec_conf_bin(-0.5), 0);
+    ck_assert_int_eq(spec_conf_bin(0.0), 0);
+    ck_assert_int_eq(spec_conf_bin(0.12), 2);
+    ck_assert_int_eq(spec_conf_bin(1.0), SPEC_CONF_BINS - 1);
+    /* nothing learned: every bin has the prior's rate, one half; a cost
+     * below lets every confidence draft, one above none */
+    ck_assert(fabs(spec_conf_rate(&c, 0.3) - 0.5) < 1e-12);
+    ck_assert(spec_conf_threshold(&c, 0.2) == 0.0);
+    ck_assert(spec_conf_threshold(&c, 0.6) == 1.0);
+    /* tokens of confidence 0.10-0.15 always rejected, of 0.60-0.65 always
+     * kept: the first bin stops paying and the limit rises above it; the
+     * bins not seen do as the draft does overall (half kept) */
+    for (int i = 0; i < 30; i++) {
+        spec_conf_add(&c, 0.12, false);
+        spec_conf_add(&c, 0.62, true);
+    }
+    ck_assert(spec_conf_rate(&c, 0.12) < 0.1);
+    ck_assert(spec_conf_rate(&c, 0.62) > 0.9);
+    ck_assert(fabs(spec_conf_rate(&c, 0.4) - 0.5) < 0.01);
+    ck_assert(!spec_conf_pays(&c, 0.12, 1.0, 0.2));
+    ck_assert(spec_conf_pays(&c, 0.4, 1.0, 0.2));
+    ck_assert(fabs(spec_conf_threshold(&c, 0.2) - 0.15) < 1e-12);
+    /* at a cost of 0.6 only the bin kept pays: the limit is the top */
+    ck_assert(spec_conf_pays(&c, 0.62, 1.0, 0.6));
+    ck_assert(spec_conf_threshold(&c, 0.6) == 1.0);
+    /* then the low tokens always kept: the bin pays again and the limit
+     * falls back to 0 */
+    for (int i = 0; i < 30; i++) spec_conf_add(&c, 0.12, true);
+    ck_assert(spec_conf_rate(&c, 0.12) > 0.7);
+    ck_assert(spec_conf_threshold(&c, 0.2) == 0.0);
+    /* a draft that is right although unsure, at a cost of 0.55: tokens
+     * of confidence 0.30-0.35 kept and of 0.20-0.25 rejected, half in
+     * all, open only their bin; kept more often, they raise the rate of
+     * the bins not seen above the cost, and the limit falls to the bin
+     * above the rejected one */
+    struct spec_conf d = {0};
+    for (int i = 0; i < 20; i++) {
+        spec_conf_add(&d, 0.32, true);
+        spec_conf_add(&d, 0.22, false);
+    }
+    ck_assert(spec_conf_pays(&d, 0.32, 1.0, 0.55));
+    ck_assert(spec_conf_threshold(&d, 0.55) == 1.0);
+    for (int i = 0; i < 20; i++) spec_conf_add(&d, 0.32, true);
+    ck_assert(fabs(spec_conf_threshold(&d, 0.55) - 0.25) < 1e-12);
+    /* the tokens drafted before weigh in: a token kept 4 times in 5 pays
+     * for a cost of 0.6 first and after one like it, not after two */
+    struct spec_conf f = {0};
+    for (int i = 0; i < 100; i++) spec_conf_add(&f, 0.55, i % 5 != 0);
+    const double rate = spec_conf_rate(&f, 0.55);
+    ck_assert(rate > 0.75 && rate < 0.85);
+    ck_assert(spec_conf_pays(&f, 0.55, 1.0, 0.6));
+    ck_assert(spec_conf_pays(&f, 0.55, rate, 0.6));
+    ck_assert(!spec_conf_pays(&f, 0.55, rate * rate, 0.6));
+    /* old tokens count less: after a long run kept, a shorter run
+     * rejected shuts the bin */
+    for (int i = 0; i < 40; i++) spec_conf_add(&f, 0.55, false);
+    ck_assert(!spec_conf_pays(&f, 0.55, 1.0, 0.6));
 }
 END_TEST
 
@@ -797,6 +946,8 @@ static Suite *speculate_suite(void)
         {"gain", test_gain},
         {"fit", test_fit},
         {"residual", test_residual},
+        {"conf_learning", test_conf_learning},
+        {"learned_p_min", test_learned_p_min},
         {"refusals", test_refusals},
         {"forced_rejections", test_forced_rejections},
         {"greedy_self_draft", test_greedy_self_draft},

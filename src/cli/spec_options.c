@@ -15,7 +15,8 @@
 /* a hybrid model rolls back at most 4 drafted tokens a step (its state's
  * checkpoints), and one prediction layer drafts well only a few ahead */
 #define DEFAULT_MTP_MAX 4
-#define DEFAULT_P_MIN 0.75f
+/* no --draft-p-min: the engine learns where the draft's confidence pays */
+#define DEFAULT_P_MIN (-1.0f)
 
 void cli_spec_init(struct cli_spec *spec)
 {
@@ -160,7 +161,8 @@ void cli_spec_help(FILE *out)
             "                           10 with --lookup; the length adapts below it)\n"
             "  --draft-min N            do not verify drafts shorter than N (default 0)\n"
             "  --draft-p-min P          stop drafting where the draft's probability of its\n"
-            "                           token is below P (default 0.75)\n"
+            "                           token is below P (default: learned from what is\n"
+            "                           accepted, where drafting stops paying)\n"
             "  --draft-fixed            always draft --draft-max tokens (no adaptation)\n"
             "  --mtp                    draft with the model's own multi-token-prediction\n"
             "                           layer (Qwen3.5 and Qwen3-Next files that have one;\n"

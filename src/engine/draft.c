@@ -34,8 +34,37 @@ int32_t engine_known_token(const struct seq *s, int32_t pos)
     return pos < s->n_tokens ? s->tokens[pos] : s->draft[pos - s->n_tokens];
 }
 
+/* Whether s drafts a token where its draft's confidence (its probability
+ * of its most likely token) is conf: at or above the request's limit, or,
+ * with none given (draft_p_min negative), where the sequence learned that
+ * tokens of that confidence pay for their row (the draft pass that gave
+ * the token is spent already); one of every SPEC_PROBE_STEPS tokens that
+ * would stop is drafted all the same, to measure its confidence's rate
+ * again. */
+static bool draft_confident(struct seq *s, double conf)
+{
+    const float p_min = s->req->params.speculation.draft_p_min;
+    if (p_min >= 0.0f) return conf >= (double)p_min;
+    if (s->d_cost <= 0.0) return true; /* nothing measured yet, or a fixed length */
+    const double rate = spec_conf_rate(&s->conf, conf);
+    if (s->d_chain * rate < s->d_row && ++s->conf_cut < SPEC_PROBE_STEPS) return false;
+    if (s->d_chain * rate < s->d_row) s->conf_cut = 0;
+    s->d_chain *= rate;
+    return true;
+}
+
+/* After s drafted a token with a learned limit: whether another draft
+ * pass is worth its cost and its row, the next token expected to be kept
+ * at the rate of all its drafts. */
+static bool draft_goes_on(const struct seq *s)
+{
+    if (s->req->params.speculation.draft_p_min >= 0.0f || s->d_cost <= 0.0) return true;
+    return s->d_chain * spec_conf_all(&s->conf) >= s->d_cost;
+}
+
 /* The draft model's next token for s from its logits, or -1 to stop
- * drafting (the draft is not confident enough). */
+ * drafting (the draft is not confident enough), with its confidence in
+ * s->draft_conf. */
 static hearth_status draft_token(hearth_engine *e, struct seq *s, const float *logits, int32_t *out)
 {
     const struct request *r = s->req;
@@ -45,13 +74,15 @@ static hearth_status draft_token(hearth_engine *e, struct seq *s, const float *l
     if (r->params.sampling.temperature == 0.0f) {
         hearth_token t;
         HEARTH_TRY(hearth_sampler_sample(s->dsampler, logits, &t));
-        if (p_min > 0.0f) {
+        if (p_min != 0.0f) {
             /* the draft's own confidence: its softmax at temperature 1 */
             float mx = logits[0];
             for (int32_t i = 1; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
             double sum = 0.0;
             for (int32_t i = 0; i < V; i++) sum += exp((double)logits[i] - (double)mx);
-            if (exp((double)logits[t] - (double)mx) / sum < (double)p_min) return HEARTH_OK;
+            const double conf = exp((double)logits[t] - (double)mx) / sum;
+            if (!draft_confident(s, conf)) return HEARTH_OK;
+            s->draft_conf[s->n_draft] = (float)conf;
         }
         *out = t;
         return HEARTH_OK;
@@ -71,7 +102,8 @@ static hearth_status draft_token(hearth_engine *e, struct seq *s, const float *l
     }
     /* stopping on the distribution, never on the token drawn, keeps the
      * drafted token distributed as q */
-    if (q_max < p_min) return HEARTH_OK;
+    if (!draft_confident(s, q_max)) return HEARTH_OK;
+    s->draft_conf[s->n_draft] = q_max;
     *out = spec_draw(q, V, sum, hearth_rng_uniform(&s->rng));
     return HEARTH_OK;
 }
@@ -85,6 +117,7 @@ static hearth_status drafts_begin(hearth_engine *e, int32_t n)
         struct seq *s = e->draft_seqs[i];
         const struct request *r = s->req;
         hearth_sampler_reset(s->dsampler);
+        s->d_chain = 1.0;
         const int32_t last_n = r->params.sampling.repeat_last_n;
         for (int32_t pos = HEARTH_MAX(0, s->n_tokens - last_n); pos < s->n_tokens; pos++)
             HEARTH_TRY(hearth_sampler_accept(s->dsampler, s->tokens[pos]));
@@ -131,7 +164,7 @@ static hearth_status draft_pass(hearth_engine *e, int32_t rows, int32_t n_seqs, 
         }
         s->draft[s->n_draft++] = t;
         HEARTH_TRY(hearth_sampler_accept(s->dsampler, t));
-        if (s->n_draft == s->k_plan) s->drafting = false;
+        if (s->n_draft == s->k_plan || !draft_goes_on(s)) s->drafting = false;
     }
     return HEARTH_OK;
 }
@@ -335,8 +368,8 @@ hearth_status engine_make_drafts(hearth_engine *e, struct step_plan *p)
         const hearth_speculation *sp = &s->req->params.speculation;
         if (s->n_draft < sp->draft_min) s->n_draft = 0;
         if (s->n_draft == 0 && sp->lookup == 0) {
-            /* a draft pass that gave nothing to verify (draft_p_min stopped
-             * it at once) cost its time for nothing: it counts as a
+            /* a draft pass that gave nothing to verify (the confidence
+             * limit stopped it at once) cost its time for nothing: it counts as a
              * rejected token, or the planner, never seeing a verification,
              * would go on planning drafts at the prior's rate */
             s->acc_w *= SPEC_ALPHA_DECAY;
@@ -367,4 +400,9 @@ void engine_set_mtp_hook(hearth_engine *e,
 {
     e->mtp_hook = hook;
     e->mtp_hook_user = user;
+}
+
+void engine_set_spec_cost(hearth_engine *e, double cost)
+{
+    e->spec_cost = cost;
 }

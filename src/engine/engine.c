@@ -45,6 +45,7 @@ void hearth_request_default(hearth_request *r)
     r->n = 1;
     r->decode_flags = HEARTH_DECODE_CONTINUATION;
     r->reasoning_budget = -1;
+    r->speculation.draft_p_min = -1.0f; /* learned */
 }
 
 /* ---- creation ----------------------------------------------------------------------- */

@@ -31,4 +31,10 @@ void engine_set_draft_hook(hearth_engine *e,
 void engine_set_mtp_hook(hearth_engine *e,
                          void (*hook)(void *user, int32_t pass, int32_t pos, const float *logits), void *user);
 
+/* Tests: the cost a learned confidence limit weighs (the time of one more
+ * drafted token over a token's time; hearth_speculation's draft_p_min)
+ * instead of the one measured, and weighed for fixed draft lengths too:
+ * the limit then depends on nothing but the tokens.  0: measured. */
+void engine_set_spec_cost(hearth_engine *e, double cost);
+
 #endif /* HEARTH_ENGINE_H */

@@ -71,8 +71,12 @@
 #define MAX_DRAFT 256          /* most drafted tokens per step */
 #define MAX_LOOKUP_NGRAM 64
 /* A sequence whose drafts do not pay drafts again after this many decode
- * steps, to measure its acceptance rate again. */
+ * steps, to measure its acceptance rate again, and only once the time of
+ * its tokens since is enough that the probe's rows and drafts cost at
+ * most SPEC_PROBE_SHARE of it: where a row costs as much as a token, a
+ * probe is rare. */
 #define SPEC_PROBE_STEPS 16
+#define SPEC_PROBE_SHARE 0.02
 /* The decay of a sequence's acceptance counts at every verification. */
 #define SPEC_ALPHA_DECAY 0.9
 /* Recurrent models: the most tokens a sequence drafts in a step, and the
@@ -140,7 +144,19 @@ struct seq {
     hearth_rng rng;              /* draws of drafts, acceptances, residuals */
     double acc_w, tested_w;      /* decayed counts: drafted tokens accepted
                                   * and tested */
+    /* with no confidence limit given (draft_p_min negative): the
+     * acceptance it learned by the draft's confidence, the confidence of
+     * each of this step's drafted tokens (draft_max of them), how likely
+     * the tokens drafted so far this step are all kept, what a drafted
+     * token's row and what a row and a draft pass cost over a token's
+     * time (the latest plan's; 0: not measured, nothing is stopped), and
+     * the tokens it stopped since the last that passed as a probe */
+    struct spec_conf conf;
+    float *draft_conf;
+    double d_chain, d_row, d_cost;
+    int32_t conf_cut;
     int32_t idle;                /* decode steps without drafting */
+    double idle_s;               /* and their tokens' time, estimated */
     int32_t ckpt;                /* recurrent models, in a verification: its
                                   * first checkpoint slot (engine->ckpt) */
     /* multi-token prediction (engine params.mtp): the trunk's
@@ -161,6 +177,13 @@ struct seq {
     int32_t n_pooled, n_pool_rows;
     float *embedding;
 };
+
+/* s's rate of accepted drafted tokens, a prior of one half weighing one
+ * token. */
+static inline double engine_seq_alpha(const struct seq *s)
+{
+    return (s->acc_w + 0.5) / (s->tested_w + 1.0);
+}
 
 struct request {
     uint64_t id;
@@ -272,6 +295,7 @@ struct hearth_engine {
     void *draft_hook_user;
     void (*mtp_hook)(void *user, int32_t pass, int32_t pos, const float *logits);
     void *mtp_hook_user;
+    double spec_cost;            /* tests: engine_set_spec_cost(); 0: measured */
 
     /* submissions and cancellations from other threads */
     pthread_mutex_t lock;

@@ -20,6 +20,7 @@ static void seq_free(struct seq *s)
     hearth_text_stream_free(s->stream);
     free(s->draft);
     free(s->draft_q);
+    free(s->draft_conf);
     free(s->dtable);
     hearth_sampler_free(s->dsampler);
     free(s->mtp_h);
@@ -74,6 +75,11 @@ hearth_status engine_seq_new(hearth_engine *e, struct request *r, int32_t index,
             if (!s->draft) st = HEARTH_E_NOMEM;
             if (!st && spec->lookup == 0)
                 st = sampler_new_checked(&sp, hearth_model_n_vocab(e->model), &s->dsampler);
+            if (!st && spec->lookup == 0) {
+                s->draft_conf = hearth_calloc((size_t)spec->draft_max, sizeof *s->draft_conf,
+                                              "the drafted tokens' confidence");
+                if (!s->draft_conf) st = HEARTH_E_NOMEM;
+            }
         }
         if (!st && e->mtp_in) {
             s->mtp_h = hearth_calloc((size_t)hearth_model_n_embd(e->model), sizeof *s->mtp_h,
@@ -112,8 +118,10 @@ static hearth_status check_speculation(const hearth_engine *e, const hearth_spec
     if (sp->draft_min < 0 || sp->draft_min > sp->draft_max)
         return hearth_error(HEARTH_E_INVALID, "draft_min = %d: the limit is 0 to draft_max (%d)", sp->draft_min,
                             sp->draft_max);
-    if (!(sp->draft_p_min >= 0.0f && sp->draft_p_min <= 1.0f))
-        return hearth_error(HEARTH_E_INVALID, "draft_p_min = %g: the limit is 0 to 1", (double)sp->draft_p_min);
+    /* negative: learned */
+    if (!(sp->draft_p_min <= 1.0f))
+        return hearth_error(HEARTH_E_INVALID, "draft_p_min = %g: the limit is 0 to 1 (negative: learned)",
+                            (double)sp->draft_p_min);
     if (sp->lookup < 0 || sp->lookup > MAX_LOOKUP_NGRAM)
         return hearth_error(HEARTH_E_INVALID, "lookup = %d: n-grams of 0 to %d tokens", sp->lookup,
                             MAX_LOOKUP_NGRAM);

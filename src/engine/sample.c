@@ -288,6 +288,9 @@ hearth_status engine_verify_seq(hearth_engine *e, struct seq *s, int32_t first)
         if (j < k) {
             tested++;
             accepted += keep;
+            /* what the draft's confidence is worth */
+            if (s->draft_conf && r->params.speculation.draft_p_min < 0.0f)
+                spec_conf_add(&s->conf, s->draft_conf[j], keep);
         }
         HEARTH_TRY(take_token(e, s, t, logits, &alive));
         if (alive && j < k && keep && cancel_pending(e, r)) {

@@ -78,7 +78,8 @@ static bool reserve_checkpoints(hearth_engine *e)
  * fixed it, the length that saves the most time by the measured costs
  * (speculate.h), with n_decode sequences decoding in a step of about
  * n_rows rows.  A sequence whose drafts do not pay tries a short one
- * every SPEC_PROBE_STEPS steps, to see whether they pay again. */
+ * every SPEC_PROBE_STEPS steps or more (engine_impl.h), to see whether
+ * they pay again. */
 static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int32_t n_rows)
 {
     const struct request *r = s->req;
@@ -99,6 +100,7 @@ static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int
         k = HEARTH_MIN(k, HEARTH_MIN(SPEC_RECURRENT_DRAFT, SPEC_CHECKPOINTS - e->ckpt_planned));
         if (k < k_min) return 0;
     }
+    s->d_row = s->d_cost = e->spec_cost;
     if (sp->fixed) return k;
     double a, b;
     if (!spec_fit_line(&e->target_fit, &a, &b)) return HEARTH_MIN(k, 4);
@@ -111,15 +113,30 @@ static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int
                          ? (da + db * n_decode) / HEARTH_MAX(1, n_decode)
                          : 0.1 * per_token;
     }
-    /* the acceptance rate, a prior of one half weighing one token */
-    const double alpha = (s->acc_w + 0.5) / (s->tested_w + 1.0);
+    /* what a drafted token's row, and a row and a draft pass, cost over a
+     * token's time, for a learned confidence limit (draft.c) */
+    if (e->spec_cost <= 0.0 && per_token > 0.0) {
+        s->d_row = b / per_token;
+        s->d_cost = (b + draft_cost) / per_token;
+    }
+    const double alpha = engine_seq_alpha(s);
     const int32_t best = spec_best_length(alpha, k, per_token, b, draft_cost);
     if (best >= k_min) {
         s->idle = 0;
+        s->idle_s = 0.0;
         return best;
     }
-    if (++s->idle >= SPEC_PROBE_STEPS) {
+    s->idle_s += per_token;
+    /* a probe by the draft model first catches its keys and values up
+     * with the tokens since its last draft */
+    double probe = k_min * (b + draft_cost), da, db;
+    if (sp->lookup == 0 && !e->mtp_in && spec_fit_line(&e->draft_fit, &da, &db))
+        probe += db * (s->n_tokens - s->d_computed);
+    if (++s->idle >= SPEC_PROBE_STEPS && s->idle_s * SPEC_PROBE_SHARE >= probe) {
         s->idle = 0;
+        s->idle_s = 0.0;
+        /* nor does a learned confidence limit stop the probe's first token */
+        s->conf_cut = SPEC_PROBE_STEPS - 1;
         return k_min;
     }
     return 0;
