@@ -102,7 +102,9 @@ mpi_start() {
 # job_end NAME PID BOUND: wait at most BOUND seconds for the job to end;
 # sets $rc (its exit status; 255 when it had to be killed).
 job_end() {
-    ( sleep "$3"; kill -KILL "$2" 2>/dev/null ) >/dev/null 2>&1 &
+    # the watchdog is a program of its own: a subshell killed before it
+    # has reset the traps it inherits would run the script's EXIT trap
+    sh -c 'sleep "$1"; kill -KILL "$2"' watchdog "$3" "$2" >/dev/null 2>&1 &
     watchdog=$!
     wait "$2"
     rc=$?

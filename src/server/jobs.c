@@ -353,6 +353,9 @@ void *engine_main(void *arg)
         const struct srv_loaded *l = &m->loaded;
         char why[512];
         if (st && l->check && !l->check(l->owner, false, why, sizeof why)) srv_server_fail(m->s, l->check_code, why);
+        /* failed: the requests a failed step left, queued or running,
+         * fail at once in the next steps rather than wait for a wake */
+        if (st && m->s->state == STATE_FAILED) did = true;
         if (!did) {
             /* idle: with peers to check, every check_interval_s */
             bool timed_out = false;
