@@ -153,7 +153,10 @@ serve_start() {
 serve_stop() {
     name=$1 p=$2
     kill -TERM "$p" 2>/dev/null
-    ( sleep 60; kill -KILL "$p" 2>/dev/null ) >/dev/null 2>&1 &
+    # the watchdog is a program of its own: a subshell killed before it
+    # has reset the traps it inherits would run serve_tracking's EXIT trap
+    # (killing the other servers, removing $tmpdir)
+    sh -c 'sleep 60; kill -KILL "$1"' watchdog "$p" >/dev/null 2>&1 &
     watchdog=$!
     wait "$p"
     rc=$?
