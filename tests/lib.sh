@@ -139,7 +139,8 @@ serve_start() {
     port=''
     i=0
     while [ $i -lt 300 ]; do
-        port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$tmpdir/$name.err" | head -n 1)
+        port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$tmpdir/$name.err" 2>/dev/null |
+            head -n 1)
         [ -n "$port" ] && return 0
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1

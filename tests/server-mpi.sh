@@ -88,7 +88,8 @@ mpi_start() {
     port=''
     i=0
     while [ $i -lt 600 ]; do
-        port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$tmpdir/$name.err" | head -n 1)
+        port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$tmpdir/$name.err" 2>/dev/null |
+            head -n 1)
         [ -n "$port" ] && [ -f "$tmpdir/$name.rank0.pid" ] && [ -f "$tmpdir/$name.rank1.pid" ] && return 0
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
@@ -109,7 +110,7 @@ job_end() {
     wait "$2"
     rc=$?
     if kill -0 "$watchdog" 2>/dev/null; then kill "$watchdog" 2>/dev/null; else rc=255; fi
-    if grep -Eq 'ERROR: AddressSanitizer|runtime error:' "$tmpdir/$1.err"; then
+    if grep -Eq 'ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer' "$tmpdir/$1.err"; then
         fail "$1: sanitizer report"
         sed 's/^/  stderr: /' "$tmpdir/$1.err" >&2
     fi
