@@ -154,9 +154,10 @@ serve_start() {
 serve_stop() {
     name=$1 p=$2
     kill -TERM "$p" 2>/dev/null
-    # the watchdog is a program of its own: a subshell killed before it
-    # has reset the traps it inherits would run serve_tracking's EXIT trap
-    # (killing the other servers, removing $tmpdir)
+    # the watchdog is a program of its own: a subshell killed (when the
+    # server ends at once) before it has reset the traps it inherits would
+    # run serve_tracking's EXIT trap, killing the other servers and
+    # removing $tmpdir; a program holds them only until its exec
     sh -c 'sleep 60; kill -KILL "$1"' watchdog "$p" >/dev/null 2>&1 &
     watchdog=$!
     wait "$p"

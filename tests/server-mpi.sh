@@ -101,15 +101,26 @@ mpi_start() {
 }
 
 # job_end NAME PID BOUND: wait at most BOUND seconds for the job to end;
-# sets $rc (its exit status; 255 when it had to be killed).
+# sets $rc (its exit status; 255 when it had to be killed).  It polls:
+# a watchdog process killed at once, still holding the script's traps
+# before it has started, could run the EXIT trap.
 job_end() {
-    # the watchdog is a program of its own: a subshell killed before it
-    # has reset the traps it inherits would run the script's EXIT trap
-    sh -c 'sleep "$1"; kill -KILL "$2"' watchdog "$3" "$2" >/dev/null 2>&1 &
-    watchdog=$!
-    wait "$2"
-    rc=$?
-    if kill -0 "$watchdog" 2>/dev/null; then kill "$watchdog" 2>/dev/null; else rc=255; fi
+    i=0
+    while [ $i -lt $(($3 * 10)) ]; do
+        case $(ps -o stat= -p "$2" 2>/dev/null) in
+        '' | Z*) break ;;
+        esac
+        sleep 0.1
+        i=$((i + 1))
+    done
+    if [ $i -ge $(($3 * 10)) ]; then
+        kill -KILL "$2" 2>/dev/null
+        wait "$2"
+        rc=255
+    else
+        wait "$2"
+        rc=$?
+    fi
     if grep -Eq 'ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer' "$tmpdir/$1.err"; then
         fail "$1: sanitizer report"
         sed 's/^/  stderr: /' "$tmpdir/$1.err" >&2
