@@ -107,7 +107,8 @@ mpi_start() {
 job_end() {
     i=0
     while [ $i -lt $(($3 * 10)) ]; do
-        case $(ps -o stat= -p "$2" 2>/dev/null) in
+        # its state in /proc (the field after the command's name): gone or a zombie
+        case $(sed 's/.*) //' "/proc/$2/stat" 2>/dev/null) in
         '' | Z*) break ;;
         esac
         sleep 0.1
