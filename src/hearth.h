@@ -1727,9 +1727,18 @@ hearth_status hearth_pipeline_handshake(hearth_pipeline *p, const hearth_model *
  * one's steps, on n_threads threads; 0: one per processor) until rank 0
  * closes the pipeline. */
 hearth_status hearth_pipeline_serve(hearth_pipeline *p, const hearth_model *model, int32_t n_threads);
+/* Rank 0: whether the other ranks are still there.  A message that was
+ * lost (a rank died, or did not answer within the timeout) breaks the
+ * pipeline: this and every later step fail at once with its error, and
+ * the job can only be ended (hearth_pipeline_close() with failed).  With
+ * ping, also sends a message through every rank and waits for it to come
+ * back, at most the timeout (a server does so while it is idle).  Call it
+ * between steps, from the thread that runs them. */
+hearth_status hearth_pipeline_check(hearth_pipeline *p, bool ping);
 /* Leave the job.  On rank 0 the other ranks are told to stop first.
- * failed: this rank failed, and the whole job is ended now (the other
- * ranks may be waiting for it); the process exits with status 1. */
+ * failed, or the pipeline broken: this rank failed, and the whole job is
+ * ended now (the other ranks may be waiting for it); the process exits
+ * with status 1. */
 void hearth_pipeline_close(hearth_pipeline *p, bool failed);
 
 #ifdef __cplusplus

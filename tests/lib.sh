@@ -139,7 +139,8 @@ serve_start() {
     port=''
     i=0
     while [ $i -lt 300 ]; do
-        port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$tmpdir/$name.err" | head -n 1)
+        port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$tmpdir/$name.err" 2>/dev/null |
+            head -n 1)
         [ -n "$port" ] && return 0
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
@@ -153,7 +154,11 @@ serve_start() {
 serve_stop() {
     name=$1 p=$2
     kill -TERM "$p" 2>/dev/null
-    ( sleep 60; kill -KILL "$p" 2>/dev/null ) >/dev/null 2>&1 &
+    # the watchdog is a program of its own: a subshell killed (when the
+    # server ends at once) before it has reset the traps it inherits would
+    # run serve_tracking's EXIT trap, killing the other servers and
+    # removing $tmpdir; a program holds them only until its exec
+    sh -c 'sleep 60; kill -KILL "$1"' watchdog "$p" >/dev/null 2>&1 &
     watchdog=$!
     wait "$p"
     rc=$?

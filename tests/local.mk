@@ -324,6 +324,7 @@ TESTS += \
 	tests/server-disk-cache.sh \
 	tests/server-embeddings.sh \
 	tests/server-models.sh \
+	tests/server-mpi.sh \
 	tests/server-openai.sh \
 	tests/template-models.sh \
 	tests/tokenizer-kimi.sh \
@@ -372,6 +373,8 @@ EXTRA_DIST += \
 	tests/server-models.mjs \
 	tests/server-models.py \
 	tests/server-models.sh \
+	tests/server-mpi.py \
+	tests/server-mpi.sh \
 	tests/server-openai.mjs \
 	tests/server-openai.sh \
 	tests/server-responses.mjs \

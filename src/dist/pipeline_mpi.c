@@ -15,6 +15,12 @@
  * sleeps a little between tries once the first ones fail, so that a rank
  * waiting for the others leaves their processors to them.  A rank waiting
  * for rank 0's next step waits as long as it takes.
+ *
+ * A message that could not be sent or received within the timeout breaks
+ * the pipeline: the links may hold half a message, so every later send or
+ * receive fails at once with the first error (hearth_pipeline_check()
+ * tells the server so) and the job can only be ended.  A rank that fails
+ * a step and says so (MSG_FAIL) does not break it.
  */
 #include "internal.h"
 
@@ -30,7 +36,7 @@
 #include "sha256.h"
 
 enum { TAG_CHAIN = 1, TAG_OUT = 2 };
-enum { MSG_SETUP = 1, MSG_STEP, MSG_COPY, MSG_RELEASE, MSG_QUIT, MSG_FAIL };
+enum { MSG_SETUP = 1, MSG_STEP, MSG_COPY, MSG_RELEASE, MSG_QUIT, MSG_FAIL, MSG_PING };
 enum { H_KIND, H_BYTES, H_STATUS, H_A, H_B, H_C, H_D, H_E, H_F, H_G, H_H, H_ID = 15, PIPE_HDR = 16 };
 
 #define DEFAULT_TIMEOUT_MS 120000
@@ -47,6 +53,9 @@ struct hearth_pipeline {
     uint8_t *out;       /* a payload being sent */
     size_t out_cap;
     int32_t next_id;    /* rank 0: the id of the next runner */
+    char broken[512];   /* why a message was lost (a rank died or went
+                         * silent, MPI failed): every later message fails
+                         * with it, and the job can only be ended */
 };
 
 static hearth_status mpi_error(int rc, int peer, const char *what)
@@ -88,8 +97,18 @@ static hearth_status wait_req(MPI_Request *req, int peer, int timeout_ms, const 
     }
 }
 
-static hearth_status send_msg(struct hearth_pipeline *p, int dest, int tag, int64_t *hdr, const void *payload,
-                              size_t bytes)
+/* The pipeline breaks with the error st (hearth_last_error()). */
+static hearth_status broke(struct hearth_pipeline *p, hearth_status st)
+{
+    if (st && !p->broken[0]) {
+        const char *why = hearth_last_error();
+        snprintf(p->broken, sizeof p->broken, "%s", why && *why ? why : hearth_strerror(st));
+    }
+    return st;
+}
+
+static hearth_status send_msg_once(struct hearth_pipeline *p, int dest, int tag, int64_t *hdr, const void *payload,
+                                   size_t bytes)
 {
     if (bytes > (size_t)INT32_MAX)
         return hearth_error(HEARTH_E_RANGE, "pipeline: a message of %zu bytes (at most %d)", bytes, INT32_MAX);
@@ -104,6 +123,13 @@ static hearth_status send_msg(struct hearth_pipeline *p, int dest, int tag, int6
     return wait_req(&req, dest, p->timeout_ms, "sending to");
 }
 
+static hearth_status send_msg(struct hearth_pipeline *p, int dest, int tag, int64_t *hdr, const void *payload,
+                              size_t bytes)
+{
+    if (p->broken[0]) return hearth_error(HEARTH_E_IO, "%s", p->broken);
+    return broke(p, send_msg_once(p, dest, tag, hdr, payload, bytes));
+}
+
 static hearth_status grow(uint8_t **buf, size_t *cap, size_t bytes)
 {
     if (bytes <= *cap) return HEARTH_OK;
@@ -115,8 +141,7 @@ static hearth_status grow(uint8_t **buf, size_t *cap, size_t bytes)
     return HEARTH_OK;
 }
 
-/* Receive a message into hdr and p->in; timeout_ms 0: no limit. */
-static hearth_status recv_msg(struct hearth_pipeline *p, int src, int tag, int64_t *hdr, int timeout_ms)
+static hearth_status recv_msg_once(struct hearth_pipeline *p, int src, int tag, int64_t *hdr, int timeout_ms)
 {
     MPI_Request req;
     int rc = MPI_Irecv(hdr, PIPE_HDR, MPI_INT64_T, src, tag, p->comm, &req);
@@ -130,6 +155,13 @@ static hearth_status recv_msg(struct hearth_pipeline *p, int src, int tag, int64
     rc = MPI_Irecv(p->in, (int)hdr[H_BYTES], MPI_BYTE, src, tag, p->comm, &req);
     if (rc != MPI_SUCCESS) return mpi_error(rc, src, "receiving from");
     return wait_req(&req, src, timeout_ms, "waiting for");
+}
+
+/* Receive a message into hdr and p->in; timeout_ms 0: no limit. */
+static hearth_status recv_msg(struct hearth_pipeline *p, int src, int tag, int64_t *hdr, int timeout_ms)
+{
+    if (p->broken[0]) return hearth_error(HEARTH_E_IO, "%s", p->broken);
+    return broke(p, recv_msg_once(p, src, tag, hdr, timeout_ms));
 }
 
 static hearth_status send_kind(struct hearth_pipeline *p, int dest, int tag, int kind)
@@ -193,6 +225,8 @@ void hearth_pipeline_layers(const hearth_pipeline *p, int32_t n_layer, int32_t *
 void hearth_pipeline_close(hearth_pipeline *p, bool failed)
 {
     if (!p) return;
+    /* a lost message: the others cannot be told to stop */
+    if (p->broken[0]) failed = true;
     if (failed) {
         /* the others may wait for this rank: end them all */
         fflush(stdout);
@@ -291,6 +325,20 @@ static void setup_header(int64_t *hdr, const struct pipe_setup *rp, int32_t id)
     memcpy(hdr, h, sizeof h);
 }
 
+hearth_status hearth_pipeline_check(hearth_pipeline *p, bool ping)
+{
+    if (!p) return hearth_error(HEARTH_E_INVALID, "hearth_pipeline_check: NULL argument");
+    if (p->broken[0]) return hearth_error(HEARTH_E_IO, "%s", p->broken);
+    if (!ping || p->rank != 0) return HEARTH_OK;
+    /* through every rank and back, as a step goes */
+    int64_t hdr[PIPE_HDR] = {[H_KIND] = MSG_PING};
+    HEARTH_TRY(send_msg(p, 1, TAG_CHAIN, hdr, NULL, 0));
+    HEARTH_TRY(recv_msg(p, p->size - 1, TAG_OUT, hdr, p->timeout_ms));
+    if (hdr[H_KIND] == MSG_PING) return HEARTH_OK;
+    return broke(p, hearth_error(HEARTH_E_INTERNAL, "pipeline: rank %d answered a check with a message of kind %lld",
+                                 p->size - 1, (long long)hdr[H_KIND]));
+}
+
 hearth_status pipe_setup(struct hearth_pipeline *p, const struct pipe_setup *rp, int32_t *id)
 {
     *id = p->next_id++;
@@ -308,6 +356,8 @@ hearth_status pipe_setup(struct hearth_pipeline *p, const struct pipe_setup *rp,
 void pipe_release(struct hearth_pipeline *p, int32_t id)
 {
     int64_t hdr[PIPE_HDR] = {[H_KIND] = MSG_RELEASE, [H_ID] = id};
+    /* broken: the job is ended, not told */
+    if (p->broken[0]) return;
     if (send_msg(p, 1, TAG_CHAIN, hdr, NULL, 0) != HEARTH_OK) {
         fprintf(stderr, "hearth: %s\n", hearth_last_error());
         hearth_pipeline_close(p, true);
@@ -497,6 +547,11 @@ hearth_status pipe_recv(struct hearth_pipeline *p, int64_t n_embd, struct pipe_m
             break;
         case MSG_RELEASE: msg->kind = PIPE_RELEASE; break;
         case MSG_QUIT: msg->kind = PIPE_QUIT; break;
+        case MSG_PING:
+            /* rank 0 checks that every rank is there: on, or back */
+            if (p->rank == p->size - 1) HEARTH_TRY(send_kind(p, 0, TAG_OUT, MSG_PING));
+            else HEARTH_TRY(send_msg(p, p->rank + 1, TAG_CHAIN, hdr, NULL, 0));
+            continue;
         case MSG_FAIL: {
             /* an earlier rank failed: on towards rank 0 */
             char text[1024] = "";

@@ -37,6 +37,13 @@ hearth_status hearth_pipeline_handshake(hearth_pipeline *p, const hearth_model *
     return hearth_error(HEARTH_E_UNSUPPORTED, "this hearth was built without MPI");
 }
 
+hearth_status hearth_pipeline_check(hearth_pipeline *p, bool ping)
+{
+    (void)p;
+    (void)ping;
+    return hearth_error(HEARTH_E_UNSUPPORTED, "this hearth was built without MPI");
+}
+
 void hearth_pipeline_close(hearth_pipeline *p, bool failed) { (void)p; (void)failed; }
 
 /* The pipeline's messages: only ever called with a pipeline open. */

@@ -288,6 +288,15 @@ static void on_event(void *user, const hearth_event *ev)
             /* the library's message, as hearth run prints it */
             const char *why = hearth_last_error();
             snprintf(j->error, sizeof j->error, "%s", why && *why ? why : hearth_strerror(ev->status));
+            /* the engine's peers gone (a pipeline's rank): the request
+             * fails with that, and so does the server */
+            const struct srv_loaded *l = &j->m->loaded;
+            char broken[sizeof j->error];
+            if (l->check && !l->check(l->owner, false, broken, sizeof broken)) {
+                snprintf(j->error, sizeof j->error, "%s", broken);
+                j->error_code = l->check_code;
+                srv_server_fail(s, l->check_code, broken);
+            }
             /* A grammar that only grows too ambiguous for the matcher
              * after some output is the request's fault, not the
              * server's: it is named as when it is refused at the start. */
@@ -296,7 +305,7 @@ static void on_event(void *user, const hearth_event *ev)
         if (j->req.stream && !j->stream_closed) {
             if (j->failed) {
                 if (j->error_param) emit_error(j, j->error, "invalid_request_error", "invalid_value", j->error_param);
-                else emit_error(j, j->error, "server_error", "generation_failed", NULL);
+                else emit_error(j, j->error, "server_error", j->error_code ? j->error_code : "generation_failed", NULL);
             } else if (finish_name(ev->finish) && j->req.kind == SRV_RESPONSES) {
                 responses_stream_end(j);
             } else if (finish_name(ev->finish)) {
@@ -314,6 +323,21 @@ static void on_event(void *user, const hearth_event *ev)
     if (last) job_destroy(j);
 }
 
+/* The realtime clock seconds from now (pthread_cond_timedwait()). */
+static struct timespec realtime_after(double seconds)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    const long sec = (long)seconds;
+    ts.tv_sec += sec;
+    ts.tv_nsec += (long)((seconds - (double)sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
 void *engine_main(void *arg)
 {
     struct srv_model *m = arg;
@@ -326,10 +350,26 @@ void *engine_main(void *arg)
         bool did = false;
         hearth_status st = hearth_engine_step(m->loaded.engine, &did);
         if (st) fprintf(stderr, LOG_PREFIX "model %s: a step failed: %s\n", m->alias, hearth_last_error());
+        const struct srv_loaded *l = &m->loaded;
+        char why[512];
+        if (st && l->check && !l->check(l->owner, false, why, sizeof why)) srv_server_fail(m->s, l->check_code, why);
+        /* failed: the requests a failed step left, queued or running,
+         * fail at once in the next steps rather than wait for a wake */
+        if (st && m->s->state == STATE_FAILED) did = true;
         if (!did) {
+            /* idle: with peers to check, every check_interval_s */
+            bool timed_out = false;
             pthread_mutex_lock(&m->wake_mu);
-            while (!m->wake_pending && !m->quit) pthread_cond_wait(&m->wake_cv, &m->wake_mu);
+            if (l->check && l->check_interval_s > 0 && m->s->state != STATE_FAILED) {
+                const struct timespec ts = realtime_after(l->check_interval_s);
+                while (!m->wake_pending && !m->quit && !timed_out)
+                    timed_out = pthread_cond_timedwait(&m->wake_cv, &m->wake_mu, &ts) == ETIMEDOUT;
+            } else {
+                while (!m->wake_pending && !m->quit) pthread_cond_wait(&m->wake_cv, &m->wake_mu);
+            }
+            const bool check = timed_out && !m->wake_pending && !m->quit;
             pthread_mutex_unlock(&m->wake_mu);
+            if (check && !l->check(l->owner, true, why, sizeof why)) srv_server_fail(m->s, l->check_code, why);
         }
     }
     return NULL;
@@ -562,7 +602,7 @@ bool job_enlist(struct job *j, struct srv_error *e)
     pthread_mutex_lock(&s->jobs_mu);
     if (s->state != STATE_READY) {
         pthread_mutex_unlock(&s->jobs_mu);
-        return srv_fail(e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+        return srv_unavailable(s, e);
     }
     j->next = s->jobs;
     if (s->jobs) s->jobs->prev = j;
@@ -858,12 +898,13 @@ bool handle_generate(struct conn *cn, struct http_exchange *c, enum srv_kind kin
     if (!job_wait_all(cn, c, j, &answered)) return answered;
     bool failed = j->failed;
     const char *error_param = j->error_param;
+    const char *error_code = j->error_code ? j->error_code : "generation_failed";
     char error[sizeof j->error];
     memcpy(error, j->error, sizeof error);
     json_t *o = failed ? NULL : final_response(j);
     pthread_mutex_unlock(&j->mu);
     if (failed && error_param)
         return send_error(cn, c, 400, "invalid_request_error", "invalid_value", error_param, "%s", error);
-    if (failed) return send_error(cn, c, 500, "server_error", "generation_failed", NULL, "%s", error);
+    if (failed) return send_error(cn, c, 500, "server_error", error_code, NULL, "%s", error);
     return send_json(cn, c, 200, o, NULL);
 }

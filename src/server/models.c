@@ -335,8 +335,8 @@ bool srv_model_acquire(struct srv_model *m, struct conn *cn, double deadline, bo
             load_error(m, e);
             break;
         }
-        if (s->state == STATE_DRAINING || s->forced_end) {
-            srv_fail(e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+        if (s->state == STATE_DRAINING || s->state == STATE_FAILED || s->forced_end) {
+            srv_unavailable(s, e);
             break;
         }
         if (srv_now_s() >= deadline) {

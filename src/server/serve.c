@@ -19,11 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "hearth.h"
 #include "model_options.h"
+#include "pp_options.h"
 #include "prompt.h"
 #include "sampling_options.h"
 #include "spec_options.h"
@@ -101,6 +103,7 @@ static void usage(FILE *out)
     cli_model_help(out);
     cli_sampling_help(out);
     cli_spec_help(out);
+    cli_pipeline_help(out);
 }
 
 #ifndef HEARTH_HAVE_SERVER
@@ -409,6 +412,8 @@ struct loader {
     const char *cache_dir;      /* --cache-dir, or NULL */
     bool cache_per_model;       /* a table of models: each in cache_dir/ALIAS */
     uint64_t cache_disk_bytes;  /* --cache-disk-size (each model's, in a table) */
+    hearth_pipeline *pipe;      /* --pp: rank 0 of the pipeline, or NULL */
+    const struct cli_pipeline_opts *pp;
     bool usage_error;    /* the last load failed for the flags (the one model of -m FILE) */
 };
 
@@ -419,6 +424,7 @@ struct instance {
     struct chat_prompt cp;
     struct cli_spec spec;
     bool mtp;
+    hearth_pipeline *pipe; /* the model's layers run over a pipeline's ranks */
     char cache_dir[4096];  /* the engine's disk tier, where it has one */
 };
 
@@ -430,6 +436,17 @@ static void instance_free(struct instance *in)
     hearth_model_free(in->model);
     hearth_model_free(in->draft);
     free(in);
+}
+
+/* The other ranks of the pipeline (struct srv_loaded's check), on the
+ * engine's thread: gone when a message to them was lost; with wait, a
+ * message through all of them and back. */
+static bool pipeline_check(void *owner, bool wait, char *why, size_t why_size)
+{
+    const struct instance *in = owner;
+    if (hearth_pipeline_check(in->pipe, wait) == HEARTH_OK) return true;
+    snprintf(why, why_size, "%s", hearth_last_error());
+    return false;
 }
 
 static void unload_model(void *user, struct srv_loaded *l)
@@ -450,6 +467,16 @@ static bool load_model(void *user, const char *alias, const char *path, struct s
     if (st) {
         snprintf(why, why_size, "%s", hearth_last_error());
         goto fail;
+    }
+    if (L->pipe) {
+        /* rank 0: the start-up check with the other ranks, which have
+         * loaded their layers of the same file */
+        bool served;
+        if (cli_pipeline_start(CMD, L->pipe, L->pp, L->copts, in->model, &served) != CLI_EXIT_OK) {
+            snprintf(why, why_size, "the pipeline's start-up check failed (the log says why)");
+            goto fail;
+        }
+        in->pipe = L->pipe;
     }
     const hearth_vocab *vocab = hearth_model_vocab(in->model);
     if (!vocab) {
@@ -494,7 +521,7 @@ static bool load_model(void *user, const char *alias, const char *path, struct s
         ep.cache_disk_bytes = L->cache_disk_bytes;
     }
     /* the model's own prediction layer drafts unless told otherwise */
-    if (cli_spec_use_mtp(CMD, &in->spec, in->model, true, &in->mtp) != CLI_EXIT_OK) {
+    if (cli_spec_use_mtp(CMD, &in->spec, in->model, !L->pipe, &in->mtp) != CLI_EXIT_OK) {
         snprintf(why, why_size, "%s: the speculation flags do not fit the model (the server's log says why)", path);
         L->usage_error = true;
         goto fail;
@@ -534,11 +561,34 @@ static bool load_model(void *user, const char *alias, const char *path, struct s
     out->eos_text = cp->eos_text ? cp->eos_text : "";
     out->max_tokens_cap = L->max_tokens ? L->max_tokens : ep.n_ctx;
     out->speculation = in->spec.speculation;
+    if (in->pipe) {
+        /* a rank that stops answering fails the server, idle or not */
+        out->check = pipeline_check;
+        out->check_interval_s = 1;
+        out->check_code = "pipeline_failed";
+    }
     out->owner = in;
     return true;
 fail:
     instance_free(in);
     return false;
+}
+
+/* A rank other than 0 of a pipeline: its layers of the model, for rank
+ * 0's engine, until rank 0 closes the pipeline.  A CLI exit status. */
+static int serve_rank(const struct cli_model_source *src, const struct cli_pipeline_opts *pp,
+                      const struct cli_context_opts *copts, hearth_pipeline *pipe)
+{
+    char *path = NULL;
+    hearth_model *model = NULL;
+    int rc = cli_model_resolve(CMD, src, &path);
+    if (rc == CLI_EXIT_OK && hearth_model_load(path, &src->params, &model) != HEARTH_OK)
+        rc = cli_error(CMD, "rank %d: %s", hearth_pipeline_rank(pipe), hearth_last_error());
+    bool served;
+    if (rc == CLI_EXIT_OK) rc = cli_pipeline_start(CMD, pipe, pp, copts, model, &served);
+    hearth_model_free(model);
+    free(path);
+    return rc;
 }
 
 int cmd_serve(int argc, char **argv)
@@ -589,6 +639,7 @@ int cmd_serve(int argc, char **argv)
         CLI_MODEL_LONG_OPTIONS,
         CLI_SAMPLING_LONG_OPTIONS,
         CLI_SPEC_LONG_OPTIONS,
+        CLI_PIPELINE_LONG_OPTIONS,
         {NULL, 0, NULL, 0},
     };
     struct cli_model_source src;
@@ -598,6 +649,8 @@ int cmd_serve(int argc, char **argv)
     cli_model_source_init(&src);
     cli_sampling_init(&sampling);
     struct cli_context_opts copts = CLI_CONTEXT_OPTS_INIT;
+    struct cli_pipeline_opts pp = {0};
+    hearth_pipeline *pipe = NULL;
     struct srv_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.host = "127.0.0.1";
@@ -644,6 +697,7 @@ int cmd_serve(int argc, char **argv)
         if (r == 0) r = cli_sampling_option(CMD, &sampling, c, optarg);
         if (r == 0) r = cli_spec_option(CMD, &spec, c, optarg);
         if (r == 0) r = cli_context_option(CMD, &copts, c, optarg);
+        if (r == 0) r = cli_pipeline_option(CMD, &pp, c, optarg);
         if (r < 0) goto done;
         if (r > 0) continue;
         bool ok = true;
@@ -790,6 +844,19 @@ int cmd_serve(int argc, char **argv)
         if (cli_model_check(CMD, &src, true) != CLI_EXIT_OK) goto done;
         if (!keep_alive_given) cfg.keep_alive_s = -1;
     }
+    if (pp.pp > 1) {
+        /* what a pipeline does not run (yet) */
+        const char *no = table ? "--models-dir and -m ALIAS=FILE (it serves the one model of -m FILE, -hf or --url)"
+                         : spec.draft_path ? "--model-draft"
+                         : src.offload_given ? "offloading to a device (-ngl, --device, --gpu-fallback)"
+                         : cache_dir ? "--cache-dir (each rank holds its own layers' keys and values)"
+                         : keep_alive_given && cfg.keep_alive_s >= 0 ? "--keep-alive (the model stays loaded)"
+                         : NULL;
+        if (no) {
+            cli_usage_error(CMD, "--pp %d: not with %s", pp.pp, no);
+            goto done;
+        }
+    }
     if (cache_disk_size && !cache_dir) {
         cli_usage_error(CMD, "--cache-disk-size needs --cache-dir");
         goto done;
@@ -848,6 +915,16 @@ int cmd_serve(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* --pp: join the MPI job (its threads start with the signals
+     * blocked); the other ranks load their layers and run them for
+     * rank 0, which serves */
+    if (cli_pipeline_open(CMD, &pp, &src, &pipe) != CLI_EXIT_OK) goto done;
+    if (pipe && hearth_pipeline_rank(pipe) != 0) {
+        pthread_sigmask(SIG_UNBLOCK, &sigs, NULL);
+        rc = serve_rank(&src, &pp, &copts, pipe);
+        goto done;
+    }
+
     char *model_path = NULL, *alias_buf = NULL;
     struct srv_server *server = NULL;
     const char *scheme = tls_key ? "https" : "http";
@@ -866,6 +943,8 @@ int cmd_serve(int argc, char **argv)
         .cache_dir = cache_dir,
         .cache_per_model = table,
         .cache_disk_bytes = cache_disk_size,
+        .pipe = pipe,
+        .pp = &pp,
     };
     const struct srv_model_loader callbacks = {load_model, unload_model, &loader};
 
@@ -946,6 +1025,7 @@ int cmd_serve(int argc, char **argv)
         if (!cfg.no_webui)
             fprintf(stderr, "hearth: %s: the chat page: %s://%s%s%s:%d/\n", CMD, scheme,
                     strchr(cfg.host, ':') ? "[" : "", cfg.host, strchr(cfg.host, ':') ? "]" : "", port);
+        cli_pipeline_report(stderr, CMD, pipe, l->model);
         if (l->reasoning == HEARTH_REASONING_NONE && cfg.reasoning_budget >= 0)
             fprintf(stderr, "hearth: %s: --reasoning-budget does nothing: the replies have no reasoning apart "
                     "(chat template: %s%s)\n", CMD, source, split_reasoning ? "" : "; --reasoning-format none");
@@ -961,8 +1041,31 @@ int cmd_serve(int argc, char **argv)
                     (unsigned long long)es.bytes_per_token);
     }
 
+    /* a signal, or the server's failure (a pipeline's rank gone) */
     int sig = 0;
-    sigwait(&sigs, &sig);
+    const char *failure = NULL;
+    while (sig <= 0 && !(failure = srv_server_failure(server))) {
+        const struct timespec tick = {0, 100 * 1000 * 1000};
+        sig = sigtimedwait(&sigs, NULL, &tick);
+    }
+    if (failure) {
+        /* the running requests end with the failure; the server answers
+         * 503 saying why until the grace is over (or a signal comes) */
+        fprintf(stderr, "hearth: %s: ending in %g s (--grace; at once on SIGTERM): the running requests fail, "
+                "/health and new requests get 503\n", CMD, grace);
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        const double end = (double)t.tv_sec + (double)t.tv_nsec * 1e-9 + grace;
+        srv_server_drain(server, grace);
+        for (;;) {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if ((double)t.tv_sec + (double)t.tv_nsec * 1e-9 >= end) break;
+            const struct timespec tick = {0, 100 * 1000 * 1000};
+            if (sigtimedwait(&sigs, NULL, &tick) > 0) break;
+        }
+        fprintf(stderr, "hearth: %s: stopped: %s\n", CMD, failure);
+        goto cleanup;
+    }
     fprintf(stderr, "hearth: %s: %s: draining (up to %g s for the running requests)\n", CMD,
             sig == SIGTERM ? "SIGTERM" : "SIGINT", grace);
     int ended = srv_server_drain(server, grace);
@@ -973,6 +1076,12 @@ int cmd_serve(int argc, char **argv)
 
 cleanup:
     srv_server_free(server);
+    /* a drained pipeline: the other ranks are told to stop, if they are
+     * all still there */
+    if (pipe && rc == CLI_EXIT_OK && hearth_pipeline_check(pipe, true) != HEARTH_OK) {
+        cli_error(CMD, "%s", hearth_last_error());
+        rc = CLI_EXIT_FAILURE;
+    }
     free(model_path);
     free(alias_buf);
     free(tls_key);
@@ -982,6 +1091,8 @@ done:
     entries_free(&entries);
     free(model_args);
     cli_sampling_free(&sampling);
+    /* a failure ends every rank (and this process) */
+    cli_pipeline_close(pipe, rc);
     return rc;
 }
 

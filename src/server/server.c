@@ -194,13 +194,51 @@ static bool handle_page(struct conn *cn, struct http_exchange *c)
     return ok;
 }
 
+/* ---- failure ---------------------------------------------------------- */
+
+void srv_server_fail(struct srv_server *s, const char *code, const char *why)
+{
+    pthread_mutex_lock(&s->fail_mu);
+    if (s->state != STATE_FAILED) {
+        snprintf(s->failure, sizeof s->failure, "%s", why);
+        s->failure_code = code;
+        s->state = STATE_FAILED;
+        fprintf(stderr, LOG_PREFIX "failed: %s; every request is refused from now on\n", why);
+    }
+    pthread_mutex_unlock(&s->fail_mu);
+}
+
+const char *srv_server_failure(struct srv_server *s)
+{
+    return s->state == STATE_FAILED ? s->failure : NULL;
+}
+
+bool srv_unavailable(struct srv_server *s, struct srv_error *e)
+{
+    if (s->state == STATE_FAILED)
+        return srv_fail(e, 503, "server_error", s->failure_code, NULL, "the server cannot serve: %s", s->failure);
+    return srv_fail(e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+}
+
 static bool handle_health(struct conn *cn, struct http_exchange *c)
 {
     const int st = cn->s->state;
-    const char *status = st == STATE_READY ? "ok" : st == STATE_LOADING ? "loading" : "draining";
+    const char *status = st == STATE_READY     ? "ok"
+                         : st == STATE_LOADING ? "loading"
+                         : st == STATE_FAILED  ? "error"
+                                               : "draining";
     json_t *o = json_object();
     json_object_set_new(o, "status", json_string(status));
+    if (st == STATE_FAILED) json_object_set_new(o, "error", json_string(cn->s->failure));
     return send_json(cn, c, st == STATE_READY ? 200 : 503, o, st == STATE_READY ? NULL : "1");
+}
+
+/* 503: the server is not ready (draining, or failed). */
+static bool send_unavailable(struct conn *cn, struct http_exchange *c)
+{
+    struct srv_error e;
+    srv_unavailable(cn->s, &e);
+    return send_srv_error(cn, c, &e);
 }
 
 static bool handle_models(struct conn *cn, struct http_exchange *c)
@@ -336,7 +374,7 @@ static bool on_request(struct conn *cn, struct http_exchange *c, const char *url
     if (s->state == STATE_LOADING)
         return send_error(cn, c, 503, "server_error", "loading", NULL, "the model is still loading");
     if (s->state != STATE_READY && (cn->route == R_TOKENIZE || cn->route == R_DETOKENIZE))
-        return send_error(cn, c, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+        return send_unavailable(cn, c);
     switch (cn->route) {
     case R_MODELS: return handle_models(cn, c);
     case R_METRICS: return handle_metrics(cn, c);
@@ -346,13 +384,11 @@ static bool on_request(struct conn *cn, struct http_exchange *c, const char *url
     case R_CHAT:
     case R_COMPLETIONS:
     case R_RESPONSES:
-        if (s->state != STATE_READY)
-            return send_error(cn, c, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+        if (s->state != STATE_READY) return send_unavailable(cn, c);
         return handle_generate(cn, c, cn->route == R_CHAT ? SRV_CHAT : cn->route == R_RESPONSES ? SRV_RESPONSES
                                                                                                 : SRV_COMPLETION);
     case R_EMBEDDINGS:
-        if (s->state != STATE_READY)
-            return send_error(cn, c, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+        if (s->state != STATE_READY) return send_unavailable(cn, c);
         return handle_embeddings(cn, c);
     default: return false;
     }
@@ -431,6 +467,7 @@ bool srv_server_start(const struct srv_config *cfg, const struct srv_model_loade
     srv_metrics_init(&s->metrics);
     srv_models_init(&s->models, loader);
     pthread_mutex_init(&s->jobs_mu, NULL);
+    pthread_mutex_init(&s->fail_mu, NULL);
     resp_store_init(&s->responses, cfg->responses_store, cfg->responses_store_bytes);
     struct http_config hc = {
         .host = cfg->host,
@@ -483,13 +520,18 @@ bool srv_server_preload(struct srv_server *s, const char *alias, const struct sr
 bool srv_server_ready(struct srv_server *s)
 {
     if (!srv_models_start(s)) return false;
-    s->state = STATE_READY;
+    /* not over a failure that came first */
+    int loading = STATE_LOADING;
+    atomic_compare_exchange_strong(&s->state, &loading, STATE_READY);
     return true;
 }
 
 int srv_server_drain(struct srv_server *s, double grace_s)
 {
-    s->state = STATE_DRAINING;
+    /* a failed server stays failed: its requests end with the failure */
+    int ready = STATE_READY, loading = STATE_LOADING;
+    if (!atomic_compare_exchange_strong(&s->state, &ready, STATE_DRAINING))
+        atomic_compare_exchange_strong(&s->state, &loading, STATE_DRAINING);
     const double end = srv_now_s() + grace_s;
     int32_t left;
     for (;;) {
@@ -524,6 +566,7 @@ void srv_server_free(struct srv_server *s)
     srv_models_free(s);
     srv_metrics_destroy(&s->metrics);
     pthread_mutex_destroy(&s->jobs_mu);
+    pthread_mutex_destroy(&s->fail_mu);
     resp_store_free(&s->responses);
     free(s);
 }

@@ -61,6 +61,16 @@ struct srv_loaded {
     const char *bos_text, *eos_text;     /* the texts of the BOS and EOS tokens */
     int32_t max_tokens_cap;              /* most max_tokens; also the default */
     hearth_speculation speculation;      /* of every request (draft_max 0: none) */
+    /* An engine that depends on other processes (the ranks of a pipeline,
+     * hearth-mpi(7)): whether they are well, asked on the engine's thread
+     * between steps -- after a request failed (wait false: it answers at
+     * once), and every check_interval_s seconds while the engine is idle
+     * (wait true: it may wait for them).  false with why set: the server
+     * has failed (srv_server_failure()); the requests failed so, and those
+     * that come after, get check_code.  NULL: nothing to check. */
+    bool (*check)(void *owner, bool wait, char *why, size_t why_size);
+    double check_interval_s;
+    const char *check_code;
     void *owner;                         /* the loader's own */
 };
 
@@ -96,6 +106,12 @@ bool srv_server_preload(struct srv_server *s, const char *alias, const struct sr
 
 /* Take requests: the models are loaded as they are named. */
 bool srv_server_ready(struct srv_server *s);
+
+/* NULL while the server is well; once a loaded model's check has failed
+ * (struct srv_loaded), why: /health and every new request answer 503
+ * with it, and the command should end the server (srv_server_drain() lets
+ * the running requests, which fail with it, be answered). */
+const char *srv_server_failure(struct srv_server *s);
 
 /* Stop taking requests (503), wait up to grace_s seconds for those
  * running, then end the rest; returns how many had to be ended. */

@@ -25,7 +25,7 @@
 
 #define LOG_PREFIX "hearth: serve: "
 
-enum srv_state { STATE_LOADING, STATE_READY, STATE_DRAINING };
+enum srv_state { STATE_LOADING, STATE_READY, STATE_DRAINING, STATE_FAILED };
 
 #define SRV_GRAMMAR_CACHE 16
 
@@ -116,6 +116,12 @@ struct srv_server {
     int32_t n_jobs;
     _Atomic bool forced_end;  /* drain's grace is over */
 
+    /* STATE_FAILED: why, and the error code of the requests it fails;
+     * written once, before the state is */
+    pthread_mutex_t fail_mu;
+    char failure[512];
+    const char *failure_code;
+
     _Atomic uint64_t next_id;
     _Atomic uint64_t seeds_drawn; /* by requests without a seed (hearth_seed_derive) */
 
@@ -197,6 +203,7 @@ struct job {
     bool http_gone;
     bool failed;                             /* a sample ended in error */
     const char *error_param;                 /* NULL, or the field at fault: the request's own grammar */
+    const char *error_code;                  /* NULL (generation_failed), or the failed check's */
     char error[256];
     char id[48];
     time_t created;
@@ -243,6 +250,12 @@ bool send_error(struct conn *cn, struct http_exchange *c, int status, const char
 #endif
     ;
 bool send_srv_error(struct conn *cn, struct http_exchange *c, const struct srv_error *e);
+/* The server can take no more requests: mark it failed with why (the
+ * first failure stays). */
+void srv_server_fail(struct srv_server *s, const char *code, const char *why);
+/* The 503 of a request that comes when the server is not ready:
+ * draining, or failed with why. */
+bool srv_unavailable(struct srv_server *s, struct srv_error *e);
 
 /* ---- jobs.c --------------------------------------------------------- */
 

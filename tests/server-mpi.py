@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""server-mpi.py -- the client of tests/server-mpi.sh (hearth serve --pp).
+
+  server-mpi.py answers PORT OUT
+      greedy completions with logprobs, whole and streamed: their text,
+      log probabilities and finish reasons (not their ids or times) to OUT
+  server-mpi.py kill PORT PIDFILE
+      a long streamed completion; at its first text, SIGKILL to the pid
+      in PIDFILE (rank 1): the stream must end with an error event naming
+      the pipeline, then /health answers 503 naming rank 1 and a new
+      request 503 pipeline_failed
+  server-mpi.py drain PORT PIDFILE OUT
+      a streamed completion; at its first text, SIGTERM to the pid in
+      PIDFILE (rank 0): the stream must still end whole; its chunks to OUT
+
+Exits 1 naming the first check that failed.
+"""
+import json
+import os
+import signal
+import sys
+import time
+import urllib.error
+import urllib.request
+
+PROMPT = "Once upon a time, there was a little"
+
+
+def base(port):
+    return "http://127.0.0.1:" + port
+
+
+def wait_ready(port):
+    for _ in range(600):
+        try:
+            with urllib.request.urlopen(base(port) + "/health", timeout=5) as r:
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.1)
+    sys.exit("the server never answered /health with 200")
+
+
+def post(port, path, body):
+    return urllib.request.Request(base(port) + path, data=json.dumps(body).encode(), method="POST",
+                                  headers={"Content-Type": "application/json"})
+
+
+def completion(port, **extra):
+    body = {"model": "m", "prompt": PROMPT, "max_tokens": 40, "temperature": 0, "logprobs": 3}
+    body.update(extra)
+    with urllib.request.urlopen(post(port, "/v1/completions", body), timeout=120) as r:
+        return json.load(r)
+
+
+def events(resp):
+    """The data of each server-sent event, parsed; "[DONE]" as is."""
+    for line in resp:
+        line = line.decode().rstrip("\r\n")
+        if not line.startswith("data: "):
+            continue
+        data = line[len("data: "):]
+        yield data if data == "[DONE]" else json.loads(data)
+
+
+def chunk_of(ev):
+    c = ev["choices"][0]
+    return [c.get("text"), c.get("logprobs"), c.get("finish_reason")]
+
+
+def answers(port, out):
+    wait_ready(port)
+    got = []
+    r = completion(port)
+    c = r["choices"][0]
+    got.append(["whole", c["text"], c["logprobs"], c["finish_reason"]])
+    # a longer one, past the first blocks of the cache
+    r = completion(port, max_tokens=200, ignore_eos=True)
+    c = r["choices"][0]
+    got.append(["long", c["text"], c["logprobs"], c["finish_reason"]])
+    body = {"model": "m", "prompt": PROMPT, "max_tokens": 40, "temperature": 0, "logprobs": 3, "stream": True}
+    with urllib.request.urlopen(post(port, "/v1/completions", body), timeout=120) as resp:
+        got.append(["stream"] + [chunk_of(ev) if ev != "[DONE]" else ev for ev in events(resp)])
+    with open(out, "w") as f:
+        json.dump(got, f, sort_keys=True)
+
+
+def kill(port, pidfile):
+    wait_ready(port)
+    pid = int(open(pidfile).read())
+    body = {"model": "m", "prompt": PROMPT, "max_tokens": 2000, "ignore_eos": True, "temperature": 0,
+            "stream": True}
+    killed = False
+    error = None
+    with urllib.request.urlopen(post(port, "/v1/completions", body), timeout=300) as resp:
+        for ev in events(resp):
+            if ev == "[DONE]":
+                break
+            if "error" in ev:
+                error = ev["error"]
+                continue
+            if not killed and ev["choices"][0].get("text"):
+                os.kill(pid, signal.SIGKILL)
+                killed = True
+            elif ev["choices"][0].get("finish_reason"):
+                sys.exit("the stream ended with finish_reason %r, not an error" % ev["choices"][0]["finish_reason"])
+    if not killed:
+        sys.exit("the stream had no text before its end")
+    if not error:
+        sys.exit("the stream ended without an error event")
+    if error.get("code") != "pipeline_failed" or "rank 1" not in error.get("message", ""):
+        sys.exit("the stream's error does not name the pipeline and rank 1: %r" % error)
+    print("stream error: %s" % error["message"])
+    try:
+        urllib.request.urlopen(base(port) + "/health", timeout=30)
+        sys.exit("/health answers 200 after rank 1 died")
+    except urllib.error.HTTPError as e:
+        h = json.load(e)
+        if e.code != 503 or h.get("status") != "error" or "rank 1" not in h.get("error", ""):
+            sys.exit("/health after rank 1 died: %d %r" % (e.code, h))
+        print("/health: %d %s" % (e.code, json.dumps(h)))
+    try:
+        completion(port)
+        sys.exit("a new request is served after rank 1 died")
+    except urllib.error.HTTPError as e:
+        err = json.load(e).get("error", {})
+        if e.code != 503 or err.get("code") != "pipeline_failed":
+            sys.exit("a new request after rank 1 died: %d %r" % (e.code, err))
+        print("new request: %d %s" % (e.code, err["code"]))
+
+
+def drain(port, pidfile, out):
+    wait_ready(port)
+    pid = int(open(pidfile).read())
+    body = {"model": "m", "prompt": PROMPT, "max_tokens": 200, "ignore_eos": True, "temperature": 0,
+            "logprobs": 3, "stream": True}
+    got = []
+    sent = False
+    with urllib.request.urlopen(post(port, "/v1/completions", body), timeout=120) as resp:
+        for ev in events(resp):
+            if ev != "[DONE]" and "error" in ev:
+                sys.exit("the stream failed during the drain: %r" % ev["error"])
+            if not sent and ev != "[DONE]" and ev["choices"][0].get("text"):
+                os.kill(pid, signal.SIGTERM)
+                sent = True
+            got.append(chunk_of(ev) if ev != "[DONE]" else ev)
+    with open(out, "w") as f:
+        json.dump(got, f, sort_keys=True)
+
+
+if __name__ == "__main__":
+    what = sys.argv[1]
+    if what == "answers":
+        answers(sys.argv[2], sys.argv[3])
+    elif what == "kill":
+        kill(sys.argv[2], sys.argv[3])
+    elif what == "drain":
+        drain(sys.argv[2], sys.argv[3], sys.argv[4])
+    else:
+        sys.exit("unknown command " + what)
