@@ -151,18 +151,28 @@ serve_start() {
     finish
 }
 
+# Whether process P runs: not gone, not a zombie waiting to be reaped
+# (which kill -0 still finds).
+proc_running() {
+    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)
+    [ -n "$st" ] && [ "$st" != Z ]
+}
+
 serve_stop() {
     name=$1 p=$2
     kill -TERM "$p" 2>/dev/null
-    # the watchdog is a program of its own: a subshell killed (when the
-    # server ends at once) before it has reset the traps it inherits would
-    # run serve_tracking's EXIT trap, killing the other servers and
-    # removing $tmpdir; a program holds them only until its exec
-    sh -c 'sleep 60; kill -KILL "$1"' watchdog "$p" >/dev/null 2>&1 &
-    watchdog=$!
+    # at most 60 s, then SIGKILL; polled here, with no watchdog process: a
+    # subshell signalled before it has reset the traps it inherits runs
+    # serve_tracking's EXIT trap, which kills the other servers and
+    # removes $tmpdir under the script
+    i=0
+    while [ $i -lt 600 ] && proc_running "$p"; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    kill -KILL "$p" 2>/dev/null
     wait "$p"
     rc=$?
-    kill "$watchdog" 2>/dev/null
     [ "$rc" -eq 0 ] && pass "$name server: exit status 0 after SIGTERM" ||
         { fail "$name server: exit status $rc after SIGTERM"; tail -n 20 "$tmpdir/$name.err" | sed 's/^/  stderr: /' >&2; }
     if grep -Eq 'ERROR: AddressSanitizer|runtime error:|LeakSanitizer' "$tmpdir/$name.err"; then
