@@ -1145,7 +1145,7 @@ typedef struct hearth_engine_params {
                              * Higher favours a new request's first
                              * token, lower the pace of the running
                              * ones.  A step where nothing decodes gives
-                             * prompts the whole budget.  0: 0.25 */
+                             * prompts the whole budget.  0: 0.125 */
 } hearth_engine_params;
 
 void hearth_engine_default_params(hearth_engine_params *params);

@@ -72,7 +72,7 @@
 
 #define DEFAULT_N_SEQ_MAX 64
 /* hearth_engine_params.prefill_share when it is 0 */
-#define DEFAULT_PREFILL_SHARE 0.25f
+#define DEFAULT_PREFILL_SHARE 0.125f
 #define MAX_SAMPLES 64
 #define MAX_DRAFT 256          /* most drafted tokens per step */
 #define MAX_LOOKUP_NGRAM 64

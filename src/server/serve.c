@@ -70,7 +70,7 @@ static void usage(FILE *out)
             "  -b, --batch N            tokens of one step (default 512)\n"
             "  --prefill-share F        the part of a step that new requests' prompts take\n"
             "                           while others generate (above 0, up to 1; default\n"
-            "                           0.25): higher, sooner first tokens; lower, steadier\n"
+            "                           0.125): higher, sooner first tokens; lower, steadier\n"
             "                           generation\n"
             "  -t, --threads N          threads (default: all processors)\n"
             "  --cache-type TYPE        KV cache type: f32, f16 (default), q8_0\n"
