@@ -1137,6 +1137,18 @@ typedef struct hearth_engine_params {
     uint64_t cache_disk_bytes; /* the most the disk tier's files take;
                              * the least recently written or read go first.
                              * 0: 1 GiB */
+    float prefill_share;    /* the part of a step's budget (n_batch) that
+                             * prompts take while sequences are decoding,
+                             * from 0 (exclusive) to 1: prompt chunks
+                             * (running prefills and new admissions) get
+                             * up to that many rows, at least one, kept
+                             * from the decode rows while prompts wait,
+                             * and no more while any sequence decodes;
+                             * what they leave goes to the decode rows.
+                             * Higher favours a new request's first
+                             * token, lower the pace of the running
+                             * ones.  A step where nothing decodes gives
+                             * prompts the whole budget.  0: 0.125 */
 } hearth_engine_params;
 
 void hearth_engine_default_params(hearth_engine_params *params);

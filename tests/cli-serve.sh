@@ -34,6 +34,18 @@ for bad in -5 abc 99999999999; do
         --reasoning-budget "$bad" --port 0
     grep -q "^hearth: serve: --reasoning-budget: " "$tmpdir/err" || fail "--reasoning-budget $bad is explained"
 done
+# The prompts' share of a step: above 0, at most 1.
+for bad in 0 -0.5 1.01 abc nan ''; do
+    expect_status 2 "--prefill-share '$bad'" -- "$HEARTH" serve -m "$HEARTH_TEST_DATA/models/stories260K.gguf" \
+        --prefill-share "$bad" --port 0
+    grep -q "^hearth: serve: --prefill-share: " "$tmpdir/err" || fail "--prefill-share '$bad' is explained"
+done
+# 1 and a small share are taken (the next flag's error is the one reported)
+for good in 1 0.01; do
+    expect_status 2 "--prefill-share $good then a bad --kv-block" -- "$HEARTH" serve \
+        -m "$HEARTH_TEST_DATA/models/stories260K.gguf" --prefill-share "$good" --kv-block 17 --port 0
+    grep -q "^hearth: serve: --kv-block: 17" "$tmpdir/err" || fail "--prefill-share $good is taken"
+done
 
 python3 "${HEARTH_SRCDIR:-.}/tests/server-api.py" "$HEARTH" || fail "hearth serve end to end (see the FAIL lines above)"
 finish

@@ -61,9 +61,10 @@ static void on_event(void *user, const hearth_event *ev)
 }
 
 /* An engine of contexts of 512 on 2 threads, at most n_seq_max sequences
- * at once (0: the default). */
-static hearth_engine *new_engine_seqs(const hearth_model *m, int32_t n_batch, int64_t kv_tokens, int32_t block,
-                                      hearth_type cache, bool prefix, int32_t n_seq_max)
+ * at once (0: the default), prompts taking prefill_share of a step with
+ * decode rows (0: the default). */
+static hearth_engine *new_engine_share(const hearth_model *m, int32_t n_batch, int64_t kv_tokens, int32_t block,
+                                       hearth_type cache, bool prefix, int32_t n_seq_max, float prefill_share)
 {
     hearth_engine_params p;
     hearth_engine_default_params(&p);
@@ -75,10 +76,17 @@ static hearth_engine *new_engine_seqs(const hearth_model *m, int32_t n_batch, in
     p.n_threads = 2;
     p.cache_type = cache;
     p.no_prefix_cache = !prefix;
+    p.prefill_share = prefill_share;
     hearth_engine *e;
     hearth_status st = hearth_engine_new(m, &p, &e);
     ck_assert_msg(st == HEARTH_OK, "%s", hearth_last_error());
     return e;
+}
+
+static hearth_engine *new_engine_seqs(const hearth_model *m, int32_t n_batch, int64_t kv_tokens, int32_t block,
+                                      hearth_type cache, bool prefix, int32_t n_seq_max)
+{
+    return new_engine_share(m, n_batch, kv_tokens, block, cache, prefix, n_seq_max, 0.0f);
 }
 
 static hearth_engine *new_engine(const hearth_model *m, int32_t n_batch, int64_t kv_tokens, int32_t block,
@@ -169,9 +177,12 @@ static void check_invariance(const char *model, hearth_type cache, int32_t block
     }
     hearth_engine_free(e);
 
+    /* with the prompts' share of a step at the default, all of it (decode
+     * rows wait for the prompts) and a tenth */
     const int32_t budgets[] = {7, 64, 16};
+    const float shares[] = {0.0f, 1.0f, 0.1f};
     for (size_t bi = 0; bi < HEARTH_ARRAY_LEN(budgets); bi++) {
-        e = new_engine(m, budgets[bi], 2048, block, cache, true);
+        e = new_engine_share(m, budgets[bi], 2048, block, cache, true, 0, shares[bi]);
         for (int round = 0; round < 2; round++) {
             memset(together, 0, sizeof together);
             struct collector c[N_REQ];
@@ -187,8 +198,8 @@ static void check_invariance(const char *model, hearth_type cache, int32_t block
             run_checked(e);
             for (int i = 0; i < N_REQ; i++) {
                 char what[160];
-                snprintf(what, sizeof what, "%s %s cache, blocks of %d, budget %d, round %d, request %d", model,
-                         hearth_type_name(cache), block, budgets[bi], round, i);
+                snprintf(what, sizeof what, "%s %s cache, blocks of %d, budget %d, prefill share %g, round %d, "
+                         "request %d", model, hearth_type_name(cache), block, budgets[bi], (double)shares[bi], round, i);
                 expect_same(&together[i], &alone[i], what);
                 if (round == 1 && prompt_lens[i] > block)
                     ck_assert_msg(together[i].stats.n_cached > 0, "%s: no prefix-cache hit", what);
@@ -403,6 +414,87 @@ START_TEST(test_parallel_samples)
     }
     ck_assert_msg(differ, "the samples are all the same: the seeds are not applied");
     hearth_engine_free(e);
+    hearth_model_free(m);
+}
+END_TEST
+
+/* n_running requests of 4-token prompts decode on an engine of step
+ * budget n_batch whose prompts take `share` of a step; then a request of
+ * an n_new-token prompt arrives.  Returns the steps until its first
+ * token; *decoded: the tokens the others generated in those steps. */
+static int32_t steps_to_first_token(const hearth_model *m, int32_t n_batch, float share, int32_t n_running,
+                                    int32_t n_new, int32_t *decoded)
+{
+    const int32_t V = hearth_model_n_vocab(m);
+    enum { MAX_RUNNING = 7 };
+    ck_assert_int_le(n_running, MAX_RUNNING);
+    static struct sample_out out[MAX_RUNNING + 1];
+    memset(out, 0, sizeof out);
+    struct collector c[MAX_RUNNING + 1];
+    int32_t prompts[MAX_RUNNING + 1][128];
+    uint64_t ids[MAX_RUNNING];
+    ck_assert_int_le(n_new, 128);
+    hearth_engine *e = new_engine_share(m, n_batch, 4096, 16, HEARTH_TYPE_F16, false, MAX_RUNNING + 1, share);
+    for (int i = 0; i < n_running; i++) {
+        make_prompt(m, 300 + (uint64_t)i, 0, prompts[i], 4);
+        c[i] = (struct collector){&out[i], 1, V, 0};
+        ids[i] = submit(e, prompts[i], 4, 200, 0.0f, 1, 1, &c[i]);
+    }
+    /* until every one of them decodes */
+    for (int guard = 0;; guard++) {
+        ck_assert_int_lt(guard, 100);
+        int ready = 0;
+        for (int i = 0; i < n_running; i++) ready += out[i].n > 0;
+        if (ready == n_running) break;
+        bool w;
+        ck_assert_int_eq(hearth_engine_step(e, &w), HEARTH_OK);
+    }
+    int32_t before = 0;
+    for (int i = 0; i < n_running; i++) before += out[i].n;
+    make_prompt(m, 399, 0, prompts[n_running], n_new);
+    c[n_running] = (struct collector){&out[n_running], 1, V, 0};
+    submit(e, prompts[n_running], n_new, 1, 0.0f, 1, 1, &c[n_running]);
+    int32_t steps = 0;
+    while (out[n_running].n == 0) {
+        ck_assert_int_lt(steps, 100);
+        bool w;
+        ck_assert_int_eq(hearth_engine_step(e, &w), HEARTH_OK);
+        steps++;
+    }
+    *decoded = -before;
+    for (int i = 0; i < n_running; i++) *decoded += out[i].n;
+    for (int i = 0; i < n_running; i++) ck_assert_int_eq(hearth_engine_cancel(e, ids[i]), HEARTH_OK);
+    run_checked(e);
+    hearth_engine_free(e);
+    return steps;
+}
+
+/* The prompts' share of a step (hearth_engine_params.prefill_share): while
+ * sequences decode, a new prompt takes at most its share of each step and
+ * the decode rows fill the rest; the share is kept from the decode rows
+ * while the prompt lasts; all of it makes the decode rows wait. */
+START_TEST(test_prefill_share)
+{
+    if (!test_require_data()) return;
+    hearth_model *m = test_load_model("stories260K.gguf");
+    int32_t decoded;
+    /* one sequence decoding, a prompt of 64 in steps of 64: 16 rows a step
+     * (4 steps, a token of the other each), not the 63 the decode row
+     * leaves (2 steps) */
+    ck_assert_int_eq(steps_to_first_token(m, 64, 0.25f, 1, 64, &decoded), 4);
+    ck_assert_int_eq(decoded, 4);
+    /* all of the step: the prompt at once, the decode row waiting */
+    ck_assert_int_eq(steps_to_first_token(m, 64, 1.0f, 1, 64, &decoded), 1);
+    ck_assert_int_eq(decoded, 0);
+    /* six sequences decoding in steps of 8: half of each step is the
+     * prompt's (2 steps for 8 tokens, 4 decode rows each), not the 2 rows
+     * the decode rows leave (4 steps) */
+    ck_assert_int_eq(steps_to_first_token(m, 8, 0.5f, 6, 8, &decoded), 2);
+    ck_assert_int_eq(decoded, 8);
+    /* a prompt shorter than its share gives the rest back to the decode
+     * rows: 3 prompt rows and all 6 decode rows in one step */
+    ck_assert_int_eq(steps_to_first_token(m, 16, 0.75f, 6, 3, &decoded), 1);
+    ck_assert_int_eq(decoded, 6);
     hearth_model_free(m);
 }
 END_TEST
@@ -831,6 +923,7 @@ static Suite *serving_suite(void)
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, test_engine_matches_context);
     tcase_add_test(tc, test_invariance_stories);
+    tcase_add_test(tc, test_prefill_share);
     tcase_add_test(tc, test_invariance_quantized);
     tcase_add_test(tc, test_parallel_samples);
     tcase_add_loop_test(tc, test_recurrent_sequences, 0, 2);

@@ -344,6 +344,26 @@ static bool same_distribution(const int32_t *a, const int32_t *b, int32_t n, dou
 
 /* The second and third generated tokens of many requests (seeds 0, 1,
  * ...) over one prompt, with and without speculation, as histograms. */
+/* A prompt of the model's own greedy text from the start of a sequence:
+ * the tokens it samples after it are mostly among the prompt's, so prompt
+ * lookup drafts after a sampled token too, and not only where a prompt's
+ * last token happens to be computed on its own (where a chunk of the
+ * prompt ends one token short, which the planner's budgets decide). */
+static void model_prompt(hearth_model *m, int32_t *tokens, int32_t len)
+{
+    static struct out o;
+    const int32_t start = 1;
+    hearth_engine *e = new_engine(m, NULL, 1);
+    hearth_request r;
+    request_init(&r, &start, 1, len - 1, 0.0f, 0, &o);
+    submit(e, &r, &o, hearth_model_n_vocab(m));
+    run_checked(e);
+    hearth_engine_free(e);
+    ck_assert_int_eq(o.n, len - 1);
+    tokens[0] = start;
+    memcpy(tokens + 1, o.tokens, (size_t)(len - 1) * sizeof *tokens);
+}
+
 static void sampled_case(hearth_model *m, hearth_model *draft, int32_t lookup, float temp, int32_t top_k,
                          float top_p, float repeat_penalty)
 {
@@ -352,7 +372,8 @@ static void sampled_case(hearth_model *m, hearth_model *draft, int32_t lookup, f
      * same code, a test of less power */
     enum { DRAWS = TEST_UNDER_SANITIZERS ? 240 : 1200, GEN = 4, BATCH = 48 };
     int32_t prompt[30];
-    make_prompt(V, 5, prompt, 30, true);
+    if (lookup > 0) model_prompt(m, prompt, 30);
+    else make_prompt(V, 5, prompt, 30, true);
     int32_t *hist[2][2];
     for (int s = 0; s < 2; s++)
         for (int t = 0; t < 2; t++) hist[s][t] = calloc((size_t)V, sizeof(int32_t));

@@ -11,6 +11,8 @@
 #                             [-- extra loadtest.py options]
 #   --ref PATH      the reference server program (required)
 #   --hearth PATH   the hearth program (default: src/hearth of this tree)
+#   --hearth-opt OPT  one more option for `hearth serve` (repeatable), e.g.
+#                   --hearth-opt --prefill-share=0.5
 #   -m MODEL        the GGUF file both servers load
 #   -t N            threads for both servers (default: all processors)
 #   -c N            concurrent clients = sequences at once (-np) (default 8)
@@ -27,17 +29,19 @@
 set -eu
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-ref='' hearth="$here/src/hearth" model=''
+ref='' hearth="$here/src/hearth" model='' hopts=''
 threads=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
 clients=8 prompt=128 gen=64 ctx='' requests='' duration='' rate='' rounds=1 json=''
 log_dir=${TMPDIR:-/tmp}
 
 die() { echo "bench-serve: $*" >&2; exit 2; }
+q() { printf "'%s'" "$(printf %s "$1" | sed "s/'/'\\\\''/g")"; }
 
 while [ $# -gt 0 ]; do
     case $1 in
     --ref) ref=$2; shift 2 ;;
     --hearth) hearth=$2; shift 2 ;;
+    --hearth-opt) hopts="$hopts $(q "$2")"; shift 2 ;;
     -m) model=$2; shift 2 ;;
     -t) threads=$2; shift 2 ;;
     -c) clients=$2; shift 2 ;;
@@ -68,9 +72,7 @@ ref_ctx=$((ctx * clients))
 # The reference server finds its shared libraries beside itself.
 ref_dir=$(cd "$(dirname "$ref")" && pwd)
 
-q() { printf "'%s'" "$(printf %s "$1" | sed "s/'/'\\\\''/g")"; }
-
-hcmd="exec $(q "$hearth") serve -m $(q "$model") -t $threads -np $clients -c $ctx --host 127.0.0.1 --port {port}"
+hcmd="exec $(q "$hearth") serve -m $(q "$model") -t $threads -np $clients -c $ctx$hopts --host 127.0.0.1 --port {port}"
 rcmd="LD_LIBRARY_PATH=$(q "$ref_dir")\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH} exec $(q "$ref") -m $(q "$model") -t $threads -np $clients -c $ref_ctx --host 127.0.0.1 --port {port}"
 
 set -- -c "$clients" -p "$prompt" -g "$gen" --rounds "$rounds" \

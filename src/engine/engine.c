@@ -87,6 +87,10 @@ static hearth_status check_params(const hearth_model *model, hearth_engine_param
     if (p->chunk_size < 0 || p->chunk_size > 4096)
         return hearth_error(HEARTH_E_INVALID, "chunk size %d: 1 to 4096 tokens (0: the default)",
                             p->chunk_size);
+    if (!(p->prefill_share >= 0.0f && p->prefill_share <= 1.0f))
+        return hearth_error(HEARTH_E_INVALID, "prefill share %g: above 0, at most 1 (0: the default, %g)",
+                            (double)p->prefill_share, (double)DEFAULT_PREFILL_SHARE);
+    if (p->prefill_share == 0.0f) p->prefill_share = DEFAULT_PREFILL_SHARE;
     /* no step can have more rows than every sequence's whole context */
     if (p->n_ctx > 0 && (int64_t)p->n_batch > (int64_t)p->n_ctx * p->n_seq_max)
         p->n_batch = p->n_ctx * p->n_seq_max;

@@ -24,7 +24,11 @@
  *      what is left of the budget and of the free blocks;
  *   3. waiting sequences, in order, admitted while the running set has
  *      room and the pool has blocks for their whole prompt: their cached
- *      prefix is taken from the pool, and their first chunk joins the step.
+ *      prefix is taken from the pool, and their first chunk joins the step;
+ *   4. decode rows that 1 passed over, in what 2 and 3 left.
+ * The prompts of 2 and 3 have a share of the budget (params.prefill_share):
+ * step 1 leaves it to them while they wait (as much of it as they need),
+ * and while any sequence decodes they take no more.
  *
  * Speculation (hearth.h, hearth_speculation): a decoding sequence whose
  * request asks for it plans k drafted tokens in step 1 (the length chosen
@@ -67,6 +71,8 @@
 #include "speculate.h"
 
 #define DEFAULT_N_SEQ_MAX 64
+/* hearth_engine_params.prefill_share when it is 0 */
+#define DEFAULT_PREFILL_SHARE 0.125f
 #define MAX_SAMPLES 64
 #define MAX_DRAFT 256          /* most drafted tokens per step */
 #define MAX_LOOKUP_NGRAM 64

@@ -142,25 +142,14 @@ static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int
     return 0;
 }
 
-hearth_status engine_schedule(hearth_engine *e, struct step_plan *p)
+/* Decode rows, oldest admission first (the running list is in admission
+ * order), with room for their drafts, within p->budget; a sequence
+ * already in the plan is passed over. */
+static hearth_status plan_decode(hearth_engine *e, struct step_plan *p, int32_t n_decode, int32_t n_rows_est)
 {
-    p->n_rows = p->n_seqs = 0;
-    p->budget = e->params.n_batch;
-    e->ckpt_planned = 0;
-    /* the step's expected size, for the drafts' cost */
-    int32_t n_decode = 0;
-    int64_t n_pending = 0;
-    for (struct seq *s = e->running.head; s; s = s->next) {
-        const int32_t pending = s->n_tokens - s->n_computed;
-        n_decode += pending == 1;
-        n_pending += pending;
-    }
-    const int32_t n_rows_est = (int32_t)HEARTH_MIN(n_pending, (int64_t)e->params.n_batch);
-    /* 1. decode rows, oldest admission first (the running list is in
-     * admission order), with room for their drafts */
     for (struct seq *s = e->running.head, *next; s && p->budget > 0; s = next) {
         next = s->next;
-        if (s->n_tokens - s->n_computed != 1) continue;
+        if (s->n_tokens - s->n_computed != 1 || s->chunk > 0) continue;
         const int32_t k = HEARTH_MIN(plan_draft(e, s, n_decode, n_rows_est), p->budget - 1);
         /* a recurrent sequence's drafts take as many checkpoints */
         if (e->model->rec) e->ckpt_planned += k;
@@ -183,8 +172,14 @@ hearth_status engine_schedule(hearth_engine *e, struct step_plan *p)
             if (victim == s) break;
         }
     }
-    /* 2. prefill chunks of running sequences; an encoder's input whole
-     * (embed.c) */
+    return HEARTH_OK;
+}
+
+/* Prompt chunks within p->budget: those of running sequences in prefill,
+ * oldest first, then waiting sequences admitted in order. */
+static hearth_status plan_prefill(hearth_engine *e, struct step_plan *p)
+{
+    /* running sequences in prefill; an encoder's input whole (embed.c) */
     const bool whole = e->model->hp.bidirectional;
     for (struct seq *s = e->running.head; s && p->budget > 0; s = s->next) {
         const int32_t pending = s->n_tokens - s->n_computed;
@@ -194,7 +189,7 @@ hearth_status engine_schedule(hearth_engine *e, struct step_plan *p)
         HEARTH_TRY(engine_make_room(e, s, engine_prefill_chunk(e, s, HEARTH_MIN(pending, p->budget)), &room));
         if (room > 0 && (!whole || room == pending)) plan_add(e, p, s, room);
     }
-    /* 3. admission */
+    /* admission */
     while (e->waiting.head && p->budget > 0 && e->running.n < e->params.n_seq_max) {
         struct seq *s = e->waiting.head;
         struct request *r = s->req;
@@ -236,5 +231,51 @@ hearth_status engine_schedule(hearth_engine *e, struct step_plan *p)
         HEARTH_TRY(engine_make_room(e, s, engine_prefill_chunk(e, s, HEARTH_MIN(pending, p->budget)), &room));
         if (room > 0 && (!whole || room == pending)) plan_add(e, p, s, room);
     }
+    return HEARTH_OK;
+}
+
+/* Run one stage of the plan within at most `limit` rows of what is left
+ * of the step's budget. */
+#define PLAN_WITHIN(p, limit, call)                                                                    \
+    do {                                                                                               \
+        const int32_t rest_ = (p)->budget - HEARTH_MAX(0, HEARTH_MIN((p)->budget, (limit)));           \
+        (p)->budget -= rest_;                                                                          \
+        const hearth_status st_ = (call);                                                              \
+        (p)->budget += rest_;                                                                          \
+        if (st_ != HEARTH_OK) return st_;                                                              \
+    } while (0)
+
+hearth_status engine_schedule(hearth_engine *e, struct step_plan *p)
+{
+    const int32_t n_batch = e->params.n_batch;
+    p->n_rows = p->n_seqs = 0;
+    p->budget = n_batch;
+    e->ckpt_planned = 0;
+    /* the step's expected size, for the drafts' cost */
+    int32_t n_decode = 0;
+    int64_t n_pending = 0, n_prompt = 0;
+    for (struct seq *s = e->running.head; s; s = s->next) {
+        const int32_t pending = s->n_tokens - s->n_computed;
+        n_decode += pending == 1;
+        n_pending += pending;
+        if (pending > 1) n_prompt += pending;
+    }
+    /* prompts that may be admitted: the waiting ones while the running set
+     * has room (an estimate; admission decides) */
+    int32_t n_slots = e->params.n_seq_max - e->running.n;
+    for (struct seq *s = e->waiting.head; s && n_slots > 0 && n_prompt < n_batch; s = s->next, n_slots--)
+        n_prompt += s->n_tokens - s->n_computed;
+    const int32_t n_rows_est = (int32_t)HEARTH_MIN(n_pending, (int64_t)n_batch);
+    /* the prompts' share of a step with decode rows (hearth_engine_params.
+     * prefill_share): kept from the decode rows while prompts wait, and
+     * all they may take while sequences decode */
+    const int32_t share = HEARTH_MAX(1, (int32_t)lroundf(e->params.prefill_share * (float)n_batch));
+    const int32_t kept = (int32_t)HEARTH_MIN((int64_t)share, n_prompt);
+    /* 1. decode rows, leaving the prompts' share */
+    PLAN_WITHIN(p, n_batch - kept, plan_decode(e, p, n_decode, n_rows_est));
+    /* 2. prompt chunks: their share while sequences decode, else all */
+    PLAN_WITHIN(p, n_decode > 0 ? share : n_batch, plan_prefill(e, p));
+    /* 3. what the prompts left of their share, to the decode rows passed over */
+    if (kept > 0) PLAN_WITHIN(p, p->budget, plan_decode(e, p, n_decode, n_rows_est));
     return HEARTH_OK;
 }

@@ -70,6 +70,10 @@ static void usage(FILE *out)
             "                           at most 4096)\n"
             "  -np, --parallel N        sequences run at once (default 4)\n"
             "  -b, --batch N            tokens of one step (default 512)\n"
+            "  --prefill-share F        the part of a step that new requests' prompts take\n"
+            "                           while others generate (above 0, up to 1; default\n"
+            "                           0.125): higher, sooner first tokens; lower, steadier\n"
+            "                           generation\n"
             "  -t, --threads N          threads (default: all processors)\n"
             "  --cache-type TYPE        KV cache type: f32, f16 (default), q8_0\n"
             CLI_SWA_FULL_HELP
@@ -409,6 +413,7 @@ struct loader {
     long kv_size;
     int kv_block, max_tokens;
     bool no_prefix_cache;
+    float prefill_share;        /* --prefill-share; 0: the engine's default */
     const char *cache_dir;      /* --cache-dir, or NULL */
     bool cache_per_model;       /* a table of models: each in cache_dir/ALIAS */
     uint64_t cache_disk_bytes;  /* --cache-disk-size (each model's, in a table) */
@@ -507,6 +512,7 @@ static bool load_model(void *user, const char *alias, const char *path, struct s
     ep.block_tokens = L->kv_block;
     ep.kv_tokens = L->kv_size ? L->kv_size : (int64_t)n_ctx * L->parallel;
     ep.no_prefix_cache = L->no_prefix_cache;
+    ep.prefill_share = L->prefill_share;
     if (L->cache_dir) {
         /* the models of a table keep their blocks apart, each directory
          * locked by its own engine */
@@ -599,7 +605,7 @@ int cmd_serve(int argc, char **argv)
         OPT_MAX_CONN, OPT_TIMEOUT, OPT_GRACE, OPT_IDLE, OPT_API_KEY, OPT_API_KEY_FILE, OPT_SSL_KEY,
         OPT_SSL_CERT, OPT_REQUEST_TIMEOUT, OPT_REASONING_FORMAT, OPT_REASONING_BUDGET, OPT_NO_WEBUI,
         OPT_RESPONSES_STORE, OPT_RESPONSES_STORE_BYTES, OPT_POOLING, OPT_MODELS_DIR, OPT_KEEP_ALIVE,
-        OPT_MAX_MEMORY, OPT_CACHE_DIR, OPT_CACHE_DISK_SIZE
+        OPT_MAX_MEMORY, OPT_CACHE_DIR, OPT_CACHE_DISK_SIZE, OPT_PREFILL_SHARE
     };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -614,6 +620,7 @@ int cmd_serve(int argc, char **argv)
         {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
         CLI_CONTEXT_LONG_OPTIONS,
         {"parallel", required_argument, NULL, OPT_PARALLEL},
+        {"prefill-share", required_argument, NULL, OPT_PREFILL_SHARE},
         {"kv-size", required_argument, NULL, OPT_KV_SIZE},
         {"kv-block", required_argument, NULL, OPT_KV_BLOCK},
         {"no-prefix-cache", no_argument, NULL, OPT_NO_PREFIX_CACHE},
@@ -664,7 +671,7 @@ int cmd_serve(int argc, char **argv)
     cfg.reasoning_budget = -1;
     cfg.responses_store = 256;
     cfg.responses_store_bytes = 64 << 20;
-    float grace = 30, timeout = 600, request_timeout = 30;
+    float grace = 30, timeout = 600, request_timeout = 30, prefill_share = 0;
     int kv_block = 0, max_tokens = 0, idle = 60;
     long kv_size = 0, max_body = 1 << 20;
     bool no_prefix_cache = false, verbose = cli_verbose > 0, split_reasoning = true;
@@ -734,6 +741,13 @@ int cmd_serve(int argc, char **argv)
             break;
         case OPT_MAX_MEMORY: ok = cli_parse_size(CMD, "--max-memory", optarg, 0, &cfg.max_memory); break;
         case OPT_PARALLEL: ok = cli_parse_int(CMD, "--parallel", optarg, 1, 4096, &cfg.parallel); break;
+        case OPT_PREFILL_SHARE:
+            ok = cli_parse_float(CMD, "--prefill-share", optarg, 0, 1, &prefill_share);
+            if (ok && prefill_share == 0) {
+                cli_usage_error(CMD, "--prefill-share: %s is not above 0 (a share of the step, up to 1)", optarg);
+                ok = false;
+            }
+            break;
         case OPT_KV_SIZE: ok = cli_parse_long(CMD, "--kv-size", optarg, 16, 1L << 30, &kv_size); break;
         case OPT_KV_BLOCK:
             ok = cli_parse_int(CMD, "--kv-block", optarg, 16, 1024, &kv_block);
@@ -940,6 +954,7 @@ int cmd_serve(int argc, char **argv)
         .kv_block = kv_block,
         .max_tokens = max_tokens,
         .no_prefix_cache = no_prefix_cache,
+        .prefill_share = prefill_share,
         .cache_dir = cache_dir,
         .cache_per_model = table,
         .cache_disk_bytes = cache_disk_size,
