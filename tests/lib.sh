@@ -131,6 +131,12 @@ serve_kill_all() {
     pids=''
 }
 
+# The port in server NAME's "listening on" line ($tmpdir/NAME.err), or
+# nothing while there is none.
+listening_port() {
+    sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$tmpdir/$1.err" 2>/dev/null | head -n 1
+}
+
 serve_start() {
     name=$1; shift
     "$HEARTH" serve --host 127.0.0.1 --port 0 -t 1 "$@" >"$tmpdir/$name.out" 2>"$tmpdir/$name.err" &
@@ -139,8 +145,7 @@ serve_start() {
     port=''
     i=0
     while [ $i -lt 300 ]; do
-        port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$tmpdir/$name.err" 2>/dev/null |
-            head -n 1)
+        port=$(listening_port "$name")
         [ -n "$port" ] && return 0
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1

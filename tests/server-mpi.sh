@@ -88,8 +88,7 @@ mpi_start() {
     port=''
     i=0
     while [ $i -lt 600 ]; do
-        port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$tmpdir/$name.err" 2>/dev/null |
-            head -n 1)
+        port=$(listening_port "$name")
         [ -n "$port" ] && [ -f "$tmpdir/$name.rank0.pid" ] && [ -f "$tmpdir/$name.rank1.pid" ] && return 0
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
@@ -107,10 +106,7 @@ mpi_start() {
 job_end() {
     i=0
     while [ $i -lt $(($3 * 10)) ]; do
-        # its state in /proc (the field after the command's name): gone or a zombie
-        case $(sed 's/.*) //' "/proc/$2/stat" 2>/dev/null) in
-        '' | Z*) break ;;
-        esac
+        proc_running "$2" || break
         sleep 0.1
         i=$((i + 1))
     done

@@ -57,15 +57,21 @@ size_t disk_file_bytes(const struct disk_layout *l)
     return disk_header_bytes(l) + (size_t)l->payload_bytes;
 }
 
-/* The checksum of a file: every header byte before it, then the payload. */
-static void file_digest(const struct disk_layout *l, const uint8_t *file, uint8_t digest[SHA256_DIGEST_BYTES])
+/* The checksum of a file of either kind whose header (the checksum its
+ * last bytes) takes hb bytes: every header byte before the checksum,
+ * then the payload. */
+static void digest_of(const uint8_t *file, size_t hb, size_t payload, uint8_t digest[SHA256_DIGEST_BYTES])
 {
-    const size_t hb = disk_header_bytes(l);
     sha256_ctx c;
     sha256_init(&c);
     sha256_update(&c, file, hb - SHA256_DIGEST_BYTES);
-    sha256_update(&c, file + hb, (size_t)l->payload_bytes);
+    sha256_update(&c, file + hb, payload);
     sha256_final(&c, digest);
+}
+
+static void file_digest(const struct disk_layout *l, const uint8_t *file, uint8_t digest[SHA256_DIGEST_BYTES])
+{
+    digest_of(file, disk_header_bytes(l), (size_t)l->payload_bytes, digest);
 }
 
 void disk_file_seal(const struct disk_layout *l, uint64_t parent, uint64_t hash, const int32_t *tokens,
@@ -132,12 +138,7 @@ size_t disk_state_file_bytes(const struct disk_state_layout *l)
 
 static void state_digest(const struct disk_state_layout *l, const uint8_t *file, uint8_t digest[SHA256_DIGEST_BYTES])
 {
-    const size_t hb = disk_state_header_bytes(l);
-    sha256_ctx c;
-    sha256_init(&c);
-    sha256_update(&c, file, hb - SHA256_DIGEST_BYTES);
-    sha256_update(&c, file + hb, (size_t)l->payload_bytes);
-    sha256_final(&c, digest);
+    digest_of(file, disk_state_header_bytes(l), (size_t)l->payload_bytes, digest);
 }
 
 void disk_state_seal(const struct disk_state_layout *l, uint64_t parent, uint64_t hash, uint32_t n_pos,

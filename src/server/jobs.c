@@ -323,21 +323,6 @@ static void on_event(void *user, const hearth_event *ev)
     if (last) job_destroy(j);
 }
 
-/* The realtime clock seconds from now (pthread_cond_timedwait()). */
-static struct timespec realtime_after(double seconds)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    const long sec = (long)seconds;
-    ts.tv_sec += sec;
-    ts.tv_nsec += (long)((seconds - (double)sec) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
-}
-
 void *engine_main(void *arg)
 {
     struct srv_model *m = arg;
@@ -361,7 +346,7 @@ void *engine_main(void *arg)
             bool timed_out = false;
             pthread_mutex_lock(&m->wake_mu);
             if (l->check && l->check_interval_s > 0 && m->s->state != STATE_FAILED) {
-                const struct timespec ts = realtime_after(l->check_interval_s);
+                const struct timespec ts = srv_realtime_in(l->check_interval_s);
                 while (!m->wake_pending && !m->quit && !timed_out)
                     timed_out = pthread_cond_timedwait(&m->wake_cv, &m->wake_mu, &ts) == ETIMEDOUT;
             } else {

@@ -113,21 +113,6 @@ static void stop_thread(pthread_mutex_t *mu, pthread_cond_t *cv, bool *quit, pth
     pthread_join(thread, NULL);
 }
 
-/* The realtime clock seconds from now, for pthread_cond_timedwait(). */
-static struct timespec realtime_in(double seconds)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    const long sec = (long)seconds;
-    ts.tv_sec += sec;
-    ts.tv_nsec += (long)((seconds - (double)sec) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
-}
-
 /* Unload a model marked MODEL_UNLOADING (table unlocked): stop its
  * engine's thread, free its grammars, give it back to the loader. */
 static void model_unload(struct srv_model *m, const char *why)
@@ -295,7 +280,7 @@ static bool gone(struct conn *cn)
 /* Wait on the table's condition for a while (table locked). */
 static void wait_changed(struct srv_models *t)
 {
-    const struct timespec ts = realtime_in(0.2);
+    const struct timespec ts = srv_realtime_in(0.2);
     pthread_cond_timedwait(&t->changed, &t->mu, &ts);
 }
 
@@ -460,7 +445,7 @@ static void *reaper_main(void *arg)
             pthread_cond_wait(&t->reaper_cv, &t->mu);
         } else {
             /* the monotonic deadline as a realtime one */
-            const struct timespec ts = realtime_in(next - now + 0.001);
+            const struct timespec ts = srv_realtime_in(next - now + 0.001);
             pthread_cond_timedwait(&t->reaper_cv, &t->mu, &ts);
         }
     }

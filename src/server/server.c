@@ -41,6 +41,20 @@ double srv_now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+struct timespec srv_realtime_in(double seconds)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    const long sec = (long)seconds;
+    ts.tv_sec += sec;
+    ts.tv_nsec += (long)((seconds - (double)sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
 /* ---- connections ---------------------------------------------------- */
 
 static bool route_is_get(enum route r)

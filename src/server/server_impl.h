@@ -239,6 +239,8 @@ struct conn {
 
 /* The monotonic clock, in seconds (deadlines, durations). */
 double srv_now_s(void);
+/* The realtime clock seconds from now, for pthread_cond_timedwait(). */
+struct timespec srv_realtime_in(double seconds);
 
 /* A response: JSON (o is consumed), or an error object of a message;
  * 429 and 503 come with Retry-After. */
