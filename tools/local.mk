@@ -21,7 +21,7 @@ tools_kbench_LDADD = src/libhearth-core.la -lm
 tools_wkvbench_SOURCES = tools/wkvbench.c
 tools_wkvbench_LDADD = src/libhearth-core.la -lm
 
-EXTRA_DIST += BENCHMARKS.md tools/bench-compare.sh tools/bench-serve.sh tools/loadtest.py \
+EXTRA_DIST += BENCHMARKS.md tools/bench-compare.sh tools/bench-mpi-net.sh tools/bench-serve.sh tools/loadtest.py \
 	tools/soak.py tools/bench-disk-cache.py
 
 # the encoders' vectors against another engine's (tools/embed-compare.sh),

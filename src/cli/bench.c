@@ -761,12 +761,23 @@ static int run_parallel(struct bench_opts *o)
     int rc = cli_model_resolve(CMD, &o->src, &path);
     if (rc != CLI_EXIT_OK) return rc;
     hearth_model *model = NULL;
-    hearth_status st = hearth_model_load(path, &o->src.params, &model);
+    hearth_pipeline *pipe = NULL;
+    rc = cli_pipeline_open(CMD, &o->pp, &o->src, &pipe);
+    hearth_status st = rc == CLI_EXIT_OK ? hearth_model_load(path, &o->src.params, &model) : HEARTH_OK;
     free(path);
-    if (st) return cli_fail(CMD, st);
-    rc = check_fits(model, o->shared_prefix + o->n_prompt.v[0] + o->n_gen.v[0]);
-    if (rc != CLI_EXIT_OK) {
+    if (rc == CLI_EXIT_OK && st) rc = cli_fail(CMD, st);
+    const int n_threads = o->threads.v[0] > 0 ? o->threads.v[0] : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    /* In a pipeline the other ranks run their layers for rank 0's
+     * engines, which it makes and frees for each B. */
+    struct cli_context_opts copts = {.n_batch = o->parallel_batch, .n_threads = n_threads,
+                                     .cache_type = o->cache_type};
+    bool served = false;
+    if (rc == CLI_EXIT_OK) rc = cli_pipeline_start(CMD, pipe, &o->pp, &copts, model, &served);
+    if (rc == CLI_EXIT_OK && !served)
+        rc = check_fits(model, o->shared_prefix + o->n_prompt.v[0] + o->n_gen.v[0]);
+    if (rc != CLI_EXIT_OK || served) {
         hearth_model_free(model);
+        cli_pipeline_close(pipe, rc);
         return rc;
     }
     if (!o->quiet || hearth_model_gpu_fallback(model)) cli_model_report_offload(stderr, CMD, model, NULL);
@@ -775,7 +786,7 @@ static int run_parallel(struct bench_opts *o)
         .n_parallel = o->parallel.n,
         .n_prompt = o->n_prompt.v[0],
         .n_gen = o->n_gen.v[0],
-        .n_threads = o->threads.v[0] > 0 ? o->threads.v[0] : (int)sysconf(_SC_NPROCESSORS_ONLN),
+        .n_threads = n_threads,
         .n_batch = o->parallel_batch,
         .reps = o->reps,
         .shared_prefix = o->shared_prefix,
@@ -785,9 +796,11 @@ static int run_parallel(struct bench_opts *o)
         .quiet = o->quiet,
     };
     cli_interrupt_catch();
+    if (pipe && !o->quiet) cli_pipeline_report(stderr, CMD, pipe, model);
     rc = bench_parallel(CMD, model, &po);
     cli_interrupt_release();
     hearth_model_free(model);
+    cli_pipeline_close(pipe, rc);
     return rc;
 }
 
@@ -802,8 +815,6 @@ int cmd_bench(int argc, char **argv)
     if (rc < 0) return CLI_EXIT_OK;
     if (rc != CLI_EXIT_OK) return rc;
 
-    if (o.parallel.n && o.pp.pp > 1)
-        return cli_usage_error(CMD, "--parallel does not run in a pipeline (--pp) yet");
     if (o.parallel.n) return run_parallel(&o);
     struct result *rows = NULL;
     const int n_rows = plan_tests(&o, &rows);
