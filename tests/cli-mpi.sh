@@ -93,6 +93,14 @@ for np in 2 3; do
     if cmp -s "$tmpdir/out" "$tmpdir/one.txt"; then pass "run over $np ranks: the same greedy text"
     else fail "run over $np ranks writes another text"; fi
 done
+# speculative decoding with a draft model: the draft is split over the
+# ranks as the model is, and the text is still the model's alone
+expect_status 0 "run with a draft model over 2 ranks" -- $mpi -np 2 "$HEARTH" run -m "$m260k" $run_args \
+    --model-draft "$m260k" --pp 2
+if cmp -s "$tmpdir/out" "$tmpdir/one.txt"; then pass "run with a draft model over 2 ranks: the same greedy text"
+else fail "run with a draft model over 2 ranks writes another text"; fi
+grep -q "speculation (draft model): [1-9][0-9]* drafted" "$tmpdir/err" ||
+    fail "run with a draft model over 2 ranks drafts"
 expect_status 0 "run -v over 3 ranks" -- $mpi -np 3 "$HEARTH" run -m "$m260k" $run_args --pp 3 -v
 grep -q "^hearth: run: pipeline rank 0 of 3: layers 0 to 1 of 5$" "$tmpdir/err" ||
     fail "run -v names rank 0's layers"
