@@ -21,6 +21,17 @@ tools_kbench_LDADD = src/libhearth-core.la -lm
 tools_wkvbench_SOURCES = tools/wkvbench.c
 tools_wkvbench_LDADD = src/libhearth-core.la -lm
 
+# hearth's float products against OpenBLAS's sgemm (DESIGN.md, "OpenBLAS"),
+# where configure finds OpenBLAS
+if HAVE_OPENBLAS
+noinst_PROGRAMS += tools/blasbench
+tools_blasbench_SOURCES = tools/blasbench.c
+tools_blasbench_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
+tools_blasbench_LDADD = src/libhearth-core.la $(OPENBLAS_LIBS) -lm
+else
+EXTRA_DIST += tools/blasbench.c
+endif
+
 EXTRA_DIST += BENCHMARKS.md tools/bench-compare.sh tools/bench-mpi-net.sh tools/bench-serve.sh tools/loadtest.py \
 	tools/soak.py tools/bench-disk-cache.py
 
