@@ -802,8 +802,8 @@ int cmd_bench(int argc, char **argv)
     if (rc < 0) return CLI_EXIT_OK;
     if (rc != CLI_EXIT_OK) return rc;
 
-    if (o.parallel.n && o.pp.pp > 1)
-        return cli_usage_error(CMD, "--parallel does not run in a pipeline (--pp) yet");
+    if (o.parallel.n && (o.pp.pp > 1 || o.pp.tp > 1))
+        return cli_usage_error(CMD, "--parallel does not run in a pipeline (--pp, --tp) yet");
     if (o.parallel.n) return run_parallel(&o);
     struct result *rows = NULL;
     const int n_rows = plan_tests(&o, &rows);
