@@ -35,7 +35,7 @@
 #include "pipeline.h"
 #include "sha256.h"
 
-enum { TAG_CHAIN = 1, TAG_OUT = 2, TAG_TP = 3, TAG_TP_UP = 4 };
+enum { TAG_CHAIN = 1, TAG_OUT = 2, TAG_TP = 3, TAG_TP_UP = 4, TAG_GATHER = 5 };
 enum { MSG_SETUP = 1, MSG_STEP, MSG_COPY, MSG_RELEASE, MSG_QUIT, MSG_FAIL, MSG_PING };
 enum { H_KIND, H_BYTES, H_STATUS, H_A, H_B, H_C, H_D, H_E, H_F, H_G, H_H, H_ID = 15, PIPE_HDR = 16 };
 
@@ -56,6 +56,7 @@ struct hearth_pipeline {
     bool tp_setup;      /* a leader: its peers owe an answer to a setup; a
                          * peer: the last message was a setup */
     int *counts, *displs; /* tp each: an all-gather's parts */
+    MPI_Request *reqs;  /* 2 (tp - 1): its messages */
     float *gather;      /* an all-gather's rows, rank by rank */
     size_t gather_cap;  /* floats */
     int timeout_ms;
@@ -75,6 +76,7 @@ static hearth_status mpi_error(int rc, int peer, const char *what)
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "error %d", rc);
+    if (peer < 0) return hearth_error(HEARTH_E_IO, "pipeline: %s: %s", what, text);
     return hearth_error(HEARTH_E_IO, "pipeline: %s rank %d: %s", what, peer, text);
 }
 
@@ -85,7 +87,8 @@ static double now_ms(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-/* Wait for a request to complete: at most timeout_ms (0: no limit). */
+/* Wait for a request to complete: at most timeout_ms (0: no limit).  The
+ * errors name peer after what; peer < 0: what names the ranks. */
 static hearth_status wait_req(MPI_Request *req, int peer, int timeout_ms, const char *what)
 {
     const double t0 = now_ms();
@@ -97,6 +100,9 @@ static hearth_status wait_req(MPI_Request *req, int peer, int timeout_ms, const 
         if (timeout_ms > 0 && now_ms() - t0 > timeout_ms) {
             MPI_Cancel(req);
             MPI_Request_free(req);
+            if (peer < 0)
+                return hearth_error(HEARTH_E_IO, "pipeline: %s: no answer within %d s (a rank stopped, or is "
+                                    "stuck)", what, (timeout_ms + 999) / 1000);
             return hearth_error(HEARTH_E_IO, "pipeline: %s rank %d: no answer within %d s (the rank stopped, "
                                 "or is stuck)", what, peer, (timeout_ms + 999) / 1000);
         }
@@ -239,6 +245,7 @@ static void free_handle(struct hearth_pipeline *p)
     hearth_aligned_free(p->gather);
     free(p->counts);
     free(p->displs);
+    free(p->reqs);
     free(p);
 }
 
@@ -258,7 +265,8 @@ hearth_status hearth_pipeline_open_tp(int32_t n_stages, int32_t n_tp, int32_t ti
     p->tp = n_tp;
     p->counts = hearth_calloc((size_t)n_tp, sizeof *p->counts, "a pipeline");
     p->displs = hearth_calloc((size_t)n_tp, sizeof *p->displs, "a pipeline");
-    if (!p->counts || !p->displs) {
+    p->reqs = hearth_calloc(2 * (size_t)n_tp, sizeof *p->reqs, "a pipeline");
+    if (!p->counts || !p->displs || !p->reqs) {
         free_handle(p);
         return HEARTH_E_NOMEM;
     }
@@ -641,6 +649,41 @@ void pipe_break(struct hearth_pipeline *p, hearth_status st)
 
 /* ---- the rows of a stage's products ------------------------------------- */
 
+/* Wait for n requests to complete, at most timeout_ms in all; on a
+ * failure the ones left are cancelled.  Errors as wait_req's with peer < 0. */
+static hearth_status wait_all(MPI_Request *reqs, int n, int timeout_ms, const char *what)
+{
+    const double t0 = now_ms();
+    for (long tries = 0;; tries++) {
+        int done = 0;
+        int rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+        hearth_status st = HEARTH_OK;
+        if (rc != MPI_SUCCESS) st = mpi_error(rc, -1, what);
+        else if (done) return HEARTH_OK;
+        else if (timeout_ms > 0 && now_ms() - t0 > timeout_ms)
+            st = hearth_error(HEARTH_E_IO, "pipeline: %s: no answer within %d s (a rank stopped, or is stuck)", what,
+                              (timeout_ms + 999) / 1000);
+        if (st) {
+            for (int i = 0; i < n; i++)
+                if (reqs[i] != MPI_REQUEST_NULL) {
+                    MPI_Cancel(&reqs[i]);
+                    MPI_Request_free(&reqs[i]);
+                }
+            return st;
+        }
+        if (tries >= 2000) {
+            const long ns = tries < 3000 ? 10000L : tries < 4000 ? 100000L : 1000000L;
+            struct timespec nap = {0, ns};
+            nanosleep(&nap, NULL);
+        }
+    }
+}
+
+/* Every rank of the stage sends its rows to every other one, point to
+ * point (a collective's peer that dies may end the process in the MPI
+ * library, where a point-to-point message fails with an error or waits
+ * out the timeout); a pair's messages arrive in the order sent, so the
+ * gathers of consecutive products do not mix. */
 hearth_status pipe_tp_gather(struct hearth_pipeline *p, const float *mine, const int64_t *counts, float *all)
 {
     if (p->broken[0]) return hearth_error(HEARTH_E_IO, "%s", p->broken);
@@ -653,12 +696,34 @@ hearth_status pipe_tp_gather(struct hearth_pipeline *p, const float *mine, const
         p->displs[r] = (int)at;
         at += counts[r];
     }
-    const void *send = mine == all + p->displs[p->tpi] ? MPI_IN_PLACE : (const void *)mine;
-    MPI_Request req;
-    int rc = MPI_Iallgatherv(send, p->counts[p->tpi], MPI_FLOAT, all, p->counts, p->displs, MPI_FLOAT, p->tp_comm,
-                             &req);
-    if (rc != MPI_SUCCESS) return broke(p, mpi_error(rc, own_leader(p), "gathering a product's rows with"));
-    return broke(p, wait_req(&req, own_leader(p), p->timeout_ms, "gathering a product's rows with"));
+    float *own = all + p->displs[p->tpi];
+    if (own != mine && p->counts[p->tpi] > 0) memcpy(own, mine, sizeof(float) * (size_t)p->counts[p->tpi]);
+    /* the stage's other ranks, any of which may be the one missing */
+    char who[256] = "gathering a product's rows from";
+    for (int r = 0, k = 0; r < p->tp; r++) {
+        if (r == p->tpi) continue;
+        const size_t len = strlen(who);
+        const bool last = k == p->tp - 2;
+        snprintf(who + len, sizeof who - len, "%s rank %d", k == 0 ? "" : last ? " or" : ",", own_leader(p) + r);
+        k++;
+    }
+    int n = 0, rc = MPI_SUCCESS;
+    for (int r = 0; r < p->tp && rc == MPI_SUCCESS; r++) {
+        if (r == p->tpi) continue;
+        rc = MPI_Irecv(all + p->displs[r], p->counts[r], MPI_FLOAT, r, TAG_GATHER, p->tp_comm, &p->reqs[n++]);
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Isend(own, p->counts[p->tpi], MPI_FLOAT, r, TAG_GATHER, p->tp_comm, &p->reqs[n++]);
+    }
+    if (rc != MPI_SUCCESS) {
+        n--;
+        hearth_status st = mpi_error(rc, -1, who);
+        for (int i = 0; i < n; i++) {
+            MPI_Cancel(&p->reqs[i]);
+            MPI_Request_free(&p->reqs[i]);
+        }
+        return broke(p, st);
+    }
+    return broke(p, wait_all(p->reqs, n, p->timeout_ms, who));
 }
 
 /* ---- the other ranks ----------------------------------------------------- */

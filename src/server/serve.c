@@ -867,8 +867,9 @@ int cmd_serve(int argc, char **argv)
                          : keep_alive_given && cfg.keep_alive_s >= 0 ? "--keep-alive (the model stays loaded)"
                          : NULL;
         if (no) {
-            if (pp.tp > 1) cli_usage_error(CMD, "--pp %d --tp %d: not with %s", pp.pp > 1 ? pp.pp : 1, pp.tp, no);
-            else cli_usage_error(CMD, "--pp %d: not with %s", pp.pp, no);
+            if (pp.tp <= 1) cli_usage_error(CMD, "--pp %d: not with %s", pp.pp, no);
+            else if (pp.pp <= 1) cli_usage_error(CMD, "--tp %d: not with %s", pp.tp, no);
+            else cli_usage_error(CMD, "--pp %d --tp %d: not with %s", pp.pp, pp.tp, no);
             goto done;
         }
     }
