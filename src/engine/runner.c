@@ -509,7 +509,8 @@ static hearth_status output_head(struct runner *r, struct forward *f, const int3
     return op->act_download(be, r->logits, &r->gpu_logits, n_logits);
 }
 
-static hearth_status eval_rest(struct runner *r, const struct runner_step *step, struct forward *f, bool tp);
+static hearth_status eval_rest(struct runner *r, const struct runner_step *step, struct forward *f, bool tp,
+                               bool *stage_done);
 
 hearth_status runner_eval(struct runner *r, const struct runner_step *step)
 {
@@ -547,17 +548,22 @@ hearth_status runner_eval(struct runner *r, const struct runner_step *step)
                                                                             step->n_hidden, r->embd,
                                                                             m->hp.n_embd},
                                    r->kv->block_tokens));
-        hearth_status st = eval_rest(r, step, f, true);
-        if (st) pipe_break(m->pipe, st);
+        bool stage_done = false;
+        hearth_status st = eval_rest(r, step, f, true, &stage_done);
+        if (st && !stage_done) pipe_break(m->pipe, st);
         return st;
     }
-    return eval_rest(r, step, f, false);
+    bool stage_done;
+    return eval_rest(r, step, f, false, &stage_done);
 }
 
 /* runner_eval() from the layers on, f holding the rows' input; tp: in a
- * tensor-parallel stage (not interrupted). */
-static hearth_status eval_rest(struct runner *r, const struct runner_step *step, struct forward *f, bool tp)
+ * tensor-parallel stage (not interrupted).  *stage_done: the stage's
+ * products are all made (what fails later leaves its ranks in step). */
+static hearth_status eval_rest(struct runner *r, const struct runner_step *step, struct forward *f, bool tp,
+                               bool *stage_done)
 {
+    *stage_done = false;
     const hearth_model *m = r->model;
     const int64_t n = step->bp.n_tokens;
     /* a pipeline's rank 0: its own layers only */
@@ -572,6 +578,7 @@ static hearth_status eval_rest(struct runner *r, const struct runner_step *step,
         HEARTH_TRY(m->arch->layer(f, il));
     }
     if (m->pipe && pipe_stages(m->pipe) > 1) {
+        *stage_done = true;
         /* rank 0 of a pipeline: the other ranks run the other layers and
          * the output layer; the last one answers with what was asked */
         const int64_t E = m->hp.n_embd;
