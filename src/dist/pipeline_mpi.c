@@ -6,8 +6,12 @@
  * bytes of the payload after it, a status, the kind's fields and the
  * runner it is for (rank 0 may hold several: H_ID) -- then
  * the payload, both with one tag, so that a link delivers them in order.
- * The chain (tag TAG_CHAIN) goes from each rank to the next; the answers
- * (TAG_OUT) go from the last rank to rank 0.
+ * The chain (tag TAG_CHAIN) goes from each stage's first rank to the
+ * next's; the answers (TAG_OUT) go from the last stage's to rank 0.  With
+ * tensor parallelism (hearth_pipeline_open_tp) a stage's first rank hands
+ * the messages on to the stage's other ranks (TAG_TP), which answer
+ * setups and checks (TAG_TP_UP), and the stage's ranks exchange the rows
+ * of their split products (TAG_GATHER, pipe_tp_gather()).
  *
  * Nothing waits without end where an answer is due: a request is polled
  * (MPI_Test) until it completes, MPI reports an error (the communicator's
@@ -20,7 +24,8 @@
  * the pipeline: the links may hold half a message, so every later send or
  * receive fails at once with the first error (hearth_pipeline_check()
  * tells the server so) and the job can only be ended.  A rank that fails
- * a step and says so (MSG_FAIL) does not break it.
+ * a step and says so (MSG_FAIL) does not break it, unless its stage has
+ * several ranks: they are out of step.
  */
 #include "internal.h"
 
@@ -50,15 +55,13 @@ struct hearth_pipeline {
      * runs through the stages' leaders (tpi 0); a leader hands every
      * message on to its stage's other ranks (TAG_TP), which answer setups
      * and checks (TAG_TP_UP); the stage's matrix products gather their
-     * rows over tp_comm. */
+     * rows over tp_comm (TAG_GATHER). */
     int pp, tp, stage, tpi;
     MPI_Comm tp_comm;
     bool tp_setup;      /* a leader: its peers owe an answer to a setup; a
                          * peer: the last message was a setup */
-    int *counts, *displs; /* tp each: an all-gather's parts */
+    int *counts, *displs; /* tp each: a gather's parts */
     MPI_Request *reqs;  /* 2 (tp - 1): its messages */
-    float *gather;      /* an all-gather's rows, rank by rank */
-    size_t gather_cap;  /* floats */
     int timeout_ms;
     bool initialized;   /* MPI_Init was called here */
     uint8_t *in;        /* a received payload */
@@ -242,7 +245,6 @@ static void free_handle(struct hearth_pipeline *p)
     if (p->initialized) MPI_Finalize();
     hearth_aligned_free(p->in);
     hearth_aligned_free(p->out);
-    hearth_aligned_free(p->gather);
     free(p->counts);
     free(p->displs);
     free(p->reqs);
