@@ -11,9 +11,9 @@
 # job exits non-zero within a bound; rank 1 stopped while the server is
 # idle turns /health into 503 within --pp-timeout.  With --tp 2 the
 # answers are one process's bit for bit too, and rank 1 killed in the
-# middle of a stream fails it naming rank 1 within --pp-timeout.  What a
-# pipeline does
-# not run is refused at start-up, exit status 2, naming the options.
+# middle of a stream fails it naming rank 1 within --pp-timeout, as does
+# rank 1 stopped while idle.  What a pipeline does not run is refused at
+# start-up, exit status 2, naming the options.
 # Skipped, saying so, without MPI, mpirun, python3 or the server (a
 # failure under CI where MPI and the server are built).
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
@@ -177,6 +177,22 @@ for model in stories260K micro-llama; do
     else fail "$model over 2 ranks: the job exits $rc after the drain"; tail -n 20 "$tmpdir/$model-pp.err" >&2; fi
 done
 
+# health.py PORT: /health turns 503 naming rank 1 within 30 s
+cat >"$tmpdir/health.py" <<'EOF'
+import json, sys, time, urllib.request, urllib.error
+for _ in range(300):
+    try:
+        urllib.request.urlopen("http://127.0.0.1:" + sys.argv[1] + "/health", timeout=10)
+    except urllib.error.HTTPError as e:
+        h = json.load(e)
+        if e.code == 503 and h.get("status") == "error" and "rank 1" in h.get("error", ""):
+            print(json.dumps(h))
+            sys.exit(0)
+        sys.exit("/health: %d %r" % (e.code, h))
+    time.sleep(0.1)
+sys.exit("/health still answers 200")
+EOF
+
 # --- tensor parallel: the same answers, and a rank that dies -------------------
 
 layout="--tp 2"
@@ -211,6 +227,23 @@ fi
 job_end dies-tp "$dies_pid" 60
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 255 ]; then pass "--tp 2, rank 1 killed: the job exits non-zero ($rc) by itself"
 else fail "--tp 2, rank 1 killed: the job's exit status is $rc (255: it did not end within 60 s)"; fi
+
+# rank 1 stopped while the server is idle: the check through the ranks
+# (rank 0 to its tensor-parallel rank and back) finds it
+mpi_start stops-tp -m "$m260k" -c 512 --pp-timeout 2 --grace 30
+stops_pid=$pid
+kill -STOP "$(cat "$tmpdir/stops-tp.rank1.pid")"
+if python3 "$tmpdir/health.py" "$port" >"$tmpdir/client.log" 2>&1; then
+    pass "--tp 2, rank 1 stopped: the idle server's /health answers 503 naming rank 1"
+else
+    fail "--tp 2, rank 1 stopped: /health"
+    sed 's/^/  client: /' "$tmpdir/client.log" >&2
+fi
+kill -TERM "$(cat "$tmpdir/stops-tp.rank0.pid")"
+job_end stops-tp "$stops_pid" 60
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 255 ]; then pass "--tp 2, rank 1 stopped: the job exits non-zero ($rc)"
+else fail "--tp 2, rank 1 stopped: the job's exit status is $rc (255: it did not end within 60 s)"; fi
+kill -KILL "$(cat "$tmpdir/stops-tp.rank1.pid")" 2>/dev/null
 layout="--pp 2"
 
 # --- a rank that dies ----------------------------------------------------------
@@ -234,20 +267,6 @@ grep -q "serve: failed: pipeline: .*rank 1" "$tmpdir/dies.err" || fail "rank 0's
 mpi_start stops -m "$m260k" -c 512 --pp-timeout 2 --grace 30
 stops_pid=$pid
 kill -STOP "$(cat "$tmpdir/stops.rank1.pid")"
-cat >"$tmpdir/health.py" <<'EOF'
-import json, sys, time, urllib.request, urllib.error
-for _ in range(300):
-    try:
-        urllib.request.urlopen("http://127.0.0.1:" + sys.argv[1] + "/health", timeout=10)
-    except urllib.error.HTTPError as e:
-        h = json.load(e)
-        if e.code == 503 and h.get("status") == "error" and "rank 1" in h.get("error", ""):
-            print(json.dumps(h))
-            sys.exit(0)
-        sys.exit("/health: %d %r" % (e.code, h))
-    time.sleep(0.1)
-sys.exit("/health still answers 200")
-EOF
 if python3 "$tmpdir/health.py" "$port" >"$tmpdir/client.log" 2>&1; then
     pass "rank 1 stopped: the idle server's /health answers 503 naming rank 1"
 else
