@@ -1725,8 +1725,24 @@ typedef struct hearth_pipeline hearth_pipeline;
  * (at least 2).  timeout_ms: the longest rank 0 waits for the other ranks
  * to answer a step before failing it (0: 120 s). */
 hearth_status hearth_pipeline_open(int32_t n_ranks, int32_t timeout_ms, hearth_pipeline **out);
+/* The same for a job of n_stages x n_tp ranks: n_stages stages of the
+ * layers as above (ranks s * n_tp .. s * n_tp + n_tp - 1 run stage s),
+ * each run by n_tp ranks in tensor parallel -- every matrix of the
+ * stage's layers and the output layer split by output rows among them,
+ * each rank computing its rows, which the stage's ranks then gather, so
+ * that every output is the one dot product one process computes: the
+ * logits stay those of one process, bit for bit, for any n_tp.  The
+ * stage's first rank takes part in the chain; the others run each step
+ * alongside it.  Matrices whose rows are not a whole number of groups of
+ * 8 are not split (every rank computes them whole).  HEARTH_E_INVALID
+ * unless the job has exactly n_stages x n_tp ranks, at least 2. */
+hearth_status hearth_pipeline_open_tp(int32_t n_stages, int32_t n_tp, int32_t timeout_ms, hearth_pipeline **out);
 int32_t hearth_pipeline_rank(const hearth_pipeline *p);
 int32_t hearth_pipeline_size(const hearth_pipeline *p);
+/* n_stages and n_tp of hearth_pipeline_open_tp (n_ranks and 1 of
+ * hearth_pipeline_open). */
+int32_t hearth_pipeline_stages(const hearth_pipeline *p);
+int32_t hearth_pipeline_tp(const hearth_pipeline *p);
 /* The layers [*first, *end) the rank runs of a model of n_layer. */
 void hearth_pipeline_layers(const hearth_pipeline *p, int32_t n_layer, int32_t *first, int32_t *end);
 /* The start-up check, on every rank after loading the model: all ranks

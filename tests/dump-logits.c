@@ -2,10 +2,10 @@
  * dump-logits.c -- the logits of every position of a token sequence, for
  * the architecture oracle (tests/archs-oracle.sh, tests/oracle-forward.py).
  *
- *     dump-logits [-c N_CTX] [-b N_BATCH] [-e N_GEN] [-m MTP.f32] MODEL OUT.f32 TOKEN...
+ *     dump-logits [-c N_CTX] [-b N_BATCH] [-e N_GEN] [-k TYPE] [-m MTP.f32] [-P N] [-T N] MODEL OUT.f32 TOKEN...
  *
  * runs the tokens as one prompt (in batches of N_BATCH, default 7, so that
- * a prompt spans several batches) with an F32 KV cache and writes the
+ * a prompt spans several batches) with an F32 KV cache (-k: of TYPE) and writes the
  * n_tokens x n_vocab logits to OUT as float32.  It then runs the same
  * tokens one at a time (decode) in a fresh sequence and fails unless
  * every logit equals the prompt's bit for bit.  With -m, a model with a
@@ -28,7 +28,9 @@
  * With -P N, started by mpirun as N ranks (hearth-mpi(7)), the model runs
  * as a pipeline of N ranks, each holding its share of the layers: rank 0
  * does all of the above and writes OUT, and its logits must be those of
- * one process, bit for bit (tests/cli-mpi.sh compares the files).
+ * one process, bit for bit (tests/cli-mpi.sh compares the files).  With
+ * -T N as well (or alone), each stage runs on N ranks in tensor parallel
+ * (the job has P x N ranks), with the same bits.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,6 +253,9 @@ static int mtp_from_scratch(hearth_model *m, const int32_t *all, int n, int n_ct
 
 /* The engines of the checks: blocks of 64 positions, steps of 48 rows, an
  * F32 cache. */
+/* The KV cache's type (-k; F32 unless asked). */
+static hearth_type cache_type = HEARTH_TYPE_F32;
+
 static void engine_params(hearth_engine_params *ep, int n_ctx)
 {
     hearth_engine_default_params(ep);
@@ -259,7 +264,7 @@ static void engine_params(hearth_engine_params *ep, int n_ctx)
     ep->block_tokens = 64;
     ep->kv_tokens = 2 * (int64_t)n_ctx;
     ep->n_threads = 2;
-    ep->cache_type = HEARTH_TYPE_F32;
+    ep->cache_type = cache_type;
 }
 
 /* Requests of check_window_pool(), by submission. */
@@ -672,18 +677,22 @@ static int write_floats(const char *path, const float *x, size_t n)
 
 int main(int argc, char **argv)
 {
-    int n_ctx = 512, n_batch = 7, n_gen = 0, n_ranks = 0, opt;
+    int n_ctx = 512, n_batch = 7, n_gen = 0, n_ranks = 0, n_tp = 0, opt;
     const char *mtp_path = NULL;
-    while ((opt = getopt(argc, argv, "c:b:e:m:P:")) != -1) {
+    while ((opt = getopt(argc, argv, "c:b:e:k:m:P:T:")) != -1) {
         if (opt == 'c') n_ctx = atoi(optarg);
         else if (opt == 'P') n_ranks = atoi(optarg);
+        else if (opt == 'T') n_tp = atoi(optarg);
+        else if (opt == 'k') {
+            if (hearth_type_from_name(optarg, &cache_type)) return die(optarg);
+        }
         else if (opt == 'b') n_batch = atoi(optarg);
         else if (opt == 'e') n_gen = atoi(optarg);
         else if (opt == 'm') mtp_path = optarg;
         else return 2;
     }
     if (argc - optind < 3) {
-        fprintf(stderr, "usage: dump-logits [-c N_CTX] [-b N_BATCH] [-e N_GEN] [-m MTP.f32] [-P N_RANKS] MODEL "
+        fprintf(stderr, "usage: dump-logits [-c N_CTX] [-b N_BATCH] [-e N_GEN] [-k CACHE_TYPE] [-m MTP.f32] [-P N_RANKS] [-T N_TP] MODEL "
                 "OUT.f32 TOKEN...\n");
         return 2;
     }
@@ -696,7 +705,8 @@ int main(int argc, char **argv)
     hearth_model *m;
     hearth_model_params mp;
     hearth_model_default_params(&mp);
-    if (n_ranks > 1 && hearth_pipeline_open(n_ranks, 0, &mp.pipeline)) return die("pipeline");
+    if (n_tp > 1 && hearth_pipeline_open_tp(n_ranks > 1 ? n_ranks : 1, n_tp, 0, &mp.pipeline)) return die("pipeline");
+    if (n_tp <= 1 && n_ranks > 1 && hearth_pipeline_open(n_ranks, 0, &mp.pipeline)) return die("pipeline");
     if (hearth_model_load(model_path, &mp, &m)) {
         die(model_path);
         hearth_pipeline_close(mp.pipeline, true);
@@ -723,7 +733,7 @@ int main(int argc, char **argv)
     cp.n_ctx = n_ctx;
     cp.n_batch = n_batch;
     cp.n_threads = 2;
-    cp.cache_type = HEARTH_TYPE_F32;
+    cp.cache_type = cache_type;
     hearth_context *ctx;
     if (hearth_context_new(m, &cp, &ctx)) return die("context");
     if (hearth_eval(ctx, tokens, n, n)) return die("prompt");

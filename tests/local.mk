@@ -312,6 +312,7 @@ TESTS += \
 	tests/cli-embed-bert.sh \
 	tests/cli-inspect.sh \
 	tests/cli-mpi.sh \
+	tests/cli-mpi-tp.sh \
 	tests/cli-offload-errors.sh \
 	tests/cli-pull.sh \
 	tests/cli-quantize.sh \
@@ -350,6 +351,7 @@ EXTRA_DIST += \
 	tests/cli-inspect.sh \
 	tests/cli-kernel-paths.sh \
 	tests/cli-mpi.sh \
+	tests/cli-mpi-tp.sh \
 	tests/cli-offload-errors.sh \
 	tests/cli-perplexity.sh \
 	tests/cli-pull.sh \

@@ -1,6 +1,7 @@
 #!/bin/sh
 # server-mpi.sh -- hearth serve --pp 2 under mpirun (hearth-mpi(7)): rank
-# 0 serves, rank 1 runs the later layers.  Greedy completions with
+# 0 serves, rank 1 runs the later layers; and hearth serve --tp 2, rank 1
+# computing half the rows of every matrix.  Greedy completions with
 # logprobs, whole, long and streamed, are those of a one-process server
 # bit for bit, on stories260K and on a random-weight llama; a SIGTERM to
 # rank 0 drains (its running stream ends whole, the same as one
@@ -8,8 +9,11 @@
 # middle of a stream fails the stream with a pipeline_failed error naming
 # rank 1, /health answers 503 naming it, a new request gets 503, and the
 # job exits non-zero within a bound; rank 1 stopped while the server is
-# idle turns /health into 503 within --pp-timeout.  What a pipeline does
-# not run is refused at start-up, exit status 2, naming the options.
+# idle turns /health into 503 within --pp-timeout.  With --tp 2 the
+# answers are one process's bit for bit too, and rank 1 killed in the
+# middle of a stream fails it naming rank 1 within --pp-timeout, as does
+# rank 1 stopped while idle.  What a pipeline does not run is refused at
+# start-up, exit status 2, naming the options.
 # Skipped, saying so, without MPI, mpirun, python3 or the server (a
 # failure under CI where MPI and the server are built).
 . "${HEARTH_SRCDIR:-.}/tests/lib.sh"
@@ -42,6 +46,9 @@ expect_status 2 "--pp with --model-draft" -- "$HEARTH" serve -m "$m260k" --port 
 stderr_has "serve: --pp 2: not with --model-draft" "the refusal names --model-draft"
 expect_status 2 "--pp with -ngl" -- "$HEARTH" serve -m "$m260k" --port 0 --pp 2 -ngl 1
 stderr_has "serve: --pp 2: not with offloading" "the refusal names offloading"
+expect_status 2 "--tp with --model-draft" -- "$HEARTH" serve -m "$m260k" --port 0 --tp 2 --model-draft "$m260k"
+stderr_has "serve: --tp 2: not with --model-draft" "the refusal names --tp and --model-draft"
+expect_status 2 "--tp 0" -- "$HEARTH" serve -m "$m260k" --port 0 --tp 0
 expect_status 2 "--pp 0" -- "$HEARTH" serve -m "$m260k" --port 0 --pp 0
 expect_status 2 "--pp-timeout 0" -- "$HEARTH" serve -m "$m260k" --port 0 --pp 2 --pp-timeout 0
 
@@ -76,12 +83,13 @@ exec "$@"
 EOF
 chmod +x "$tmpdir/rank.sh"
 
-# mpi_start NAME ARGS...: hearth serve --pp 2 under mpirun (its output in
-# $tmpdir/NAME.out and .err); sets $pid (mpirun's) and $port once rank 0
-# listens, and both ranks' pid files are there.
+# mpi_start NAME ARGS...: hearth serve --pp 2 (or $layout) under mpirun
+# (its output in $tmpdir/NAME.out and .err); sets $pid (mpirun's) and
+# $port once rank 0 listens, and both ranks' pid files are there.
+layout="--pp 2"
 mpi_start() {
     name=$1; shift
-    $mpi -np 2 "$tmpdir/rank.sh" "$tmpdir/$name" "$HEARTH" serve --host 127.0.0.1 --port 0 -t 1 --pp 2 "$@" \
+    $mpi -np 2 "$tmpdir/rank.sh" "$tmpdir/$name" "$HEARTH" serve --host 127.0.0.1 --port 0 -t 1 $layout "$@" \
         >"$tmpdir/$name.out" 2>"$tmpdir/$name.err" &
     pid=$!
     pids="$pids $pid"
@@ -169,6 +177,75 @@ for model in stories260K micro-llama; do
     else fail "$model over 2 ranks: the job exits $rc after the drain"; tail -n 20 "$tmpdir/$model-pp.err" >&2; fi
 done
 
+# health.py PORT: /health turns 503 naming rank 1 within 30 s
+cat >"$tmpdir/health.py" <<'EOF'
+import json, sys, time, urllib.request, urllib.error
+for _ in range(300):
+    try:
+        urllib.request.urlopen("http://127.0.0.1:" + sys.argv[1] + "/health", timeout=10)
+    except urllib.error.HTTPError as e:
+        h = json.load(e)
+        if e.code == 503 and h.get("status") == "error" and "rank 1" in h.get("error", ""):
+            print(json.dumps(h))
+            sys.exit(0)
+        sys.exit("/health: %d %r" % (e.code, h))
+    time.sleep(0.1)
+sys.exit("/health still answers 200")
+EOF
+
+# --- tensor parallel: the same answers, and a rank that dies -------------------
+
+layout="--tp 2"
+for model in stories260K micro-llama; do
+    file=$m260k
+    [ "$model" = micro-llama ] && file=$llama
+    mpi_start "$model-tp" -m "$file" -c 512
+    tp_pid=$pid
+    if client answers "$port" "$tmpdir/$model.tp.json"; then
+        if cmp -s "$tmpdir/$model.one.json" "$tmpdir/$model.tp.json"; then
+            pass "$model with --tp 2: the text and logprobs of one process, bit for bit (whole, long, streamed)"
+        else
+            fail "$model with --tp 2: the answers differ from one process's"
+        fi
+    else
+        fail "$model with --tp 2: the requests failed"
+    fi
+    grep -q "tensor-parallel rank 0 of 2" "$tmpdir/$model-tp.err" || fail "$model: rank 0 names its share"
+    kill -TERM "$(cat "$tmpdir/$model-tp.rank0.pid")"
+    job_end "$model-tp" "$tp_pid" 60
+    [ "$rc" -eq 0 ] || fail "$model with --tp 2: the job exits $rc after SIGTERM"
+done
+
+mpi_start dies-tp -m "$m260k" -c 2048 --pp-timeout 3 --grace 5
+dies_pid=$pid
+if client kill "$port" "$tmpdir/dies-tp.rank1.pid"; then
+    pass "--tp 2, rank 1 killed mid-stream: the stream fails naming rank 1, /health and new requests get 503"
+else
+    fail "--tp 2, rank 1 killed mid-stream"
+    sed 's/^/  stderr: /' "$tmpdir/dies-tp.err" >&2
+fi
+job_end dies-tp "$dies_pid" 60
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 255 ]; then pass "--tp 2, rank 1 killed: the job exits non-zero ($rc) by itself"
+else fail "--tp 2, rank 1 killed: the job's exit status is $rc (255: it did not end within 60 s)"; fi
+
+# rank 1 stopped while the server is idle: the check through the ranks
+# (rank 0 to its tensor-parallel rank and back) finds it
+mpi_start stops-tp -m "$m260k" -c 512 --pp-timeout 2 --grace 30
+stops_pid=$pid
+kill -STOP "$(cat "$tmpdir/stops-tp.rank1.pid")"
+if python3 "$tmpdir/health.py" "$port" >"$tmpdir/client.log" 2>&1; then
+    pass "--tp 2, rank 1 stopped: the idle server's /health answers 503 naming rank 1"
+else
+    fail "--tp 2, rank 1 stopped: /health"
+    sed 's/^/  client: /' "$tmpdir/client.log" >&2
+fi
+kill -TERM "$(cat "$tmpdir/stops-tp.rank0.pid")"
+job_end stops-tp "$stops_pid" 60
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 255 ]; then pass "--tp 2, rank 1 stopped: the job exits non-zero ($rc)"
+else fail "--tp 2, rank 1 stopped: the job's exit status is $rc (255: it did not end within 60 s)"; fi
+kill -KILL "$(cat "$tmpdir/stops-tp.rank1.pid")" 2>/dev/null
+layout="--pp 2"
+
 # --- a rank that dies ----------------------------------------------------------
 
 mpi_start dies -m "$m260k" -c 2048 --pp-timeout 3 --grace 5
@@ -190,20 +267,6 @@ grep -q "serve: failed: pipeline: .*rank 1" "$tmpdir/dies.err" || fail "rank 0's
 mpi_start stops -m "$m260k" -c 512 --pp-timeout 2 --grace 30
 stops_pid=$pid
 kill -STOP "$(cat "$tmpdir/stops.rank1.pid")"
-cat >"$tmpdir/health.py" <<'EOF'
-import json, sys, time, urllib.request, urllib.error
-for _ in range(300):
-    try:
-        urllib.request.urlopen("http://127.0.0.1:" + sys.argv[1] + "/health", timeout=10)
-    except urllib.error.HTTPError as e:
-        h = json.load(e)
-        if e.code == 503 and h.get("status") == "error" and "rank 1" in h.get("error", ""):
-            print(json.dumps(h))
-            sys.exit(0)
-        sys.exit("/health: %d %r" % (e.code, h))
-    time.sleep(0.1)
-sys.exit("/health still answers 200")
-EOF
 if python3 "$tmpdir/health.py" "$port" >"$tmpdir/client.log" 2>&1; then
     pass "rank 1 stopped: the idle server's /health answers 503 naming rank 1"
 else

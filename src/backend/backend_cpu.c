@@ -16,6 +16,7 @@
 #include "backend_cpu_rwkv.h"
 #include "kernels.h"
 #include "kv_cache.h"
+#include "pipeline.h"
 
 /* Rows of a weight per gemm call: a multiple of every kernel tile's rows,
  * and 16 floats -- one 64-byte cache line of output per token -- so that
@@ -55,6 +56,12 @@ struct cpu_backend {
     size_t moe_act_bytes;
     void *moe_parts;           /* the experts' products of a step, as one set */
     size_t moe_parts_bytes;
+    float *tp_mine;            /* a tensor-parallel rank's rows of a set */
+    size_t tp_mine_bytes;
+    float *tp_all;             /* every rank's, as gathered */
+    size_t tp_all_bytes;
+    int64_t *tp_counts;        /* floats from each rank */
+    size_t tp_counts_bytes;
 };
 
 static struct cpu_backend *cpu(struct hearth_backend *be)
@@ -356,11 +363,91 @@ static hearth_status matmul_parts(struct hearth_backend *be, int n, struct act *
     return HEARTH_OK;
 }
 
+/* A set with matrices split over the ranks of a tensor-parallel stage
+ * (struct weight, tp): this rank's rows of each of them are computed as
+ * the rows of a matrix of their own (the same kernels on the same rows, so
+ * the same values), into tp_mine, one product after the other; one
+ * gather brings every rank's, in the same order; and each product's rows
+ * are laid out where they belong.  The others are computed here whole. */
+static hearth_status matmul_set_split(struct hearth_backend *be, int n, struct act *const outs[],
+                                      const struct weight *const ws[], const struct act *in)
+{
+    struct cpu_backend *c = cpu(be);
+    const int64_t T = in->rows;
+    struct hearth_pipeline *p = NULL;
+    struct weight local[MATMUL_SET_MAX];
+    struct act mine[MATMUL_SET_MAX];
+    const struct weight *lw[MATMUL_SET_MAX];
+    struct act *lo[MATMUL_SET_MAX];
+    size_t floats = 0;
+    for (int i = 0; i < n; i++)
+        if (ws[i]->tp) {
+            if (p && ws[i]->tp != p) return hearth_error(HEARTH_E_INTERNAL, "matmul set over two pipelines");
+            p = ws[i]->tp;
+            floats += (size_t)T * (size_t)ws[i]->tp_rows;
+        }
+    const int32_t N = pipe_tp(p);
+    HEARTH_TRY(grow((void **)&c->tp_mine, &c->tp_mine_bytes, floats * sizeof(float), "a tensor-parallel product"));
+    HEARTH_TRY(grow((void **)&c->tp_counts, &c->tp_counts_bytes, (size_t)N * sizeof(int64_t),
+                    "a tensor-parallel product"));
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        const struct weight *w = ws[i];
+        if (!w->tp) {
+            lw[i] = w;
+            lo[i] = outs[i];
+            continue;
+        }
+        local[i] = *w;
+        local[i].n_out = w->tp_rows;
+        local[i].data = (const uint8_t *)w->data + (size_t)w->tp_first * w->row_bytes;
+        local[i].tp = NULL;
+        mine[i] = (struct act){c->tp_mine + at, NULL, T, w->tp_rows, T * w->tp_rows};
+        at += (size_t)(T * w->tp_rows);
+        lw[i] = &local[i];
+        lo[i] = &mine[i];
+    }
+    struct matmul_part parts[MATMUL_SET_MAX];
+    HEARTH_TRY(matmul_parts(be, n, lo, lw, in, NULL, NULL, parts));
+    size_t total = 0;
+    for (int32_t r = 0; r < N; r++) {
+        int64_t count = 0;
+        for (int i = 0; i < n; i++) {
+            if (!ws[i]->tp) continue;
+            int64_t first, rows;
+            weight_tp_rows(ws[i]->n_out, N, r, &first, &rows);
+            count += T * rows;
+        }
+        c->tp_counts[r] = count;
+        total += (size_t)count;
+    }
+    HEARTH_TRY(grow((void **)&c->tp_all, &c->tp_all_bytes, total * sizeof(float), "a tensor-parallel product"));
+    HEARTH_TRY(pipe_tp_gather(p, c->tp_mine, c->tp_counts, c->tp_all));
+    const float *from = c->tp_all;
+    for (int32_t r = 0; r < N; r++)
+        for (int i = 0; i < n; i++) {
+            const struct weight *w = ws[i];
+            if (!w->tp) continue;
+            int64_t first, rows;
+            weight_tp_rows(w->n_out, N, r, &first, &rows);
+            for (int64_t t = 0; t < T; t++)
+                memcpy(outs[i]->host + t * w->n_out + first, from + t * rows, (size_t)rows * sizeof(float));
+            from += T * rows;
+        }
+    for (int i = 0; i < n; i++) {
+        outs[i]->rows = T;
+        outs[i]->width = ws[i]->n_out;
+    }
+    return HEARTH_OK;
+}
+
 static hearth_status cpu_matmul_set(struct hearth_backend *be, int n, struct act *const outs[],
                                     const struct weight *const ws[], const struct act *in)
 {
     if (n < 1 || n > MATMUL_SET_MAX)
         return hearth_error(HEARTH_E_INTERNAL, "matmul set of %d products", n);
+    for (int i = 0; i < n; i++)
+        if (ws[i]->tp) return matmul_set_split(be, n, outs, ws, in);
     struct matmul_part parts[MATMUL_SET_MAX];
     return matmul_parts(be, n, outs, ws, in, NULL, NULL, parts);
 }
@@ -1284,6 +1371,9 @@ void backend_cpu_free(struct hearth_backend *be)
     hearth_aligned_free(c->moe_index);
     hearth_aligned_free(c->moe_act);
     hearth_aligned_free(c->moe_parts);
+    hearth_aligned_free(c->tp_mine);
+    hearth_aligned_free(c->tp_all);
+    hearth_aligned_free(c->tp_counts);
     free(c);
     free(be);
 }

@@ -871,6 +871,8 @@ int cmd_bench(int argc, char **argv)
     /* Where the layers run; a fallback to the CPU is said even with -q. */
     if (!o.quiet || hearth_model_gpu_fallback(model))
         cli_model_report_offload(stderr, CMD, model, NULL);
+    /* and over which ranks */
+    if (!o.quiet) cli_pipeline_report(stderr, CMD, pipe, model);
     struct bench_info info;
     fill_info(&info, &o, path, model, kernels);
     struct token_source tokens = {.state = 1, .n_vocab = hearth_model_n_vocab(model),

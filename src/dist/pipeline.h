@@ -33,6 +33,11 @@
 
 int32_t pipe_rank(const struct hearth_pipeline *p);
 int32_t pipe_size(const struct hearth_pipeline *p);
+/* The stages of layers (--pp), the ranks of a stage (--tp) and this
+ * rank's index among those. */
+int32_t pipe_stages(const struct hearth_pipeline *p);
+int32_t pipe_tp(const struct hearth_pipeline *p);
+int32_t pipe_tp_rank(const struct hearth_pipeline *p);
 
 /* What the other ranks need to make a runner like rank 0's (runner.h,
  * struct runner_params; each rank its own thread count). */
@@ -68,6 +73,10 @@ hearth_status pipe_copy_block(struct hearth_pipeline *p, int32_t id, int32_t src
  * long the block tables are. */
 hearth_status pipe_send_step(struct hearth_pipeline *p, int32_t id, const struct pipe_step *step,
                              int32_t block_tokens);
+/* A stage's first rank: the step as it enters the stage's layers, to the
+ * stage's other ranks (tensor parallelism), which run them alongside. */
+hearth_status pipe_send_peers(struct hearth_pipeline *p, int32_t id, const struct pipe_step *step,
+                              int32_t block_tokens);
 /* The last rank: the step's answer to rank 0, logits (n_logits floats)
  * then hidden states (n_hidden floats). */
 hearth_status pipe_send_out(struct hearth_pipeline *p, const float *logits, int64_t n_logits, const float *hidden,
@@ -76,6 +85,16 @@ hearth_status pipe_send_out(struct hearth_pipeline *p, const float *logits, int6
  * (as many floats as pipe_send_out() sent). */
 hearth_status pipe_recv_out(struct hearth_pipeline *p, float *logits, int64_t n_logits, float *hidden,
                             int64_t n_hidden);
+
+/* A rank of a stage of several (tensor parallelism): the rows of a
+ * product its stage's ranks computed a part of each -- counts[r] floats
+ * from the stage's rank r, mine this rank's -- into all, rank after rank
+ * (mine may lie in place there).  At most the pipeline's timeout; a
+ * failure breaks the pipeline. */
+hearth_status pipe_tp_gather(struct hearth_pipeline *p, const float *mine, const int64_t *counts, float *all);
+/* A step failed halfway on a rank of a stage of several: its ranks are
+ * out of step, and the pipeline is broken with the error st. */
+void pipe_break(struct hearth_pipeline *p, hearth_status st);
 
 /* A rank other than 0: the next message from the rank before, as long as
  * it takes.  Setups, copies, releases and the end are handed on to the

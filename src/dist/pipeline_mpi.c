@@ -6,8 +6,12 @@
  * bytes of the payload after it, a status, the kind's fields and the
  * runner it is for (rank 0 may hold several: H_ID) -- then
  * the payload, both with one tag, so that a link delivers them in order.
- * The chain (tag TAG_CHAIN) goes from each rank to the next; the answers
- * (TAG_OUT) go from the last rank to rank 0.
+ * The chain (tag TAG_CHAIN) goes from each stage's first rank to the
+ * next's; the answers (TAG_OUT) go from the last stage's to rank 0.  With
+ * tensor parallelism (hearth_pipeline_open_tp) a stage's first rank hands
+ * the messages on to the stage's other ranks (TAG_TP), which answer
+ * setups and checks (TAG_TP_UP), and the stage's ranks exchange the rows
+ * of their split products (TAG_GATHER, pipe_tp_gather()).
  *
  * Nothing waits without end where an answer is due: a request is polled
  * (MPI_Test) until it completes, MPI reports an error (the communicator's
@@ -20,7 +24,8 @@
  * the pipeline: the links may hold half a message, so every later send or
  * receive fails at once with the first error (hearth_pipeline_check()
  * tells the server so) and the job can only be ended.  A rank that fails
- * a step and says so (MSG_FAIL) does not break it.
+ * a step and says so (MSG_FAIL) does not break it, unless its stage has
+ * several ranks: they are out of step.
  */
 #include "internal.h"
 
@@ -35,7 +40,7 @@
 #include "pipeline.h"
 #include "sha256.h"
 
-enum { TAG_CHAIN = 1, TAG_OUT = 2 };
+enum { TAG_CHAIN = 1, TAG_OUT = 2, TAG_TP = 3, TAG_TP_UP = 4, TAG_GATHER = 5 };
 enum { MSG_SETUP = 1, MSG_STEP, MSG_COPY, MSG_RELEASE, MSG_QUIT, MSG_FAIL, MSG_PING };
 enum { H_KIND, H_BYTES, H_STATUS, H_A, H_B, H_C, H_D, H_E, H_F, H_G, H_H, H_ID = 15, PIPE_HDR = 16 };
 
@@ -46,6 +51,17 @@ enum { H_KIND, H_BYTES, H_STATUS, H_A, H_B, H_C, H_D, H_E, H_F, H_G, H_H, H_ID =
 struct hearth_pipeline {
     MPI_Comm comm;
     int rank, size;
+    /* size = pp stages x tp ranks; rank = stage * tp + tpi.  The chain
+     * runs through the stages' leaders (tpi 0); a leader hands every
+     * message on to its stage's other ranks (TAG_TP), which answer setups
+     * and checks (TAG_TP_UP); the stage's matrix products gather their
+     * rows over tp_comm (TAG_GATHER). */
+    int pp, tp, stage, tpi;
+    MPI_Comm tp_comm;
+    bool tp_setup;      /* a leader: its peers owe an answer to a setup; a
+                         * peer: the last message was a setup */
+    int *counts, *displs; /* tp each: a gather's parts */
+    MPI_Request *reqs;  /* 2 (tp - 1): its messages */
     int timeout_ms;
     bool initialized;   /* MPI_Init was called here */
     uint8_t *in;        /* a received payload */
@@ -63,6 +79,7 @@ static hearth_status mpi_error(int rc, int peer, const char *what)
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "error %d", rc);
+    if (peer < 0) return hearth_error(HEARTH_E_IO, "pipeline: %s: %s", what, text);
     return hearth_error(HEARTH_E_IO, "pipeline: %s rank %d: %s", what, peer, text);
 }
 
@@ -73,7 +90,8 @@ static double now_ms(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-/* Wait for a request to complete: at most timeout_ms (0: no limit). */
+/* Wait for a request to complete: at most timeout_ms (0: no limit).  The
+ * errors name peer after what; peer < 0: what names the ranks. */
 static hearth_status wait_req(MPI_Request *req, int peer, int timeout_ms, const char *what)
 {
     const double t0 = now_ms();
@@ -85,6 +103,9 @@ static hearth_status wait_req(MPI_Request *req, int peer, int timeout_ms, const 
         if (timeout_ms > 0 && now_ms() - t0 > timeout_ms) {
             MPI_Cancel(req);
             MPI_Request_free(req);
+            if (peer < 0)
+                return hearth_error(HEARTH_E_IO, "pipeline: %s: no answer within %d s (a rank stopped, or is "
+                                    "stuck)", what, (timeout_ms + 999) / 1000);
             return hearth_error(HEARTH_E_IO, "pipeline: %s rank %d: no answer within %d s (the rank stopped, "
                                 "or is stuck)", what, peer, (timeout_ms + 999) / 1000);
         }
@@ -170,23 +191,94 @@ static hearth_status send_kind(struct hearth_pipeline *p, int dest, int tag, int
     return send_msg(p, dest, tag, hdr, NULL, 0);
 }
 
+/* The ranks a message goes to: the leaders (tpi 0) of the next and the
+ * previous stage, of the last one, and this rank's own leader. */
+static int next_leader(const struct hearth_pipeline *p) { return (p->stage + 1) * p->tp; }
+static int prev_leader(const struct hearth_pipeline *p) { return (p->stage - 1) * p->tp; }
+static int last_leader(const struct hearth_pipeline *p) { return (p->pp - 1) * p->tp; }
+static int own_leader(const struct hearth_pipeline *p) { return p->stage * p->tp; }
+
+/* A leader: the message to the other ranks of its stage. */
+static hearth_status to_peers(struct hearth_pipeline *p, int64_t *hdr, const void *payload, size_t bytes)
+{
+    for (int r = 1; p->tpi == 0 && r < p->tp; r++)
+        HEARTH_TRY(send_msg(p, own_leader(p) + r, TAG_TP, hdr, payload, bytes));
+    return HEARTH_OK;
+}
+
+/* Rank 0: a message without payload down the chain and to its stage. */
+static hearth_status send_down(struct hearth_pipeline *p, int64_t *hdr)
+{
+    if (p->pp > 1) HEARTH_TRY(send_msg(p, next_leader(p), TAG_CHAIN, hdr, NULL, 0));
+    return to_peers(p, hdr, NULL, 0);
+}
+
+/* A leader: the answers its peers owe to a setup, or a check (kind).  The
+ * first failure among them is the result (its text, naming the rank, is
+ * the error); every answer is taken, failed or not. */
+static hearth_status collect_peers(struct hearth_pipeline *p, int kind)
+{
+    hearth_status first = HEARTH_OK;
+    char why[1024] = "";
+    for (int r = 1; p->tpi == 0 && r < p->tp; r++) {
+        int64_t hdr[PIPE_HDR];
+        HEARTH_TRY(recv_msg(p, own_leader(p) + r, TAG_TP_UP, hdr, p->timeout_ms));
+        if (hdr[H_KIND] == kind) continue;
+        if (first) continue;
+        if (hdr[H_KIND] != MSG_FAIL) {
+            return broke(p, hearth_error(HEARTH_E_INTERNAL, "pipeline: rank %d answered with a message of kind "
+                                         "%lld", own_leader(p) + r, (long long)hdr[H_KIND]));
+        }
+        first = (hearth_status)hdr[H_STATUS];
+        if (first <= HEARTH_OK || first > HEARTH_E_INTERNAL) first = HEARTH_E_INTERNAL;
+        snprintf(why, sizeof why, "%.*s", (int)HEARTH_MIN(hdr[H_BYTES], 1000), (const char *)p->in);
+    }
+    return first ? hearth_error(first, "%s", why) : HEARTH_OK;
+}
+
 /* ---- the handle ---------------------------------------------------------- */
 
-hearth_status hearth_pipeline_open(int32_t n_ranks, int32_t timeout_ms, hearth_pipeline **out)
+static void free_handle(struct hearth_pipeline *p)
+{
+    if (p->tp_comm != MPI_COMM_NULL) MPI_Comm_free(&p->tp_comm);
+    if (p->comm != MPI_COMM_NULL) MPI_Comm_free(&p->comm);
+    if (p->initialized) MPI_Finalize();
+    hearth_aligned_free(p->in);
+    hearth_aligned_free(p->out);
+    free(p->counts);
+    free(p->displs);
+    free(p->reqs);
+    free(p);
+}
+
+hearth_status hearth_pipeline_open_tp(int32_t n_stages, int32_t n_tp, int32_t timeout_ms, hearth_pipeline **out)
 {
     if (!out) return hearth_error(HEARTH_E_INVALID, "hearth_pipeline_open: NULL argument");
-    if (n_ranks < 2) return hearth_error(HEARTH_E_INVALID, "a pipeline of %d ranks (at least 2)", n_ranks);
+    *out = NULL;
+    if (n_stages < 1 || n_tp < 1 || (int64_t)n_stages * n_tp < 2 || (int64_t)n_stages * n_tp > 65536)
+        return hearth_error(HEARTH_E_INVALID, "a pipeline of %d stages of %d ranks (at least 2 ranks in all, at "
+                            "most 65536)", n_stages, n_tp);
     if (timeout_ms < 0) return hearth_error(HEARTH_E_INVALID, "pipeline timeout %d ms is negative", timeout_ms);
     struct hearth_pipeline *p = hearth_calloc(1, sizeof *p, "a pipeline");
     if (!p) return HEARTH_E_NOMEM;
+    p->comm = p->tp_comm = MPI_COMM_NULL;
     p->timeout_ms = timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS;
+    p->pp = n_stages;
+    p->tp = n_tp;
+    p->counts = hearth_calloc((size_t)n_tp, sizeof *p->counts, "a pipeline");
+    p->displs = hearth_calloc((size_t)n_tp, sizeof *p->displs, "a pipeline");
+    p->reqs = hearth_calloc(2 * (size_t)n_tp, sizeof *p->reqs, "a pipeline");
+    if (!p->counts || !p->displs || !p->reqs) {
+        free_handle(p);
+        return HEARTH_E_NOMEM;
+    }
     int init = 0;
     MPI_Initialized(&init);
     if (!init) {
         /* the engine's thread makes the calls, one at a time */
         int provided;
         if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
-            free(p);
+            free_handle(p);
             return hearth_error(HEARTH_E_IO, "pipeline: MPI could not start");
         }
         p->initialized = true;
@@ -198,26 +290,53 @@ hearth_status hearth_pipeline_open(int32_t n_ranks, int32_t timeout_ms, hearth_p
     MPI_Comm_set_errhandler(p->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(p->comm, &p->rank);
     MPI_Comm_size(p->comm, &p->size);
-    if (p->size != n_ranks) {
-        hearth_status st = hearth_error(HEARTH_E_INVALID, "a pipeline of %d ranks, but the MPI job has %d "
-                                        "(mpirun -np %d)", n_ranks, p->size, n_ranks);
-        MPI_Comm_free(&p->comm);
-        if (p->initialized) MPI_Finalize();
-        free(p);
+    if (p->size != n_stages * n_tp) {
+        hearth_status st;
+        if (n_tp == 1)
+            st = hearth_error(HEARTH_E_INVALID, "a pipeline of %d ranks, but the MPI job has %d (mpirun -np %d)",
+                              n_stages, p->size, n_stages);
+        else if (n_stages == 1)
+            st = hearth_error(HEARTH_E_INVALID, "%d tensor-parallel ranks, but the MPI job has %d (mpirun -np %d)",
+                              n_tp, p->size, n_tp);
+        else
+            st = hearth_error(HEARTH_E_INVALID, "%d pipeline stages of %d tensor-parallel ranks are %d ranks, but "
+                              "the MPI job has %d (mpirun -np %d)", n_stages, n_tp, n_stages * n_tp, p->size,
+                              n_stages * n_tp);
+        free_handle(p);
         return st;
     }
+    p->stage = p->rank / n_tp;
+    p->tpi = p->rank % n_tp;
+    /* every rank of the job takes part in the split */
+    if (MPI_Comm_split(p->comm, p->stage, p->tpi, &p->tp_comm) != MPI_SUCCESS) {
+        hearth_pipeline_close(p, true);
+        return HEARTH_E_IO;
+    }
+    MPI_Comm_set_errhandler(p->tp_comm, MPI_ERRORS_RETURN);
     *out = p;
     return HEARTH_OK;
 }
 
+hearth_status hearth_pipeline_open(int32_t n_ranks, int32_t timeout_ms, hearth_pipeline **out)
+{
+    if (!out) return hearth_error(HEARTH_E_INVALID, "hearth_pipeline_open: NULL argument");
+    if (n_ranks < 2) return hearth_error(HEARTH_E_INVALID, "a pipeline of %d ranks (at least 2)", n_ranks);
+    return hearth_pipeline_open_tp(n_ranks, 1, timeout_ms, out);
+}
+
 int32_t hearth_pipeline_rank(const hearth_pipeline *p) { return p->rank; }
 int32_t hearth_pipeline_size(const hearth_pipeline *p) { return p->size; }
+int32_t hearth_pipeline_stages(const hearth_pipeline *p) { return p->pp; }
+int32_t hearth_pipeline_tp(const hearth_pipeline *p) { return p->tp; }
 int32_t pipe_rank(const struct hearth_pipeline *p) { return p->rank; }
 int32_t pipe_size(const struct hearth_pipeline *p) { return p->size; }
+int32_t pipe_stages(const struct hearth_pipeline *p) { return p->pp; }
+int32_t pipe_tp(const struct hearth_pipeline *p) { return p->tp; }
+int32_t pipe_tp_rank(const struct hearth_pipeline *p) { return p->tpi; }
 
 void hearth_pipeline_layers(const hearth_pipeline *p, int32_t n_layer, int32_t *first, int32_t *end)
 {
-    const int32_t base = n_layer / p->size, extra = n_layer % p->size, r = p->rank;
+    const int32_t base = n_layer / p->pp, extra = n_layer % p->pp, r = p->stage;
     *first = r * base + (r < extra ? r : extra);
     *end = *first + base + (r < extra);
 }
@@ -234,15 +353,12 @@ void hearth_pipeline_close(hearth_pipeline *p, bool failed)
         MPI_Abort(MPI_COMM_WORLD, 1);
         exit(1);
     }
-    if (p->rank == 0 && send_kind(p, 1, TAG_CHAIN, MSG_QUIT) != HEARTH_OK) {
+    int64_t quit[PIPE_HDR] = {[H_KIND] = MSG_QUIT};
+    if (p->rank == 0 && send_down(p, quit) != HEARTH_OK) {
         fprintf(stderr, "hearth: %s\n", hearth_last_error());
         hearth_pipeline_close(p, true);
     }
-    MPI_Comm_free(&p->comm);
-    if (p->initialized) MPI_Finalize();
-    hearth_aligned_free(p->in);
-    hearth_aligned_free(p->out);
-    free(p);
+    free_handle(p);
 }
 
 /* ---- the handshake ------------------------------------------------------- */
@@ -310,7 +426,7 @@ static hearth_status failure_of(struct hearth_pipeline *p, const int64_t *hdr)
 {
     if (hdr[H_KIND] != MSG_FAIL)
         return hearth_error(HEARTH_E_INTERNAL, "pipeline: rank %d answered with a message of kind %lld",
-                            p->size - 1, (long long)hdr[H_KIND]);
+                            last_leader(p), (long long)hdr[H_KIND]);
     hearth_status st = (hearth_status)hdr[H_STATUS];
     if (st <= HEARTH_OK || st > HEARTH_E_INTERNAL) st = HEARTH_E_INTERNAL;
     return hearth_error(st, "%.*s", hdr[H_BYTES] > 0 ? (int)hdr[H_BYTES] : 0,
@@ -332,11 +448,14 @@ hearth_status hearth_pipeline_check(hearth_pipeline *p, bool ping)
     if (!ping || p->rank != 0) return HEARTH_OK;
     /* through every rank and back, as a step goes */
     int64_t hdr[PIPE_HDR] = {[H_KIND] = MSG_PING};
-    HEARTH_TRY(send_msg(p, 1, TAG_CHAIN, hdr, NULL, 0));
-    HEARTH_TRY(recv_msg(p, p->size - 1, TAG_OUT, hdr, p->timeout_ms));
+    HEARTH_TRY(send_down(p, hdr));
+    hearth_status st = collect_peers(p, MSG_PING);
+    if (st) return broke(p, st);
+    if (p->pp == 1) return HEARTH_OK;
+    HEARTH_TRY(recv_msg(p, last_leader(p), TAG_OUT, hdr, p->timeout_ms));
     if (hdr[H_KIND] == MSG_PING) return HEARTH_OK;
     return broke(p, hearth_error(HEARTH_E_INTERNAL, "pipeline: rank %d answered a check with a message of kind %lld",
-                                 p->size - 1, (long long)hdr[H_KIND]));
+                                 last_leader(p), (long long)hdr[H_KIND]));
 }
 
 hearth_status pipe_setup(struct hearth_pipeline *p, const struct pipe_setup *rp, int32_t *id)
@@ -344,13 +463,23 @@ hearth_status pipe_setup(struct hearth_pipeline *p, const struct pipe_setup *rp,
     *id = p->next_id++;
     int64_t hdr[PIPE_HDR];
     setup_header(hdr, rp, *id);
-    HEARTH_TRY(send_msg(p, 1, TAG_CHAIN, hdr, NULL, 0));
-    HEARTH_TRY(recv_msg(p, p->size - 1, TAG_OUT, hdr, p->timeout_ms));
-    if (hdr[H_KIND] == MSG_SETUP) return HEARTH_OK;
+    HEARTH_TRY(send_down(p, hdr));
+    /* every answer is taken before the first failure is returned */
+    hearth_status st = collect_peers(p, MSG_SETUP);
+    if (p->broken[0]) return st;
+    char why[1024] = "";
+    if (st) snprintf(why, sizeof why, "%s", hearth_last_error());
+    if (p->pp > 1) {
+        HEARTH_TRY(recv_msg(p, last_leader(p), TAG_OUT, hdr, p->timeout_ms));
+        if (hdr[H_KIND] != MSG_SETUP && !st) {
+            st = failure_of(p, hdr);
+            snprintf(why, sizeof why, "%s", hearth_last_error());
+        }
+    }
+    if (!st) return HEARTH_OK;
     /* the ranks that made their runner free it */
-    hearth_status st = failure_of(p, hdr);
     pipe_release(p, *id);
-    return st;
+    return hearth_error(st, "%s", why);
 }
 
 void pipe_release(struct hearth_pipeline *p, int32_t id)
@@ -358,7 +487,7 @@ void pipe_release(struct hearth_pipeline *p, int32_t id)
     int64_t hdr[PIPE_HDR] = {[H_KIND] = MSG_RELEASE, [H_ID] = id};
     /* broken: the job is ended, not told */
     if (p->broken[0]) return;
-    if (send_msg(p, 1, TAG_CHAIN, hdr, NULL, 0) != HEARTH_OK) {
+    if (send_down(p, hdr) != HEARTH_OK) {
         fprintf(stderr, "hearth: %s\n", hearth_last_error());
         hearth_pipeline_close(p, true);
     }
@@ -369,7 +498,7 @@ hearth_status pipe_copy_block(struct hearth_pipeline *p, int32_t id, int32_t src
 {
     int64_t hdr[PIPE_HDR] = {[H_KIND] = MSG_COPY, [H_A] = src, [H_B] = dst, [H_C] = n_rows, [H_D] = window,
                              [H_ID] = id};
-    return send_msg(p, 1, TAG_CHAIN, hdr, NULL, 0);
+    return send_down(p, hdr);
 }
 
 /* Entries of the block tables a step reads: up to the page of each
@@ -395,8 +524,9 @@ static uint8_t *put(uint8_t *at, const void *src, size_t bytes)
     return at + bytes;
 }
 
-hearth_status pipe_send_step(struct hearth_pipeline *p, int32_t id, const struct pipe_step *step,
-                             int32_t block_tokens)
+/* The message of a step into hdr and p->out; *bytes its payload. */
+static hearth_status build_step(struct hearth_pipeline *p, int32_t id, const struct pipe_step *step,
+                                int32_t block_tokens, int64_t *hdr, size_t *out_bytes)
 {
     const struct batch_pos *bp = &step->bp;
     const float *x = step->x;
@@ -424,13 +554,34 @@ hearth_status pipe_send_step(struct hearth_pipeline *p, int32_t id, const struct
     at = put(at, step->logit_rows, I * (size_t)step->n_logits);
     at = put(at, step->hidden_rows, I * (size_t)step->n_hidden);
     put(at, x, sizeof(float) * (size_t)(n * n_embd));
-    int64_t hdr[PIPE_HDR] = {[H_KIND] = MSG_STEP, [H_A] = n, [H_B] = S, [H_C] = T, [H_D] = window,
-                             [H_E] = step->n_logits, [H_F] = step->n_hidden, [H_G] = n_embd, [H_ID] = id};
-    return send_msg(p, p->rank + 1, TAG_CHAIN, hdr, p->out, bytes);
+    const int64_t h[PIPE_HDR] = {[H_KIND] = MSG_STEP, [H_A] = n, [H_B] = S, [H_C] = T, [H_D] = window,
+                                 [H_E] = step->n_logits, [H_F] = step->n_hidden, [H_G] = n_embd, [H_ID] = id};
+    memcpy(hdr, h, sizeof h);
+    *out_bytes = bytes;
+    return HEARTH_OK;
 }
 
-/* The step in p->in, described by hdr: its arrays point into p->in. */
-static hearth_status read_step(struct hearth_pipeline *p, const int64_t *hdr, int64_t n_embd,
+hearth_status pipe_send_step(struct hearth_pipeline *p, int32_t id, const struct pipe_step *step,
+                             int32_t block_tokens)
+{
+    int64_t hdr[PIPE_HDR];
+    size_t bytes;
+    HEARTH_TRY(build_step(p, id, step, block_tokens, hdr, &bytes));
+    return send_msg(p, next_leader(p), TAG_CHAIN, hdr, p->out, bytes);
+}
+
+hearth_status pipe_send_peers(struct hearth_pipeline *p, int32_t id, const struct pipe_step *step,
+                              int32_t block_tokens)
+{
+    int64_t hdr[PIPE_HDR];
+    size_t bytes;
+    HEARTH_TRY(build_step(p, id, step, block_tokens, hdr, &bytes));
+    return to_peers(p, hdr, p->out, bytes);
+}
+
+/* The step in p->in from rank src, described by hdr: its arrays point
+ * into p->in. */
+static hearth_status read_step(struct hearth_pipeline *p, int src, const int64_t *hdr, int64_t n_embd,
                                struct pipe_step *step)
 {
     const int64_t n = hdr[H_A], S = hdr[H_B], T = hdr[H_C], nl = hdr[H_E], nh = hdr[H_F];
@@ -438,13 +589,13 @@ static hearth_status read_step(struct hearth_pipeline *p, const int64_t *hdr, in
     const size_t I = sizeof(int32_t);
     if (n <= 0 || n > INT32_MAX || S <= 0 || S > n || T < 0 || nl < 0 || nl > n || nh < 0 || nh > n ||
         hdr[H_G] != n_embd)
-        return hearth_error(HEARTH_E_FORMAT, "pipeline: rank %d sent a step that does not fit (%lld rows)",
-                            p->rank - 1, (long long)n);
+        return hearth_error(HEARTH_E_FORMAT, "pipeline: rank %d sent a step that does not fit (%lld rows)", src,
+                            (long long)n);
     size_t bytes = I * (size_t)(2 * n + (S + 1) + S + T + nl + nh) + sizeof(float) * (size_t)(n * n_embd);
     if (window) bytes += I * (size_t)(n + S + T);
     if ((int64_t)bytes != hdr[H_BYTES])
-        return hearth_error(HEARTH_E_FORMAT, "pipeline: rank %d sent a step of %lld bytes (%zu expected)",
-                            p->rank - 1, (long long)hdr[H_BYTES], bytes);
+        return hearth_error(HEARTH_E_FORMAT, "pipeline: rank %d sent a step of %lld bytes (%zu expected)", src,
+                            (long long)hdr[H_BYTES], bytes);
     const int32_t *at = (const int32_t *)p->in;
     struct batch_pos *bp = &step->bp;
     *step = (struct pipe_step){.n_embd = n_embd};
@@ -482,48 +633,169 @@ hearth_status pipe_recv_out(struct hearth_pipeline *p, float *logits, int64_t n_
                             int64_t n_hidden)
 {
     int64_t hdr[PIPE_HDR];
-    HEARTH_TRY(recv_msg(p, p->size - 1, TAG_OUT, hdr, p->timeout_ms));
+    HEARTH_TRY(recv_msg(p, last_leader(p), TAG_OUT, hdr, p->timeout_ms));
     if (hdr[H_KIND] != MSG_STEP) return failure_of(p, hdr);
     if ( hdr[H_A] != n_logits || hdr[H_B] != n_hidden ||
         hdr[H_BYTES] != (int64_t)(sizeof(float) * (size_t)(n_logits + n_hidden)))
         return hearth_error(HEARTH_E_INTERNAL, "pipeline: rank %d answered a step with another shape",
-                            p->size - 1);
+                            last_leader(p));
     if (n_logits) memcpy(logits, p->in, sizeof(float) * (size_t)n_logits);
     if (n_hidden) memcpy(hidden, p->in + sizeof(float) * (size_t)n_logits, sizeof(float) * (size_t)n_hidden);
     return HEARTH_OK;
 }
 
+void pipe_break(struct hearth_pipeline *p, hearth_status st)
+{
+    broke(p, st);
+}
+
+/* ---- the rows of a stage's products ------------------------------------- */
+
+/* Wait for n requests to complete, at most timeout_ms in all; on a
+ * failure the ones left are cancelled.  Errors as wait_req's with peer < 0. */
+static hearth_status wait_all(MPI_Request *reqs, int n, int timeout_ms, const char *what)
+{
+    const double t0 = now_ms();
+    for (long tries = 0;; tries++) {
+        int done = 0;
+        int rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+        hearth_status st = HEARTH_OK;
+        if (rc != MPI_SUCCESS) st = mpi_error(rc, -1, what);
+        else if (done) return HEARTH_OK;
+        else if (timeout_ms > 0 && now_ms() - t0 > timeout_ms)
+            st = hearth_error(HEARTH_E_IO, "pipeline: %s: no answer within %d s (a rank stopped, or is stuck)", what,
+                              (timeout_ms + 999) / 1000);
+        if (st) {
+            for (int i = 0; i < n; i++)
+                if (reqs[i] != MPI_REQUEST_NULL) {
+                    MPI_Cancel(&reqs[i]);
+                    MPI_Request_free(&reqs[i]);
+                }
+            return st;
+        }
+        if (tries >= 2000) {
+            const long ns = tries < 3000 ? 10000L : tries < 4000 ? 100000L : 1000000L;
+            struct timespec nap = {0, ns};
+            nanosleep(&nap, NULL);
+        }
+    }
+}
+
+/* Every rank of the stage sends its rows to every other one, point to
+ * point (a collective's peer that dies may end the process in the MPI
+ * library, where a point-to-point message fails with an error or waits
+ * out the timeout); a pair's messages arrive in the order sent, so the
+ * gathers of consecutive products do not mix. */
+hearth_status pipe_tp_gather(struct hearth_pipeline *p, const float *mine, const int64_t *counts, float *all)
+{
+    if (p->broken[0]) return hearth_error(HEARTH_E_IO, "%s", p->broken);
+    int64_t at = 0;
+    for (int r = 0; r < p->tp; r++) {
+        if (counts[r] < 0 || counts[r] > INT32_MAX || at + counts[r] > INT32_MAX)
+            return hearth_error(HEARTH_E_RANGE, "pipeline: a gather of %lld floats (at most %d)",
+                                (long long)(at + counts[r]), INT32_MAX);
+        p->counts[r] = (int)counts[r];
+        p->displs[r] = (int)at;
+        at += counts[r];
+    }
+    float *own = all + p->displs[p->tpi];
+    if (own != mine && p->counts[p->tpi] > 0) memcpy(own, mine, sizeof(float) * (size_t)p->counts[p->tpi]);
+    /* the stage's other ranks, any of which may be the one missing */
+    char who[256] = "gathering a product's rows from";
+    for (int r = 0, k = 0; r < p->tp; r++) {
+        if (r == p->tpi) continue;
+        const size_t len = strlen(who);
+        const bool last = k == p->tp - 2;
+        snprintf(who + len, sizeof who - len, "%s rank %d", k == 0 ? "" : last ? " or" : ",", own_leader(p) + r);
+        k++;
+    }
+    int n = 0, rc = MPI_SUCCESS;
+    for (int r = 0; r < p->tp && rc == MPI_SUCCESS; r++) {
+        if (r == p->tpi) continue;
+        rc = MPI_Irecv(all + p->displs[r], p->counts[r], MPI_FLOAT, r, TAG_GATHER, p->tp_comm, &p->reqs[n++]);
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Isend(own, p->counts[p->tpi], MPI_FLOAT, r, TAG_GATHER, p->tp_comm, &p->reqs[n++]);
+    }
+    if (rc != MPI_SUCCESS) {
+        n--;
+        hearth_status st = mpi_error(rc, -1, who);
+        for (int i = 0; i < n; i++) {
+            MPI_Cancel(&p->reqs[i]);
+            MPI_Request_free(&p->reqs[i]);
+        }
+        return broke(p, st);
+    }
+    return broke(p, wait_all(p->reqs, n, p->timeout_ms, who));
+}
+
 /* ---- the other ranks ----------------------------------------------------- */
 
-/* Pass a failure on: to the next rank, or from the last to rank 0. */
+/* Pass a failure on: to the next stage, or from the last to rank 0. */
 static hearth_status pass_failure(struct hearth_pipeline *p, hearth_status st, const char *text)
 {
     int64_t hdr[PIPE_HDR] = {[H_KIND] = MSG_FAIL, [H_STATUS] = st};
-    const bool last = p->rank == p->size - 1;
-    return send_msg(p, last ? 0 : p->rank + 1, last ? TAG_OUT : TAG_CHAIN, hdr, text, strlen(text));
+    const bool last = p->stage == p->pp - 1;
+    return send_msg(p, last ? 0 : next_leader(p), last ? TAG_OUT : TAG_CHAIN, hdr, text, strlen(text));
 }
 
 hearth_status pipe_fail(struct hearth_pipeline *p, hearth_status st)
 {
     char text[1024];
     snprintf(text, sizeof text, "pipeline: rank %d: %s", p->rank, hearth_last_error() ? hearth_last_error() : "");
-    return pass_failure(p, st, text);
+    if (p->tpi > 0) {
+        if (p->tp_setup) {
+            /* a setup: the leader answers for the stage */
+            p->tp_setup = false;
+            int64_t hdr[PIPE_HDR] = {[H_KIND] = MSG_FAIL, [H_STATUS] = st};
+            return send_msg(p, own_leader(p), TAG_TP_UP, hdr, text, strlen(text));
+        }
+        /* a step: the stage's gathers are out of step, and this rank ends */
+        return broke(p, hearth_error(st, "%s", text));
+    }
+    const bool setup = p->tp_setup;
+    if (setup) {
+        p->tp_setup = false;
+        hearth_status peers = collect_peers(p, MSG_SETUP);
+        if (p->broken[0]) return peers;
+    }
+    HEARTH_TRY(pass_failure(p, st, text));
+    /* a step of a stage of several ranks: they may wait in a gather */
+    if (p->tp > 1 && !setup) return broke(p, hearth_error(st, "%s", text));
+    return HEARTH_OK;
 }
 
 hearth_status pipe_setup_done(struct hearth_pipeline *p, const struct pipe_msg *msg)
 {
-    if (p->rank == p->size - 1) return send_kind(p, 0, TAG_OUT, MSG_SETUP);
+    if (p->tpi > 0) {
+        p->tp_setup = false;
+        return send_kind(p, own_leader(p), TAG_TP_UP, MSG_SETUP);
+    }
+    if (p->tp_setup) {
+        p->tp_setup = false;
+        hearth_status st = collect_peers(p, MSG_SETUP);
+        if (p->broken[0]) return st;
+        if (st) {
+            char text[1024];
+            snprintf(text, sizeof text, "%s", hearth_last_error());
+            return pass_failure(p, st, text);
+        }
+    }
+    if (p->stage == p->pp - 1) return send_kind(p, 0, TAG_OUT, MSG_SETUP);
     int64_t hdr[PIPE_HDR];
     setup_header(hdr, &msg->setup, msg->id);
-    return send_msg(p, p->rank + 1, TAG_CHAIN, hdr, NULL, 0);
+    return send_msg(p, next_leader(p), TAG_CHAIN, hdr, NULL, 0);
 }
 
 hearth_status pipe_recv(struct hearth_pipeline *p, int64_t n_embd, struct pipe_msg *msg)
 {
+    const bool peer = p->tpi > 0;
+    const int src = peer ? own_leader(p) : prev_leader(p);
+    const int tag = peer ? TAG_TP : TAG_CHAIN;
     for (;;) {
         int64_t hdr[PIPE_HDR];
-        HEARTH_TRY(recv_msg(p, p->rank - 1, TAG_CHAIN, hdr, 0));
+        HEARTH_TRY(recv_msg(p, src, tag, hdr, 0));
         *msg = (struct pipe_msg){.id = (int32_t)hdr[H_ID]};
+        p->tp_setup = false;
         switch (hdr[H_KIND]) {
         case MSG_SETUP:
             msg->kind = PIPE_SETUP;
@@ -532,12 +804,17 @@ hearth_status pipe_recv(struct hearth_pipeline *p, int64_t n_embd, struct pipe_m
                 .block_tokens = (int32_t)hdr[H_D], .n_blocks = (int32_t)hdr[H_E],
                 .n_blocks_window = (int32_t)hdr[H_F], .chunk_size = (int32_t)hdr[H_G],
             };
-            /* handed on once this rank has made its runner: a failure
-             * goes on instead */
+            /* the stage's other ranks make theirs meanwhile; on the
+             * chain, handed on once this stage has made its runners: a
+             * failure goes on instead */
+            HEARTH_TRY(to_peers(p, hdr, NULL, 0));
+            p->tp_setup = peer || p->tp > 1;
             return HEARTH_OK;
         case MSG_STEP:
             msg->kind = PIPE_STEP;
-            return read_step(p, hdr, n_embd, &msg->step);
+            /* the stage's other ranks run it alongside */
+            HEARTH_TRY(to_peers(p, hdr, p->in, (size_t)hdr[H_BYTES]));
+            return read_step(p, src, hdr, n_embd, &msg->step);
         case MSG_COPY:
             msg->kind = PIPE_COPY;
             msg->src = (int32_t)hdr[H_A];
@@ -549,11 +826,17 @@ hearth_status pipe_recv(struct hearth_pipeline *p, int64_t n_embd, struct pipe_m
         case MSG_QUIT: msg->kind = PIPE_QUIT; break;
         case MSG_PING:
             /* rank 0 checks that every rank is there: on, or back */
-            if (p->rank == p->size - 1) HEARTH_TRY(send_kind(p, 0, TAG_OUT, MSG_PING));
-            else HEARTH_TRY(send_msg(p, p->rank + 1, TAG_CHAIN, hdr, NULL, 0));
+            if (peer) {
+                HEARTH_TRY(send_kind(p, own_leader(p), TAG_TP_UP, MSG_PING));
+                continue;
+            }
+            HEARTH_TRY(to_peers(p, hdr, NULL, 0));
+            HEARTH_TRY(collect_peers(p, MSG_PING));
+            if (p->stage == p->pp - 1) HEARTH_TRY(send_kind(p, 0, TAG_OUT, MSG_PING));
+            else HEARTH_TRY(send_msg(p, next_leader(p), TAG_CHAIN, hdr, NULL, 0));
             continue;
         case MSG_FAIL: {
-            /* an earlier rank failed: on towards rank 0 */
+            /* an earlier stage failed: on towards rank 0 */
             char text[1024] = "";
             if (hdr[H_BYTES] > 0)
                 snprintf(text, sizeof text, "%.*s", (int)HEARTH_MIN(hdr[H_BYTES], 1000), (const char *)p->in);
@@ -561,11 +844,13 @@ hearth_status pipe_recv(struct hearth_pipeline *p, int64_t n_embd, struct pipe_m
             continue;
         }
         default:
-            return hearth_error(HEARTH_E_FORMAT, "pipeline: rank %d sent a message of kind %lld", p->rank - 1,
+            return hearth_error(HEARTH_E_FORMAT, "pipeline: rank %d sent a message of kind %lld", src,
                                 (long long)hdr[H_KIND]);
         }
-        /* copies, releases and the end: on to the next rank first */
-        if (p->rank < p->size - 1) HEARTH_TRY(send_msg(p, p->rank + 1, TAG_CHAIN, hdr, NULL, 0));
+        /* copies, releases and the end: on to the next stage and this
+         * stage's other ranks first */
+        if (!peer && p->stage < p->pp - 1) HEARTH_TRY(send_msg(p, next_leader(p), TAG_CHAIN, hdr, NULL, 0));
+        HEARTH_TRY(to_peers(p, hdr, NULL, 0));
         return HEARTH_OK;
     }
 }

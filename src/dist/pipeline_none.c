@@ -16,10 +16,22 @@ hearth_status hearth_pipeline_open(int32_t n_ranks, int32_t timeout_ms, hearth_p
                         "(configure --with-mpi)");
 }
 
+hearth_status hearth_pipeline_open_tp(int32_t n_stages, int32_t n_tp, int32_t timeout_ms, hearth_pipeline **out)
+{
+    (void)n_stages;
+    (void)n_tp;
+    return hearth_pipeline_open(2, timeout_ms, out);
+}
+
 /* Nothing below is reached: no pipeline can be opened. */
 int32_t hearth_pipeline_rank(const hearth_pipeline *p) { (void)p; return 0; }
 int32_t hearth_pipeline_size(const hearth_pipeline *p) { (void)p; return 1; }
+int32_t hearth_pipeline_stages(const hearth_pipeline *p) { (void)p; return 1; }
+int32_t hearth_pipeline_tp(const hearth_pipeline *p) { (void)p; return 1; }
 int32_t pipe_rank(const struct hearth_pipeline *p) { (void)p; return 0; }
+int32_t pipe_stages(const struct hearth_pipeline *p) { (void)p; return 1; }
+int32_t pipe_tp(const struct hearth_pipeline *p) { (void)p; return 1; }
+int32_t pipe_tp_rank(const struct hearth_pipeline *p) { (void)p; return 0; }
 int32_t pipe_size(const struct hearth_pipeline *p) { (void)p; return 1; }
 
 void hearth_pipeline_layers(const hearth_pipeline *p, int32_t n_layer, int32_t *first, int32_t *end)
@@ -78,6 +90,23 @@ hearth_status pipe_send_step(struct hearth_pipeline *p, int32_t id, const struct
     (void)block_tokens;
     return hearth_error(HEARTH_E_INTERNAL, "a pipeline in a build without MPI");
 }
+
+hearth_status pipe_send_peers(struct hearth_pipeline *p, int32_t id, const struct pipe_step *step,
+                              int32_t block_tokens)
+{
+    return pipe_send_step(p, id, step, block_tokens);
+}
+
+hearth_status pipe_tp_gather(struct hearth_pipeline *p, const float *mine, const int64_t *counts, float *all)
+{
+    (void)p;
+    (void)mine;
+    (void)counts;
+    (void)all;
+    return hearth_error(HEARTH_E_INTERNAL, "a pipeline in a build without MPI");
+}
+
+void pipe_break(struct hearth_pipeline *p, hearth_status st) { (void)p; (void)st; }
 
 hearth_status pipe_send_out(struct hearth_pipeline *p, const float *logits, int64_t n_logits, const float *hidden,
                             int64_t n_hidden)

@@ -509,6 +509,9 @@ static hearth_status output_head(struct runner *r, struct forward *f, const int3
     return op->act_download(be, r->logits, &r->gpu_logits, n_logits);
 }
 
+static hearth_status eval_rest(struct runner *r, const struct runner_step *step, struct forward *f, bool tp,
+                               bool *stage_done);
+
 hearth_status runner_eval(struct runner *r, const struct runner_step *step)
 {
     const hearth_model *m = r->model;
@@ -531,10 +534,42 @@ hearth_status runner_eval(struct runner *r, const struct runner_step *step)
         HEARTH_TRY(f->be->ops->norm(f->be, &f->x, &f->x, m->hp.n_embd, m->tok_norm.data, m->tok_norm_b.data,
                                     m->hp.norm_eps));
 
+    const bool tp = m->pipe && pipe_tp(m->pipe) > 1;
+    if (tp) {
+        /* the stage's other ranks run the step alongside, from here: they
+         * take part in every product of its layers, so the step is not
+         * interrupted once they have it, and a failure midway leaves them
+         * out of step (the pipeline breaks) */
+        if (r->abort_cb && r->abort_cb(r->abort_data))
+            return hearth_error(HEARTH_E_INTERRUPTED, "evaluation interrupted");
+        if (m->tok_norm.data) HEARTH_TRY(f->be->ops->act_download(f->be, r->embd, &f->x, n));
+        HEARTH_TRY(pipe_send_peers(m->pipe, r->pipe_id, &(struct pipe_step){step->bp, step->logit_rows,
+                                                                            step->n_logits, step->hidden_rows,
+                                                                            step->n_hidden, r->embd,
+                                                                            m->hp.n_embd},
+                                   r->kv->block_tokens));
+        bool stage_done = false;
+        hearth_status st = eval_rest(r, step, f, true, &stage_done);
+        if (st && !stage_done) pipe_break(m->pipe, st);
+        return st;
+    }
+    bool stage_done;
+    return eval_rest(r, step, f, false, &stage_done);
+}
+
+/* runner_eval() from the layers on, f holding the rows' input; tp: in a
+ * tensor-parallel stage (not interrupted).  *stage_done: the stage's
+ * products are all made (what fails later leaves its ranks in step). */
+static hearth_status eval_rest(struct runner *r, const struct runner_step *step, struct forward *f, bool tp,
+                               bool *stage_done)
+{
+    *stage_done = false;
+    const hearth_model *m = r->model;
+    const int64_t n = step->bp.n_tokens;
     /* a pipeline's rank 0: its own layers only */
     const int32_t end = m->pipe ? m->stage_end : m->hp.n_layer;
     for (int il = 0; il < end; il++) {
-        if (r->abort_cb && r->abort_cb(r->abort_data))
+        if (!tp && r->abort_cb && r->abort_cb(r->abort_data))
             return hearth_error(HEARTH_E_INTERRUPTED, "evaluation interrupted");
         if (il == r->first_gpu_layer && f != &r->fw_gpu) {
             HEARTH_TRY(move_hidden(r, f, &r->fw_gpu, n));
@@ -542,7 +577,8 @@ hearth_status runner_eval(struct runner *r, const struct runner_step *step)
         }
         HEARTH_TRY(m->arch->layer(f, il));
     }
-    if (m->pipe) {
+    if (m->pipe && pipe_stages(m->pipe) > 1) {
+        *stage_done = true;
         /* rank 0 of a pipeline: the other ranks run the other layers and
          * the output layer; the last one answers with what was asked */
         const int64_t E = m->hp.n_embd;
@@ -593,6 +629,14 @@ hearth_status runner_eval_stage(struct runner *r, int32_t id, const struct runne
     HEARTH_TRY(op->act_upload(f->be, &f->x, x, n));
     f->x.rows = n;
     for (int il = m->stage_first; il < m->stage_end; il++) HEARTH_TRY(m->arch->layer(f, il));
+    if (pipe_tp_rank(m->pipe) > 0) {
+        /* another rank of a tensor-parallel stage: its part of the output
+         * layer's product on the last stage; the stage's first rank
+         * answers */
+        if (m->stage_end < m->hp.n_layer || step->n_logits == 0) return HEARTH_OK;
+        HEARTH_TRY(reserve_logits(r, step->n_logits));
+        return output_head(r, f, step->logit_rows, step->n_logits);
+    }
     if (m->stage_end < m->hp.n_layer) {
         HEARTH_TRY(op->act_download(f->be, r->embd, &f->x, n));
         return pipe_send_step(m->pipe, id, &(struct pipe_step){step->bp, step->logit_rows, step->n_logits,

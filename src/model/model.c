@@ -15,6 +15,7 @@
 #include "gguf.h"
 #include "host_memory.h"
 #include "kernels.h"
+#include "pipeline.h"
 
 static const struct arch *const architectures[] = {&arch_llama,    &arch_qwen2,    &arch_qwen2moe,
                                                  &arch_qwen3,    &arch_qwen3moe, &arch_gemma2,
@@ -144,10 +145,22 @@ static int64_t pack_piece_rows(const struct weight *w)
     return rows < PACK_ROWS ? PACK_ROWS : rows;
 }
 
+/* The rows of w this rank computes, and where they begin in the
+ * mapping: all of them, or its share in a tensor-parallel stage. */
+static int64_t held_rows(const struct weight *w)
+{
+    return w->tp ? w->tp_rows : w->n_out;
+}
+
+static const uint8_t *held_data(const struct weight *w)
+{
+    return (const uint8_t *)w->data + (w->tp ? (size_t)w->tp_first * w->row_bytes : 0);
+}
+
 static int64_t pack_pieces(const struct weight *w)
 {
     const int64_t per = pack_piece_rows(w);
-    return (w->n_out + per - 1) / per;
+    return (held_rows(w) + per - 1) / per;
 }
 
 /* Pack the matrices the CPU kernels want packed into one allocation, in
@@ -203,7 +216,7 @@ static hearth_status pack_weights(hearth_model *m)
     if (m->n_mtp > 0 && !m->pipe && wants_packing(k, &m->mtp.eh_proj)) mats[n++] = &m->mtp.eh_proj;
     if (m->n_mtp > 0 && !m->pipe && m->mtp.head.data != m->output.data && wants_packing(k, &m->mtp.head))
         mats[n++] = &m->mtp.head;
-    for (size_t i = 0; i < n; i++) total += hearth_packed_bytes(mats[i]->type, mats[i]->n_out, mats[i]->n_in);
+    for (size_t i = 0; i < n; i++) total += hearth_packed_bytes(mats[i]->type, held_rows(mats[i]), mats[i]->n_in);
     hearth_status st = HEARTH_OK;
     if (total) {
         m->packed = model_packed_alloc(total);
@@ -230,10 +243,10 @@ static hearth_status pack_weights(hearth_model *m)
         const int64_t per = pack_piece_rows(w), np = pack_pieces(w);
         for (int64_t p = 0; p < np; p++, pi++) {
             const int64_t r0 = p * per;
-            pieces[pi] = (struct piece){w, r0, HEARTH_MIN(per, w->n_out - r0), at + (size_t)r0 * w->row_bytes};
+            pieces[pi] = (struct piece){w, r0, HEARTH_MIN(per, held_rows(w) - r0), at + (size_t)r0 * w->row_bytes};
         }
         w->packed = at;
-        at += hearth_packed_bytes(w->type, w->n_out, w->n_in);
+        at += hearth_packed_bytes(w->type, held_rows(w), w->n_in);
     }
     if (!st) {
         const hearth_gguf *g = m->gguf;
@@ -241,15 +254,15 @@ static hearth_status pack_weights(hearth_model *m)
         for (int64_t pi = 0; pi < (int64_t)n_pieces; pi++) {
             const struct piece *pc = &pieces[pi];
             const struct weight *w = pc->w;
-            const uint8_t *src = (const uint8_t *)w->data + (size_t)pc->r0 * w->row_bytes;
+            const uint8_t *src = held_data(w) + (size_t)pc->r0 * w->row_bytes;
             hearth_pack_rows(w->type, src, w->row_bytes, pc->rows, w->n_in, pc->at);
             gguf_release_pages(g, src, (size_t)pc->rows * w->row_bytes);
         }
         /* again per matrix: the pages the pieces shared, and those the
          * kernel mapped ahead of a read into pieces already done */
         for (size_t i = 0; i < n; i++) {
-            const size_t bytes = (size_t)mats[i]->n_out * mats[i]->row_bytes;
-            if (gguf_release_pages(g, mats[i]->data, bytes)) m->released_bytes += bytes;
+            const size_t bytes = (size_t)held_rows(mats[i]) * mats[i]->row_bytes;
+            if (gguf_release_pages(g, held_data(mats[i]), bytes)) m->released_bytes += bytes;
         }
         m->packed_bytes = total;
     }
@@ -260,7 +273,8 @@ static hearth_status pack_weights(hearth_model *m)
     if (m->n_mtp > 0 && m->mtp.head.data == m->output.data) m->mtp.head = m->output;
     struct weight *embeddings[] = {&m->tok_embd, &m->mtp.embd};
     for (size_t i = 0; i < HEARTH_ARRAY_LEN(embeddings); i++)
-        if (m->output.packed && embeddings[i]->data == m->output.data && embeddings[i]->type == m->output.type)
+        if (m->output.packed && !m->output.tp && embeddings[i]->data == m->output.data &&
+            embeddings[i]->type == m->output.type)
             embeddings[i]->packed = m->output.packed;
     return st;
 }
@@ -346,13 +360,51 @@ static hearth_status stage_layers(hearth_model *m, const char *path)
     if (m->params.n_gpu_layers > 0)
         return hearth_error(HEARTH_E_UNSUPPORTED, "offloading layers to a device and a pipeline of ranks "
                             "do not go together yet");
-    const int32_t n = hearth_pipeline_size(m->params.pipeline);
+    const int32_t n = pipe_stages(m->params.pipeline);
     if (m->hp.n_layer < n)
         return hearth_error(HEARTH_E_INVALID, "%s: %d layers cannot be split over %d ranks", path,
                             m->hp.n_layer, n);
     m->pipe = m->params.pipeline;
     hearth_pipeline_layers(m->pipe, m->hp.n_layer, &m->stage_first, &m->stage_end);
     return HEARTH_OK;
+}
+
+/* A tensor-parallel stage (pipe_tp() > 1): every matrix of this rank's
+ * layers that the layers pass through the matrix product, and the output
+ * layer on the last stage, split by output rows among the stage's ranks
+ * (struct weight, tp).  A matrix whose rows are not whole groups of 8 is
+ * computed whole on every rank: its own rows in the packed kernels' order
+ * would not be the rows of one process otherwise. */
+static hearth_status split_weights(hearth_model *m, const char *path)
+{
+    if (!m->pipe || pipe_tp(m->pipe) < 2) return HEARTH_OK;
+    const int32_t n = pipe_tp(m->pipe), r = pipe_tp_rank(m->pipe);
+    const size_t per_layer = 10;
+    struct weight **ws = hearth_calloc((size_t)m->hp.n_layer * per_layer + 1, sizeof *ws, "the matrices to split");
+    if (!ws) return HEARTH_E_NOMEM;
+    size_t k = 0;
+    for (int32_t il = m->stage_first; il < m->stage_end; il++) {
+        struct layer *L = &m->layers[il];
+        struct weight *l[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                              &L->w_gate_shexp, &L->w_up_shexp, &L->w_down_shexp};
+        for (size_t i = 0; i < HEARTH_ARRAY_LEN(l); i++) ws[k++] = l[i];
+    }
+    if (m->stage_end == m->hp.n_layer) ws[k++] = &m->output;
+    hearth_status st = HEARTH_OK;
+    for (size_t i = 0; i < k && !st; i++) {
+        struct weight *w = ws[i];
+        if (!w->data || w->n_out % 8 != 0) continue;
+        if (w->n_out / 8 < n) {
+            st = hearth_error(HEARTH_E_INVALID, "%s: tensor '%s' has %lld rows, which cannot be split over %d "
+                              "tensor-parallel ranks (whole groups of 8 rows each: at most %lld ranks)", path,
+                              w->name, (long long)w->n_out, n, (long long)(w->n_out / 8));
+            break;
+        }
+        w->tp = m->pipe;
+        weight_tp_rows(w->n_out, n, r, &w->tp_first, &w->tp_rows);
+    }
+    free(ws);
+    return st;
 }
 
 void hearth_model_default_params(hearth_model_params *params)
@@ -401,6 +453,7 @@ hearth_status hearth_model_load(const char *path, const hearth_model_params *par
     st = m->arch->load(m);
     if (!st) st = read_pooling(m);
     if (!st) st = stage_layers(m, path);
+    if (!st) st = split_weights(m, path);
     if (!st) st = model_offload(m);
     if (!st) st = pack_weights(m);
     if (st) {

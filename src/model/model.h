@@ -30,7 +30,25 @@ struct weight {
     bool dev_packed_order; /* the device sums its products in the CPU's order
                             * for packed weights (simd/kernels.h), because
                             * the CPU would read this matrix packed */
+    /* Split by output rows over the ranks of a tensor-parallel stage
+     * (model.c, split_weights): this rank computes rows tp_first ..
+     * tp_first + tp_rows - 1 only (packed holds only those), and the
+     * matrix product gathers the others from the stage's ranks
+     * (backend_cpu.c).  tp NULL: every row here. */
+    struct hearth_pipeline *tp;
+    int64_t tp_first, tp_rows;
 };
+
+/* The rows [*first, *first + *rows) of a matrix of n_out rows that rank
+ * r of a stage of n ranks computes: whole groups of 8 rows (the packed
+ * kernels' groups), shared out as evenly as they go, the earlier ranks
+ * taking the extra groups. */
+static inline void weight_tp_rows(int64_t n_out, int32_t n, int32_t r, int64_t *first, int64_t *rows)
+{
+    const int64_t groups = n_out / 8, base = groups / n, extra = groups % n;
+    *first = 8 * (r * base + (r < extra ? r : extra));
+    *rows = 8 * (base + (r < extra));
+}
 
 enum rope_style {
     ROPE_NORMAL, /* rotate adjacent pairs (x[2i], x[2i+1]): llama in GGUF */

@@ -858,7 +858,7 @@ int cmd_serve(int argc, char **argv)
         if (cli_model_check(CMD, &src, true) != CLI_EXIT_OK) goto done;
         if (!keep_alive_given) cfg.keep_alive_s = -1;
     }
-    if (pp.pp > 1) {
+    if (pp.pp > 1 || pp.tp > 1) {
         /* what a pipeline does not run (yet) */
         const char *no = table ? "--models-dir and -m ALIAS=FILE (it serves the one model of -m FILE, -hf or --url)"
                          : spec.draft_path ? "--model-draft"
@@ -867,7 +867,9 @@ int cmd_serve(int argc, char **argv)
                          : keep_alive_given && cfg.keep_alive_s >= 0 ? "--keep-alive (the model stays loaded)"
                          : NULL;
         if (no) {
-            cli_usage_error(CMD, "--pp %d: not with %s", pp.pp, no);
+            if (pp.tp <= 1) cli_usage_error(CMD, "--pp %d: not with %s", pp.pp, no);
+            else if (pp.pp <= 1) cli_usage_error(CMD, "--tp %d: not with %s", pp.tp, no);
+            else cli_usage_error(CMD, "--pp %d --tp %d: not with %s", pp.pp, pp.tp, no);
             goto done;
         }
     }

@@ -1,0 +1,142 @@
+#!/bin/sh
+# cli-mpi-tp.sh -- one model over the ranks of an MPI job in tensor
+# parallel (hearth-mpi(7)): with --tp N every rank computes its share of
+# the rows of every matrix and the ranks gather the rest, and the logits
+# are those of one process bit for bit -- a prompt in batches, one token
+# at a time, and the serving engine with its prefix cache and speculation
+# (tests/dump-logits -T) -- for several families, quantizations (a K-quant,
+# F16, Q4_0, Q8_0; experts and latent attention) and KV cache types, over
+# 2 and 3 ranks (an odd split of the row groups) and over 2 stages of 2
+# (--pp 2 --tp 2, 4 ranks); hearth run writes the same greedy text;
+# hearth bench runs and names the layout; and a layout the job or the
+# model does not fit is refused naming both.  Skipped, saying so, in a
+# build without MPI or without mpirun.
+. "${HEARTH_SRCDIR:-.}/tests/lib.sh"
+
+require_data models/stories260K.gguf models/micro-llama-Q4_K_M.gguf models/micro-llama-F16.gguf \
+    models/micro-qwen2-Q8_0.gguf models/micro-qwen2-Q4_0.gguf models/micro-rwkv6-Q8_0.gguf
+m260k="$HEARTH_TEST_DATA/models/stories260K.gguf"
+dump="${HEARTH_BUILDDIR:-.}/tests/dump-logits"
+gen="${HEARTH_BUILDDIR:-.}/tools/gen-model"
+
+if ! "$HEARTH" --version -v | grep -q '^features:.* mpi'; then
+    expect_status 1 "--tp in a build without MPI" -- "$HEARTH" run -m "$m260k" -p x -n 1 --tp 2
+    grep -q "built without MPI" "$tmpdir/err" || fail "the refusal says the build has no MPI"
+    echo "SKIP: hearth is built without MPI (configure --with-mpi)" >&2
+    [ "$tests_failed" -eq 0 ] || finish
+    exit 77
+fi
+command -v mpirun >/dev/null 2>&1 || unavailable "mpirun is not installed (openmpi-bin)"
+
+# as in cli-mpi.sh: polling, not spinning; no leak detection in the ranks
+OMP_WAIT_POLICY=passive; export OMP_WAIT_POLICY
+mpi="mpirun --oversubscribe"
+[ "$(id -u)" -eq 0 ] && mpi="$mpi --allow-run-as-root"
+mpi="$mpi -x ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+
+# stderr_has TEXT DESCRIPTION
+stderr_has() {
+    if grep -q -- "$1" "$tmpdir/err"; then pass "$2"; else
+        fail "$2: stderr lacks '$1'"; sed 's/^/  stderr: /' "$tmpdir/err" >&2
+    fi
+}
+
+# --- logits, bit for bit ----------------------------------------------------
+
+short="1 300 301 302 17 400 259 260 111 42 7 8 9 300 301 302 5 6 7 8 9"
+# past a block of 64 positions: the prefix cache resumes and copies blocks
+long=$(awk 'BEGIN { for (i = 0; i < 90; i++) printf "%d ", (i * 37 + 11) % 500 + 1 }')
+
+# same_logits NAME MODEL CACHE PP TP TOKENS...: dump-logits of one process
+# and of PP x TP ranks (PP stages of TP ranks; prompt, decode and engine
+# checks on both), with a KV cache of type CACHE, write the same bits
+same_logits() {
+    name=$1 model=$2 cache=$3 pp=$4 tp=$5
+    shift 5
+    np=$((pp * tp))
+    if [ ! -f "$tmpdir/$name.$cache.one.f32" ] &&
+        ! "$dump" -e 20 -k "$cache" "$model" "$tmpdir/$name.$cache.one.f32" "$@" >/dev/null 2>"$tmpdir/err"; then
+        fail "$name: dump-logits in one process"
+        sed 's/^/  stderr: /' "$tmpdir/err" >&2
+        return
+    fi
+    out="$tmpdir/$name.$cache.$pp.$tp.f32"
+    if ! $mpi -np "$np" "$dump" -e 20 -k "$cache" -P "$pp" -T "$tp" "$model" "$out" "$@" >/dev/null 2>"$tmpdir/err"
+    then
+        fail "$name: dump-logits over $pp x $tp ranks"
+        sed 's/^/  stderr: /' "$tmpdir/err" >&2
+    elif cmp -s "$tmpdir/$name.$cache.one.f32" "$out"; then
+        pass "$name, $cache cache, $pp stage(s) of $tp tensor-parallel ranks: the logits of one process, bit for bit"
+    else
+        fail "$name, $cache cache, $pp stage(s) of $tp tensor-parallel ranks: the logits differ from one process's"
+    fi
+}
+
+same_logits stories260K "$m260k" F32 1 2 $long
+same_logits stories260K "$m260k" F32 1 3 $long
+same_logits stories260K "$m260k" F16 2 2 $long
+same_logits llama-Q4_K_M "$HEARTH_TEST_DATA/models/micro-llama-Q4_K_M.gguf" F32 1 2 $short
+same_logits llama-Q4_K_M "$HEARTH_TEST_DATA/models/micro-llama-Q4_K_M.gguf" Q8_0 1 3 $short
+same_logits llama-F16 "$HEARTH_TEST_DATA/models/micro-llama-F16.gguf" F16 1 2 $short
+same_logits qwen2-Q8_0 "$HEARTH_TEST_DATA/models/micro-qwen2-Q8_0.gguf" F32 1 3 $short
+same_logits qwen2-Q4_0 "$HEARTH_TEST_DATA/models/micro-qwen2-Q4_0.gguf" Q8_0 1 2 $short
+# sliding-window layers in a space of their own, soft-capped logits;
+# latent attention with experts (the experts computed whole on each rank)
+if "$gen" --threads 2 --shape micro-gemma3 --type Q4_K_M "$tmpdir/gemma3.gguf" 2>"$tmpdir/err" &&
+    "$gen" --threads 2 --shape micro-deepseek2 --type Q8_0 "$tmpdir/deepseek2.gguf" 2>"$tmpdir/err"; then
+    same_logits gemma3 "$tmpdir/gemma3.gguf" F32 1 2 $long
+    same_logits deepseek2 "$tmpdir/deepseek2.gguf" F32 1 2 $long
+else
+    fail "gen-model"
+    sed 's/^/  stderr: /' "$tmpdir/err" >&2
+fi
+
+# --- hearth run and hearth bench --------------------------------------------
+
+run_args="-p Once_upon_a_time -n 40 --temp 0 -t 1"
+expect_status 0 "run in one process" -- "$HEARTH" run -m "$m260k" $run_args
+cp "$tmpdir/out" "$tmpdir/one.txt"
+for np in 2 3; do
+    expect_status 0 "run with --tp $np" -- $mpi -np "$np" "$HEARTH" run -m "$m260k" $run_args --tp "$np" -v
+    if cmp -s "$tmpdir/out" "$tmpdir/one.txt"; then pass "run with --tp $np: the same greedy text"
+    else fail "run with --tp $np writes another text"; fi
+done
+stderr_has "^hearth: run: rank 0 of 3: stage 0 of 1, layers 0 to 4 of 5; tensor-parallel rank 0 of 3" \
+    "run -v names rank 0's share"
+expect_status 0 "run with --pp 2 --tp 2" -- $mpi -np 4 "$HEARTH" run -m "$m260k" $run_args --pp 2 --tp 2
+if cmp -s "$tmpdir/out" "$tmpdir/one.txt"; then pass "run with --pp 2 --tp 2: the same greedy text"
+else fail "run with --pp 2 --tp 2 writes another text"; fi
+
+expect_status 0 "bench with --tp 2" -- $mpi -np 2 "$HEARTH" bench -m "$m260k" -p 16 -n 4 -r 1 -t 1 -o json --tp 2
+python3 -c 'import json, sys; rows = json.load(open(sys.argv[1])); assert len(rows) == 2' "$tmpdir/out" ||
+    fail "bench with --tp 2 writes its two rows"
+stderr_has "^hearth: bench: rank 0 of 2: stage 0 of 1, layers 0 to 4 of 5; tensor-parallel rank 0 of 2" \
+    "bench names the layout"
+
+# --- refused at start-up ----------------------------------------------------
+
+expect_status 1 "--tp 2 without mpirun" -- "$HEARTH" run -m "$m260k" -p x -n 4 --tp 2
+stderr_has "run: --tp 2: 2 tensor-parallel ranks, but the MPI job has 1 (mpirun -np 2)" \
+    "the refusal names both sizes"
+expect_status 1 "--pp 2 --tp 2 in a job of 3" -- $mpi -np 3 "$HEARTH" run -m "$m260k" -p x -n 4 --pp 2 --tp 2
+stderr_has "2 pipeline stages of 2 tensor-parallel ranks are 4 ranks, but the MPI job has 3 (mpirun -np 4)" \
+    "the refusal names the layout and the job's size"
+# stories260K's key and value matrices have 32 rows: 4 groups of 8
+expect_status 1 "--tp 5 over matrices of 4 row groups" -- $mpi -np 5 "$HEARTH" run -m "$m260k" -p x -n 4 --tp 5
+stderr_has "tensor 'blk.0.attn_k.weight' has 32 rows, which cannot be split over 5 tensor-parallel ranks" \
+    "the refusal names the tensor, its rows and the ranks"
+one="run -m $m260k -p x -n 4 --temp 0 -t 1 --tp 2"
+expect_status 1 "a tensor-parallel rank with another context size" -- $mpi -np 1 "$HEARTH" $one : -np 1 "$HEARTH" $one -c 256
+stderr_has "ranks 0 and 1 run different options" "the handshake covers the tensor-parallel ranks"
+expect_status 1 "a recurrent model" -- $mpi -np 2 "$HEARTH" run -m \
+    "$HEARTH_TEST_DATA/models/micro-rwkv6-Q8_0.gguf" -p x -n 4 --tp 2
+stderr_has "a recurrent model (rwkv6) does not run in a pipeline yet" "the refusal names the family"
+expect_status 2 "--tp 0" -- "$HEARTH" run -m "$m260k" -p x -n 4 --tp 0
+expect_status 0 "bench --parallel over 2 tensor-parallel ranks" -- $mpi -np 2 "$HEARTH" bench -m "$m260k" \
+    --parallel 2 -p 8 -n 4 -r 1 -t 1 -o json --tp 2
+python3 -c 'import json, sys
+rows = json.load(open(sys.argv[1]))
+assert [r["n_parallel"] for r in rows] == [2] and rows[0]["speed_tg"] > 0' "$tmpdir/out" ||
+    fail "bench --parallel over 2 tensor-parallel ranks writes its row"
+
+finish
