@@ -15,10 +15,10 @@
  *   INT_TILE_ROWS, INT_TILE_TOKS   the register tile of gemm
  *   PACKED_TILE_TOKS     the tokens of a packed-weight tile (one row group)
  *   PACKED_PAIR_TILE     defined where DOT_U8S8 is VNNI and AVX-512 F and
- *                        BW are on: packed Q4_0 and Q8_0 products of
- *                        several tokens then take two row groups at a
- *                        time in 512-bit registers, PACKED_PAIR_TOKS
- *                        tokens at a time
+ *                        BW are on: packed products of several tokens
+ *                        (every packed format, the K-quants included)
+ *                        then take two row groups at a time in 512-bit
+ *                        registers, PACKED_PAIR_TOKS tokens at a time
  *
  * Everything follows the summation order of kernels.h exactly: a 256-bit
  * multiply-add of one 32-element chunk leaves lane k's products in its
@@ -1098,6 +1098,20 @@ FORCE_INLINE void packed_q6k_tile(const int TT, int64_t nb, const uint8_t *wg, c
  * Packed K-quants, two row groups per 512-bit register (VNNI)
  * ========================================================================== */
 
+/* As packed_pair_tile does for the legacy formats: the low half of every
+ * register is the eight-row tile's register for group g, the high half
+ * group g + 1's, so that a token's activation pieces (broadcast from
+ * memory inside the dot products), bsums and scale serve sixteen rows.
+ * In the eight-row tiles that per-token work was about half of the
+ * instructions.  The sub-blocks' integer sums are formed with vpdpbusd
+ * (four byte products a lane) instead of 16-bit pair sums and vpdpwssd:
+ * the sums are exact, so the integers are the eight-row tiles' whatever
+ * the instructions, and the float work per lane is the same operations
+ * in the same order.  tools/kbench, one core, G multiply-adds a second,
+ * eight-row tiles -> pair tiles (medians of three): Q4_K 92 -> 174 with
+ * 2 tokens, 125 -> 276 with 8, 93 -> 254 with 64; Q5_K 75 -> 129, 93 ->
+ * 156, 115 -> 173; Q6_K 77 -> 82, 84 -> 133, 83 -> 154. */
+
 /* 32 bytes at a (the first group's) in the low half, 32 at b in the high. */
 FORCE_INLINE __m512i load_group_pair(const uint8_t *a, const uint8_t *b)
 {
@@ -1108,8 +1122,8 @@ FORCE_INLINE __m512i load_group_pair(const uint8_t *a, const uint8_t *b)
 /* The eight halves at a, then the eight at b, as sixteen floats. */
 FORCE_INLINE __m512 halves_group_pair(const uint8_t *a, const uint8_t *b)
 {
-    return _mm512_cvtph_ps(
-        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)), _mm_loadu_si128((const __m128i *)b), 1));
+    const __m128i lo = _mm_loadu_si128((const __m128i *)a), hi = _mm_loadu_si128((const __m128i *)b);
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
 }
 
 /* A byte shuffle of every 128-bit quarter of v by the same 16 indices. */
@@ -1422,15 +1436,17 @@ FORCE_INLINE void packed_q6k_pair_tile(const int TT, int64_t nb, const uint8_t *
                 const int8_t *xq = ((const block_q8_K *)(x + (size_t)t * x_stride) + i)->qs + 32 * c;
                 const __m512i s0 = four_pieces512(_mm512_setzero_si512(), u, xq);
                 const __m512i s1 = four_pieces512(_mm512_setzero_si512(), u + 4, xq + 16);
-                acc[t] = _mm512_add_epi32(acc[t], _mm512_add_epi32(_mm512_mullo_epi32(s0, sc0), _mm512_mullo_epi32(s1, sc1)));
+                acc[t] = _mm512_add_epi32(acc[t],
+                                          _mm512_add_epi32(_mm512_mullo_epi32(s0, sc0), _mm512_mullo_epi32(s1, sc1)));
             }
         }
         /* the scales as 16-bit pairs (sc_2j, sc_2j+1) per row lane */
         __m512i pairs[8];
         UNROLL
-        for (int j = 0; j < 8; j++)
-            pairs[j] = signed_byte_pair512(load_group_pair(ba + at_scales + 32 * (j / 2), bb + at_scales + 32 * (j / 2)),
-                                           2 * (j % 2), 2 * (j % 2) + 1);
+        for (int j = 0; j < 8; j++) {
+            const size_t at = at_scales + 32 * (j / 2);
+            pairs[j] = signed_byte_pair512(load_group_pair(ba + at, bb + at), 2 * (j % 2), 2 * (j % 2) + 1);
+        }
         UNROLL
         for (int t = 0; t < TT; t++) {
             const block_q8_K *xb = (const block_q8_K *)(x + (size_t)t * x_stride) + i;
@@ -1451,11 +1467,11 @@ FORCE_INLINE void packed_q6k_pair_tile(const int TT, int64_t nb, const uint8_t *
 /* The row groups and token tiles of a packed K-quant product, as
  * DEFINE_PACKED_GEMM walks them: tokens in steps of PACKED_PAIR_TOKS, and
  * within a step two groups at a time with the pair tile PAIR where the
- * format has one (HAS_PAIR) and the path builds it, two remain and there
- * are several tokens, else one group with the eight-row tile TILE in
- * tiles of PACKED_TILE_TOKS.  The tiles take the arguments after PAIR (a
- * format flag, or none) first. */
-#define DEFINE_PACKED_KQ_GEMM(name, block, HAS_PAIR, TILE, PAIR, ...) \
+ * path builds it, two remain and there are several tokens, else one group
+ * with the eight-row tile TILE in tiles of PACKED_TILE_TOKS (a lone token
+ * streams its weights with TILE, as DEFINE_PACKED_GEMM says why).  The
+ * tiles take the arguments after PAIR (a format flag, or none) first. */
+#define DEFINE_PACKED_KQ_GEMM(name, block, TILE, PAIR, ...) \
     static void gemm_packed_##name(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x, \
                                    size_t xs, const int32_t *x_sums, float *y, int64_t ys) \
     { \
@@ -1469,7 +1485,7 @@ FORCE_INLINE void packed_q6k_pair_tile(const int TT, int64_t nb, const uint8_t *
             for (int64_t g = 0; g < n_groups;) { \
                 const uint8_t *wg = (const uint8_t *)wp + (size_t)g * group; \
                 float *out = y + t * ys + g * PACK_ROWS; \
-                if (PACKED_PAIRS && (HAS_PAIR) && tt > 1 && n_groups - g >= 2) { \
+                if (PACKED_PAIRS && tt > 1 && n_groups - g >= 2) { \
                     switch (tt) { \
                     case 2: PAIR(__VA_ARGS__ 2, nb, wg, group, xt, xs, out, ys); break; \
                     case 3: PAIR(__VA_ARGS__ 3, nb, wg, group, xt, xs, out, ys); break; \
@@ -1500,11 +1516,11 @@ FORCE_INLINE void packed_q6k_pair_tile(const int TT, int64_t nb, const uint8_t *
         } \
     }
 
-DEFINE_PACKED_KQ_GEMM(q2_k, block_q2_K, true, packed_q23k_tile, packed_q23k_pair_tile, false, )
-DEFINE_PACKED_KQ_GEMM(q3_k, block_q3_K, true, packed_q23k_tile, packed_q23k_pair_tile, true, )
-DEFINE_PACKED_KQ_GEMM(q4_k, block_q4_K, true, packed_q45k_tile, packed_q45k_pair_tile, false, )
-DEFINE_PACKED_KQ_GEMM(q5_k, block_q5_K, true, packed_q45k_tile, packed_q45k_pair_tile, true, )
-DEFINE_PACKED_KQ_GEMM(q6_k, block_q6_K, true, packed_q6k_tile, packed_q6k_pair_tile, )
+DEFINE_PACKED_KQ_GEMM(q2_k, block_q2_K, packed_q23k_tile, packed_q23k_pair_tile, false, )
+DEFINE_PACKED_KQ_GEMM(q3_k, block_q3_K, packed_q23k_tile, packed_q23k_pair_tile, true, )
+DEFINE_PACKED_KQ_GEMM(q4_k, block_q4_K, packed_q45k_tile, packed_q45k_pair_tile, false, )
+DEFINE_PACKED_KQ_GEMM(q5_k, block_q5_K, packed_q45k_tile, packed_q45k_pair_tile, true, )
+DEFINE_PACKED_KQ_GEMM(q6_k, block_q6_K, packed_q6k_tile, packed_q6k_pair_tile, )
 
 #include "int_tiles_impl.h"
 
