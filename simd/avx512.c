@@ -12,10 +12,11 @@
  * work would only split into halves on processors that execute it at
  * 256-bit width, and would need a second layout of the summation order.
  * One exception, on the VNNI path: products of several tokens with packed
- * Q4_0 and Q8_0 take two row groups per 512-bit register (each half is
- * the 256-bit tile's register, so the order is the same), which halves
- * the instructions each token costs; that tile was bound by issue, not
- * by the dot products (x86_int.h, packed_pair_tile).
+ * weights (Q4_0, Q5_0, Q8_0, MXFP4 and the K-quants Q2_K to Q6_K) take two
+ * row groups per 512-bit register (each half is the 256-bit tile's
+ * register, so the order is the same), which halves the instructions each
+ * token costs; the eight-row tiles were bound by issue, not by the dot
+ * products (x86_int.h, packed_pair_tile and the K-quant pair tiles).
  * The float types use 512-bit vectors: one 16-lane accumulator per dot
  * product, elements i going to lane i % 16, tails loaded under a mask.
  */

@@ -15,10 +15,10 @@
  *   INT_TILE_ROWS, INT_TILE_TOKS   the register tile of gemm
  *   PACKED_TILE_TOKS     the tokens of a packed-weight tile (one row group)
  *   PACKED_PAIR_TILE     defined where DOT_U8S8 is VNNI and AVX-512 F and
- *                        BW are on: packed Q4_0 and Q8_0 products of
- *                        several tokens then take two row groups at a
- *                        time in 512-bit registers, PACKED_PAIR_TOKS
- *                        tokens at a time
+ *                        BW are on: packed products of several tokens
+ *                        (every packed format, the K-quants included)
+ *                        then take two row groups at a time in 512-bit
+ *                        registers, PACKED_PAIR_TOKS tokens at a time
  *
  * Everything follows the summation order of kernels.h exactly: a 256-bit
  * multiply-add of one 32-element chunk leaves lane k's products in its
@@ -1093,38 +1093,434 @@ FORCE_INLINE void packed_q6k_tile(const int TT, int64_t nb, const uint8_t *wg, c
     for (int t = 0; t < TT; t++) _mm256_storeu_ps(out + t * out_stride, run[t]);
 }
 
-/* The row groups and token tiles of a packed K-quant product; the tile
- * takes the arguments after TILE (a format flag, or none) first. */
-#define DEFINE_PACKED_KQ_GEMM(name, block, TILE, ...) \
+#ifdef PACKED_PAIR_TILE
+/* ==========================================================================
+ * Packed K-quants, two row groups per 512-bit register (VNNI)
+ * ========================================================================== */
+
+/* As packed_pair_tile does for the legacy formats: the low half of every
+ * register is the eight-row tile's register for group g, the high half
+ * group g + 1's, so that a token's activation pieces (broadcast from
+ * memory inside the dot products), bsums and scale serve sixteen rows.
+ * In the eight-row tiles that per-token work was about half of the
+ * instructions.  The sub-blocks' integer sums are formed with vpdpbusd
+ * (four byte products a lane) instead of 16-bit pair sums and vpdpwssd:
+ * the sums are exact, so the integers are the eight-row tiles' whatever
+ * the instructions, and the float work per lane is the same operations
+ * in the same order.  tools/kbench, one core, G multiply-adds a second,
+ * eight-row tiles -> pair tiles (medians of three): Q4_K 92 -> 174 with
+ * 2 tokens, 125 -> 276 with 8, 93 -> 254 with 64; Q5_K 75 -> 129, 93 ->
+ * 156, 115 -> 173; Q6_K 77 -> 82, 84 -> 133, 83 -> 154. */
+
+/* 32 bytes at a (the first group's) in the low half, 32 at b in the high. */
+FORCE_INLINE __m512i load_group_pair(const uint8_t *a, const uint8_t *b)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
+}
+
+/* The eight halves at a, then the eight at b, as sixteen floats. */
+FORCE_INLINE __m512 halves_group_pair(const uint8_t *a, const uint8_t *b)
+{
+    const __m128i lo = _mm_loadu_si128((const __m128i *)a), hi = _mm_loadu_si128((const __m128i *)b);
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+}
+
+/* A byte shuffle of every 128-bit quarter of v by the same 16 indices. */
+FORCE_INLINE __m512i shuffle_quarters(__m512i v, __m128i pick)
+{
+    return _mm512_shuffle_epi8(v, _mm512_broadcast_i32x4(pick));
+}
+
+/* Per 32-bit lane (row) of v, its bytes b0 and b1 as the two 16-bit
+ * halves, unsigned (byte_pair_low's 512-bit twin), or signed. */
+FORCE_INLINE __m512i byte_pair_low512(__m512i v, int b0, int b1)
+{
+    return shuffle_quarters(v, _mm_setr_epi8(b0, -1, b1, -1, 4 + b0, -1, 4 + b1, -1, 8 + b0, -1, 8 + b1, -1, 12 + b0,
+                                             -1, 12 + b1, -1));
+}
+
+FORCE_INLINE __m512i signed_byte_pair512(__m512i v, int b0, int b1)
+{
+    return _mm512_srai_epi16(shuffle_quarters(v, _mm_setr_epi8(-1, b0, -1, b1, -1, 4 + b0, -1, 4 + b1, -1, 8 + b0, -1,
+                                                               8 + b1, -1, 12 + b0, -1, 12 + b1)),
+                             8);
+}
+
+/* Per 32-bit lane (row) of v, its byte b as a 32-bit integer: unsigned,
+ * or signed. */
+FORCE_INLINE __m512i byte_lane512(__m512i v, int b)
+{
+    return shuffle_quarters(v, _mm_setr_epi8(b, -1, -1, -1, 4 + b, -1, -1, -1, 8 + b, -1, -1, -1, 12 + b, -1, -1, -1));
+}
+
+FORCE_INLINE __m512i signed_byte_lane512(__m512i v, int b)
+{
+    return _mm512_srai_epi32(
+        shuffle_quarters(v, _mm_setr_epi8(-1, -1, -1, b, -1, -1, -1, 4 + b, -1, -1, -1, 8 + b, -1, -1, -1, 12 + b)),
+        24);
+}
+
+/* acc plus, per row lane, the byte products of the quants of the four
+ * pieces u[0..3] with the token's four pieces at xq: exact 32-bit sums. */
+FORCE_INLINE __m512i four_pieces512(__m512i acc, const __m512i u[4], const int8_t *xq)
+{
+    UNROLL
+    for (int p = 0; p < 4; p++) {
+        int32_t piece;
+        memcpy(&piece, xq + 4 * p, 4);
+        acc = _mm512_dpbusd_epi32(acc, u[p], _mm512_set1_epi32(piece));
+    }
+    return acc;
+}
+
+/* Per row lane, sum_j of the two products of the 16-bit pair pairs[j]
+ * with the token's bsums 2j and 2j + 1 (pair_bsums's 512-bit twin). */
+FORCE_INLINE __m512i pair_bsums512(const __m512i pairs[8], const block_q8_K *xb)
+{
+    __m512i m = _mm512_setzero_si512();
+    UNROLL
+    for (int j = 0; j < 8; j++) {
+        int32_t bs;
+        memcpy(&bs, xb->bsums + 2 * j, 4);
+        m = _mm512_dpwssd_epi32(m, pairs[j], _mm512_set1_epi32(bs));
+    }
+    return m;
+}
+
+/* Two consecutive packed Q4_K (five false) or Q5_K (five true) groups
+ * times TT tokens: packed_q45k_tile with the first group's registers in
+ * the low halves and the second's in the high halves.  The integers of a
+ * row lane are the same exact sums, formed with byte dot products
+ * (vpdpbusd) instead of 16-bit pair sums: per chunk, the sixteen elements
+ * of pieces 0-3 and those of 4-7 each in one 32-bit sum, then weighted by
+ * the chunk's scale -- for Q4_K through a 16-bit dot product (a sum of
+ * sixteen products of at most 15 x 128 fits the low half of the lane,
+ * the scale sits in the low half of the other operand, zero in the high
+ * half), for Q5_K (up to 31 x 128 a product) through a 32-bit multiply.
+ * The float work per row lane is packed_q45k_tile's: the same multiplies
+ * and fused multiply-adds in the same order, so the results are
+ * bit-identical to it. */
+FORCE_INLINE void packed_q45k_pair_tile(const bool five, const int TT, int64_t nb, const uint8_t *wg, size_t group,
+                                        const uint8_t *x, size_t x_stride, float *out, int64_t out_stride)
+{
+    const size_t pb = PACK_ROWS * (five ? sizeof(block_q5_K) : sizeof(block_q4_K));
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi8(0x3f), m2 = _mm512_set1_epi8(3);
+    __m512 run[PACKED_PAIR_TOKS];
+    UNROLL
+    for (int t = 0; t < TT; t++) run[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *ba = wg + (size_t)i * pb, *bb = ba + group;
+        prefetch_packed_block(ba, pb);
+        prefetch_packed_block(bb, pb);
+        const __m512 dw = halves_group_pair(ba, bb);
+        const __m512 dmin = halves_group_pair(ba + 16, bb + 16);
+        const __m512i u0 = load_group_pair(ba + 32, bb + 32);
+        const __m512i u1 = load_group_pair(ba + 64, bb + 64);
+        const __m512i u2 = load_group_pair(ba + 96, bb + 96);
+        const __m512i sc_lo = _mm512_and_si512(u0, m6), mn_lo = _mm512_and_si512(u1, m6);
+        const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(u2, m4),
+                                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), m2), 4));
+        const __m512i mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4),
+                                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), m2), 4));
+        const size_t at_qs = five ? 128 + 8 * 32 : 128;
+        __m512i acc[PACKED_PAIR_TOKS];
+        UNROLL
+        for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_si512();
+        UNROLL
+        for (int c = 0; c < 8; c++) {
+            const __m512i sc = byte_lane512(c < 4 ? sc_lo : sc_hi, c % 4);
+            __m512i u[8];
+            UNROLL
+            for (int p = 0; p < 8; p++) {
+                const size_t at = at_qs + 32 * (8 * (c / 2) + p);
+                u[p] = _mm512_and_si512(_mm512_srli_epi16(load_group_pair(ba + at, bb + at), 4 * (c % 2)), m4);
+                if (five) {
+                    const __m512i hb = load_group_pair(ba + 128 + 32 * p, bb + 128 + 32 * p);
+                    const __m512i b = c <= 4 ? _mm512_slli_epi16(hb, 4 - c) : _mm512_srli_epi16(hb, c - 4);
+                    u[p] = _mm512_or_si512(u[p], _mm512_and_si512(b, _mm512_set1_epi8(0x10)));
+                }
+            }
+            UNROLL
+            for (int t = 0; t < TT; t++) {
+                const int8_t *xq = ((const block_q8_K *)(x + (size_t)t * x_stride) + i)->qs + 32 * c;
+                const __m512i s0 = four_pieces512(_mm512_setzero_si512(), u, xq);
+                const __m512i s1 = four_pieces512(_mm512_setzero_si512(), u + 4, xq + 16);
+                if (five) {
+                    acc[t] = _mm512_add_epi32(acc[t], _mm512_mullo_epi32(_mm512_add_epi32(s0, s1), sc));
+                } else {
+                    acc[t] = _mm512_dpwssd_epi32(acc[t], s0, sc);
+                    acc[t] = _mm512_dpwssd_epi32(acc[t], s1, sc);
+                }
+            }
+        }
+        /* the mins as 16-bit pairs (m_k, m_k) per row lane, for bsums 2k
+         * and 2k + 1 */
+        __m512i pairs[8];
+        UNROLL
+        for (int k = 0; k < 8; k++) pairs[k] = byte_pair_low512(k < 4 ? mn_lo : mn_hi, k % 4, k % 4);
+        UNROLL
+        for (int t = 0; t < TT; t++) {
+            const block_q8_K *xb = (const block_q8_K *)(x + (size_t)t * x_stride) + i;
+            const __m512i m = pair_bsums512(pairs, xb);
+            const __m512 dy = _mm512_set1_ps(xb->d);
+            run[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dy), _mm512_cvtepi32_ps(acc[t]), run[t]);
+            run[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dy), _mm512_cvtepi32_ps(m), run[t]);
+        }
+    }
+    UNROLL
+    for (int t = 0; t < TT; t++) _mm512_storeu_ps(out + t * out_stride, run[t]);
+}
+
+/* Per 32-bit lane (row) of v, its signed byte b as the low 16-bit half,
+ * the high half zero. */
+FORCE_INLINE __m512i signed_byte_word512(__m512i v, int b)
+{
+    return _mm512_srai_epi16(
+        shuffle_quarters(v, _mm_setr_epi8(-1, b, -1, -1, -1, 4 + b, -1, -1, -1, 8 + b, -1, -1, -1, 12 + b, -1, -1)), 8);
+}
+
+/* move_bit on 512 bits. */
+FORCE_INLINE __m512i move_bit512(__m512i v, int b, int to)
+{
+    return b <= to ? _mm512_slli_epi16(v, to - b) : _mm512_srli_epi16(v, b - to);
+}
+
+/* Two consecutive packed Q2_K (three false) or Q3_K (three true) groups
+ * times TT tokens: packed_q23k_tile with the first group's registers in
+ * the low halves and the second's in the high halves.  Each sub-block's
+ * sixteen byte products are summed into one 32-bit lane by vpdpbusd (at
+ * most 16 x 7 x 128, so the sum fits the lane's low 16 bits) and weighted
+ * by a 16-bit dot product with the sub-block's scale in the low half of
+ * the other operand, zero in the high half.  The integers are the same
+ * exact sums as packed_q23k_tile's, and the float work per lane the same
+ * operations in the same order: the results are bit-identical to it. */
+FORCE_INLINE void packed_q23k_pair_tile(const bool three, const int TT, int64_t nb, const uint8_t *wg, size_t group,
+                                        const uint8_t *x, size_t x_stride, float *out, int64_t out_stride)
+{
+    const size_t pb = PACK_ROWS * (three ? sizeof(block_q3_K) : sizeof(block_q2_K));
+    const __m512i m2 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(0x0f);
+    __m512 run[PACKED_PAIR_TOKS];
+    UNROLL
+    for (int t = 0; t < TT; t++) run[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *ba = wg + (size_t)i * pb, *bb = ba + group;
+        prefetch_packed_block(ba, pb);
+        prefetch_packed_block(bb, pb);
+        const __m512 dw = halves_group_pair(ba, bb);
+        const __m512 dmin = three ? _mm512_setzero_ps() : halves_group_pair(ba + 16, bb + 16);
+        /* per row lane: the scale bytes of sub-blocks 4k .. 4k + 3 */
+        __m512i sp[4];
+        size_t at_hmask = 0, at_qs;
+        if (three) {
+            const __m512i p0 = load_group_pair(ba + 16, bb + 16);
+            const __m512i p1 = load_group_pair(ba + 48, bb + 48);
+            const __m512i p2 = load_group_pair(ba + 80, bb + 80);
+            sp[0] = _mm512_and_si512(p0, m4);
+            sp[1] = _mm512_and_si512(p1, m4);
+            sp[2] = _mm512_and_si512(_mm512_srli_epi16(p0, 4), m4);
+            sp[3] = _mm512_and_si512(_mm512_srli_epi16(p1, 4), m4);
+            UNROLL
+            for (int k = 0; k < 4; k++)
+                sp[k] = _mm512_sub_epi8(
+                    _mm512_or_si512(sp[k], _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(p2, 2 * k), m2), 4)),
+                    _mm512_set1_epi8(32));
+            at_hmask = 112;
+            at_qs = at_hmask + 8 * 32;
+        } else {
+            UNROLL
+            for (int k = 0; k < 4; k++) sp[k] = load_group_pair(ba + 32 + 32 * k, bb + 32 + 32 * k);
+            at_qs = 160;
+        }
+        __m512i acc[PACKED_PAIR_TOKS];
+        UNROLL
+        for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_si512();
+        UNROLL
+        for (int c = 0; c < 8; c++) {
+            const int b = 2 * (c % 2); /* sub-blocks 2c and 2c + 1: bytes b and b + 1 of piece c / 2 */
+            __m512i sc0, sc1;
+            if (three) {
+                sc0 = signed_byte_word512(sp[c / 2], b);
+                sc1 = signed_byte_word512(sp[c / 2], b + 1);
+            } else {
+                sc0 = _mm512_and_si512(byte_lane512(sp[c / 2], b), m4);
+                sc1 = _mm512_and_si512(byte_lane512(sp[c / 2], b + 1), m4);
+            }
+            __m512i u[8];
+            UNROLL
+            for (int p = 0; p < 8; p++) {
+                const size_t at = at_qs + 32 * (8 * (c / 4) + p);
+                u[p] = _mm512_and_si512(_mm512_srli_epi16(load_group_pair(ba + at, bb + at), 2 * (c % 4)), m2);
+                if (three) {
+                    const __m512i hb = load_group_pair(ba + at_hmask + 32 * p, bb + at_hmask + 32 * p);
+                    u[p] = _mm512_or_si512(u[p], _mm512_and_si512(move_bit512(hb, c, 2), _mm512_set1_epi8(4)));
+                }
+            }
+            UNROLL
+            for (int t = 0; t < TT; t++) {
+                const int8_t *xq = ((const block_q8_K *)(x + (size_t)t * x_stride) + i)->qs + 32 * c;
+                acc[t] = _mm512_dpwssd_epi32(acc[t], four_pieces512(_mm512_setzero_si512(), u, xq), sc0);
+                acc[t] = _mm512_dpwssd_epi32(acc[t], four_pieces512(_mm512_setzero_si512(), u + 4, xq + 16), sc1);
+            }
+        }
+        /* per row lane, 16-bit pairs for bsums 2j and 2j + 1: Q3_K's
+         * scales, Q2_K's mins */
+        __m512i pairs[8];
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            const int b = 2 * (j % 2);
+            pairs[j] = three ? signed_byte_pair512(sp[j / 2], b, b + 1)
+                             : _mm512_srli_epi16(byte_pair_low512(sp[j / 2], b, b + 1), 4);
+        }
+        UNROLL
+        for (int t = 0; t < TT; t++) {
+            const block_q8_K *xb = (const block_q8_K *)(x + (size_t)t * x_stride) + i;
+            const __m512i m = pair_bsums512(pairs, xb);
+            const __m512 dy = _mm512_set1_ps(xb->d);
+            if (three) {
+                const __m512i q = _mm512_sub_epi32(acc[t], _mm512_slli_epi32(m, 2));
+                run[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dy), _mm512_cvtepi32_ps(q), run[t]);
+            } else {
+                run[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dy), _mm512_cvtepi32_ps(acc[t]), run[t]);
+                run[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dy), _mm512_cvtepi32_ps(m), run[t]);
+            }
+        }
+    }
+    UNROLL
+    for (int t = 0; t < TT; t++) _mm512_storeu_ps(out + t * out_stride, run[t]);
+}
+
+/* Two consecutive packed Q6_K groups times TT tokens: packed_q6k_tile
+ * with the first group's registers in the low halves and the second's in
+ * the high halves.  Each sub-block's sixteen byte products are summed
+ * into one 32-bit lane by vpdpbusd and multiplied by its signed scale (a
+ * 32-bit multiply: the sum reaches 16 x 63 x 128); the integers are the
+ * same exact sums as packed_q6k_tile's, and the float work per lane the
+ * same operations in the same order: the results are bit-identical to
+ * it. */
+FORCE_INLINE void packed_q6k_pair_tile(const int TT, int64_t nb, const uint8_t *wg, size_t group, const uint8_t *x,
+                                       size_t x_stride, float *out, int64_t out_stride)
+{
+    const size_t pb = PACK_ROWS * sizeof(block_q6_K);
+    const size_t at_scales = 2 * PACK_ROWS, at_ql = at_scales + QK_K / 16 * PACK_ROWS;
+    const size_t at_qh = at_ql + QK_K / 2 * PACK_ROWS;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m2hi = _mm512_set1_epi8(0x30);
+    __m512 run[PACKED_PAIR_TOKS];
+    UNROLL
+    for (int t = 0; t < TT; t++) run[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *ba = wg + (size_t)i * pb, *bb = ba + group;
+        prefetch_packed_block(ba, pb);
+        prefetch_packed_block(bb, pb);
+        const __m512 dw = halves_group_pair(ba, bb);
+        __m512i acc[PACKED_PAIR_TOKS];
+        UNROLL
+        for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_si512();
+        UNROLL
+        for (int c = 0; c < 8; c++) {
+            const int h = c / 4, k = c % 4;
+            const __m512i sp = load_group_pair(ba + at_scales + 32 * (c / 2), bb + at_scales + 32 * (c / 2));
+            const int b = 2 * (c % 2); /* sub-blocks 2c and 2c + 1: bytes b and b + 1 of the piece */
+            const __m512i sc0 = signed_byte_lane512(sp, b), sc1 = signed_byte_lane512(sp, b + 1);
+            __m512i u[8];
+            UNROLL
+            for (int p = 0; p < 8; p++) {
+                const size_t at_lo = at_ql + 32 * (16 * h + 8 * (k % 2) + p), at_hi = at_qh + 32 * (8 * h + p);
+                const __m512i lo = load_group_pair(ba + at_lo, bb + at_lo);
+                const __m512i hi = load_group_pair(ba + at_hi, bb + at_hi);
+                u[p] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo, 4 * (k / 2)), m4),
+                                       _mm512_and_si512(move_bit512(hi, 2 * k, 4), m2hi));
+            }
+            UNROLL
+            for (int t = 0; t < TT; t++) {
+                const int8_t *xq = ((const block_q8_K *)(x + (size_t)t * x_stride) + i)->qs + 32 * c;
+                const __m512i s0 = four_pieces512(_mm512_setzero_si512(), u, xq);
+                const __m512i s1 = four_pieces512(_mm512_setzero_si512(), u + 4, xq + 16);
+                acc[t] = _mm512_add_epi32(acc[t],
+                                          _mm512_add_epi32(_mm512_mullo_epi32(s0, sc0), _mm512_mullo_epi32(s1, sc1)));
+            }
+        }
+        /* the scales as 16-bit pairs (sc_2j, sc_2j+1) per row lane */
+        __m512i pairs[8];
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            const size_t at = at_scales + 32 * (j / 2);
+            pairs[j] = signed_byte_pair512(load_group_pair(ba + at, bb + at), 2 * (j % 2), 2 * (j % 2) + 1);
+        }
+        UNROLL
+        for (int t = 0; t < TT; t++) {
+            const block_q8_K *xb = (const block_q8_K *)(x + (size_t)t * x_stride) + i;
+            const __m512i m = pair_bsums512(pairs, xb);
+            const __m512i q = _mm512_sub_epi32(acc[t], _mm512_slli_epi32(m, 5));
+            run[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(xb->d)), _mm512_cvtepi32_ps(q), run[t]);
+        }
+    }
+    UNROLL
+    for (int t = 0; t < TT; t++) _mm512_storeu_ps(out + t * out_stride, run[t]);
+}
+#else
+#define packed_q23k_pair_tile(...) ((void)0)
+#define packed_q45k_pair_tile(...) ((void)0)
+#define packed_q6k_pair_tile(...) ((void)0)
+#endif
+
+/* The row groups and token tiles of a packed K-quant product, as
+ * DEFINE_PACKED_GEMM walks them: tokens in steps of PACKED_PAIR_TOKS, and
+ * within a step two groups at a time with the pair tile PAIR where the
+ * path builds it, two remain and there are several tokens, else one group
+ * with the eight-row tile TILE in tiles of PACKED_TILE_TOKS (a lone token
+ * streams its weights with TILE, as DEFINE_PACKED_GEMM says why).  The
+ * tiles take the arguments after PAIR (a format flag, or none) first. */
+#define DEFINE_PACKED_KQ_GEMM(name, block, TILE, PAIR, ...) \
     static void gemm_packed_##name(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x, \
                                    size_t xs, const int32_t *x_sums, float *y, int64_t ys) \
     { \
         (void)x_sums; \
         const int64_t nb = n / QK_K; \
         const size_t group = (size_t)nb * PACK_ROWS * sizeof(block); \
-        for (int64_t t = 0; t < n_tok; t += PACKED_TILE_TOKS) { \
-            const int64_t tt = HEARTH_MIN(PACKED_TILE_TOKS, n_tok - t); \
+        const int64_t n_groups = n_rows / PACK_ROWS; \
+        for (int64_t t = 0; t < n_tok; t += PACKED_PAIR_TOKS) { \
+            const int64_t tt = HEARTH_MIN(PACKED_PAIR_TOKS, n_tok - t); \
             const uint8_t *xt = (const uint8_t *)x + (size_t)t * xs; \
-            for (int64_t g = 0; g < n_rows / PACK_ROWS; g++) { \
+            for (int64_t g = 0; g < n_groups;) { \
                 const uint8_t *wg = (const uint8_t *)wp + (size_t)g * group; \
                 float *out = y + t * ys + g * PACK_ROWS; \
-                if (tt == PACKED_TILE_TOKS) \
-                    TILE(__VA_ARGS__ PACKED_TILE_TOKS, nb, wg, xt, xs, out, ys); \
-                else if (PACKED_TILE_TOKS > 3 && tt == 3) \
-                    TILE(__VA_ARGS__ 3, nb, wg, xt, xs, out, ys); \
-                else if (PACKED_TILE_TOKS > 2 && tt == 2) \
-                    TILE(__VA_ARGS__ 2, nb, wg, xt, xs, out, ys); \
-                else \
-                    TILE(__VA_ARGS__ 1, nb, wg, xt, xs, out, ys); \
+                if (PACKED_PAIRS && tt > 1 && n_groups - g >= 2) { \
+                    switch (tt) { \
+                    case 2: PAIR(__VA_ARGS__ 2, nb, wg, group, xt, xs, out, ys); break; \
+                    case 3: PAIR(__VA_ARGS__ 3, nb, wg, group, xt, xs, out, ys); break; \
+                    case 4: PAIR(__VA_ARGS__ 4, nb, wg, group, xt, xs, out, ys); break; \
+                    case 5: PAIR(__VA_ARGS__ 5, nb, wg, group, xt, xs, out, ys); break; \
+                    case 6: PAIR(__VA_ARGS__ 6, nb, wg, group, xt, xs, out, ys); break; \
+                    case 7: PAIR(__VA_ARGS__ 7, nb, wg, group, xt, xs, out, ys); break; \
+                    default: PAIR(__VA_ARGS__ PACKED_PAIR_TOKS, nb, wg, group, xt, xs, out, ys); break; \
+                    } \
+                    g += 2; \
+                    continue; \
+                } \
+                for (int64_t u = 0; u < tt; u += PACKED_TILE_TOKS) { \
+                    const int64_t uu = HEARTH_MIN(PACKED_TILE_TOKS, tt - u); \
+                    const uint8_t *xu = xt + (size_t)u * xs; \
+                    float *ou = out + u * ys; \
+                    if (uu == PACKED_TILE_TOKS) \
+                        TILE(__VA_ARGS__ PACKED_TILE_TOKS, nb, wg, xu, xs, ou, ys); \
+                    else if (PACKED_TILE_TOKS > 3 && uu == 3) \
+                        TILE(__VA_ARGS__ 3, nb, wg, xu, xs, ou, ys); \
+                    else if (PACKED_TILE_TOKS > 2 && uu == 2) \
+                        TILE(__VA_ARGS__ 2, nb, wg, xu, xs, ou, ys); \
+                    else \
+                        TILE(__VA_ARGS__ 1, nb, wg, xu, xs, ou, ys); \
+                } \
+                g += 1; \
             } \
         } \
     }
 
-DEFINE_PACKED_KQ_GEMM(q2_k, block_q2_K, packed_q23k_tile, false, )
-DEFINE_PACKED_KQ_GEMM(q3_k, block_q3_K, packed_q23k_tile, true, )
-DEFINE_PACKED_KQ_GEMM(q4_k, block_q4_K, packed_q45k_tile, false, )
-DEFINE_PACKED_KQ_GEMM(q5_k, block_q5_K, packed_q45k_tile, true, )
-DEFINE_PACKED_KQ_GEMM(q6_k, block_q6_K, packed_q6k_tile, )
+DEFINE_PACKED_KQ_GEMM(q2_k, block_q2_K, packed_q23k_tile, packed_q23k_pair_tile, false, )
+DEFINE_PACKED_KQ_GEMM(q3_k, block_q3_K, packed_q23k_tile, packed_q23k_pair_tile, true, )
+DEFINE_PACKED_KQ_GEMM(q4_k, block_q4_K, packed_q45k_tile, packed_q45k_pair_tile, false, )
+DEFINE_PACKED_KQ_GEMM(q5_k, block_q5_K, packed_q45k_tile, packed_q45k_pair_tile, true, )
+DEFINE_PACKED_KQ_GEMM(q6_k, block_q6_K, packed_q6k_tile, packed_q6k_pair_tile, )
 
 #include "int_tiles_impl.h"
 

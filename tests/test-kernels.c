@@ -16,9 +16,11 @@
  *   threads and any batch: a token alone equals that token in a batch.
  * - Packed weights: rows unpacked from the packing are the originals; the
  *   scalar packed kernel (with the packing) against the double-precision
- *   reference, every path's packed kernel against it bit for bit, and the
- *   backend's product with packed weights likewise for any threads and
- *   batch.
+ *   reference, every path's packed kernel against it bit for bit (on one
+ *   to five row groups, so that the tiles of two groups at a time meet a
+ *   group left over, and with a token alone against it in a batch), and
+ *   the backend's product with packed weights likewise for any threads
+ *   and batch.
  * - Choosing a path by name: unknown and unavailable names are errors.
  */
 #include "internal.h"
@@ -750,45 +752,61 @@ START_TEST(test_scalar_packed)
 }
 END_TEST
 
-/* Every path's packed kernel gives its scalar twin's bits, for every
- * number of row groups and tokens up to past the largest tile, with ragged
- * block counts; nothing outside the tile is written. */
+/* Every path's packed kernel gives its scalar twin's bits, for one to
+ * five row groups (a lone group, pairs of groups, a pair and a group left
+ * over: where a path takes two groups at a time) and numbers of tokens
+ * up to past the largest tiles, with ragged block counts; nothing outside
+ * the tile is written.  A token computed alone (by the one-group tile)
+ * gives the bits it gets in every batch. */
 START_TEST(test_paths_packed)
 {
     const hearth_type t = packed_types[_i];
     const hearth_kernels *ref = hearth_kernels_scalar();
     static const int nbs[] = {1, 3, 8, 17};
-    const int max_groups = 3, max_tok = 9;
+    static const int groups[] = {1, 2, 3, 5};
+    static const int toks_list[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17};
+    const int max_groups = 5, max_tok = 17;
     for (size_t bi = 0; bi < HEARTH_ARRAY_LEN(nbs); bi++) {
         struct packed_case c;
         make_packed_case(t, nbs[bi], max_groups * PACK_ROWS, max_tok, 700u + 10u * (uint64_t)t + bi, &c);
         const int64_t ys = c.n_rows + 5;
         float *want = test_malloc((size_t)(ys * max_tok) * sizeof(float));
         float *got = test_malloc((size_t)(ys * max_tok) * sizeof(float));
+        float *alone = test_malloc((size_t)(ys * max_tok) * sizeof(float));
         ref->gemm_packed[t](c.n, c.n_rows, c.n_tok, c.wp, c.x, c.x_row, c.sums, want, ys);
         for (int p = 0; p < KERNEL_PATH_COUNT; p++) {
             const hearth_kernels *k = path_or_note(p);
             if (!k || !k->gemm_packed[t]) continue;
-            for (int g = 1; g <= max_groups; g++)
-                for (int toks = 1; toks <= max_tok; toks++) {
+            for (int tok = 0; tok < max_tok; tok++)
+                k->gemm_packed[t](c.n, c.n_rows, 1, c.wp, c.x + (size_t)tok * c.x_row, c.x_row,
+                                  c.sums ? c.sums + tok * c.n_blocks : NULL, alone + tok * ys, ys);
+            for (size_t gi = 0; gi < HEARTH_ARRAY_LEN(groups); gi++)
+                for (size_t ti = 0; ti < HEARTH_ARRAY_LEN(toks_list); ti++) {
+                    const int g = groups[gi], toks = toks_list[ti];
                     for (int64_t i = 0; i < ys * max_tok; i++) got[i] = -7.0f;
                     k->gemm_packed[t](c.n, g * PACK_ROWS, toks, c.wp, c.x, c.x_row, c.sums, got, ys);
                     for (int tok = 0; tok < max_tok; tok++)
                         for (int r = 0; r < ys; r++) {
                             const float v = got[tok * ys + r];
-                            if (tok >= toks || r >= g * PACK_ROWS)
+                            if (tok >= toks || r >= g * PACK_ROWS) {
                                 ck_assert_msg(v == -7.0f, "%s %s packed %dx%d wrote outside its tile at %d,%d",
                                               k->name, hearth_type_name(t), g * PACK_ROWS, toks, r, tok);
-                            else
-                                ck_assert_msg(same_float(v, want[tok * ys + r]),
-                                              "%s %s packed, %d blocks, %dx%d, row %d token %d: %.9g, scalar %.9g",
-                                              k->name, hearth_type_name(t), nbs[bi], g * PACK_ROWS, toks, r, tok,
-                                              (double)v, (double)want[tok * ys + r]);
+                                continue;
+                            }
+                            ck_assert_msg(memcmp(&v, &want[tok * ys + r], sizeof v) == 0,
+                                          "%s %s packed, %d blocks, %dx%d, row %d token %d: %.9g, scalar %.9g",
+                                          k->name, hearth_type_name(t), nbs[bi], g * PACK_ROWS, toks, r, tok,
+                                          (double)v, (double)want[tok * ys + r]);
+                            ck_assert_msg(memcmp(&v, &alone[tok * ys + r], sizeof v) == 0,
+                                          "%s %s packed, %d blocks, %dx%d, row %d token %d: %.9g, alone %.9g",
+                                          k->name, hearth_type_name(t), nbs[bi], g * PACK_ROWS, toks, r, tok,
+                                          (double)v, (double)alone[tok * ys + r]);
                         }
                 }
         }
         free(want);
         free(got);
+        free(alone);
         free_packed_case(&c);
     }
 }
