@@ -48,6 +48,7 @@ src_libhearth_core_la_SOURCES += \
 src_libhearth_core_la_SOURCES += \
 	src/model/model.c \
 	src/model/model.h \
+	src/model/tp_group.h \
 	src/model/offload.c \
 	src/model/quantize.c \
 	src/model/quantize.h

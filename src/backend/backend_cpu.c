@@ -16,7 +16,7 @@
 #include "backend_cpu_rwkv.h"
 #include "kernels.h"
 #include "kv_cache.h"
-#include "pipeline.h"
+#include "tp_group.h"
 
 /* Rows of a weight per gemm call: a multiple of every kernel tile's rows,
  * and 16 floats -- one 64-byte cache line of output per token -- so that

@@ -30,14 +30,10 @@
 #include "internal.h"
 
 #include "backend.h"
+#include "tp_group.h"
 
 int32_t pipe_rank(const struct hearth_pipeline *p);
 int32_t pipe_size(const struct hearth_pipeline *p);
-/* The stages of layers (--pp), the ranks of a stage (--tp) and this
- * rank's index among those. */
-int32_t pipe_stages(const struct hearth_pipeline *p);
-int32_t pipe_tp(const struct hearth_pipeline *p);
-int32_t pipe_tp_rank(const struct hearth_pipeline *p);
 
 /* What the other ranks need to make a runner like rank 0's (runner.h,
  * struct runner_params; each rank its own thread count). */
@@ -86,12 +82,6 @@ hearth_status pipe_send_out(struct hearth_pipeline *p, const float *logits, int6
 hearth_status pipe_recv_out(struct hearth_pipeline *p, float *logits, int64_t n_logits, float *hidden,
                             int64_t n_hidden);
 
-/* A rank of a stage of several (tensor parallelism): the rows of a
- * product its stage's ranks computed a part of each -- counts[r] floats
- * from the stage's rank r, mine this rank's -- into all, rank after rank
- * (mine may lie in place there).  At most the pipeline's timeout; a
- * failure breaks the pipeline. */
-hearth_status pipe_tp_gather(struct hearth_pipeline *p, const float *mine, const int64_t *counts, float *all);
 /* A step failed halfway on a rank of a stage of several: its ranks are
  * out of step, and the pipeline is broken with the error st. */
 void pipe_break(struct hearth_pipeline *p, hearth_status st);

@@ -15,7 +15,7 @@
 #include "gguf.h"
 #include "host_memory.h"
 #include "kernels.h"
-#include "pipeline.h"
+#include "tp_group.h"
 
 static const struct arch *const architectures[] = {&arch_llama,    &arch_qwen2,    &arch_qwen2moe,
                                                  &arch_qwen3,    &arch_qwen3moe, &arch_gemma2,
