@@ -169,7 +169,10 @@ for name, extra in (("default", []), ("--no-mtp", ["--no-mtp"])):
             bad = True
     finally:
         p.terminate()
-        rest = p.communicate(timeout=30)[1].decode()
+        # what readline() left in the reader's buffer and the rest: not
+        # communicate(timeout=...), which reads the pipe past that buffer
+        p.wait(timeout=30)
+        rest = p.stderr.read().decode()
     said = "multi-token-prediction layer drafts" in "".join(lines) + rest
     if said != (name == "default"):
         print(f"FAIL: serve {name}: the start-up line on the prediction layer {'missing' if not said else 'shown'}",
