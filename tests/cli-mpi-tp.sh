@@ -28,18 +28,7 @@ if ! "$HEARTH" --version -v | grep -q '^features:.* mpi'; then
 fi
 command -v mpirun >/dev/null 2>&1 || unavailable "mpirun is not installed (openmpi-bin)"
 
-# as in cli-mpi.sh: polling, not spinning; no leak detection in the ranks
-OMP_WAIT_POLICY=passive; export OMP_WAIT_POLICY
-mpi="mpirun --oversubscribe"
-[ "$(id -u)" -eq 0 ] && mpi="$mpi --allow-run-as-root"
-mpi="$mpi -x ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-
-# stderr_has TEXT DESCRIPTION
-stderr_has() {
-    if grep -q -- "$1" "$tmpdir/err"; then pass "$2"; else
-        fail "$2: stderr lacks '$1'"; sed 's/^/  stderr: /' "$tmpdir/err" >&2
-    fi
-}
+mpi_launcher
 
 # --- logits, bit for bit ----------------------------------------------------
 

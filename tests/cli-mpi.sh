@@ -28,17 +28,7 @@ if ! "$HEARTH" --version -v | grep -q '^features:.* mpi'; then
 fi
 command -v mpirun >/dev/null 2>&1 || unavailable "mpirun is not installed (openmpi-bin)"
 
-# The ranks wait for each other polling, not spinning; with more ranks
-# than processors they take turns.
-OMP_WAIT_POLICY=passive; export OMP_WAIT_POLICY
-mpi="mpirun --oversubscribe"
-[ "$(id -u)" -eq 0 ] && mpi="$mpi --allow-run-as-root"
-# Open MPI's components (loaded with dlopen, unloaded by MPI_Finalize)
-# leave allocations that LeakSanitizer reports and cannot attribute (their
-# frames lie in modules already unloaded): in a sanitizer build the ranks
-# run without leak detection.  The same code without MPI runs with it in
-# the other tests, and every other sanitizer check stays on.
-mpi="$mpi -x ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+mpi_launcher
 
 # --- logits, bit for bit ----------------------------------------------------
 
@@ -119,13 +109,6 @@ assert [r["n_parallel"] for r in rows] == [1, 3] and all(r["speed_tg"] > 0 for r
     fail "bench --parallel over 2 ranks writes a row for B = 1 and 3"
 
 # --- refused at start-up ----------------------------------------------------
-
-# stderr_has TEXT DESCRIPTION
-stderr_has() {
-    if grep -q -- "$1" "$tmpdir/err"; then pass "$2"; else
-        fail "$2: stderr lacks '$1'"; sed 's/^/  stderr: /' "$tmpdir/err" >&2
-    fi
-}
 
 one="run -m $m260k -p x -n 4 --temp 0 -t 1 --pp 2"
 expect_status 1 "a rank with another context size" -- $mpi -np 1 "$HEARTH" $one -c 128 : -np 1 "$HEARTH" $one -c 256

@@ -52,12 +52,6 @@ stdout_is() {
     fi
 }
 
-stderr_has() {
-    if grep -q -- "$1" "$tmpdir/err"; then pass "$2"; else
-        fail "$2: stderr lacks '$1'"; sed 's/^/  stderr: /' "$tmpdir/err" >&2
-    fi
-}
-
 absent() {
     if [ -e "$1" ]; then fail "$2: $1 exists"; else pass "$2"; fi
 }

@@ -23,13 +23,6 @@ generate() {
     fi
 }
 
-# stderr_has TEXT DESCRIPTION
-stderr_has() {
-    if grep -q -- "$1" "$tmpdir/err"; then pass "$2"; else
-        fail "$2: stderr lacks '$1'"; sed 's/^/  stderr: /' "$tmpdir/err" >&2
-    fi
-}
-
 # --- the same model in one file and in five ---------------------------------
 
 whole=$tmpdir/whole.gguf

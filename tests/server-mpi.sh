@@ -25,13 +25,6 @@ m260k="$HEARTH_TEST_DATA/models/stories260K.gguf"
 llama="$HEARTH_TEST_DATA/models/micro-llama-Q4_K_M.gguf"
 client="$HEARTH_SRCDIR/tests/server-mpi.py"
 
-# stderr_has TEXT DESCRIPTION
-stderr_has() {
-    if grep -q -- "$1" "$tmpdir/err"; then pass "$2"; else
-        fail "$2: stderr lacks '$1'"; sed 's/^/  stderr: /' "$tmpdir/err" >&2
-    fi
-}
-
 # --- refused before MPI starts: what a pipeline does not serve --------------
 
 expect_status 2 "--pp with two models" -- "$HEARTH" serve -m a="$m260k" -m b="$llama" --port 0 --pp 2
@@ -62,12 +55,7 @@ fi
 command -v mpirun >/dev/null 2>&1 || unavailable "mpirun is not installed (openmpi-bin)"
 
 serve_tracking
-OMP_WAIT_POLICY=passive; export OMP_WAIT_POLICY
-mpi="mpirun --oversubscribe"
-[ "$(id -u)" -eq 0 ] && mpi="$mpi --allow-run-as-root"
-# as in cli-mpi.sh: Open MPI's unloaded components leave allocations
-# LeakSanitizer cannot attribute, so the ranks run without leak detection
-mpi="$mpi -x ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+mpi_launcher
 # A rank that dies on a signal makes Open MPI end the whole job at once
 # (rank 0 gets SIGTERM, then SIGKILL); with this, ending it is left to
 # rank 0, whose failure is what is checked (hearth-mpi(7), FAILURES).
