@@ -36,26 +36,10 @@
 #include "backend.h"
 #include "model.h"
 #include "quant.h"
+#include "benchutil.h"
 
 /* OpenBLAS's own thread control (openblas_config.h declares it). */
 void openblas_set_num_threads(int n);
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15u;
-
-static float rand_unit(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
 
 struct shape {
     char name[32];
@@ -63,12 +47,6 @@ struct shape {
 };
 
 #define MAX_LIST 16
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* Runs fn(arg) for about `seconds` (at least 3 runs, at most 200) and
  * returns the median seconds of one run. */

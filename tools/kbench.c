@@ -30,23 +30,7 @@
 #include "model.h"
 #include "quantize.h"
 #include "kernels.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15u;
-
-static float rand_unit(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
+#include "benchutil.h"
 
 /* A matrix of the type, rows x n, laid out as the engine reads it. */
 struct matrix {

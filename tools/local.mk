@@ -9,23 +9,23 @@ noinst_PROGRAMS += tools/gen-model tools/membw tools/kbench tools/wkvbench tools
 tools_gen_model_SOURCES = tools/gen-model.c
 tools_gen_model_LDADD = src/libhearth-core.la -lm
 
-tools_membw_SOURCES = tools/membw.c
+tools_membw_SOURCES = tools/membw.c tools/benchutil.h
 
 # grammar token masks per token (BENCHMARKS.md)
-tools_maskbench_SOURCES = tools/maskbench.c
+tools_maskbench_SOURCES = tools/maskbench.c tools/benchutil.h
 tools_maskbench_LDADD = src/libhearth-core.la
 
-tools_kbench_SOURCES = tools/kbench.c
+tools_kbench_SOURCES = tools/kbench.c tools/benchutil.h
 tools_kbench_LDADD = src/libhearth-core.la -lm
 
-tools_wkvbench_SOURCES = tools/wkvbench.c
+tools_wkvbench_SOURCES = tools/wkvbench.c tools/benchutil.h
 tools_wkvbench_LDADD = src/libhearth-core.la -lm
 
 # hearth's float products against OpenBLAS's sgemm (DESIGN.md, "OpenBLAS"),
 # where configure finds OpenBLAS
 if HAVE_OPENBLAS
 noinst_PROGRAMS += tools/blasbench
-tools_blasbench_SOURCES = tools/blasbench.c
+tools_blasbench_SOURCES = tools/blasbench.c tools/benchutil.h
 tools_blasbench_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tools_blasbench_LDADD = src/libhearth-core.la $(OPENBLAS_LIBS) -lm
 else

@@ -25,12 +25,7 @@
 #include <omp.h>
 #endif
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "benchutil.h"
 
 /* Sum n words with eight independent accumulators, so the loop is bound
  * by loads rather than by the addition chain. */
