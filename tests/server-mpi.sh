@@ -129,6 +129,21 @@ client() {
 
 # --- the same answers as one process -----------------------------------------
 
+# same_answers MODEL LAYOUT WHAT: the answers of the server on $port
+# (client answers) are those of one process, bit for bit
+same_answers() {
+    if client answers "$port" "$tmpdir/$1.$2.json"; then
+        if cmp -s "$tmpdir/$1.one.json" "$tmpdir/$1.$2.json"; then
+            pass "$1 $3: the text and logprobs of one process, bit for bit (whole, long, streamed)"
+        else
+            fail "$1 $3: the answers differ from one process's"
+        fi
+    else
+        fail "$1 $3: the requests failed"
+    fi
+}
+
+
 for model in stories260K micro-llama; do
     file=$m260k
     [ "$model" = micro-llama ] && file=$llama
@@ -143,15 +158,7 @@ for model in stories260K micro-llama; do
 
     mpi_start "$model-pp" -m "$file" -c 512
     pp_pid=$pid
-    if client answers "$port" "$tmpdir/$model.pp.json"; then
-        if cmp -s "$tmpdir/$model.one.json" "$tmpdir/$model.pp.json"; then
-            pass "$model over 2 ranks: the text and logprobs of one process, bit for bit (whole, long, streamed)"
-        else
-            fail "$model over 2 ranks: the answers differ from one process's"
-        fi
-    else
-        fail "$model over 2 ranks: the requests failed"
-    fi
+    same_answers "$model" pp "over 2 ranks"
     grep -q "pipeline rank 0 of 2: layers" "$tmpdir/$model-pp.err" || fail "$model: rank 0 names its layers"
     # SIGTERM to rank 0 in the middle of a stream: it ends whole, then the job
     if client drain "$port" "$tmpdir/$model-pp.rank0.pid" "$tmpdir/$model.pp-drain.json" &&
@@ -189,15 +196,7 @@ for model in stories260K micro-llama; do
     [ "$model" = micro-llama ] && file=$llama
     mpi_start "$model-tp" -m "$file" -c 512
     tp_pid=$pid
-    if client answers "$port" "$tmpdir/$model.tp.json"; then
-        if cmp -s "$tmpdir/$model.one.json" "$tmpdir/$model.tp.json"; then
-            pass "$model with --tp 2: the text and logprobs of one process, bit for bit (whole, long, streamed)"
-        else
-            fail "$model with --tp 2: the answers differ from one process's"
-        fi
-    else
-        fail "$model with --tp 2: the requests failed"
-    fi
+    same_answers "$model" tp "with --tp 2"
     grep -q "tensor-parallel rank 0 of 2" "$tmpdir/$model-tp.err" || fail "$model: rank 0 names its share"
     kill -TERM "$(cat "$tmpdir/$model-tp.rank0.pid")"
     job_end "$model-tp" "$tp_pid" 60
