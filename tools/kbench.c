@@ -15,7 +15,8 @@
  * and the cached figure as multiply-adds a second.  -k gives each product
  * that many tokens (default 1, decode; 8 is a step of eight sequences,
  * larger numbers prefill's tiles).  --peak instead measures one core's
- * throughput of float FMAs and of int8 dot products (x86-64), the limits
+ * throughput of float FMAs and of int8 dot products in 256- and 512-bit
+ * registers (x86-64), the limits
  * that products of many tokens meet.
  */
 #include "config.h"
@@ -127,6 +128,23 @@ __attribute__((target("avx512f,avx512vl,avx512vnni"))) static double burst_vnni(
     return 100000.0 * 12 * 32;
 }
 
+/* The same in 512-bit registers (64 multiply-adds each), as the
+ * sixteen-row pair tiles run. */
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static double burst_vnni512(void)
+{
+    __m512i a[12];
+    const __m512i u = _mm512_set1_epi8(3), v = _mm512_set1_epi8(-2);
+    for (int i = 0; i < 12; i++) a[i] = _mm512_set1_epi32(i);
+    for (int r = 0; r < 100000; r++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) a[i] = _mm512_dpbusd_epi32(a[i], u, v);
+    }
+    volatile int sink = 0;
+    for (int i = 0; i < 12; i++) sink += _mm_cvtsi128_si32(_mm512_castsi512_si128(a[i]));
+    (void)sink;
+    return 100000.0 * 12 * 64;
+}
+
 __attribute__((target("avx2,fma"))) static double burst_fma(void)
 {
     __m256 a[12];
@@ -160,6 +178,8 @@ static int peak(double secs)
         printf("peak  float FMA (256-bit)       %7.1f G mul-add/s\n", burst_rate(burst_fma, secs) * 1e-9);
     if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl"))
         printf("peak  int8 vpdpbusd (256-bit)   %7.1f G mul-add/s\n", burst_rate(burst_vnni, secs) * 1e-9);
+    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
+        printf("peak  int8 vpdpbusd (512-bit)   %7.1f G mul-add/s\n", burst_rate(burst_vnni512, secs) * 1e-9);
     return 0;
 }
 #else
