@@ -16,8 +16,7 @@
  * that many tokens (default 1, decode; 8 is a step of eight sequences,
  * larger numbers prefill's tiles).  --peak instead measures one core's
  * throughput of float FMAs and of int8 dot products in 256- and 512-bit
- * registers (x86-64), the limits
- * that products of many tokens meet.
+ * registers (x86-64), the limits that products of many tokens meet.
  */
 #include "config.h"
 
