@@ -100,6 +100,10 @@ awk -F'|' '$2 ~ /^ *[0-9]+ *$/ { n++; b = $4 + 0;
         if ($8 >= 0.1 && (b * 6 / $8 / $9 > 1.05 || b * 6 / $8 / $9 < 0.95)) bad = 1 }
      END { exit !(n == 2 && !bad) }' "$tmpdir/out" || fail "parallel: two rows, N_KV and speeds follow from the times"
 grep -q "KV pool: [0-9]* blocks of 64 positions" "$tmpdir/err" || fail "parallel: the pool is reported"
+# every sequence holds whole blocks: 8 sequences of 33 positions need 8
+# blocks of 64, not the 264 positions' 5 (they would preempt each other)
+expect_status 0 "parallel: short sequences" -- "$HEARTH" bench -m "$m" --parallel 8 -p 16 -n 16 -t 1 -r 1
+grep -q "KV pool: 8 blocks of 64 positions" "$tmpdir/err" || fail "parallel: a block for each short sequence"
 expect_status 0 "parallel json" -- "$HEARTH" bench -m "$m" --parallel 2 -p 8 -n 4 -o json -q --kv-block 16
 python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r[0]["n_parallel"] == 2 and r[0]["speed_tg"] > 0' \
     "$tmpdir/out" || fail "parallel json: valid"

@@ -116,6 +116,15 @@ static hearth_status new_engine(hearth_model *model, const struct parallel_opts 
     return hearth_engine_new(model, &p, e);
 }
 
+/* n positions rounded up to whole KV blocks: what a sequence of n
+ * positions holds of the pool, so that B of them fit without preempting
+ * each other. */
+static int64_t whole_blocks(const struct parallel_opts *po, int64_t n)
+{
+    const int64_t bt = po->kv_block > 0 ? po->kv_block : 64; /* hearth.h: block_tokens 0 is 64 */
+    return (n + bt - 1) / bt * bt;
+}
+
 /* Submit one greedy request of prompt, generating n_gen tokens. */
 static hearth_status submit(hearth_engine *e, const hearth_token *prompt, int n_prompt, int n_gen,
                             struct par_req *r)
@@ -162,7 +171,7 @@ static hearth_status run_batch(hearth_model *model, const struct parallel_opts *
     /* all prompts in one step unless -b says otherwise */
     const int n_batch = po->n_batch > 0 ? po->n_batch : MAX_INT(B * P, B);
     hearth_engine *e = NULL;
-    hearth_status st = new_engine(model, po, B, P + G + 1, (int64_t)B * (P + G + 1), n_batch, false, &e);
+    hearth_status st = new_engine(model, po, B, P + G + 1, B * whole_blocks(po, P + G + 1), n_batch, false, &e);
     if (st) return st;
     if (report_as) report_pool(report_as, e);
     hearth_token *prompts = calloc((size_t)B * (size_t)(P > 0 ? P : 1), sizeof *prompts);
@@ -266,7 +275,7 @@ static hearth_status run_shared(const char *cmd, hearth_model *model, const stru
     const hearth_token bos = bench_bos(model);
     const int len = N + P;
     /* room for every request's suffix and one copy of the prefix, and then some */
-    const int64_t kv = (int64_t)(B + 1) * (len + G + 1);
+    const int64_t kv = (int64_t)(B + 1) * whole_blocks(po, len + G + 1);
     hearth_engine *e = NULL;
     hearth_status st = new_engine(model, po, B, len + G + 1, kv, po->n_batch > 0 ? po->n_batch : 512, true, &e);
     if (st) return st;
