@@ -69,15 +69,15 @@ hearth_status pipe_copy_block(struct hearth_pipeline *p, int32_t id, int32_t src
  * long the block tables are. */
 hearth_status pipe_send_step(struct hearth_pipeline *p, int32_t id, const struct pipe_step *step,
                              int32_t block_tokens);
-/* Rank 0 of a pipeline without tensor parallelism: hand a step on as
- * pipe_send_step() does, without waiting for the send to complete, so
- * that rank 0 can run the next step's layers while this one is on the
- * other ranks.  Its answer is taken by a later pipe_recv_out(): answers
- * come back in the order the steps were handed on, checked by the steps'
- * serial numbers.  While steps are in flight (pipe_in_flight()), a step
- * sent with pipe_send_step() and a pipe_setup() are refused.  The sends
- * complete while rank 0 waits for an answer, or in pipe_progress(),
- * which rank 0 calls between its layers. */
+/* A rank but the last of a pipeline without tensor parallelism: hand a
+ * step on as pipe_send_step() does, without waiting for the send to
+ * complete, so that this rank can run the next step's layers while this
+ * one is on the next ranks.  On rank 0, its answer is taken by a later
+ * pipe_recv_out(): answers come back in the order the steps were handed
+ * on, checked by the steps' serial numbers, and while steps are in
+ * flight (pipe_in_flight()) a step sent with pipe_send_step() and a
+ * pipe_setup() are refused.  The sends complete while the rank waits for
+ * a message, or in pipe_progress(), which it calls between its layers. */
 hearth_status pipe_post_step(struct hearth_pipeline *p, int32_t id, const struct pipe_step *step,
                              int32_t block_tokens);
 void pipe_progress(struct hearth_pipeline *p);

@@ -658,9 +658,9 @@ static hearth_status reap_posted(struct hearth_pipeline *p, bool wait)
 hearth_status pipe_post_step(struct hearth_pipeline *p, int32_t id, const struct pipe_step *step,
                              int32_t block_tokens)
 {
-    if (p->rank != 0 || p->tp > 1)
-        return hearth_error(HEARTH_E_INTERNAL, "pipeline: steps in flight are posted by rank 0 of a pipeline "
-                            "without tensor parallelism");
+    if (p->tp > 1 || p->stage == p->pp - 1)
+        return hearth_error(HEARTH_E_INTERNAL, "pipeline: steps are posted on the chain of a pipeline without "
+                            "tensor parallelism");
     HEARTH_TRY(reap_posted(p, false));
     struct posted *q = NULL;
     for (int i = 0; i < POSTED_MAX && !q; i++)
@@ -684,13 +684,13 @@ hearth_status pipe_post_step(struct hearth_pipeline *p, int32_t id, const struct
         rc = MPI_Isend(q->buf, (int)bytes, MPI_BYTE, dest, TAG_CHAIN, p->comm, &q->req[1]);
     }
     if (rc != MPI_SUCCESS) return broke(p, mpi_error(rc, dest, "sending to"));
-    p->sent++;
+    if (p->rank == 0) p->sent++;
     return HEARTH_OK;
 }
 
 void pipe_progress(struct hearth_pipeline *p)
 {
-    if (p->rank == 0 && !p->broken[0]) (void)reap_posted(p, false);
+    if (!p->broken[0]) (void)reap_posted(p, false);
 }
 
 int64_t pipe_in_flight(const struct hearth_pipeline *p)

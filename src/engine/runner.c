@@ -723,7 +723,11 @@ hearth_status runner_eval_stage(struct runner *r, int32_t id, const struct runne
     f->n_ctx = r->params.n_ctx;
     HEARTH_TRY(op->act_upload(f->be, &f->x, x, n));
     f->x.rows = n;
-    for (int il = m->stage_first; il < m->stage_end; il++) HEARTH_TRY(m->arch->layer(f, il));
+    for (int il = m->stage_first; il < m->stage_end; il++) {
+        /* the sends of the steps posted before go on between the layers */
+        pipe_progress(m->pipe);
+        HEARTH_TRY(m->arch->layer(f, il));
+    }
     if (pipe_tp_rank(m->pipe) > 0) {
         /* another rank of a tensor-parallel stage: its part of the output
          * layer's product on the last stage; the stage's first rank
@@ -734,9 +738,12 @@ hearth_status runner_eval_stage(struct runner *r, int32_t id, const struct runne
     }
     if (m->stage_end < m->hp.n_layer) {
         HEARTH_TRY(op->act_download(f->be, r->embd, &f->x, n));
-        return pipe_send_step(m->pipe, id, &(struct pipe_step){step->bp, step->logit_rows, step->n_logits,
-                                                               step->hidden_rows, step->n_hidden, r->embd, E},
-                              r->kv->block_tokens);
+        const struct pipe_step ps = {step->bp, step->logit_rows, step->n_logits, step->hidden_rows,
+                                     step->n_hidden, r->embd, E};
+        /* a rank in the middle goes on to the next step while this one
+         * waits for the next rank (steps in flight) */
+        if (pipe_tp(m->pipe) == 1) return pipe_post_step(m->pipe, id, &ps, r->kv->block_tokens);
+        return pipe_send_step(m->pipe, id, &ps, r->kv->block_tokens);
     }
     /* the last rank: the output layer, and the answer to rank 0 */
     HEARTH_TRY(reserve_logits(r, step->n_logits));
