@@ -1373,7 +1373,12 @@ hearth_status hearth_engine_cancel(hearth_engine *engine, uint64_t id);
 /* Run one step: admit, schedule, one forward pass, sample, deliver
  * events.  *did_work (may be NULL) is false when there was nothing to do.
  * A failed forward pass ends the requests of that step with
- * HEARTH_FINISH_ERROR and returns the failure; the engine stays usable. */
+ * HEARTH_FINISH_ERROR and returns the failure; the engine stays usable.
+ * On rank 0 of a pipeline of stages, with several sequences running, a
+ * call either hands a group's step to the pipeline or takes the results
+ * of the oldest step in flight (hearth-mpi(7), STEPS IN FLIGHT); the
+ * tokens are the same.  Cancelling a request whose step is in flight
+ * takes effect then, its results dropped. */
 hearth_status hearth_engine_step(hearth_engine *engine, bool *did_work);
 /* Step until no request is left (or a step fails). */
 hearth_status hearth_engine_run(hearth_engine *engine);

@@ -2,8 +2,9 @@
 # cli-mpi.sh -- one model over the ranks of an MPI job (hearth-mpi(7)):
 # with --pp N each rank runs its share of the layers, and the logits are
 # those of one process bit for bit -- a prompt in batches, one token at a
-# time, and the serving engine with its prefix cache and speculation
-# (tests/dump-logits -P) -- for several families and quantizations and
+# time, and the serving engine with its prefix cache and speculation, and
+# eight requests together in groups of steps in flight, each with its own
+# logits (tests/dump-logits -P) -- for several families and quantizations and
 # for splits of 2 and 3 ranks (odd ones: 5 layers over 3 ranks, 2, 2 and
 # 1); hearth run writes the same greedy text; hearth bench runs, one
 # sequence and several (--parallel); and a
@@ -100,13 +101,14 @@ expect_status 0 "bench over 2 ranks" -- $mpi -np 2 "$HEARTH" bench -m "$m260k" -
 python3 -c 'import json, sys; rows = json.load(open(sys.argv[1])); assert len(rows) == 2' "$tmpdir/out" ||
     fail "bench over 2 ranks writes its two rows"
 # several sequences through the serving engine over the ranks: an engine
-# made and freed for each B, the other ranks making and freeing theirs
-expect_status 0 "bench --parallel over 2 ranks" -- $mpi -np 2 "$HEARTH" bench -m "$m260k" --parallel 1,3 \
+# made and freed for each B, the other ranks making and freeing theirs;
+# 3 and 8 sequences in two groups of steps in flight
+expect_status 0 "bench --parallel over 2 ranks" -- $mpi -np 2 "$HEARTH" bench -m "$m260k" --parallel 1,3,8 \
     -p 8 -n 4 -r 1 -t 1 -o json --pp 2
 python3 -c 'import json, sys
 rows = json.load(open(sys.argv[1]))
-assert [r["n_parallel"] for r in rows] == [1, 3] and all(r["speed_tg"] > 0 for r in rows)' "$tmpdir/out" ||
-    fail "bench --parallel over 2 ranks writes a row for B = 1 and 3"
+assert [r["n_parallel"] for r in rows] == [1, 3, 8] and all(r["speed_tg"] > 0 for r in rows)' "$tmpdir/out" ||
+    fail "bench --parallel over 2 ranks writes a row for B = 1, 3 and 8"
 
 # --- refused at start-up ----------------------------------------------------
 

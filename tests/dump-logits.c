@@ -25,10 +25,16 @@
  * accepted and rejected, a recurrent state rolled back) with the same
  * bits.
  *
+ * Then eight requests of different prompts (the tokens rotated and cut),
+ * submitted together, must each give the context's logits bit for bit.
+ *
  * With -P N, started by mpirun as N ranks (hearth-mpi(7)), the model runs
  * as a pipeline of N ranks, each holding its share of the layers: rank 0
  * does all of the above and writes OUT, and its logits must be those of
- * one process, bit for bit (tests/cli-mpi.sh compares the files).  With
+ * one process, bit for bit (tests/cli-mpi.sh compares the files).  The
+ * eight requests then run in N groups of steps in flight (at most 8; an
+ * attention model), and every group's step must have been in flight at
+ * once.  With
  * -T N as well (or alone), each stage runs on N ranks in tensor parallel
  * (the job has P x N ranks), with the same bits.
  */
@@ -360,6 +366,103 @@ static int check_window_pool(hearth_model *m, hearth_context *ctx, const int32_t
                POOL_REQUESTS, es.window_blocks, max_w);
     hearth_engine_free(e);
     for (int k = 0; k < POOL_REQUESTS; k++) {
+        free(g.tokens[k]);
+        free(g.logits[k]);
+    }
+    free(prompts);
+    free(all);
+    return bad;
+}
+
+/* Requests of check_groups(). */
+#define GROUP_REQUESTS 8
+struct group_run {
+    int32_t V, n_gen;
+    uint64_t id[GROUP_REQUESTS];
+    int32_t *tokens[GROUP_REQUESTS];
+    float *logits[GROUP_REQUESTS];
+    int32_t n[GROUP_REQUESTS];
+};
+
+static void on_event_group(void *user, const hearth_event *ev)
+{
+    struct group_run *g = user;
+    for (int k = 0; k < GROUP_REQUESTS; k++)
+        if (ev->request == g->id[k] && ev->token >= 0 && g->n[k] < g->n_gen) {
+            g->tokens[k][g->n[k]] = ev->token;
+            memcpy(g->logits[k] + (size_t)g->n[k] * g->V, ev->logits, (size_t)g->V * sizeof(float));
+            g->n[k]++;
+        }
+}
+
+/* Eight greedy requests of different prompts submitted together: with
+ * steps in flight (groups > 1: a pipeline's rank 0), as many at once as
+ * groups; each request's tokens and logits those of the context, bit for
+ * bit (a step's logits given to another group's sequences would not be). */
+static int check_groups(hearth_model *m, hearth_context *ctx, const int32_t *prompt, int n, int n_gen, int n_ctx,
+                        int groups)
+{
+    if (n < GROUP_REQUESTS + 1) return 0;
+    const int32_t V = hearth_model_n_vocab(m);
+    if (n_gen > 10) n_gen = 10;
+    hearth_engine_params ep;
+    engine_params(&ep, n_ctx);
+    ep.n_seq_max = GROUP_REQUESTS;
+    ep.kv_tokens = GROUP_REQUESTS * (int64_t)n_ctx;
+    hearth_engine *e;
+    if (hearth_engine_new(m, &ep, &e)) return die("engine");
+    struct group_run g = {.V = V, .n_gen = n_gen};
+    int32_t *prompts = malloc((size_t)GROUP_REQUESTS * (size_t)n * sizeof *prompts);
+    int32_t *all = malloc((size_t)(n + n_gen) * sizeof *all);
+    int bad = !prompts || !all;
+    for (int k = 0; k < GROUP_REQUESTS && !bad; k++) {
+        g.tokens[k] = calloc((size_t)n_gen, sizeof(int32_t));
+        g.logits[k] = malloc((size_t)n_gen * (size_t)V * sizeof(float));
+        bad = !g.tokens[k] || !g.logits[k];
+        for (int i = 0; i < n && !bad; i++) prompts[k * n + i] = prompt[(i + 5 * k) % n];
+        hearth_request rq;
+        hearth_request_default(&rq);
+        rq.prompt = prompts + k * n;
+        rq.n_prompt = (size_t)(n - k);
+        rq.sampling.temperature = 0.0f;
+        rq.max_tokens = n_gen;
+        rq.ignore_eos = true;
+        rq.on_event = on_event_group;
+        rq.user = &g;
+        if (!bad && hearth_engine_submit(e, &rq, &g.id[k])) bad = die("submit");
+    }
+    int32_t most = 0;
+    for (bool did = true; did && !bad;) {
+        if (hearth_engine_step(e, &did)) bad = die("engine step");
+        else if (engine_check(e)) bad = die("engine check");
+        if (engine_steps_in_flight(e) > most) most = engine_steps_in_flight(e);
+    }
+    const int32_t want = groups > 1 ? groups : 0;
+    if (!bad && most != want) {
+        fprintf(stderr, "dump-logits: at most %d steps in flight at once, %d expected\n", most, want);
+        bad = 1;
+    }
+    for (int k = 0; k < GROUP_REQUESTS && !bad; k++) {
+        if (g.n[k] != n_gen) {
+            fprintf(stderr, "dump-logits: request %d: %d tokens of %d\n", k, g.n[k], n_gen);
+            bad = 1;
+            break;
+        }
+        memcpy(all, prompts + k * n, (size_t)(n - k) * sizeof *all);
+        memcpy(all + n - k, g.tokens[k], (size_t)n_gen * sizeof *all);
+        if (hearth_context_rewind(ctx, 0) || hearth_eval(ctx, all, n - k + n_gen - 1, n_gen)) bad = die("context");
+        for (int i = 0; i < n_gen && !bad; i++)
+            if (memcmp(hearth_context_logits(ctx, i), g.logits[k] + (size_t)i * V, (size_t)V * sizeof(float))) {
+                fprintf(stderr, "dump-logits: request %d of %d together, token %d: logits differ from the "
+                        "context's\n", k, GROUP_REQUESTS, i);
+                bad = 1;
+            }
+    }
+    if (!bad)
+        printf("engine: %d requests together, %d steps in flight at most: the context's logits\n",
+               GROUP_REQUESTS, most);
+    hearth_engine_free(e);
+    for (int k = 0; k < GROUP_REQUESTS; k++) {
         free(g.tokens[k]);
         free(g.logits[k]);
     }
@@ -758,6 +861,10 @@ int main(int argc, char **argv)
             return 1;
     }
     if (!bad && n_gen > 0) bad = check_engine(m, ctx, tokens, n, n_gen, n_ctx);
+    /* steps in flight: a pipeline of stages without tensor parallelism,
+     * an attention model's engine */
+    const int groups = n_ranks > 1 && n_tp <= 1 && !hearth_model_is_recurrent(m) ? (n_ranks < 8 ? n_ranks : 8) : 1;
+    if (!bad && n_gen > 0) bad = check_groups(m, ctx, tokens, n, n_gen, n_ctx, groups);
     hearth_context_free(ctx);
     hearth_model_free(m);
     hearth_pipeline_close(mp.pipeline, false);

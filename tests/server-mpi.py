@@ -2,13 +2,14 @@
 """server-mpi.py -- the client of tests/server-mpi.sh (hearth serve --pp).
 
   server-mpi.py answers PORT OUT
-      greedy completions with logprobs, whole and streamed: their text,
+      greedy completions with logprobs, whole and streamed, and four of
+      other prompts at once (a pipeline's steps in flight): their text,
       log probabilities and finish reasons (not their ids or times) to OUT
   server-mpi.py kill PORT PIDFILE
-      a long streamed completion; at its first text, SIGKILL to the pid
-      in PIDFILE (rank 1): the stream must end with an error event naming
-      the pipeline, then /health answers 503 naming rank 1 and a new
-      request 503 pipeline_failed
+      two long streamed completions at once; once both have text, SIGKILL
+      to the pid in PIDFILE (rank 1): each stream must end with an error
+      event naming the pipeline, then /health answers 503 naming rank 1
+      and a new request 503 pipeline_failed
   server-mpi.py drain PORT PIDFILE OUT
       a streamed completion; at its first text, SIGTERM to the pid in
       PIDFILE (rank 0): the stream must still end whole; its chunks to OUT
@@ -19,6 +20,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -82,6 +84,24 @@ def answers(port, out):
     body = {"model": "m", "prompt": PROMPT, "max_tokens": 40, "temperature": 0, "logprobs": 3, "stream": True}
     with urllib.request.urlopen(post(port, "/v1/completions", body), timeout=120) as resp:
         got.append(["stream"] + [chunk_of(ev) if ev != "[DONE]" else ev for ev in events(resp)])
+    # four at once, each its own prompt: the steps of the pipeline's
+    # groups in flight together
+    together = [None] * 4
+
+    def one(i):
+        try:
+            r = completion(port, prompt=PROMPT + " " + ["girl", "dog", "boy named", "bird who"][i],
+                           max_tokens=30 + 5 * i, ignore_eos=True)
+            c = r["choices"][0]
+            together[i] = ["together %d" % i, c["text"], c["logprobs"], c["finish_reason"]]
+        except (urllib.error.URLError, OSError) as e:
+            together[i] = ["together %d failed" % i, str(e)]
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    got += together
     with open(out, "w") as f:
         json.dump(got, f, sort_keys=True)
 
@@ -89,29 +109,55 @@ def answers(port, out):
 def kill(port, pidfile):
     wait_ready(port)
     pid = int(open(pidfile).read())
-    body = {"model": "m", "prompt": PROMPT, "max_tokens": 2000, "ignore_eos": True, "temperature": 0,
-            "stream": True}
-    killed = False
-    error = None
-    with urllib.request.urlopen(post(port, "/v1/completions", body), timeout=300) as resp:
-        for ev in events(resp):
-            if ev == "[DONE]":
-                break
-            if "error" in ev:
-                error = ev["error"]
-                continue
-            if not killed and ev["choices"][0].get("text"):
-                os.kill(pid, signal.SIGKILL)
-                killed = True
-            elif ev["choices"][0].get("finish_reason"):
-                sys.exit("the stream ended with finish_reason %r, not an error" % ev["choices"][0]["finish_reason"])
-    if not killed:
-        sys.exit("the stream had no text before its end")
-    if not error:
-        sys.exit("the stream ended without an error event")
-    if error.get("code") != "pipeline_failed" or "rank 1" not in error.get("message", ""):
-        sys.exit("the stream's error does not name the pipeline and rank 1: %r" % error)
-    print("stream error: %s" % error["message"])
+    # two streams at once (on a pipeline, in groups of steps in flight)
+    texted = [threading.Event(), threading.Event()]
+    killed = threading.Event()
+    result = [None, None]
+
+    def stream(i):
+        body = {"model": "m", "prompt": PROMPT + ["", " dog"][i], "max_tokens": 2000, "ignore_eos": True,
+                "temperature": 0, "stream": True}
+        error = None
+        try:
+            with urllib.request.urlopen(post(port, "/v1/completions", body), timeout=300) as resp:
+                for ev in events(resp):
+                    if ev == "[DONE]":
+                        break
+                    if "error" in ev:
+                        error = ev["error"]
+                        continue
+                    if ev["choices"][0].get("text"):
+                        texted[i].set()
+                    if ev["choices"][0].get("finish_reason"):
+                        result[i] = "stream %d ended with finish_reason %r, not an error" % (
+                            i, ev["choices"][0]["finish_reason"])
+                        return
+        except (urllib.error.URLError, OSError) as e:
+            result[i] = "stream %d: %s" % (i, e)
+            return
+        if not killed.is_set():
+            result[i] = "stream %d ended before rank 1 was killed" % i
+        elif not error:
+            result[i] = "stream %d ended without an error event" % i
+        elif error.get("code") != "pipeline_failed" or "rank 1" not in error.get("message", ""):
+            result[i] = "stream %d's error does not name the pipeline and rank 1: %r" % (i, error)
+        else:
+            result[i] = error
+
+    threads = [threading.Thread(target=stream, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for ev in texted:
+        if not ev.wait(120):
+            sys.exit("a stream had no text")
+    killed.set()
+    os.kill(pid, signal.SIGKILL)
+    for t in threads:
+        t.join()
+    for r in result:
+        if not isinstance(r, dict):
+            sys.exit(r or "a stream gave nothing")
+    print("stream errors: %s | %s" % (result[0]["message"], result[1]["message"]))
     try:
         urllib.request.urlopen(base(port) + "/health", timeout=30)
         sys.exit("/health answers 200 after rank 1 died")

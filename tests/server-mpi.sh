@@ -2,11 +2,12 @@
 # server-mpi.sh -- hearth serve --pp 2 under mpirun (hearth-mpi(7)): rank
 # 0 serves, rank 1 runs the later layers; and hearth serve --tp 2, rank 1
 # computing half the rows of every matrix.  Greedy completions with
-# logprobs, whole, long and streamed, are those of a one-process server
+# logprobs, whole, long and streamed, and four at once (the pipeline's
+# steps in flight), are those of a one-process server
 # bit for bit, on stories260K and on a random-weight llama; a SIGTERM to
 # rank 0 drains (its running stream ends whole, the same as one
 # process's drained stream) and the job exits 0; rank 1 killed in the
-# middle of a stream fails the stream with a pipeline_failed error naming
+# middle of two streams fails each with a pipeline_failed error naming
 # rank 1, /health answers 503 naming it, a new request gets 503, and the
 # job exits non-zero within a bound; rank 1 stopped while the server is
 # idle turns /health into 503 within --pp-timeout.  With --tp 2 the

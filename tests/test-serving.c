@@ -4,7 +4,9 @@
  * composition, the prompt's chunking and the prefix cache; parallel
  * samples equal single requests with their seeds; cancellation and
  * preemption free every block; a seeded random stress of submissions,
- * cancellations, preemptions and steps keeps every block accounted for;
+ * cancellations, preemptions and steps keeps every block accounted for,
+ * one step at a time and with groups of steps in flight (as on a
+ * pipeline's rank 0), where every sequence still gets its own logits;
  * bad requests are refused with the limit named.
  */
 #include "internal.h"
@@ -551,6 +553,8 @@ END_TEST
 START_TEST(test_scheduler_stress)
 {
     if (!test_require_data()) return;
+    /* _i: the groups of steps in flight */
+    const int32_t groups = 1 + _i;
     hearth_model *m = test_load_model("stories260K.gguf");
     const int32_t V = hearth_model_n_vocab(m);
     enum { N = 60, MAXS = 3 };
@@ -572,7 +576,8 @@ START_TEST(test_scheduler_stress)
         cancelled[i] = false;
     }
     hearth_engine *e = new_engine(m, 48, 20 * 16, 16, HEARTH_TYPE_F16, true);
-    int submitted = 0, ops = 0;
+    ck_assert_int_eq(engine_set_groups(e, groups), HEARTH_OK);
+    int submitted = 0, ops = 0, most_in_flight = 0;
     while (submitted < N || ops < 3000) {
         const uint64_t op = test_rng_next(&rng) % 10;
         ops++;
@@ -591,8 +596,10 @@ START_TEST(test_scheduler_stress)
             ck_assert_msg(hearth_engine_step(e, &w) == HEARTH_OK, "%s", hearth_last_error());
             hearth_status st = engine_check(e);
             ck_assert_msg(st == HEARTH_OK, "after %d operations: %s", ops, hearth_last_error());
+            most_in_flight = HEARTH_MAX(most_in_flight, engine_steps_in_flight(e));
         }
     }
+    ck_assert_int_eq(most_in_flight, groups > 1 ? groups : 0);
     run_checked(e);
     hearth_engine_stats s;
     hearth_engine_get_stats(e, &s);
@@ -618,8 +625,99 @@ START_TEST(test_scheduler_stress)
         }
         checked++;
     }
-    ck_assert_int_gt(checked, N / 2);
+    /* with groups a step runs fewer sequences: more of them are
+     * cancelled before they end */
+    ck_assert_int_gt(checked, groups > 1 ? N / 4 : N / 2);
     hearth_engine_free(e);
+    hearth_model_free(m);
+}
+END_TEST
+
+/* Eight requests at once with groups of steps in flight (a pipeline's
+ * rank 0 runs them so: engine_impl.h): each sequence's logits and tokens
+ * are those it has alone, bit for bit -- a step's results given to
+ * another group's sequences would differ -- with as many steps in flight
+ * as groups; speculation keeps one step at a time and gives the same
+ * tokens. */
+START_TEST(test_groups_in_flight)
+{
+    if (!test_require_data()) return;
+    hearth_model *m = test_load_model("stories260K.gguf");
+    const int32_t V = hearth_model_n_vocab(m);
+    enum { N = 8 };
+    static int32_t prompts[N][80];
+    static struct sample_out alone[N], together[N];
+    memset(alone, 0, sizeof alone);
+    int32_t lens[N];
+    for (int i = 0; i < N; i++) {
+        lens[i] = 3 + 9 * i;
+        make_prompt(m, 700 + (uint64_t)i, i % 2 ? 20 : 0, prompts[i], lens[i]);
+    }
+    hearth_engine *e = new_engine(m, 512, 4096, 16, HEARTH_TYPE_F16, false);
+    for (int i = 0; i < N; i++) {
+        struct collector c = {&alone[i], 1, V, 0};
+        submit(e, prompts[i], lens[i], 20 + i, i % 3 ? 0.8f : 0.0f, 11 + (uint64_t)i, 1, &c);
+        run_checked(e);
+        ck_assert_int_eq(alone[i].n, 20 + i);
+    }
+    hearth_engine_free(e);
+    for (int32_t groups = 2; groups <= 4; groups++) {
+        for (int spec = 0; spec < 2; spec++) {
+            memset(together, 0, sizeof together);
+            /* steps of 24 rows: the prompts take several */
+            e = new_engine(m, 24, 4096, 16, HEARTH_TYPE_F16, true);
+            ck_assert_int_eq(engine_set_groups(e, groups), HEARTH_OK);
+            struct collector c[N];
+            int most = 0;
+            for (int i = 0; i < N; i++) {
+                c[i] = (struct collector){&together[i], 1, V, 0};
+                hearth_request r;
+                hearth_request_default(&r);
+                r.prompt = prompts[i];
+                r.n_prompt = (size_t)lens[i];
+                r.max_tokens = 20 + i;
+                r.sampling.temperature = i % 3 ? 0.8f : 0.0f;
+                r.sampling.seed = 11 + (uint64_t)i;
+                r.ignore_eos = true;
+                r.on_event = on_event;
+                r.user = &c[i];
+                /* one greedy request drafts by prompt lookup */
+                if (spec && i == 3) {
+                    r.speculation.draft_max = 4;
+                    r.speculation.lookup = 2;
+                }
+                ck_assert_int_eq(hearth_engine_submit(e, &r, NULL), HEARTH_OK);
+                /* the later ones join while the first ones run */
+                if (i >= N / 2) {
+                    bool w;
+                    ck_assert_int_eq(hearth_engine_step(e, &w), HEARTH_OK);
+                    most = HEARTH_MAX(most, engine_steps_in_flight(e));
+                }
+            }
+            for (int guard = 0; guard < 100000; guard++) {
+                bool w;
+                ck_assert_msg(hearth_engine_step(e, &w) == HEARTH_OK, "%s", hearth_last_error());
+                ck_assert_msg(engine_check(e) == HEARTH_OK, "%s", hearth_last_error());
+                most = HEARTH_MAX(most, engine_steps_in_flight(e));
+                hearth_engine_stats s;
+                hearth_engine_get_stats(e, &s);
+                if (!w && s.running == 0 && s.waiting == 0) break;
+            }
+            for (int i = 0; i < N; i++) {
+                char what[96];
+                snprintf(what, sizeof what, "%d groups%s, request %d", groups, spec ? ", speculation" : "", i);
+                ck_assert_msg(c[i].finished == 1, "%s: did not finish", what);
+                expect_same(&together[i], &alone[i], what);
+            }
+            /* speculation keeps one step at a time while it runs */
+            if (!spec) ck_assert_int_eq(most, groups);
+            hearth_engine_stats s;
+            hearth_engine_get_stats(e, &s);
+            ck_assert_int_eq(s.blocks_used, 0);
+            if (spec) ck_assert_int_gt(s.drafted_tokens, 0);
+            hearth_engine_free(e);
+        }
+    }
     hearth_model_free(m);
 }
 END_TEST
@@ -934,7 +1032,8 @@ static Suite *serving_suite(void)
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_text_and_stop);
     tcase_add_test(tc, test_limits);
-    tcase_add_test(tc, test_scheduler_stress);
+    tcase_add_loop_test(tc, test_scheduler_stress, 0, 3);
+    tcase_add_test(tc, test_groups_in_flight);
     suite_add_tcase(s, tc);
     return s;
 }

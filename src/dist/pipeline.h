@@ -69,6 +69,20 @@ hearth_status pipe_copy_block(struct hearth_pipeline *p, int32_t id, int32_t src
  * long the block tables are. */
 hearth_status pipe_send_step(struct hearth_pipeline *p, int32_t id, const struct pipe_step *step,
                              int32_t block_tokens);
+/* A rank but the last of a pipeline without tensor parallelism: hand a
+ * step on as pipe_send_step() does, without waiting for the send to
+ * complete, so that this rank can run the next step's layers while this
+ * one is on the next ranks.  On rank 0, its answer is taken by a later
+ * pipe_recv_out(): answers come back in the order the steps were handed
+ * on, checked by the steps' serial numbers, and while steps are in
+ * flight (pipe_in_flight()) a step sent with pipe_send_step() and a
+ * pipe_setup() are refused.  The sends complete while the rank waits for
+ * a message, or in pipe_progress(), which it calls between its layers. */
+hearth_status pipe_post_step(struct hearth_pipeline *p, int32_t id, const struct pipe_step *step,
+                             int32_t block_tokens);
+void pipe_progress(struct hearth_pipeline *p);
+/* Rank 0: steps handed on whose answers are not taken yet. */
+int64_t pipe_in_flight(const struct hearth_pipeline *p);
 /* A stage's first rank: the step as it enters the stage's layers, to the
  * stage's other ranks (tensor parallelism), which run them alongside. */
 hearth_status pipe_send_peers(struct hearth_pipeline *p, int32_t id, const struct pipe_step *step,
@@ -77,8 +91,8 @@ hearth_status pipe_send_peers(struct hearth_pipeline *p, int32_t id, const struc
  * then hidden states (n_hidden floats). */
 hearth_status pipe_send_out(struct hearth_pipeline *p, const float *logits, int64_t n_logits, const float *hidden,
                             int64_t n_hidden);
-/* Rank 0: the answer to the step last handed on, into logits and hidden
- * (as many floats as pipe_send_out() sent). */
+/* Rank 0: the answer to the oldest step handed on and not yet answered,
+ * into logits and hidden (as many floats as pipe_send_out() sent). */
 hearth_status pipe_recv_out(struct hearth_pipeline *p, float *logits, int64_t n_logits, float *hidden,
                             int64_t n_hidden);
 

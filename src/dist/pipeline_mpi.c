@@ -20,6 +20,15 @@
  * waiting for the others leaves their processors to them.  A rank waiting
  * for rank 0's next step waits as long as it takes.
  *
+ * Steps in flight (pipe_post_step()): rank 0 may hand on a step without
+ * waiting for its send to complete, and hand on more before the first
+ * step's answer comes back; each posted step keeps its own buffer until
+ * its sends complete, which pipe_progress() and every wait for an answer
+ * look after.  Every step rank 0 hands on carries a serial number
+ * (H_H), which the last rank's answer repeats (H_C): answers come back in
+ * the order the steps went, and one that is not the oldest step's breaks
+ * the pipeline rather than give a step another's logits.
+ *
  * A message that could not be sent or received within the timeout breaks
  * the pipeline: the links may hold half a message, so every later send or
  * receive fails at once with the first error (hearth_pipeline_check()
@@ -45,6 +54,8 @@ enum { MSG_SETUP = 1, MSG_STEP, MSG_COPY, MSG_RELEASE, MSG_QUIT, MSG_FAIL, MSG_P
 enum { H_KIND, H_BYTES, H_STATUS, H_A, H_B, H_C, H_D, H_E, H_F, H_G, H_H, H_ID = 15, PIPE_HDR = 16 };
 
 #define DEFAULT_TIMEOUT_MS 120000
+/* Steps rank 0 may have posted and not yet seen sent (pipe_post_step()). */
+#define POSTED_MAX 8
 /* The longest the handshake's texts may be (each). */
 #define IDENT_BYTES 1024
 
@@ -69,6 +80,19 @@ struct hearth_pipeline {
     uint8_t *out;       /* a payload being sent */
     size_t out_cap;
     int32_t next_id;    /* rank 0: the id of the next runner */
+    /* rank 0: steps handed on and answers taken (serial numbers); the
+     * other ranks: the serial of the step last received */
+    int64_t sent, answered, serial;
+    /* rank 0: posted steps whose sends may not have completed, each with
+     * its header, payload and requests; in the order posted from
+     * posted_first */
+    struct posted {
+        int64_t hdr[PIPE_HDR];
+        uint8_t *buf;
+        size_t cap;
+        MPI_Request req[2];
+        bool busy;
+    } posted[POSTED_MAX];
     char broken[512];   /* why a message was lost (a rank died or went
                          * silent, MPI failed): every later message fails
                          * with it, and the job can only be ended */
@@ -118,12 +142,27 @@ static hearth_status wait_req(MPI_Request *req, int peer, int timeout_ms, const 
     }
 }
 
+/* Posted steps' sends: cancelled (the pipeline broke) or let go. */
+static void drop_posted(struct hearth_pipeline *p)
+{
+    for (int i = 0; i < POSTED_MAX; i++) {
+        struct posted *q = &p->posted[i];
+        for (int k = 0; k < 2; k++)
+            if (q->req[k] != MPI_REQUEST_NULL) {
+                MPI_Cancel(&q->req[k]);
+                MPI_Request_free(&q->req[k]);
+            }
+        q->busy = false;
+    }
+}
+
 /* The pipeline breaks with the error st (hearth_last_error()). */
 static hearth_status broke(struct hearth_pipeline *p, hearth_status st)
 {
     if (st && !p->broken[0]) {
         const char *why = hearth_last_error();
         snprintf(p->broken, sizeof p->broken, "%s", why && *why ? why : hearth_strerror(st));
+        drop_posted(p);
     }
     return st;
 }
@@ -240,9 +279,11 @@ static hearth_status collect_peers(struct hearth_pipeline *p, int kind)
 
 static void free_handle(struct hearth_pipeline *p)
 {
+    drop_posted(p);
     if (p->tp_comm != MPI_COMM_NULL) MPI_Comm_free(&p->tp_comm);
     if (p->comm != MPI_COMM_NULL) MPI_Comm_free(&p->comm);
     if (p->initialized) MPI_Finalize();
+    for (int i = 0; i < POSTED_MAX; i++) hearth_aligned_free(p->posted[i].buf);
     hearth_aligned_free(p->in);
     hearth_aligned_free(p->out);
     free(p->counts);
@@ -262,6 +303,7 @@ hearth_status hearth_pipeline_open_tp(int32_t n_stages, int32_t n_tp, int32_t ti
     struct hearth_pipeline *p = hearth_calloc(1, sizeof *p, "a pipeline");
     if (!p) return HEARTH_E_NOMEM;
     p->comm = p->tp_comm = MPI_COMM_NULL;
+    for (int i = 0; i < POSTED_MAX; i++) p->posted[i].req[0] = p->posted[i].req[1] = MPI_REQUEST_NULL;
     p->timeout_ms = timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS;
     p->pp = n_stages;
     p->tp = n_tp;
@@ -420,6 +462,15 @@ hearth_status hearth_pipeline_handshake(hearth_pipeline *p, const hearth_model *
 
 /* ---- the messages of a step ---------------------------------------------- */
 
+/* Rank 0: a step's answer is due while steps are in flight; what may not
+ * come between them (a step sent and waited for, a setup) is refused. */
+static hearth_status none_in_flight(const struct hearth_pipeline *p, const char *what)
+{
+    if (p->rank != 0 || p->sent == p->answered) return HEARTH_OK;
+    return hearth_error(HEARTH_E_INTERNAL, "pipeline: %s while %lld steps are in flight", what,
+                        (long long)(p->sent - p->answered));
+}
+
 /* The error of an answer to rank 0 that is not the one expected: a
  * failure passed on (its text names the rank), or a stray message. */
 static hearth_status failure_of(struct hearth_pipeline *p, const int64_t *hdr)
@@ -445,7 +496,8 @@ hearth_status hearth_pipeline_check(hearth_pipeline *p, bool ping)
 {
     if (!p) return hearth_error(HEARTH_E_INVALID, "hearth_pipeline_check: NULL argument");
     if (p->broken[0]) return hearth_error(HEARTH_E_IO, "%s", p->broken);
-    if (!ping || p->rank != 0) return HEARTH_OK;
+    /* steps in flight: their answers are the check */
+    if (!ping || p->rank != 0 || p->sent != p->answered) return HEARTH_OK;
     /* through every rank and back, as a step goes */
     int64_t hdr[PIPE_HDR] = {[H_KIND] = MSG_PING};
     HEARTH_TRY(send_down(p, hdr));
@@ -460,6 +512,7 @@ hearth_status hearth_pipeline_check(hearth_pipeline *p, bool ping)
 
 hearth_status pipe_setup(struct hearth_pipeline *p, const struct pipe_setup *rp, int32_t *id)
 {
+    HEARTH_TRY(none_in_flight(p, "a runner made"));
     *id = p->next_id++;
     int64_t hdr[PIPE_HDR];
     setup_header(hdr, rp, *id);
@@ -524,9 +577,10 @@ static uint8_t *put(uint8_t *at, const void *src, size_t bytes)
     return at + bytes;
 }
 
-/* The message of a step into hdr and p->out; *bytes its payload. */
+/* The message of a step into hdr and *buf (*cap bytes, grown as
+ * needed); *bytes its payload. */
 static hearth_status build_step(struct hearth_pipeline *p, int32_t id, const struct pipe_step *step,
-                                int32_t block_tokens, int64_t *hdr, size_t *out_bytes)
+                                int32_t block_tokens, int64_t *hdr, uint8_t **buf, size_t *cap, size_t *out_bytes)
 {
     const struct batch_pos *bp = &step->bp;
     const float *x = step->x;
@@ -539,8 +593,8 @@ static hearth_status build_step(struct hearth_pipeline *p, int32_t id, const str
     size_t bytes = I * (size_t)(2 * n + (S + 1) + S + T + step->n_logits + step->n_hidden);
     if (window) bytes += I * (size_t)(n + S + T);
     bytes += sizeof(float) * (size_t)(n * n_embd);
-    HEARTH_TRY(grow(&p->out, &p->out_cap, bytes));
-    uint8_t *at = p->out;
+    HEARTH_TRY(grow(buf, cap, bytes));
+    uint8_t *at = *buf;
     at = put(at, bp->pos, I * (size_t)n);
     at = put(at, bp->slot, I * (size_t)n);
     at = put(at, bp->seq_start, I * (size_t)(S + 1));
@@ -555,7 +609,8 @@ static hearth_status build_step(struct hearth_pipeline *p, int32_t id, const str
     at = put(at, step->hidden_rows, I * (size_t)step->n_hidden);
     put(at, x, sizeof(float) * (size_t)(n * n_embd));
     const int64_t h[PIPE_HDR] = {[H_KIND] = MSG_STEP, [H_A] = n, [H_B] = S, [H_C] = T, [H_D] = window,
-                                 [H_E] = step->n_logits, [H_F] = step->n_hidden, [H_G] = n_embd, [H_ID] = id};
+                                 [H_E] = step->n_logits, [H_F] = step->n_hidden, [H_G] = n_embd,
+                                 [H_H] = p->rank == 0 ? p->sent + 1 : p->serial, [H_ID] = id};
     memcpy(hdr, h, sizeof h);
     *out_bytes = bytes;
     return HEARTH_OK;
@@ -564,10 +619,83 @@ static hearth_status build_step(struct hearth_pipeline *p, int32_t id, const str
 hearth_status pipe_send_step(struct hearth_pipeline *p, int32_t id, const struct pipe_step *step,
                              int32_t block_tokens)
 {
+    if (p->rank == 0) HEARTH_TRY(none_in_flight(p, "a step"));
     int64_t hdr[PIPE_HDR];
     size_t bytes;
-    HEARTH_TRY(build_step(p, id, step, block_tokens, hdr, &bytes));
-    return send_msg(p, next_leader(p), TAG_CHAIN, hdr, p->out, bytes);
+    HEARTH_TRY(build_step(p, id, step, block_tokens, hdr, &p->out, &p->out_cap, &bytes));
+    HEARTH_TRY(send_msg(p, next_leader(p), TAG_CHAIN, hdr, p->out, bytes));
+    if (p->rank == 0) p->sent++;
+    return HEARTH_OK;
+}
+
+/* Posted steps whose sends completed are let go; with wait, the oldest
+ * one is waited for (at most the timeout) first. */
+static hearth_status reap_posted(struct hearth_pipeline *p, bool wait)
+{
+    if (p->broken[0]) return hearth_error(HEARTH_E_IO, "%s", p->broken);
+    int oldest = -1;
+    for (int i = 0; i < POSTED_MAX; i++) {
+        struct posted *q = &p->posted[i];
+        if (!q->busy) continue;
+        if (oldest < 0 || q->hdr[H_H] < p->posted[oldest].hdr[H_H]) oldest = i;
+        for (int k = 0; k < 2; k++) {
+            if (q->req[k] == MPI_REQUEST_NULL) continue;
+            int done = 0;
+            const int rc = MPI_Test(&q->req[k], &done, MPI_STATUS_IGNORE);
+            if (rc != MPI_SUCCESS) return broke(p, mpi_error(rc, next_leader(p), "sending to"));
+        }
+        q->busy = q->req[0] != MPI_REQUEST_NULL || q->req[1] != MPI_REQUEST_NULL;
+    }
+    if (!wait || oldest < 0 || !p->posted[oldest].busy) return HEARTH_OK;
+    struct posted *q = &p->posted[oldest];
+    for (int k = 0; k < 2; k++)
+        if (q->req[k] != MPI_REQUEST_NULL)
+            HEARTH_TRY(broke(p, wait_req(&q->req[k], next_leader(p), p->timeout_ms, "sending to")));
+    q->busy = false;
+    return HEARTH_OK;
+}
+
+hearth_status pipe_post_step(struct hearth_pipeline *p, int32_t id, const struct pipe_step *step,
+                             int32_t block_tokens)
+{
+    if (p->tp > 1 || p->stage == p->pp - 1)
+        return hearth_error(HEARTH_E_INTERNAL, "pipeline: steps are posted on the chain of a pipeline without "
+                            "tensor parallelism");
+    HEARTH_TRY(reap_posted(p, false));
+    struct posted *q = NULL;
+    for (int i = 0; i < POSTED_MAX && !q; i++)
+        if (!p->posted[i].busy) q = &p->posted[i];
+    if (!q) {
+        HEARTH_TRY(reap_posted(p, true));
+        for (int i = 0; i < POSTED_MAX && !q; i++)
+            if (!p->posted[i].busy) q = &p->posted[i];
+    }
+    size_t bytes;
+    HEARTH_TRY(build_step(p, id, step, block_tokens, q->hdr, &q->buf, &q->cap, &bytes));
+    if (bytes > (size_t)INT32_MAX)
+        return hearth_error(HEARTH_E_RANGE, "pipeline: a message of %zu bytes (at most %d)", bytes, INT32_MAX);
+    q->hdr[H_BYTES] = (int64_t)bytes;
+    /* the header, then the payload, as send_msg() sends them: a link
+     * delivers both in order, after what was sent before */
+    const int dest = next_leader(p);
+    int rc = MPI_Isend(q->hdr, PIPE_HDR, MPI_INT64_T, dest, TAG_CHAIN, p->comm, &q->req[0]);
+    if (rc == MPI_SUCCESS) {
+        q->busy = true;
+        rc = MPI_Isend(q->buf, (int)bytes, MPI_BYTE, dest, TAG_CHAIN, p->comm, &q->req[1]);
+    }
+    if (rc != MPI_SUCCESS) return broke(p, mpi_error(rc, dest, "sending to"));
+    if (p->rank == 0) p->sent++;
+    return HEARTH_OK;
+}
+
+void pipe_progress(struct hearth_pipeline *p)
+{
+    if (!p->broken[0]) (void)reap_posted(p, false);
+}
+
+int64_t pipe_in_flight(const struct hearth_pipeline *p)
+{
+    return p->rank == 0 ? p->sent - p->answered : 0;
 }
 
 hearth_status pipe_send_peers(struct hearth_pipeline *p, int32_t id, const struct pipe_step *step,
@@ -575,7 +703,7 @@ hearth_status pipe_send_peers(struct hearth_pipeline *p, int32_t id, const struc
 {
     int64_t hdr[PIPE_HDR];
     size_t bytes;
-    HEARTH_TRY(build_step(p, id, step, block_tokens, hdr, &bytes));
+    HEARTH_TRY(build_step(p, id, step, block_tokens, hdr, &p->out, &p->out_cap, &bytes));
     return to_peers(p, hdr, p->out, bytes);
 }
 
@@ -616,6 +744,7 @@ static hearth_status read_step(struct hearth_pipeline *p, int src, const int64_t
     step->hidden_rows = at, at += nh;
     step->n_hidden = (int32_t)nh;
     step->x = (const float *)at;
+    p->serial = hdr[H_H];
     return HEARTH_OK;
 }
 
@@ -625,7 +754,7 @@ hearth_status pipe_send_out(struct hearth_pipeline *p, const float *logits, int6
     const size_t bytes = sizeof(float) * (size_t)(n_logits + n_hidden);
     HEARTH_TRY(grow(&p->out, &p->out_cap, bytes));
     put(put(p->out, logits, sizeof(float) * (size_t)n_logits), hidden, sizeof(float) * (size_t)n_hidden);
-    int64_t hdr[PIPE_HDR] = {[H_KIND] = MSG_STEP, [H_A] = n_logits, [H_B] = n_hidden};
+    int64_t hdr[PIPE_HDR] = {[H_KIND] = MSG_STEP, [H_A] = n_logits, [H_B] = n_hidden, [H_C] = p->serial};
     return send_msg(p, 0, TAG_OUT, hdr, p->out, bytes);
 }
 
@@ -633,9 +762,17 @@ hearth_status pipe_recv_out(struct hearth_pipeline *p, float *logits, int64_t n_
                             int64_t n_hidden)
 {
     int64_t hdr[PIPE_HDR];
+    if (p->sent == p->answered)
+        return hearth_error(HEARTH_E_INTERNAL, "pipeline: an answer is waited for, but no step is in flight");
+    /* the posted steps' sends complete while this waits */
     HEARTH_TRY(recv_msg(p, last_leader(p), TAG_OUT, hdr, p->timeout_ms));
+    const int64_t due = ++p->answered;
+    HEARTH_TRY(reap_posted(p, false));
     if (hdr[H_KIND] != MSG_STEP) return failure_of(p, hdr);
-    if ( hdr[H_A] != n_logits || hdr[H_B] != n_hidden ||
+    if (hdr[H_C] != due)
+        return broke(p, hearth_error(HEARTH_E_INTERNAL, "pipeline: rank %d answered step %lld where step %lld "
+                                     "was due", last_leader(p), (long long)hdr[H_C], (long long)due));
+    if (hdr[H_A] != n_logits || hdr[H_B] != n_hidden ||
         hdr[H_BYTES] != (int64_t)(sizeof(float) * (size_t)(n_logits + n_hidden)))
         return hearth_error(HEARTH_E_INTERNAL, "pipeline: rank %d answered a step with another shape",
                             last_leader(p));

@@ -91,6 +91,23 @@ hearth_status pipe_send_step(struct hearth_pipeline *p, int32_t id, const struct
     return hearth_error(HEARTH_E_INTERNAL, "a pipeline in a build without MPI");
 }
 
+hearth_status pipe_post_step(struct hearth_pipeline *p, int32_t id, const struct pipe_step *step,
+                             int32_t block_tokens)
+{
+    return pipe_send_step(p, id, step, block_tokens);
+}
+
+void pipe_progress(struct hearth_pipeline *p)
+{
+    (void)p;
+}
+
+int64_t pipe_in_flight(const struct hearth_pipeline *p)
+{
+    (void)p;
+    return 0;
+}
+
 hearth_status pipe_send_peers(struct hearth_pipeline *p, int32_t id, const struct pipe_step *step,
                               int32_t block_tokens)
 {

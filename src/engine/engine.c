@@ -148,7 +148,12 @@ void hearth_engine_free(hearth_engine *e)
         engine_request_free(r);
         r = next;
     }
+    /* the steps in flight are taken first (runner_free()) */
     runner_free(e->runner);
+    for (int i = 0; i < RUNNER_IN_FLIGHT_MAX; i++) {
+        free(e->flights[i].seqs);
+        free(e->flights[i].logit_seqs);
+    }
     kv_pool_free(e->pool);
     kv_pool_free(e->wpool);
     free(e->wslot);
@@ -403,6 +408,12 @@ hearth_status hearth_engine_new(const hearth_model *model, const hearth_engine_p
         hearth_engine_free(e);
         return st;
     }
+    /* steps in flight on a pipeline's rank 0, where nothing keeps one
+     * step at a time for good (engine_impl.h) */
+    e->sched_group = -1;
+    e->n_groups = 1;
+    if (!e->drunner && !p.mtp && !runner_rstate(e->runner) && p.n_seq_max > 1)
+        e->n_groups = runner_max_in_flight(e->runner);
     e->identity = engine_identity_key(e);
     if (p.cache_dir) st = open_disk_tier(e);
     if (st) {
@@ -612,11 +623,180 @@ static void fail_step(hearth_engine *e, const struct step_plan *p, hearth_status
     }
 }
 
+/* After a step's forward pass: its sequences' computed positions and
+ * blocks, then every row with logits to sampling or verification.  The
+ * step's sequences are e->step_seqs, those of its logits e->logit_seqs;
+ * a sequence that finished meanwhile (cancelled while its step was in
+ * flight) is passed over. */
+static hearth_status take_results(hearth_engine *e, const struct step_plan *plan, int32_t n_logits,
+                                  int32_t n_hidden)
+{
+    hearth_status st = HEARTH_OK;
+    e->steps++;
+    engine_embed_pool(e, n_hidden);
+    for (int32_t i = 0; i < plan->n_seqs; i++) {
+        struct seq *s = e->step_seqs[i];
+        if (s->n_draft > 0 || s->finished) {
+            /* verification counts what it keeps */
+            s->chunk = 0;
+            continue;
+        }
+        const int32_t before = s->n_computed;
+        s->n_computed += s->chunk;
+        if (before < s->req->n_prompt)
+            e->prompt_tokens += (uint64_t)(HEARTH_MIN(s->n_computed, s->req->n_prompt) - before);
+        s->chunk = 0;
+        if (!st) st = engine_register_full_blocks(e, s);
+        if (!st) engine_keep_snapshot(e, s);
+        engine_drop_outside_window(e, s);
+        /* an embedding ends with its prompt */
+        if (!st && engine_seq_embeds(s) && s->n_computed == s->n_tokens) engine_embed_finish(e, s);
+    }
+    /* the statistics show the step's blocks before a client hears of its
+     * tokens (a /metrics read after a first token sees the blocks its
+     * sequence holds) */
+    pthread_mutex_lock(&e->lock);
+    engine_update_stats_locked(e);
+    pthread_mutex_unlock(&e->lock);
+    for (int32_t i = 0; i < n_logits && !st; i++) {
+        struct seq *s = e->logit_seqs[i];
+        if (!s || s->finished) continue; /* a verification's later row, or cancelled */
+        struct request *r = s->req;
+        const float *logits = runner_logits(e->runner, i);
+        if (s->n_draft > 0) {
+            st = engine_verify_seq(e, s, i);
+        } else if (r->n > 1 && !r->forked) {
+            st = engine_fork_samples(e, r);
+            for (int32_t k = 0; k < r->n && !st; k++) st = engine_sample_seq(e, r->seqs[k], logits);
+        } else {
+            st = engine_sample_seq(e, s, logits);
+        }
+        if (st) {
+            for (int32_t k = 0; k < r->n; k++)
+                if (r->seqs[k] && !r->seqs[k]->finished)
+                    engine_finish_seq(e, r->seqs[k], -1, NULL, HEARTH_FINISH_ERROR, st);
+            st = HEARTH_OK; /* this request's failure; the others go on */
+        }
+    }
+    return st;
+}
+
+/* The groups whose steps may be in flight now: one where a request
+ * speculates or embeds (engine_impl.h). */
+static int32_t engine_depth(const hearth_engine *e)
+{
+    if (e->n_groups <= 1) return 1;
+    for (size_t i = 0; i < e->n_live; i++) {
+        const hearth_request *q = &e->live[i]->params;
+        if (q->speculation.draft_max > 0 || q->pooling != HEARTH_POOLING_NONE) return 1;
+    }
+    return e->n_groups;
+}
+
+static bool group_in_flight(const hearth_engine *e, int32_t g)
+{
+    for (int32_t i = 0; i < e->fl_n; i++)
+        if (e->flights[(e->fl_first + i) % RUNNER_IN_FLIGHT_MAX].group == g) return true;
+    return false;
+}
+
+/* The step of the first group, from e->next_group on, that has no step in
+ * flight and has rows to run: planned, handed to the runner and kept in
+ * flight.  *submitted: one was (its failure fails its sequences). */
+static hearth_status submit_group(hearth_engine *e, bool *submitted)
+{
+    *submitted = false;
+    const size_t nb = (size_t)e->params.n_batch;
+    for (int32_t k = 0; k < e->n_groups; k++) {
+        const int32_t g = (e->next_group + k) % e->n_groups;
+        if (group_in_flight(e, g)) continue;
+        struct step_plan plan = {0};
+        e->sched_group = g;
+        hearth_status st = engine_schedule(e, &plan);
+        e->sched_group = -1;
+        if (st) {
+            fail_step(e, &plan, st);
+            return st;
+        }
+        if (plan.n_rows == 0) continue;
+        *submitted = true;
+        e->next_group = (g + 1) % e->n_groups;
+        struct engine_flight *f = &e->flights[(e->fl_first + e->fl_n) % RUNNER_IN_FLIGHT_MAX];
+        if (!f->seqs) f->seqs = hearth_calloc(nb, sizeof *f->seqs, "a step in flight");
+        if (!f->logit_seqs) f->logit_seqs = hearth_calloc(nb, sizeof *f->logit_seqs, "a step in flight");
+        struct runner_step step;
+        int32_t n_logits = 0, n_hidden = 0;
+        st = f->seqs && f->logit_seqs ? HEARTH_OK : HEARTH_E_NOMEM;
+        if (!st) st = build_batch(e, &plan, &step, &n_logits, &n_hidden);
+        if (!st) st = runner_submit(e->runner, &step);
+        if (st) {
+            fail_step(e, &plan, st);
+            return st;
+        }
+        f->plan = plan;
+        f->group = g;
+        f->n_logits = n_logits;
+        memcpy(f->seqs, e->step_seqs, (size_t)plan.n_seqs * sizeof *f->seqs);
+        memcpy(f->logit_seqs, e->logit_seqs, (size_t)n_logits * sizeof *f->logit_seqs);
+        for (int32_t i = 0; i < plan.n_seqs; i++) f->seqs[i]->in_flight = true;
+        e->fl_n++;
+        return HEARTH_OK;
+    }
+    return HEARTH_OK;
+}
+
+/* The results of the oldest step in flight, taken as a step's. */
+static hearth_status collect_group(hearth_engine *e)
+{
+    struct engine_flight *f = &e->flights[e->fl_first];
+    e->fl_first = (e->fl_first + 1) % RUNNER_IN_FLIGHT_MAX;
+    e->fl_n--;
+    memcpy(e->step_seqs, f->seqs, (size_t)f->plan.n_seqs * sizeof *e->step_seqs);
+    memcpy(e->logit_seqs, f->logit_seqs, (size_t)f->n_logits * sizeof *e->logit_seqs);
+    for (int32_t i = 0; i < f->plan.n_seqs; i++) f->seqs[i]->in_flight = false;
+    hearth_status st = runner_collect(e->runner);
+    if (st) {
+        fail_step(e, &f->plan, st);
+        return st;
+    }
+    return take_results(e, &f->plan, f->n_logits, 0);
+}
+
+hearth_status engine_set_groups(hearth_engine *e, int32_t n)
+{
+    if (n < 1 || n > RUNNER_IN_FLIGHT_MAX || e->steps > 0 || e->fl_n > 0)
+        return hearth_error(HEARTH_E_INVALID, "%d groups of steps in flight (1 to %d, before the first step)", n,
+                            RUNNER_IN_FLIGHT_MAX);
+    e->n_groups = n;
+    return HEARTH_OK;
+}
+
+int32_t engine_steps_in_flight(const hearth_engine *e) { return e->fl_n; }
+
 hearth_status hearth_engine_step(hearth_engine *e, bool *did_work)
 {
     if (did_work) *did_work = false;
     hearth_status st = engine_take_submissions(e);
     struct step_plan plan = {0};
+    if (!st && e->n_groups > 1) {
+        /* steps in flight: the next group's step while there is room for
+         * it, else the oldest step's results; one at a time, those in
+         * flight are taken first */
+        const int32_t depth = engine_depth(e);
+        bool submitted = false;
+        if (depth > 1 && e->fl_n < depth) st = submit_group(e, &submitted);
+        if (st || submitted) {
+            if (did_work) *did_work = true;
+            goto done;
+        }
+        if (e->fl_n > 0) {
+            st = collect_group(e);
+            if (did_work) *did_work = true;
+            goto done;
+        }
+        /* nothing in flight and no group's step has rows: one step of
+         * every sequence, which gives way where the pool is full */
+    }
     /* When nothing at all could be scheduled, the running sequences are
      * stuck in prefill on a full pool: the newest gives way (or, alone,
      * it cannot fit). */
@@ -641,55 +821,11 @@ hearth_status hearth_engine_step(hearth_engine *e, bool *did_work)
             fail_step(e, &plan, st);
         } else {
             spec_fit_add(&e->target_fit, step.bp.n_tokens, engine_now_s() - t0);
-            e->steps++;
             if (did_work) *did_work = true;
-            engine_embed_pool(e, n_hidden);
-            for (int32_t i = 0; i < plan.n_seqs; i++) {
-                struct seq *s = e->step_seqs[i];
-                if (s->n_draft > 0) {
-                    /* verification counts what it keeps */
-                    s->chunk = 0;
-                    continue;
-                }
-                const int32_t before = s->n_computed;
-                s->n_computed += s->chunk;
-                if (before < s->req->n_prompt)
-                    e->prompt_tokens += (uint64_t)(HEARTH_MIN(s->n_computed, s->req->n_prompt) - before);
-                s->chunk = 0;
-                if (!st) st = engine_register_full_blocks(e, s);
-                if (!st) engine_keep_snapshot(e, s);
-                engine_drop_outside_window(e, s);
-                /* an embedding ends with its prompt */
-                if (!st && engine_seq_embeds(s) && s->n_computed == s->n_tokens) engine_embed_finish(e, s);
-            }
-            /* the statistics show the step's blocks before a client hears
-             * of its tokens (a /metrics read after a first token sees the
-             * blocks its sequence holds) */
-            pthread_mutex_lock(&e->lock);
-            engine_update_stats_locked(e);
-            pthread_mutex_unlock(&e->lock);
-            for (int32_t i = 0; i < n_logits && !st; i++) {
-                struct seq *s = e->logit_seqs[i];
-                if (!s) continue; /* a verification's later row */
-                struct request *r = s->req;
-                const float *logits = runner_logits(e->runner, i);
-                if (s->n_draft > 0) {
-                    st = engine_verify_seq(e, s, i);
-                } else if (r->n > 1 && !r->forked) {
-                    st = engine_fork_samples(e, r);
-                    for (int32_t k = 0; k < r->n && !st; k++) st = engine_sample_seq(e, r->seqs[k], logits);
-                } else {
-                    st = engine_sample_seq(e, s, logits);
-                }
-                if (st) {
-                    for (int32_t k = 0; k < r->n; k++)
-                        if (r->seqs[k] && !r->seqs[k]->finished)
-                            engine_finish_seq(e, r->seqs[k], -1, NULL, HEARTH_FINISH_ERROR, st);
-                    st = HEARTH_OK; /* this request's failure; the others go on */
-                }
-            }
+            st = take_results(e, &plan, n_logits, n_hidden);
         }
     }
+done:
     engine_reap(e);
     pthread_mutex_lock(&e->lock);
     engine_update_stats_locked(e);

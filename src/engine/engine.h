@@ -37,4 +37,12 @@ void engine_set_mtp_hook(hearth_engine *e,
  * the limit then depends on nothing but the tokens.  0: measured. */
 void engine_set_spec_cost(hearth_engine *e, double cost);
 
+/* Tests: the groups of steps in flight (1 to RUNNER_IN_FLIGHT_MAX;
+ * engine_impl.h), before the first step; in one process a group's step
+ * runs whole when it is submitted and its results are taken later, as
+ * rank 0 of a pipeline takes them. */
+hearth_status engine_set_groups(hearth_engine *e, int32_t n);
+/* Tests: the steps in flight now. */
+int32_t engine_steps_in_flight(const hearth_engine *e);
+
 #endif /* HEARTH_ENGINE_H */

@@ -48,6 +48,22 @@
  * over every step's rows after the trunk (engine_mtp_follow()), its keys
  * and values in the sequence's own blocks, and drafts in passes of one
  * row per sequence from the trunk's last hidden state.
+ *
+ * Steps in flight (n_groups > 1: rank 0 of a pipeline of stages, DESIGN.md
+ * "Several machines"): each running sequence belongs to one of n_groups
+ * groups, the one with the fewest members at its admission (or, admitted
+ * in a group's step, that group, while it holds no more than its share of
+ * the sequences).  A step is a group's: the scheduler plans only that
+ * group's sequences (sched_group), the runner takes the step
+ * (runner_submit()) and the engine goes on to the next group's step while
+ * the first is on the other ranks; when every group has a step in flight
+ * (or none has rows), the oldest step's results are taken
+ * (runner_collect()) and its sequences sampled, as one step's are.  A
+ * sequence is in at most one step in flight, and its own results come
+ * back to it: its tokens are those of one step at a time, bit for bit
+ * (batch invariance).  Speculation, embeddings, a draft model, a
+ * prediction layer and recurrent states keep one step at a time: the
+ * steps in flight are collected first.
  */
 #ifndef HEARTH_ENGINE_IMPL_H
 #define HEARTH_ENGINE_IMPL_H
@@ -127,6 +143,10 @@ struct seq {
                                   * disk tier */
     bool running;
     bool finished;
+    int32_t group;               /* its group of steps in flight (engine
+                                  * n_groups), set at its admission */
+    bool in_flight;              /* a step of it is in flight: its results
+                                  * are not taken yet */
     /* this step */
     int32_t chunk;               /* tokens scheduled */
     struct seq *prev, *next;     /* in the waiting or running list */
@@ -231,6 +251,21 @@ struct seq_list {
     int32_t n;
 };
 
+struct step_plan {
+    int32_t n_rows;
+    int32_t n_seqs;
+    int32_t budget;
+};
+
+/* A group's step in flight: its plan, its sequences and those whose
+ * logits it brings, in the step's order. */
+struct engine_flight {
+    struct step_plan plan;
+    int32_t group;
+    int32_t n_logits;
+    struct seq **seqs, **logit_seqs;   /* n_batch each */
+};
+
 struct hearth_engine {
     const hearth_model *model;
     const hearth_vocab *vocab;
@@ -303,6 +338,15 @@ struct hearth_engine {
     void *mtp_hook_user;
     double spec_cost;            /* tests: engine_set_spec_cost(); 0: measured */
 
+    /* steps in flight (see the top): the groups, the group the scheduler
+     * plans for (-1: every sequence), the group tried first, the steps
+     * (the oldest at fl_first) */
+    int32_t n_groups;
+    int32_t sched_group;
+    int32_t next_group;
+    struct engine_flight flights[RUNNER_IN_FLIGHT_MAX];
+    int32_t fl_first, fl_n;
+
     /* submissions and cancellations from other threads */
     pthread_mutex_t lock;
     struct request *new_head, *new_tail;
@@ -317,11 +361,6 @@ struct hearth_engine {
     size_t n_live, live_cap;
 };
 
-struct step_plan {
-    int32_t n_rows;
-    int32_t n_seqs;
-    int32_t budget;
-};
 
 /* ---- lists ----------------------------------------------------------------------- */
 

@@ -281,9 +281,11 @@ static hearth_status live_add(hearth_engine *e, struct request *r)
  * will be once the first has). */
 static bool request_done(const struct request *r)
 {
-    if (!r->forked) return r->seqs[0]->finished;
+    /* a sample cancelled while a step of it is in flight is kept until
+     * the step's results are taken */
+    if (!r->forked) return r->seqs[0]->finished && !r->seqs[0]->in_flight;
     for (int32_t k = 0; k < r->n; k++)
-        if (!r->seqs[k]->finished) return false;
+        if (!r->seqs[k]->finished || r->seqs[k]->in_flight) return false;
     return true;
 }
 

@@ -63,6 +63,14 @@ struct runner {
     bool peers;                    /* rank 0 of a pipeline: the other ranks
                                     * hold runners of this one (pipe_setup()) */
     int32_t pipe_id;               /* which, in the messages */
+    /* steps submitted and not collected (runner_submit()), oldest at
+     * fl_first: what each wants back and, without a pipeline, what came */
+    struct flight {
+        int32_t n_logits, n_hidden;
+        float *logits, *hidden;    /* no pipeline: the step's results */
+        size_t logits_cap, hidden_cap;
+    } fl[RUNNER_IN_FLIGHT_MAX];
+    int32_t fl_first, fl_n;
 };
 
 #define DEFAULT_N_CTX_CAP 4096
@@ -146,7 +154,15 @@ void runner_free(struct runner *r)
 {
     if (!r) return;
     /* rank 0's runner: the other ranks free theirs */
-    if (r->peers) pipe_release(r->model->pipe, r->pipe_id);
+    if (r->peers) {
+        /* the answers of steps in flight come first */
+        while (r->fl_n > 0) (void)runner_collect(r);
+        pipe_release(r->model->pipe, r->pipe_id);
+    }
+    for (int i = 0; i < RUNNER_IN_FLIGHT_MAX; i++) {
+        hearth_aligned_free(r->fl[i].logits);
+        hearth_aligned_free(r->fl[i].hidden);
+    }
     free_forward(&r->fw);
     struct act *mtp[] = {&r->hid, &r->mtp_cat, &r->mtp_out};
     for (size_t i = 0; i < HEARTH_ARRAY_LEN(mtp); i++)
@@ -510,15 +526,20 @@ static hearth_status output_head(struct runner *r, struct forward *f, const int3
 }
 
 static hearth_status eval_rest(struct runner *r, const struct runner_step *step, struct forward *f, bool tp,
-                               bool *stage_done);
+                               bool post, bool *stage_done);
 
-hearth_status runner_eval(struct runner *r, const struct runner_step *step)
+/* runner_eval(); submit: runner_submit()'s, where rank 0 of a pipeline
+ * hands the step on without waiting for its answer. */
+static hearth_status eval(struct runner *r, const struct runner_step *step, bool submit)
 {
     const hearth_model *m = r->model;
     const int64_t n = step->bp.n_tokens;
     if (n <= 0 || n > r->params.n_batch)
         return hearth_error(HEARTH_E_INTERNAL, "a step of %lld rows (at most %d)", (long long)n,
                             r->params.n_batch);
+    if (r->fl_n > 0 && !submit)
+        return hearth_error(HEARTH_E_INTERNAL, "a step run while %d are in flight", r->fl_n);
+    const bool post = submit && runner_max_in_flight(r) > 1;
     HEARTH_TRY(reserve_logits(r, step->n_logits));
     r->n_logits = 0;
 
@@ -549,19 +570,90 @@ hearth_status runner_eval(struct runner *r, const struct runner_step *step)
                                                                             m->hp.n_embd},
                                    r->kv->block_tokens));
         bool stage_done = false;
-        hearth_status st = eval_rest(r, step, f, true, &stage_done);
+        hearth_status st = eval_rest(r, step, f, true, false, &stage_done);
         if (st && !stage_done) pipe_break(m->pipe, st);
         return st;
     }
     bool stage_done;
-    return eval_rest(r, step, f, false, &stage_done);
+    return eval_rest(r, step, f, false, post, &stage_done);
+}
+
+hearth_status runner_eval(struct runner *r, const struct runner_step *step)
+{
+    return eval(r, step, false);
+}
+
+int32_t runner_max_in_flight(const struct runner *r)
+{
+    const struct hearth_pipeline *p = r->model->pipe;
+    if (!p || pipe_stages(p) < 2 || pipe_tp(p) > 1 || r->params.mtp) return 1;
+    return HEARTH_MIN(pipe_stages(p), RUNNER_IN_FLIGHT_MAX);
+}
+
+int32_t runner_in_flight(const struct runner *r) { return r->fl_n; }
+
+/* Room for n floats in *buf of *cap. */
+static hearth_status reserve_floats(float **buf, size_t *cap, size_t n, const char *what)
+{
+    if (n <= *cap) return HEARTH_OK;
+    float *b = hearth_aligned_alloc(64, n * sizeof(float), what);
+    if (!b) return HEARTH_E_NOMEM;
+    hearth_aligned_free(*buf);
+    *buf = b;
+    *cap = n;
+    return HEARTH_OK;
+}
+
+hearth_status runner_submit(struct runner *r, const struct runner_step *step)
+{
+    if (r->fl_n == RUNNER_IN_FLIGHT_MAX)
+        return hearth_error(HEARTH_E_INTERNAL, "a step submitted while %d are in flight", r->fl_n);
+    struct flight *fl = &r->fl[(r->fl_first + r->fl_n) % RUNNER_IN_FLIGHT_MAX];
+    const hearth_model *m = r->model;
+    HEARTH_TRY(eval(r, step, true));
+    if (runner_max_in_flight(r) == 1) {
+        /* in one process the step ran whole; its results wait in the
+         * flight's buffers for runner_collect() */
+        const size_t nl = (size_t)step->n_logits * (size_t)m->hp.n_vocab;
+        const size_t nh = (size_t)step->n_hidden * (size_t)m->hp.n_embd;
+        HEARTH_TRY(reserve_floats(&fl->logits, &fl->logits_cap, nl, "a step's logits"));
+        HEARTH_TRY(reserve_floats(&fl->hidden, &fl->hidden_cap, nh, "a step's hidden states"));
+        if (nl) memcpy(fl->logits, r->logits, nl * sizeof(float));
+        if (nh) memcpy(fl->hidden, r->hidden, nh * sizeof(float));
+    }
+    fl->n_logits = step->n_logits;
+    fl->n_hidden = step->n_hidden;
+    r->fl_n++;
+    return HEARTH_OK;
+}
+
+hearth_status runner_collect(struct runner *r)
+{
+    if (r->fl_n == 0) return hearth_error(HEARTH_E_INTERNAL, "a step collected, but none is in flight");
+    struct flight *fl = &r->fl[r->fl_first];
+    r->fl_first = (r->fl_first + 1) % RUNNER_IN_FLIGHT_MAX;
+    r->fl_n--;
+    r->n_logits = 0;
+    const hearth_model *m = r->model;
+    const int64_t V = m->hp.n_vocab, E = m->hp.n_embd;
+    HEARTH_TRY(reserve_logits(r, fl->n_logits));
+    HEARTH_TRY(reserve_hidden(r, fl->n_hidden));
+    if (runner_max_in_flight(r) > 1) {
+        HEARTH_TRY(pipe_recv_out(m->pipe, r->logits, (int64_t)fl->n_logits * V, r->hidden,
+                                 (int64_t)fl->n_hidden * E));
+    } else {
+        if (fl->n_logits) memcpy(r->logits, fl->logits, (size_t)fl->n_logits * (size_t)V * sizeof(float));
+        if (fl->n_hidden) memcpy(r->hidden, fl->hidden, (size_t)fl->n_hidden * (size_t)E * sizeof(float));
+    }
+    r->n_logits = fl->n_logits;
+    return HEARTH_OK;
 }
 
 /* runner_eval() from the layers on, f holding the rows' input; tp: in a
  * tensor-parallel stage (not interrupted).  *stage_done: the stage's
  * products are all made (what fails later leaves its ranks in step). */
 static hearth_status eval_rest(struct runner *r, const struct runner_step *step, struct forward *f, bool tp,
-                               bool *stage_done)
+                               bool post, bool *stage_done)
 {
     *stage_done = false;
     const hearth_model *m = r->model;
@@ -571,6 +663,8 @@ static hearth_status eval_rest(struct runner *r, const struct runner_step *step,
     for (int il = 0; il < end; il++) {
         if (!tp && r->abort_cb && r->abort_cb(r->abort_data))
             return hearth_error(HEARTH_E_INTERRUPTED, "evaluation interrupted");
+        /* the sends of the steps in flight go on between the layers */
+        if (r->fl_n > 0 && m->pipe) pipe_progress(m->pipe);
         if (il == r->first_gpu_layer && f != &r->fw_gpu) {
             HEARTH_TRY(move_hidden(r, f, &r->fw_gpu, n));
             f = &r->fw_gpu;
@@ -583,10 +677,11 @@ static hearth_status eval_rest(struct runner *r, const struct runner_step *step,
          * the output layer; the last one answers with what was asked */
         const int64_t E = m->hp.n_embd;
         HEARTH_TRY(f->be->ops->act_download(f->be, r->embd, &f->x, n));
-        HEARTH_TRY(pipe_send_step(m->pipe, r->pipe_id, &(struct pipe_step){step->bp, step->logit_rows,
-                                                                           step->n_logits, step->hidden_rows,
-                                                                           step->n_hidden, r->embd, E},
-                                  r->kv->block_tokens));
+        const struct pipe_step ps = {step->bp,          step->logit_rows, step->n_logits, step->hidden_rows,
+                                     step->n_hidden,    r->embd,          E};
+        /* in flight: runner_collect() takes the answer */
+        if (post) return pipe_post_step(m->pipe, r->pipe_id, &ps, r->kv->block_tokens);
+        HEARTH_TRY(pipe_send_step(m->pipe, r->pipe_id, &ps, r->kv->block_tokens));
         HEARTH_TRY(reserve_hidden(r, step->n_hidden));
         HEARTH_TRY(pipe_recv_out(m->pipe, r->logits, (int64_t)step->n_logits * m->hp.n_vocab, r->hidden,
                                  (int64_t)step->n_hidden * E));
@@ -628,7 +723,11 @@ hearth_status runner_eval_stage(struct runner *r, int32_t id, const struct runne
     f->n_ctx = r->params.n_ctx;
     HEARTH_TRY(op->act_upload(f->be, &f->x, x, n));
     f->x.rows = n;
-    for (int il = m->stage_first; il < m->stage_end; il++) HEARTH_TRY(m->arch->layer(f, il));
+    for (int il = m->stage_first; il < m->stage_end; il++) {
+        /* the sends of the steps posted before go on between the layers */
+        pipe_progress(m->pipe);
+        HEARTH_TRY(m->arch->layer(f, il));
+    }
     if (pipe_tp_rank(m->pipe) > 0) {
         /* another rank of a tensor-parallel stage: its part of the output
          * layer's product on the last stage; the stage's first rank
@@ -639,9 +738,12 @@ hearth_status runner_eval_stage(struct runner *r, int32_t id, const struct runne
     }
     if (m->stage_end < m->hp.n_layer) {
         HEARTH_TRY(op->act_download(f->be, r->embd, &f->x, n));
-        return pipe_send_step(m->pipe, id, &(struct pipe_step){step->bp, step->logit_rows, step->n_logits,
-                                                               step->hidden_rows, step->n_hidden, r->embd, E},
-                              r->kv->block_tokens);
+        const struct pipe_step ps = {step->bp, step->logit_rows, step->n_logits, step->hidden_rows,
+                                     step->n_hidden, r->embd, E};
+        /* a rank in the middle goes on to the next step while this one
+         * waits for the next rank (steps in flight) */
+        if (pipe_tp(m->pipe) == 1) return pipe_post_step(m->pipe, id, &ps, r->kv->block_tokens);
+        return pipe_send_step(m->pipe, id, &ps, r->kv->block_tokens);
     }
     /* the last rank: the output layer, and the answer to rank 0 */
     HEARTH_TRY(reserve_logits(r, step->n_logits));

@@ -75,6 +75,23 @@ void runner_free(struct runner *r);
 hearth_status runner_eval(struct runner *r, const struct runner_step *step);
 const float *runner_logits(const struct runner *r, int32_t i);
 
+/* Steps in flight (DESIGN.md, "Several machines"): runner_submit() begins
+ * a step and runner_collect() takes the results of the oldest step
+ * submitted and not yet collected (runner_logits(), runner_output_hidden()
+ * then read them), in the order submitted; runner_eval() is refused while
+ * any is in flight.  On rank 0 of a pipeline of stages (without tensor
+ * parallelism), a submission runs rank 0's layers and hands the step on
+ * without waiting, so that up to runner_max_in_flight() steps (the
+ * stages, at most RUNNER_IN_FLIGHT_MAX) keep every rank working; a
+ * collection waits for the last rank's answer.  Elsewhere a submission
+ * runs the whole step and keeps its results for the collection (the
+ * engine's tests run its groups so in one process). */
+#define RUNNER_IN_FLIGHT_MAX 8
+int32_t runner_max_in_flight(const struct runner *r);
+int32_t runner_in_flight(const struct runner *r);
+hearth_status runner_submit(struct runner *r, const struct runner_step *step);
+hearth_status runner_collect(struct runner *r);
+
 /* A rank other than 0 of a pipeline (model.h, stage_first): run this
  * rank's layers over the step that rank 0 began, from x, the hidden state
  * of its rows (n_embd floats each) as the rank before handed it on; then

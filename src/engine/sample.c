@@ -162,8 +162,10 @@ hearth_status engine_fork_samples(hearth_engine *e, struct request *r)
         s->stats.queue_ms = s0->stats.queue_ms;
         s->stats.n_cached = s0->stats.n_cached;
         s->stats.n_cached_disk = s0->stats.n_cached_disk;
-        /* admitted now: the running list stays in admission order */
+        /* admitted now: the running list stays in admission order; in
+         * its first sample's group */
         s->running = true;
+        s->group = s0->group;
         list_append(&e->running, s);
     }
     return HEARTH_OK;

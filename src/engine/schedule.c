@@ -50,10 +50,44 @@ static void plan_add(hearth_engine *e, struct step_plan *p, struct seq *s, int32
     p->budget -= n;
 }
 
-/* The newest running sequence: the running list is in admission order. */
+/* Whether the plan passes s over: a step of it is in flight, or the plan
+ * is another group's (engine_impl.h, steps in flight). */
+static bool not_planned(const hearth_engine *e, const struct seq *s)
+{
+    return s->in_flight || (e->sched_group >= 0 && s->group != e->sched_group);
+}
+
+/* The newest running sequence the plan may preempt: the running list is
+ * in admission order. */
 struct seq *engine_newest_running(hearth_engine *e)
 {
-    return e->running.tail;
+    struct seq *s = e->running.tail;
+    while (s && not_planned(e, s)) s = s->prev;
+    return s;
+}
+
+/* The running sequences of each group, into count (n_groups). */
+static void group_counts(const hearth_engine *e, int32_t *count)
+{
+    for (int32_t g = 0; g < e->n_groups; g++) count[g] = 0;
+    for (const struct seq *s = e->running.head; s; s = s->next) count[s->group]++;
+}
+
+/* The group a sequence admitted now joins; -1: none, it waits (a group's
+ * step admits while the group holds no more than its share). */
+static int32_t admission_group(const hearth_engine *e)
+{
+    if (e->n_groups <= 1) return 0;
+    int32_t count[RUNNER_IN_FLIGHT_MAX];
+    group_counts(e, count);
+    if (e->sched_group >= 0) {
+        const int32_t share = (e->running.n + e->waiting.n + e->n_groups - 1) / e->n_groups;
+        return count[e->sched_group] < share ? e->sched_group : -1;
+    }
+    int32_t best = 0;
+    for (int32_t g = 1; g < e->n_groups; g++)
+        if (count[g] < count[best]) best = g;
+    return best;
 }
 
 /* The checkpoints of a recurrent model's verifications: allocated at the
@@ -149,7 +183,7 @@ static hearth_status plan_decode(hearth_engine *e, struct step_plan *p, int32_t 
 {
     for (struct seq *s = e->running.head, *next; s && p->budget > 0; s = next) {
         next = s->next;
-        if (s->n_tokens - s->n_computed != 1 || s->chunk > 0) continue;
+        if (s->n_tokens - s->n_computed != 1 || s->chunk > 0 || not_planned(e, s)) continue;
         const int32_t k = HEARTH_MIN(plan_draft(e, s, n_decode, n_rows_est), p->budget - 1);
         /* a recurrent sequence's drafts take as many checkpoints */
         if (e->model->rec) e->ckpt_planned += k;
@@ -162,7 +196,7 @@ static hearth_status plan_decode(hearth_engine *e, struct step_plan *p, int32_t 
                 break;
             }
             struct seq *victim = engine_newest_running(e);
-            if (victim == s && e->running.n == 1) {
+            if (!victim || (victim == s && e->running.n == 1)) {
                 /* alone and the pool is full: nothing else can give way */
                 engine_finish_seq(e, s, -1, NULL, HEARTH_FINISH_CONTEXT, HEARTH_OK);
                 break;
@@ -183,7 +217,7 @@ static hearth_status plan_prefill(hearth_engine *e, struct step_plan *p)
     const bool whole = e->model->hp.bidirectional;
     for (struct seq *s = e->running.head; s && p->budget > 0; s = s->next) {
         const int32_t pending = s->n_tokens - s->n_computed;
-        if (pending <= 1) continue; /* decode rows had their turn */
+        if (pending <= 1 || not_planned(e, s)) continue; /* decode rows had their turn */
         if (whole && pending > p->budget) continue;
         int32_t room;
         HEARTH_TRY(engine_make_room(e, s, engine_prefill_chunk(e, s, HEARTH_MIN(pending, p->budget)), &room));
@@ -198,6 +232,8 @@ static hearth_status plan_prefill(hearth_engine *e, struct step_plan *p)
         /* a request's samples are forked from the first: keep room for them */
         const int32_t want_slots = (!r->forked && s->index == 0) ? r->n : 1;
         if (e->running.n > 0 && e->running.n + want_slots > e->params.n_seq_max) break;
+        const int32_t group = admission_group(e);
+        if (group < 0) break;
         /* a waiting sequence holds no blocks */
         const int32_t total = (s->n_tokens + e->B - 1) / e->B;
         HEARTH_TRY(engine_take_prefix(e, s));
@@ -220,6 +256,7 @@ static hearth_status plan_prefill(hearth_engine *e, struct step_plan *p)
         list_remove(&e->waiting, s);
         list_append(&e->running, s);
         s->running = true;
+        s->group = group;
         engine_take_state(e, s);
         if (s->stats.n_preempted == 0) { /* its first admission */
             s->stats.queue_ms = (engine_now_s() - r->t_submit) * 1e3;
