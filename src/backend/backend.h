@@ -229,6 +229,14 @@ struct backend_ops {
     hearth_status (*copy_heads)(struct hearth_backend *be, struct act *dst, int64_t dst_stride,
                                 int64_t dst_first, const struct act *src, int64_t src_stride,
                                 int64_t src_first, int32_t n_heads, int64_t n);
+    /* A rank of a tensor-parallel stage (tp_group.h): each row of mine
+     * holds this rank's share (tp_share) of n_units units of unit floats
+     * -- the attention's output of its heads, model.h's struct
+     * attn_heads --, and out gets every rank's, each in its columns
+     * (n_units * unit floats a row).  out may be mine.  NULL: a backend
+     * that does not run in a tensor-parallel stage. */
+    hearth_status (*tp_gather_cols)(struct hearth_backend *be, struct act *out, const struct act *mine,
+                                    struct hearth_pipeline *p, int64_t n_units, int64_t unit);
     /* Copy the first n_rows rows of KV block src into block dst in every
      * layer of kv whose cache this backend holds, those of the window
      * space or the others (copy-on-write). */

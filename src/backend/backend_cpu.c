@@ -441,6 +441,43 @@ static hearth_status matmul_set_split(struct hearth_backend *be, int n, struct a
     return HEARTH_OK;
 }
 
+/* The columns of a tensor-parallel stage's ranks (backend.h,
+ * tp_gather_cols): one gather of every rank's rows, whole, into tp_all,
+ * then each rank's columns laid out in out (after the gather, so out may
+ * be mine). */
+static hearth_status cpu_tp_gather_cols(struct hearth_backend *be, struct act *out, const struct act *mine,
+                                        struct hearth_pipeline *p, int64_t n_units, int64_t unit)
+{
+    struct cpu_backend *c = cpu(be);
+    const int32_t N = pipe_tp(p), me = pipe_tp_rank(p);
+    const int64_t T = mine->rows, width = n_units * unit;
+    int64_t first, count;
+    tp_share(n_units, N, me, &first, &count);
+    if (mine->width != count * unit || out->capacity < T * width)
+        return hearth_error(HEARTH_E_INTERNAL, "a gather of %lld columns of %lld from rows of %lld",
+                            (long long)(count * unit), (long long)width, (long long)mine->width);
+    HEARTH_TRY(grow((void **)&c->tp_counts, &c->tp_counts_bytes, (size_t)N * sizeof(int64_t),
+                    "a tensor-parallel gather"));
+    for (int32_t r = 0; r < N; r++) {
+        tp_share(n_units, N, r, &first, &count);
+        c->tp_counts[r] = T * count * unit;
+    }
+    HEARTH_TRY(grow((void **)&c->tp_all, &c->tp_all_bytes, (size_t)(T * width) * sizeof(float),
+                    "a tensor-parallel gather"));
+    HEARTH_TRY(pipe_tp_gather(p, mine->host, c->tp_counts, c->tp_all));
+    const float *from = c->tp_all;
+    for (int32_t r = 0; r < N; r++) {
+        tp_share(n_units, N, r, &first, &count);
+        const int64_t cols = count * unit;
+        for (int64_t t = 0; t < T; t++)
+            memcpy(out->host + t * width + first * unit, from + t * cols, (size_t)cols * sizeof(float));
+        from += T * cols;
+    }
+    out->rows = T;
+    out->width = width;
+    return HEARTH_OK;
+}
+
 static hearth_status cpu_matmul_set(struct hearth_backend *be, int n, struct act *const outs[],
                                     const struct weight *const ws[], const struct act *in)
 {
@@ -1309,6 +1346,7 @@ static const struct backend_ops cpu_ops = {
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,
     .attention = cpu_attention,
+    .tp_gather_cols = cpu_tp_gather_cols,
     .matmul_heads = cpu_matmul_heads,
     .copy_heads = cpu_copy_heads,
     .add = cpu_add,
