@@ -1738,8 +1738,10 @@ hearth_status hearth_pipeline_open(int32_t n_ranks, int32_t timeout_ms, hearth_p
  * families with keys and values per head is split by key/value heads
  * instead: each rank runs whole heads, keeps only their keys and values,
  * and the stage gathers the heads' outputs before the output projection
- * (hearth_model_kv_heads()).  HEARTH_E_INVALID unless the job has exactly
- * n_stages x n_tp ranks, at least 2. */
+ * (hearth_model_kv_heads()), and the routed experts of a mixture by
+ * whole experts, their results gathered (hearth_model_experts()).
+ * HEARTH_E_INVALID unless the job has exactly n_stages x n_tp ranks, at
+ * least 2. */
 hearth_status hearth_pipeline_open_tp(int32_t n_stages, int32_t n_tp, int32_t timeout_ms, hearth_pipeline **out);
 int32_t hearth_pipeline_rank(const hearth_pipeline *p);
 int32_t hearth_pipeline_size(const hearth_pipeline *p);
@@ -1757,6 +1759,12 @@ int32_t hearth_pipeline_tp(const hearth_pipeline *p);
  * ranks").  Outputs may be NULL. */
 void hearth_model_kv_heads(const hearth_model *model, int32_t *first, int32_t *n, int32_t *total,
                            const char **whole);
+/* The routed experts of each mixture-of-experts layer a model loaded on
+ * this rank runs: experts *first .. *first + *n - 1 of *total (0 for a
+ * dense model).  Every expert, but on a rank of a tensor-parallel stage
+ * of at most as many ranks as experts, which runs its share of them,
+ * whole, as the heads are shared out.  Outputs may be NULL. */
+void hearth_model_experts(const hearth_model *model, int32_t *first, int32_t *n, int32_t *total);
 /* The layers [*first, *end) the rank runs of a model of n_layer. */
 void hearth_pipeline_layers(const hearth_pipeline *p, int32_t n_layer, int32_t *first, int32_t *end);
 /* The start-up check, on every rank after loading the model: all ranks

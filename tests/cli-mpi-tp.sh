@@ -1,8 +1,9 @@
 #!/bin/sh
 # cli-mpi-tp.sh -- one model over the ranks of an MPI job in tensor
 # parallel (hearth-mpi(7)): with --tp N every rank runs its share of the
-# attention's key/value heads and computes its share of the rows of every
-# other matrix, the ranks gather the rest, and the logits are those of
+# attention's key/value heads and of a mixture's experts and computes its
+# share of the rows of every other matrix, the ranks gather the rest
+# (every rank's heads and experts checked), and the logits are those of
 # one process bit for bit -- a prompt in batches, one token at a time, and
 # the serving engine with its prefix cache and speculation (tests/
 # dump-logits -T) -- for several families (q/k/v biases, head norms,
@@ -80,15 +81,18 @@ same_logits qwen2-Q4_0 "$HEARTH_TEST_DATA/models/micro-qwen2-Q4_0.gguf" Q8_0 1 2
 # sliding-window layers in a space of their own, soft-capped logits and
 # head norms; phi3's q, k and v rows of one fused matrix, 4 key/value
 # heads as 2, 1 and 1; gpt-oss's sinks (one per query head) and q/k/v
-# biases; latent attention with experts (its keys and values, and the
-# experts, whole on each rank)
+# biases, its 8 experts with biases as 4 and 4; qwen2moe's 8 experts as
+# 3, 3 and 2 beside its shared expert; latent attention (its keys and
+# values whole on each rank) with experts
 if "$gen" --threads 2 --shape micro-gemma3 --type Q4_K_M "$tmpdir/gemma3.gguf" 2>"$tmpdir/err" &&
     "$gen" --threads 2 --shape micro-phi3 --type Q8_0 "$tmpdir/phi3.gguf" 2>"$tmpdir/err" &&
     "$gen" --threads 2 --shape micro-gpt-oss --type Q8_0 "$tmpdir/gpt-oss.gguf" 2>"$tmpdir/err" &&
+    "$gen" --threads 2 --shape micro-qwen2moe --type Q8_0 "$tmpdir/qwen2moe.gguf" 2>"$tmpdir/err" &&
     "$gen" --threads 2 --shape micro-deepseek2 --type Q8_0 "$tmpdir/deepseek2.gguf" 2>"$tmpdir/err"; then
     same_logits gemma3 "$tmpdir/gemma3.gguf" F32 1 2 $long
     same_logits phi3 "$tmpdir/phi3.gguf" Q8_0 1 3 $long
     same_logits gpt-oss "$tmpdir/gpt-oss.gguf" F16 1 2 $longer
+    same_logits qwen2moe "$tmpdir/qwen2moe.gguf" F32 1 3 $short
     same_logits deepseek2 "$tmpdir/deepseek2.gguf" F32 1 2 $long
 else
     fail "gen-model"
@@ -154,11 +158,18 @@ cmp -s "$tmpdir/out" "$tmpdir/one-llama.txt" || fail "micro-llama with --tp 3 wr
 [ "$(kv_bytes)" = "$one_kv" ] || fail "micro-llama --tp 3: the whole attention keeps every head's keys and values"
 stderr_has "tensor-parallel rank 2 of 3 (every matrix's rows split 3 ways; attention whole: 2 key/value heads for 3 ranks)" \
     "micro-llama --tp 3: the attention stays whole, saying why"
+# the experts of a mixture, whole ones: 8 over 3 ranks as 3, 3 and 2
+if [ -f "$tmpdir/qwen2moe.gguf" ]; then
+    expect_status 0 "qwen2moe with --tp 3" -- $mpi -np 3 "$HEARTH" run -m "$tmpdir/qwen2moe.gguf" -p x -n 2 -t 1 -v --tp 3
+    stderr_has "tensor-parallel rank 0 of 3 (.*; experts 0 to 2 of 8)" "qwen2moe --tp 3: rank 0 runs experts 0 to 2"
+    stderr_has "tensor-parallel rank 1 of 3 (.*; experts 3 to 5 of 8)" "qwen2moe --tp 3: rank 1 runs experts 3 to 5"
+    stderr_has "tensor-parallel rank 2 of 3 (.*; experts 6 to 7 of 8)" "qwen2moe --tp 3: rank 2 runs experts 6 and 7"
+fi
 # latent attention keeps its compressed keys and values whole
 if [ -f "$tmpdir/deepseek2.gguf" ]; then
     expect_status 0 "deepseek2 with --tp 2" -- $mpi -np 2 "$HEARTH" run -m "$tmpdir/deepseek2.gguf" -p x -n 2 -t 1 -v --tp 2
-    stderr_has "tensor-parallel rank 1 of 2 (every matrix's rows split 2 ways; attention whole: latent attention)" \
-        "deepseek2 --tp 2: latent attention stays whole, saying so"
+    stderr_has "tensor-parallel rank 1 of 2 (every matrix's rows split 2 ways; attention whole: latent attention; experts 4 to 7 of 8)" \
+        "deepseek2 --tp 2: latent attention stays whole, saying so; rank 1 runs experts 4 to 7"
 fi
 expect_status 0 "run with --pp 2 --tp 2" -- $mpi -np 4 "$HEARTH" run -m "$m260k" $run_args --pp 2 --tp 2
 if cmp -s "$tmpdir/out" "$tmpdir/one.txt"; then pass "run with --pp 2 --tp 2: the same greedy text"

@@ -111,6 +111,12 @@ struct moe_experts {
     const float *gate_bias, *up_bias, *down_bias;
     enum moe_act act;
     float alpha, limit;      /* MOE_SWIGLU_OAI's constants */
+    /* A tensor-parallel stage (tp_group.h) whose ranks share out the
+     * experts (model.h, struct expert_share): this rank runs its share
+     * (tp_share of n_expert), whole, for the rows routed to them, and
+     * gathers the other ranks' experts' results; NULL: every expert
+     * here. */
+    struct hearth_pipeline *tp;
 };
 
 /* The routing of one token (struct moe_routing): ids[0..n_used-1] the

@@ -204,8 +204,11 @@ static hearth_status pack_weights(hearth_model *m)
                 if (wants_packing(k, ws[i])) mats[n++] = ws[i];
         }
         /* the experts' matrices, as every other: the kernels read them in
-         * the packed order whether one token or a group passes them */
-        for (int32_t e = 0; L && L->gate_exps && e < m->hp.n_expert; e++) {
+         * the packed order whether one token or a group passes them (in a
+         * tensor-parallel stage, this rank's experts only) */
+        const struct expert_share *es = &m->experts_share;
+        const int32_t e0 = es->tp ? es->first : 0, e1 = es->tp ? es->first + es->count : m->hp.n_expert;
+        for (int32_t e = e0; L && L->gate_exps && e < e1; e++) {
             struct weight *xs[] = {&L->gate_exps[e], &L->up_exps[e], &L->down_exps[e]};
             for (size_t i = 0; i < HEARTH_ARRAY_LEN(xs); i++)
                 if (wants_packing(k, xs[i])) mats[n++] = xs[i];
@@ -435,6 +438,19 @@ static void split_heads(hearth_model *m, char *why, size_t why_size)
     }
 }
 
+/* A tensor-parallel stage of a mixture of experts: each rank runs its
+ * share of every layer's routed experts, whole (struct expert_share),
+ * and packs and reads only theirs.  An expert's rows are the products
+ * one process computes for them, whichever experts run beside it.  Fewer
+ * experts than ranks: every rank runs them all. */
+static void split_experts(hearth_model *m)
+{
+    if (!m->pipe || pipe_tp(m->pipe) < 2 || m->hp.n_expert < pipe_tp(m->pipe)) return;
+    int64_t first, count;
+    tp_share(m->hp.n_expert, pipe_tp(m->pipe), pipe_tp_rank(m->pipe), &first, &count);
+    m->experts_share = (struct expert_share){.tp = m->pipe, .first = (int32_t)first, .count = (int32_t)count};
+}
+
 /* A tensor-parallel stage (pipe_tp() > 1): every matrix of this rank's
  * layers that the layers pass through the matrix product, and the output
  * layer on the last stage, split by output rows among the stage's ranks
@@ -522,6 +538,7 @@ hearth_status hearth_model_load(const char *path, const hearth_model_params *par
     if (!st) st = stage_layers(m, path);
     if (!st) split_heads(m, m->heads_whole, sizeof m->heads_whole);
     if (!st) st = split_weights(m, path);
+    if (!st) split_experts(m);
     if (!st) st = model_offload(m);
     if (!st) st = pack_weights(m);
     if (st) {
@@ -583,6 +600,14 @@ bool hearth_model_is_recurrent(const hearth_model *m) { return m->rec != NULL; }
 int32_t hearth_model_mtp_layers(const hearth_model *m) { return m->n_mtp; }
 hearth_pooling hearth_model_pooling(const hearth_model *m) { return m->pooling; }
 bool hearth_model_is_embedding_only(const hearth_model *m) { return model_embedding_only(m); }
+
+void hearth_model_experts(const hearth_model *m, int32_t *first, int32_t *n, int32_t *total)
+{
+    const struct expert_share *es = &m->experts_share;
+    if (first) *first = es->tp ? es->first : 0;
+    if (n) *n = es->tp ? es->count : m->hp.n_expert;
+    if (total) *total = m->hp.n_expert;
+}
 
 void hearth_model_kv_heads(const hearth_model *m, int32_t *first, int32_t *n, int32_t *total, const char **whole)
 {

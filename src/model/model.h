@@ -298,6 +298,17 @@ struct attn_heads {
     int32_t q_first, n_q;
 };
 
+/* A tensor-parallel stage's share of the routed experts of every mixture
+ * layer (DESIGN.md, "Tensor parallelism"; model.c, split_experts):
+ * experts first .. first + count - 1 (tp_share of hp.n_expert) run here,
+ * each whole, the others on the stage's other ranks, and the mixture
+ * gathers their results (backend.h, struct moe_experts).  tp NULL: every
+ * expert here. */
+struct expert_share {
+    struct hearth_pipeline *tp;
+    int32_t first, count;
+};
+
 struct hearth_model {
     hearth_model_params params;
     hearth_gguf *gguf;
@@ -328,6 +339,7 @@ struct hearth_model {
     struct hearth_pipeline *pipe;
     int32_t stage_first, stage_end;
     struct attn_heads heads;
+    struct expert_share experts_share;
     /* A tensor-parallel stage that leaves the attention whole: why, in a
      * few words (model.c, split_heads); empty otherwise. */
     char heads_whole[96];
