@@ -162,12 +162,7 @@ static hearth_status bert_layer(struct forward *f, int il)
 
     /* attention over the whole input, then the post-norm */
     HEARTH_TRY(op->copy_rows(be, &f->cur, 0, &f->x, 0, f->x.rows));
-    HEARTH_TRY(family_qkv(f, L));
-    if (nomic) {
-        HEARTH_TRY(op->rope(be, &f->q, hp->n_head, hp->head_dim, &hp->rope, &f->bp));
-        HEARTH_TRY(op->rope(be, &f->k, hp->n_head_kv, hp->head_dim, &hp->rope, &f->bp));
-    }
-    HEARTH_TRY(op->attention(be, &f->att, &f->q, &f->k, &f->v, f->kv, il, hp, NULL, &f->bp));
+    HEARTH_TRY(family_attention(f, il, nomic ? &hp->rope : NULL));
     HEARTH_TRY(op->matmul(be, &f->cur, &L->wo, &f->att));
     if (L->bo.data) HEARTH_TRY(op->add_bias(be, &f->cur, &L->bo));
     HEARTH_TRY(op->add(be, &f->x, &f->x, &f->cur));

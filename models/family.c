@@ -360,6 +360,33 @@ hearth_status family_qkv(struct forward *f, const struct layer *L)
     return HEARTH_OK;
 }
 
+hearth_status family_attention(struct forward *f, int il, const struct rope_params *rope)
+{
+    const hearth_model *m = f->model;
+    const struct layer *L = &m->layers[il];
+    struct hearth_backend *be = f->be;
+    const struct backend_ops *op = be->ops;
+    /* this rank's heads (all of them but in a tensor-parallel stage):
+     * each one computed as in one process */
+    const struct hparams hp = model_attn_hparams(m);
+    HEARTH_TRY(family_qkv(f, L));
+    if (L->attn_q_norm.data) {
+        HEARTH_TRY(family_rmsnorm_heads(f, &f->q, hp.n_head, &L->attn_q_norm));
+        HEARTH_TRY(family_rmsnorm_heads(f, &f->k, hp.n_head_kv, &L->attn_k_norm));
+    }
+    if (rope) {
+        HEARTH_TRY(op->rope(be, &f->q, hp.n_head, hp.head_dim, rope, &f->bp));
+        HEARTH_TRY(op->rope(be, &f->k, hp.n_head_kv, hp.head_dim, rope, &f->bp));
+    }
+    HEARTH_TRY(op->attention(be, &f->att, &f->q, &f->k, &f->v, f->kv, il, &hp, L->attn_sinks.data, &f->bp));
+    if (!m->heads.tp) return HEARTH_OK;
+    if (!op->tp_gather_cols)
+        return hearth_error(HEARTH_E_UNSUPPORTED, "the %s backend does not run in a tensor-parallel stage", op->name);
+    /* every rank's heads, a key/value head's query heads at a time */
+    const int64_t group = m->hp.n_head / m->hp.n_head_kv;
+    return op->tp_gather_cols(be, &f->att, &f->att, m->heads.tp, m->hp.n_head_kv, group * m->hp.head_dim);
+}
+
 hearth_status family_attention_block(struct forward *f, int il)
 {
     const struct hparams *hp = &f->model->hp;
@@ -367,14 +394,7 @@ hearth_status family_attention_block(struct forward *f, int il)
     struct hearth_backend *be = f->be;
     const struct backend_ops *op = be->ops;
     HEARTH_TRY(op->rmsnorm(be, &f->cur, &f->x, &L->attn_norm, hp->norm_eps));
-    HEARTH_TRY(family_qkv(f, L));
-    if (L->attn_q_norm.data) {
-        HEARTH_TRY(family_rmsnorm_heads(f, &f->q, hp->n_head, &L->attn_q_norm));
-        HEARTH_TRY(family_rmsnorm_heads(f, &f->k, hp->n_head_kv, &L->attn_k_norm));
-    }
-    HEARTH_TRY(op->rope(be, &f->q, hp->n_head, hp->head_dim, &hp->rope, &f->bp));
-    HEARTH_TRY(op->rope(be, &f->k, hp->n_head_kv, hp->head_dim, &hp->rope, &f->bp));
-    HEARTH_TRY(op->attention(be, &f->att, &f->q, &f->k, &f->v, f->kv, il, hp, L->attn_sinks.data, &f->bp));
+    HEARTH_TRY(family_attention(f, il, &hp->rope));
     HEARTH_TRY(op->matmul(be, &f->cur, &L->wo, &f->att));
     if (L->bo.data) HEARTH_TRY(op->add_bias(be, &f->cur, &L->bo));
     return op->add(be, &f->x, &f->x, &f->cur);

@@ -87,6 +87,17 @@ hearth_status family_rmsnorm_heads(struct forward *f, struct act *x, int32_t n_h
  * has. */
 hearth_status family_qkv(struct forward *f, const struct layer *L);
 
+/* att = attention(q, k, v) over n = f->cur:
+ *   q, k, v = W n (+ b); [q, k = headnorm(q), headnorm(k)];
+ *   q, k = rope(q), rope(k) (rope NULL: no rotation)
+ * with the head norms where the layer has attn_q_norm and the sinks where
+ * it has attn_sinks, over the heads this rank runs (model.h, struct
+ * attn_heads): in a tensor-parallel stage that splits them, its own, then
+ * every rank's gathered, so that att holds every head's output as in one
+ * process.  The families whose layers call this set struct arch's
+ * heads_split. */
+hearth_status family_attention(struct forward *f, int il, const struct rope_params *rope);
+
 /* The attention half of a pre-norm layer, from x to x + W_o attention:
  *   n = rmsnorm(x); q, k, v = W n (+ b); [q, k = headnorm(q), headnorm(k)];
  *   q, k = rope(q), rope(k); x += W_o attention(q, k, v) (+ b_o)

@@ -112,14 +112,7 @@ static hearth_status gemma_layer(struct forward *f, int il)
 
     /* attention block, its output normed before the residual */
     HEARTH_TRY(op->rmsnorm(be, &f->cur, &f->x, &L->attn_norm, hp->norm_eps));
-    HEARTH_TRY(family_qkv(f, L));
-    if (L->attn_q_norm.data) {
-        HEARTH_TRY(family_rmsnorm_heads(f, &f->q, hp->n_head, &L->attn_q_norm));
-        HEARTH_TRY(family_rmsnorm_heads(f, &f->k, hp->n_head_kv, &L->attn_k_norm));
-    }
-    HEARTH_TRY(op->rope(be, &f->q, hp->n_head, hp->head_dim, rope, &f->bp));
-    HEARTH_TRY(op->rope(be, &f->k, hp->n_head_kv, hp->head_dim, rope, &f->bp));
-    HEARTH_TRY(op->attention(be, &f->att, &f->q, &f->k, &f->v, f->kv, il, hp, NULL, &f->bp));
+    HEARTH_TRY(family_attention(f, il, rope));
     HEARTH_TRY(op->matmul(be, &f->cur, &L->wo, &f->att));
     HEARTH_TRY(op->rmsnorm(be, &f->cur, &f->cur, &L->attn_post_norm, hp->norm_eps));
     HEARTH_TRY(op->add(be, &f->x, &f->x, &f->cur));
@@ -141,8 +134,10 @@ static hearth_status gemma_layer(struct forward *f, int il)
 const struct arch arch_gemma2 = {.name = "gemma2",
                                  .load = gemma2_load,
                                  .layer = gemma_layer,
-                                 .no_device = GEMMA_NO_DEVICE};
+                                 .no_device = GEMMA_NO_DEVICE,
+                                 .heads_split = true};
 const struct arch arch_gemma3 = {.name = "gemma3",
                                  .load = gemma3_load,
                                  .layer = gemma_layer,
-                                 .no_device = GEMMA_NO_DEVICE};
+                                 .no_device = GEMMA_NO_DEVICE,
+                                 .heads_split = true};

@@ -87,5 +87,6 @@ static hearth_status glm4moe_layer(struct forward *f, int il)
 const struct arch arch_glm4moe = {.name = "glm4moe",
                                   .load = glm4moe_load,
                                   .layer = glm4moe_layer,
+                                  .heads_split = true,
                                   .no_device = "its mixture-of-experts layers need expert routing (moe_ffn), "
                                                "which the OpenCL backend lacks"};

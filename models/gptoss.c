@@ -106,5 +106,6 @@ static hearth_status gptoss_layer(struct forward *f, int il)
 const struct arch arch_gptoss = {.name = "gpt-oss",
                                  .load = gptoss_load,
                                  .layer = gptoss_layer,
+                                 .heads_split = true,
                                  .no_device = "its attention sinks, YaRN rotary embeddings and expert routing "
                                               "are not in the OpenCL backend"};

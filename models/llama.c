@@ -53,7 +53,9 @@ static hearth_status llama_layer(struct forward *f, int il)
 
 const struct arch arch_llama = {.name = "llama",
                                 .load = llama_load,
-                                .layer = llama_layer};
+                                .layer = llama_layer,
+                                .heads_split = true};
 const struct arch arch_qwen2 = {.name = "qwen2",
                                 .load = qwen2_load,
-                                .layer = llama_layer};
+                                .layer = llama_layer,
+                                .heads_split = true};

@@ -259,6 +259,7 @@ hearth_status moe_ffn_block(struct forward *f, int il)
         .act = hp->moe_act,
         .alpha = hp->moe_alpha,
         .limit = hp->moe_limit,
+        .tp = f->model->experts_share.tp,
     };
     HEARTH_TRY(op->moe_ffn(be, &f->moe_out, &f->cur, &f->router, &ex));
     if (shared) {

@@ -79,10 +79,7 @@ static hearth_status phi3_layer(struct forward *f, int il)
         rope.freq_factors = f->n_ctx > hp->n_ctx_orig ? m->rope_long.data : m->rope_short.data;
 
     HEARTH_TRY(op->rmsnorm(be, &f->cur, &f->x, &L->attn_norm, hp->norm_eps));
-    HEARTH_TRY(family_qkv(f, L));
-    HEARTH_TRY(op->rope(be, &f->q, hp->n_head, hp->head_dim, &rope, &f->bp));
-    HEARTH_TRY(op->rope(be, &f->k, hp->n_head_kv, hp->head_dim, &rope, &f->bp));
-    HEARTH_TRY(op->attention(be, &f->att, &f->q, &f->k, &f->v, f->kv, il, hp, NULL, &f->bp));
+    HEARTH_TRY(family_attention(f, il, &rope));
     HEARTH_TRY(op->matmul(be, &f->cur, &L->wo, &f->att));
     HEARTH_TRY(op->add(be, &f->x, &f->x, &f->cur));
     return family_swiglu_block(f, il);
@@ -91,5 +88,6 @@ static hearth_status phi3_layer(struct forward *f, int il)
 const struct arch arch_phi3 = {.name = "phi3",
                                .load = phi3_load,
                                .layer = phi3_layer,
+                               .heads_split = true,
                                .no_device = "the OpenCL backend has no LongRoPE factors or sliding-window "
                                "attention yet"};

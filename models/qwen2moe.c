@@ -37,4 +37,5 @@ static hearth_status moe_layer(struct forward *f, int il)
 const struct arch arch_qwen2moe = {.name = "qwen2moe",
                                    .load = qwen2moe_load,
                                    .layer = moe_layer,
+                                   .heads_split = true,
                                    .no_device = "its mixture-of-experts layers need expert routing (moe_ffn), which the OpenCL backend lacks"};

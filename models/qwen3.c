@@ -32,4 +32,5 @@ static hearth_status qwen3_layer(struct forward *f, int il)
 
 const struct arch arch_qwen3 = {.name = "qwen3",
                                 .load = qwen3_load,
-                                .layer = qwen3_layer};
+                                .layer = qwen3_layer,
+                                .heads_split = true};

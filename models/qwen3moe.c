@@ -36,4 +36,5 @@ static hearth_status qwen3moe_layer(struct forward *f, int il)
 const struct arch arch_qwen3moe = {.name = "qwen3moe",
                                    .load = qwen3moe_load,
                                    .layer = qwen3moe_layer,
+                                   .heads_split = true,
                                    .no_device = "its mixture-of-experts layers need expert routing (moe_ffn), which the OpenCL backend lacks"};

@@ -1739,8 +1739,14 @@ hearth_status hearth_pipeline_open(int32_t n_ranks, int32_t timeout_ms, hearth_p
  * logits stay those of one process, bit for bit, for any n_tp.  The
  * stage's first rank takes part in the chain; the others run each step
  * alongside it.  Matrices whose rows are not a whole number of groups of
- * 8 are not split (every rank computes them whole).  HEARTH_E_INVALID
- * unless the job has exactly n_stages x n_tp ranks, at least 2. */
+ * 8 are not split (every rank computes them whole).  The attention of the
+ * families with keys and values per head is split by key/value heads
+ * instead: each rank runs whole heads, keeps only their keys and values,
+ * and the stage gathers the heads' outputs before the output projection
+ * (hearth_model_kv_heads()), and the routed experts of a mixture by
+ * whole experts, their results gathered (hearth_model_experts()).
+ * HEARTH_E_INVALID unless the job has exactly n_stages x n_tp ranks, at
+ * least 2. */
 hearth_status hearth_pipeline_open_tp(int32_t n_stages, int32_t n_tp, int32_t timeout_ms, hearth_pipeline **out);
 int32_t hearth_pipeline_rank(const hearth_pipeline *p);
 int32_t hearth_pipeline_size(const hearth_pipeline *p);
@@ -1748,6 +1754,22 @@ int32_t hearth_pipeline_size(const hearth_pipeline *p);
  * hearth_pipeline_open). */
 int32_t hearth_pipeline_stages(const hearth_pipeline *p);
 int32_t hearth_pipeline_tp(const hearth_pipeline *p);
+/* The attention heads a model loaded on this rank runs and keeps the keys
+ * and values of: key/value heads *first .. *first + *n - 1 of *total.
+ * Every head, but on a rank of a tensor-parallel stage that splits the
+ * attention by heads (a contiguous share of whole heads, the earlier
+ * ranks taking the extra ones); *whole is "" then, and outside a
+ * tensor-parallel stage, and where a stage leaves the attention whole it
+ * says why in a few words ("latent attention", "2 key/value heads for 3
+ * ranks").  Outputs may be NULL. */
+void hearth_model_kv_heads(const hearth_model *model, int32_t *first, int32_t *n, int32_t *total,
+                           const char **whole);
+/* The routed experts of each mixture-of-experts layer a model loaded on
+ * this rank runs: experts *first .. *first + *n - 1 of *total (0 for a
+ * dense model).  Every expert, but on a rank of a tensor-parallel stage
+ * of at most as many ranks as experts, which runs its share of them,
+ * whole, as the heads are shared out.  Outputs may be NULL. */
+void hearth_model_experts(const hearth_model *model, int32_t *first, int32_t *n, int32_t *total);
 /* The layers [*first, *end) the rank runs of a model of n_layer. */
 void hearth_pipeline_layers(const hearth_pipeline *p, int32_t n_layer, int32_t *first, int32_t *end);
 /* The start-up check, on every rank after loading the model: all ranks

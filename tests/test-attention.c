@@ -22,6 +22,11 @@
  *   formula and the vector paths against the scalar one; the backend's
  *   attention storing [k | v] as one row and giving n_head heads of the
  *   value width.
+ * - A share of the heads (tensor parallelism by heads): the attention of
+ *   a contiguous share of the key/value heads, with their query heads and
+ *   sinks, over a cache of those heads only, gives those heads' outputs
+ *   of the whole attention bit for bit, for every share of 2 and 3 ranks
+ *   and every cache type; tp_share's shares.
  * - Attention through block tables, on every path and cache type: a
  *   batch of several sequences (prefill chunks and decode rows, some past
  *   one key range) whose blocks are scattered over the pool gives each
@@ -526,6 +531,141 @@ START_TEST(test_backend_attention)
 }
 END_TEST
 
+/* A share of the heads (tensor parallelism by heads, model.h's struct
+ * attn_heads): the attention of key/value heads first .. first + count -
+ * 1 and their query heads, over a cache of those heads only, with their
+ * sinks, gives those heads' outputs of the attention over every head bit
+ * for bit -- a prefill past a key range, then a decode step, each on its
+ * own thread count as ranks may have -- for every share of 2 and 3 ranks
+ * (tp_share). */
+static void check_heads_split(hearth_type type, int32_t n_head, int32_t n_head_kv, int32_t hd, int32_t n_prompt,
+                              int32_t window, bool with_sinks)
+{
+    const int32_t group = n_head / n_head_kv, n_pos = n_prompt + 1;
+    test_rng rng;
+    test_rng_seed(&rng, 900 + (uint64_t)type + (uint64_t)n_head);
+    /* the whole step's inputs and outputs, per step */
+    float *qs[2], *ks[2], *vs[2], *whole[2];
+    for (int step = 0; step < 2; step++) {
+        const int32_t n_tok = step == 0 ? n_prompt : 1;
+        qs[step] = test_malloc((size_t)n_tok * (size_t)n_head * (size_t)hd * sizeof(float));
+        ks[step] = test_malloc((size_t)n_tok * (size_t)n_head_kv * (size_t)hd * sizeof(float));
+        vs[step] = test_malloc((size_t)n_tok * (size_t)n_head_kv * (size_t)hd * sizeof(float));
+        whole[step] = test_malloc((size_t)n_tok * (size_t)n_head * (size_t)hd * sizeof(float));
+        for (int64_t i = 0; i < (int64_t)n_tok * n_head * hd; i++) qs[step][i] = (float)test_rng_normal(&rng);
+        for (int64_t i = 0; i < (int64_t)n_tok * n_head_kv * hd; i++) {
+            ks[step][i] = (float)test_rng_normal(&rng);
+            vs[step][i] = (float)(2.0 * test_rng_uniform(&rng) - 1.0);
+        }
+    }
+    float *sinks = with_sinks ? test_malloc((size_t)n_head * sizeof(float)) : NULL;
+    for (int32_t h = 0; with_sinks && h < n_head; h++) sinks[h] = (float)(3.0 * test_rng_normal(&rng));
+    int32_t *pos = test_malloc((size_t)n_pos * sizeof(int32_t));
+    for (int32_t t = 0; t < n_pos; t++) pos[t] = t;
+
+    /* one rank first: every head, on 2 threads; then each rank of 2 and
+     * of 3, on 1 to 3 threads */
+    for (int32_t n_ranks = 1; n_ranks <= 3; n_ranks++)
+        for (int32_t r = 0; r < n_ranks; r++) {
+            int64_t first, count;
+            tp_share(n_head_kv, n_ranks, r, &first, &count);
+            if (count == 0) continue;
+            const int32_t nq = (int32_t)count * group, q0 = (int32_t)first * group;
+            struct hearth_backend *be;
+            ck_assert_int_eq(backend_cpu_new(n_ranks == 1 ? 2 : 1 + r % 3, &be), HEARTH_OK);
+            struct hparams hp = {.n_head = nq, .n_head_kv = (int32_t)count, .head_dim = hd, .n_layer = 1,
+                                 .n_swa = window, .swa_period = 1};
+            struct kv_cache *kv;
+            ck_assert_int_eq(kv_cache_new(type, n_pos, 1, 1, &(struct kv_shape){(int32_t)count, hd, false, 0}, NULL, &kv),
+                             HEARTH_OK);
+            struct act q, k, v, out;
+            ck_assert_int_eq(be->ops->act_alloc(be, &q, n_prompt, (int64_t)nq * hd), HEARTH_OK);
+            ck_assert_int_eq(be->ops->act_alloc(be, &k, n_prompt, count * hd), HEARTH_OK);
+            ck_assert_int_eq(be->ops->act_alloc(be, &v, n_prompt, count * hd), HEARTH_OK);
+            ck_assert_int_eq(be->ops->act_alloc(be, &out, n_prompt, (int64_t)nq * hd), HEARTH_OK);
+            for (int step = 0; step < 2; step++) {
+                const int32_t at = step == 0 ? 0 : n_prompt, n_tok = step == 0 ? n_prompt : 1;
+                /* this share's columns of the whole step's rows */
+                for (int32_t t = 0; t < n_tok; t++) {
+                    memcpy(q.host + (int64_t)t * nq * hd, qs[step] + ((int64_t)t * n_head + q0) * hd,
+                           (size_t)nq * (size_t)hd * sizeof(float));
+                    memcpy(k.host + t * count * hd, ks[step] + ((int64_t)t * n_head_kv + first) * hd,
+                           (size_t)(count * hd) * sizeof(float));
+                    memcpy(v.host + t * count * hd, vs[step] + ((int64_t)t * n_head_kv + first) * hd,
+                           (size_t)(count * hd) * sizeof(float));
+                }
+                q.rows = k.rows = v.rows = n_tok;
+                q.width = (int64_t)nq * hd;
+                k.width = v.width = count * hd;
+                const int32_t seq_start[2] = {0, n_tok}, table_start[1] = {0}, blocks[1] = {0};
+                struct batch_pos bp = {.pos = pos + at, .slot = pos + at, .n_tokens = n_tok, .n_seqs = 1,
+                                       .seq_start = seq_start, .blocks = blocks, .table_start = table_start};
+                ck_assert_int_eq(be->ops->attention(be, &out, &q, &k, &v, kv, 0, &hp, sinks ? sinks + q0 : NULL, &bp),
+                                 HEARTH_OK);
+                for (int32_t t = 0; t < n_tok; t++) {
+                    float *w = whole[step] + ((int64_t)t * n_head + q0) * hd;
+                    const float *got = out.host + (int64_t)t * nq * hd;
+                    if (n_ranks == 1) memcpy(w, got, (size_t)nq * (size_t)hd * sizeof(float));
+                    else
+                        ck_assert_msg(memcmp(w, got, (size_t)nq * (size_t)hd * sizeof(float)) == 0,
+                                      "%s cache, %d/%d heads, rank %d of %d (key/value heads %lld to %lld), step %d, "
+                                      "token %d: not the whole attention's heads", hearth_type_name(type), n_head,
+                                      n_head_kv, r, n_ranks, (long long)first, (long long)(first + count - 1), step, t);
+                }
+            }
+            be->ops->act_free(be, &q);
+            be->ops->act_free(be, &k);
+            be->ops->act_free(be, &v);
+            be->ops->act_free(be, &out);
+            kv_cache_free(kv);
+            backend_cpu_free(be);
+        }
+    for (int step = 0; step < 2; step++) {
+        free(qs[step]);
+        free(ks[step]);
+        free(vs[step]);
+        free(whole[step]);
+    }
+    free(sinks);
+    free(pos);
+}
+
+START_TEST(test_heads_split)
+{
+    const hearth_type type = cache_types[_i];
+    const int32_t hd = type == HEARTH_TYPE_Q8_0 ? 64 : 40;
+    /* 4 key/value heads of 2 query heads (2 + 2, 2 + 1 + 1), a prompt past
+     * a key range */
+    check_heads_split(type, 8, 4, hd, 300, 0, false);
+    /* 3 of 6 (2 + 1, 1 + 1 + 1) in a sliding window, with sinks */
+    check_heads_split(type, 18, 3, hd, 200, 37, true);
+    /* groups wider than a work item (ATTN_HEAD_CHUNK): 20 query heads on
+     * each of 2 */
+    check_heads_split(type, 40, 2, 32, 70, 0, false);
+}
+END_TEST
+
+/* tp_share: contiguous shares of every unit, sizes differing by at most
+ * one, the earlier ranks the larger. */
+START_TEST(test_tp_share)
+{
+    for (int64_t n_units = 0; n_units <= 20; n_units++)
+        for (int32_t n = 1; n <= 7; n++) {
+            int64_t next = 0, prev_count = INT64_MAX;
+            for (int32_t r = 0; r < n; r++) {
+                int64_t first, count;
+                tp_share(n_units, n, r, &first, &count);
+                ck_assert_int_eq(first, next);
+                ck_assert(count == n_units / n || count == n_units / n + 1);
+                ck_assert_int_le(count, prev_count);
+                prev_count = count;
+                next = first + count;
+            }
+            ck_assert_int_eq(next, n_units);
+        }
+}
+END_TEST
+
 /* Attention through block tables.  One batch holds several sequences at
  * once: a prefill chunk from position 0 past ATTN_SPLIT_KEYS (its keys
  * split into ranges), a decode row at position 520 (three ranges), a
@@ -750,6 +890,8 @@ static Suite *attention_suite(void)
     tcase_add_loop_test(tc, test_paths_against_scalar, 0, N_CACHE_TYPES);
     tcase_add_loop_test(tc, test_backend_attention, 0, N_CACHE_TYPES);
     tcase_add_loop_test(tc, test_paged_attention, 0, N_CACHE_TYPES);
+    tcase_add_loop_test(tc, test_heads_split, 0, N_CACHE_TYPES);
+    tcase_add_test(tc, test_tp_share);
     suite_add_tcase(s, tc);
     return s;
 }

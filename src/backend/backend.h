@@ -111,6 +111,12 @@ struct moe_experts {
     const float *gate_bias, *up_bias, *down_bias;
     enum moe_act act;
     float alpha, limit;      /* MOE_SWIGLU_OAI's constants */
+    /* A tensor-parallel stage (tp_group.h) whose ranks share out the
+     * experts (model.h, struct expert_share): this rank runs its share
+     * (tp_share of n_expert), whole, for the rows routed to them, and
+     * gathers the other ranks' experts' results; NULL: every expert
+     * here. */
+    struct hearth_pipeline *tp;
 };
 
 /* The routing of one token (struct moe_routing): ids[0..n_used-1] the
@@ -229,6 +235,14 @@ struct backend_ops {
     hearth_status (*copy_heads)(struct hearth_backend *be, struct act *dst, int64_t dst_stride,
                                 int64_t dst_first, const struct act *src, int64_t src_stride,
                                 int64_t src_first, int32_t n_heads, int64_t n);
+    /* A rank of a tensor-parallel stage (tp_group.h): each row of mine
+     * holds this rank's share (tp_share) of n_units units of unit floats
+     * -- the attention's output of its heads, model.h's struct
+     * attn_heads --, and out gets every rank's, each in its columns
+     * (n_units * unit floats a row).  out may be mine.  NULL: a backend
+     * that does not run in a tensor-parallel stage. */
+    hearth_status (*tp_gather_cols)(struct hearth_backend *be, struct act *out, const struct act *mine,
+                                    struct hearth_pipeline *p, int64_t n_units, int64_t unit);
     /* Copy the first n_rows rows of KV block src into block dst in every
      * layer of kv whose cache this backend holds, those of the window
      * space or the others (copy-on-write). */

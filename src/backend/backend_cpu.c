@@ -441,6 +441,43 @@ static hearth_status matmul_set_split(struct hearth_backend *be, int n, struct a
     return HEARTH_OK;
 }
 
+/* The columns of a tensor-parallel stage's ranks (backend.h,
+ * tp_gather_cols): one gather of every rank's rows, whole, into tp_all,
+ * then each rank's columns laid out in out (after the gather, so out may
+ * be mine). */
+static hearth_status cpu_tp_gather_cols(struct hearth_backend *be, struct act *out, const struct act *mine,
+                                        struct hearth_pipeline *p, int64_t n_units, int64_t unit)
+{
+    struct cpu_backend *c = cpu(be);
+    const int32_t N = pipe_tp(p), me = pipe_tp_rank(p);
+    const int64_t T = mine->rows, width = n_units * unit;
+    int64_t first, count;
+    tp_share(n_units, N, me, &first, &count);
+    if (mine->width != count * unit || out->capacity < T * width)
+        return hearth_error(HEARTH_E_INTERNAL, "a gather of %lld columns of %lld from rows of %lld",
+                            (long long)(count * unit), (long long)width, (long long)mine->width);
+    HEARTH_TRY(grow((void **)&c->tp_counts, &c->tp_counts_bytes, (size_t)N * sizeof(int64_t),
+                    "a tensor-parallel gather"));
+    for (int32_t r = 0; r < N; r++) {
+        tp_share(n_units, N, r, &first, &count);
+        c->tp_counts[r] = T * count * unit;
+    }
+    HEARTH_TRY(grow((void **)&c->tp_all, &c->tp_all_bytes, (size_t)(T * width) * sizeof(float),
+                    "a tensor-parallel gather"));
+    HEARTH_TRY(pipe_tp_gather(p, mine->host, c->tp_counts, c->tp_all));
+    const float *from = c->tp_all;
+    for (int32_t r = 0; r < N; r++) {
+        tp_share(n_units, N, r, &first, &count);
+        const int64_t cols = count * unit;
+        for (int64_t t = 0; t < T; t++)
+            memcpy(out->host + t * width + first * unit, from + t * cols, (size_t)cols * sizeof(float));
+        from += T * cols;
+    }
+    out->rows = T;
+    out->width = width;
+    return HEARTH_OK;
+}
+
 static hearth_status cpu_matmul_set(struct hearth_backend *be, int n, struct act *const outs[],
                                     const struct weight *const ws[], const struct act *in)
 {
@@ -888,6 +925,15 @@ static hearth_status cpu_moe_ffn(struct hearth_backend *be, struct act *out, con
     float *ug = gg + n_pairs * n_ff;
     float *yg = ug + n_pairs * n_ff;
 
+    /* a tensor-parallel stage's share of the experts (struct moe_experts,
+     * tp): experts e0 .. e1 - 1 here, the others' results gathered */
+    int32_t e0 = 0, e1 = E;
+    if (moe->tp) {
+        int64_t first, count;
+        tp_share(E, pipe_tp(moe->tp), pipe_tp_rank(moe->tp), &first, &count);
+        e0 = (int32_t)first;
+        e1 = (int32_t)(first + count);
+    }
     for (int64_t t = 0; t < n_tok; t++)
         moe_route(&moe->route, logits->host + t * E, ids + t * k, wts + t * k);
     /* group the pairs by expert, tokens in order within a group */
@@ -912,7 +958,7 @@ static hearth_status cpu_moe_ffn(struct hearth_backend *be, struct act *out, con
      * each, and the threads' meetings, not the weights, would set its
      * time.  Each product is the call it would be alone. */
     int32_t n_active = 0;
-    for (int32_t e = 0; e < E; e++) n_active += start[e + 1] > start[e];
+    for (int32_t e = e0; e < e1; e++) n_active += start[e + 1] > start[e];
     const size_t per = 2 * (sizeof(struct matmul_part) + sizeof(struct act) + sizeof(struct act *) +
                             sizeof(struct weight *) + 2 * sizeof(int64_t));
     HEARTH_TRY(grow(&c->moe_parts, &c->moe_parts_bytes, per * (size_t)n_active, "expert products"));
@@ -923,7 +969,7 @@ static hearth_status cpu_moe_ffn(struct hearth_backend *be, struct act *out, con
     int64_t *row0 = (int64_t *)(void *)(ws + 2 * n_active);
     int64_t *rows = row0 + 2 * n_active;
     int32_t a = 0;
-    for (int32_t e = 0; e < E; e++) {
+    for (int32_t e = e0; e < e1; e++) {
         const int64_t r0 = start[e], n = start[e + 1] - start[e];
         if (n == 0) continue;
         views[2 * a] = act_view(gg, r0, n, n_ff);
@@ -937,13 +983,15 @@ static hearth_status cpu_moe_ffn(struct hearth_backend *be, struct act *out, con
         a++;
     }
     struct act x = act_view(xg, 0, n_pairs, n_embd);
-    HEARTH_TRY(matmul_parts(be, 2 * n_active, outs, ws, &x, row0, rows, parts));
+    if (n_active > 0) HEARTH_TRY(matmul_parts(be, 2 * n_active, outs, ws, &x, row0, rows, parts));
+    /* this rank's experts' rows: start[e0] .. start[e1] - 1 */
+    const int64_t mine0 = start[e0], n_mine = start[e1] - start[e0];
     if (moe->act == MOE_SILU && !moe->gate_bias && !moe->up_bias) {
         /* row by row: all the grouped rows at once */
-        struct act g = act_view(gg, 0, n_pairs, n_ff), u = act_view(ug, 0, n_pairs, n_ff);
-        HEARTH_TRY(cpu_swiglu(be, &g, &g, &u));
+        struct act g = act_view(gg, mine0, n_mine, n_ff), u = act_view(ug, mine0, n_mine, n_ff);
+        if (n_mine > 0) HEARTH_TRY(cpu_swiglu(be, &g, &g, &u));
     } else {
-        for (int32_t e = 0; e < E; e++) {
+        for (int32_t e = e0; e < e1; e++) {
             const int64_t r0 = start[e], n = start[e + 1] - start[e];
             if (n == 0) continue;
             struct act g = act_view(gg, r0, n, n_ff), u = act_view(ug, r0, n, n_ff);
@@ -953,7 +1001,7 @@ static hearth_status cpu_moe_ffn(struct hearth_backend *be, struct act *out, con
         }
     }
     a = 0;
-    for (int32_t e = 0; e < E; e++) {
+    for (int32_t e = e0; e < e1; e++) {
         const int64_t r0 = start[e], n = start[e + 1] - start[e];
         if (n == 0) continue;
         views[a] = act_view(yg, r0, n, n_embd);
@@ -964,14 +1012,30 @@ static hearth_status cpu_moe_ffn(struct hearth_backend *be, struct act *out, con
         a++;
     }
     struct act g_all = act_view(gg, 0, n_pairs, n_ff);
-    HEARTH_TRY(matmul_parts(be, n_active, outs, ws, &g_all, row0, rows, parts));
+    if (n_active > 0) HEARTH_TRY(matmul_parts(be, n_active, outs, ws, &g_all, row0, rows, parts));
     if (moe->down_bias) {
-        for (int32_t e = 0; e < E; e++) {
+        for (int32_t e = e0; e < e1; e++) {
             const int64_t r0 = start[e], n = start[e + 1] - start[e];
             const float *bd = moe->down_bias + (int64_t)e * n_embd;
             for (int64_t r = r0; r < r0 + n; r++)
                 for (int64_t i = 0; i < n_embd; i++) yg[r * n_embd + i] += bd[i];
         }
+    }
+
+    /* The other ranks' experts' rows: the experts are shared out in
+     * order and their rows grouped in order, so every rank's rows are one
+     * run, rank after rank, which one gather fills in place.  The routing
+     * is every rank's the same (the same logits), hence the counts. */
+    if (moe->tp) {
+        const int32_t N = pipe_tp(moe->tp);
+        HEARTH_TRY(grow((void **)&c->tp_counts, &c->tp_counts_bytes, (size_t)N * sizeof(int64_t),
+                        "a tensor-parallel gather"));
+        for (int32_t r = 0; r < N; r++) {
+            int64_t first, count;
+            tp_share(E, N, r, &first, &count);
+            c->tp_counts[r] = (start[first + count] - start[first]) * n_embd;
+        }
+        HEARTH_TRY(pipe_tp_gather(moe->tp, yg + mine0 * n_embd, c->tp_counts, yg));
     }
 
     /* each token's experts' results, weighted, in its routing order */
@@ -1309,6 +1373,7 @@ static const struct backend_ops cpu_ops = {
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,
     .attention = cpu_attention,
+    .tp_gather_cols = cpu_tp_gather_cols,
     .matmul_heads = cpu_matmul_heads,
     .copy_heads = cpu_copy_heads,
     .add = cpu_add,

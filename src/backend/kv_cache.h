@@ -51,6 +51,16 @@ static inline struct kv_shape kv_shape_of(const struct hparams *hp)
     return s;
 }
 
+/* The cache shape of a loaded model's attention layers: on a rank that
+ * runs a share of the heads (model.h, struct attn_heads), those heads
+ * only. */
+static inline struct kv_shape kv_shape_of_model(const hearth_model *m)
+{
+    struct kv_shape s = kv_shape_of(&m->hp);
+    if (m->heads.tp) s.n_head_kv = m->heads.n_kv;
+    return s;
+}
+
 struct kv_layer {
     uint8_t *k;      /* n_blocks * block_tokens rows of row_bytes (host layers) */
     uint8_t *v;      /* the same, NULL where the values are in the keys */

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 #include "pp_options.h"
@@ -23,7 +24,8 @@ void cli_pipeline_help(FILE *out)
     fprintf(out,
             "Several processes (under mpirun, see hearth-mpi(7)):\n"
             "  --pp N                   split the layers over N stages of ranks of the MPI job\n"
-            "  --tp N                   split every matrix's rows over the N ranks of each\n"
+            "  --tp N                   split the attention's heads, a mixture's experts and\n"
+            "                           every other matrix's rows over the N ranks of each\n"
             "                           stage (tensor parallel; the job has pp x tp ranks)\n"
             "  --pp-timeout S           fail a step when the other ranks have not answered\n"
             "                           within S seconds (default 120)\n");
@@ -81,7 +83,27 @@ void cli_pipeline_report(FILE *out, const char *cmd, const hearth_pipeline *p, c
                 hearth_pipeline_size(p), first, end - 1, n);
         return;
     }
+    /* the attention by key/value heads where the model splits it, the
+     * other matrices by rows */
+    int32_t head0, n_heads, heads;
+    const char *whole;
+    hearth_model_kv_heads(model, &head0, &n_heads, &heads, &whole);
+    char split[256];
+    if (*whole)
+        snprintf(split, sizeof split, "every matrix's rows split %d ways; attention whole: %s", tp, whole);
+    else
+        snprintf(split, sizeof split, "key/value heads %d to %d of %d, the other matrices' rows split %d ways",
+                 head0, head0 + n_heads - 1, heads, tp);
+    /* and the routed experts, whole ones */
+    int32_t expert0, n_experts, experts;
+    hearth_model_experts(model, &expert0, &n_experts, &experts);
+    const size_t len = strlen(split);
+    if (experts > 0 && n_experts < experts)
+        snprintf(split + len, sizeof split - len, "; experts %d to %d of %d", expert0, expert0 + n_experts - 1,
+                 experts);
+    else if (experts > 0)
+        snprintf(split + len, sizeof split - len, "; all %d experts", experts);
     fprintf(out, "hearth: %s: rank %d of %d: stage %d of %d, layers %d to %d of %d; tensor-parallel rank %d of %d "
-            "(every matrix's rows split %d ways)\n", cmd, rank, hearth_pipeline_size(p), rank / tp,
-            hearth_pipeline_stages(p), first, end - 1, n, rank % tp, tp, tp);
+            "(%s)\n", cmd, rank, hearth_pipeline_size(p), rank / tp, hearth_pipeline_stages(p), first, end - 1, n,
+            rank % tp, tp, split);
 }

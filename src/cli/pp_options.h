@@ -4,7 +4,8 @@
  * hearth bench.
  *
  * With --tp N each stage (the whole model without --pp) runs on N ranks,
- * each computing its share of every matrix's rows.
+ * each computing its share of every matrix's rows, or of the attention's
+ * heads.
  *
  * A command offers its options to cli_pipeline_option(), calls
  * cli_pipeline_open() before loading the model (which then loads only
@@ -54,7 +55,8 @@ int cli_pipeline_start(const char *cmd, hearth_pipeline *p, const struct cli_pip
 /* Leave the job at the command's end with its exit status: a failure
  * ends every rank. */
 void cli_pipeline_close(hearth_pipeline *p, int rc);
-/* -v: which layers this rank runs, and its share of their rows. */
+/* -v: which layers this rank runs, its share of their rows, and the
+ * attention heads it runs and keeps the keys and values of. */
 void cli_pipeline_report(FILE *out, const char *cmd, const hearth_pipeline *p, const hearth_model *model);
 
 #endif /* HEARTH_CLI_PP_OPTIONS_H */

@@ -148,7 +148,9 @@ int cmd_run(int argc, char **argv)
 
     if (cli_pipeline_open(CMD, &o.pp, &o.src, &pipe) != CLI_EXIT_OK) goto cleanup;
     if (cli_model_load(CMD, &o.src, &model_path, &model) != CLI_EXIT_OK) goto cleanup;
-    /* the other ranks of a pipeline run their layers for rank 0, here */
+    /* the other ranks of a pipeline run their layers for rank 0, here
+     * (each says which with -v; rank 0 below, with its context) */
+    if (o.verbose && pipe && hearth_pipeline_rank(pipe) != 0) cli_pipeline_report(stderr, CMD, pipe, model);
     bool served;
     rc = cli_pipeline_start(CMD, pipe, &o.pp, &o.copts, model, &served);
     if (rc != CLI_EXIT_OK || served) goto cleanup;

@@ -103,7 +103,7 @@ static hearth_status check_params(const hearth_model *model, hearth_engine_param
      * of a window space count apart */
     int32_t n_win = 0;
     const int32_t window = window_space(model, p, &n_win);
-    const struct kv_shape shape = kv_shape_of(hp);
+    const struct kv_shape shape = kv_shape_of_model(model);
     const size_t per_token = kv_cache_bytes_per_token(p->cache_type,
                                                       hp->n_layer - n_win + (p->mtp ? model->n_mtp : 0), &shape);
     const size_t per_token_w = kv_cache_bytes_per_token(p->cache_type, n_win, &shape);
@@ -435,7 +435,7 @@ static void pool_stats(hearth_engine *e)
     st->n_ctx = e->params.n_ctx;
     st->block_tokens = e->B;
     st->n_blocks = kv->n_blocks;
-    const struct kv_shape shape = kv_shape_of(hp);
+    const struct kv_shape shape = kv_shape_of_model(e->model);
     st->kv_bytes = kv_cache_bytes(kv);
     st->bytes_per_token = kv_cache_bytes_per_token(kv->type, hp->n_layer, &shape);
     const struct rstate *rs = runner_rstate(e->runner);

@@ -182,7 +182,7 @@ static hearth_status new_kv(struct runner *r, const bool *on_host)
 {
     const struct hparams *hp = &r->model->hp;
     const struct runner_params *p = &r->params;
-    const struct kv_shape shape = kv_shape_of(hp);
+    const struct kv_shape shape = kv_shape_of_model(r->model);
     /* the prediction layer's keys and values after the trunk's */
     const int32_t n_kv = hp->n_layer + (p->mtp ? r->model->n_mtp : 0);
     if (r->model->rec) {

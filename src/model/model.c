@@ -204,8 +204,11 @@ static hearth_status pack_weights(hearth_model *m)
                 if (wants_packing(k, ws[i])) mats[n++] = ws[i];
         }
         /* the experts' matrices, as every other: the kernels read them in
-         * the packed order whether one token or a group passes them */
-        for (int32_t e = 0; L && L->gate_exps && e < m->hp.n_expert; e++) {
+         * the packed order whether one token or a group passes them (in a
+         * tensor-parallel stage, this rank's experts only) */
+        const struct expert_share *es = &m->experts_share;
+        const int32_t e0 = es->tp ? es->first : 0, e1 = es->tp ? es->first + es->count : m->hp.n_expert;
+        for (int32_t e = e0; L && L->gate_exps && e < e1; e++) {
             struct weight *xs[] = {&L->gate_exps[e], &L->up_exps[e], &L->down_exps[e]};
             for (size_t i = 0; i < HEARTH_ARRAY_LEN(xs); i++)
                 if (wants_packing(k, xs[i])) mats[n++] = xs[i];
@@ -369,10 +372,90 @@ static hearth_status stage_layers(hearth_model *m, const char *path)
     return HEARTH_OK;
 }
 
+/* Rows first .. first + n - 1 of matrix w in its place (nothing is
+ * copied: the rows of a GGUF matrix are contiguous). */
+static void keep_rows(struct weight *w, int64_t first, int64_t n)
+{
+    if (!w->data) return;
+    w->data = (const uint8_t *)w->data + (size_t)first * w->row_bytes;
+    w->n_out = n;
+}
+
+/* Elements first .. first + n - 1 of vector w (F32, as every vector). */
+static void keep_elements(struct weight *w, int64_t first, int64_t n)
+{
+    if (!w->data) return;
+    w->data = (const float *)w->data + first;
+    w->n_in = n;
+    w->row_bytes = (size_t)n * sizeof(float);
+}
+
+/* A tensor-parallel stage whose family runs its attention by heads
+ * (struct arch, heads_split): this rank runs whole key/value heads, its
+ * share of them (tp_share) and the query heads that read them (struct
+ * attn_heads), so its layers' q, k and v matrices become those heads'
+ * rows, their biases and the sinks those heads' elements.  Each head's
+ * rows are the rows one process computes for it, and the rows' packed
+ * groups of 8 are one process's groups where a head's rows are whole
+ * groups: heads of another size, or fewer key/value heads than ranks,
+ * leave the attention whole, its matrices to split_weights' row split.
+ * *why says which, or is empty. */
+static void split_heads(hearth_model *m, char *why, size_t why_size)
+{
+    why[0] = '\0';
+    if (!m->pipe || pipe_tp(m->pipe) < 2) return;
+    const struct hparams *hp = &m->hp;
+    const int32_t n = pipe_tp(m->pipe), r = pipe_tp_rank(m->pipe);
+    if (!m->arch->heads_split) {
+        snprintf(why, why_size, "%s attention", hp->kv_latent > 0 ? "latent" : m->arch->name);
+        return;
+    }
+    if (hp->n_head_kv < n) {
+        snprintf(why, why_size, "%d key/value heads for %d ranks", hp->n_head_kv, n);
+        return;
+    }
+    if (hp->head_dim % 8 != 0) {
+        snprintf(why, why_size, "heads of %d elements, not whole groups of 8 rows", hp->head_dim);
+        return;
+    }
+    int64_t first, count;
+    tp_share(hp->n_head_kv, n, r, &first, &count);
+    const int32_t group = hp->n_head / hp->n_head_kv;
+    m->heads = (struct attn_heads){.tp = m->pipe, .kv_first = (int32_t)first, .n_kv = (int32_t)count,
+                                   .q_first = (int32_t)first * group, .n_q = (int32_t)count * group};
+    const int64_t hd = hp->head_dim;
+    const int64_t q0 = (int64_t)m->heads.q_first * hd, nq = (int64_t)m->heads.n_q * hd;
+    const int64_t k0 = (int64_t)m->heads.kv_first * hd, nk = (int64_t)m->heads.n_kv * hd;
+    for (int32_t il = m->stage_first; il < m->stage_end; il++) {
+        struct layer *L = &m->layers[il];
+        keep_rows(&L->wq, q0, nq);
+        keep_rows(&L->wk, k0, nk);
+        keep_rows(&L->wv, k0, nk);
+        keep_elements(&L->bq, q0, nq);
+        keep_elements(&L->bk, k0, nk);
+        keep_elements(&L->bv, k0, nk);
+        keep_elements(&L->attn_sinks, m->heads.q_first, m->heads.n_q);
+    }
+}
+
+/* A tensor-parallel stage of a mixture of experts: each rank runs its
+ * share of every layer's routed experts, whole (struct expert_share),
+ * and packs and reads only theirs.  An expert's rows are the products
+ * one process computes for them, whichever experts run beside it.  Fewer
+ * experts than ranks: every rank runs them all. */
+static void split_experts(hearth_model *m)
+{
+    if (!m->pipe || pipe_tp(m->pipe) < 2 || m->hp.n_expert < pipe_tp(m->pipe)) return;
+    int64_t first, count;
+    tp_share(m->hp.n_expert, pipe_tp(m->pipe), pipe_tp_rank(m->pipe), &first, &count);
+    m->experts_share = (struct expert_share){.tp = m->pipe, .first = (int32_t)first, .count = (int32_t)count};
+}
+
 /* A tensor-parallel stage (pipe_tp() > 1): every matrix of this rank's
  * layers that the layers pass through the matrix product, and the output
  * layer on the last stage, split by output rows among the stage's ranks
- * (struct weight, tp).  A matrix whose rows are not whole groups of 8 is
+ * (struct weight, tp) -- but q, k and v where split_heads split the
+ * attention by heads.  A matrix whose rows are not whole groups of 8 is
  * computed whole on every rank: its own rows in the packed kernels' order
  * would not be the rows of one process otherwise. */
 static hearth_status split_weights(hearth_model *m, const char *path)
@@ -387,7 +470,7 @@ static hearth_status split_weights(hearth_model *m, const char *path)
         struct layer *L = &m->layers[il];
         struct weight *l[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
                               &L->w_gate_shexp, &L->w_up_shexp, &L->w_down_shexp};
-        for (size_t i = 0; i < HEARTH_ARRAY_LEN(l); i++) ws[k++] = l[i];
+        for (size_t i = m->heads.tp ? 3 : 0; i < HEARTH_ARRAY_LEN(l); i++) ws[k++] = l[i];
     }
     if (m->stage_end == m->hp.n_layer) ws[k++] = &m->output;
     hearth_status st = HEARTH_OK;
@@ -453,7 +536,9 @@ hearth_status hearth_model_load(const char *path, const hearth_model_params *par
     st = m->arch->load(m);
     if (!st) st = read_pooling(m);
     if (!st) st = stage_layers(m, path);
+    if (!st) split_heads(m, m->heads_whole, sizeof m->heads_whole);
     if (!st) st = split_weights(m, path);
+    if (!st) split_experts(m);
     if (!st) st = model_offload(m);
     if (!st) st = pack_weights(m);
     if (st) {
@@ -515,3 +600,20 @@ bool hearth_model_is_recurrent(const hearth_model *m) { return m->rec != NULL; }
 int32_t hearth_model_mtp_layers(const hearth_model *m) { return m->n_mtp; }
 hearth_pooling hearth_model_pooling(const hearth_model *m) { return m->pooling; }
 bool hearth_model_is_embedding_only(const hearth_model *m) { return model_embedding_only(m); }
+
+void hearth_model_experts(const hearth_model *m, int32_t *first, int32_t *n, int32_t *total)
+{
+    const struct expert_share *es = &m->experts_share;
+    if (first) *first = es->tp ? es->first : 0;
+    if (n) *n = es->tp ? es->count : m->hp.n_expert;
+    if (total) *total = m->hp.n_expert;
+}
+
+void hearth_model_kv_heads(const hearth_model *m, int32_t *first, int32_t *n, int32_t *total, const char **whole)
+{
+    const bool split = m->heads.tp != NULL;
+    if (first) *first = split ? m->heads.kv_first : 0;
+    if (n) *n = split ? m->heads.n_kv : m->hp.n_head_kv;
+    if (total) *total = m->hp.n_head_kv;
+    if (whole) *whole = m->heads_whole;
+}

@@ -39,15 +39,24 @@ struct weight {
     int64_t tp_first, tp_rows;
 };
 
+/* Rank r's share [*first, *first + *count) of n_units units shared out
+ * among the n ranks of a tensor-parallel stage: contiguous, as evenly as
+ * they go, the earlier ranks taking the extra units. */
+static inline void tp_share(int64_t n_units, int32_t n, int32_t r, int64_t *first, int64_t *count)
+{
+    const int64_t base = n_units / n, extra = n_units % n;
+    *first = r * base + (r < extra ? r : extra);
+    *count = base + (r < extra);
+}
+
 /* The rows [*first, *first + *rows) of a matrix of n_out rows that rank
  * r of a stage of n ranks computes: whole groups of 8 rows (the packed
- * kernels' groups), shared out as evenly as they go, the earlier ranks
- * taking the extra groups. */
+ * kernels' groups), shared out by tp_share. */
 static inline void weight_tp_rows(int64_t n_out, int32_t n, int32_t r, int64_t *first, int64_t *rows)
 {
-    const int64_t groups = n_out / 8, base = groups / n, extra = groups % n;
-    *first = 8 * (r * base + (r < extra ? r : extra));
-    *rows = 8 * (base + (r < extra));
+    tp_share(n_out / 8, n, r, first, rows);
+    *first *= 8;
+    *rows *= 8;
 }
 
 enum rope_style {
@@ -237,6 +246,10 @@ struct arch {
     void (*extra_widths)(const hearth_model *m, int64_t widths[]);
     /* What a recurrent family adds (below); NULL for attention ones. */
     const struct arch_recurrent *recurrent;
+    /* Its attention layers run through family_attention (models/family.c):
+     * keys and values per head, which a tensor-parallel stage splits by
+     * key/value heads (model.c, split_heads). */
+    bool heads_split;
 };
 
 /* What recurrent architectures (models/rwkv6.c) add to struct arch.
@@ -270,6 +283,32 @@ struct offload {
     struct ocl_model *ocl;    /* the device state, opaque outside opencl/ */
 };
 
+/* The attention heads a rank runs (DESIGN.md, "Tensor parallelism"): on
+ * a rank of a tensor-parallel stage whose attention is split by heads
+ * (model.c, split_heads; tp set), key/value heads kv_first .. kv_first +
+ * n_kv - 1 of hp.n_head_kv and the query heads that read them, q_first ..
+ * q_first + n_q - 1 (n_head / n_head_kv of them per key/value head): its
+ * layers' q, k and v matrices (and biases, sinks) are those heads' rows,
+ * its KV cache holds those heads, and the attention's output is gathered
+ * over tp before the output projection.  tp NULL: every head (the other
+ * fields are not read). */
+struct attn_heads {
+    struct hearth_pipeline *tp;
+    int32_t kv_first, n_kv;
+    int32_t q_first, n_q;
+};
+
+/* A tensor-parallel stage's share of the routed experts of every mixture
+ * layer (DESIGN.md, "Tensor parallelism"; model.c, split_experts):
+ * experts first .. first + count - 1 (tp_share of hp.n_expert) run here,
+ * each whole, the others on the stage's other ranks, and the mixture
+ * gathers their results (backend.h, struct moe_experts).  tp NULL: every
+ * expert here. */
+struct expert_share {
+    struct hearth_pipeline *tp;
+    int32_t first, count;
+};
+
 struct hearth_model {
     hearth_model_params params;
     hearth_gguf *gguf;
@@ -299,6 +338,11 @@ struct hearth_model {
      * pipeline: 0 .. n_layer. */
     struct hearth_pipeline *pipe;
     int32_t stage_first, stage_end;
+    struct attn_heads heads;
+    struct expert_share experts_share;
+    /* A tensor-parallel stage that leaves the attention whole: why, in a
+     * few words (model.c, split_heads); empty otherwise. */
+    char heads_whole[96];
     const struct arch_recurrent *rec; /* arch->recurrent */
     /* Multi-token prediction (DeepSeek-V3's, Qwen3-Next's and GLM-4.5's "NextN"
      * layers): n_mtp 1 when the file has prediction layers and the family
@@ -387,6 +431,18 @@ extern const struct arch arch_deepseek2;
 extern const struct arch arch_glm4moe;
 extern const struct arch arch_bert;
 extern const struct arch arch_nomic_bert;
+
+/* The attention hyperparameters of the heads m runs (struct attn_heads):
+ * hp with this rank's query and key/value head counts. */
+static inline struct hparams model_attn_hparams(const hearth_model *m)
+{
+    struct hparams hp = m->hp;
+    if (m->heads.tp) {
+        hp.n_head = m->heads.n_q;
+        hp.n_head_kv = m->heads.n_kv;
+    }
+    return hp;
+}
 
 /* Whether m computes embeddings only (an encoder without an output
  * layer): no logits, nothing to sample. */
