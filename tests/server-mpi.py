@@ -4,11 +4,12 @@
   server-mpi.py answers PORT OUT
       greedy completions with logprobs, whole and streamed: their text,
       log probabilities and finish reasons (not their ids or times) to OUT
-  server-mpi.py kill PORT PIDFILE
-      a long streamed completion; at its first text, SIGKILL to the pid
-      in PIDFILE (rank 1): the stream must end with an error event naming
-      the pipeline, then /health answers 503 naming rank 1 and a new
-      request 503 pipeline_failed
+  server-mpi.py kill PORT PIDFILE [RANK [SIGNAL]]
+      a long streamed completion; at its first text, SIGKILL (or SIGNAL:
+      KILL or STOP) to the pid in PIDFILE, rank RANK (default 1): the
+      stream must end with an error event naming the pipeline and that
+      rank, then /health answers 503 naming it and a new request 503
+      pipeline_failed
   server-mpi.py drain PORT PIDFILE OUT
       a streamed completion; at its first text, SIGTERM to the pid in
       PIDFILE (rank 0): the stream must still end whole; its chunks to OUT
@@ -17,6 +18,7 @@ Exits 1 naming the first check that failed.
 """
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -86,9 +88,11 @@ def answers(port, out):
         json.dump(got, f, sort_keys=True)
 
 
-def kill(port, pidfile):
+def kill(port, pidfile, rank="1", sig="KILL"):
     wait_ready(port)
     pid = int(open(pidfile).read())
+    signo = {"KILL": signal.SIGKILL, "STOP": signal.SIGSTOP}[sig]
+    name = "rank " + rank
     body = {"model": "m", "prompt": PROMPT, "max_tokens": 2000, "ignore_eos": True, "temperature": 0,
             "stream": True}
     killed = False
@@ -101,7 +105,7 @@ def kill(port, pidfile):
                 error = ev["error"]
                 continue
             if not killed and ev["choices"][0].get("text"):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signo)
                 killed = True
             elif ev["choices"][0].get("finish_reason"):
                 sys.exit("the stream ended with finish_reason %r, not an error" % ev["choices"][0]["finish_reason"])
@@ -109,24 +113,26 @@ def kill(port, pidfile):
         sys.exit("the stream had no text before its end")
     if not error:
         sys.exit("the stream ended without an error event")
-    if error.get("code") != "pipeline_failed" or "rank 1" not in error.get("message", ""):
-        sys.exit("the stream's error does not name the pipeline and rank 1: %r" % error)
+    # the rank's number, not a longer one that begins with it
+    named = lambda text: re.search(r"\b%s\b" % name, text) is not None
+    if error.get("code") != "pipeline_failed" or not named(error.get("message", "")):
+        sys.exit("the stream's error does not name the pipeline and %s: %r" % (name, error))
     print("stream error: %s" % error["message"])
     try:
         urllib.request.urlopen(base(port) + "/health", timeout=30)
-        sys.exit("/health answers 200 after rank 1 died")
+        sys.exit("/health answers 200 after %s failed" % name)
     except urllib.error.HTTPError as e:
         h = json.load(e)
-        if e.code != 503 or h.get("status") != "error" or "rank 1" not in h.get("error", ""):
-            sys.exit("/health after rank 1 died: %d %r" % (e.code, h))
+        if e.code != 503 or h.get("status") != "error" or not named(h.get("error", "")):
+            sys.exit("/health after %s failed: %d %r" % (name, e.code, h))
         print("/health: %d %s" % (e.code, json.dumps(h)))
     try:
         completion(port)
-        sys.exit("a new request is served after rank 1 died")
+        sys.exit("a new request is served after %s failed" % name)
     except urllib.error.HTTPError as e:
         err = json.load(e).get("error", {})
         if e.code != 503 or err.get("code") != "pipeline_failed":
-            sys.exit("a new request after rank 1 died: %d %r" % (e.code, err))
+            sys.exit("a new request after %s failed: %d %r" % (name, e.code, err))
         print("new request: %d %s" % (e.code, err["code"]))
 
 
@@ -154,7 +160,7 @@ if __name__ == "__main__":
     if what == "answers":
         answers(sys.argv[2], sys.argv[3])
     elif what == "kill":
-        kill(sys.argv[2], sys.argv[3])
+        kill(*sys.argv[2:6])
     elif what == "drain":
         drain(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
