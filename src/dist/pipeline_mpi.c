@@ -19,8 +19,13 @@
  * passes (wait_reqs()).  A rank waiting for rank 0's next step waits as
  * long as it takes.  MPI moves a message only while its ranks are inside
  * MPI calls (over TCP, the sender's and the receiver's both), so a wait
- * polls often: it tests and yields the processor for its first SPIN_US,
- * then sleeps between tests, each nap at most a sixteenth of the time
+ * polls often: it tests without pause for its first SPIN_US / 2 (a
+ * message over shared memory is there within microseconds, and giving
+ * the processor away on a busy machine loses it for a scheduler's
+ * slice), tests and yields the processor until SPIN_US (over TCP the
+ * kernel's own work on the message may need it), then sleeps between
+ * tests (a sleeper woken is scheduled at once), each nap at most a
+ * sixteenth of the time
  * waited so far, from NAP_MIN_US up to NAP_STEP_US -- up to NAP_IDLE_US
  * once a wait for the next message has lasted IDLE_MS, so that an idle
  * rank takes little of a processor.
@@ -63,7 +68,8 @@ enum { MSG_SETUP = 1, MSG_STEP, MSG_COPY, MSG_RELEASE, MSG_QUIT, MSG_FAIL, MSG_P
 enum { H_KIND, H_BYTES, H_STATUS, H_A, H_B, H_C, H_D, H_E, H_F, H_G, H_H, H_ID = 15, PIPE_HDR = 16 };
 
 #define DEFAULT_TIMEOUT_MS 120000
-/* How a wait polls (see above): test and yield for SPIN_US, then naps of
+/* How a wait polls (see above): test, then test and yield, for SPIN_US in
+ * all, then naps of
  * a sixteenth of the time waited, NAP_MIN_US to NAP_STEP_US, or up to
  * NAP_IDLE_US once the wait for the next message has lasted IDLE_MS. */
 #define SPIN_US 100.0
@@ -135,11 +141,13 @@ static void precise_naps(void)
 #endif
 }
 
-/* Between two tests of a wait that has lasted waited_ms: yield, or nap
- * (see the comment at the top); next: the wait for the next message. */
+/* Between two tests of a wait that has lasted waited_ms: nothing, yield,
+ * or nap (see the comment at the top); next: the wait for the next
+ * message. */
 static void pause_wait(double waited_ms, bool next)
 {
     const double us = waited_ms * 1e3;
+    if (us < SPIN_US / 2) return;
     if (us < SPIN_US) {
         sched_yield();
         return;
