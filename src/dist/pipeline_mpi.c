@@ -200,7 +200,7 @@ static int find_silent(struct hearth_pipeline *p, int *silent, int max)
         free(got);
         return 0;
     }
-    const int64_t token = 1;
+    static const int64_t token = 1; /* a send left pending outlives this call */
     for (int r = 1; r <= others; r++) {
         MPI_Request *rq = &reqs[2 * (r - 1)];
         rq[0] = rq[1] = MPI_REQUEST_NULL;
