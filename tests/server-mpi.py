@@ -5,11 +5,12 @@
       greedy completions with logprobs, whole and streamed, and four of
       other prompts at once (a pipeline's steps in flight): their text,
       log probabilities and finish reasons (not their ids or times) to OUT
-  server-mpi.py kill PORT PIDFILE
-      two long streamed completions at once; once both have text, SIGKILL
-      to the pid in PIDFILE (rank 1): each stream must end with an error
-      event naming the pipeline, then /health answers 503 naming rank 1
-      and a new request 503 pipeline_failed
+  server-mpi.py kill PORT PIDFILE [RANK [SIGNAL]]
+      two long streamed completions at once (on a pipeline, in groups of
+      steps in flight); once both have text, SIGKILL (or SIGNAL: KILL or
+      STOP) to the pid in PIDFILE, rank RANK (default 1): each stream must
+      end with an error event naming the pipeline and that rank, then
+      /health answers 503 naming it and a new request 503 pipeline_failed
   server-mpi.py drain PORT PIDFILE OUT
       a streamed completion; at its first text, SIGTERM to the pid in
       PIDFILE (rank 0): the stream must still end whole; its chunks to OUT
@@ -18,6 +19,7 @@ Exits 1 naming the first check that failed.
 """
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -106,9 +108,13 @@ def answers(port, out):
         json.dump(got, f, sort_keys=True)
 
 
-def kill(port, pidfile):
+def kill(port, pidfile, rank="1", sig="KILL"):
     wait_ready(port)
     pid = int(open(pidfile).read())
+    signo = {"KILL": signal.SIGKILL, "STOP": signal.SIGSTOP}[sig]
+    name = "rank " + rank
+    # the rank's number, not a longer one that begins with it
+    named = lambda text: re.search(r"\b%s\b" % name, text) is not None
     # two streams at once (on a pipeline, in groups of steps in flight)
     texted = [threading.Event(), threading.Event()]
     killed = threading.Event()
@@ -136,11 +142,11 @@ def kill(port, pidfile):
             result[i] = "stream %d: %s" % (i, e)
             return
         if not killed.is_set():
-            result[i] = "stream %d ended before rank 1 was killed" % i
+            result[i] = "stream %d ended before %s was signalled" % (i, name)
         elif not error:
             result[i] = "stream %d ended without an error event" % i
-        elif error.get("code") != "pipeline_failed" or "rank 1" not in error.get("message", ""):
-            result[i] = "stream %d's error does not name the pipeline and rank 1: %r" % (i, error)
+        elif error.get("code") != "pipeline_failed" or not named(error.get("message", "")):
+            result[i] = "stream %d's error does not name the pipeline and %s: %r" % (i, name, error)
         else:
             result[i] = error
 
@@ -151,7 +157,7 @@ def kill(port, pidfile):
         if not ev.wait(120):
             sys.exit("a stream had no text")
     killed.set()
-    os.kill(pid, signal.SIGKILL)
+    os.kill(pid, signo)
     for t in threads:
         t.join()
     for r in result:
@@ -160,19 +166,19 @@ def kill(port, pidfile):
     print("stream errors: %s | %s" % (result[0]["message"], result[1]["message"]))
     try:
         urllib.request.urlopen(base(port) + "/health", timeout=30)
-        sys.exit("/health answers 200 after rank 1 died")
+        sys.exit("/health answers 200 after %s failed" % name)
     except urllib.error.HTTPError as e:
         h = json.load(e)
-        if e.code != 503 or h.get("status") != "error" or "rank 1" not in h.get("error", ""):
-            sys.exit("/health after rank 1 died: %d %r" % (e.code, h))
+        if e.code != 503 or h.get("status") != "error" or not named(h.get("error", "")):
+            sys.exit("/health after %s failed: %d %r" % (name, e.code, h))
         print("/health: %d %s" % (e.code, json.dumps(h)))
     try:
         completion(port)
-        sys.exit("a new request is served after rank 1 died")
+        sys.exit("a new request is served after %s failed" % name)
     except urllib.error.HTTPError as e:
         err = json.load(e).get("error", {})
         if e.code != 503 or err.get("code") != "pipeline_failed":
-            sys.exit("a new request after rank 1 died: %d %r" % (e.code, err))
+            sys.exit("a new request after %s failed: %d %r" % (name, e.code, err))
         print("new request: %d %s" % (e.code, err["code"]))
 
 
@@ -200,7 +206,7 @@ if __name__ == "__main__":
     if what == "answers":
         answers(sys.argv[2], sys.argv[3])
     elif what == "kill":
-        kill(sys.argv[2], sys.argv[3])
+        kill(*sys.argv[2:6])
     elif what == "drain":
         drain(sys.argv[2], sys.argv[3], sys.argv[4])
     else:

@@ -13,7 +13,11 @@
 # idle turns /health into 503 within --pp-timeout.  With --tp 2 the
 # answers are one process's bit for bit too, and rank 1 killed in the
 # middle of a stream fails it naming rank 1 within --pp-timeout, as does
-# rank 1 stopped while idle.  What a pipeline does not run is refused at
+# rank 1 stopped while idle.  Over more ranks -- --pp 3 with rank 1
+# stopped (SIGSTOP), --pp 2 --tp 2 with rank 3 killed or stopped, where
+# rank 0 waits for another rank than the one that failed -- the stream,
+# /health and rank 0's log name the rank that failed, and the job exits
+# non-zero within a bound.  What a pipeline does not run is refused at
 # start-up, exit status 2, naming the options.
 # Skipped, saying so, without MPI, mpirun, python3 or the server (a
 # failure under CI where MPI and the server are built).
@@ -72,13 +76,14 @@ exec "$@"
 EOF
 chmod +x "$tmpdir/rank.sh"
 
-# mpi_start NAME ARGS...: hearth serve --pp 2 (or $layout) under mpirun
-# (its output in $tmpdir/NAME.out and .err); sets $pid (mpirun's) and
-# $port once rank 0 listens, and both ranks' pid files are there.
-layout="--pp 2"
+# mpi_start NAME ARGS...: hearth serve --pp 2 (or $layout, over $np
+# ranks) under mpirun (its output in $tmpdir/NAME.out and .err); sets
+# $pid (mpirun's) and $port once rank 0 listens, and every rank's pid
+# file is there.
+layout="--pp 2" np=2
 mpi_start() {
     name=$1; shift
-    $mpi -np 2 "$tmpdir/rank.sh" "$tmpdir/$name" "$HEARTH" serve --host 127.0.0.1 --port 0 -t 1 $layout "$@" \
+    $mpi -np $np "$tmpdir/rank.sh" "$tmpdir/$name" "$HEARTH" serve --host 127.0.0.1 --port 0 -t 1 $layout "$@" \
         >"$tmpdir/$name.out" 2>"$tmpdir/$name.err" &
     pid=$!
     pids="$pids $pid"
@@ -86,7 +91,12 @@ mpi_start() {
     i=0
     while [ $i -lt 600 ]; do
         port=$(listening_port "$name")
-        [ -n "$port" ] && [ -f "$tmpdir/$name.rank0.pid" ] && [ -f "$tmpdir/$name.rank1.pid" ] && return 0
+        all=yes r=0
+        while [ $r -lt $np ]; do
+            [ -f "$tmpdir/$name.rank$r.pid" ] || all=no
+            r=$((r + 1))
+        done
+        [ -n "$port" ] && [ $all = yes ] && return 0
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
         i=$((i + 1))
@@ -267,5 +277,39 @@ job_end stops "$stops_pid" 60
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 255 ]; then pass "rank 1 stopped: the job exits non-zero ($rc)"
 else fail "rank 1 stopped: the job's exit status is $rc (255: it did not end within 60 s)"; fi
 kill -KILL "$(cat "$tmpdir/stops.rank1.pid")" 2>/dev/null
+
+# --- more ranks: the error names the rank that failed ------------------------
+
+# fault NAME LAYOUT NP RANK SIGNAL: over NP ranks, rank RANK killed
+# (SIGNAL KILL) or stopped (STOP) in the middle of a stream fails the
+# stream naming it; /health answers 503 naming it, a new request gets
+# 503, and the job exits non-zero within a bound.  Rank 0 waits for the
+# last stage's leader, not necessarily the rank that failed: once its
+# wait times out it checks every rank, and names the one that does not
+# answer.
+fault() {
+    name=$1 layout=$2 np=$3
+    mpi_start "$name" -m "$m260k" -c 2048 --pp-timeout 3 --grace 5
+    job=$pid
+    if client kill "$port" "$tmpdir/$name.rank$4.pid" "$4" "$5"; then
+        pass "$layout, rank $4 (SIG$5) mid-stream: the stream fails naming rank $4, /health and new requests get 503"
+    else
+        fail "$layout, rank $4 (SIG$5) mid-stream"
+        sed 's/^/  stderr: /' "$tmpdir/$name.err" >&2
+    fi
+    job_end "$name" "$job" 60
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 255 ]; then pass "$layout, rank $4 (SIG$5): the job exits non-zero ($rc)"
+    else fail "$layout, rank $4 (SIG$5): the job's exit status is $rc (255: it did not end within 60 s)"; fi
+    grep -q "serve: failed: pipeline: .*rank $4\b" "$tmpdir/$name.err" || fail "$layout: rank 0's log names rank $4"
+    kill -KILL "$(cat "$tmpdir/$name.rank$4.pid")" 2>/dev/null
+    layout="--pp 2" np=2
+}
+
+# a middle rank of a pipeline stopped: rank 0 waits for rank 2
+fault stops-pp3 "--pp 3" 3 1 STOP
+# the second stage's other rank, killed or stopped: rank 0 waits for its
+# leader, rank 2, which waits for it in a gather
+fault dies-pp2tp2 "--pp 2 --tp 2" 4 3 KILL
+fault stops-pp2tp2 "--pp 2 --tp 2" 4 3 STOP
 
 finish

@@ -14,11 +14,29 @@
  * of their split products (TAG_GATHER, pipe_tp_gather()).
  *
  * Nothing waits without end where an answer is due: a request is polled
- * (MPI_Test) until it completes, MPI reports an error (the communicator's
- * error handler returns them), or the pipeline's timeout passes.  Polling
- * sleeps a little between tries once the first ones fail, so that a rank
- * waiting for the others leaves their processors to them.  A rank waiting
- * for rank 0's next step waits as long as it takes.
+ * (MPI_Testall) until it completes, MPI reports an error (the
+ * communicator's error handler returns them), or the pipeline's timeout
+ * passes (wait_reqs()).  A rank waiting for rank 0's next step waits as
+ * long as it takes.  MPI moves a message only while its ranks are inside
+ * MPI calls (over TCP, the sender's and the receiver's both), so a wait
+ * polls often: it tests without pause for its first SPIN_US / 2 (a
+ * message over shared memory is there within microseconds, and giving
+ * the processor away on a busy machine loses it for a scheduler's
+ * slice), tests and yields the processor until SPIN_US (over TCP the
+ * kernel's own work on the message may need it), then sleeps between
+ * tests (a sleeper woken is scheduled at once), each nap at most a
+ * sixteenth of the time
+ * waited so far, from NAP_MIN_US up to NAP_STEP_US -- up to NAP_IDLE_US
+ * once a wait for the next message has lasted IDLE_MS, so that an idle
+ * rank takes little of a processor.
+ *
+ * A rank other than 0 keeps a receive of rank 0's check (TAG_PROBE)
+ * posted and answers it from every wait; when rank 0 has waited out its
+ * timeout, it checks every rank (find_silent()), so that the error names
+ * the rank that stopped or died, not only the one it waited for (the
+ * last stage's leader, with more than two ranks).  The other ranks wait
+ * three times as long before they give up, so that rank 0, which
+ * reports, is the first to.
  *
  * Steps in flight (pipe_post_step()): rank 0 may hand on a step without
  * waiting for its send to complete, and hand on more before the first
@@ -38,24 +56,40 @@
  */
 #include "internal.h"
 
+#include <limits.h>
 #include <mpi.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "hearth.h"
 #include "model.h"
 #include "pipeline.h"
 #include "sha256.h"
 
-enum { TAG_CHAIN = 1, TAG_OUT = 2, TAG_TP = 3, TAG_TP_UP = 4, TAG_GATHER = 5 };
+enum { TAG_CHAIN = 1, TAG_OUT = 2, TAG_TP = 3, TAG_TP_UP = 4, TAG_GATHER = 5, TAG_PROBE = 6, TAG_PROBE_UP = 7 };
 enum { MSG_SETUP = 1, MSG_STEP, MSG_COPY, MSG_RELEASE, MSG_QUIT, MSG_FAIL, MSG_PING };
 enum { H_KIND, H_BYTES, H_STATUS, H_A, H_B, H_C, H_D, H_E, H_F, H_G, H_H, H_ID = 15, PIPE_HDR = 16 };
 
 #define DEFAULT_TIMEOUT_MS 120000
 /* Steps rank 0 may have posted and not yet seen sent (pipe_post_step()). */
 #define POSTED_MAX 8
+/* How a wait polls (see above): test, then test and yield, for SPIN_US in
+ * all, then naps of
+ * a sixteenth of the time waited, NAP_MIN_US to NAP_STEP_US, or up to
+ * NAP_IDLE_US once the wait for the next message has lasted IDLE_MS. */
+#define SPIN_US 100.0
+#define NAP_MIN_US 10.0
+#define NAP_STEP_US 100.0
+#define NAP_IDLE_US 20000.0
+#define IDLE_MS 100.0
+/* The longest rank 0 waits for the answers to its check of every rank. */
+#define PROBE_MS 2000
 /* The longest the handshake's texts may be (each). */
 #define IDENT_BYTES 1024
 
@@ -93,6 +127,9 @@ struct hearth_pipeline {
         MPI_Request req[2];
         bool busy;
     } posted[POSTED_MAX];
+    MPI_Request probe;  /* a rank other than 0: the receive of rank 0's
+                         * check, posted while the pipeline is open */
+    int64_t probe_in, probe_out;
     char broken[512];   /* why a message was lost (a rank died or went
                          * silent, MPI failed): every later message fails
                          * with it, and the job can only be ended */
@@ -114,32 +151,183 @@ static double now_ms(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-/* Wait for a request to complete: at most timeout_ms (0: no limit).  The
- * errors name peer after what; peer < 0: what names the ranks. */
-static hearth_status wait_req(MPI_Request *req, int peer, int timeout_ms, const char *what)
+/* Sleeps as short as asked: the default slack of a thread's timers
+ * (50 us on Linux) would make every short nap of a wait 50 us longer.
+ * Once per thread; a thread made by the waiting one inherits it. */
+static void precise_naps(void)
 {
-    const double t0 = now_ms();
-    for (long tries = 0;; tries++) {
-        int done = 0;
-        int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) return mpi_error(rc, peer, what);
-        if (done) return HEARTH_OK;
-        if (timeout_ms > 0 && now_ms() - t0 > timeout_ms) {
-            MPI_Cancel(req);
-            MPI_Request_free(req);
-            if (peer < 0)
-                return hearth_error(HEARTH_E_IO, "pipeline: %s: no answer within %d s (a rank stopped, or is "
-                                    "stuck)", what, (timeout_ms + 999) / 1000);
-            return hearth_error(HEARTH_E_IO, "pipeline: %s rank %d: no answer within %d s (the rank stopped, "
-                                "or is stuck)", what, peer, (timeout_ms + 999) / 1000);
-        }
-        if (tries >= 2000) {
-            /* 10 us at first, at most 1 ms */
-            const long ns = tries < 3000 ? 10000L : tries < 4000 ? 100000L : 1000000L;
-            struct timespec nap = {0, ns};
-            nanosleep(&nap, NULL);
-        }
+#if defined(__linux__) && defined(PR_SET_TIMERSLACK)
+    static _Thread_local bool set;
+    if (!set) {
+        prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+        set = true;
     }
+#endif
+}
+
+/* Between two tests of a wait that has lasted waited_ms: nothing, yield,
+ * or nap (see the comment at the top); next: the wait for the next
+ * message. */
+static void pause_wait(double waited_ms, bool next)
+{
+    const double us = waited_ms * 1e3;
+    if (us < SPIN_US / 2) return;
+    if (us < SPIN_US) {
+        sched_yield();
+        return;
+    }
+    const double cap = next && waited_ms >= IDLE_MS ? NAP_IDLE_US : NAP_STEP_US;
+    double nap = us / 16;
+    if (nap < NAP_MIN_US) nap = NAP_MIN_US;
+    if (nap > cap) nap = cap;
+    const long ns = (long)(nap * 1e3);
+    struct timespec t = {ns / 1000000000L, ns % 1000000000L};
+    nanosleep(&t, NULL);
+}
+
+/* A rank other than 0: answer rank 0's check if it came (the receive is
+ * posted again).  Errors are left to the wait's own requests. */
+static void answer_probe(struct hearth_pipeline *p)
+{
+    int came = 0;
+    if (p->probe == MPI_REQUEST_NULL || MPI_Test(&p->probe, &came, MPI_STATUS_IGNORE) != MPI_SUCCESS || !came)
+        return;
+    p->probe_out = p->probe_in;
+    MPI_Request ans;
+    /* one int64, sent at once: never waited for */
+    if (MPI_Isend(&p->probe_out, 1, MPI_INT64_T, 0, TAG_PROBE_UP, p->comm, &ans) == MPI_SUCCESS)
+        MPI_Request_free(&ans);
+    if (MPI_Irecv(&p->probe_in, 1, MPI_INT64_T, 0, TAG_PROBE, p->comm, &p->probe) != MPI_SUCCESS)
+        p->probe = MPI_REQUEST_NULL;
+}
+
+static void cancel_reqs(MPI_Request *reqs, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (reqs[i] != MPI_REQUEST_NULL) {
+            MPI_Cancel(&reqs[i]);
+            MPI_Request_free(&reqs[i]);
+        }
+}
+
+/* Rank 0, a wait timed out: check every other rank (a message each, to
+ * be answered within PROBE_MS from whatever wait it is in).  The ranks
+ * that do not answer, or whose messages fail, go to silent (at most max
+ * of them); returns their count. */
+static int find_silent(struct hearth_pipeline *p, int *silent, int max)
+{
+    const int others = p->size - 1;
+    MPI_Request *reqs = hearth_calloc(2 * (size_t)others, sizeof *reqs, "the pipeline's check");
+    int64_t *got = hearth_calloc((size_t)others + 1, sizeof *got, "the pipeline's check");
+    if (!reqs || !got) {
+        free(reqs);
+        free(got);
+        return 0;
+    }
+    static const int64_t token = 1; /* a send left pending outlives this call */
+    for (int r = 1; r <= others; r++) {
+        MPI_Request *rq = &reqs[2 * (r - 1)];
+        rq[0] = rq[1] = MPI_REQUEST_NULL;
+        if (MPI_Irecv(&got[r], 1, MPI_INT64_T, r, TAG_PROBE_UP, p->comm, &rq[0]) != MPI_SUCCESS ||
+            MPI_Isend(&token, 1, MPI_INT64_T, r, TAG_PROBE, p->comm, &rq[1]) != MPI_SUCCESS)
+            got[r] = -1;
+    }
+    const int limit = p->timeout_ms < PROBE_MS ? p->timeout_ms : PROBE_MS;
+    const double t0 = now_ms();
+    for (;;) {
+        bool done = true;
+        for (int r = 1; r <= others; r++) {
+            MPI_Request *rq = &reqs[2 * (r - 1)];
+            for (int k = 0; k < 2 && got[r] >= 0; k++) {
+                int ok = 0;
+                if (rq[k] != MPI_REQUEST_NULL && MPI_Test(&rq[k], &ok, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+                    got[r] = -1;
+            }
+            if (got[r] >= 0 && (rq[0] != MPI_REQUEST_NULL || rq[1] != MPI_REQUEST_NULL)) done = false;
+        }
+        const double waited = now_ms() - t0;
+        if (done || waited > limit) break;
+        pause_wait(waited, false);
+    }
+    int n = 0;
+    for (int r = 1; r <= others; r++) {
+        /* answered: its receive completed */
+        if (got[r] >= 0 && reqs[2 * (r - 1)] == MPI_REQUEST_NULL) continue;
+        if (n < max) silent[n] = r;
+        n++;
+    }
+    cancel_reqs(reqs, 2 * others);
+    free(reqs);
+    free(got);
+    return n < max ? n : max;
+}
+
+/* The error of a wait that timed out after timeout_ms (see wait_reqs()).
+ * On rank 0, the ranks that do not answer a check are named first, where
+ * they are others than the one waited for. */
+static hearth_status timed_out(struct hearth_pipeline *p, int peer, int timeout_ms, const char *what)
+{
+    const int s = (timeout_ms + 999) / 1000;
+    int silent[8];
+    const int n = p->rank == 0 ? find_silent(p, silent, 8) : 0;
+    if (n == 0 || (n == 1 && silent[0] == peer)) {
+        const char *more = p->rank == 0 && n == 0 ? "; every rank answers a check: a step takes longer than the "
+                                                    "timeout" : "";
+        if (peer < 0)
+            return hearth_error(HEARTH_E_IO, "pipeline: %s: no answer within %d s (a rank stopped, or is stuck)%s",
+                                what, s, more);
+        return hearth_error(HEARTH_E_IO, "pipeline: %s rank %d: no answer within %d s (the rank stopped, or is "
+                            "stuck)%s", what, peer, s, more);
+    }
+    /* "rank 1", "ranks 1 and 3", "ranks 1, 2 and 3" */
+    char names[128];
+    int len = snprintf(names, sizeof names, "rank%s %d", n > 1 ? "s" : "", silent[0]);
+    for (int i = 1; i < n && len > 0 && (size_t)len < sizeof names; i++)
+        len += snprintf(names + len, sizeof names - (size_t)len, "%s%d", i == n - 1 ? " and " : ", ", silent[i]);
+    const char *verb = n == 1 ? "does" : "do";
+    if (peer < 0)
+        return hearth_error(HEARTH_E_IO, "pipeline: %s %s not answer (stopped, dead, or stuck): %s: no answer "
+                            "within %d s", names, verb, what, s);
+    return hearth_error(HEARTH_E_IO, "pipeline: %s %s not answer (stopped, dead, or stuck): %s rank %d: no answer "
+                        "within %d s", names, verb, what, peer, s);
+}
+
+/* Wait for the n requests reqs to complete, at most timeout_ms (0: no
+ * limit, the wait for the next message; three times as long on a rank
+ * other than 0), answering rank 0's checks meanwhile.  On an error or the
+ * timeout the requests left are cancelled.  The errors name peer after
+ * what; peer < 0: what names the ranks. */
+static hearth_status wait_reqs(struct hearth_pipeline *p, MPI_Request *reqs, int n, int timeout_ms, int peer,
+                               const char *what)
+{
+    const bool next = timeout_ms == 0;
+    if (p->rank != 0 && timeout_ms > 0) timeout_ms = timeout_ms > INT_MAX / 3 ? INT_MAX : 3 * timeout_ms;
+    precise_naps();
+    const double t0 = now_ms();
+    for (;;) {
+        int done = 0;
+        int rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+        if (rc == MPI_SUCCESS && done) return HEARTH_OK;
+        hearth_status st = HEARTH_OK;
+        const double waited = now_ms() - t0;
+        if (rc != MPI_SUCCESS) {
+            st = mpi_error(rc, peer, what);
+        } else if (timeout_ms > 0 && waited > timeout_ms) {
+            cancel_reqs(reqs, n);
+            return timed_out(p, peer, timeout_ms, what);
+        } else {
+            answer_probe(p);
+            pause_wait(waited, next);
+            continue;
+        }
+        cancel_reqs(reqs, n);
+        return st;
+    }
+}
+
+static hearth_status wait_req(struct hearth_pipeline *p, MPI_Request *req, int peer, int timeout_ms, const char *what)
+{
+    return wait_reqs(p, req, 1, timeout_ms, peer, what);
 }
 
 /* Posted steps' sends: cancelled (the pipeline broke) or let go. */
@@ -176,11 +364,11 @@ static hearth_status send_msg_once(struct hearth_pipeline *p, int dest, int tag,
     MPI_Request req;
     int rc = MPI_Isend(hdr, PIPE_HDR, MPI_INT64_T, dest, tag, p->comm, &req);
     if (rc != MPI_SUCCESS) return mpi_error(rc, dest, "sending to");
-    HEARTH_TRY(wait_req(&req, dest, p->timeout_ms, "sending to"));
+    HEARTH_TRY(wait_req(p, &req, dest, p->timeout_ms, "sending to"));
     if (bytes == 0) return HEARTH_OK;
     rc = MPI_Isend(payload, (int)bytes, MPI_BYTE, dest, tag, p->comm, &req);
     if (rc != MPI_SUCCESS) return mpi_error(rc, dest, "sending to");
-    return wait_req(&req, dest, p->timeout_ms, "sending to");
+    return wait_req(p, &req, dest, p->timeout_ms, "sending to");
 }
 
 static hearth_status send_msg(struct hearth_pipeline *p, int dest, int tag, int64_t *hdr, const void *payload,
@@ -206,7 +394,7 @@ static hearth_status recv_msg_once(struct hearth_pipeline *p, int src, int tag, 
     MPI_Request req;
     int rc = MPI_Irecv(hdr, PIPE_HDR, MPI_INT64_T, src, tag, p->comm, &req);
     if (rc != MPI_SUCCESS) return mpi_error(rc, src, "receiving from");
-    HEARTH_TRY(wait_req(&req, src, timeout_ms, "waiting for"));
+    HEARTH_TRY(wait_req(p, &req, src, timeout_ms, "waiting for"));
     if (hdr[H_BYTES] < 0 || hdr[H_BYTES] > INT32_MAX)
         return hearth_error(HEARTH_E_FORMAT, "pipeline: rank %d sent a message of %lld bytes", src,
                             (long long)hdr[H_BYTES]);
@@ -214,7 +402,7 @@ static hearth_status recv_msg_once(struct hearth_pipeline *p, int src, int tag, 
     HEARTH_TRY(grow(&p->in, &p->in_cap, (size_t)hdr[H_BYTES]));
     rc = MPI_Irecv(p->in, (int)hdr[H_BYTES], MPI_BYTE, src, tag, p->comm, &req);
     if (rc != MPI_SUCCESS) return mpi_error(rc, src, "receiving from");
-    return wait_req(&req, src, timeout_ms, "waiting for");
+    return wait_req(p, &req, src, timeout_ms, "waiting for");
 }
 
 /* Receive a message into hdr and p->in; timeout_ms 0: no limit. */
@@ -280,6 +468,10 @@ static hearth_status collect_peers(struct hearth_pipeline *p, int kind)
 static void free_handle(struct hearth_pipeline *p)
 {
     drop_posted(p);
+    if (p->probe != MPI_REQUEST_NULL) {
+        MPI_Cancel(&p->probe);
+        MPI_Request_free(&p->probe);
+    }
     if (p->tp_comm != MPI_COMM_NULL) MPI_Comm_free(&p->tp_comm);
     if (p->comm != MPI_COMM_NULL) MPI_Comm_free(&p->comm);
     if (p->initialized) MPI_Finalize();
@@ -304,6 +496,7 @@ hearth_status hearth_pipeline_open_tp(int32_t n_stages, int32_t n_tp, int32_t ti
     if (!p) return HEARTH_E_NOMEM;
     p->comm = p->tp_comm = MPI_COMM_NULL;
     for (int i = 0; i < POSTED_MAX; i++) p->posted[i].req[0] = p->posted[i].req[1] = MPI_REQUEST_NULL;
+    p->probe = MPI_REQUEST_NULL;
     p->timeout_ms = timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS;
     p->pp = n_stages;
     p->tp = n_tp;
@@ -355,6 +548,11 @@ hearth_status hearth_pipeline_open_tp(int32_t n_stages, int32_t n_tp, int32_t ti
         return HEARTH_E_IO;
     }
     MPI_Comm_set_errhandler(p->tp_comm, MPI_ERRORS_RETURN);
+    /* rank 0's check, answered from every wait (wait_reqs()) */
+    if (p->rank != 0 && MPI_Irecv(&p->probe_in, 1, MPI_INT64_T, 0, TAG_PROBE, p->comm, &p->probe) != MPI_SUCCESS) {
+        hearth_pipeline_close(p, true);
+        return HEARTH_E_IO;
+    }
     *out = p;
     return HEARTH_OK;
 }
@@ -448,7 +646,7 @@ hearth_status hearth_pipeline_handshake(hearth_pipeline *p, const hearth_model *
     MPI_Request req;
     int rc = MPI_Iallgather(mine, 3 * IDENT_BYTES, MPI_CHAR, all, 3 * IDENT_BYTES, MPI_CHAR, p->comm, &req);
     hearth_status st = rc != MPI_SUCCESS ? mpi_error(rc, 0, "the handshake with")
-                                         : wait_req(&req, 0, p->timeout_ms, "the handshake with");
+                                         : wait_req(p, &req, 0, p->timeout_ms, "the handshake with");
     for (int r = 1; !st && r < p->size; r++)
         for (int k = 0; k < 3 && !st; k++) {
             const char *theirs = all + ((size_t)r * 3 + k) * IDENT_BYTES, *first = all + (size_t)k * IDENT_BYTES;
@@ -650,7 +848,7 @@ static hearth_status reap_posted(struct hearth_pipeline *p, bool wait)
     struct posted *q = &p->posted[oldest];
     for (int k = 0; k < 2; k++)
         if (q->req[k] != MPI_REQUEST_NULL)
-            HEARTH_TRY(broke(p, wait_req(&q->req[k], next_leader(p), p->timeout_ms, "sending to")));
+            HEARTH_TRY(broke(p, wait_req(p, &q->req[k], next_leader(p), p->timeout_ms, "sending to")));
     q->busy = false;
     return HEARTH_OK;
 }
@@ -788,36 +986,6 @@ void pipe_break(struct hearth_pipeline *p, hearth_status st)
 
 /* ---- the rows of a stage's products ------------------------------------- */
 
-/* Wait for n requests to complete, at most timeout_ms in all; on a
- * failure the ones left are cancelled.  Errors as wait_req's with peer < 0. */
-static hearth_status wait_all(MPI_Request *reqs, int n, int timeout_ms, const char *what)
-{
-    const double t0 = now_ms();
-    for (long tries = 0;; tries++) {
-        int done = 0;
-        int rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
-        hearth_status st = HEARTH_OK;
-        if (rc != MPI_SUCCESS) st = mpi_error(rc, -1, what);
-        else if (done) return HEARTH_OK;
-        else if (timeout_ms > 0 && now_ms() - t0 > timeout_ms)
-            st = hearth_error(HEARTH_E_IO, "pipeline: %s: no answer within %d s (a rank stopped, or is stuck)", what,
-                              (timeout_ms + 999) / 1000);
-        if (st) {
-            for (int i = 0; i < n; i++)
-                if (reqs[i] != MPI_REQUEST_NULL) {
-                    MPI_Cancel(&reqs[i]);
-                    MPI_Request_free(&reqs[i]);
-                }
-            return st;
-        }
-        if (tries >= 2000) {
-            const long ns = tries < 3000 ? 10000L : tries < 4000 ? 100000L : 1000000L;
-            struct timespec nap = {0, ns};
-            nanosleep(&nap, NULL);
-        }
-    }
-}
-
 /* Every rank of the stage sends its rows to every other one, point to
  * point (a collective's peer that dies may end the process in the MPI
  * library, where a point-to-point message fails with an error or waits
@@ -862,7 +1030,7 @@ hearth_status pipe_tp_gather(struct hearth_pipeline *p, const float *mine, const
         }
         return broke(p, st);
     }
-    return broke(p, wait_all(p->reqs, n, p->timeout_ms, who));
+    return broke(p, wait_reqs(p, p->reqs, n, p->timeout_ms, -1, who));
 }
 
 /* ---- the other ranks ----------------------------------------------------- */
