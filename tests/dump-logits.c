@@ -273,20 +273,23 @@ static void engine_params(hearth_engine_params *ep, int n_ctx)
     ep->cache_type = cache_type;
 }
 
-/* Requests of check_window_pool(), by submission. */
+/* Requests of check_window_pool() and check_groups(), by submission:
+ * each one's generated tokens and their logits. */
 #define POOL_REQUESTS 3
+#define GROUP_REQUESTS 8
+#define MANY_MAX 8
 struct many {
-    int32_t V, n_gen;
-    uint64_t id[POOL_REQUESTS];
-    int32_t *tokens[POOL_REQUESTS];
-    float *logits[POOL_REQUESTS];
-    int32_t n[POOL_REQUESTS];
+    int32_t V, n_gen, n_req;
+    uint64_t id[MANY_MAX];
+    int32_t *tokens[MANY_MAX];
+    float *logits[MANY_MAX];
+    int32_t n[MANY_MAX];
 };
 
 static void on_event_many(void *user, const hearth_event *ev)
 {
     struct many *g = user;
-    for (int k = 0; k < POOL_REQUESTS; k++)
+    for (int k = 0; k < g->n_req; k++)
         if (ev->request == g->id[k] && ev->token >= 0 && g->n[k] < g->n_gen) {
             g->tokens[k][g->n[k]] = ev->token;
             memcpy(g->logits[k] + (size_t)g->n[k] * g->V, ev->logits, (size_t)g->V * sizeof(float));
@@ -312,7 +315,7 @@ static int check_window_pool(hearth_model *m, hearth_context *ctx, const int32_t
     if (hearth_engine_new(m, &ep, &e)) return die("engine");
     hearth_engine_stats es;
     hearth_engine_get_stats(e, &es);
-    struct many g = {.V = V, .n_gen = n_gen};
+    struct many g = {.V = V, .n_gen = n_gen, .n_req = POOL_REQUESTS};
     int32_t *prompts = malloc((size_t)POOL_REQUESTS * (size_t)n * sizeof *prompts);
     int32_t *all = malloc((size_t)(n + n_gen) * sizeof *all);
     int bad = !prompts || !all;
@@ -374,27 +377,6 @@ static int check_window_pool(hearth_model *m, hearth_context *ctx, const int32_t
     return bad;
 }
 
-/* Requests of check_groups(). */
-#define GROUP_REQUESTS 8
-struct group_run {
-    int32_t V, n_gen;
-    uint64_t id[GROUP_REQUESTS];
-    int32_t *tokens[GROUP_REQUESTS];
-    float *logits[GROUP_REQUESTS];
-    int32_t n[GROUP_REQUESTS];
-};
-
-static void on_event_group(void *user, const hearth_event *ev)
-{
-    struct group_run *g = user;
-    for (int k = 0; k < GROUP_REQUESTS; k++)
-        if (ev->request == g->id[k] && ev->token >= 0 && g->n[k] < g->n_gen) {
-            g->tokens[k][g->n[k]] = ev->token;
-            memcpy(g->logits[k] + (size_t)g->n[k] * g->V, ev->logits, (size_t)g->V * sizeof(float));
-            g->n[k]++;
-        }
-}
-
 /* Eight greedy requests of different prompts submitted together: with
  * steps in flight (groups > 1: a pipeline's rank 0), as many at once as
  * groups; each request's tokens and logits those of the context, bit for
@@ -411,7 +393,7 @@ static int check_groups(hearth_model *m, hearth_context *ctx, const int32_t *pro
     ep.kv_tokens = GROUP_REQUESTS * (int64_t)n_ctx;
     hearth_engine *e;
     if (hearth_engine_new(m, &ep, &e)) return die("engine");
-    struct group_run g = {.V = V, .n_gen = n_gen};
+    struct many g = {.V = V, .n_gen = n_gen, .n_req = GROUP_REQUESTS};
     int32_t *prompts = malloc((size_t)GROUP_REQUESTS * (size_t)n * sizeof *prompts);
     int32_t *all = malloc((size_t)(n + n_gen) * sizeof *all);
     int bad = !prompts || !all;
@@ -427,7 +409,7 @@ static int check_groups(hearth_model *m, hearth_context *ctx, const int32_t *pro
         rq.sampling.temperature = 0.0f;
         rq.max_tokens = n_gen;
         rq.ignore_eos = true;
-        rq.on_event = on_event_group;
+        rq.on_event = on_event_many;
         rq.user = &g;
         if (!bad && hearth_engine_submit(e, &rq, &g.id[k])) bad = die("submit");
     }
