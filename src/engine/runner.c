@@ -68,7 +68,7 @@ struct runner {
     struct flight {
         int32_t n_logits, n_hidden;
         float *logits, *hidden;    /* no pipeline: the step's results */
-        size_t logits_cap, hidden_cap;
+        int32_t logits_cap, hidden_cap; /* rows */
     } fl[RUNNER_IN_FLIGHT_MAX];
     int32_t fl_first, fl_n;
 };
@@ -452,15 +452,22 @@ static void softcap_logits(struct runner *r, int32_t n_logits)
 }
 
 /* Room in r->logits for n rows of n_vocab. */
+/* Room for n rows of width floats in *buf, which holds *cap rows (its
+ * contents are not kept). */
+static hearth_status reserve_rows(float **buf, int32_t *cap, int32_t n, int64_t width, const char *what)
+{
+    if (n <= *cap) return HEARTH_OK;
+    float *b = hearth_aligned_alloc(64, (size_t)n * (size_t)width * sizeof(float), what);
+    if (!b) return HEARTH_E_NOMEM;
+    hearth_aligned_free(*buf);
+    *buf = b;
+    *cap = n;
+    return HEARTH_OK;
+}
+
 static hearth_status reserve_logits(struct runner *r, int32_t n)
 {
-    if (n <= r->logits_capacity) return HEARTH_OK;
-    float *l = hearth_aligned_alloc(64, (size_t)n * (size_t)r->model->hp.n_vocab * sizeof(float), "logits");
-    if (!l) return HEARTH_E_NOMEM;
-    hearth_aligned_free(r->logits);
-    r->logits = l;
-    r->logits_capacity = n;
-    return HEARTH_OK;
+    return reserve_rows(&r->logits, &r->logits_capacity, n, r->model->hp.n_vocab, "logits");
 }
 
 /* Rows rows[0 .. n) of src (increasing) into rows 0 .. n - 1 of dst, a run
@@ -480,13 +487,7 @@ static hearth_status gather_rows(struct hearth_backend *be, struct act *dst, con
 /* Room in r->hidden for n rows of n_embd. */
 static hearth_status reserve_hidden(struct runner *r, int32_t n)
 {
-    if (n <= r->hidden_capacity) return HEARTH_OK;
-    float *h = hearth_aligned_alloc(64, (size_t)n * (size_t)r->model->hp.n_embd * sizeof(float), "hidden states");
-    if (!h) return HEARTH_E_NOMEM;
-    hearth_aligned_free(r->hidden);
-    r->hidden = h;
-    r->hidden_capacity = n;
-    return HEARTH_OK;
+    return reserve_rows(&r->hidden, &r->hidden_capacity, n, r->model->hp.n_embd, "hidden states");
 }
 
 /* The final norm of the wanted rows of f->x, into r->hidden: what the
@@ -592,18 +593,6 @@ int32_t runner_max_in_flight(const struct runner *r)
 
 int32_t runner_in_flight(const struct runner *r) { return r->fl_n; }
 
-/* Room for n floats in *buf of *cap. */
-static hearth_status reserve_floats(float **buf, size_t *cap, size_t n, const char *what)
-{
-    if (n <= *cap) return HEARTH_OK;
-    float *b = hearth_aligned_alloc(64, n * sizeof(float), what);
-    if (!b) return HEARTH_E_NOMEM;
-    hearth_aligned_free(*buf);
-    *buf = b;
-    *cap = n;
-    return HEARTH_OK;
-}
-
 hearth_status runner_submit(struct runner *r, const struct runner_step *step)
 {
     if (r->fl_n == RUNNER_IN_FLIGHT_MAX)
@@ -616,8 +605,9 @@ hearth_status runner_submit(struct runner *r, const struct runner_step *step)
          * flight's buffers for runner_collect() */
         const size_t nl = (size_t)step->n_logits * (size_t)m->hp.n_vocab;
         const size_t nh = (size_t)step->n_hidden * (size_t)m->hp.n_embd;
-        HEARTH_TRY(reserve_floats(&fl->logits, &fl->logits_cap, nl, "a step's logits"));
-        HEARTH_TRY(reserve_floats(&fl->hidden, &fl->hidden_cap, nh, "a step's hidden states"));
+        HEARTH_TRY(reserve_rows(&fl->logits, &fl->logits_cap, step->n_logits, m->hp.n_vocab, "a step's logits"));
+        HEARTH_TRY(reserve_rows(&fl->hidden, &fl->hidden_cap, step->n_hidden, m->hp.n_embd,
+                                "a step's hidden states"));
         if (nl) memcpy(fl->logits, r->logits, nl * sizeof(float));
         if (nh) memcpy(fl->hidden, r->hidden, nh * sizeof(float));
     }
