@@ -25,8 +25,8 @@
  * slice), tests and yields the processor until SPIN_US (over TCP the
  * kernel's own work on the message may need it), then sleeps between
  * tests (a sleeper woken is scheduled at once), each nap at most a
- * sixteenth of the time
- * waited so far, from NAP_MIN_US up to NAP_STEP_US -- up to NAP_IDLE_US
+ * sixteenth of the time waited so far, from NAP_MIN_US up to NAP_STEP_US
+ * -- up to NAP_IDLE_US
  * once a wait for the next message has lasted IDLE_MS, so that an idle
  * rank takes little of a processor.
  *
@@ -80,9 +80,9 @@ enum { H_KIND, H_BYTES, H_STATUS, H_A, H_B, H_C, H_D, H_E, H_F, H_G, H_H, H_ID =
 /* Steps rank 0 may have posted and not yet seen sent (pipe_post_step()). */
 #define POSTED_MAX 8
 /* How a wait polls (see above): test, then test and yield, for SPIN_US in
- * all, then naps of
- * a sixteenth of the time waited, NAP_MIN_US to NAP_STEP_US, or up to
- * NAP_IDLE_US once the wait for the next message has lasted IDLE_MS. */
+ * all, then naps of a sixteenth of the time waited, NAP_MIN_US to
+ * NAP_STEP_US, or up to NAP_IDLE_US once the wait for the next message
+ * has lasted IDLE_MS. */
 #define SPIN_US 100.0
 #define NAP_MIN_US 10.0
 #define NAP_STEP_US 100.0
@@ -117,9 +117,9 @@ struct hearth_pipeline {
     /* rank 0: steps handed on and answers taken (serial numbers); the
      * other ranks: the serial of the step last received */
     int64_t sent, answered, serial;
-    /* rank 0: posted steps whose sends may not have completed, each with
-     * its header, payload and requests; in the order posted from
-     * posted_first */
+    /* posted steps whose sends may not have completed, each with its
+     * header (its serial number the order they were posted in), payload
+     * and requests */
     struct posted {
         int64_t hdr[PIPE_HDR];
         uint8_t *buf;
@@ -334,13 +334,8 @@ static hearth_status wait_req(struct hearth_pipeline *p, MPI_Request *req, int p
 static void drop_posted(struct hearth_pipeline *p)
 {
     for (int i = 0; i < POSTED_MAX; i++) {
-        struct posted *q = &p->posted[i];
-        for (int k = 0; k < 2; k++)
-            if (q->req[k] != MPI_REQUEST_NULL) {
-                MPI_Cancel(&q->req[k]);
-                MPI_Request_free(&q->req[k]);
-            }
-        q->busy = false;
+        cancel_reqs(p->posted[i].req, 2);
+        p->posted[i].busy = false;
     }
 }
 
@@ -468,10 +463,7 @@ static hearth_status collect_peers(struct hearth_pipeline *p, int kind)
 static void free_handle(struct hearth_pipeline *p)
 {
     drop_posted(p);
-    if (p->probe != MPI_REQUEST_NULL) {
-        MPI_Cancel(&p->probe);
-        MPI_Request_free(&p->probe);
-    }
+    cancel_reqs(&p->probe, 1);
     if (p->tp_comm != MPI_COMM_NULL) MPI_Comm_free(&p->tp_comm);
     if (p->comm != MPI_COMM_NULL) MPI_Comm_free(&p->comm);
     if (p->initialized) MPI_Finalize();
@@ -859,12 +851,10 @@ hearth_status pipe_post_step(struct hearth_pipeline *p, int32_t id, const struct
     if (p->tp > 1 || p->stage == p->pp - 1)
         return hearth_error(HEARTH_E_INTERNAL, "pipeline: steps are posted on the chain of a pipeline without "
                             "tensor parallelism");
-    HEARTH_TRY(reap_posted(p, false));
+    /* a free place, once the oldest step's sends are waited for if none is */
     struct posted *q = NULL;
-    for (int i = 0; i < POSTED_MAX && !q; i++)
-        if (!p->posted[i].busy) q = &p->posted[i];
-    if (!q) {
-        HEARTH_TRY(reap_posted(p, true));
+    for (int pass = 0; pass < 2 && !q; pass++) {
+        HEARTH_TRY(reap_posted(p, pass == 1));
         for (int i = 0; i < POSTED_MAX && !q; i++)
             if (!p->posted[i].busy) q = &p->posted[i];
     }
