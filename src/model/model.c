@@ -206,9 +206,9 @@ static hearth_status pack_weights(hearth_model *m)
         /* the experts' matrices, as every other: the kernels read them in
          * the packed order whether one token or a group passes them (in a
          * tensor-parallel stage, this rank's experts only) */
-        const struct expert_share *es = &m->experts_share;
-        const int32_t e0 = es->tp ? es->first : 0, e1 = es->tp ? es->first + es->count : m->hp.n_expert;
-        for (int32_t e = e0; L && L->gate_exps && e < e1; e++) {
+        int32_t e0, n_e;
+        hearth_model_experts(m, &e0, &n_e, NULL);
+        for (int32_t e = e0; L && L->gate_exps && e < e0 + n_e; e++) {
             struct weight *xs[] = {&L->gate_exps[e], &L->up_exps[e], &L->down_exps[e]};
             for (size_t i = 0; i < HEARTH_ARRAY_LEN(xs); i++)
                 if (wants_packing(k, xs[i])) mats[n++] = xs[i];
