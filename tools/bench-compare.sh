@@ -215,29 +215,27 @@ for model in "$@"; do
             bound=$(awk -v bw="$bandwidth" -v b="$bytes" 'BEGIN { printf "%.1f", bw * 1e9 / b }')
         fi
         size=$(awk -v b="$bytes" 'BEGIN { printf (b < 2^30 ? "%.2f MiB" : "%.2f GiB"), (b < 2^30 ? b / 2^20 : b / 2^30) }')
-        h_med=$(median "$work/out-0-$test")
-        row="| $desc | $size | $name | $(cell "$work/out-0-$test") |"
-        i=1
-        while [ "$i" -le "$nref" ]; do row="$row $(cell "$work/out-$i-$test") |"; i=$((i + 1)); done
-        i=1
-        while [ "$i" -le "$nref" ]; do
-            ratio=$(awk -v h="$h_med" -v r="$(median "$work/out-$i-$test")" \
-                'BEGIN { if (h != "-" && r != "-" && r > 0) printf "%.2f", h / r; else print "-" }')
-            row="$row $ratio |"
+        # each tool's cell and median once; then hearth's ratio to each
+        # reference and every tool's fraction of the decode bound
+        cells= ratios= fr=
+        i=0
+        while [ "$i" -lt "$ntools" ]; do
+            cells="$cells $(cell "$work/out-$i-$test") |"
+            med=$(median "$work/out-$i-$test")
+            if [ "$i" -eq 0 ]; then
+                h_med=$med
+            else
+                ratios="$ratios $(awk -v h="$h_med" -v r="$med" \
+                    'BEGIN { if (h != "-" && r != "-" && r > 0) printf "%.2f", h / r; else print "-" }') |"
+            fi
+            if [ "$bound" != - ] && [ "$depth" -eq 0 ]; then
+                fr="$fr${fr:+, }$(awk -v m="$med" -v b="$bound" \
+                    'BEGIN { if (m == "-") print "-"; else printf "%.0f%%", 100 * m / b }')"
+            fi
             i=$((i + 1))
         done
-        # every engine's median as a fraction of the decode bound
-        fr=-
-        if [ "$bound" != - ] && [ "$depth" -eq 0 ]; then
-            fr=
-            i=0
-            while [ "$i" -lt "$ntools" ]; do
-                fr="$fr${fr:+, }$(awk -v m="$(median "$work/out-$i-$test")" -v b="$bound" \
-                    'BEGIN { if (m == "-") print "-"; else printf "%.0f%%", 100 * m / b }')"
-                i=$((i + 1))
-            done
-        fi
-        rows="$rows$row $bound | $fr |
+        row="| $desc | $size | $name |$cells$ratios"
+        rows="$rows$row $bound | ${fr:--} |
 "
     done
 done
@@ -247,23 +245,17 @@ cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
 cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo "?")
 mem=$(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo 2>/dev/null || echo "?")
 
-head="| model | size | test | hearth t/s median (min-max) |"
-sep="| --- | ---: | ---: | ---: |"
-refs_line=
+head="| model | size | test | hearth t/s median (min-max) |" sep="| --- | ---: | ---: | ---: |"
+ratio_head= refs_line=
 i=1
 while [ "$i" -le "$nref" ]; do
     eval "name=\$ref_name_$i spec=\$ref_spec_$i"
-    head="$head $name t/s |"; sep="$sep ---: |"
+    head="$head $name t/s |"; ratio_head="$ratio_head hearth/$name |"; sep="$sep ---: | ---: |"
     refs_line="$refs_line
 - $name: \`$spec\`"
     i=$((i + 1))
 done
-i=1
-while [ "$i" -le "$nref" ]; do
-    eval "name=\$ref_name_$i"
-    head="$head hearth/$name |"; sep="$sep ---: |"
-    i=$((i + 1))
-done
+head="$head$ratio_head"
 head="$head decode bound t/s | of the bound (hearth, then each reference) |"; sep="$sep ---: | ---: |"
 
 cat <<EOF
