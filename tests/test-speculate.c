@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "engine_impl.h"
 #include "speculate.h"
 #include "testutil.h"
 
@@ -959,6 +960,53 @@ START_TEST(test_residual)
 }
 END_TEST
 
+/* A draft model larger than its target cannot pay (a decode step reads
+ * every weight): before a step is timed it is not tried, and a probe
+ * waits until the time since pays for it, which takes more than
+ * SPEC_PROBE_STEPS steps; a smaller draft of the same pair's kind drafts
+ * from the first steps.  Both give the target's tokens. */
+START_TEST(test_larger_draft_waits)
+{
+    if (!test_require_data()) return;
+    hearth_model *m = test_load_model("stories260K.gguf");
+    const char *const drafts[] = {"micro-llama-Q8_0.gguf", "micro-llama-Q4_0.gguf"};
+    const int32_t V = hearth_model_n_vocab(m);
+    enum { GEN = SPEC_PROBE_STEPS - 1 };
+    int32_t prompt[40];
+    make_prompt(V, 71, prompt, 40, true);
+    static struct out plain, spec;
+    hearth_engine *e = new_engine(m, NULL, 2);
+    hearth_request r;
+    request_init(&r, prompt, 40, GEN, 0.0f, 0, &plain);
+    submit(e, &r, &plain, V);
+    run_checked(e);
+    hearth_engine_free(e);
+    for (int i = 0; i < 2; i++) {
+        hearth_model *d = test_load_model(drafts[i]);
+        const bool larger = hearth_model_size_bytes(d) > hearth_model_size_bytes(m);
+        ck_assert_msg(larger == (i == 0), "%s: the test wants it %s than stories260K", drafts[i],
+                      i == 0 ? "larger" : "smaller");
+        e = new_engine(m, d, 2);
+        request_init(&r, prompt, 40, GEN, 0.0f, 0, &spec);
+        r.speculation.draft_max = 4;
+        submit(e, &r, &spec, V);
+        run_checked(e);
+        expect_same(&spec, &plain, drafts[i]);
+        hearth_engine_stats s;
+        hearth_engine_get_stats(e, &s);
+        if (larger)
+            ck_assert_msg(spec.stats.n_drafted == 0 && s.draft_steps == 0,
+                          "%s, larger than its target: %d drafted in %lld draft passes", drafts[i],
+                          spec.stats.n_drafted, (long long)s.draft_steps);
+        else
+            ck_assert_msg(spec.stats.n_drafted > 0, "%s, smaller than its target: nothing drafted", drafts[i]);
+        hearth_engine_free(e);
+        hearth_model_free(d);
+    }
+    hearth_model_free(m);
+}
+END_TEST
+
 static Suite *speculate_suite(void)
 {
     Suite *s = suite_create("speculate");
@@ -969,6 +1017,7 @@ static Suite *speculate_suite(void)
         {"residual", test_residual},
         {"conf_learning", test_conf_learning},
         {"learned_p_min", test_learned_p_min},
+        {"larger_draft_waits", test_larger_draft_waits},
         {"refusals", test_refusals},
         {"forced_rejections", test_forced_rejections},
         {"greedy_self_draft", test_greedy_self_draft},

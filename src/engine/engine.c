@@ -360,8 +360,16 @@ hearth_status hearth_engine_new(const hearth_model *model, const hearth_engine_p
         e->wrefs_scratch = hearth_calloc((size_t)n_wblocks, sizeof *e->wrefs_scratch, "the pool check");
         if (!st && (!e->wslot || !e->wtable_start || !e->wrefs_scratch)) st = HEARTH_E_NOMEM;
     }
+    e->draft_prior = SPEC_DRAFT_PRIOR;
     if (!st && p.draft_model) {
         e->draft_model = p.draft_model;
+        /* until a draft pass is timed, it is thought cheap, so that the
+         * first drafts time it; but a decode step reads every weight once,
+         * so a draft model larger than its target costs at least as much
+         * again, and no kept token could pay for that */
+        const double ratio = (double)hearth_model_size_bytes(p.draft_model) /
+                             (double)HEARTH_MAX(1, hearth_model_size_bytes(model));
+        if (ratio > 1.0) e->draft_prior = ratio;
         st = check_draft(model, p.draft_model);
         if (!st && hearth_model_is_recurrent(p.draft_model))
             st = hearth_error(HEARTH_E_UNSUPPORTED, "a recurrent model (%s) cannot be a draft model: its "

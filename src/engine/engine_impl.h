@@ -99,6 +99,10 @@
  * probe is rare. */
 #define SPEC_PROBE_STEPS 16
 #define SPEC_PROBE_SHARE 0.02
+/* What a draft pass costs against a step's before one is timed: little,
+ * so that drafts are tried and timed (engine.c: not for a draft model
+ * larger than its target). */
+#define SPEC_DRAFT_PRIOR 0.1
 /* The decay of a sequence's acceptance counts at every verification. */
 #define SPEC_ALPHA_DECAY 0.9
 /* Recurrent models: the most tokens a sequence drafts in a step, and the
@@ -326,6 +330,11 @@ struct hearth_engine {
                                   * the residual */
     struct spec_fit target_fit;  /* a step's time by its rows */
     struct spec_fit draft_fit;   /* a draft pass's time by its rows */
+    double draft_prior;          /* a draft pass's time over a step's of the
+                                  * same rows before one is timed:
+                                  * SPEC_DRAFT_PRIOR, or for a draft model
+                                  * larger than its target the ratio of
+                                  * their bytes of weights */
     float *mtp_in;               /* params.mtp: a step's hidden-state inputs
                                   * (n_batch x n_embd) */
     float *snap_h;               /* and each snapshot's mtp_h (n_embd each) */

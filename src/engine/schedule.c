@@ -137,7 +137,13 @@ static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int
     s->d_row = s->d_cost = e->spec_cost;
     if (sp->fixed) return k;
     double a, b;
-    if (!spec_fit_line(&e->target_fit, &a, &b)) return HEARTH_MIN(k, 4);
+    if (!spec_fit_line(&e->target_fit, &a, &b)) {
+        /* nothing timed yet: a few tokens, unless a draft model larger
+         * than its target could not pay even if every token were kept
+         * (it then drafts only when a probe below is cheap enough) */
+        if (sp->lookup == 0 && e->draft_prior > 1.0) return 0;
+        return HEARTH_MIN(k, 4);
+    }
     const double step = a + b * n_rows;
     const double per_token = step / HEARTH_MAX(1, n_decode);
     double draft_cost = 0.0;
@@ -145,7 +151,7 @@ static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int
         double da, db;
         draft_cost = spec_fit_line(&e->draft_fit, &da, &db)
                          ? (da + db * n_decode) / HEARTH_MAX(1, n_decode)
-                         : 0.1 * per_token;
+                         : e->draft_prior * per_token;
     }
     /* what a drafted token's row, and a row and a draft pass, cost over a
      * token's time, for a learned confidence limit (draft.c) */
@@ -164,8 +170,10 @@ static int32_t plan_draft(hearth_engine *e, struct seq *s, int32_t n_decode, int
     /* a probe by the draft model first catches its keys and values up
      * with the tokens since its last draft */
     double probe = k_min * (b + draft_cost), da, db;
-    if (sp->lookup == 0 && !e->mtp_in && spec_fit_line(&e->draft_fit, &da, &db))
+    if (sp->lookup == 0 && !e->mtp_in) {
+        if (!spec_fit_line(&e->draft_fit, &da, &db)) db = e->draft_prior * b;
         probe += db * (s->n_tokens - s->d_computed);
+    }
     if (++s->idle >= SPEC_PROBE_STEPS && s->idle_s * SPEC_PROBE_SHARE >= probe) {
         s->idle = 0;
         s->idle_s = 0.0;
