@@ -19,15 +19,7 @@ m260k="$HEARTH_TEST_DATA/models/stories260K.gguf"
 dump="${HEARTH_BUILDDIR:-.}/tests/dump-logits"
 gen="${HEARTH_BUILDDIR:-.}/tools/gen-model"
 
-if ! "$HEARTH" --version -v | grep -q '^features:.* mpi'; then
-    # the refusal of a build without MPI names what is missing
-    expect_status 1 "--pp in a build without MPI" -- "$HEARTH" run -m "$m260k" -p x -n 1 --pp 2
-    grep -q "built without MPI" "$tmpdir/err" || fail "the refusal says the build has no MPI"
-    echo "SKIP: hearth is built without MPI (configure --with-mpi)" >&2
-    [ "$tests_failed" -eq 0 ] || finish
-    exit 77
-fi
-command -v mpirun >/dev/null 2>&1 || unavailable "mpirun is not installed (openmpi-bin)"
+require_mpi run -m "$m260k" -p x -n 1 --pp 2
 
 mpi_launcher
 

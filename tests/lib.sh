@@ -103,6 +103,21 @@ stderr_has() {
 # already unloaded): in a sanitizer build the ranks run without leak
 # detection.  The same code without MPI runs with it in the other tests,
 # and every other sanitizer check stays on.
+# require_mpi COMMAND...: in a build without MPI, check that COMMAND (a
+# hearth command asking for several ranks) exits 1 naming what is
+# missing, then skip the script (exit 77, or fail if a check did);
+# without mpirun, skip it.
+require_mpi() {
+    if ! "$HEARTH" --version -v | grep -q '^features:.* mpi'; then
+        expect_status 1 "$* in a build without MPI" -- "$HEARTH" "$@"
+        grep -q "built without MPI" "$tmpdir/err" || fail "the refusal says the build has no MPI"
+        echo "SKIP: hearth is built without MPI (configure --with-mpi)" >&2
+        [ "$tests_failed" -eq 0 ] || finish
+        exit 77
+    fi
+    command -v mpirun >/dev/null 2>&1 || unavailable "mpirun is not installed (openmpi-bin)"
+}
+
 mpi_launcher() {
     OMP_WAIT_POLICY=passive; export OMP_WAIT_POLICY
     mpi="mpirun --oversubscribe"

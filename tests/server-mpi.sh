@@ -50,14 +50,7 @@ expect_status 2 "--tp 0" -- "$HEARTH" serve -m "$m260k" --port 0 --tp 0
 expect_status 2 "--pp 0" -- "$HEARTH" serve -m "$m260k" --port 0 --pp 0
 expect_status 2 "--pp-timeout 0" -- "$HEARTH" serve -m "$m260k" --port 0 --pp 2 --pp-timeout 0
 
-if ! "$HEARTH" --version -v | grep -q '^features:.* mpi'; then
-    expect_status 1 "serve --pp in a build without MPI" -- "$HEARTH" serve -m "$m260k" --port 0 --pp 2
-    stderr_has "built without MPI" "the refusal says the build has no MPI"
-    echo "SKIP: hearth is built without MPI (configure --with-mpi)" >&2
-    [ "$tests_failed" -eq 0 ] || finish
-    exit 77
-fi
-command -v mpirun >/dev/null 2>&1 || unavailable "mpirun is not installed (openmpi-bin)"
+require_mpi serve -m "$m260k" --port 0 --pp 2
 
 serve_tracking
 mpi_launcher
