@@ -94,11 +94,6 @@ fi
 
 # --- hearth run and hearth bench --------------------------------------------
 
-# kv_bytes: the bytes of rank 0's KV cache that the last run -v reported
-kv_bytes() {
-    sed -n 's/^hearth: run: KV cache [A-Z0-9_]*, \([0-9][0-9]*\) bytes .*/\1/p' "$tmpdir/err"
-}
-
 # stories260K has 4 key/value heads (8 query heads): over 2 ranks 2 and
 # 2, over 3 ranks 2, 1 and 1 (the earlier ranks take the extra one).
 # Rank 0 keeps the keys and values of its 2 heads only: half of one

@@ -69,8 +69,10 @@ fi
 # --- hearth run and hearth bench --------------------------------------------
 
 run_args="-p Once_upon_a_time -n 40 --temp 0 -t 1"
-expect_status 0 "run in one process" -- "$HEARTH" run -m "$m260k" $run_args
+expect_status 0 "run in one process" -- "$HEARTH" run -m "$m260k" $run_args -v
 cp "$tmpdir/out" "$tmpdir/one.txt"
+one_kv=$(kv_bytes)
+[ -n "$one_kv" ] && [ "$one_kv" -gt 0 ] || fail "run -v in one process reports its KV cache's bytes"
 for np in 2 3; do
     expect_status 0 "run over $np ranks" -- $mpi -np "$np" "$HEARTH" run -m "$m260k" $run_args --pp "$np"
     if cmp -s "$tmpdir/out" "$tmpdir/one.txt"; then pass "run over $np ranks: the same greedy text"
@@ -87,6 +89,13 @@ grep -q "speculation (draft model): [1-9][0-9]* drafted" "$tmpdir/err" ||
 expect_status 0 "run -v over 3 ranks" -- $mpi -np 3 "$HEARTH" run -m "$m260k" $run_args --pp 3 -v
 grep -q "^hearth: run: pipeline rank 0 of 3: layers 0 to 1 of 5$" "$tmpdir/err" ||
     fail "run -v names rank 0's layers"
+# rank 0 holds the keys and values of its 2 layers of 5 only
+got=$(kv_bytes)
+if [ -n "$one_kv" ] && [ "$got" = $((one_kv * 2 / 5)) ]; then
+    pass "--pp 3: rank 0's KV cache is one process's for 2 of 5 layers ($got of $one_kv bytes)"
+else
+    fail "--pp 3: rank 0's KV cache has ${got:-no} bytes, not $((one_kv * 2 / 5)) (2 of 5 layers of $one_kv)"
+fi
 
 expect_status 0 "bench over 2 ranks" -- $mpi -np 2 "$HEARTH" bench -m "$m260k" -p 16 -n 4 -r 1 -t 1 -o json \
     --pp 2

@@ -118,6 +118,12 @@ require_mpi() {
     command -v mpirun >/dev/null 2>&1 || unavailable "mpirun is not installed (openmpi-bin)"
 }
 
+# kv_bytes: the bytes of (rank 0's) KV cache that the last hearth run -v
+# reported in $tmpdir/err
+kv_bytes() {
+    sed -n 's/^hearth: run: KV cache [A-Z0-9_]*, \([0-9][0-9]*\) bytes .*/\1/p' "$tmpdir/err"
+}
+
 mpi_launcher() {
     OMP_WAIT_POLICY=passive; export OMP_WAIT_POLICY
     mpi="mpirun --oversubscribe"

@@ -119,13 +119,17 @@ void kv_cache_free(struct kv_cache *kv)
     free(kv);
 }
 
-size_t kv_cache_bytes(const struct kv_cache *kv)
+static size_t cache_bytes(const struct kv_cache *kv, bool held_only)
 {
     size_t n = 0;
     for (int32_t il = 0; il < kv->n_layer; il++)
-        n += rows_per_position(kv->values_in_keys) * kv->block_bytes * (size_t)kv_cache_layer_blocks(kv, il);
+        if (!held_only || kv->layers[il].k)
+            n += rows_per_position(kv->values_in_keys) * kv->block_bytes * (size_t)kv_cache_layer_blocks(kv, il);
     return n;
 }
+
+size_t kv_cache_bytes(const struct kv_cache *kv) { return cache_bytes(kv, false); }
+size_t kv_cache_bytes_held(const struct kv_cache *kv) { return cache_bytes(kv, true); }
 
 void kv_cache_store(const struct kv_cache *kv, uint8_t *base, int64_t slot, const float *row)
 {

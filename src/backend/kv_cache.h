@@ -113,8 +113,10 @@ static inline int32_t kv_cache_layer_blocks(const struct kv_cache *kv, int32_t i
 }
 void kv_cache_free(struct kv_cache *kv);
 
-/* Bytes of cache for all layers and slots (both spaces). */
+/* Bytes of cache for all layers and slots (both spaces); _held: of the
+ * layers allocated here (not another rank's, nor a device's). */
 size_t kv_cache_bytes(const struct kv_cache *kv);
+size_t kv_cache_bytes_held(const struct kv_cache *kv);
 
 /* Store one row (n_head_kv * head_dim floats) of keys or values at slot
  * (with values_in_keys, a key row holds the values too). */

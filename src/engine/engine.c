@@ -444,8 +444,9 @@ static void pool_stats(hearth_engine *e)
     st->block_tokens = e->B;
     st->n_blocks = kv->n_blocks;
     const struct kv_shape shape = kv_shape_of_model(e->model);
-    st->kv_bytes = kv_cache_bytes(kv);
-    st->bytes_per_token = kv_cache_bytes_per_token(kv->type, hp->n_layer, &shape);
+    st->kv_bytes = runner_memory_bytes(e->runner);
+    st->bytes_per_token =
+        kv_cache_bytes_per_token(kv->type, e->model->pipe ? runner_kv_layers(e->runner) : hp->n_layer, &shape);
     const struct rstate *rs = runner_rstate(e->runner);
     if (rs) {
         /* recurrent: the states, whatever a sequence's length, and the
@@ -459,9 +460,14 @@ static void pool_stats(hearth_engine *e)
                         (e->draft_model ? hearth_model_resident_bytes(e->draft_model) : 0);
     st->memory_available = e->memory_available;
     if (e->wpool) {
-        int32_t n_win = 0;
-        for (int32_t il = 0; il < kv->n_layer; il++) n_win += kv->layers[il].window;
-        st->bytes_per_token = kv_cache_bytes_per_token(kv->type, kv->n_layer - n_win, &shape);
+        /* (a pipeline's rank: its own layers) */
+        int32_t n_win = 0, n_full = 0;
+        for (int32_t il = 0; il < kv->n_layer; il++) {
+            if (e->model->pipe && !kv->layers[il].k) continue;
+            n_win += kv->layers[il].window;
+            n_full += !kv->layers[il].window;
+        }
+        st->bytes_per_token = kv_cache_bytes_per_token(kv->type, n_full, &shape);
         st->window = e->wwindow;
         st->window_blocks = kv->n_blocks_window;
         st->window_bytes_per_token = kv_cache_bytes_per_token(kv->type, n_win, &shape);

@@ -331,7 +331,8 @@ struct rstate *runner_rstate(const struct runner *r) { return r->rs; }
 
 int32_t runner_kv_layers(const struct runner *r)
 {
-    if (!r->rs) return r->kv->n_layer;
+    /* a pipeline's rank holds its own layers' keys and values only */
+    if (!r->rs && !r->model->pipe) return r->kv->n_layer;
     int32_t n = 0;
     for (int32_t il = 0; il < r->kv->n_layer; il++) n += r->kv->layers[il].k != NULL;
     return n;
@@ -339,7 +340,7 @@ int32_t runner_kv_layers(const struct runner *r)
 
 size_t runner_memory_bytes(const struct runner *r)
 {
-    if (!r->rs) return kv_cache_bytes(r->kv);
+    if (!r->rs) return r->model->pipe ? kv_cache_bytes_held(r->kv) : kv_cache_bytes(r->kv);
     /* the states, and the keys and values of a hybrid's attention layers */
     return rstate_bytes_per_seq(r->rs) * (size_t)r->rs->n_slots +
            2 * r->kv->block_bytes * (size_t)r->kv->n_blocks * (size_t)runner_kv_layers(r);
