@@ -357,7 +357,7 @@ START_TEST(test_packed_in_place)
         if (shares) {
             uint8_t *row = malloc(e->row_bytes);
             for (int64_t r = 0; r < e->n_out; r += 37) {
-                hearth_unpack_row(e->type, e->packed, r, e->n_in, row);
+                hearth_unpack_row(e->type, e->packed, e->n_out, r, e->n_in, row);
                 ck_assert(memcmp(row, (const uint8_t *)e->data + (size_t)r * e->row_bytes, e->row_bytes) == 0);
             }
             free(row);
