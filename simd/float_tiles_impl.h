@@ -95,14 +95,21 @@ DEFINE_FLOAT_GEMM(bf16, FLOAT_BF16)
 _Static_assert(FLOAT_PACK_ROWS == FLOAT_TILE_ROWS, "a tile reads one packed group");
 _Static_assert(FLOAT_PACK_CHUNK % FVEC_LANES == 0, "a chunk is whole vectors");
 
-/* How far ahead of its place a packed tile asks for its stream, into the
- * second-level cache, once per cache line (a few tokens only, as above).
- * The rows are one stream now, which the hardware prefetchers follow;
- * asking ahead still keeps more lines in flight than they do.  On one
- * AVX-512 core (tools/kbench, F16, 2048 x 5632, 1 token, weights streamed)
- * ... */
+/* Whether and how far ahead a packed tile asks for its stream, into the
+ * second-level cache, once per cache line.  The rows are one stream now,
+ * which the hardware prefetchers follow: for one token the prefetches
+ * only cost (tools/kbench, F16 and BF16, one thread, two rounds on one
+ * AVX-512 core whose tools/membw is 28-31 GB/s: streamed 26.5-31.2 GB/s
+ * without them, 19.5-26.9 asking 4 KiB ahead, 22.1-26.0 at 1 KiB,
+ * 24.7-26.5 at 16 KiB; in cache 101-105 GB/s without, 69-94 with; the
+ * unpacked rows 21-22 streamed).  With two or three tokens a pass
+ * the arithmetic per byte doubles and asking ahead helps again, as it
+ * does Q8_0 (streamed 16-22 GB/s without, 19-22 at 4 KiB, 21-23 at 16
+ * KiB, the unpacked rows 19-26), so only those tiles ask, 16 KiB ahead as
+ * the integer kernels do.  A prefill's full tiles read from the cache
+ * and do not ask. */
 #ifndef FLOAT_PACKED_PREFETCH_AHEAD
-#define FLOAT_PACKED_PREFETCH_AHEAD 4096
+#define FLOAT_PACKED_PREFETCH_AHEAD 16384
 #endif
 
 /* TR rows (a whole group, FLOAT_PACK_ROWS, or a row after the last
@@ -123,7 +130,7 @@ FORCE_INLINE void float_packed_tile(enum float_format f, const int TR, const int
         for (int t = 0; t < TT; t++) acc[r][t] = fvec_zero();
     int64_t i = 0;
     for (; i + FLOAT_PACK_CHUNK <= n; i += FLOAT_PACK_CHUNK, g += chunk_bytes) {
-        if (FLOAT_PACKED_PREFETCH && TT < FLOAT_TILE_TOKS)
+        if (FLOAT_PACKED_PREFETCH && TT > 1 && TT < FLOAT_TILE_TOKS)
             for (size_t off = 0; off < chunk_bytes; off += 64)
                 __builtin_prefetch((const void *)((uintptr_t)g + FLOAT_PACKED_PREFETCH_AHEAD + off), 0, 2);
         UNROLL
