@@ -96,12 +96,12 @@ _Static_assert(FLOAT_PACK_ROWS == FLOAT_TILE_ROWS, "a tile reads one packed grou
 _Static_assert(FLOAT_PACK_CHUNK % FVEC_LANES == 0, "a chunk is whole vectors");
 
 /* Whether and how far ahead a packed tile asks for its stream, into the
- * second-level cache, once per cache line.  The rows are one stream now,
+ * second-level cache, once per cache line.  Packed rows are one stream,
  * which the hardware prefetchers follow: for one token the prefetches
  * only cost (tools/kbench, F16 and BF16, one thread, two rounds on one
- * AVX-512 core whose tools/membw is 28-31 GB/s: streamed 26.5-31.2 GB/s
+ * AVX-512 core whose tools/membw is 28-33 GB/s: streamed 26.5-31.2 GB/s
  * without them, 19.5-26.9 asking 4 KiB ahead, 22.1-26.0 at 1 KiB,
- * 24.7-26.5 at 16 KiB; in cache 101-105 GB/s without, 69-94 with; the
+ * 24.1-26.5 at 16 KiB; in cache 101-105 GB/s without, 67-94 with; the
  * unpacked rows 21-22 streamed).  With two or three tokens a pass
  * the arithmetic per byte doubles and asking ahead helps again, as it
  * does Q8_0 (streamed 16-22 GB/s without, 19-22 at 4 KiB, 21-23 at 16
