@@ -153,7 +153,9 @@ static hearth_status upload(hearth_model *m, struct ocl_model *om, cl_command_qu
     cl_int err = clEnqueueWriteBuffer(q, buf, CL_TRUE, 0, bytes, w->data, 0, NULL, NULL);
     if (err != CL_SUCCESS) return ocl_fail(err, "uploading tensor '%s' (%zu bytes)", w->name, bytes);
     w->dev = buf;
-    w->dev_packed_order = packed_by && hearth_kernels_read_packed(packed_by, w->type, w->n_out, w->n_in);
+    /* (packed float rows keep their order: nothing to follow) */
+    w->dev_packed_order = packed_by && hearth_pack_reorders(w->type) &&
+                          hearth_kernels_read_packed(packed_by, w->type, w->n_out, w->n_in);
     if (gguf_release_pages(m->gguf, w->data, bytes)) m->released_bytes += bytes;
     return HEARTH_OK;
 }

@@ -67,6 +67,9 @@ FORCE_INLINE __m256 load_floats_tail(const float *x, int64_t i, int64_t n)
 typedef __m256 fvec;
 #define FVEC_LANES 8
 #define FLOAT_TILE_PREFETCH 1
+#ifndef FLOAT_PACKED_PREFETCH /* (0 from the build's flags, to measure without) */
+#define FLOAT_PACKED_PREFETCH 1
+#endif
 FORCE_INLINE fvec fvec_zero(void) { return _mm256_setzero_ps(); }
 FORCE_INLINE fvec fvec_load(const float *p) { return _mm256_loadu_ps(p); }
 FORCE_INLINE fvec fvec_fma(fvec acc, fvec w, fvec x) { return _mm256_fmadd_ps(w, x, acc); }
@@ -77,7 +80,7 @@ FORCE_INLINE float fvec_total(fvec v) { return lanes_total(v); }
 static const hearth_kernels avx2_kernels = {
     .name = "avx2",
     VECTOR_KERNEL_ENTRIES,
-    .gemm_packed = {INT_KERNEL_PACKED_TABLE},
+    .gemm_packed = {INT_KERNEL_PACKED_TABLE, FLOAT_KERNEL_PACKED_TABLE},
 };
 
 const hearth_kernels *hearth_kernels_avx2(void)

@@ -82,6 +82,9 @@ FORCE_INLINE __mmask16 tail_mask(int64_t i, int64_t n)
 typedef __m512 fvec;
 #define FVEC_LANES 16
 #define FLOAT_TILE_PREFETCH 1
+#ifndef FLOAT_PACKED_PREFETCH /* (0 from the build's flags, to measure without) */
+#define FLOAT_PACKED_PREFETCH 1
+#endif
 FORCE_INLINE fvec fvec_zero(void) { return _mm512_setzero_ps(); }
 FORCE_INLINE fvec fvec_load(const float *p) { return _mm512_loadu_ps(p); }
 FORCE_INLINE fvec fvec_fma(fvec acc, fvec w, fvec x) { return _mm512_fmadd_ps(w, x, acc); }
@@ -103,7 +106,7 @@ FORCE_INLINE fvec load_floats_tail(const float *x, int64_t i, int64_t n)
 static const hearth_kernels avx512_kernels = {
     .name = PATH_NAME,
     VECTOR_KERNEL_ENTRIES,
-    .gemm_packed = {INT_KERNEL_PACKED_TABLE},
+    .gemm_packed = {INT_KERNEL_PACKED_TABLE, FLOAT_KERNEL_PACKED_TABLE},
 };
 
 const hearth_kernels *PATH_TABLE(void)

@@ -98,8 +98,43 @@ typedef void (*hearth_gemm_fn)(int64_t n, int64_t n_rows, int64_t n_tok, const v
  * not depend on the tokens batched with a token or on the threads. */
 #define PACK_ROWS 8
 
+/* Packed float weights (F32, F16, BF16).  Rows in groups of
+ * FLOAT_PACK_ROWS, and per group the rows' elements in chunks of
+ * FLOAT_PACK_CHUNK: chunk c holds elements 32c .. 32c + 31 of the group's
+ * first row, then those of its second row, and so on; a row length that
+ * is not a multiple of the chunk ends in one shorter chunk, the last
+ * n % FLOAT_PACK_CHUNK elements of each row in turn.  The rows after the
+ * last whole group (n_rows % FLOAT_PACK_ROWS of them) stay as they are,
+ * one after the other (groups of one row).  Elements keep their bytes, so
+ * a group takes the bytes of its rows and starts where its first row did;
+ * a thread's tile of a group's rows reads one stream instead of four (a
+ * chunk of F16 is one 64-byte cache line of each row).  Unlike the
+ * integer formats, packing does not change the summation order: each
+ * path's packed float kernels compute every row-token pair exactly as its
+ * gemm does (same lanes, same fused multiply-adds in the same order, same
+ * lane tree), so packed and unpacked results agree bit for bit. */
+#define FLOAT_PACK_ROWS 4
+#define FLOAT_PACK_CHUNK 32
+
+/* Where element i of row r (of a group of group_rows rows, 4 or 1) lies
+ * in the packed group of rows of n elements, counted in elements. */
+static inline size_t hearth_float_packed_index(int64_t n, int64_t group_rows, int64_t r, int64_t i)
+{
+    const int64_t c0 = i - i % FLOAT_PACK_CHUNK;
+    const int64_t width = n - c0 < FLOAT_PACK_CHUNK ? n - c0 : FLOAT_PACK_CHUNK;
+    return (size_t)(c0 * group_rows + r * width + (i - c0));
+}
+
+/* The rows of the group that row r of a packed float matrix of n_rows
+ * rows belongs to: FLOAT_PACK_ROWS, or 1 after the last whole group. */
+static inline int64_t hearth_float_group_rows(int64_t n_rows, int64_t r)
+{
+    return r < n_rows / FLOAT_PACK_ROWS * FLOAT_PACK_ROWS ? FLOAT_PACK_ROWS : 1;
+}
+
 /* y[t * y_stride + r] = dot(w_r, x_t) for r < n_rows (a multiple of
- * PACK_ROWS) and t < n_tok: wp the packed groups of those rows, x_t as in
+ * PACK_ROWS for the integer formats, any number for the float ones) and
+ * t < n_tok: wp the packed groups of those rows, x_t as in
  * hearth_gemm_fn (in the weight type's activation format); for Q8_0
  * activations x_sums[t * (n / 32) + b] is the sum of the quants of token
  * t's block b (hearth_q8_0_block_sums), for Q8_K it is unused (the blocks
@@ -160,21 +195,29 @@ hearth_status hearth_kernels_select(const hearth_kernels **out);
 
 /* Packing (simd/pack.c), the same layout for every path.  Whether type t
  * has a packed layout; the bytes of n_rows packed rows of n_in elements
- * (n_rows a multiple of PACK_ROWS, n_in of the block); and the packing of
- * such rows, row r at src + r * row_bytes, into dst. */
+ * (for the integer formats n_rows a multiple of PACK_ROWS, n_in of the
+ * block); and the packing of such rows, row r at src + r * row_bytes, into
+ * dst.  A float matrix's rows may be packed in parts that begin at whole
+ * groups, all but the last holding whole groups only. */
 bool hearth_pack_supported(hearth_type t);
 size_t hearth_packed_bytes(hearth_type t, int64_t n_rows, int64_t n_in);
 void hearth_pack_rows(hearth_type t, const void *src, size_t row_bytes, int64_t n_rows, int64_t n_in,
                       void *dst);
-/* The other way, for one row: row (of the matrix whose packed rows start
- * at packed) in its original layout into dst (its row bytes), so that the
- * packed copy can stand in for the original (an embedding's rows). */
-void hearth_unpack_row(hearth_type t, const void *packed, int64_t row, int64_t n_in, void *dst);
+/* The other way, for one row: row (of the matrix of n_rows rows whose
+ * packed rows start at packed) in its original layout into dst (its row
+ * bytes), so that the packed copy can stand in for the original (an
+ * embedding's rows). */
+void hearth_unpack_row(hearth_type t, const void *packed, int64_t n_rows, int64_t row, int64_t n_in, void *dst);
+
+/* Whether packing changes the summation order of type t's products: true
+ * for the integer formats, false for the float ones (see above). */
+bool hearth_pack_reorders(hearth_type t);
 
 /* Whether the kernels k read a matrix of type t, n_out rows of n_in
  * elements, packed: t has a packed layout and k a packed kernel for it,
- * and the rows make whole row groups.  The CPU packs such matrices at
- * load, and a device computing them sums in the packed order above. */
+ * and, for the integer formats, the rows make whole row groups.  The CPU
+ * packs such matrices at load, and a device computing them sums in the
+ * packed order above where packing reorders the sums. */
 bool hearth_kernels_read_packed(const hearth_kernels *k, hearth_type t, int64_t n_out, int64_t n_in);
 
 /* sums[b] = the sum of the quants of Q8_0 block b, for b < n_blocks. */

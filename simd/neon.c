@@ -355,6 +355,7 @@ typedef f32x8 fvec;
 #define FVEC_LANES 8
 /* not measured on NEON yet: the tiles read rows without prefetching */
 #define FLOAT_TILE_PREFETCH 0
+#define FLOAT_PACKED_PREFETCH 0
 FORCE_INLINE fvec fvec_zero(void) { return flanes_zero(); }
 FORCE_INLINE fvec fvec_load(const float *p) { return (f32x8){vld1q_f32(p), vld1q_f32(p + 4)}; }
 FORCE_INLINE fvec fvec_fma(fvec acc, fvec w, fvec x)
@@ -561,6 +562,7 @@ FORCE_INLINE i8x32 bytes32_or(i8x32 a, i8x32 b)
 static const hearth_kernels neon_kernels = {
     .name = PATH_NAME,
     VECTOR_KERNEL_ENTRIES,
+    .gemm_packed = {FLOAT_KERNEL_PACKED_TABLE},
 };
 
 const hearth_kernels *PATH_TABLE(void)

@@ -58,16 +58,43 @@ static size_t packed_fields(hearth_type t, const struct packed_field **out)
     }
 }
 
+static bool is_float(hearth_type t)
+{
+    return t == HEARTH_TYPE_F32 || t == HEARTH_TYPE_F16 || t == HEARTH_TYPE_BF16;
+}
+
 bool hearth_pack_supported(hearth_type t)
 {
     const struct packed_field *f;
-    return packed_fields(t, &f) != 0;
+    return is_float(t) || packed_fields(t, &f) != 0;
+}
+
+bool hearth_pack_reorders(hearth_type t)
+{
+    return !is_float(t);
 }
 
 bool hearth_kernels_read_packed(const hearth_kernels *k, hearth_type t, int64_t n_out, int64_t n_in)
 {
-    return (unsigned)t < HEARTH_TYPE_COUNT && hearth_pack_supported(t) && k->gemm_packed[t] &&
-           n_out % PACK_ROWS == 0 && n_in % 32 == 0;
+    if ((unsigned)t >= HEARTH_TYPE_COUNT || !hearth_pack_supported(t) || !k->gemm_packed[t]) return false;
+    if (is_float(t)) return n_out > 0 && n_in > 0;
+    return n_out % PACK_ROWS == 0 && n_in % 32 == 0;
+}
+
+/* The float layout (kernels.h): each row's chunks copied into place. */
+static void float_pack_rows(size_t elem, const uint8_t *src, size_t row_bytes, int64_t n_rows, int64_t n,
+                            uint8_t *dst)
+{
+    for (int64_t r0 = 0; r0 < n_rows;) {
+        const int64_t gr = hearth_float_group_rows(n_rows, r0);
+        uint8_t *grp = dst + (size_t)r0 * (size_t)n * elem;
+        for (int64_t r = 0; r < gr; r++)
+            for (int64_t c0 = 0; c0 < n; c0 += FLOAT_PACK_CHUNK)
+                memcpy(grp + hearth_float_packed_index(n, gr, r, c0) * elem,
+                       src + (size_t)(r0 + r) * row_bytes + (size_t)c0 * elem,
+                       (size_t)HEARTH_MIN(FLOAT_PACK_CHUNK, n - c0) * elem);
+        r0 += gr;
+    }
 }
 
 size_t hearth_packed_bytes(hearth_type t, int64_t n_rows, int64_t n_in)
@@ -78,6 +105,10 @@ size_t hearth_packed_bytes(hearth_type t, int64_t n_rows, int64_t n_in)
 void hearth_pack_rows(hearth_type t, const void *src, size_t row_bytes, int64_t n_rows, int64_t n_in,
                       void *dst)
 {
+    if (is_float(t)) {
+        float_pack_rows(hearth_type_row_bytes(t, 1), src, row_bytes, n_rows, n_in, dst);
+        return;
+    }
     const struct packed_field *fields;
     const size_t n_fields = packed_fields(t, &fields);
     const size_t block = hearth_type_block_bytes(t);
@@ -105,8 +136,18 @@ void hearth_pack_rows(hearth_type t, const void *src, size_t row_bytes, int64_t 
     }
 }
 
-void hearth_unpack_row(hearth_type t, const void *packed, int64_t row, int64_t n_in, void *dst)
+void hearth_unpack_row(hearth_type t, const void *packed, int64_t n_rows, int64_t row, int64_t n_in, void *dst)
 {
+    if (is_float(t)) {
+        const size_t elem = hearth_type_row_bytes(t, 1);
+        const int64_t gr = hearth_float_group_rows(n_rows, row), r0 = row - row % gr;
+        /* the row's group alone: a copy of its row r into row 0 of dst */
+        const uint8_t *grp = (const uint8_t *)packed + (size_t)r0 * (size_t)n_in * elem;
+        for (int64_t c0 = 0; c0 < n_in; c0 += FLOAT_PACK_CHUNK)
+            memcpy((uint8_t *)dst + (size_t)c0 * elem, grp + hearth_float_packed_index(n_in, gr, row - r0, c0) * elem,
+                   (size_t)HEARTH_MIN(FLOAT_PACK_CHUNK, n_in - c0) * elem);
+        return;
+    }
     const struct packed_field *fields;
     const size_t n_fields = packed_fields(t, &fields);
     const size_t block = hearth_type_block_bytes(t), row_bytes = hearth_type_row_bytes(t, n_in);

@@ -344,6 +344,53 @@ DEFINE_GEMM(q4_k)
 DEFINE_GEMM(q5_k)
 DEFINE_GEMM(q6_k)
 
+/* ---- packed float weights (kernels.h): vec_dot's order, elements found in their chunks ---- */
+
+/* Element i of row r of a packed group of gr rows of n elements. */
+static inline float packed_float(hearth_type t, const uint8_t *grp, int64_t gr, int64_t n, int64_t r, int64_t i)
+{
+    const size_t e = hearth_float_packed_index(n, gr, r, i);
+    if (t == HEARTH_TYPE_F32) {
+        float v;
+        memcpy(&v, grp + 4 * e, sizeof v);
+        return v;
+    }
+    uint16_t h;
+    memcpy(&h, grp + 2 * e, 2);
+    return t == HEARTH_TYPE_F16 ? hearth_f16_to_f32(h) : hearth_bf16_to_f32(h);
+}
+
+static void gemm_packed_float(hearth_type t, int64_t n, int64_t n_rows, int64_t n_tok, const void *wp,
+                              const void *x, size_t x_stride, float *y, int64_t y_stride)
+{
+    const size_t row_bytes = hearth_type_row_bytes(t, n);
+    for (int64_t r0 = 0; r0 < n_rows;) {
+        const int64_t gr = hearth_float_group_rows(n_rows, r0);
+        const uint8_t *grp = (const uint8_t *)wp + (size_t)r0 * row_bytes;
+        for (int64_t tok = 0; tok < n_tok; tok++) {
+            const float *b = (const void *)((const uint8_t *)x + (size_t)tok * x_stride);
+            for (int64_t r = 0; r < gr; r++) {
+                float sum = 0.0f;
+                for (int64_t i = 0; i < n; i++) sum += packed_float(t, grp, gr, n, r, i) * b[i];
+                y[tok * y_stride + r0 + r] = sum;
+            }
+        }
+        r0 += gr;
+    }
+}
+
+#define DEFINE_GEMM_PACKED_FLOAT(name, type) \
+    static void gemm_packed_##name(int64_t n, int64_t n_rows, int64_t n_tok, const void *wp, const void *x, \
+                                   size_t x_stride, const int32_t *x_sums, float *y, int64_t y_stride) \
+    { \
+        (void)x_sums; \
+        gemm_packed_float(type, n, n_rows, n_tok, wp, x, x_stride, y, y_stride); \
+    }
+
+DEFINE_GEMM_PACKED_FLOAT(f32, HEARTH_TYPE_F32)
+DEFINE_GEMM_PACKED_FLOAT(f16, HEARTH_TYPE_F16)
+DEFINE_GEMM_PACKED_FLOAT(bf16, HEARTH_TYPE_BF16)
+
 /* ---- packed weights (kernels.h): one exact integer per block ----------------------- */
 
 /* Byte b of row r's field at offset at of a packed block (every field
@@ -633,6 +680,9 @@ static const hearth_kernels scalar_kernels = {
         [HEARTH_TYPE_Q6_K] = gemm_q6_k,
     },
     .gemm_packed = {
+        [HEARTH_TYPE_F32] = gemm_packed_f32,
+        [HEARTH_TYPE_F16] = gemm_packed_f16,
+        [HEARTH_TYPE_BF16] = gemm_packed_bf16,
         [HEARTH_TYPE_Q4_0] = gemm_packed_q4_0,
         [HEARTH_TYPE_Q5_0] = gemm_packed_q5_0,
         [HEARTH_TYPE_Q8_0] = gemm_packed_q8_0,

@@ -328,11 +328,12 @@ static long long mapped_rss(const char *path)
  * pages around a read ahead of it), and the resident weights are the
  * file's tensor data.  The embedding micro-qwen2 ties to its output layer
  * is read from the packed copy, whose rows are the file's, and decoding
- * runs. */
+ * runs.  Float matrices are packed on every kernel path. */
 START_TEST(test_packed_in_place)
 {
     if (!test_require_data()) return;
-    const char *names[] = {"micro-llama-Q4_K_M.gguf", "micro-qwen2-Q4_0.gguf"};
+    const char *names[] = {"micro-llama-Q4_K_M.gguf", "micro-qwen2-Q4_0.gguf", "micro-llama-F16.gguf",
+                           "micro-qwen2-BF16.gguf"};
     for (size_t k = 0; k < HEARTH_ARRAY_LEN(names); k++) {
         char rel[256];
         snprintf(rel, sizeof rel, "models/%s", names[k]);
@@ -350,6 +351,9 @@ START_TEST(test_packed_in_place)
          * kernel for its type, such as Q4_0 without the dot-product
          * instructions, leaves both in the mapping) */
         const struct weight *e = &m->tok_embd;
+        if (e->type == HEARTH_TYPE_F16 || e->type == HEARTH_TYPE_BF16)
+            ck_assert_msg(m->layers[0].wq.packed && m->layers[0].w_down.packed && m->output.packed,
+                          "%s: float matrices left unpacked", names[k]);
         const bool tied = hearth_gguf_find_tensor(g, "output.weight") == NULL;
         const bool shares = tied && m->output.packed != NULL;
         ck_assert_msg(shares == (e->packed != NULL), "%s: the embedding is %spacked (output layer %spacked)",
@@ -357,7 +361,7 @@ START_TEST(test_packed_in_place)
         if (shares) {
             uint8_t *row = malloc(e->row_bytes);
             for (int64_t r = 0; r < e->n_out; r += 37) {
-                hearth_unpack_row(e->type, e->packed, r, e->n_in, row);
+                hearth_unpack_row(e->type, e->packed, e->n_out, r, e->n_in, row);
                 ck_assert(memcmp(row, (const uint8_t *)e->data + (size_t)r * e->row_bytes, e->row_bytes) == 0);
             }
             free(row);

@@ -683,7 +683,7 @@ START_TEST(test_unpack_row)
         uint8_t *row = test_malloc(c.w_row);
         for (int64_t r = 0; r < c.n_rows; r++) {
             memset(row, 0xa5, c.w_row);
-            hearth_unpack_row(t, c.wp, r, c.n, row);
+            hearth_unpack_row(t, c.wp, c.n_rows, r, c.n, row);
             ck_assert_msg(memcmp(row, c.w + (size_t)r * c.w_row, c.w_row) == 0, "%s, %lld blocks: row %lld",
                           hearth_type_name(t), (long long)c.n_blocks, (long long)r);
         }
@@ -868,6 +868,224 @@ START_TEST(test_backend_matmul_packed)
 }
 END_TEST
 
+/* ---- packed float weights ---------------------------------------------------- */
+
+static const hearth_type float_types[] = {HEARTH_TYPE_F32, HEARTH_TYPE_F16, HEARTH_TYPE_BF16};
+#define N_FLOAT_TYPES ((int)HEARTH_ARRAY_LEN(float_types))
+
+/* Row lengths below, at and above multiples of the vectors (8, 16) and of
+ * the chunk (32); row counts below, at and above whole groups (4). */
+static const int64_t float_lengths[] = {1, 5, 8, 15, 16, 17, 31, 32, 33, 47, 64, 100, 111, 257};
+static const int64_t float_row_counts[] = {1, 3, 4, 5, 8, 9, 13};
+
+/* n_rows rows of n normal floats in type t (its rounding of them). */
+static uint8_t *float_rows(test_rng *rng, hearth_type t, int64_t n_rows, int64_t n)
+{
+    const size_t row = hearth_type_row_bytes(t, n);
+    uint8_t *w = test_malloc(row * (size_t)n_rows);
+    float *f = test_malloc((size_t)n * sizeof(float));
+    for (int64_t r = 0; r < n_rows; r++) {
+        fill_normal(rng, f, n, 0.05);
+        ck_assert(quant_quantize_row(t, f, w + (size_t)r * row, n));
+    }
+    free(f);
+    return w;
+}
+
+static uint8_t *float_packed(hearth_type t, const uint8_t *w, int64_t n_rows, int64_t n)
+{
+    ck_assert(hearth_pack_supported(t));
+    ck_assert_uint_eq(hearth_packed_bytes(t, n_rows, n), hearth_type_row_bytes(t, n) * (size_t)n_rows);
+    uint8_t *wp = test_malloc(hearth_packed_bytes(t, n_rows, n));
+    hearth_pack_rows(t, w, hearth_type_row_bytes(t, n), n_rows, n, wp);
+    return wp;
+}
+
+/* The float layout of kernels.h, spelled out for a few elements; every row
+ * unpacks to its original; and a matrix packed in parts that begin at
+ * whole groups (as a model is packed, in pieces) is the matrix packed
+ * whole. */
+START_TEST(test_float_pack_layout)
+{
+    const hearth_type t = float_types[_i];
+    const size_t eb = hearth_type_row_bytes(t, 1);
+    test_rng rng;
+    test_rng_seed(&rng, 4400u + (uint64_t)_i);
+    {
+        /* 9 rows of 70: groups of rows 0-3 and 4-7, then row 8 alone;
+         * chunks of 32, 32 and 6 elements */
+        const int64_t n = 70, n_rows = 9;
+        uint8_t *w = float_rows(&rng, t, n_rows, n), *wp = float_packed(t, w, n_rows, n);
+        static const struct {
+            int64_t r, i;
+            size_t at; /* in elements */
+        } spots[] = {
+            {0, 0, 0},
+            {1, 0, 32},
+            {2, 40, 4 * 32 + 2 * 32 + 8},
+            {3, 31, 3 * 32 + 31},
+            {3, 65, 4 * 64 + 3 * 6 + 1},
+            {5, 3, 4 * 70 + 32 + 3},
+            {7, 69, 4 * 70 + 4 * 64 + 3 * 6 + 5},
+            {8, 0, 8 * 70},
+            {8, 69, 8 * 70 + 69},
+        };
+        for (size_t k = 0; k < HEARTH_ARRAY_LEN(spots); k++)
+            ck_assert_msg(memcmp(wp + spots[k].at * eb, w + ((size_t)spots[k].r * (size_t)n + (size_t)spots[k].i) * eb,
+                                 eb) == 0,
+                          "%s: row %lld element %lld is not at %zu", hearth_type_name(t), (long long)spots[k].r,
+                          (long long)spots[k].i, spots[k].at);
+        free(w);
+        free(wp);
+    }
+    for (size_t li = 0; li < HEARTH_ARRAY_LEN(float_lengths); li++)
+        for (size_t ri = 0; ri < HEARTH_ARRAY_LEN(float_row_counts); ri++) {
+            const int64_t n = float_lengths[li], n_rows = float_row_counts[ri];
+            const size_t row_bytes = hearth_type_row_bytes(t, n);
+            uint8_t *w = float_rows(&rng, t, n_rows, n), *wp = float_packed(t, w, n_rows, n);
+            uint8_t *row = test_malloc(row_bytes);
+            for (int64_t r = 0; r < n_rows; r++) {
+                memset(row, 0xa5, row_bytes);
+                hearth_unpack_row(t, wp, n_rows, r, n, row);
+                ck_assert_msg(memcmp(row, w + (size_t)r * row_bytes, row_bytes) == 0, "%s, %lld x %lld: row %lld",
+                              hearth_type_name(t), (long long)n_rows, (long long)n, (long long)r);
+            }
+            uint8_t *parts = test_malloc(row_bytes * (size_t)n_rows);
+            for (int64_t r0 = 0; r0 < n_rows; r0 += 2 * FLOAT_PACK_ROWS) {
+                const int64_t rows = HEARTH_MIN(2 * FLOAT_PACK_ROWS, n_rows - r0);
+                hearth_pack_rows(t, w + (size_t)r0 * row_bytes, row_bytes, rows, n, parts + (size_t)r0 * row_bytes);
+            }
+            ck_assert(memcmp(parts, wp, row_bytes * (size_t)n_rows) == 0);
+            free(parts);
+            free(row);
+            free(w);
+            free(wp);
+        }
+}
+END_TEST
+
+/* Every path's packed float kernel (the scalar one included) gives the
+ * bits of the same path's gemm on the unpacked rows, for ragged row
+ * lengths and row counts and any number of tokens, a token alone and in
+ * any batch alike; nothing outside the tile is written.  (Across paths the
+ * float types agree within rounding only, which test_paths_vec_dot
+ * checks.) */
+START_TEST(test_paths_float_packed)
+{
+    const hearth_type t = float_types[_i];
+    const int max_tok = 9;
+    test_rng rng;
+    test_rng_seed(&rng, 4500u + (uint64_t)_i);
+    for (size_t li = 0; li < HEARTH_ARRAY_LEN(float_lengths); li++) {
+        const int64_t n = float_lengths[li], max_rows = 13;
+        uint8_t *w = float_rows(&rng, t, max_rows, n);
+        float *x = test_malloc((size_t)(n * max_tok) * sizeof(float));
+        fill_normal(&rng, x, n * max_tok, 1.0);
+        const size_t xs = (size_t)n * sizeof(float), row_bytes = hearth_type_row_bytes(t, n);
+        const int64_t ys = max_rows + 3;
+        float *want = test_malloc((size_t)(ys * max_tok) * sizeof(float));
+        float *got = test_malloc((size_t)(ys * max_tok) * sizeof(float));
+        float *alone = test_malloc((size_t)(ys * max_tok) * sizeof(float));
+        for (size_t ri = 0; ri < HEARTH_ARRAY_LEN(float_row_counts); ri++) {
+            const int64_t n_rows = float_row_counts[ri];
+            uint8_t *wp = float_packed(t, w, n_rows, n);
+            for (int p = 0; p < KERNEL_PATH_COUNT; p++) {
+                const hearth_kernels *k = path_or_note(p);
+                if (!k) continue;
+                ck_assert_msg(k->gemm_packed[t] != NULL, "%s: no packed %s kernel", k->name, hearth_type_name(t));
+                ck_assert(hearth_kernels_read_packed(k, t, n_rows, n));
+                k->gemm[t](n, n_rows, max_tok, w, row_bytes, x, xs, want, ys);
+                for (int tok = 0; tok < max_tok; tok++)
+                    k->gemm_packed[t](n, n_rows, 1, wp, x + tok * n, xs, NULL, alone + tok * ys, ys);
+                for (int toks = 1; toks <= max_tok; toks++) {
+                    for (int64_t i = 0; i < ys * max_tok; i++) got[i] = -7.0f;
+                    k->gemm_packed[t](n, n_rows, toks, wp, x, xs, NULL, got, ys);
+                    for (int tok = 0; tok < max_tok; tok++)
+                        for (int64_t r = 0; r < ys; r++) {
+                            const float v = got[tok * ys + r];
+                            if (tok >= toks || r >= n_rows) {
+                                ck_assert_msg(v == -7.0f, "%s %s packed %lldx%d wrote outside its tile at %lld,%d",
+                                              k->name, hearth_type_name(t), (long long)n_rows, toks, (long long)r,
+                                              tok);
+                                continue;
+                            }
+                            ck_assert_msg(memcmp(&v, &want[tok * ys + r], sizeof v) == 0,
+                                          "%s %s packed, n %lld, %lldx%d, row %lld token %d: %.9g, unpacked %.9g",
+                                          k->name, hearth_type_name(t), (long long)n, (long long)n_rows, toks,
+                                          (long long)r, tok, (double)v, (double)want[tok * ys + r]);
+                            ck_assert_msg(memcmp(&v, &alone[tok * ys + r], sizeof v) == 0,
+                                          "%s %s packed, n %lld, %lldx%d, row %lld token %d: %.9g, alone %.9g",
+                                          k->name, hearth_type_name(t), (long long)n, (long long)n_rows, toks,
+                                          (long long)r, tok, (double)v, (double)alone[tok * ys + r]);
+                        }
+                }
+            }
+            free(wp);
+        }
+        free(want);
+        free(got);
+        free(alone);
+        free(x);
+        free(w);
+    }
+}
+END_TEST
+
+/* The backend's product with packed float weights (rows neither a
+ * multiple of the row chunk nor of the group, a ragged length, enough work
+ * for the threads even for one token): the bits of the unpacked matrix,
+ * for any number of threads and for a token alone or in a batch. */
+START_TEST(test_backend_matmul_float_packed)
+{
+    const hearth_type t = float_types[_i];
+    const int64_t n = 301, n_rows = 229, n_tok = 13;
+    test_rng rng;
+    test_rng_seed(&rng, 4600u + (uint64_t)_i);
+    uint8_t *wd = float_rows(&rng, t, n_rows, n), *wp = float_packed(t, wd, n_rows, n);
+    float *x = test_malloc((size_t)(n * n_tok) * sizeof(float));
+    fill_normal(&rng, x, n * n_tok, 1.0);
+    const struct weight plain = {.name = "test.weight", .type = t, .n_in = n, .n_out = n_rows,
+                                 .row_bytes = hearth_type_row_bytes(t, n), .data = wd};
+    struct weight packed = plain;
+    packed.packed = wp;
+    static const int threads[] = {1, 2, 3};
+    for (size_t ti = 0; ti < HEARTH_ARRAY_LEN(threads); ti++) {
+        struct hearth_backend *be;
+        ck_assert_int_eq(backend_cpu_new(threads[ti], &be), HEARTH_OK);
+        struct act in, want, got, one_in, one_out;
+        ck_assert_int_eq(be->ops->act_alloc(be, &in, n_tok, n), HEARTH_OK);
+        ck_assert_int_eq(be->ops->act_alloc(be, &want, n_tok, n_rows), HEARTH_OK);
+        ck_assert_int_eq(be->ops->act_alloc(be, &got, n_tok, n_rows), HEARTH_OK);
+        ck_assert_int_eq(be->ops->act_alloc(be, &one_in, 1, n), HEARTH_OK);
+        ck_assert_int_eq(be->ops->act_alloc(be, &one_out, 1, n_rows), HEARTH_OK);
+        ck_assert_int_eq(be->ops->act_upload(be, &in, x, n_tok), HEARTH_OK);
+        ck_assert_int_eq(be->ops->matmul(be, &want, &plain, &in), HEARTH_OK);
+        ck_assert_int_eq(be->ops->matmul(be, &got, &packed, &in), HEARTH_OK);
+        for (int64_t i = 0; i < n_rows * n_tok; i++)
+            ck_assert_msg(same_float(got.host[i], want.host[i]), "%s packed, %d threads: %.9g at %lld, unpacked %.9g",
+                          hearth_type_name(t), threads[ti], (double)got.host[i], (long long)i,
+                          (double)want.host[i]);
+        for (int64_t tok = 0; tok < n_tok; tok += 3) {
+            ck_assert_int_eq(be->ops->act_upload(be, &one_in, x + tok * n, 1), HEARTH_OK);
+            ck_assert_int_eq(be->ops->matmul(be, &one_out, &packed, &one_in), HEARTH_OK);
+            for (int64_t r = 0; r < n_rows; r++)
+                ck_assert_msg(same_float(one_out.host[r], want.host[tok * n_rows + r]),
+                              "%s packed: token %lld alone differs at row %lld", hearth_type_name(t),
+                              (long long)tok, (long long)r);
+        }
+        be->ops->act_free(be, &in);
+        be->ops->act_free(be, &want);
+        be->ops->act_free(be, &got);
+        be->ops->act_free(be, &one_in);
+        be->ops->act_free(be, &one_out);
+        backend_cpu_free(be);
+    }
+    free(x);
+    free(wd);
+    free(wp);
+}
+END_TEST
+
 /* Products of one input run as one step (a layer's q/k/v, gate/up): the
  * same bits as each product alone, for sets that share an activation
  * format and sets that mix them, packed and unpacked weights, row counts
@@ -883,7 +1101,8 @@ static const struct set_weight matmul_sets[][MATMUL_SET_MAX] = {
     {{HEARTH_TYPE_Q4_K, 5 * PACK_ROWS, true}, {HEARTH_TYPE_Q5_K, 3 * PACK_ROWS, true},
      {HEARTH_TYPE_Q6_K, 2 * PACK_ROWS, true}},
     {{HEARTH_TYPE_Q8_0, 4 * PACK_ROWS, true}, {HEARTH_TYPE_Q4_0, 83, false}, {HEARTH_TYPE_F16, 37, false}},
-    {{HEARTH_TYPE_Q4_0, 6 * PACK_ROWS, true}, {HEARTH_TYPE_Q5_K, 19, false}, {HEARTH_TYPE_COUNT, 0, false}},
+    {{HEARTH_TYPE_Q4_0, 6 * PACK_ROWS, true}, {HEARTH_TYPE_Q5_K, 19, false}, {HEARTH_TYPE_BF16, 29, true}},
+    {{HEARTH_TYPE_F16, 37, true}, {HEARTH_TYPE_F32, 11, true}, {HEARTH_TYPE_COUNT, 0, false}},
     {{HEARTH_TYPE_Q2_K, 21, false}, {HEARTH_TYPE_Q8_0, 2 * PACK_ROWS, true}, {HEARTH_TYPE_Q4_K, 45, false}},
 };
 
@@ -1096,6 +1315,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_scalar_act_convert);
     tcase_add_loop_test(tc, test_scalar_packed, 0, N_PACKED_TYPES);
     tcase_add_loop_test(tc, test_unpack_row, 0, N_PACKED_TYPES);
+    tcase_add_loop_test(tc, test_float_pack_layout, 0, N_FLOAT_TYPES);
     suite_add_tcase(s, tc);
     TCase *paths = tcase_create("paths");
     tcase_add_loop_test(paths, test_paths_vec_dot, 0, N_WEIGHT_TYPES);
@@ -1106,6 +1326,8 @@ static Suite *kernels_suite(void)
     tcase_add_loop_test(paths, test_backend_matmul_deterministic, 0, N_WEIGHT_TYPES);
     tcase_add_loop_test(paths, test_paths_packed, 0, N_PACKED_TYPES);
     tcase_add_loop_test(paths, test_backend_matmul_packed, 0, N_PACKED_TYPES);
+    tcase_add_loop_test(paths, test_paths_float_packed, 0, N_FLOAT_TYPES);
+    tcase_add_loop_test(paths, test_backend_matmul_float_packed, 0, N_FLOAT_TYPES);
     tcase_add_loop_test(paths, test_backend_matmul_set, 0, (int)HEARTH_ARRAY_LEN(matmul_sets));
     tcase_add_test(paths, test_backend_matmul_set_bad_width);
     suite_add_tcase(s, paths);

@@ -406,7 +406,7 @@ static hearth_status embed(struct runner *r, const struct weight *e, const int32
     for (int64_t t = 0; t < n && !st; t++) {
         const uint8_t *row = (const uint8_t *)e->data + (size_t)tokens[t] * e->row_bytes;
         if (unpacked) {
-            hearth_unpack_row(e->type, e->packed, tokens[t], e->n_in, unpacked);
+            hearth_unpack_row(e->type, e->packed, e->n_out, tokens[t], e->n_in, unpacked);
             row = unpacked;
         }
         float *x = r->embd + t * n_embd;
