@@ -127,6 +127,19 @@ static void run_checked(hearth_engine *e)
     ck_abort_msg("the engine did not finish");
 }
 
+/* One greedy request alone, without drafts, in an engine of n_seq_max
+ * sequences: the reference a speculative run is compared with. */
+static void run_plain(hearth_model *m, const int32_t *prompt, int32_t n_prompt, int32_t max_tokens,
+                      int32_t n_seq_max, struct out *o)
+{
+    hearth_engine *e = new_engine(m, NULL, n_seq_max);
+    hearth_request r;
+    request_init(&r, prompt, n_prompt, max_tokens, 0.0f, 0, o);
+    submit(e, &r, o, hearth_model_n_vocab(m));
+    run_checked(e);
+    hearth_engine_free(e);
+}
+
 static void expect_same(const struct out *a, const struct out *b, const char *what)
 {
     ck_assert_msg(a->n == b->n, "%s: %d tokens, without speculation %d", what, a->n, b->n);
@@ -274,18 +287,14 @@ START_TEST(test_forced_rejections)
         int32_t prompt[40];
         make_prompt(V, 77, prompt, 40, false);
         static struct out plain, spec;
-        hearth_engine *e = new_engine(m, NULL, 4);
-        hearth_request r;
-        request_init(&r, prompt, 40, 100, 0.0f, 0, &plain);
-        submit(e, &r, &plain, V);
-        run_checked(e);
-        hearth_engine_free(e);
+        run_plain(m, prompt, 40, 100, 4, &plain);
 
         for (int k = 1; k <= 7; k += 3) {
             /* the model drafts for itself: only the corruption is rejected */
-            e = new_engine(m, m, 4);
+            hearth_engine *e = new_engine(m, m, 4);
             struct corrupt c = {0, 0, V};
             engine_set_draft_hook(e, corrupt_hook, &c);
+            hearth_request r;
             request_init(&r, prompt, 40, 100, 0.0f, 0, &spec);
             r.speculation.draft_max = k;
             r.speculation.fixed = true;
@@ -354,12 +363,7 @@ static void model_prompt(hearth_model *m, int32_t *tokens, int32_t len)
 {
     static struct out o;
     const int32_t start = 1;
-    hearth_engine *e = new_engine(m, NULL, 1);
-    hearth_request r;
-    request_init(&r, &start, 1, len - 1, 0.0f, 0, &o);
-    submit(e, &r, &o, hearth_model_n_vocab(m));
-    run_checked(e);
-    hearth_engine_free(e);
+    run_plain(m, &start, 1, len - 1, 1, &o);
     ck_assert_int_eq(o.n, len - 1);
     tokens[0] = start;
     memcpy(tokens + 1, o.tokens, (size_t)(len - 1) * sizeof *tokens);
@@ -655,13 +659,9 @@ static hearth_request_stats learned_case(hearth_model *m, hearth_model *d, float
     int32_t prompt[30];
     make_prompt(V, 61, prompt, 30, false);
     static struct out plain, spec;
-    hearth_engine *e = new_engine(m, NULL, 2);
+    run_plain(m, prompt, 30, GEN, 2, &plain);
+    hearth_engine *e = new_engine(m, d, 2);
     hearth_request r;
-    request_init(&r, prompt, 30, GEN, 0.0f, 0, &plain);
-    submit(e, &r, &plain, V);
-    run_checked(e);
-    hearth_engine_free(e);
-    e = new_engine(m, d, 2);
     engine_set_spec_cost(e, cost);
     request_init(&r, prompt, 30, GEN, 0.0f, 0, &spec);
     r.speculation.draft_max = 4;
@@ -975,18 +975,14 @@ START_TEST(test_larger_draft_waits)
     int32_t prompt[40];
     make_prompt(V, 71, prompt, 40, true);
     static struct out plain, spec;
-    hearth_engine *e = new_engine(m, NULL, 2);
-    hearth_request r;
-    request_init(&r, prompt, 40, GEN, 0.0f, 0, &plain);
-    submit(e, &r, &plain, V);
-    run_checked(e);
-    hearth_engine_free(e);
+    run_plain(m, prompt, 40, GEN, 2, &plain);
     for (int i = 0; i < 2; i++) {
         hearth_model *d = test_load_model(drafts[i]);
         const bool larger = hearth_model_size_bytes(d) > hearth_model_size_bytes(m);
         ck_assert_msg(larger == (i == 0), "%s: the test wants it %s than stories260K", drafts[i],
                       i == 0 ? "larger" : "smaller");
-        e = new_engine(m, d, 2);
+        hearth_engine *e = new_engine(m, d, 2);
+        hearth_request r;
         request_init(&r, prompt, 40, GEN, 0.0f, 0, &spec);
         r.speculation.draft_max = 4;
         submit(e, &r, &spec, V);
