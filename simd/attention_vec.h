@@ -190,16 +190,6 @@ FORCE_INLINE void softmax_row(const struct attn_rows *rows, int32_t r, int32_t l
     rows->max[r] = m_new;
 }
 
-/* The bytes of n elements of a cache entry in format t. */
-FORCE_INLINE size_t entry_bytes(hearth_type t, int32_t n)
-{
-    switch (t) {
-    case HEARTH_TYPE_F32: return (size_t)n * 4;
-    case HEARTH_TYPE_F16: return (size_t)n * 2;
-    default: return (size_t)(n / QK8_0) * sizeof(block_q8_0);
-    }
-}
-
 /* Ask for the block's key and value entries (keys j0 .. j0 + width - 1)
  * before reading them.  A position's row holds every key/value head, so
  * one head's entries lie a row apart (1 KiB for 8 heads of 64 in F16):
@@ -209,7 +199,7 @@ FORCE_INLINE size_t entry_bytes(hearth_type t, int32_t n)
 FORCE_INLINE void prefetch_entries(hearth_type t, const uint8_t *k, const uint8_t *v, size_t row_bytes,
                                    int32_t head_dim, int32_t v_dim, int32_t j0, int32_t width)
 {
-    const size_t kb = entry_bytes(t, head_dim), vb = entry_bytes(t, v_dim);
+    const size_t kb = hearth_type_row_bytes(t, head_dim), vb = hearth_type_row_bytes(t, v_dim);
     for (int32_t jj = 0; jj < width; jj++) {
         const uint8_t *e = k + (size_t)(j0 + jj) * row_bytes;
         for (size_t off = 0; off < kb; off += 64) __builtin_prefetch(e + off, 0, 3);
