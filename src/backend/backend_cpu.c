@@ -232,8 +232,8 @@ static void matmul_run(void *arg)
      * streams its weights slower than the others (a busier core, a
      * farther memory) does not leave them waiting at the region's end.
      * With a static split of halves, two threads decoding the
-     * TinyLlama-shaped Q4_0 file spent 13.6% of their samples waiting in
-     * the runtime, and 10.1% guided; eight sequences' steps went 12-16%
+     * TinyLlama-shaped Q4_0 file spent 15.4% of their samples in the
+     * runtime, and 12.4% guided; eight sequences' steps went 11-16%
      * faster (BENCHMARKS.md).  Which thread computes a chunk does not
      * change its results. */
 #pragma omp for schedule(guided)
